@@ -1,0 +1,55 @@
+//! `numatrace`: parse -> run -> exit code.
+//!
+//! Data flows one way: kernel event -> decode -> model -> sinks. This crate
+//! holds the userspace half; the BPF programs live in `numa-ebpf` and are
+//! embedded at build time (see build.rs).
+use std::{io::Write, process::ExitCode};
+
+use anyhow::Result;
+use clap::Parser;
+
+mod cli;
+mod doctor;
+mod probe;
+mod stats;
+mod system;
+mod workload;
+
+fn run(cli: cli::Cli) -> Result<ExitCode> {
+    match cli.command {
+        cli::Command::Doctor { json } => {
+            let report = doctor::run();
+            let mut out = std::io::stdout().lock();
+            if json {
+                serde_json::to_writer_pretty(&mut out, &report)?;
+                writeln!(out)?;
+            } else {
+                doctor::print_human(&report, &mut out)?;
+            }
+            Ok(if report.ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        cli::Command::Stats(args) => stats::run(&args),
+        cli::Command::Workload(cli::Workload::HotChunks(args)) => workload::hot_chunks(&args),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("numatrace: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

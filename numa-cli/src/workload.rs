@@ -1,0 +1,242 @@
+//! `numatrace workload hot-chunks`: the seeds' microbenchmark, so that the
+//! test bed (and a user on an emulated CXL box) has a workload that makes
+//! the kernel's latency threshold reject hot pages.
+//!
+//! Memory is placed with mbind(2) on the slow node, touched, then its policy
+//! reset to the default so NUMA balancing may promote it.
+use std::{
+    io::Write,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use crate::{cli::HotChunksArgs, system};
+
+const PAGE: usize = 4096;
+const MPOL_DEFAULT: libc::c_long = 0;
+const MPOL_BIND: libc::c_long = 2;
+
+/// An anonymous mapping, unmapped on drop.
+struct Region {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Region {
+    fn new(len: usize, thp: bool) -> Result<Self> {
+        // SAFETY: anonymous private mapping; the result is checked.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error()).context(format!("mmap {len} bytes"));
+        }
+        if !thp {
+            // SAFETY: the range was just mapped by us.
+            unsafe { libc::madvise(ptr, len, libc::MADV_NOHUGEPAGE) };
+        }
+        Ok(Region {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    fn mbind(&self, mode: libc::c_long, node: Option<u32>) -> Result<()> {
+        let mask: [u64; 16] = {
+            let mut m = [0u64; 16];
+            if let Some(n) = node {
+                m[(n / 64) as usize % 16] |= 1 << (n % 64);
+            }
+            m
+        };
+        let (mask_ptr, maxnode) = if node.is_some() {
+            (mask.as_ptr(), 1024 + 1)
+        } else {
+            (std::ptr::null(), 0)
+        };
+        // SAFETY: mbind on our own mapping with a valid mask buffer.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_mbind,
+                self.ptr,
+                self.len,
+                mode,
+                mask_ptr,
+                maxnode as libc::c_ulong,
+                0u32,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error())
+                .context(format!("mbind(mode {mode}, node {node:?})"));
+        }
+        Ok(())
+    }
+
+    fn touch_all(&self) {
+        for off in (0..self.len).step_by(PAGE) {
+            // SAFETY: off < len, inside our mapping.
+            unsafe { self.ptr.add(off).write_volatile(1) };
+        }
+    }
+
+    /// Node of each page (move_pages with null nodes = query).
+    fn page_nodes(&self) -> Vec<i32> {
+        let pages: Vec<*mut libc::c_void> = (0..self.len)
+            .step_by(PAGE)
+            .map(|o| {
+                // SAFETY: inside our mapping.
+                unsafe { self.ptr.add(o).cast() }
+            })
+            .collect();
+        let mut status = vec![-1i32; pages.len()];
+        // SAFETY: pages and status have the same length; pid 0 = self.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_move_pages,
+                0,
+                pages.len(),
+                pages.as_ptr(),
+                std::ptr::null::<i32>(),
+                status.as_mut_ptr(),
+                0,
+            )
+        };
+        if rc != 0 {
+            status.iter_mut().for_each(|s| *s = -1);
+        }
+        status
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what new() mapped.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// xorshift64*: deterministic, fast, good enough for access patterns.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct Summary {
+    pid: u32,
+    slow_node: u32,
+    dram_node: u32,
+    slow_pages: usize,
+    slow_pages_on_slow_node_at_start: usize,
+    slow_pages_on_dram_node_at_end: usize,
+    chunk_visits: u64,
+    accesses: u64,
+    elapsed_s: f64,
+    /// Microseconds spent accessing (idle gaps excluded): the seeds' "score".
+    score_us: u64,
+}
+
+pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
+    let nodes = system::nodes();
+    let slow_node = match a.slow_node {
+        Some(n) => n,
+        None => nodes
+            .iter()
+            .find(|n| n.cpus.is_empty() && n.mem_total_kb > 0)
+            .map(|n| n.id)
+            .context(
+                "no CPU-less memory node found: pass --slow-node N (see `numatrace doctor`)",
+            )?,
+    };
+    let dram_node = a.dram_node.unwrap_or_else(|| {
+        nodes
+            .iter()
+            .find(|n| n.cpus.contains(&0))
+            .map_or(0, |n| n.id)
+    });
+    if a.chunk_mb == 0 || a.slow_mb < a.chunk_mb {
+        bail!("--chunk-mb must be between 1 and --slow-mb ({})", a.slow_mb);
+    }
+    let mb = 1 << 20;
+    let _dram = if a.dram_mb > 0 {
+        let r = Region::new(a.dram_mb as usize * mb, a.thp)?;
+        r.mbind(MPOL_BIND, Some(dram_node))?;
+        r.touch_all();
+        Some(r)
+    } else {
+        None
+    };
+    let slow = Region::new(a.slow_mb as usize * mb, a.thp)?;
+    slow.mbind(MPOL_BIND, Some(slow_node))?;
+    slow.touch_all();
+    slow.mbind(MPOL_DEFAULT, None)?;
+    let at_start = slow
+        .page_nodes()
+        .iter()
+        .filter(|&&n| n == slow_node as i32)
+        .count();
+
+    let chunk_pages = (a.chunk_mb as usize * mb) / PAGE;
+    let chunks = a.slow_mb / a.chunk_mb;
+    let mut rng = Rng(a.seed.max(1));
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(a.duration);
+    let (mut visits, mut accesses, mut busy) = (0u64, 0u64, Duration::ZERO);
+    while Instant::now() < deadline {
+        let chunk = (rng.next() % chunks) as usize;
+        let t = Instant::now();
+        for _ in 0..a.accesses {
+            let page = chunk * chunk_pages + (rng.next() as usize % chunk_pages);
+            // SAFETY: page < slow_mb * MiB / PAGE, inside the mapping.
+            unsafe {
+                let p = slow.ptr.add(page * PAGE);
+                p.write_volatile(p.read_volatile().wrapping_add(1));
+            }
+        }
+        busy += t.elapsed();
+        accesses += a.accesses;
+        visits += 1;
+        if a.idle_ms > 0 {
+            std::thread::sleep(Duration::from_millis(a.idle_ms));
+        }
+    }
+    let at_end = slow
+        .page_nodes()
+        .iter()
+        .filter(|&&n| n == dram_node as i32)
+        .count();
+    let summary = Summary {
+        pid: std::process::id(),
+        slow_node,
+        dram_node,
+        slow_pages: slow.len / PAGE,
+        slow_pages_on_slow_node_at_start: at_start,
+        slow_pages_on_dram_node_at_end: at_end,
+        chunk_visits: visits,
+        accesses,
+        elapsed_s: start.elapsed().as_secs_f64(),
+        score_us: busy.as_micros() as u64,
+    };
+    let json = serde_json::to_string(&summary)?;
+    if let Some(path) = &a.summary {
+        std::fs::write(path, &json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    writeln!(std::io::stdout(), "{json}")?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,21 @@
+//! numatrace's BPF programs: one logical hook per file, each in two
+//! mechanisms (fentry/fexit, and kprobe/kretprobe for kernels that refuse
+//! tracing programs). Userspace picks one per hook through the attach plan.
+//!
+//! Programs never fail: a missing map slot or an unreadable argument ends the
+//! program early (a reachable panic would be a verifier rejection).
+#![no_std]
+#![no_main]
+
+mod decision;
+mod fault;
+mod maps;
+mod migrate;
+mod scan;
+mod trial;
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
