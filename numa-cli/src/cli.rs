@@ -22,27 +22,71 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Count hint faults, decisions, scans and migrations while attached.
+    /// Totals: hint faults, decisions by reason, migrations, histograms.
     Stats(StatsArgs),
+    /// Record a self-describing trace of every hint fault, scan and skip.
+    Record(RecordArgs),
+    /// Print every record of a trace as one JSON line.
+    Dump {
+        /// Trace file from `numatrace record`.
+        trace: PathBuf,
+    },
     /// Synthetic workloads for trying numatrace (the test bed uses them).
     #[command(subcommand)]
     Workload(Workload),
 }
 
-#[derive(Debug, Args)]
-pub struct StatsArgs {
-    /// Attach the probes to the running kernel (the only source for now).
+/// Options of every command that attaches the probes.
+#[derive(Debug, Args, Clone)]
+pub struct ProbeArgs {
+    /// Only record events of this process (tgid). Counters stay system-wide.
     #[arg(long)]
-    pub live: bool,
+    pub pid: Option<u32>,
+    /// Only record events of processes in this cgroup (v2 directory).
+    #[arg(long)]
+    pub cgroup: Option<PathBuf>,
+    /// Emit one fault record in N (counters and histograms stay exact).
+    #[arg(long, default_value_t = 1)]
+    pub sample: u64,
+    /// Size of the per-folio stamp map (folios tracked at once).
+    #[arg(long, default_value_t = numa_ebpf_common::DEFAULT_STAMP_ENTRIES)]
+    pub max_folios: u32,
+    /// Ring buffer size in MiB (rounded up to a power of two).
+    #[arg(long, default_value_t = 16)]
+    pub ring_mb: u32,
     /// Stop after this many seconds (default: when COMMAND exits, else 10 s).
     #[arg(long)]
     pub duration: Option<f64>,
-    /// Machine-readable output.
-    #[arg(long)]
-    pub json: bool,
     /// Run this command while attached and stop when it exits.
     #[arg(last = true)]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// A trace recorded with `numatrace record`.
+    #[arg(conflicts_with = "live", required_unless_present = "live")]
+    pub file: Option<PathBuf>,
+    /// Attach the probes to the running kernel instead of reading a trace.
+    #[arg(long)]
+    pub live: bool,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the evaluated events to this trace file (with --live).
+    #[arg(long, requires = "live")]
+    pub record: Option<PathBuf>,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Trace file to write.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -85,7 +129,7 @@ pub struct HotChunksArgs {
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Write a JSON summary here as well as to stdout.
+    /// Write the JSON summary here instead of stdout.
     #[arg(long)]
     pub summary: Option<PathBuf>,
 }

@@ -307,7 +307,7 @@ pub fn run() -> Report {
                 "use a kernel with BPF trampolines (CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) or CONFIG_KPROBES; in a restricted VM/sandbox try the emulated test bed `cargo xtask vm`",
             )
         });
-        match load::attach(attach_plan.clone()) {
+        match load::attach(attach_plan.clone(), &load::LoadOptions::default()) {
             Ok(probes) => attach_plan = probes.plan.clone(),
             Err(e) => checks.push(check(
                 "bpf_object",

@@ -9,10 +9,16 @@ use anyhow::Result;
 use clap::Parser;
 
 mod cli;
+mod decode;
 mod doctor;
+mod dump;
+mod histtext;
+mod model;
+mod pipeline;
 mod probe;
 mod stats;
 mod system;
+mod trace;
 mod workload;
 
 fn run(cli: cli::Cli) -> Result<ExitCode> {
@@ -32,7 +38,9 @@ fn run(cli: cli::Cli) -> Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
-        cli::Command::Stats(args) => stats::run(&args),
+        cli::Command::Stats(args) => stats::stats(&args),
+        cli::Command::Record(args) => stats::record(&args),
+        cli::Command::Dump { trace } => dump::run(&trace),
         cli::Command::Workload(cli::Workload::HotChunks(args)) => workload::hot_chunks(&args),
     }
 }

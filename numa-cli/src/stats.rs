@@ -1,49 +1,21 @@
-//! `numatrace stats --live`: attach, count, print totals next to the
-//! kernel's own vmstat deltas over the same window.
-use std::{
-    collections::BTreeMap,
-    io::Write,
-    process::ExitCode,
-    time::{Duration, Instant},
-};
+//! `numatrace stats` and `numatrace record`: run the pipeline (live or from
+//! a trace) into the totals model and, when asked, a trace recorder.
+use std::{io::Write, os::unix::fs::MetadataExt, process::ExitCode, time::Duration};
 
 use anyhow::{bail, Context, Result};
-use numa_ebpf_common::Counter;
-use serde::Serialize;
 
 use crate::{
-    cli::StatsArgs,
+    cli::{ProbeArgs, RecordArgs, StatsArgs},
     doctor,
+    model::totals::{Report, Totals},
+    pipeline::{self, LiveOptions, Recorder, Sink},
     probe::{
         discover,
-        load::{self, counter},
+        load::{self, LoadOptions, Probes},
         plan::{self, HookStatus},
     },
-    system,
+    system, trace,
 };
-
-#[derive(Debug, Serialize)]
-pub struct Totals {
-    pub duration_s: f64,
-    pub hint_faults: u64,
-    pub decisions: u64,
-    pub kernel_promote: u64,
-    pub kernel_reject: BTreeMap<&'static str, u64>,
-    pub migrate: BTreeMap<&'static str, u64>,
-    pub scan_stamps: u64,
-    pub scan_ranges: u64,
-    pub scan_ptes_updated: u64,
-    pub fault_account: u64,
-    pub thp_faults: u64,
-    pub vma_skips: u64,
-    pub drops: u64,
-    pub evictions: u64,
-    pub stamp_misses: u64,
-    pub vmstat_delta: BTreeMap<String, u64>,
-    pub attach_plan: String,
-    /// Exit status of the command run while attached, if any.
-    pub command_status: Option<i32>,
-}
 
 /// Refuses to go on when a prerequisite fails, with doctor's words.
 pub fn require_preflight() -> Result<()> {
@@ -61,13 +33,37 @@ pub fn require_preflight() -> Result<()> {
     Ok(())
 }
 
-pub fn run(args: &StatsArgs) -> Result<ExitCode> {
-    if !args.live {
-        bail!("reading recorded traces is not supported yet: use `numatrace stats --live`");
+fn load_options(a: &ProbeArgs) -> Result<LoadOptions> {
+    let filter_cgroup = match &a.cgroup {
+        Some(p) => std::fs::metadata(p)
+            .with_context(|| {
+                format!(
+                    "--cgroup {}: not a cgroup v2 directory (try /sys/fs/cgroup/...)",
+                    p.display()
+                )
+            })?
+            .ino(),
+        None => 0,
+    };
+    if let Some(pid) = a.pid {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            bail!("--pid {pid}: no such process (it may have exited); check with `ps -p {pid}`");
+        }
     }
+    Ok(LoadOptions {
+        stamp_entries: a.max_folios,
+        ring_bytes: a.ring_mb.saturating_mul(1 << 20),
+        sample_every: a.sample.max(1),
+        filter_tgid: a.pid.unwrap_or(0),
+        filter_cgroup,
+    })
+}
+
+/// Preflight, plan, attach; refuses an incomplete plan with the reasons.
+pub fn attach(a: &ProbeArgs) -> Result<Probes> {
     require_preflight()?;
-    let plan = plan::build(&discover::discover());
-    let probes = load::attach(plan)?;
+    let options = load_options(a)?;
+    let probes = load::attach(plan::build(&discover::discover()), &options)?;
     if !probes.plan.complete {
         let bad: Vec<String> = probes
             .plan
@@ -81,108 +77,173 @@ pub fn run(args: &StatsArgs) -> Result<ExitCode> {
             bad.join("\n  ")
         );
     }
-    let vm_before = system::vmstat();
-    let c_before = probes.counters()?;
-    let start = Instant::now();
-    let command_status = if let Some((prog, rest)) = args.command.split_first() {
-        let mut child = std::process::Command::new(prog)
-            .args(rest)
-            .spawn()
-            .with_context(|| format!("starting {prog}"))?;
-        match args.duration {
-            None => Some(child.wait()?.code().unwrap_or(-1)),
-            Some(d) => {
-                let deadline = start + Duration::from_secs_f64(d);
-                loop {
-                    if let Some(st) = child.try_wait()? {
-                        break Some(st.code().unwrap_or(-1));
-                    }
-                    if Instant::now() >= deadline {
-                        let _ = child.kill();
-                        break child.wait()?.code();
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            }
-        }
-    } else {
-        std::thread::sleep(Duration::from_secs_f64(args.duration.unwrap_or(10.0)));
-        None
+    Ok(probes)
+}
+
+pub fn header(probes: &Probes) -> trace::Header {
+    let unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    trace::Header {
+        format_version: trace::FORMAT_VERSION,
+        numatrace_version: env!("CARGO_PKG_VERSION").to_owned(),
+        abi_version: numa_ebpf_common::ABI_VERSION,
+        kernel_release: system::kernel_release(),
+        attach_plan: Some(probes.plan.clone()),
+        nodes: system::nodes(),
+        memory_tiers: system::memory_tiers(),
+        tunables: system::tunables(),
+        numa_balancing: system::numa_balancing(),
+        params: Some(probes.params.clone()),
+        started_unix_ns: unix_ns,
+        started_mono_ns: pipeline::monotonic_ns(),
+        sample_every: probes.options.sample_every,
+        record_sizes: trace::record_sizes(),
+    }
+}
+
+fn live_options(a: &ProbeArgs) -> LiveOptions {
+    LiveOptions {
+        duration: a.duration.map(Duration::from_secs_f64),
+        command: a.command.clone(),
+        snapshot_every: Duration::from_secs(1),
+    }
+}
+
+/// Attaches and runs the live pipeline into `sinks` plus an optional trace.
+fn run_live(
+    a: &ProbeArgs,
+    output: Option<&std::path::Path>,
+    sinks: &mut [&mut dyn Sink],
+) -> Result<(Probes, pipeline::StopReason)> {
+    let mut probes = attach(a)?;
+    let mut recorder = Recorder(match output {
+        Some(p) => Some(trace::create(p, &header(&probes))?),
+        None => None,
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let reason = {
+        let mut all: Vec<&mut dyn Sink> = sinks
+            .iter_mut()
+            .map(|s| &mut **s as &mut dyn Sink)
+            .collect();
+        all.push(&mut recorder);
+        rt.block_on(pipeline::run_live(&mut probes, &live_options(a), &mut all))?
     };
-    let elapsed = start.elapsed().as_secs_f64();
-    let c_after = probes.counters()?;
-    let vm_after = system::vmstat();
-    let d = |c: Counter| counter(&c_after, c).saturating_sub(counter(&c_before, c));
-    let totals = Totals {
-        duration_s: elapsed,
-        hint_faults: d(Counter::HintFaults),
-        decisions: d(Counter::Decisions),
-        kernel_promote: d(Counter::DecisionPromote),
-        kernel_reject: BTreeMap::from([("total", d(Counter::DecisionReject))]),
-        migrate: BTreeMap::from([
-            ("success", d(Counter::MigrateSuccess)),
-            ("fail", d(Counter::MigrateFail)),
-        ]),
-        scan_stamps: d(Counter::CpupidXchg),
-        scan_ranges: d(Counter::ScanRanges),
-        scan_ptes_updated: d(Counter::ScanPtesUpdated),
-        fault_account: d(Counter::FaultAccount),
-        thp_faults: d(Counter::ThpFaults),
-        vma_skips: d(Counter::VmaSkips),
-        drops: d(Counter::RingDrops),
-        evictions: d(Counter::MapEvictions),
-        stamp_misses: d(Counter::StampMisses),
-        vmstat_delta: system::vmstat_delta(&vm_before, &vm_after),
-        attach_plan: probes.plan.summary(),
-        command_status,
-    };
+    if let Some(w) = recorder.0.take() {
+        w.finish(pipeline::monotonic_ns(), &reason.describe())?;
+    }
+    Ok((probes, reason))
+}
+
+fn print(report: &Report, json: bool) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &totals)?;
+    if json {
+        serde_json::to_writer_pretty(&mut out, report)?;
         writeln!(out)?;
     } else {
-        print_human(&totals, &mut out)?;
+        print_human(report, &mut out)?;
     }
+    Ok(())
+}
+
+pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
+    let mut totals = Totals::default();
+    let capacity = if args.live {
+        let (probes, _) = run_live(&args.probe, args.record.as_deref(), &mut [&mut totals])?;
+        u64::from(probes.options.stamp_entries)
+    } else {
+        let path = args
+            .file
+            .as_deref()
+            .context("give a trace file or --live")?;
+        let (_header, warning) = pipeline::run_file(path, &mut [&mut totals])?;
+        if let Some(w) = warning {
+            eprintln!("numatrace: warning: {w}");
+        }
+        u64::from(numa_ebpf_common::DEFAULT_STAMP_ENTRIES)
+    };
+    print(&totals.report(capacity), args.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_human(t: &Totals, out: &mut impl Write) -> std::io::Result<()> {
-    let vm = |k: &str| t.vmstat_delta.get(k).map_or("-".to_owned(), u64::to_string);
-    writeln!(out, "numatrace stats over {:.1} s", t.duration_s)?;
+pub fn record(args: &RecordArgs) -> Result<ExitCode> {
+    let mut totals = Totals::default();
+    let (probes, reason) = run_live(&args.probe, Some(&args.output), &mut [&mut totals])?;
+    let r = totals.report(u64::from(probes.options.stamp_entries));
+    eprintln!(
+        "numatrace: recorded {} hint faults, {} scans to {} ({}); drops {}",
+        r.hint_faults,
+        r.scan_ranges,
+        args.output.display(),
+        reason.describe(),
+        r.drops
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
+    let vm = |k: &str| r.vmstat_delta.get(k).map_or("-".to_owned(), u64::to_string);
+    writeln!(out, "numatrace stats over {:.1} s", r.duration_s)?;
     writeln!(
         out,
         "  hint faults          {:>12}   (vmstat numa_hint_faults {})",
-        t.hint_faults,
+        r.hint_faults,
         vm("numa_hint_faults")
     )?;
-    writeln!(out, "  promotion decisions  {:>12}", t.decisions)?;
+    writeln!(out, "  promotion decisions  {:>12}", r.decisions)?;
     writeln!(
         out,
-        "    promote            {:>12}   (vmstat pgpromote_candidate {})",
-        t.kernel_promote,
-        vm("pgpromote_candidate")
+        "    promote            {:>12}   (free space: {})",
+        r.kernel_promote, r.free_space_promote
     )?;
     writeln!(
         out,
-        "    reject             {:>12}",
-        t.kernel_reject.get("total").copied().unwrap_or(0)
+        "    reject latency     {:>12}",
+        r.kernel_reject.latency
+    )?;
+    writeln!(
+        out,
+        "    reject rate limit  {:>12}",
+        r.kernel_reject.rate_limit
+    )?;
+    writeln!(
+        out,
+        "    reject other       {:>12}   not tiering: {}",
+        r.kernel_reject.other, r.not_tiering
     )?;
     writeln!(
         out,
         "  migrations ok/fail   {:>12} / {}   (vmstat pgpromote_success {})",
-        t.migrate.get("success").copied().unwrap_or(0),
-        t.migrate.get("fail").copied().unwrap_or(0),
+        r.migrate.success,
+        r.migrate.fail,
         vm("pgpromote_success")
     )?;
     writeln!(
         out,
         "  scan ranges          {:>12}   PTEs updated {} (vmstat numa_pte_updates {})",
-        t.scan_ranges,
-        t.scan_ptes_updated,
+        r.scan_ranges,
+        r.scan_ptes_updated,
         vm("numa_pte_updates")
     )?;
-    writeln!(out, "  cpupid stamps        {:>12}", t.scan_stamps)?;
-    writeln!(out, "  ring drops           {:>12}", t.drops)?;
-    writeln!(out, "  attach plan: {}", t.attach_plan)?;
+    writeln!(
+        out,
+        "  scan stamps          {:>12}   stamp misses {}",
+        r.scan_stamps, r.stamp_misses
+    )?;
+    writeln!(
+        out,
+        "  ring drops           {:>12}   map evictions {}",
+        r.drops, r.evictions
+    )?;
+    writeln!(out, "\n  scan-to-fault latency (ms)")?;
+    crate::histtext::write(out, &r.latency_ms, "ms")?;
+    writeln!(
+        out,
+        "\n  fault-count delta (per-process hint faults between scan and fault)"
+    )?;
+    crate::histtext::write(out, &r.fault_delta, "")?;
     Ok(())
 }

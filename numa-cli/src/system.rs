@@ -48,7 +48,7 @@ pub fn numa_balancing() -> Option<u32> {
     read_num("/proc/sys/kernel/numa_balancing")
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Node {
     pub id: u32,
     pub cpus: Vec<u32>,
@@ -91,7 +91,7 @@ pub fn nodes() -> Vec<Node> {
         .collect()
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct MemoryTier {
     /// Directory name, e.g. `memory_tier4`.
     pub tier: String,
@@ -126,7 +126,7 @@ pub fn memory_tiers() -> Vec<MemoryTier> {
 }
 
 /// Tunables of NUMA balancing and tiering, each `None` when not readable.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct Tunables {
     pub hot_threshold_ms: Option<u64>,
     pub promote_rate_limit_mbps: Option<u64>,

@@ -234,9 +234,11 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
         score_us: busy.as_micros() as u64,
     };
     let json = serde_json::to_string(&summary)?;
-    if let Some(path) = &a.summary {
-        std::fs::write(path, &json).with_context(|| format!("writing {}", path.display()))?;
+    match &a.summary {
+        Some(path) => {
+            std::fs::write(path, &json).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => writeln!(std::io::stdout(), "{json}")?,
     }
-    writeln!(std::io::stdout(), "{json}")?;
     Ok(ExitCode::SUCCESS)
 }

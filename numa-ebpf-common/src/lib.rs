@@ -48,9 +48,25 @@ pub enum Counter {
     RingDrops = 15,
     /// Per-folio state entries evicted before use.
     MapEvictions = 16,
-    /// Hint faults whose folio had no scan stamp.
+    /// Hint faults whose folio had no pending scan stamp.
     StampMisses = 17,
+    /// New folios entered into `STAMPS` (evictions >= inserts - capacity).
+    StampInserts = 18,
+    /// Access-time stamps the scanner made (tiering, slow-node folios).
+    ScanStamps = 19,
+    /// Per-thread context map full: a fault could not be tracked.
+    ThreadCtxFull = 20,
+    /// task_numa_fault without a hint fault seen first (attach races).
+    FaultWithoutContext = 21,
+    /// mm_migrate_pages pages succeeded with reason numa_misplaced/demotion
+    /// are in `MIGRATE_REASON_PAGES`; this counts the events.
+    MigrateTpPages = 22,
+    /// Hint faults per [`Outcome`]: slot `OUTCOME_BASE + outcome`.
+    OutcomeBase = 24,
 }
+
+/// First slot of the per-outcome fault counters in `COUNTERS`.
+pub const OUTCOME_BASE: u32 = Counter::OutcomeBase as u32;
 
 /// Number of slots in `COUNTERS` (room to grow without an ABI bump).
 pub const COUNTER_SLOTS: u32 = 32;
@@ -58,6 +74,13 @@ pub const COUNTER_SLOTS: u32 = 32;
 /// Map names, as userspace looks them up.
 pub mod maps {
     pub const COUNTERS: &str = "COUNTERS";
+    pub const EVENTS: &str = "EVENTS";
+    pub const STAMPS: &str = "STAMPS";
+    pub const CPU_NODE: &str = "CPU_NODE";
+    pub const HIST_LATENCY: &str = "HIST_LATENCY";
+    pub const HIST_DELTA: &str = "HIST_DELTA";
+    pub const HIST_SUM: &str = "HIST_SUM";
+    pub const MIGRATE_REASON_PAGES: &str = "MIGRATE_REASON_PAGES";
 }
 
 /// Program names (the Rust function names in `numa-ebpf`). Each logical hook
@@ -65,11 +88,16 @@ pub mod maps {
 pub mod programs {
     pub const FENTRY_HINT_FAULT: &str = "fentry_hint_fault";
     pub const KPROBE_HINT_FAULT: &str = "kprobe_hint_fault";
+    pub const FENTRY_DECISION: &str = "fentry_decision";
     pub const FEXIT_DECISION: &str = "fexit_decision";
+    pub const KPROBE_DECISION: &str = "kprobe_decision";
     pub const KRETPROBE_DECISION: &str = "kretprobe_decision";
-    pub const FENTRY_SCAN_STAMP: &str = "fentry_scan_stamp";
+    pub const FEXIT_SCAN_STAMP: &str = "fexit_scan_stamp";
     pub const KPROBE_SCAN_STAMP: &str = "kprobe_scan_stamp";
+    pub const KRETPROBE_SCAN_STAMP: &str = "kretprobe_scan_stamp";
+    pub const FENTRY_SCAN_RANGE: &str = "fentry_scan_range";
     pub const FEXIT_SCAN_RANGE: &str = "fexit_scan_range";
+    pub const KPROBE_SCAN_RANGE: &str = "kprobe_scan_range";
     pub const KRETPROBE_SCAN_RANGE: &str = "kretprobe_scan_range";
     pub const FEXIT_MIGRATE: &str = "fexit_migrate";
     pub const KRETPROBE_MIGRATE: &str = "kretprobe_migrate";
@@ -95,4 +123,281 @@ pub enum MigrateRet {
     OneOnSuccess = 0,
     /// 6.12+ migrate_misplaced_folio: returns 0 on success, -errno on failure.
     ZeroOnSuccess = 1,
+}
+
+/// Record kinds on the `EVENTS` ring buffer; every record starts with a
+/// `u32` kind so userspace can dispatch before reading the rest.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Fault = 1,
+    Scan = 2,
+    VmaSkip = 3,
+}
+
+/// The kernel's promotion decision for one hint fault, as numatrace infers
+/// it (see ARCHITECTURE.md "How exact is the reason").
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Outcome {
+    /// Promoted: the kernel's latency was below its threshold (tiering).
+    PromoteHot = 0,
+    /// Promoted without the threshold check: the destination had room
+    /// (`pgdat_free_space_enough`), seen as "no access-time exchange".
+    PromoteFreeSpace = 1,
+    /// Rejected: the kernel's latency >= its threshold.
+    RejectLatency = 2,
+    /// Rejected after passing the threshold: the promotion rate limit.
+    RejectRateLimit = 3,
+    /// Rejected before any tiering check (destination without memory).
+    RejectOther = 4,
+    /// Decided by normal NUMA balancing (not tiering, or a top-tier folio).
+    NotTiering = 5,
+    /// A hint fault without a should_numa_migrate_memory call.
+    NoDecision = 6,
+}
+
+pub const OUTCOMES: usize = 7;
+
+impl Outcome {
+    pub const ALL: [Outcome; OUTCOMES] = [
+        Outcome::PromoteHot,
+        Outcome::PromoteFreeSpace,
+        Outcome::RejectLatency,
+        Outcome::RejectRateLimit,
+        Outcome::RejectOther,
+        Outcome::NotTiering,
+        Outcome::NoDecision,
+    ];
+
+    pub fn from_u8(v: u8) -> Option<Outcome> {
+        Outcome::ALL.get(v as usize).copied()
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::PromoteHot => "promote_hot",
+            Outcome::PromoteFreeSpace => "promote_free_space",
+            Outcome::RejectLatency => "reject_latency",
+            Outcome::RejectRateLimit => "reject_rate_limit",
+            Outcome::RejectOther => "reject_other",
+            Outcome::NotTiering => "not_tiering",
+            Outcome::NoDecision => "no_decision",
+        }
+    }
+
+    pub fn promoted(self) -> bool {
+        matches!(self, Outcome::PromoteHot | Outcome::PromoteFreeSpace)
+    }
+
+    pub fn is_decision(self) -> bool {
+        self != Outcome::NoDecision
+    }
+}
+
+/// Log2 histogram: bucket `b` holds values `v` with `ceil(log2 v) == b`,
+/// i.e. `2^(b-1) < v <= 2^b`; bucket 0 holds 0 and 1. Its upper bound
+/// (Prometheus `le`) is `2^b`. The last bucket (63) also takes everything
+/// above `2^63` (never reached by ns latencies, ~292 years).
+pub const HIST_BUCKETS: usize = 64;
+
+#[inline(always)]
+pub fn log2_bucket(v: u64) -> usize {
+    if v <= 1 {
+        return 0;
+    }
+    // ceil(log2 v) = floor(log2 (v-1)) + 1, by binary search (no clz in BPF).
+    let mut x = v - 1;
+    let mut r = 0usize;
+    let mut shift = 32u32;
+    while shift > 0 {
+        if x >> shift != 0 {
+            x >>= shift;
+            r += shift as usize;
+        }
+        shift >>= 1;
+    }
+    if r + 1 < HIST_BUCKETS {
+        r + 1
+    } else {
+        HIST_BUCKETS - 1
+    }
+}
+
+/// Flags in [`FaultEvent::flags`].
+pub mod fault_flags {
+    /// The folio had a first-scan stamp: latency and deltas are valid.
+    pub const HAS_STAMP: u8 = 1;
+    /// The stamp was made in another process (shared folio): the per-mm
+    /// delta compares two different counters and is not reported.
+    pub const STAMP_OTHER_MM: u8 = 2;
+    /// should_numa_migrate_memory ran for this fault.
+    pub const DECIDED: u8 = 4;
+    /// The kernel's own access-time exchange was seen inside the decision.
+    pub const KERNEL_LATENCY: u8 = 8;
+    /// migrate_misplaced_* ran; `migrate_ok` tells the result.
+    pub const MIGRATE_TRIED: u8 = 16;
+    /// The hint-fault hook saw this fault (else only task_numa_fault did).
+    pub const HAS_FAULT_HOOK: u8 = 32;
+}
+
+/// TNF_* flags of task_numa_fault (include/linux/sched/numa_balancing.h).
+pub mod tnf {
+    pub const MIGRATED: u32 = 0x01;
+    pub const NO_GROUP: u32 = 0x02;
+    pub const SHARED: u32 = 0x04;
+    pub const FAULT_LOCAL: u32 = 0x08;
+    pub const MIGRATE_FAIL: u32 = 0x10;
+}
+
+/// One NUMA hint fault with the kernel's decision, emitted when the fault
+/// is accounted (task_numa_fault), i.e. after the decision and migration.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultEvent {
+    pub kind: u32,
+    pub cpu: u32,
+    pub ts_ns: u64,
+    pub pid_tgid: u64,
+    pub cgroup_id: u64,
+    /// Faulting virtual address, page aligned.
+    pub addr: u64,
+    /// Kernel address of the folio (struct page of its head): its identity.
+    pub folio: u64,
+    /// Global and per-process hint-fault sequence numbers of this fault.
+    pub seq_global: u64,
+    pub seq_mm: u64,
+    /// The stamp: time and sequence numbers when the scanner protected the
+    /// folio (first scan after its previous fault). Valid with HAS_STAMP.
+    pub scan_ns: u64,
+    pub scan_seq_global: u64,
+    pub scan_seq_mm: u64,
+    /// The kernel's own latency (ms) from its stored access time, and the
+    /// threshold it compared against. Valid with KERNEL_LATENCY.
+    pub kernel_latency_ms: u32,
+    pub threshold_ms: u32,
+    pub nr_pages: u32,
+    pub src_nid: i32,
+    /// Node of the CPU the decision was for (-1 without a decision).
+    pub dst_nid: i32,
+    pub tnf_flags: u32,
+    /// How many times the scanner stamped this folio while tracked.
+    pub scan_count: u32,
+    /// [`Outcome`] as u8.
+    pub outcome: u8,
+    pub decision: u8,
+    pub migrate_ok: u8,
+    /// [`fault_flags`].
+    pub flags: u8,
+    pub comm: [u8; 16],
+}
+
+/// One scanner pass over a range (change_prot_numa); `ts_ns` is when the
+/// pass started, so stamps made during it are never "older" than it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScanEvent {
+    pub kind: u32,
+    pub cpu: u32,
+    pub ts_ns: u64,
+    pub pid_tgid: u64,
+    pub start: u64,
+    pub end: u64,
+    /// PTEs made PROT_NONE (change_prot_numa's return value).
+    pub ptes_updated: u64,
+    /// Folios stamped with an access time during this pass.
+    pub stamps: u64,
+    pub seq_global: u64,
+    pub seq_mm: u64,
+}
+
+/// Names of `enum numa_vmaskip_reason` (include/trace/events/sched.h, 6.12).
+pub const VMA_SKIP_REASONS: [&str; 7] = [
+    "unsuitable",
+    "shared_ro",
+    "inaccessible",
+    "scan_delay",
+    "pid_inactive",
+    "ignore_pid_inactive",
+    "seq_completed",
+];
+
+/// A VMA the scanner skipped (sched:sched_skip_vma_numa, 6.12+).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SkipEvent {
+    pub kind: u32,
+    pub reason: u32,
+    pub ts_ns: u64,
+    pub pid_tgid: u64,
+    pub vm_start: u64,
+    pub vm_end: u64,
+}
+
+/// Per-folio scan stamp kept in the `STAMPS` LRU map.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stamp {
+    pub scan_ns: u64,
+    pub seq_global: u64,
+    pub seq_mm: u64,
+    pub tgid: u32,
+    pub scan_count: u32,
+    /// 1 while the folio is protected and not yet faulted.
+    pub pending: u32,
+    pub _pad: u32,
+}
+
+/// Per-process hint-fault sequence number (`MM_SEQ`, keyed by tgid).
+pub const MM_SEQ_ENTRIES: u32 = 65536;
+/// Default size of the per-folio stamp map: 1M folios = 4 GiB of 4K pages.
+pub const DEFAULT_STAMP_ENTRIES: u32 = 1 << 20;
+/// Default ring buffer size in bytes.
+pub const DEFAULT_RING_BYTES: u32 = 16 << 20;
+/// Reasons of mm_migrate_pages counted per slot in `MIGRATE_REASON_PAGES`.
+pub const MIGRATE_REASONS: u32 = 16;
+/// CPUs covered by the `CPU_NODE` map.
+pub const MAX_CPUS: u32 = 8192;
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: plain #[repr(C)] integers and byte arrays, any bit pattern valid.
+    unsafe impl aya::Pod for super::FaultEvent {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::ScanEvent {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::SkipEvent {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::Stamp {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log2_buckets_are_ceil_log2() {
+        assert_eq!(log2_bucket(0), 0);
+        assert_eq!(log2_bucket(1), 0);
+        assert_eq!(log2_bucket(2), 1);
+        assert_eq!(log2_bucket(3), 2);
+        assert_eq!(log2_bucket(4), 2);
+        assert_eq!(log2_bucket(5), 3);
+        assert_eq!(log2_bucket(1 << 40), 40);
+        assert_eq!(log2_bucket((1 << 40) + 1), 41);
+        assert_eq!(log2_bucket(u64::MAX), 63);
+        for b in 1..63 {
+            // every value in (2^(b-1), 2^b] lands in b
+            assert_eq!(log2_bucket((1u64 << (b - 1)) + 1), b);
+            assert_eq!(log2_bucket(1u64 << b), b);
+        }
+    }
+
+    #[test]
+    fn layouts_are_stable() {
+        assert_eq!(core::mem::size_of::<FaultEvent>(), 136);
+        assert_eq!(core::mem::size_of::<ScanEvent>(), 72);
+        assert_eq!(core::mem::size_of::<SkipEvent>(), 40);
+        assert_eq!(core::mem::size_of::<Stamp>(), 40);
+    }
 }

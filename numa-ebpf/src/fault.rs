@@ -1,36 +1,169 @@
 //! The NUMA hint fault. `do_numa_page` is inlined on every kernel we know, so
-//! the hint fault is seen where it calls out: `numa_migrate_check` (6.12+) or
-//! `numa_migrate_prep` (6.1); both also serve `do_huge_pmd_numa_page`.
-//! `task_numa_fault` carries the fault's flags; `do_huge_pmd_numa_page` marks THP.
+//! the fault is seen where it calls out: `numa_migrate_check` (6.12+) or
+//! `numa_migrate_prep` (6.1), both also used by `do_huge_pmd_numa_page`, and
+//! both with the folio/page as argument 0 and the address as argument 2.
+//! The record is completed by the decision and migration hooks and emitted
+//! from `task_numa_fault`, which ends every hint fault with its flags.
 use aya_ebpf::{
+    helpers::bpf_get_current_comm,
     macros::{fentry, kprobe},
     programs::{FEntryContext, ProbeContext},
 };
-use numa_ebpf_common::Counter;
+use numa_ebpf_common::{
+    fault_flags as ff, log2_bucket, tnf, Counter, EventKind, FaultEvent, Outcome, HIST_BUCKETS,
+    OUTCOME_BASE,
+};
 
-use crate::maps::count;
+use crate::maps::{
+    add, cgroup_id, count, cpu, existing_thread_ctx, next_fault_seqs, now_ns, pid_tgid, thread_ctx,
+    wanted, COUNTERS, EVENTS, HIST_DELTA, HIST_LATENCY, HIST_SUM, STAMPS,
+};
+
+const PAGE_MASK: u64 = !0xfff;
+
+#[inline(always)]
+fn on_hint_fault(folio: u64, addr: u64) {
+    count(Counter::HintFaults, 1);
+    let key = pid_tgid();
+    let tgid = (key >> 32) as u32;
+    let (seq_global, seq_mm) = next_fault_seqs(tgid);
+    let Some(ctx) = thread_ctx(key) else {
+        count(Counter::ThreadCtxFull, 1);
+        return;
+    };
+    // SAFETY: `ctx` points to this thread's map value; only this thread
+    // writes it while the fault is in progress.
+    let ctx = unsafe { &mut *ctx };
+    ctx.deciding = 0;
+    ctx.xchg_seen = 0;
+    let ev = &mut ctx.ev;
+    *ev = FaultEvent {
+        kind: EventKind::Fault as u32,
+        cpu: cpu(),
+        ts_ns: now_ns(),
+        pid_tgid: key,
+        cgroup_id: cgroup_id(),
+        addr: addr & PAGE_MASK,
+        folio,
+        seq_global,
+        seq_mm,
+        src_nid: -1,
+        dst_nid: -1,
+        outcome: Outcome::NoDecision as u8,
+        flags: ff::HAS_FAULT_HOOK,
+        ..FaultEvent::default()
+    };
+    match STAMPS.get_ptr_mut(folio) {
+        Some(stamp) => {
+            // SAFETY: map value pointer; concurrent writers only race on
+            // the same folio, which the kernel serialises by the PTE lock.
+            let stamp = unsafe { &mut *stamp };
+            if stamp.pending != 0 {
+                stamp.pending = 0;
+                ev.flags |= ff::HAS_STAMP;
+                ev.scan_ns = stamp.scan_ns;
+                ev.scan_seq_global = stamp.seq_global;
+                ev.scan_seq_mm = stamp.seq_mm;
+                if stamp.tgid != tgid {
+                    ev.flags |= ff::STAMP_OTHER_MM;
+                }
+            } else {
+                count(Counter::StampMisses, 1);
+            }
+            ev.scan_count = stamp.scan_count;
+        }
+        None => count(Counter::StampMisses, 1),
+    }
+}
 
 #[fentry]
-pub fn fentry_hint_fault(_ctx: FEntryContext) -> u32 {
-    count(Counter::HintFaults, 1);
+pub fn fentry_hint_fault(ctx: FEntryContext) -> u32 {
+    on_hint_fault(ctx.arg(0), ctx.arg(2));
     0
 }
 
 #[kprobe]
-pub fn kprobe_hint_fault(_ctx: ProbeContext) -> u32 {
-    count(Counter::HintFaults, 1);
+pub fn kprobe_hint_fault(ctx: ProbeContext) -> u32 {
+    on_hint_fault(ctx.arg(0).unwrap_or(0), ctx.arg(2).unwrap_or(0));
     0
 }
 
-#[fentry]
-pub fn fentry_fault_account(_ctx: FEntryContext) -> u32 {
+#[inline(always)]
+fn hist(outcome: u8, ev: &FaultEvent) {
+    if ev.flags & ff::HAS_STAMP == 0 {
+        return;
+    }
+    let o = outcome as u32;
+    let latency = ev.ts_ns.saturating_sub(ev.scan_ns);
+    add(
+        &HIST_LATENCY,
+        o * HIST_BUCKETS as u32 + log2_bucket(latency) as u32,
+        1,
+    );
+    add(&HIST_SUM, o * 2, latency);
+    if ev.flags & ff::STAMP_OTHER_MM == 0 {
+        let delta = ev.seq_mm.saturating_sub(ev.scan_seq_mm);
+        add(
+            &HIST_DELTA,
+            o * HIST_BUCKETS as u32 + log2_bucket(delta) as u32,
+            1,
+        );
+        add(&HIST_SUM, o * 2 + 1, delta);
+    }
+}
+
+/// task_numa_fault(last_cpupid, mem_node, pages, flags): the end of a hint
+/// fault. Completes the record and emits it.
+#[inline(always)]
+fn on_fault_account(mem_node: i32, pages: i32, flags: i32) {
     count(Counter::FaultAccount, 1);
+    let key = pid_tgid();
+    let ev = match existing_thread_ctx(key) {
+        // SAFETY: this thread's map value, see on_hint_fault.
+        Some(ctx) => unsafe { &mut (*ctx).ev },
+        None => return count(Counter::FaultWithoutContext, 1),
+    };
+    if ev.kind != EventKind::Fault as u32 {
+        return count(Counter::FaultWithoutContext, 1);
+    }
+    ev.nr_pages = pages as u32;
+    ev.tnf_flags = flags as u32;
+    if ev.src_nid < 0 {
+        // No decision: the folio did not move, mem_node is where it is.
+        ev.src_nid = mem_node;
+    }
+    if ev.flags & ff::DECIDED == 0 && flags as u32 & tnf::MIGRATED != 0 {
+        ev.dst_nid = mem_node;
+    }
+    let outcome = ev.outcome;
+    add(&COUNTERS, OUTCOME_BASE + (outcome as u32 & 7), 1);
+    hist(outcome, ev);
+    let tgid = (key >> 32) as u32;
+    if wanted(tgid, ev.seq_global) {
+        if let Ok(comm) = bpf_get_current_comm() {
+            ev.comm = comm;
+        }
+        if EVENTS.output::<FaultEvent>(&*ev, 0).is_err() {
+            count(Counter::RingDrops, 1);
+        }
+    }
+    // Mark consumed so a stray task_numa_fault cannot emit it twice.
+    ev.kind = 0;
+}
+
+#[fentry]
+pub fn fentry_fault_account(ctx: FEntryContext) -> u32 {
+    on_fault_account(ctx.arg(1), ctx.arg(2), ctx.arg(3));
     0
 }
 
 #[kprobe]
-pub fn kprobe_fault_account(_ctx: ProbeContext) -> u32 {
-    count(Counter::FaultAccount, 1);
+pub fn kprobe_fault_account(ctx: ProbeContext) -> u32 {
+    on_fault_account(
+        ctx.arg(1).unwrap_or(-1),
+        ctx.arg(2).unwrap_or(0),
+        ctx.arg(3).unwrap_or(0),
+    );
     0
 }
 

@@ -6,6 +6,11 @@
 //! program early (a reachable panic would be a verifier rejection).
 #![no_std]
 #![no_main]
+#![feature(core_intrinsics)]
+#![expect(
+    internal_features,
+    reason = "atomic_xadd with SeqCst: see maps::next_seq"
+)]
 
 mod decision;
 mod fault;

@@ -1,17 +1,298 @@
-//! Maps shared by every hook, and the counter helper.
-use aya_ebpf::{macros::map, maps::PerCpuArray};
-use numa_ebpf_common::{Counter, COUNTER_SLOTS};
+//! Maps and settings shared by every hook, and small helpers.
+//!
+//! Settings are read-only globals that userspace sets before load
+//! (`EbpfLoader::override_global`), the Rust spelling of libbpf's
+//! `const volatile`.
+use aya_ebpf::{
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        generated::{bpf_get_current_cgroup_id, bpf_get_smp_processor_id},
+    },
+    macros::map,
+    maps::{Array, LruHashMap, PerCpuArray, RingBuf},
+};
+use numa_ebpf_common::{
+    Counter, FaultEvent, Stamp, COUNTER_SLOTS, DEFAULT_RING_BYTES, DEFAULT_STAMP_ENTRIES,
+    HIST_BUCKETS, MAX_CPUS, MIGRATE_REASONS, MM_SEQ_ENTRIES, OUTCOMES,
+};
 
 /// Per-CPU event counters, indexed by [`Counter`]; userspace sums the CPUs.
 #[map(name = "COUNTERS")]
 pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTER_SLOTS, 0);
 
+/// Fault, scan and skip records for userspace. Resized by userspace.
+#[map(name = "EVENTS")]
+pub static EVENTS: RingBuf = RingBuf::with_byte_size(DEFAULT_RING_BYTES, 0);
+
+/// Per-folio scan stamps, keyed by folio address. Resized by userspace.
+#[map(name = "STAMPS")]
+pub static STAMPS: LruHashMap<u64, Stamp> = LruHashMap::with_max_entries(DEFAULT_STAMP_ENTRIES, 0);
+
+/// The global hint-fault sequence number (slot 0).
+#[map(name = "GLOBAL_SEQ")]
+pub static GLOBAL_SEQ: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Per-process hint-fault sequence numbers (the RFC's per-mm counter),
+/// keyed by tgid: the scanner runs in a thread of the process it scans.
+#[map(name = "MM_SEQ")]
+pub static MM_SEQ: LruHashMap<u32, u64> = LruHashMap::with_max_entries(MM_SEQ_ENTRIES, 0);
+
+/// What one thread is in the middle of: a hint fault being decided, or a
+/// scanner pass. Keyed by pid_tgid.
+#[map(name = "THREADS")]
+pub static THREADS: LruHashMap<u64, ThreadCtx> = LruHashMap::with_max_entries(16384, 0);
+
+/// CPU -> NUMA node, filled by userspace from sysfs.
+#[map(name = "CPU_NODE")]
+pub static CPU_NODE: Array<u32> = Array::with_max_entries(MAX_CPUS, 0);
+
+/// Log2 histograms, `outcome * HIST_BUCKETS + bucket`.
+#[map(name = "HIST_LATENCY")]
+pub static HIST_LATENCY: PerCpuArray<u64> =
+    PerCpuArray::with_max_entries((OUTCOMES * HIST_BUCKETS) as u32, 0);
+#[map(name = "HIST_DELTA")]
+pub static HIST_DELTA: PerCpuArray<u64> =
+    PerCpuArray::with_max_entries((OUTCOMES * HIST_BUCKETS) as u32, 0);
+/// Sums for the histograms: `outcome * 2` latency ns, `outcome * 2 + 1` delta.
+#[map(name = "HIST_SUM")]
+pub static HIST_SUM: PerCpuArray<u64> = PerCpuArray::with_max_entries((OUTCOMES * 2) as u32, 0);
+
+/// mm_migrate_pages pages by reason: `reason * 2` succeeded, `+ 1` failed.
+#[map(name = "MIGRATE_REASON_PAGES")]
+pub static MIGRATE_REASON_PAGES: PerCpuArray<u64> =
+    PerCpuArray::with_max_entries(MIGRATE_REASONS * 2, 0);
+
+/// Per-thread state; see [`THREADS`].
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ThreadCtx {
+    pub ev: FaultEvent,
+    /// Inside should_numa_migrate_memory.
+    pub deciding: u32,
+    /// The access-time exchange seen inside the decision: new and old value.
+    pub xchg_seen: u32,
+    pub xchg_new: u32,
+    pub xchg_old: u32,
+    /// Inside change_prot_numa, with its range and the stamps made so far.
+    pub scanning: u32,
+    pub _pad: u32,
+    pub scan_start: u64,
+    pub scan_end: u64,
+    pub scan_stamps: u64,
+    pub scan_start_ns: u64,
+    /// Arguments saved by kprobes for their kretprobes.
+    pub saved_folio: u64,
+    pub saved_arg: u64,
+}
+
+// Settings (see module docs). `#[no_mangle]` keeps the names userspace sets.
+#[no_mangle]
+static SYM_NB_MODE: u64 = 0;
+#[no_mangle]
+static NB_MODE_AT_LOAD: u32 = 2;
+#[no_mangle]
+static SYM_HOT_THRESHOLD: u64 = 0;
+#[no_mangle]
+static SYM_NODE_DATA: u64 = 0;
+#[no_mangle]
+static OFF_NBP_THRESHOLD: u32 = 0;
+#[no_mangle]
+static TOPTIER_MASK: u64 = 1;
+#[no_mangle]
+static CPUPID_MASK: u32 = (1 << 21) - 1;
+#[no_mangle]
+static ACCESS_TIME_BUCKETS: u32 = 0;
+#[no_mangle]
+static SAMPLE_EVERY: u64 = 1;
+#[no_mangle]
+static FILTER_TGID: u32 = 0;
+#[no_mangle]
+static FILTER_CGROUP: u64 = 0;
+
+macro_rules! setting {
+    ($name:ident) => {
+        // SAFETY: a plain read of a global that is constant after load.
+        unsafe { core::ptr::read_volatile(&$name) }
+    };
+}
+
 /// Adds `n` to a per-CPU counter. Per-CPU slots need no atomics.
 #[inline(always)]
 pub fn count(counter: Counter, n: u64) {
-    if let Some(slot) = COUNTERS.get_ptr_mut(counter as u32) {
+    add(&COUNTERS, counter as u32, n);
+}
+
+#[inline(always)]
+pub fn add(array: &PerCpuArray<u64>, index: u32, n: u64) {
+    if let Some(slot) = array.get_ptr_mut(index) {
         // SAFETY: the pointer comes from a successful per-CPU array lookup and
         // only this CPU writes to its slot (preemption is off in BPF programs).
         unsafe { *slot += n };
     }
 }
+
+#[inline(always)]
+pub fn now_ns() -> u64 {
+    // SAFETY: helper without preconditions.
+    unsafe { bpf_ktime_get_ns() }
+}
+
+#[inline(always)]
+pub fn cpu() -> u32 {
+    // SAFETY: helper without preconditions.
+    unsafe { bpf_get_smp_processor_id() }
+}
+
+#[inline(always)]
+pub fn cgroup_id() -> u64 {
+    // SAFETY: helper without preconditions.
+    unsafe { bpf_get_current_cgroup_id() }
+}
+
+#[inline(always)]
+pub fn pid_tgid() -> u64 {
+    bpf_get_current_pid_tgid()
+}
+
+/// Atomically takes the next value of a sequence number (1 for the first).
+#[inline(always)]
+fn next_seq(slot: *mut u64) -> u64 {
+    // SAFETY: `slot` points into a map value. SeqCst, not Relaxed: with
+    // Relaxed LLVM emits a plain `lock add` and the returned old value is
+    // garbage (toolchain.md); SeqCst emits BPF atomic_fetch_add.
+    unsafe {
+        core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::SeqCst }>(
+            slot, 1,
+        ) + 1
+    }
+}
+
+/// Takes the next global and per-process hint-fault sequence numbers.
+#[inline(always)]
+pub fn next_fault_seqs(tgid: u32) -> (u64, u64) {
+    let global = match GLOBAL_SEQ.get_ptr_mut(0) {
+        Some(p) => next_seq(p),
+        None => 0,
+    };
+    let mm = match MM_SEQ.get_ptr_mut(tgid) {
+        Some(p) => next_seq(p),
+        None => {
+            // First fault of this process since attach. BPF_NOEXIST: a racing
+            // thread's insert wins and we bump its slot instead.
+            let _ = MM_SEQ.insert(tgid, 0u64, 1);
+            match MM_SEQ.get_ptr_mut(tgid) {
+                Some(p) => next_seq(p),
+                None => 0,
+            }
+        }
+    };
+    (global, mm)
+}
+
+/// Current (not incremented) global and per-process sequence numbers.
+#[inline(always)]
+pub fn current_seqs(tgid: u32) -> (u64, u64) {
+    // SAFETY: reads of map values; a torn read is impossible for aligned u64.
+    let g = GLOBAL_SEQ
+        .get_ptr_mut(0)
+        .map_or(0, |p| unsafe { core::ptr::read_volatile(p) });
+    let m = MM_SEQ
+        .get_ptr_mut(tgid)
+        .map_or(0, |p| unsafe { core::ptr::read_volatile(p) });
+    (g, m)
+}
+
+/// The thread's context, created zeroed if absent.
+#[inline(always)]
+pub fn thread_ctx(key: u64) -> Option<*mut ThreadCtx> {
+    if let Some(p) = THREADS.get_ptr_mut(key) {
+        return Some(p);
+    }
+    // SAFETY: ThreadCtx is plain integers; all-zero is a valid value.
+    let zero: ThreadCtx = unsafe { core::mem::zeroed() };
+    THREADS.insert(key, zero, 0).ok()?;
+    THREADS.get_ptr_mut(key)
+}
+
+#[inline(always)]
+pub fn existing_thread_ctx(key: u64) -> Option<*mut ThreadCtx> {
+    THREADS.get_ptr_mut(key)
+}
+
+#[inline(always)]
+fn read_kernel_u32(addr: u64) -> Option<u32> {
+    if addr == 0 {
+        return None;
+    }
+    // SAFETY: bpf_probe_read_kernel copes with any address.
+    unsafe { bpf_probe_read_kernel(addr as *const u32) }.ok()
+}
+
+/// sysctl_numa_balancing_mode, read live when its address is known.
+#[inline(always)]
+pub fn numa_balancing_mode() -> u32 {
+    read_kernel_u32(setting!(SYM_NB_MODE)).unwrap_or(setting!(NB_MODE_AT_LOAD))
+}
+
+#[inline(always)]
+pub fn is_toptier(nid: i32) -> bool {
+    if !(0..64).contains(&nid) {
+        return true;
+    }
+    setting!(TOPTIER_MASK) >> nid & 1 != 0
+}
+
+#[inline(always)]
+pub fn cpu_node(cpu: u32) -> i32 {
+    CPU_NODE.get(cpu).map_or(-1, |n| *n as i32)
+}
+
+/// The threshold should_numa_migrate_memory compares against:
+/// `pgdat->nbp_threshold ?: sysctl_numa_balancing_hot_threshold`, in ms.
+#[inline(always)]
+pub fn kernel_threshold_ms(dst_nid: i32) -> u32 {
+    let def = read_kernel_u32(setting!(SYM_HOT_THRESHOLD)).unwrap_or(0);
+    let off = setting!(OFF_NBP_THRESHOLD);
+    let node_data = setting!(SYM_NODE_DATA);
+    if off == 0 || node_data == 0 || !(0..1024).contains(&dst_nid) {
+        return def;
+    }
+    // SAFETY: bpf_probe_read_kernel copes with any address.
+    let pgdat = unsafe { bpf_probe_read_kernel((node_data + 8 * dst_nid as u64) as *const u64) };
+    match pgdat.ok().and_then(|p| {
+        if p == 0 {
+            None
+        } else {
+            read_kernel_u32(p + off as u64)
+        }
+    }) {
+        Some(nbp) if nbp != 0 => nbp,
+        _ => def,
+    }
+}
+
+/// The kernel's `(time - last_time) & PAGE_ACCESS_TIME_MASK` from the two
+/// values folio_xchg_last_cpupid exchanged (both shifted right by buckets).
+#[inline(always)]
+pub fn kernel_latency_ms(new: u32, old: u32) -> u32 {
+    let b = setting!(ACCESS_TIME_BUCKETS) & 31;
+    let mask = setting!(CPUPID_MASK) << b;
+    (new << b).wrapping_sub(old << b) & mask
+}
+
+/// Whether this fault's record goes to the ring buffer (filters, sampling).
+#[inline(always)]
+pub fn wanted(tgid: u32, seq_global: u64) -> bool {
+    let f = setting!(FILTER_TGID);
+    if f != 0 && f != tgid {
+        return false;
+    }
+    let cg = setting!(FILTER_CGROUP);
+    if cg != 0 && cg != cgroup_id() {
+        return false;
+    }
+    let n = setting!(SAMPLE_EVERY);
+    n <= 1 || seq_global % n == 0
+}
+
+pub(crate) use setting;

@@ -1,22 +1,31 @@
 //! The misplaced-folio migration that follows a positive decision, and the
-//! migrate tracepoints (promotions vs demotions by reason).
+//! migrate/sched tracepoints (pages moved by reason, VMAs the scanner skipped).
 use aya_ebpf::{
     macros::{fexit, kretprobe, tracepoint},
     programs::{FExitContext, RetProbeContext, TracePointContext},
 };
-use numa_ebpf_common::{Counter, MigrateRet};
+use numa_ebpf_common::{
+    fault_flags as ff, Counter, EventKind, MigrateRet, SkipEvent, MIGRATE_REASONS,
+};
 
-use crate::maps::count;
+use crate::maps::{
+    add, count, existing_thread_ctx, now_ns, pid_tgid, setting, EVENTS, MIGRATE_REASON_PAGES,
+};
 
 /// Set by userspace before load from the attach plan (see [`MigrateRet`]).
 #[no_mangle]
 static MIGRATE_RET_CONVENTION: u32 = MigrateRet::ZeroOnSuccess as u32;
+/// Field offsets of migrate:mm_migrate_pages, from its tracefs format.
+#[no_mangle]
+static TP_MIGRATE_SUCCEEDED_OFF: u32 = 8;
+#[no_mangle]
+static TP_MIGRATE_FAILED_OFF: u32 = 16;
+#[no_mangle]
+static TP_MIGRATE_REASON_OFF: u32 = 0;
 
 #[inline(always)]
 fn migrated(ret: i64) {
-    // SAFETY: a plain read of a global set before load.
-    let convention = unsafe { core::ptr::read_volatile(&MIGRATE_RET_CONVENTION) };
-    let ok = if convention == MigrateRet::OneOnSuccess as u32 {
+    let ok = if setting!(MIGRATE_RET_CONVENTION) == MigrateRet::OneOnSuccess as u32 {
         ret as i32 == 1
     } else {
         ret as i32 == 0
@@ -29,12 +38,17 @@ fn migrated(ret: i64) {
         },
         1,
     );
+    if let Some(ctx) = existing_thread_ctx(pid_tgid()) {
+        // SAFETY: this thread's map value.
+        let ev = unsafe { &mut (*ctx).ev };
+        ev.flags |= ff::MIGRATE_TRIED;
+        ev.migrate_ok = ok as u8;
+    }
 }
 
 #[fexit]
 pub fn fexit_migrate(ctx: FExitContext) -> u32 {
-    let ret: i64 = ctx.ret().unwrap_or(-1);
-    migrated(ret);
+    migrated(ctx.ret().unwrap_or(-1));
     0
 }
 
@@ -45,13 +59,50 @@ pub fn kretprobe_migrate(ctx: RetProbeContext) -> u32 {
 }
 
 #[tracepoint]
-pub fn tp_migrate_pages(_ctx: TracePointContext) -> u32 {
+pub fn tp_migrate_pages(ctx: TracePointContext) -> u32 {
     count(Counter::MigrateTpEvents, 1);
+    let off = setting!(TP_MIGRATE_REASON_OFF);
+    if off == 0 {
+        return 0;
+    }
+    let (ok_off, failed_off) = (
+        setting!(TP_MIGRATE_SUCCEEDED_OFF),
+        setting!(TP_MIGRATE_FAILED_OFF),
+    );
+    // SAFETY: offsets come from the tracepoint's own format file.
+    let (reason, ok, failed) = unsafe {
+        (
+            ctx.read_at::<u32>(off as usize).unwrap_or(u32::MAX),
+            ctx.read_at::<u64>(ok_off as usize).unwrap_or(0),
+            ctx.read_at::<u64>(failed_off as usize).unwrap_or(0),
+        )
+    };
+    if reason < MIGRATE_REASONS {
+        add(&MIGRATE_REASON_PAGES, reason * 2, ok);
+        add(&MIGRATE_REASON_PAGES, reason * 2 + 1, failed);
+        count(Counter::MigrateTpPages, ok);
+    }
     0
 }
 
+/// sched:sched_skip_vma_numa: numa_scan_offset@8, vm_start@16, vm_end@24,
+/// reason@32 (include/trace/events/sched.h, 6.12+; common header 8 bytes).
 #[tracepoint]
-pub fn tp_skip_vma(_ctx: TracePointContext) -> u32 {
+pub fn tp_skip_vma(ctx: TracePointContext) -> u32 {
     count(Counter::VmaSkips, 1);
+    // SAFETY: fixed layout of this tracepoint, see above.
+    let ev = unsafe {
+        SkipEvent {
+            kind: EventKind::VmaSkip as u32,
+            reason: ctx.read_at::<u32>(32).unwrap_or(u32::MAX),
+            ts_ns: now_ns(),
+            pid_tgid: pid_tgid(),
+            vm_start: ctx.read_at::<u64>(16).unwrap_or(0),
+            vm_end: ctx.read_at::<u64>(24).unwrap_or(0),
+        }
+    };
+    if EVENTS.output::<SkipEvent>(&ev, 0).is_err() {
+        count(Counter::RingDrops, 1);
+    }
     0
 }

@@ -1,44 +1,174 @@
 //! The NUMA scanner. `change_pte_range` is inlined on Debian 6.1/6.12, so
-//! the scanned range comes from `change_prot_numa` (its return value is the
-//! number of PTEs made PROT_NONE) and the tiering scan stamp from the
-//! last_cpupid exchange the scanner makes (`folio_xchg_last_cpupid`, or
-//! `page_cpupid_xchg_last` on 6.1). `change_huge_pmd` covers THP.
+//! the pass over a range is seen at `change_prot_numa(vma, start, end)`
+//! (it returns the number of PTEs made PROT_NONE), and the per-folio stamp
+//! at the access-time exchange the scanner makes for slow-node folios in
+//! tiering mode (`folio_xchg_last_cpupid`, `page_cpupid_xchg_last` on 6.1).
+//! The same exchange runs inside the promotion decision (the kernel reading
+//! its stamp) and on migration; calls are attributed by what the thread is
+//! doing. `change_huge_pmd` covers THP.
 use aya_ebpf::{
     macros::{fentry, fexit, kprobe, kretprobe},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
-use numa_ebpf_common::Counter;
+use numa_ebpf_common::{Counter, EventKind, ScanEvent, Stamp};
 
-use crate::maps::count;
+use crate::maps::{
+    count, cpu, current_seqs, existing_thread_ctx, now_ns, pid_tgid, thread_ctx, EVENTS, STAMPS,
+};
 
-#[fentry]
-pub fn fentry_scan_stamp(_ctx: FEntryContext) -> u32 {
+/// folio_xchg_last_cpupid(folio, new) returned `old`.
+#[inline(always)]
+fn on_xchg(folio: u64, new: u32, old: u32) {
     count(Counter::CpupidXchg, 1);
+    let key = pid_tgid();
+    let Some(ctx) = existing_thread_ctx(key) else {
+        return;
+    };
+    // SAFETY: this thread's map value.
+    let ctx = unsafe { &mut *ctx };
+    if ctx.deciding != 0 {
+        ctx.xchg_seen = 1;
+        ctx.xchg_new = new;
+        ctx.xchg_old = old;
+        return;
+    }
+    if ctx.scanning == 0 {
+        return;
+    }
+    // The scanner stamped this folio: it was not PROT_NONE, so this is the
+    // first scan since its last fault (the kernel's own semantics).
+    count(Counter::ScanStamps, 1);
+    ctx.scan_stamps += 1;
+    let tgid = (key >> 32) as u32;
+    let (seq_global, seq_mm) = current_seqs(tgid);
+    let now = now_ns();
+    match STAMPS.get_ptr_mut(folio) {
+        Some(s) => {
+            // SAFETY: map value pointer.
+            let s = unsafe { &mut *s };
+            s.scan_ns = now;
+            s.seq_global = seq_global;
+            s.seq_mm = seq_mm;
+            s.tgid = tgid;
+            s.scan_count = s.scan_count.wrapping_add(1);
+            s.pending = 1;
+        }
+        None => {
+            let stamp = Stamp {
+                scan_ns: now,
+                seq_global,
+                seq_mm,
+                tgid,
+                scan_count: 1,
+                pending: 1,
+                _pad: 0,
+            };
+            if STAMPS.insert(folio, stamp, 0).is_ok() {
+                count(Counter::StampInserts, 1);
+            }
+        }
+    }
+}
+
+#[fexit]
+pub fn fexit_scan_stamp(ctx: FExitContext) -> u32 {
+    let folio: u64 = ctx.arg(0);
+    let new: u32 = ctx.arg(1);
+    let old: i64 = ctx.ret().unwrap_or(0);
+    on_xchg(folio, new, old as u32);
     0
 }
 
 #[kprobe]
-pub fn kprobe_scan_stamp(_ctx: ProbeContext) -> u32 {
-    count(Counter::CpupidXchg, 1);
+pub fn kprobe_scan_stamp(ctx: ProbeContext) -> u32 {
+    if let Some(c) = existing_thread_ctx(pid_tgid()) {
+        // SAFETY: this thread's map value.
+        let c = unsafe { &mut *c };
+        c.saved_folio = ctx.arg(0).unwrap_or(0);
+        c.saved_arg = ctx.arg::<u64>(1).unwrap_or(0);
+    }
+    0
+}
+
+#[kretprobe]
+pub fn kretprobe_scan_stamp(ctx: RetProbeContext) -> u32 {
+    let old: i64 = ctx.ret();
+    let (folio, new) = match existing_thread_ctx(pid_tgid()) {
+        // SAFETY: this thread's map value.
+        Some(c) => unsafe { ((*c).saved_folio, (*c).saved_arg as u32) },
+        None => (0, 0),
+    };
+    on_xchg(folio, new, old as u32);
     0
 }
 
 #[inline(always)]
-fn scanned(ptes_updated: u64) {
+fn on_scan_entry(start: u64, end: u64) {
+    let Some(ctx) = thread_ctx(pid_tgid()) else {
+        return count(Counter::ThreadCtxFull, 1);
+    };
+    // SAFETY: this thread's map value.
+    let ctx = unsafe { &mut *ctx };
+    ctx.scanning = 1;
+    ctx.scan_start = start;
+    ctx.scan_end = end;
+    ctx.scan_stamps = 0;
+    ctx.scan_start_ns = now_ns();
+}
+
+#[inline(always)]
+fn on_scan_exit(ptes_updated: u64) {
     count(Counter::ScanRanges, 1);
     count(Counter::ScanPtesUpdated, ptes_updated);
+    let key = pid_tgid();
+    let Some(ctx) = existing_thread_ctx(key) else {
+        return;
+    };
+    // SAFETY: this thread's map value.
+    let ctx = unsafe { &mut *ctx };
+    if ctx.scanning == 0 {
+        return;
+    }
+    ctx.scanning = 0;
+    let (seq_global, seq_mm) = current_seqs((key >> 32) as u32);
+    let ev = ScanEvent {
+        kind: EventKind::Scan as u32,
+        cpu: cpu(),
+        ts_ns: ctx.scan_start_ns,
+        pid_tgid: key,
+        start: ctx.scan_start,
+        end: ctx.scan_end,
+        ptes_updated,
+        stamps: ctx.scan_stamps,
+        seq_global,
+        seq_mm,
+    };
+    if EVENTS.output::<ScanEvent>(&ev, 0).is_err() {
+        count(Counter::RingDrops, 1);
+    }
+}
+
+#[fentry]
+pub fn fentry_scan_range(ctx: FEntryContext) -> u32 {
+    on_scan_entry(ctx.arg(1), ctx.arg(2));
+    0
 }
 
 #[fexit]
 pub fn fexit_scan_range(ctx: FExitContext) -> u32 {
-    let updated: u64 = ctx.ret().unwrap_or(0);
-    scanned(updated);
+    on_scan_exit(ctx.ret().unwrap_or(0));
+    0
+}
+
+#[kprobe]
+pub fn kprobe_scan_range(ctx: ProbeContext) -> u32 {
+    on_scan_entry(ctx.arg(1).unwrap_or(0), ctx.arg(2).unwrap_or(0));
     0
 }
 
 #[kretprobe]
 pub fn kretprobe_scan_range(ctx: RetProbeContext) -> u32 {
-    scanned(ctx.ret());
+    on_scan_exit(ctx.ret());
     0
 }
 

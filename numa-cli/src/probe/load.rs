@@ -6,42 +6,105 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use aya::{
-    maps::PerCpuArray,
+    maps::{Array, PerCpuArray, RingBuf},
     programs::{FEntry, FExit, KProbe, TracePoint},
     Btf, Ebpf, EbpfLoader,
 };
 use numa_ebpf_common::{maps, programs as p, Counter, MigrateRet};
 
-use super::plan::{AttachPlan, Hook, HookStatus, Mechanism};
+use super::{
+    params::KernelParams,
+    plan::{AttachPlan, Hook, HookStatus, Mechanism},
+};
 
 /// The BPF object built from `numa-ebpf` by build.rs.
 pub static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/numa-ebpf"));
 
-/// The program implementing `hook` with `mechanism`.
-fn program_name(hook: Hook, mechanism: Mechanism) -> Option<&'static str> {
+/// Entry or exit half of a hook's implementation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Half {
+    Entry,
+    Exit,
+}
+
+/// The programs implementing `hook` in the family of `mechanism`
+/// (tracing: fentry/fexit; probes: kprobe/kretprobe).
+fn programs(hook: Hook, mechanism: Mechanism) -> &'static [(&'static str, Half)] {
+    use Half::{Entry, Exit};
     use Hook as H;
-    use Mechanism as M;
-    Some(match (hook, mechanism) {
-        (H::HintFault, M::Fentry) => p::FENTRY_HINT_FAULT,
-        (H::HintFault, M::Kprobe) => p::KPROBE_HINT_FAULT,
-        (H::Decision, M::Fexit) => p::FEXIT_DECISION,
-        (H::Decision, M::Kretprobe) => p::KRETPROBE_DECISION,
-        (H::ScanStamp, M::Fentry) => p::FENTRY_SCAN_STAMP,
-        (H::ScanStamp, M::Kprobe) => p::KPROBE_SCAN_STAMP,
-        (H::ScanRange, M::Fexit) => p::FEXIT_SCAN_RANGE,
-        (H::ScanRange, M::Kretprobe) => p::KRETPROBE_SCAN_RANGE,
-        (H::Migrate, M::Fexit) => p::FEXIT_MIGRATE,
-        (H::Migrate, M::Kretprobe) => p::KRETPROBE_MIGRATE,
-        (H::FaultAccount, M::Fentry) => p::FENTRY_FAULT_ACCOUNT,
-        (H::FaultAccount, M::Kprobe) => p::KPROBE_FAULT_ACCOUNT,
-        (H::ThpFault, M::Fentry) => p::FENTRY_THP_FAULT,
-        (H::ThpFault, M::Kprobe) => p::KPROBE_THP_FAULT,
-        (H::ThpScan, M::Fentry) => p::FENTRY_THP_SCAN,
-        (H::ThpScan, M::Kprobe) => p::KPROBE_THP_SCAN,
-        (H::VmaSkip, M::Tracepoint) => p::TP_SKIP_VMA,
-        (H::MigrateTracepoint, M::Tracepoint) => p::TP_MIGRATE_PAGES,
-        _ => return None,
-    })
+    let tracing = matches!(mechanism, Mechanism::Fentry | Mechanism::Fexit);
+    match (hook, tracing) {
+        (H::HintFault, true) => &[(p::FENTRY_HINT_FAULT, Entry)],
+        (H::HintFault, false) => &[(p::KPROBE_HINT_FAULT, Entry)],
+        (H::Decision, true) => &[(p::FENTRY_DECISION, Entry), (p::FEXIT_DECISION, Exit)],
+        (H::Decision, false) => &[(p::KPROBE_DECISION, Entry), (p::KRETPROBE_DECISION, Exit)],
+        (H::ScanStamp, true) => &[(p::FEXIT_SCAN_STAMP, Exit)],
+        (H::ScanStamp, false) => &[
+            (p::KPROBE_SCAN_STAMP, Entry),
+            (p::KRETPROBE_SCAN_STAMP, Exit),
+        ],
+        (H::ScanRange, true) => &[(p::FENTRY_SCAN_RANGE, Entry), (p::FEXIT_SCAN_RANGE, Exit)],
+        (H::ScanRange, false) => &[
+            (p::KPROBE_SCAN_RANGE, Entry),
+            (p::KRETPROBE_SCAN_RANGE, Exit),
+        ],
+        (H::Migrate, true) => &[(p::FEXIT_MIGRATE, Exit)],
+        (H::Migrate, false) => &[(p::KRETPROBE_MIGRATE, Exit)],
+        (H::FaultAccount, true) => &[(p::FENTRY_FAULT_ACCOUNT, Entry)],
+        (H::FaultAccount, false) => &[(p::KPROBE_FAULT_ACCOUNT, Entry)],
+        (H::ThpFault, true) => &[(p::FENTRY_THP_FAULT, Entry)],
+        (H::ThpFault, false) => &[(p::KPROBE_THP_FAULT, Entry)],
+        (H::ThpScan, true) => &[(p::FENTRY_THP_SCAN, Entry)],
+        (H::ThpScan, false) => &[(p::KPROBE_THP_SCAN, Entry)],
+        (H::VmaSkip, _) => &[(p::TP_SKIP_VMA, Entry)],
+        (H::MigrateTracepoint, _) => &[(p::TP_MIGRATE_PAGES, Entry)],
+    }
+}
+
+/// The concrete mechanism of one half within a family.
+fn half_mechanism(family: Mechanism, half: Half) -> Mechanism {
+    match (family, half) {
+        (Mechanism::Tracepoint, _) => Mechanism::Tracepoint,
+        (Mechanism::Fentry | Mechanism::Fexit, Half::Entry) => Mechanism::Fentry,
+        (Mechanism::Fentry | Mechanism::Fexit, Half::Exit) => Mechanism::Fexit,
+        (_, Half::Entry) => Mechanism::Kprobe,
+        (_, Half::Exit) => Mechanism::Kretprobe,
+    }
+}
+
+fn unload(ebpf: &mut Ebpf, name: &str, mechanism: Mechanism) {
+    let Some(prog) = ebpf.program_mut(name) else {
+        return;
+    };
+    let _ = match mechanism {
+        Mechanism::Fentry => <&mut FEntry>::try_from(prog).map(|p| p.unload()),
+        Mechanism::Fexit => <&mut FExit>::try_from(prog).map(|p| p.unload()),
+        Mechanism::Kprobe | Mechanism::Kretprobe => {
+            <&mut KProbe>::try_from(prog).map(|p| p.unload())
+        }
+        Mechanism::Tracepoint => <&mut TracePoint>::try_from(prog).map(|p| p.unload()),
+    };
+}
+
+/// Attaches every program of one family for `hook`; all or nothing.
+fn attach_family(
+    ebpf: &mut Ebpf,
+    btf: Option<&Btf>,
+    hook: Hook,
+    family: Mechanism,
+    target: &str,
+) -> Result<()> {
+    let progs = programs(hook, family);
+    for (i, &(name, half)) in progs.iter().enumerate() {
+        let m = half_mechanism(family, half);
+        if let Err(e) = attach_one(ebpf, btf, name, m, target) {
+            for &(done, h) in &progs[..i] {
+                unload(ebpf, done, half_mechanism(family, h));
+            }
+            return Err(e.context(format!("{} {name}", m.name())));
+        }
+    }
+    Ok(())
 }
 
 /// Loads and attaches one program; the error carries the kernel's answer.
@@ -115,9 +178,32 @@ pub fn explain(mechanism: Mechanism, e: &anyhow::Error) -> String {
 pub struct Probes {
     ebpf: Ebpf,
     pub plan: AttachPlan,
+    pub params: KernelParams,
+    pub options: LoadOptions,
 }
 
-/// Settings that depend on the kernel, from the plan.
+/// User-chosen sizes, filters and sampling.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    pub stamp_entries: u32,
+    pub ring_bytes: u32,
+    pub sample_every: u64,
+    pub filter_tgid: u32,
+    pub filter_cgroup: u64,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            stamp_entries: numa_ebpf_common::DEFAULT_STAMP_ENTRIES,
+            ring_bytes: numa_ebpf_common::DEFAULT_RING_BYTES,
+            sample_every: 1,
+            filter_tgid: 0,
+            filter_cgroup: 0,
+        }
+    }
+}
+
 fn migrate_convention(plan: &AttachPlan) -> MigrateRet {
     match plan.hook(Hook::Migrate).and_then(|h| h.target.as_deref()) {
         Some("migrate_misplaced_page") => MigrateRet::OneOnSuccess,
@@ -125,19 +211,48 @@ fn migrate_convention(plan: &AttachPlan) -> MigrateRet {
     }
 }
 
-fn load_object(plan: &AttachPlan) -> Result<Ebpf> {
+fn load_object(plan: &AttachPlan, k: &KernelParams, o: &LoadOptions) -> Result<Ebpf> {
     let convention = migrate_convention(plan) as u32;
-    EbpfLoader::new()
+    let (tp_ok, tp_failed, tp_reason) = k.tp_migrate.unwrap_or((8, 16, 0));
+    let ring_bytes = o.ring_bytes.max(4096).next_power_of_two();
+    let mut ebpf = EbpfLoader::new()
         .override_global("MIGRATE_RET_CONVENTION", &convention, true)
+        .override_global("SYM_NB_MODE", &k.sym_nb_mode, true)
+        .override_global("NB_MODE_AT_LOAD", &k.nb_mode_at_load, true)
+        .override_global("SYM_HOT_THRESHOLD", &k.sym_hot_threshold, true)
+        .override_global("SYM_NODE_DATA", &k.sym_node_data, true)
+        .override_global("OFF_NBP_THRESHOLD", &k.off_nbp_threshold, true)
+        .override_global("TOPTIER_MASK", &k.toptier_mask, true)
+        .override_global("CPUPID_MASK", &k.cpupid_mask, true)
+        .override_global("ACCESS_TIME_BUCKETS", &k.access_time_buckets, true)
+        .override_global("SAMPLE_EVERY", &o.sample_every.max(1), true)
+        .override_global("FILTER_TGID", &o.filter_tgid, true)
+        .override_global("FILTER_CGROUP", &o.filter_cgroup, true)
+        .override_global("TP_MIGRATE_SUCCEEDED_OFF", &tp_ok, true)
+        .override_global("TP_MIGRATE_FAILED_OFF", &tp_failed, true)
+        .override_global("TP_MIGRATE_REASON_OFF", &tp_reason, true)
+        .map_max_entries(maps::STAMPS, o.stamp_entries.max(1024))
+        .map_max_entries(maps::EVENTS, ring_bytes)
         .load(EBPF_OBJECT)
-        .context("loading the BPF object (creating maps)")
+        .context("loading the BPF object (creating maps)")?;
+    let mut cpu_node: Array<_, u32> = Array::try_from(
+        ebpf.map_mut(maps::CPU_NODE)
+            .ok_or_else(|| anyhow!("map {} missing", maps::CPU_NODE))?,
+    )?;
+    for (cpu, node) in &k.cpu_node {
+        if *cpu < numa_ebpf_common::MAX_CPUS {
+            cpu_node.set(*cpu, node, 0)?;
+        }
+    }
+    Ok(ebpf)
 }
 
 /// Attaches every resolved hook of `plan`. Hooks that cannot be attached
 /// are marked `Refused` with the kernel's error; the caller decides whether
 /// an incomplete plan is fatal (`plan.complete`).
-pub fn attach(mut plan: AttachPlan) -> Result<Probes> {
-    let mut ebpf = load_object(&plan)?;
+pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
+    let params = super::params::resolve();
+    let mut ebpf = load_object(&plan, &params, options)?;
     let btf = Btf::from_sys_fs().ok();
     for h in plan.hooks.iter_mut() {
         let (Some(target), Some(first)) = (h.target.clone(), h.mechanism) else {
@@ -146,10 +261,7 @@ pub fn attach(mut plan: AttachPlan) -> Result<Probes> {
         let mut errors = Vec::new();
         let mut mechanism = Some(first);
         while let Some(m) = mechanism {
-            let Some(name) = program_name(h.hook, m) else {
-                break;
-            };
-            match attach_one(&mut ebpf, btf.as_ref(), name, m, &target) {
+            match attach_family(&mut ebpf, btf.as_ref(), h.hook, m, &target) {
                 Ok(()) => {
                     h.mechanism = Some(m);
                     h.status = HookStatus::Attached;
@@ -168,7 +280,12 @@ pub fn attach(mut plan: AttachPlan) -> Result<Probes> {
         }
     }
     plan.refresh_complete();
-    Ok(Probes { ebpf, plan })
+    Ok(Probes {
+        ebpf,
+        plan,
+        params,
+        options: options.clone(),
+    })
 }
 
 impl Probes {
@@ -176,16 +293,34 @@ impl Probes {
     pub fn counters(&self) -> Result<Vec<u64>> {
         read_counters(&self.ebpf)
     }
+
+    /// A per-CPU u64 array summed over CPUs.
+    pub fn summed(&self, name: &str) -> Result<Vec<u64>> {
+        summed(&self.ebpf, name)
+    }
+
+    /// Takes the ring buffer out (once) for the event reader.
+    pub fn take_events(&mut self) -> Result<RingBuf<aya::maps::MapData>> {
+        let map = self
+            .ebpf
+            .take_map(maps::EVENTS)
+            .ok_or_else(|| anyhow!("ring buffer {} already taken or missing", maps::EVENTS))?;
+        Ok(RingBuf::try_from(map)?)
+    }
+}
+
+fn summed(ebpf: &Ebpf, name: &str) -> Result<Vec<u64>> {
+    let map = ebpf
+        .map(name)
+        .ok_or_else(|| anyhow!("map {name} missing from the BPF object"))?;
+    let array = PerCpuArray::<_, u64>::try_from(map)?;
+    (0..array.len())
+        .map(|i| Ok(array.get(&i, 0)?.iter().sum()))
+        .collect()
 }
 
 fn read_counters(ebpf: &Ebpf) -> Result<Vec<u64>> {
-    let map = ebpf
-        .map(maps::COUNTERS)
-        .ok_or_else(|| anyhow!("map {} missing from the BPF object", maps::COUNTERS))?;
-    let array = PerCpuArray::<_, u64>::try_from(map)?;
-    (0..numa_ebpf_common::COUNTER_SLOTS)
-        .map(|i| Ok(array.get(&i, 0)?.iter().sum()))
-        .collect()
+    summed(ebpf, maps::COUNTERS)
 }
 
 pub fn counter(values: &[u64], c: Counter) -> u64 {

@@ -3,4 +3,5 @@
 //! and attaching the programs (`load`).
 pub mod discover;
 pub mod load;
+pub mod params;
 pub mod plan;

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 /// A logical hook: something numatrace needs to observe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Hook {
     /// Every NUMA hint fault.
@@ -114,11 +114,14 @@ impl Hook {
 
     /// fentry or fexit: fexit where the return value is the point.
     fn wants_return(self) -> bool {
-        matches!(self, Hook::Decision | Hook::ScanRange | Hook::Migrate)
+        matches!(
+            self,
+            Hook::Decision | Hook::ScanStamp | Hook::ScanRange | Hook::Migrate
+        )
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mechanism {
     Fentry,
@@ -169,7 +172,7 @@ pub struct KernelFacts {
     pub tracepoints: BTreeSet<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HookStatus {
     /// Chosen from the facts; not attached yet.
@@ -182,7 +185,7 @@ pub enum HookStatus {
     Refused,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct PlannedHook {
     pub hook: Hook,
     /// Kernel function, or `category:name` for a tracepoint.
@@ -196,7 +199,7 @@ pub struct PlannedHook {
     pub detail: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct AttachPlan {
     pub complete: bool,
     pub hooks: Vec<PlannedHook>,

@@ -1,0 +1,5 @@
+//! Pure aggregation of the event stream: no IO, no clock. Fed the same way
+//! from live probes and from recorded traces.
+pub mod hist;
+pub mod scans;
+pub mod totals;
