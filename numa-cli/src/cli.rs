@@ -26,6 +26,10 @@ pub enum Command {
     Stats(StatsArgs),
     /// Record a self-describing trace of every hint fault, scan and skip.
     Record(RecordArgs),
+    /// Run alternative promotion policies in shadow beside the kernel (live).
+    Shadow(ShadowArgs),
+    /// Run the shadow policies on a recorded trace; sweep a parameter.
+    Replay(ReplayArgs),
     /// Print every record of a trace as one JSON line.
     Dump {
         /// Trace file from `numatrace record`.
@@ -78,6 +82,68 @@ pub struct StatsArgs {
     pub record: Option<PathBuf>,
     #[command(flatten)]
     pub probe: ProbeArgs,
+}
+
+/// Shadow policy selection, shared by `shadow` and `replay`.
+#[derive(Debug, Args, Clone)]
+pub struct ModelArgs {
+    /// Policy to evaluate, repeatable: kernel-time, fault-count, two-touch,
+    /// optionally with options: `fault-count:threshold=2e5,counter=global`.
+    /// Default: all three with their defaults.
+    #[arg(long = "model")]
+    pub models: Vec<String>,
+    /// fault-count threshold (hint faults between scan and fault); RFC: 1e6.
+    #[arg(long)]
+    pub threshold: Option<f64>,
+    /// fault-count counter: mm (the RFC's per-process) or global.
+    #[arg(long)]
+    pub counter: Option<String>,
+    /// fault-count stamp: first (the kernel's) or latest (the RFC's patch 2/2).
+    #[arg(long)]
+    pub stamp: Option<String>,
+    /// two-touch observation window in ms (default: 2 x hot_threshold_ms).
+    #[arg(long)]
+    pub window_ms: Option<u64>,
+    /// Apply the kernel's promotion rate limit to fault-count too.
+    #[arg(long)]
+    pub rate_limit: bool,
+    /// Processes listed in the report.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Machine-readable output.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// One CSV row per model.
+    #[arg(long)]
+    pub csv: bool,
+    /// Write the report here instead of stdout.
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ShadowArgs {
+    #[command(flatten)]
+    pub models: ModelArgs,
+    /// Also print a report every this many seconds.
+    #[arg(long)]
+    pub interval: Option<f64>,
+    /// Also record the evaluated events to this trace file.
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Trace file from `numatrace record` or `numatrace shadow --record`.
+    pub trace: PathBuf,
+    #[command(flatten)]
+    pub models: ModelArgs,
+    /// Sweep a fault-count parameter: `threshold=1e4,1e5,1e6`.
+    #[arg(long)]
+    pub sweep: Option<String>,
 }
 
 #[derive(Debug, Args)]

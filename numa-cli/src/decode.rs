@@ -85,7 +85,7 @@ pub(crate) mod tests {
 
     /// One fixture builder for fault events across the crate's tests.
     pub(crate) fn fault(seq: u64, folio: u64, latency_ms: u64, outcome: Outcome) -> FaultEvent {
-        let ts_ns = 10_000_000_000 + seq * 1_000_000;
+        let ts_ns = 1_000_000_000_000 + seq * 1_000_000;
         FaultEvent {
             kind: EventKind::Fault as u32,
             ts_ns,

@@ -12,6 +12,7 @@ mod cli;
 mod decode;
 mod doctor;
 mod dump;
+mod evaluate;
 mod histtext;
 mod model;
 mod pipeline;
@@ -41,6 +42,8 @@ fn run(cli: cli::Cli) -> Result<ExitCode> {
         cli::Command::Stats(args) => stats::stats(&args),
         cli::Command::Record(args) => stats::record(&args),
         cli::Command::Dump { trace } => dump::run(&trace),
+        cli::Command::Shadow(args) => evaluate::shadow(&args),
+        cli::Command::Replay(args) => evaluate::replay(&args),
         cli::Command::Workload(cli::Workload::HotChunks(args)) => workload::hot_chunks(&args),
     }
 }

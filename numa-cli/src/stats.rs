@@ -98,11 +98,12 @@ pub fn header(probes: &Probes) -> trace::Header {
         started_unix_ns: unix_ns,
         started_mono_ns: pipeline::monotonic_ns(),
         sample_every: probes.options.sample_every,
+        stamp_entries: probes.options.stamp_entries,
         record_sizes: trace::record_sizes(),
     }
 }
 
-fn live_options(a: &ProbeArgs) -> LiveOptions {
+pub fn live_options(a: &ProbeArgs) -> LiveOptions {
     LiveOptions {
         duration: a.duration.map(Duration::from_secs_f64),
         command: a.command.clone(),
@@ -170,7 +171,7 @@ pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
 }
 
 pub fn record(args: &RecordArgs) -> Result<ExitCode> {
-    let mut totals = Totals::default();
+    let mut totals = Totals::new(crate::probe::params::resolve_toptier());
     let (probes, reason) = run_live(&args.probe, Some(&args.output), &mut [&mut totals])?;
     let r = totals.report(u64::from(probes.options.stamp_entries));
     eprintln!(

@@ -49,6 +49,9 @@ pub struct Header {
     /// CLOCK_MONOTONIC at start, the clock of event timestamps.
     pub started_mono_ns: u64,
     pub sample_every: u64,
+    /// Capacity of the per-folio stamp map (for the eviction estimate).
+    #[serde(default)]
+    pub stamp_entries: u32,
     pub record_sizes: [usize; 3],
 }
 
@@ -291,6 +294,7 @@ mod tests {
             started_unix_ns: 0,
             started_mono_ns: 0,
             sample_every: 1,
+            stamp_entries: 1024,
             record_sizes: record_sizes(),
         }
     }

@@ -153,6 +153,9 @@ struct Summary {
 }
 
 pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
+    // Show up as "hot-chunks" in top/ps, not as another numatrace.
+    // SAFETY: PR_SET_NAME with a NUL-terminated buffer of <= 16 bytes.
+    unsafe { libc::prctl(libc::PR_SET_NAME, c"hot-chunks".as_ptr()) };
     let nodes = system::nodes();
     let slow_node = match a.slow_node {
         Some(n) => n,

@@ -46,6 +46,12 @@ pub struct Totals {
     pub scans: ScanIndex,
     pub first_snapshot: Option<Snapshot>,
     pub last_snapshot: Option<Snapshot>,
+    /// Nodes the kernel treats as top tier (bit per node).
+    pub toptier_mask: u64,
+    /// Hint faults on folios of lower-tier nodes.
+    pub slow_faults: u64,
+    /// Stamps later than their fault (impossible unless the clock is wrong).
+    pub negative_latencies: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -95,6 +101,8 @@ pub struct Report {
 
 #[derive(Debug, Serialize)]
 pub struct Checks {
+    pub slow_node_faults: u64,
+    pub negative_latencies: u64,
     pub max_latency_ms: f64,
     pub max_kernel_latency_gap_ms: u64,
     pub inconsistent_deltas: u64,
@@ -104,6 +112,13 @@ pub struct Checks {
 }
 
 impl Totals {
+    pub fn new(toptier_mask: u64) -> Self {
+        Totals {
+            toptier_mask,
+            ..Totals::default()
+        }
+    }
+
     pub fn event(&mut self, ev: &Event) {
         // Events from before the first snapshot precede the window the
         // kernel counters and vmstat deltas describe (the attach itself).
@@ -156,7 +171,13 @@ impl Totals {
                 self.migrate_fail += 1;
             }
         }
+        if (0..64).contains(&f.src_nid) && self.toptier_mask >> f.src_nid & 1 == 0 {
+            self.slow_faults += 1;
+        }
         if f.flags & ff::HAS_STAMP != 0 {
+            if f.scan_ns > f.ts_ns {
+                self.negative_latencies += 1;
+            }
             let latency = f.ts_ns.saturating_sub(f.scan_ns);
             self.max_latency_ns = self.max_latency_ns.max(latency);
             self.latency_ns[o].add(latency);
@@ -309,6 +330,8 @@ impl Totals {
             kernel_counters,
             kernel_histograms_match: hist_match,
             checks: Checks {
+                slow_node_faults: self.slow_faults,
+                negative_latencies: self.negative_latencies,
                 max_latency_ms: self.max_latency_ns as f64 / 1e6,
                 max_kernel_latency_gap_ms: self.max_kernel_latency_gap_ms,
                 inconsistent_deltas: self.inconsistent_deltas,

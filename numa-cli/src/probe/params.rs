@@ -137,6 +137,11 @@ pub fn parse_tp_format(text: &str) -> (BTreeMap<String, u32>, BTreeMap<u32, Stri
     (fields, symbols)
 }
 
+/// The top-tier node mask of the running system.
+pub fn resolve_toptier() -> u64 {
+    toptier_mask(&system::memory_tiers(), &system::nodes())
+}
+
 pub fn resolve() -> KernelParams {
     let syms = data_symbols(&[
         "sysctl_numa_balancing_mode",

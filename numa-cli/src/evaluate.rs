@@ -1,0 +1,415 @@
+//! `numatrace shadow` (live) and `numatrace replay` (from a trace): the same
+//! shadow engine, fed by either source, printed by the same code.
+use std::{io::Write, process::ExitCode};
+
+use anyhow::{bail, Context, Result};
+
+use crate::{
+    cli::{ModelArgs, ReplayArgs, ShadowArgs},
+    decode::{Event, Snapshot},
+    model::{
+        policy::{self, KernelDefaults, ModelDefaults, Policy},
+        shadow::{Shadow, ShadowReport},
+    },
+    pipeline::{self, Sink},
+    stats, trace,
+};
+
+pub fn kernel_defaults(h: &trace::Header) -> KernelDefaults {
+    let d = KernelDefaults::default();
+    KernelDefaults {
+        hot_threshold_ms: h.tunables.hot_threshold_ms.unwrap_or(d.hot_threshold_ms),
+        scan_period_max_ms: h
+            .tunables
+            .scan_period_max_ms
+            .unwrap_or(d.scan_period_max_ms),
+        rate_limit_mbps: h
+            .tunables
+            .promote_rate_limit_mbps
+            .unwrap_or(d.rate_limit_mbps),
+    }
+}
+
+fn model_defaults(a: &ModelArgs) -> ModelDefaults {
+    ModelDefaults {
+        threshold: a.threshold,
+        counter: a.counter.clone(),
+        stamp: a.stamp.clone(),
+        window_ms: a.window_ms,
+        rate_limit: a.rate_limit.then_some(true),
+    }
+}
+
+pub fn policies(a: &ModelArgs, k: &KernelDefaults) -> Result<Vec<Box<dyn Policy>>> {
+    let specs: Vec<String> = if a.models.is_empty() {
+        vec![
+            "kernel-time".into(),
+            "fault-count".into(),
+            "two-touch".into(),
+        ]
+    } else {
+        a.models.clone()
+    };
+    let d = model_defaults(a);
+    specs.iter().map(|s| policy::build(s, &d, k)).collect()
+}
+
+impl Sink for Shadow {
+    fn event(&mut self, ev: &Event) -> Result<()> {
+        Shadow::event(self, ev);
+        Ok(())
+    }
+    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
+        Shadow::snapshot(self, s);
+        Ok(())
+    }
+}
+
+/// Prints an interim report every `every_ns` of snapshot time.
+struct Interval<'a> {
+    shadow: &'a mut Shadow,
+    every_ns: u64,
+    last_ns: Option<u64>,
+    json: bool,
+}
+
+impl Sink for Interval<'_> {
+    fn event(&mut self, ev: &Event) -> Result<()> {
+        self.shadow.event(ev);
+        Ok(())
+    }
+    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
+        self.shadow.snapshot(s);
+        let last = *self.last_ns.get_or_insert(s.ts_ns);
+        if self.every_ns > 0 && s.ts_ns.saturating_sub(last) >= self.every_ns {
+            self.last_ns = Some(s.ts_ns);
+            let r = self.shadow.report();
+            let mut out = std::io::stderr().lock();
+            if self.json {
+                writeln!(out, "{}", serde_json::to_string(&r)?)?;
+            } else {
+                write_human(&r, &mut out)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn write_csv(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(out, "model,params,decisions,kernel_promote,promote,reject,both,kernel_only,model_only,neither,agreement_pct,refault_pages,refaulted,refaulted_pct")?;
+    for m in &r.models {
+        let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{:.2},{},{},{:.2}",
+            m.name,
+            params.join(";"),
+            r.decisions,
+            r.kernel.promote,
+            m.promote,
+            m.reject,
+            m.agreement.both,
+            m.agreement.kernel_only,
+            m.agreement.model_only,
+            m.agreement.neither,
+            m.agreement_pct,
+            m.refault_after_model_only.pages,
+            m.refault_after_model_only.refaulted,
+            m.refault_after_model_only.refaulted_pct
+        )?;
+    }
+    Ok(())
+}
+
+pub fn write_human(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "numatrace shadow report: {:.1} s, {} hint faults, {} tiering decisions, {} ring drops",
+        r.duration_s, r.hint_faults, r.decisions, r.drops
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "  {:<34} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "policy", "promote", "rej:lat", "rej:rate", "rej:other", "agree%"
+    )?;
+    let k = &r.kernel;
+    writeln!(
+        out,
+        "  {:<34} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        format!("kernel (free space {})", k.free_space),
+        k.promote,
+        k.reject_latency,
+        k.reject_rate_limit,
+        k.reject_other,
+        "-"
+    )?;
+    for m in &r.models {
+        let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let label = format!("{} {}", m.name, params.join(","));
+        let reason = |n: &str| m.reasons.get(n).copied().unwrap_or(0);
+        writeln!(
+            out,
+            "  {:<34} {:>10} {:>10} {:>10} {:>10} {:>9.1}%",
+            truncate(&label, 34),
+            m.promote,
+            reason("latency") + reason("fault_count") + reason("first_touch"),
+            reason("rate_limit"),
+            reason("no_stamp"),
+            m.agreement_pct
+        )?;
+    }
+    writeln!(
+        out,
+        "  migrations: {} succeeded, {} failed",
+        k.migrate_success, k.migrate_fail
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "  agreement with the kernel        both  kernel_only  model_only     neither"
+    )?;
+    for m in &r.models {
+        let a = &m.agreement;
+        writeln!(
+            out,
+            "  {:<28} {:>8} {:>12} {:>11} {:>11}",
+            m.name, a.both, a.kernel_only, a.model_only, a.neither
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "  outcome evidence: refused pages that faulted again (were still hot)"
+    )?;
+    let ev_line = |out: &mut dyn Write, label: &str, e: &crate::model::shadow::RefaultReport| {
+        writeln!(
+            out,
+            "  {:<40} {:>8} pages, {:>8} refaulted ({:>5.1}%), delay p50 {} ms, p90 {} ms",
+            label,
+            e.pages,
+            e.refaulted,
+            e.refaulted_pct,
+            e.delay_ms_p50.map_or("-".into(), |v| format!("<={v}")),
+            e.delay_ms_p90.map_or("-".into(), |v| format!("<={v}"))
+        )
+    };
+    for m in &r.models {
+        ev_line(
+            out,
+            &format!("{} wanted, kernel refused", m.name),
+            &m.refault_after_model_only,
+        )?;
+    }
+    ev_line(
+        out,
+        "kernel refused, no model wanted",
+        &r.refault_after_neither,
+    )?;
+    writeln!(out, "  note: {}", r.evidence_note)?;
+    if !r.latency_threshold_samples.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "  rejected samples: latency  threshold (ms)")?;
+        for s in r.latency_threshold_samples.iter().take(8) {
+            writeln!(out, "  {:>24} {:>10}", s.latency_ms, s.threshold_ms)?;
+        }
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "  {:>7} {:<16} {:>10} {:>10} {:>10} {:>10}  model would-promote",
+        "PID", "COMM", "faults", "decisions", "k:promote", "k:rej:lat"
+    )?;
+    for p in &r.processes {
+        writeln!(
+            out,
+            "  {:>7} {:<16} {:>10} {:>10} {:>10} {:>10}  {:?}",
+            p.pid,
+            p.comm,
+            p.hint_faults,
+            p.decisions,
+            p.kernel_promote,
+            p.reject_latency,
+            p.model_promote
+        )?;
+    }
+    writeln!(out)?;
+    for n in &r.node_pairs {
+        writeln!(
+            out,
+            "  node {} -> {}: {} decisions, kernel promoted {}, models {:?}",
+            n.src_node, n.dst_node, n.decisions, n.kernel_promote, n.model_promote
+        )?;
+    }
+    Ok(())
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_owned()
+    } else {
+        s.chars().take(n - 1).chain(std::iter::once('~')).collect()
+    }
+}
+
+fn emit(r: &ShadowReport, a: &ModelArgs) -> Result<()> {
+    let mut buf = Vec::new();
+    if a.json {
+        serde_json::to_writer_pretty(&mut buf, r)?;
+        writeln!(buf)?;
+    } else if a.csv {
+        write_csv(r, &mut buf)?;
+    } else {
+        write_human(r, &mut buf)?;
+    }
+    match &a.output {
+        Some(p) => std::fs::write(p, &buf).with_context(|| format!("writing {}", p.display()))?,
+        None => std::io::stdout().lock().write_all(&buf)?,
+    }
+    Ok(())
+}
+
+pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
+    let probes_header;
+    let mut engine;
+    let mut probes = stats::attach(&args.probe)?;
+    probes_header = stats::header(&probes);
+    let k = kernel_defaults(&probes_header);
+    engine = Shadow::new(policies(&args.models, &k)?, args.models.top);
+    let mut recorder = pipeline::Recorder(match &args.record {
+        Some(p) => Some(trace::Writer::new(
+            std::io::BufWriter::with_capacity(
+                1 << 20,
+                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+            ),
+            &probes_header,
+        )?),
+        None => None,
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let reason = {
+        let mut interval = Interval {
+            shadow: &mut engine,
+            every_ns: args.interval.map_or(0, |s| (s * 1e9) as u64),
+            last_ns: None,
+            json: args.models.json,
+        };
+        let mut sinks: [&mut dyn Sink; 2] = [&mut interval, &mut recorder];
+        rt.block_on(pipeline::run_live(
+            &mut probes,
+            &stats::live_options(&args.probe),
+            &mut sinks,
+        ))?
+    };
+    if let Some(w) = recorder.0.take() {
+        w.finish(pipeline::monotonic_ns(), &reason.describe())?;
+    }
+    eprintln!("numatrace: shadow stopped: {}", reason.describe());
+    emit(&engine.report(), &args.models)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn replay(args: &ReplayArgs) -> Result<ExitCode> {
+    let header = trace::Reader::open(&args.trace)?.header;
+    let k = kernel_defaults(&header);
+    if let Some(sweep) = &args.sweep {
+        return run_sweep(args, sweep, &k);
+    }
+    let mut engine = Shadow::new(policies(&args.models, &k)?, args.models.top);
+    let (_, warning) = pipeline::run_file(&args.trace, &mut [&mut engine])?;
+    if let Some(w) = warning {
+        eprintln!("numatrace: warning: {w}");
+    }
+    emit(&engine.report(), &args.models)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitCode> {
+    let (param, values) = sweep
+        .split_once('=')
+        .context("--sweep takes param=v1,v2,... e.g. threshold=1e4,1e5,1e6")?;
+    let base = args
+        .models
+        .models
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "fault-count".into());
+    let (name, opts) = base.split_once(':').unwrap_or((&base, ""));
+    let mut specs = Vec::new();
+    for v in values.split(',').filter(|v| !v.is_empty()) {
+        v.trim()
+            .parse::<f64>()
+            .with_context(|| format!("sweep value {v:?} is not a number"))?;
+        let mut o: Vec<&str> = opts
+            .split(',')
+            .filter(|o| !o.is_empty() && !o.starts_with(&format!("{param}=")))
+            .collect();
+        let kv = format!("{param}={}", v.trim());
+        o.push(&kv);
+        specs.push(format!("{name}:{}", o.join(",")));
+    }
+    if specs.is_empty() {
+        bail!("--sweep {sweep}: no values");
+    }
+    let d = model_defaults(&args.models);
+    let models = specs
+        .iter()
+        .map(|s| policy::build(s, &d, k))
+        .collect::<Result<Vec<_>>>()?;
+    let mut engine = Shadow::new(models, args.models.top);
+    let (_, warning) = pipeline::run_file(&args.trace, &mut [&mut engine])?;
+    if let Some(w) = warning {
+        eprintln!("numatrace: warning: {w}");
+    }
+    let r = engine.report();
+    let mut buf = Vec::new();
+    if args.models.json {
+        let rows: Vec<serde_json::Value> = r
+            .models
+            .iter()
+            .map(|m| {
+                serde_json::json!({
+                    "param": param, "value": m.params.get(param), "promote": m.promote, "reject": m.reject,
+                    "agreement": m.agreement, "agreement_pct": m.agreement_pct,
+                    "refault_after_model_only": m.refault_after_model_only,
+                })
+            })
+            .collect();
+        serde_json::to_writer_pretty(&mut buf, &rows)?;
+        writeln!(buf)?;
+    } else if args.models.csv {
+        write_csv(&r, &mut buf)?;
+    } else {
+        writeln!(
+            buf,
+            "sweep of {name} {param} over {} decisions (kernel promoted {})",
+            r.decisions, r.kernel.promote
+        )?;
+        writeln!(
+            buf,
+            "  {:>12} {:>10} {:>10} {:>10} {:>12} {:>10} {:>10}",
+            param, "promote", "agree%", "model_only", "kernel_only", "refault%", "refaulted"
+        )?;
+        for m in &r.models {
+            let e = &m.refault_after_model_only;
+            writeln!(
+                buf,
+                "  {:>12} {:>10} {:>9.1}% {:>10} {:>12} {:>9.1}% {:>10}",
+                m.params.get(param).map_or("?", String::as_str),
+                m.promote,
+                m.agreement_pct,
+                m.agreement.model_only,
+                m.agreement.kernel_only,
+                e.refaulted_pct,
+                e.refaulted
+            )?;
+        }
+    }
+    match &args.models.output {
+        Some(p) => std::fs::write(p, &buf).with_context(|| format!("writing {}", p.display()))?,
+        None => std::io::stdout().lock().write_all(&buf)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
