@@ -164,7 +164,8 @@ pub enum Workload {
 
 #[derive(Debug, Args, Clone)]
 pub struct HotChunksArgs {
-    /// MiB allocated on the slow (CPU-less) node and accessed in chunks.
+    /// MiB allocated on the slow (CPU-less) node and accessed in chunks
+    /// (0: only fill DRAM with --dram-mb and hold it for --duration).
     #[arg(long, default_value_t = 256)]
     pub slow_mb: u64,
     /// MiB allocated on the DRAM node and left idle (fills DRAM so promotion

@@ -270,12 +270,10 @@ fn emit(r: &ShadowReport, a: &ModelArgs) -> Result<()> {
 }
 
 pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
-    let probes_header;
-    let mut engine;
     let mut probes = stats::attach(&args.probe)?;
-    probes_header = stats::header(&probes);
+    let probes_header = stats::header(&probes);
     let k = kernel_defaults(&probes_header);
-    engine = Shadow::new(policies(&args.models, &k)?, args.models.top);
+    let mut engine = Shadow::new(policies(&args.models, &k)?, args.models.top);
     let mut recorder = pipeline::Recorder(match &args.record {
         Some(p) => Some(trace::Writer::new(
             std::io::BufWriter::with_capacity(

@@ -97,6 +97,7 @@ pub fn header(probes: &Probes) -> trace::Header {
         params: Some(probes.params.clone()),
         started_unix_ns: unix_ns,
         started_mono_ns: pipeline::monotonic_ns(),
+        attach_started_mono_ns: probes.attach_started_ns,
         sample_every: probes.options.sample_every,
         stamp_entries: probes.options.stamp_entries,
         record_sizes: trace::record_sizes(),
@@ -151,29 +152,40 @@ fn print(report: &Report, json: bool) -> Result<()> {
 }
 
 pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
-    let mut totals = Totals::default();
-    let capacity = if args.live {
+    let report = if args.live {
+        let mut totals = Totals::new(crate::probe::params::resolve_toptier());
         let (probes, _) = run_live(&args.probe, args.record.as_deref(), &mut [&mut totals])?;
-        u64::from(probes.options.stamp_entries)
+        totals.report(
+            u64::from(probes.options.stamp_entries),
+            probes.attach_started_ns,
+        )
     } else {
         let path = args
             .file
             .as_deref()
             .context("give a trace file or --live")?;
+        let header = trace::Reader::open(path)?.header;
+        let mut totals = Totals::new(header.params.as_ref().map_or(1, |p| p.toptier_mask));
         let (_header, warning) = pipeline::run_file(path, &mut [&mut totals])?;
         if let Some(w) = warning {
             eprintln!("numatrace: warning: {w}");
         }
-        u64::from(numa_ebpf_common::DEFAULT_STAMP_ENTRIES)
+        totals.report(
+            u64::from(header.stamp_entries),
+            header.attach_started_mono_ns,
+        )
     };
-    print(&totals.report(capacity), args.json)?;
+    print(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn record(args: &RecordArgs) -> Result<ExitCode> {
     let mut totals = Totals::new(crate::probe::params::resolve_toptier());
     let (probes, reason) = run_live(&args.probe, Some(&args.output), &mut [&mut totals])?;
-    let r = totals.report(u64::from(probes.options.stamp_entries));
+    let r = totals.report(
+        u64::from(probes.options.stamp_entries),
+        probes.attach_started_ns,
+    );
     eprintln!(
         "numatrace: recorded {} hint faults, {} scans to {} ({}); drops {}",
         r.hint_faults,

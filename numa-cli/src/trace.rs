@@ -48,6 +48,9 @@ pub struct Header {
     pub started_unix_ns: u64,
     /// CLOCK_MONOTONIC at start, the clock of event timestamps.
     pub started_mono_ns: u64,
+    /// CLOCK_MONOTONIC when the probes began attaching (no stamp is older).
+    #[serde(default)]
+    pub attach_started_mono_ns: u64,
     pub sample_every: u64,
     /// Capacity of the per-folio stamp map (for the eviction estimate).
     #[serde(default)]
@@ -293,6 +296,7 @@ mod tests {
             params: None,
             started_unix_ns: 0,
             started_mono_ns: 0,
+            attach_started_mono_ns: 0,
             sample_every: 1,
             stamp_entries: 1024,
             record_sizes: record_sizes(),

@@ -173,7 +173,7 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
             .find(|n| n.cpus.contains(&0))
             .map_or(0, |n| n.id)
     });
-    if a.chunk_mb == 0 || a.slow_mb < a.chunk_mb {
+    if a.slow_mb > 0 && (a.chunk_mb == 0 || a.slow_mb < a.chunk_mb) {
         bail!("--chunk-mb must be between 1 and --slow-mb ({})", a.slow_mb);
     }
     let mb = 1 << 20;
@@ -185,6 +185,16 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
     } else {
         None
     };
+    if a.slow_mb == 0 {
+        // DRAM filler only: hold the memory idle for the duration.
+        std::thread::sleep(Duration::from_secs_f64(a.duration));
+        writeln!(
+            std::io::stdout(),
+            "{{\"dram_mb\":{},\"dram_node\":{dram_node}}}",
+            a.dram_mb
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let slow = Region::new(a.slow_mb as usize * mb, a.thp)?;
     slow.mbind(MPOL_BIND, Some(slow_node))?;
     slow.touch_all();

@@ -47,17 +47,6 @@ impl Log2Hist {
         self.count += other.count;
     }
 
-    /// From a slice of kernel bucket counts (one outcome's row).
-    pub fn from_buckets(row: &[u64], sum: u64) -> Log2Hist {
-        let mut h = Log2Hist::default();
-        for (dst, src) in h.buckets.iter_mut().zip(row) {
-            *dst = *src;
-        }
-        h.count = row.iter().sum();
-        h.sum = sum;
-        h
-    }
-
     /// Non-empty buckets with their upper bound divided by `unit`
     /// (1e6 to print ns as ms), from the first to the last non-zero bucket.
     pub fn rows(&self, unit: f64) -> Vec<BucketCount> {

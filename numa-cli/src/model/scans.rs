@@ -54,15 +54,6 @@ impl ScanIndex {
         let s = self.chunks.get(&(tgid, addr >> CHUNK_SHIFT))?;
         (s.start <= addr && addr < s.end && s.ts_ns <= ts_ns).then_some(*s)
     }
-
-    /// Forgets a process (it exited).
-    pub fn forget(&mut self, tgid: u32) {
-        self.chunks.retain(|(t, _), _| *t != tgid);
-    }
-
-    pub fn len(&self) -> usize {
-        self.chunks.len()
-    }
 }
 
 #[cfg(test)]
@@ -92,7 +83,5 @@ mod tests {
         assert_eq!(idx.latest(8, 0x4810_0000, 300), None);
         assert_eq!(idx.latest(7, 0x6000_0000, 300), None);
         assert_eq!(idx.latest(7, 0x4810_0000, 150), None);
-        idx.forget(7);
-        assert_eq!(idx.len(), 0);
     }
 }

@@ -234,10 +234,6 @@ impl Shadow {
         }
     }
 
-    pub fn model_names(&self) -> Vec<String> {
-        self.models.iter().map(|m| m.policy.name()).collect()
-    }
-
     pub fn snapshot(&mut self, s: &Snapshot) {
         if self.first.is_none() {
             self.first = Some(s.clone());
@@ -317,7 +313,7 @@ impl Shadow {
             // Every stride-th rejection, stride doubling as the table fills:
             // deterministic and spread over the whole run.
             self.rejected_seen += 1;
-            if self.rejected_seen % self.sample_stride == 0 {
+            if self.rejected_seen.is_multiple_of(self.sample_stride) {
                 if self.samples.len() == MAX_SAMPLES {
                     let kept: Vec<LatencySample> =
                         self.samples.iter().skip(1).step_by(2).cloned().collect();

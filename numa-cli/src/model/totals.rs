@@ -101,6 +101,9 @@ pub struct Report {
 
 #[derive(Debug, Serialize)]
 pub struct Checks {
+    /// From the start of attaching to the last snapshot: the upper bound of
+    /// any scan-to-fault latency numatrace can measure.
+    pub since_attach_s: f64,
     pub slow_node_faults: u64,
     pub negative_latencies: u64,
     pub max_latency_ms: f64,
@@ -247,8 +250,9 @@ impl Totals {
             .collect()
     }
 
-    /// `stamp_capacity` is the STAMPS map size, for the eviction estimate.
-    pub fn report(&self, stamp_capacity: u64) -> Report {
+    /// `stamp_capacity` is the STAMPS map size, for the eviction estimate;
+    /// `attach_started_ns` bounds every latency (no stamp is older).
+    pub fn report(&self, stamp_capacity: u64, attach_started_ns: u64) -> Report {
         let mut all_latency = Log2Hist::default();
         let mut all_delta = Log2Hist::default();
         let mut by_outcome = BTreeMap::new();
@@ -330,6 +334,9 @@ impl Totals {
             kernel_counters,
             kernel_histograms_match: hist_match,
             checks: Checks {
+                since_attach_s: self.last_snapshot.as_ref().map_or(0.0, |s| {
+                    s.ts_ns.saturating_sub(attach_started_ns) as f64 / 1e9
+                }),
                 slow_node_faults: self.slow_faults,
                 negative_latencies: self.negative_latencies,
                 max_latency_ms: self.max_latency_ns as f64 / 1e6,

@@ -177,6 +177,8 @@ pub fn explain(mechanism: Mechanism, e: &anyhow::Error) -> String {
 /// Loaded, attached probes. Dropping this detaches everything.
 pub struct Probes {
     ebpf: Ebpf,
+    /// CLOCK_MONOTONIC when attaching began: no stamp is older.
+    pub attach_started_ns: u64,
     pub plan: AttachPlan,
     pub params: KernelParams,
     pub options: LoadOptions,
@@ -251,6 +253,7 @@ fn load_object(plan: &AttachPlan, k: &KernelParams, o: &LoadOptions) -> Result<E
 /// are marked `Refused` with the kernel's error; the caller decides whether
 /// an incomplete plan is fatal (`plan.complete`).
 pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
+    let attach_started_ns = crate::pipeline::monotonic_ns();
     let params = super::params::resolve();
     let mut ebpf = load_object(&plan, &params, options)?;
     let btf = Btf::from_sys_fs().ok();
@@ -282,6 +285,7 @@ pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
     plan.refresh_complete();
     Ok(Probes {
         ebpf,
+        attach_started_ns,
         plan,
         params,
         options: options.clone(),

@@ -217,18 +217,6 @@ impl AttachPlan {
             .filter(|h| h.required)
             .all(|h| matches!(h.status, HookStatus::Resolved | HookStatus::Attached));
     }
-
-    /// One line for headers: `hint_fault=numa_migrate_check(fentry) ...`.
-    pub fn summary(&self) -> String {
-        self.hooks
-            .iter()
-            .map(|h| match (&h.target, h.mechanism) {
-                (Some(t), Some(m)) => format!("{}={}({})", h.hook.name(), t, m.name()),
-                _ => format!("{}=-", h.hook.name()),
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
 }
 
 /// Refines a candidate's layout from its BTF parameters.

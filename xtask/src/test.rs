@@ -1,0 +1,228 @@
+//! `cargo xtask test`: everything CI checks, in order, with one summary
+//! table at the end: setup, rustfmt, clippy, unit tests, the release musl
+//! build, then the VM tests (xtask/src/vmtest.rs) on each guest kernel.
+//! A step failing does not stop the later ones (except what depends on it).
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use crate::binary;
+use crate::cmd;
+use crate::kernels::{Availability, Series};
+use crate::setup::Setup;
+use crate::vmtest;
+
+#[derive(clap::Args, Debug)]
+pub struct TestArgs {
+    /// Guest kernels for the VM tests (6.1 and 6.12 must be fetchable; 7.2
+    /// is skipped when the apt lists offer none).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "6.1,6.12,7.2"
+    )]
+    pub kernels: Vec<Series>,
+    /// Skip the VM tests (and fetching kernels).
+    #[arg(long)]
+    pub no_vm: bool,
+}
+
+#[derive(Clone)]
+enum Status {
+    Pass,
+    Fail(String),
+    Skipped(String),
+}
+
+struct Step {
+    name: String,
+    status: Status,
+    duration: Duration,
+}
+
+#[derive(Default)]
+struct Report {
+    steps: Vec<Step>,
+}
+
+impl Report {
+    /// Runs `f` as step `name`, announcing it first.
+    fn step<T>(&mut self, name: &str, f: impl FnOnce() -> Result<T>) -> Option<T> {
+        println!("\n==> {name}");
+        let start = Instant::now();
+        let result = f();
+        let duration = start.elapsed();
+        let (status, value) = match result {
+            Ok(v) => (Status::Pass, Some(v)),
+            Err(e) => {
+                eprintln!("FAIL {name}: {e:#}");
+                (Status::Fail(format!("{e:#}")), None)
+            }
+        };
+        self.push(name, status, duration);
+        value
+    }
+
+    fn push(&mut self, name: &str, status: Status, duration: Duration) {
+        self.steps.push(Step {
+            name: name.to_string(),
+            status,
+            duration,
+        });
+    }
+
+    fn print(&self) -> bool {
+        let width = self.steps.iter().map(|s| s.name.len()).max().unwrap_or(0);
+        println!("\n==> summary");
+        let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+        for s in &self.steps {
+            let (word, why) = match &s.status {
+                Status::Pass => {
+                    passed += 1;
+                    ("PASS", "")
+                }
+                Status::Fail(why) => {
+                    failed += 1;
+                    ("FAIL", why.as_str())
+                }
+                Status::Skipped(why) => {
+                    skipped += 1;
+                    ("SKIPPED", why.as_str())
+                }
+            };
+            // Keep the table readable: first line of the reason, shortened.
+            let why: String = why.lines().next().unwrap_or("").chars().take(160).collect();
+            println!(
+                "{:<width$}  {word:<7}  {:>6.1}s  {why}",
+                s.name,
+                s.duration.as_secs_f64()
+            );
+        }
+        println!("xtask: {passed} passed, {failed} failed, {skipped} skipped");
+        failed == 0
+    }
+}
+
+pub fn run(args: TestArgs) -> Result<ExitCode> {
+    let mut report = Report::default();
+    let mut setup = Setup::new(true);
+
+    report.step("setup: toolchain", || setup.toolchain());
+    let kernels: Vec<(Series, Availability)> = if args.no_vm {
+        Vec::new()
+    } else {
+        report.step("setup: host packages", || setup.host_packages());
+        args.kernels
+            .iter()
+            .map(|&series| {
+                let name = format!("setup: kernel {series}");
+                println!("\n==> {name}");
+                let start = Instant::now();
+                let availability = match setup.kernel(series) {
+                    Ok(a) => a,
+                    Err(e) => Availability::Unavailable(format!("{e:#}")),
+                };
+                let status = match &availability {
+                    Availability::Ready(k) => {
+                        println!("kernel {series}: {} {}", k.package, k.version);
+                        Status::Pass
+                    }
+                    Availability::Unavailable(why) if series.required() => {
+                        Status::Fail(why.clone())
+                    }
+                    Availability::Unavailable(why) => Status::Skipped(why.clone()),
+                };
+                report.push(&name, status, start.elapsed());
+                (series, availability)
+            })
+            .collect()
+    };
+
+    report.step("cargo fmt --all --check", || {
+        cmd::run(cmd::cargo().args(["fmt", "--all", "--check"]))
+    });
+    // numa-ebpf only builds for bpfel-unknown-none with nightly (numa-cli's
+    // build script does that); on the host target it is not checkable.
+    report.step("cargo clippy --workspace --all-targets", || {
+        cmd::run(cmd::cargo().args([
+            "clippy",
+            "--workspace",
+            "--exclude",
+            "numa-ebpf",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]))
+    });
+    report.step("cargo test --workspace", || {
+        cmd::run(cmd::cargo().args(["test", "--workspace", "--exclude", "numa-ebpf"]))
+    });
+    let numatrace = report.step("build numatrace (release, musl, static)", || {
+        let path = binary::build(true, &mut setup)?;
+        println!("built {} (static)", path.display());
+        Ok(path)
+    });
+
+    if args.no_vm {
+        report.push(
+            "vm tests",
+            Status::Skipped("--no-vm".into()),
+            Duration::ZERO,
+        );
+    }
+    for (series, availability) in kernels {
+        let names: Vec<String> = vmtest::TESTS
+            .iter()
+            .filter(|t| t.kernels.contains(&series))
+            .map(|t| format!("vm {series}: {}", t.name))
+            .collect();
+        let kernel = match availability {
+            Availability::Ready(k) => k,
+            Availability::Unavailable(why) => {
+                let status = if series.required() {
+                    Status::Fail(format!("no {series} kernel: {why}"))
+                } else {
+                    Status::Skipped(why)
+                };
+                for n in &names {
+                    report.push(n, status.clone(), Duration::ZERO);
+                }
+                continue;
+            }
+        };
+        let Some(numatrace) = &numatrace else {
+            for n in &names {
+                report.push(
+                    n,
+                    Status::Skipped("the release build failed".into()),
+                    Duration::ZERO,
+                );
+            }
+            continue;
+        };
+        println!("\n==> vm tests on {series} ({})", kernel.package);
+        let start = Instant::now();
+        let results = vmtest::run_kernel(&kernel, numatrace);
+        let per_test = start.elapsed() / results.len().max(1) as u32;
+        for r in results {
+            let status = match r.outcome {
+                Ok(()) => Status::Pass,
+                Err(e) => {
+                    eprintln!("FAIL vm {series}: {}: {e:#}", r.name);
+                    Status::Fail(format!("{e:#}"))
+                }
+            };
+            report.push(&format!("vm {series}: {}", r.name), status, per_test);
+        }
+    }
+
+    Ok(if report.print() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
