@@ -61,6 +61,9 @@ pub struct ProbeArgs {
     /// Stop after this many seconds (default: when COMMAND exits, else 10 s).
     #[arg(long)]
     pub duration: Option<f64>,
+    /// Measure the BPF programs' own run time (kernel BPF stats).
+    #[arg(long)]
+    pub bpf_stats: bool,
     /// Run this command while attached and stop when it exits.
     #[arg(last = true)]
     pub command: Vec<String>,

@@ -119,6 +119,9 @@ fn run_live(
     sinks: &mut [&mut dyn Sink],
 ) -> Result<(Probes, pipeline::StopReason)> {
     let mut probes = attach(a)?;
+    if a.bpf_stats {
+        probes.enable_run_stats()?;
+    }
     let mut recorder = Recorder(match output {
         Some(p) => Some(trace::create(p, &header(&probes))?),
         None => None,
@@ -155,10 +158,12 @@ pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
     let report = if args.live {
         let mut totals = Totals::new(crate::probe::params::resolve_toptier());
         let (probes, _) = run_live(&args.probe, args.record.as_deref(), &mut [&mut totals])?;
-        totals.report(
+        let mut r = totals.report(
             u64::from(probes.options.stamp_entries),
             probes.attach_started_ns,
-        )
+        );
+        r.bpf_programs = probes.program_stats();
+        r
     } else {
         let path = args
             .file

@@ -13,6 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::Value;
 
+use crate::checks;
 use crate::kernels::{Kernel, Series};
 use crate::vm::{self, Guest, Mode, Topology};
 
@@ -29,16 +30,57 @@ pub struct VmTest {
     pub check: fn(&Path, &str, Series) -> Result<()>,
 }
 
-pub const TESTS: &[VmTest] = &[VmTest {
-    name: "doctor",
-    script: r#"echo 2 > /proc/sys/kernel/numa_balancing
+pub const TESTS: &[VmTest] = &[
+    VmTest {
+        name: "doctor",
+        script: r#"echo 2 > /proc/sys/kernel/numa_balancing
 numatrace doctor --json > "$RESULTS/doctor.json"
 echo $? > "$RESULTS/doctor.rc"
 "#,
-    kernels: &Series::ALL,
-    timeout_s: 180,
-    check: check_doctor,
-}];
+        kernels: &Series::ALL,
+        timeout_s: 180,
+        check: check_doctor,
+    },
+    // A probe attached through the plan counts should_numa_migrate_memory
+    // calls equal to vmstat's numa_hint_faults delta (a small workload).
+    VmTest {
+        name: "probe_count",
+        script: r#"echo 2 > /proc/sys/kernel/numa_balancing
+numatrace stats --live --json -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 6 --summary "$RESULTS/workload.json" > "$RESULTS/stats.json"
+"#,
+        kernels: &Series::ALL,
+        timeout_s: 180,
+        check: checks::check_probe_count,
+    },
+    // The seeds' scenario: DRAM filled by another process (so promotion
+    // must pass the latency threshold), hot chunks with idle gaps on the
+    // slow node. One live shadow run records the trace the other checks
+    // read; replay must reproduce the live report.
+    VmTest {
+        name: "recording",
+        script: r#"echo 2 > /proc/sys/kernel/numa_balancing
+numatrace workload hot-chunks --dram-mb 1400 --slow-mb 0 --duration 300 > filler.json &
+filler=$!
+sleep 8
+numatrace shadow --json -o shadow.json --record t.trace -- numatrace workload hot-chunks --slow-mb 128 --chunk-mb 8 --accesses 3000 --idle-ms 150 --duration 25 --summary workload.json || exit 1
+kill $filler
+numatrace stats t.trace --json > stats.json
+"#,
+        kernels: &Series::ALL,
+        timeout_s: 400,
+        check: checks::check_recording,
+    },
+    // The shadow report of that live run, and its replay from the trace.
+    VmTest {
+        name: "shadow",
+        script: r#"cp ../recording/shadow.json shadow.json
+numatrace replay ../recording/t.trace --json -o replay.json
+"#,
+        kernels: &Series::ALL,
+        timeout_s: 120,
+        check: checks::check_shadow,
+    },
+];
 
 /// Result of one VM test.
 pub struct TestResult {

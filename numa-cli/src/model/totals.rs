@@ -97,6 +97,8 @@ pub struct Report {
     /// In-kernel histograms equal the event-derived ones (no drops, no sampling).
     pub kernel_histograms_match: bool,
     pub checks: Checks,
+    /// Run count and time of each BPF program (live with --bpf-stats).
+    pub bpf_programs: Vec<crate::probe::load::ProgramStat>,
 }
 
 #[derive(Debug, Serialize)]
@@ -333,6 +335,7 @@ impl Totals {
             latency_ms_by_outcome: by_outcome,
             kernel_counters,
             kernel_histograms_match: hist_match,
+            bpf_programs: Vec::new(),
             checks: Checks {
                 since_attach_s: self.last_snapshot.as_ref().map_or(0.0, |s| {
                     s.ts_ns.saturating_sub(attach_started_ns) as f64 / 1e9

@@ -175,8 +175,18 @@ pub fn explain(mechanism: Mechanism, e: &anyhow::Error) -> String {
 }
 
 /// Loaded, attached probes. Dropping this detaches everything.
+/// One program's kernel-side run statistics.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ProgramStat {
+    pub name: String,
+    pub run_count: u64,
+    pub run_time_ns: u64,
+    pub ns_per_run: f64,
+}
+
 pub struct Probes {
     ebpf: Ebpf,
+    run_stats: Option<std::os::fd::OwnedFd>,
     /// CLOCK_MONOTONIC when attaching began: no stamp is older.
     pub attach_started_ns: u64,
     pub plan: AttachPlan,
@@ -285,6 +295,7 @@ pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
     plan.refresh_complete();
     Ok(Probes {
         ebpf,
+        run_stats: None,
         attach_started_ns,
         plan,
         params,
@@ -301,6 +312,38 @@ impl Probes {
     /// A per-CPU u64 array summed over CPUs.
     pub fn summed(&self, name: &str) -> Result<Vec<u64>> {
         summed(&self.ebpf, name)
+    }
+
+    /// Run counts and run time of every attached program (needs
+    /// [`Probes::enable_run_stats`] or `kernel.bpf_stats_enabled=1`).
+    pub fn program_stats(&self) -> Vec<ProgramStat> {
+        self.ebpf
+            .programs()
+            .filter_map(|(name, prog)| {
+                let info = prog.info().ok()?;
+                let run_count = info.run_count();
+                let run_time_ns = info.run_time().as_nanos() as u64;
+                Some(ProgramStat {
+                    name: name.to_owned(),
+                    run_count,
+                    run_time_ns,
+                    ns_per_run: if run_count == 0 {
+                        0.0
+                    } else {
+                        run_time_ns as f64 / run_count as f64
+                    },
+                })
+            })
+            .filter(|p| p.run_count > 0)
+            .collect()
+    }
+
+    /// Turns on the kernel's BPF run-time accounting while `self` lives.
+    pub fn enable_run_stats(&mut self) -> Result<()> {
+        let fd = aya::sys::enable_stats(aya::sys::Stats::RunTime)
+            .context("enabling BPF run-time stats")?;
+        self.run_stats = Some(fd);
+        Ok(())
     }
 
     /// Takes the ring buffer out (once) for the event reader.
