@@ -8,19 +8,8 @@ use std::{io::Write, process::ExitCode};
 use anyhow::Result;
 use clap::Parser;
 
-mod cli;
-mod decode;
-mod doctor;
-mod dump;
-mod evaluate;
-mod histtext;
-mod model;
-mod pipeline;
-mod probe;
-mod stats;
-mod system;
-mod trace;
-mod workload;
+// Every module lives in the library (lib.rs): add new ones there.
+use numa_cli::{cli, doctor, dump, evaluate, stats, workload};
 
 fn run(cli: cli::Cli) -> Result<ExitCode> {
     match cli.command {

@@ -199,3 +199,62 @@ pub fn run_file(
     }
     Ok((reader.header.clone(), reader.warning.clone()))
 }
+
+/// Feeds a recorded trace to the sinks in (scaled) real time: an event
+/// `dt` after the previous one is delivered `dt / speed` later (`speed`
+/// <= 0: as fast as possible). Stops at the end of the trace, on
+/// SIGINT/SIGTERM/SIGHUP, or after `duration` of wall time. Drives `top
+/// --replay` and `export --replay` exactly like the live probes would.
+pub async fn run_replay(
+    path: &Path,
+    speed: f64,
+    duration: Option<Duration>,
+    sinks: &mut [&mut dyn Sink],
+) -> Result<(StopReason, Option<String>)> {
+    let mut reader = trace::Reader::open(path)?;
+    let mut sigint = tokio::signal::unix::signal(SignalKind::interrupt())?;
+    let mut sigterm = tokio::signal::unix::signal(SignalKind::terminate())?;
+    let mut sighup = tokio::signal::unix::signal(SignalKind::hangup())?;
+    let start = tokio::time::Instant::now();
+    let mut first_ts: Option<u64> = None;
+    let deadline = duration.map(|d| start + d);
+    loop {
+        let Some(item) = reader.next() else {
+            return Ok((StopReason::CommandExited(Some(0)), reader.warning.clone()));
+        };
+        let (ts, item) = match item? {
+            trace::Item::Event(ev) => {
+                let ts = match &ev {
+                    Event::Fault(f) => f.ts_ns,
+                    Event::Scan(s) => s.ts_ns,
+                    Event::Skip(s) => s.ts_ns,
+                };
+                (ts, Some(Ok(ev)))
+            }
+            trace::Item::Snapshot(s) => (s.ts_ns, Some(Err(s))),
+            trace::Item::Footer(_) => (0, None),
+        };
+        let Some(item) = item else { continue };
+        if speed > 0.0 {
+            let t0 = *first_ts.get_or_insert(ts);
+            let due = start + Duration::from_secs_f64(ts.saturating_sub(t0) as f64 / 1e9 / speed);
+            if due > tokio::time::Instant::now() {
+                let sleep = tokio::time::sleep_until(due);
+                tokio::pin!(sleep);
+                tokio::select! {
+                    _ = &mut sleep => {}
+                    _ = sigint.recv() => return Ok((StopReason::Signal("SIGINT"), None)),
+                    _ = sigterm.recv() => return Ok((StopReason::Signal("SIGTERM"), None)),
+                    _ = sighup.recv() => return Ok((StopReason::Signal("SIGHUP"), None)),
+                }
+            }
+        }
+        if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+            return Ok((StopReason::Duration, None));
+        }
+        match item {
+            Ok(ev) => dispatch(sinks, &ev)?,
+            Err(snap) => dispatch_snapshot(sinks, &snap)?,
+        }
+    }
+}
