@@ -116,7 +116,10 @@ pub fn check_recording(dir: &Path, _console: &str, _series: Series) -> Result<()
         "in-kernel histograms differ from the events'"
     );
     let gap = u(&s, &["checks", "max_kernel_latency_gap_ms"])?;
-    ensure!(gap <= 20, "the kernel's own latency and numatrace's differ by {gap} ms (> 20 ms: more than jiffies rounding)");
+    // Two jiffy roundings (4 ms each at HZ=250) plus the time from the hint
+    // fault's entry to the decision, which TCG stretches: 50 ms is far below
+    // any threshold and far above what a wrong stamp would give (seconds).
+    ensure!(gap <= 50, "the kernel's own latency and numatrace's differ by {gap} ms (> 50 ms: a stamp is wrong)");
     Ok(())
 }
 

@@ -22,6 +22,8 @@ const HOST_PACKAGES: &[&str] = &[
     "xz-utils",
     "zstd",
     "tmux",
+    // Renders `numatrace report` pages in the report test (headless).
+    "chromium",
 ];
 
 /// The bpf-linker release known to build against rustc's own LLVM 22.
