@@ -30,11 +30,23 @@ pub enum Command {
     Shadow(ShadowArgs),
     /// Run the shadow policies on a recorded trace; sweep a parameter.
     Replay(ReplayArgs),
+    /// Write a self-contained HTML report of a trace (charts, agreement, sweep).
+    Report(ReportArgs),
     /// Print every record of a trace as one JSON line.
     Dump {
         /// Trace file from `numatrace record`.
         trace: PathBuf,
     },
+    /// Serve counters and in-kernel histograms to Prometheus (or write a
+    /// node_exporter textfile).
+    Export(ExportArgs),
+    /// Latency and fault-count histograms: bcc-style text, JSON lines, CSV.
+    Hist(HistArgs),
+    /// Live TUI: rates, processes, latency histograms, shadow models.
+    Top(TopArgs),
+    /// Promote the pages a model finds hot and the kernel refused, with
+    /// move_pages(2): rate limited, above a free-memory floor, scoped.
+    Promote(PromoteArgs),
     /// Synthetic workloads for trying numatrace (the test bed uses them).
     #[command(subcommand)]
     Workload(Workload),
@@ -150,10 +162,133 @@ pub struct ReplayArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Drive the UI from a recorded trace instead of the live probes (no
+    /// BPF, no root needed).
+    #[arg(long, value_name = "TRACE")]
+    pub replay: Option<PathBuf>,
+    /// Replay speed: 2 plays twice as fast as recorded, 0 as fast as possible.
+    #[arg(long, default_value_t = 1.0, requires = "replay")]
+    pub speed: f64,
+    /// Start the trace again when it ends (demos, benchmarks).
+    #[arg(long = "loop", requires = "replay")]
+    pub repeat: bool,
+    /// Print one snapshot and exit, no terminal needed: live, after
+    /// --duration (default 2 s) or when COMMAND exits; with --replay, of the
+    /// whole trace.
+    #[arg(long)]
+    pub once: bool,
+    /// With --once: the snapshot as JSON (default: the screen as text).
+    #[arg(long, requires = "once")]
+    pub json: bool,
+    /// Refresh interval in seconds (`+`/`-` change it).
+    #[arg(long, default_value_t = 1.0)]
+    pub interval: f64,
+    /// Shadow policy, repeatable (as in `shadow`); default: all three;
+    /// `none`: no models (cheapest).
+    #[arg(long = "model")]
+    pub models: Vec<String>,
+    /// fault-count threshold for models that do not set one.
+    #[arg(long)]
+    pub threshold: Option<f64>,
+    /// fault-count counter: mm or global.
+    #[arg(long)]
+    pub counter: Option<String>,
+    /// fault-count stamp: first or latest.
+    #[arg(long)]
+    pub stamp: Option<String>,
+    /// two-touch observation window in ms.
+    #[arg(long)]
+    pub window_ms: Option<u64>,
+    /// With --duration or COMMAND, top exits when the run ends; without,
+    /// it stays on the final numbers until `q`.
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Trace file from `numatrace record` or `numatrace shadow --record`.
+    pub trace: PathBuf,
+    /// Models and the output file (`-o`, default report.html).
+    #[command(flatten)]
+    pub models: ModelArgs,
+}
+
+#[derive(Debug, Args)]
 pub struct RecordArgs {
     /// Trace file to write.
     #[arg(short, long)]
     pub output: PathBuf,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+}
+
+/// `numatrace export`; probe options apply to live runs, where
+/// `--duration` defaults to running until a signal.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Serve /metrics on this address (default 127.0.0.1:9464, unless only
+    /// --textfile is given); 0.0.0.0:PORT serves the network.
+    #[arg(long, value_name = "ADDRESS:PORT")]
+    pub listen: Option<String>,
+    /// Shadow policy whose counters to export, repeatable, as `shadow
+    /// --model` (default: kernel-time, fault-count, two-touch; `none`: no
+    /// model metrics). The spec is the `model` label.
+    #[arg(long = "model")]
+    pub models: Vec<String>,
+    /// Export per-process counters for the TOPN processes with the most
+    /// hint faults (at most 100; 0: none).
+    #[arg(long, value_name = "TOPN", default_value_t = 0)]
+    pub per_process: usize,
+    /// Serve a recorded trace, paced as recorded, instead of attaching.
+    #[arg(long, value_name = "TRACE")]
+    pub replay: Option<PathBuf>,
+    /// Replay speed: 1 as recorded, 2 twice as fast, 0 as fast as possible.
+    #[arg(long, default_value_t = 1.0, requires = "replay")]
+    pub speed: f64,
+    /// Also write the metrics to this file for node_exporter's textfile
+    /// collector (atomically replaced; name it *.prom).
+    #[arg(long, value_name = "PATH")]
+    pub textfile: Option<PathBuf>,
+    /// Seconds between textfile writes.
+    #[arg(long, default_value_t = 15.0, requires = "textfile")]
+    pub interval: f64,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HistBy {
+    /// One histogram per kernel decision reason (in-kernel, exact).
+    Outcome,
+    /// One histogram per process (from fault events).
+    Process,
+    /// One histogram per source -> destination node pair (from fault events).
+    Node,
+}
+
+#[derive(Debug, Args)]
+pub struct HistArgs {
+    /// Read a recording instead of attaching the probes.
+    #[arg(long, value_name = "TRACE")]
+    pub from: Option<PathBuf>,
+    /// Print the histograms of every interval of this many seconds (trace
+    /// time with --from) instead of once for the whole run.
+    #[arg(long)]
+    pub interval: Option<f64>,
+    /// Split the histograms (default: all hint faults together).
+    #[arg(long, value_enum)]
+    pub by: Option<HistBy>,
+    /// Groups shown with --by process|node, the most faults first.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// One JSON object per interval (bpftrace-like).
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// One CSV row per non-empty bucket.
+    #[arg(long)]
+    pub csv: bool,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }
@@ -163,6 +298,9 @@ pub enum Workload {
     /// The seeds' microbenchmark: memory on DRAM and on the slow node, random
     /// 4K accesses to one chunk at a time, idle gaps between chunks.
     HotChunks(HotChunksArgs),
+    /// Move a slow-node buffer to DRAM with move_pages(2), either in one
+    /// call (the baseline) or through `promote`'s mover: its throughput.
+    MovePages(MovePagesArgs),
 }
 
 #[derive(Debug, Args, Clone)]
@@ -202,4 +340,105 @@ pub struct HotChunksArgs {
     /// Write the JSON summary here instead of stdout.
     #[arg(long)]
     pub summary: Option<PathBuf>,
+}
+
+/// `numatrace promote`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("scope").required(true).args(["pids", "cgroup", "all"])))]
+pub struct PromoteArgs {
+    /// Policy that decides what is hot, with options as in `shadow --model`
+    /// (e.g. `fault-count:threshold=2e5`).
+    #[arg(long, default_value = "fault-count")]
+    pub model: String,
+    /// fault-count threshold (hint faults between scan and fault).
+    #[arg(long)]
+    pub threshold: Option<f64>,
+    /// fault-count counter: mm or global.
+    #[arg(long)]
+    pub counter: Option<String>,
+    /// fault-count stamp: first or latest.
+    #[arg(long)]
+    pub stamp: Option<String>,
+    /// two-touch observation window in ms.
+    #[arg(long)]
+    pub window_ms: Option<u64>,
+    /// Promote pages of this process (repeatable).
+    #[arg(long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+    /// Promote pages of every process in this cgroup v2 directory or below
+    /// it, including processes started later.
+    #[arg(long)]
+    pub cgroup: Option<PathBuf>,
+    /// Promote pages of any process.
+    #[arg(long)]
+    pub all: bool,
+    /// Bytes moved per second at most: 256MiB/s, 1GB/s, 0 = unlimited.
+    #[arg(long, default_value = "256MiB/s")]
+    pub rate_limit: String,
+    /// Keep at least this much free on the target node: a share of its
+    /// memory (5%) or an amount (200MiB). Never crossed, even by one batch.
+    #[arg(long, default_value = "5%")]
+    pub min_free: String,
+    /// Target time per move_pages call in ms (batches adapt to it).
+    #[arg(long, default_value_t = 20.0)]
+    pub batch_ms: f64,
+    /// Retries of a page whose move failed (EBUSY, ENOMEM, ...).
+    #[arg(long, default_value_t = 3)]
+    pub max_retries: u32,
+    /// Capacity of the channel from the event pipeline to the mover;
+    /// requests beyond it are counted as overflows.
+    #[arg(long, default_value_t = 65536)]
+    pub queue: usize,
+    /// Print what would be moved, and the rate it would need; move nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Stop after this many seconds (default: on Ctrl-C / SIGTERM).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Machine-readable final report.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the final report here instead of stdout.
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
+    /// Size of the per-folio stamp map (folios tracked at once).
+    #[arg(long, default_value_t = numa_ebpf_common::DEFAULT_STAMP_ENTRIES)]
+    pub max_folios: u32,
+    /// Ring buffer size in MiB.
+    #[arg(long, default_value_t = 16)]
+    pub ring_mb: u32,
+}
+
+/// `numatrace workload move-pages`: the promoter's throughput benchmark.
+#[derive(Debug, Args, Clone)]
+pub struct MovePagesArgs {
+    /// MiB placed on the slow node, then moved to the DRAM node.
+    #[arg(long, default_value_t = 256)]
+    pub mb: u64,
+    /// `baseline`: one move_pages call for every page; `mover`: promote's
+    /// mover (batches, rate limit, free floor, per-page accounting).
+    #[arg(long, value_enum)]
+    pub via: MoveVia,
+    /// Mover: rate limit (as `promote --rate-limit`; default unlimited).
+    #[arg(long, default_value = "0")]
+    pub rate_limit: String,
+    /// Mover: target ms per call.
+    #[arg(long, default_value_t = 20.0)]
+    pub batch_ms: f64,
+    /// Mover: free floor on the DRAM node.
+    #[arg(long, default_value = "1%")]
+    pub min_free: String,
+    /// Slow node (default: the first CPU-less node).
+    #[arg(long)]
+    pub slow_node: Option<u32>,
+    /// DRAM node (default: the node of CPU 0).
+    #[arg(long)]
+    pub dram_node: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MoveVia {
+    Baseline,
+    Mover,
 }

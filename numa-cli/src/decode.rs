@@ -40,21 +40,26 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
     }
 }
 
-/// The raw bytes of an event, as written to trace files.
-pub fn encode(ev: &Event) -> Vec<u8> {
-    fn bytes<T: Copy>(v: &T) -> Vec<u8> {
-        // SAFETY: T is a #[repr(C)] struct of integers without padding
-        // holes that matter (padding bytes are copied as they are).
+/// The raw bytes of an event, as written to trace files (no copy).
+pub fn raw_bytes(ev: &Event) -> &[u8] {
+    fn bytes<T: Copy>(v: &T) -> &[u8] {
+        // SAFETY: T is a #[repr(C)] struct of integers, fully initialised
+        // (every event is built from `Default` or from the kernel's bytes);
+        // the slice borrows `v` for its lifetime.
         unsafe {
             std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
         }
-        .to_vec()
     }
     match ev {
         Event::Fault(f) => bytes(f),
         Event::Scan(s) => bytes(s),
         Event::Skip(s) => bytes(s),
     }
+}
+
+/// The raw bytes of an event, owned.
+pub fn encode(ev: &Event) -> Vec<u8> {
+    raw_bytes(ev).to_vec()
 }
 
 /// The comm of a fault, as a string.

@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::Parser;
 
 // Every module lives in the library (lib.rs): add new ones there.
-use numa_cli::{cli, doctor, dump, evaluate, stats, workload};
+use numa_cli::{cli, doctor, dump, evaluate, export, hist, promote, report, stats, top, workload};
 
 fn run(cli: cli::Cli) -> Result<ExitCode> {
     match cli.command {
@@ -33,7 +33,13 @@ fn run(cli: cli::Cli) -> Result<ExitCode> {
         cli::Command::Dump { trace } => dump::run(&trace),
         cli::Command::Shadow(args) => evaluate::shadow(&args),
         cli::Command::Replay(args) => evaluate::replay(&args),
+        cli::Command::Report(args) => report::run(&args),
+        cli::Command::Export(args) => export::run(&args),
+        cli::Command::Hist(args) => hist::run(&args),
+        cli::Command::Top(args) => top::run(&args),
         cli::Command::Workload(cli::Workload::HotChunks(args)) => workload::hot_chunks(&args),
+        cli::Command::Promote(args) => promote::run(&args),
+        cli::Command::Workload(cli::Workload::MovePages(args)) => promote::bench::move_pages(&args),
     }
 }
 

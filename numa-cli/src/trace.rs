@@ -102,7 +102,7 @@ impl<W: Write> Writer<W> {
             Event::Skip(_) => TAG_SKIP,
         };
         self.events += 1;
-        self.record(tag, &decode::encode(ev))
+        self.record(tag, decode::raw_bytes(ev))
     }
 
     pub fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
@@ -142,6 +142,8 @@ pub struct Reader<R: Read> {
     pub warning: Option<String>,
     done: bool,
     seen_footer: bool,
+    /// Reused payload buffer (no allocation per record).
+    payload: Vec<u8>,
 }
 
 impl Reader<BufReader<File>> {
@@ -207,6 +209,7 @@ impl<R: Read> Reader<R> {
             warning: None,
             done: false,
             seen_footer: false,
+            payload: Vec::new(),
         })
     }
 
@@ -246,8 +249,24 @@ impl<R: Read> Iterator for Reader<R> {
         if len > 64 << 20 {
             return self.truncated("(corrupt record length)");
         }
-        let mut payload = vec![0u8; len];
-        match read_full(&mut self.input, &mut payload) {
+        let mut payload = std::mem::take(&mut self.payload);
+        payload.resize(len, 0);
+        let read = read_full(&mut self.input, &mut payload);
+        let item = self.parse(head[0], &payload, read);
+        self.payload = payload;
+        item
+    }
+}
+
+impl<R: Read> Reader<R> {
+    fn parse(
+        &mut self,
+        tag: u8,
+        payload: &[u8],
+        read: std::io::Result<bool>,
+    ) -> Option<Result<Item>> {
+        let len = payload.len();
+        match read {
             Ok(true) => {}
             Ok(false) if len == 0 => {}
             Ok(false) => return self.truncated("inside a record"),
@@ -256,16 +275,16 @@ impl<R: Read> Iterator for Reader<R> {
             }
             Err(e) => return Some(Err(e.into())),
         }
-        let item = match head[0] {
-            TAG_FAULT | TAG_SCAN | TAG_SKIP => decode::decode(&payload)
+        let item = match tag {
+            TAG_FAULT | TAG_SCAN | TAG_SKIP => decode::decode(payload)
                 .map(Item::Event)
                 .map_err(anyhow::Error::from),
-            TAG_SNAPSHOT => serde_json::from_slice(&payload)
+            TAG_SNAPSHOT => serde_json::from_slice(payload)
                 .map(Item::Snapshot)
                 .map_err(anyhow::Error::from),
             TAG_FOOTER => {
                 self.seen_footer = true;
-                serde_json::from_slice(&payload)
+                serde_json::from_slice(payload)
                     .map(Item::Footer)
                     .map_err(anyhow::Error::from)
             }

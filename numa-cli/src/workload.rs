@@ -16,17 +16,17 @@ use serde::Serialize;
 use crate::{cli::HotChunksArgs, system};
 
 const PAGE: usize = 4096;
-const MPOL_DEFAULT: libc::c_long = 0;
-const MPOL_BIND: libc::c_long = 2;
+pub(crate) const MPOL_DEFAULT: libc::c_long = 0;
+pub(crate) const MPOL_BIND: libc::c_long = 2;
 
 /// An anonymous mapping, unmapped on drop.
-struct Region {
-    ptr: *mut u8,
-    len: usize,
+pub(crate) struct Region {
+    pub(crate) ptr: *mut u8,
+    pub(crate) len: usize,
 }
 
 impl Region {
-    fn new(len: usize, thp: bool) -> Result<Self> {
+    pub(crate) fn new(len: usize, thp: bool) -> Result<Self> {
         // SAFETY: anonymous private mapping; the result is checked.
         let ptr = unsafe {
             libc::mmap(
@@ -51,7 +51,7 @@ impl Region {
         })
     }
 
-    fn mbind(&self, mode: libc::c_long, node: Option<u32>) -> Result<()> {
+    pub(crate) fn mbind(&self, mode: libc::c_long, node: Option<u32>) -> Result<()> {
         let mask: [u64; 16] = {
             let mut m = [0u64; 16];
             if let Some(n) = node {
@@ -83,7 +83,7 @@ impl Region {
         Ok(())
     }
 
-    fn touch_all(&self) {
+    pub(crate) fn touch_all(&self) {
         for off in (0..self.len).step_by(PAGE) {
             // SAFETY: off < len, inside our mapping.
             unsafe { self.ptr.add(off).write_volatile(1) };
@@ -91,7 +91,7 @@ impl Region {
     }
 
     /// Node of each page (move_pages with null nodes = query).
-    fn page_nodes(&self) -> Vec<i32> {
+    pub(crate) fn page_nodes(&self) -> Vec<i32> {
         let pages: Vec<*mut libc::c_void> = (0..self.len)
             .step_by(PAGE)
             .map(|o| {
@@ -150,6 +150,22 @@ struct Summary {
     elapsed_s: f64,
     /// Microseconds spent accessing (idle gaps excluded): the seeds' "score".
     score_us: u64,
+    /// CPU time of the access phase: system time is where hint faults
+    /// (and any probe on them) are paid.
+    user_ms: f64,
+    sys_ms: f64,
+    /// System-wide vmstat numa_hint_faults during the access phase.
+    numa_hint_faults: u64,
+}
+
+/// (user, system) CPU time of this process, in ms.
+fn cpu_times_ms() -> (f64, f64) {
+    // SAFETY: getrusage fills the zeroed struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+    (ms(ru.ru_utime), ms(ru.ru_stime))
 }
 
 pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
@@ -208,6 +224,11 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
     let chunk_pages = (a.chunk_mb as usize * mb) / PAGE;
     let chunks = a.slow_mb / a.chunk_mb;
     let mut rng = Rng(a.seed.max(1));
+    let (user0, sys0) = cpu_times_ms();
+    let faults0 = system::vmstat()
+        .get("numa_hint_faults")
+        .copied()
+        .unwrap_or(0);
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(a.duration);
     let (mut visits, mut accesses, mut busy) = (0u64, 0u64, Duration::ZERO);
@@ -229,6 +250,11 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
             std::thread::sleep(Duration::from_millis(a.idle_ms));
         }
     }
+    let (user1, sys1) = cpu_times_ms();
+    let faults1 = system::vmstat()
+        .get("numa_hint_faults")
+        .copied()
+        .unwrap_or(0);
     let at_end = slow
         .page_nodes()
         .iter()
@@ -245,6 +271,9 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
         accesses,
         elapsed_s: start.elapsed().as_secs_f64(),
         score_us: busy.as_micros() as u64,
+        user_ms: user1 - user0,
+        sys_ms: sys1 - sys0,
+        numa_hint_faults: faults1.saturating_sub(faults0),
     };
     let json = serde_json::to_string(&summary)?;
     match &a.summary {

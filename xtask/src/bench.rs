@@ -62,12 +62,11 @@ fn median(v: &mut [f64]) -> f64 {
 
 pub fn report(dir: &Path) -> Result<()> {
     let mut ratios = Vec::new();
+    let mut sys_ratios = Vec::new();
     let mut faults_per_s = Vec::new();
     let mut bpf_ns_per_fault = Vec::new();
     let mut drops = 0u64;
-    println!(
-        "pair  base ns/access  traced ns/access  ratio   hint faults  faults/s   BPF ns/fault"
-    );
+    println!("pair  base ns/access  traced ns/access  ratio  base sys us/fault  traced sys us/fault  ratio  hint faults  faults/s  BPF ns/fault");
     for i in 0..PAIRS {
         let base = read_json(dir, &format!("base_{i}.json"))?;
         let traced = read_json(dir, &format!("traced_{i}.json"))?;
@@ -87,11 +86,17 @@ pub fn report(dir: &Path) -> Result<()> {
         } else {
             f64::NAN
         };
+        let sys_per_fault = |w: &Value| -> Result<f64> {
+            Ok(num(w, "sys_ms")? * 1000.0 / num(w, "numa_hint_faults")?.max(1.0))
+        };
+        let (sb, st) = (sys_per_fault(&base)?, sys_per_fault(&traced)?);
         println!(
-            "{i:>4}  {b:>14.1}  {t:>16.1}  {:>5.3}  {faults:>11}  {:>8.0}  {per_fault:>12.0}",
+            "{i:>4}  {b:>14.1}  {t:>16.1}  {:>5.3}  {sb:>17.1}  {st:>19.1}  {:>5.3}  {faults:>11}  {:>8.0}  {per_fault:>12.0}",
             t / b,
+            st / sb,
             faults as f64 / secs
         );
+        sys_ratios.push(st / sb);
         ratios.push(t / b);
         faults_per_s.push(faults as f64 / secs);
         bpf_ns_per_fault.push(per_fault);
@@ -109,6 +114,11 @@ pub fn report(dir: &Path) -> Result<()> {
         ratios.len()
     );
     println!(
+        "fault-path cost (system time per hint fault, traced/base): median {:.3} over {} pairs",
+        median(&mut sys_ratios),
+        sys_ratios.len()
+    );
+    println!(
         "hint faults/s with numatrace attached: median {:.0}",
         median(&mut faults_per_s)
     );
@@ -118,5 +128,163 @@ pub fn report(dir: &Path) -> Result<()> {
     );
     println!("ring buffer drops: {drops}");
     println!("(QEMU TCG: absolute times are emulated; the ratio and the per-fault BPF cost are what carry over)");
+    Ok(())
+}
+
+/// `cargo xtask bench promote`: pairs of (baseline, mover) runs of
+/// `numatrace workload move-pages` on the same 192 MiB page set, order
+/// alternating; numa_balancing off so the kernel moves nothing itself.
+pub const PROMOTE_PAIRS: usize = 4;
+
+pub fn promote_script() -> String {
+    let mut s = String::from("echo 0 > /proc/sys/kernel/numa_balancing\ncd /results\n");
+    for i in 0..PROMOTE_PAIRS {
+        let base = format!(
+            "numatrace workload move-pages --mb 192 --via baseline > base_{i}.json || exit 1\n"
+        );
+        let mover = format!(
+            "numatrace workload move-pages --mb 192 --via mover --rate-limit 0 > mover_{i}.json || exit 1\n"
+        );
+        if i % 2 == 0 {
+            s.push_str(&base);
+            s.push_str(&mover);
+        } else {
+            s.push_str(&mover);
+            s.push_str(&base);
+        }
+    }
+    s
+}
+
+pub fn promote_report(dir: &Path) -> Result<()> {
+    let mut ratios = Vec::new();
+    println!("pair  baseline MB/s  pages/s   mover MB/s  pages/s  calls  ratio");
+    for i in 0..PROMOTE_PAIRS {
+        let b = read_json(dir, &format!("base_{i}.json"))?;
+        let m = read_json(dir, &format!("mover_{i}.json"))?;
+        for (name, v) in [("baseline", &b), ("mover", &m)] {
+            ensure!(
+                v["moved"] == v["pages"] && v["on_dram_after"] == v["pages"],
+                "{name} run {i} did not move every page: {v}"
+            );
+        }
+        let ratio = num(&m, "mb_per_s")? / num(&b, "mb_per_s")?;
+        println!(
+            "{i:>4}  {:>13.1}  {:>7.0}  {:>11.1}  {:>7.0}  {:>5}  {ratio:>5.3}",
+            num(&b, "mb_per_s")?,
+            num(&b, "pages_per_s")?,
+            num(&m, "mb_per_s")?,
+            num(&m, "pages_per_s")?,
+            num(&m, "calls")?
+        );
+        ratios.push(ratio);
+    }
+    let med = median(&mut ratios);
+    println!();
+    println!(
+        "mover / baseline throughput: median {med:.3} over {PROMOTE_PAIRS} pairs (target >= 0.80): {}",
+        if med >= 0.8 { "ok" } else { "BELOW TARGET" }
+    );
+    println!("(QEMU TCG: absolute MB/s are emulated; the ratio is what carries over)");
+    Ok(())
+}
+
+/// `cargo xtask bench table`: the seeds' table (pghot-v3-results.txt) on
+/// the test bed, in one boot: the same hot-chunks run with DRAM filled,
+/// (a) numa_balancing=0, (b) =2, (c) =2 plus `numatrace promote`.
+pub fn table_script() -> String {
+    let w = "numatrace workload hot-chunks --slow-mb 128 --chunk-mb 8 --accesses 20000 --idle-ms 100 --duration 30 --seed 1";
+    format!(
+        r#"cd /results
+numatrace workload hot-chunks --dram-mb 1400 --slow-mb 0 --duration 900 > filler.json &
+filler=$!
+i=0
+while [ $i -lt 240 ] && [ "$(awk '/VmRSS/ {{print $2}}' /proc/$filler/status)" -lt 1400000 ]; do sleep 0.5; i=$((i + 1)); done
+sleep 2
+vm() {{ grep -E '^(pgpromote_success|pgdemote_kswapd|pgdemote_direct) ' /proc/vmstat > "$1"; }}
+echo 0 > /proc/sys/kernel/numa_balancing
+vm a0.txt; {w} --summary a.json || exit 1; vm a1.txt
+echo 2 > /proc/sys/kernel/numa_balancing
+vm b0.txt; {w} --summary b.json || exit 1; vm b1.txt
+sh -c "while [ ! -e go ]; do sleep 0.2; done; exec {w} --summary c.json" &
+pid=$!
+numatrace promote --pid $pid --duration 600 --json -o promote.json 2> promote.err &
+p=$!
+i=0
+while [ $i -lt 120 ] && ! grep -q 'Ctrl-C stops' promote.err; do sleep 0.5; i=$((i + 1)); done
+vm c0.txt; touch go
+wait $pid; vm c1.txt
+kill -INT $p; wait $p || exit 1
+kill $filler
+"#
+    )
+}
+
+fn vmstat_delta(dir: &Path, run: &str, keys: &[&str]) -> Result<u64> {
+    let read = |n: &str| -> Result<std::collections::BTreeMap<String, u64>> {
+        let path = dir.join(format!("{run}{n}.txt"));
+        let text =
+            std::fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
+        Ok(text
+            .lines()
+            .filter_map(|l| {
+                let (k, v) = l.split_once(' ')?;
+                Some((k.to_owned(), v.trim().parse().ok()?))
+            })
+            .collect())
+    };
+    let (a, b) = (read("0")?, read("1")?);
+    Ok(keys
+        .iter()
+        .map(|k| {
+            b.get(*k)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(a.get(*k).copied().unwrap_or(0))
+        })
+        .sum())
+}
+
+pub fn table_report(dir: &Path) -> Result<()> {
+    let p = read_json(dir, "promote.json")?;
+    let moved = p["moved_pages"].as_u64().unwrap_or(0);
+    let rows = [
+        ("NUMAB0", "a", None),
+        ("NUMAB2", "b", None),
+        ("NUMAB2+promote", "c", Some(moved)),
+    ];
+    println!("Benchmark score: busy time per access (ns, lower is better), hot-chunks 128 MiB");
+    println!("on the slow node, 30 s, DRAM filled by an idle 1400 MiB process; QEMU TCG test bed");
+    println!();
+    println!(
+        "{:<16} {:>10} {:>8} {:>12} {:>18} {:>16} {:>9} {:>14}",
+        "Source",
+        "ns/access",
+        "Change",
+        "accesses",
+        "pgpromote_success",
+        "numatrace moved",
+        "pgdemote",
+        "pages on DRAM"
+    );
+    println!("{}", "-".repeat(110));
+    let mut base = None;
+    for (name, run, moved) in rows {
+        let w = read_json(dir, &format!("{run}.json"))?;
+        let ns = ns_per_access(&w)?;
+        let b = *base.get_or_insert(ns);
+        println!(
+            "{:<16} {:>10.1} {:>7.1}% {:>12} {:>18} {:>16} {:>9} {:>14}",
+            name,
+            ns,
+            (ns / b - 1.0) * 100.0,
+            w["accesses"].as_u64().unwrap_or(0),
+            vmstat_delta(dir, run, &["pgpromote_success"])?,
+            moved.map_or("-".to_owned(), |m| m.to_string()),
+            vmstat_delta(dir, run, &["pgdemote_kswapd", "pgdemote_direct"])?,
+            w["slow_pages_on_dram_node_at_end"].as_u64().unwrap_or(0),
+        );
+    }
+    println!("{}", "-".repeat(110));
     Ok(())
 }

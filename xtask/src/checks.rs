@@ -119,7 +119,10 @@ pub fn check_recording(dir: &Path, _console: &str, _series: Series) -> Result<()
     // Two jiffy roundings (4 ms each at HZ=250) plus the time from the hint
     // fault's entry to the decision, which TCG stretches: 50 ms is far below
     // any threshold and far above what a wrong stamp would give (seconds).
-    ensure!(gap <= 50, "the kernel's own latency and numatrace's differ by {gap} ms (> 50 ms: a stamp is wrong)");
+    ensure!(
+        gap <= 50,
+        "the kernel's own latency and numatrace's differ by {gap} ms (> 50 ms: a stamp is wrong)"
+    );
     Ok(())
 }
 

@@ -24,6 +24,9 @@ const HOST_PACKAGES: &[&str] = &[
     "tmux",
     // Renders `numatrace report` pages in the report test (headless).
     "chromium",
+    // The real Prometheus (and promtool) of the exporter's host test
+    // (numa-cli/tests/export_prometheus.rs).
+    "prometheus",
 ];
 
 /// The bpf-linker release known to build against rustc's own LLVM 22.

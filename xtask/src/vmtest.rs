@@ -80,6 +80,33 @@ numatrace replay ../recording/t.trace --json -o replay.json
         timeout_s: 120,
         check: checks::check_shadow,
     },
+    // `numatrace top` live in a tmux pane in the guest (tmux copied in by
+    // `check_top::guest_files`): the workload's row with hint faults, then q.
+    VmTest {
+        name: "top",
+        script: crate::check_top::SCRIPT,
+        kernels: &Series::ALL,
+        timeout_s: 240,
+        check: crate::check_top::check,
+    },
+    // `numatrace export` live: scraped with wget while the workload runs,
+    // plus its textfile (xtask/src/check_export.rs).
+    VmTest {
+        name: "export",
+        script: crate::check_export::SCRIPT,
+        kernels: &Series::ALL,
+        timeout_s: 120,
+        check: crate::check_export::check,
+    },
+    // `numatrace promote` (issue 7): moves only in scope, above the free
+    // floor, survives a killed target; --dry-run moves nothing.
+    VmTest {
+        name: "promote",
+        script: crate::check_promote::SCRIPT,
+        kernels: &[Series::V6_1, Series::V6_12],
+        timeout_s: 300,
+        check: crate::check_promote::check,
+    },
 ];
 
 /// Result of one VM test.
@@ -99,11 +126,13 @@ pub fn run_kernel(kernel: &Kernel, numatrace: &Path) -> Vec<TestResult> {
         .collect();
     let out = vm::state_dir(kernel.series).join("test/results");
     let boot_budget_s = 120;
+    // tmux for the `top` test; without it that test fails and says why.
+    let files = crate::check_top::guest_files().unwrap_or_default();
     let guest = Guest {
         kernel,
         topology: Topology::default(),
         numatrace,
-        files: &[],
+        files: &files,
         mode: Mode::Command(guest_script(&tests)),
         timeout: Duration::from_secs(
             boot_budget_s + tests.iter().map(|t| t.timeout_s).sum::<u64>(),

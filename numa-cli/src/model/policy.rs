@@ -1,7 +1,9 @@
 //! Promotion policies run in shadow beside the kernel. Each sees the same
 //! hint faults (with the kernel's decision and the scan stamps) and says
 //! whether *it* would promote. Pure: time comes from the events.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use anyhow::{bail, Context, Result};
 use numa_ebpf_common::{fault_flags as ff, FaultEvent, Outcome};
@@ -66,7 +68,7 @@ impl RateLimiter {
     pub fn new(mbps: u64) -> Self {
         RateLimiter {
             pages_per_s: mbps << (20 - 12),
-            nodes: HashMap::new(),
+            nodes: HashMap::default(),
         }
     }
 
@@ -167,7 +169,7 @@ impl KernelTime {
             hot_threshold_ms,
             scan_period_max_ms,
             rate: RateLimiter::new(rate_limit_mbps),
-            nodes: HashMap::new(),
+            nodes: HashMap::default(),
         }
     }
 }
@@ -378,7 +380,7 @@ impl TwoTouch {
     pub fn new(window_ms: u64, cap: usize) -> Self {
         TwoTouch {
             window_ms,
-            last: HashMap::new(),
+            last: HashMap::default(),
             cap,
         }
     }

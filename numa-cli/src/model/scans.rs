@@ -2,7 +2,7 @@
 //! process at 2 MiB granularity, so a fault can find the *latest* scan of
 //! the range covering its page (the RFC's patch 2/2 stamp), next to the
 //! kernel's per-folio *first* scan.
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use numa_ebpf_common::ScanEvent;
 
@@ -22,7 +22,7 @@ pub struct RangeScan {
 
 #[derive(Debug, Default)]
 pub struct ScanIndex {
-    chunks: HashMap<(u32, u64), RangeScan>,
+    chunks: FxHashMap<(u32, u64), RangeScan>,
 }
 
 impl ScanIndex {

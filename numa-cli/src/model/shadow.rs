@@ -1,7 +1,9 @@
 //! The shadow evaluation engine: runs several policies beside the kernel on
 //! one event stream and reports decisions, agreement and outcome evidence.
 //! Pure and deterministic: a replay of a recording gives the live report.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 
 use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome};
 use serde::Serialize;
@@ -47,9 +49,25 @@ impl Agreement {
 }
 
 /// Follows refused pages: did they fault again (still hot), and when?
+/// One entry per refused page for all models at once: `mask` bit `i` = model
+/// `i` wanted it, bit [`NEITHER`] = no model wanted it.
 #[derive(Debug, Default)]
 struct Refaults {
-    pending: HashMap<(u32, u64), u64>,
+    pending: FxHashMap<(u32, u64), Pending>,
+    sets: Vec<RefaultSet>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    ts_ns: u64,
+    mask: u64,
+}
+
+/// Bit of the "kernel refused, no model wanted" set.
+const NEITHER: u32 = 63;
+
+#[derive(Debug, Default, Clone)]
+struct RefaultSet {
     tracked: u64,
     untracked: u64,
     refaulted: u64,
@@ -70,36 +88,84 @@ pub struct RefaultReport {
 }
 
 impl Refaults {
-    fn refused(&mut self, key: (u32, u64), ts_ns: u64) {
-        if self.pending.len() >= MAX_TRACKED && !self.pending.contains_key(&key) {
-            self.untracked += 1;
+    fn new(models: usize) -> Self {
+        Refaults {
+            pending: FxHashMap::default(),
+            sets: vec![RefaultSet::default(); models + 1],
+        }
+    }
+
+    fn set_index(&self, bit: u32) -> usize {
+        if bit == NEITHER {
+            self.sets.len() - 1
+        } else {
+            bit as usize
+        }
+    }
+
+    /// The page was refused by the kernel; `mask` says who wanted it.
+    fn refused(&mut self, key: (u32, u64), ts_ns: u64, mask: u64) {
+        if mask == 0 {
             return;
         }
-        if self.pending.insert(key, ts_ns).is_none() {
-            self.tracked += 1;
+        if self.pending.len() >= MAX_TRACKED {
+            for bit in Bits(mask) {
+                let i = self.set_index(bit);
+                self.sets[i].untracked += 1;
+            }
+            return;
+        }
+        self.pending.insert(key, Pending { ts_ns, mask });
+        for bit in Bits(mask) {
+            let i = self.set_index(bit);
+            self.sets[i].tracked += 1;
         }
     }
 
+    /// A fault on `key`: answers a pending refusal of that page.
     fn fault(&mut self, key: (u32, u64), ts_ns: u64) {
-        if let Some(t) = self.pending.remove(&key) {
-            self.refaulted += 1;
-            self.delay_ms.add(ts_ns.saturating_sub(t) / 1_000_000);
+        if self.pending.is_empty() {
+            return;
+        }
+        if let Some(p) = self.pending.remove(&key) {
+            let delay = ts_ns.saturating_sub(p.ts_ns) / 1_000_000;
+            for bit in Bits(p.mask) {
+                let i = self.set_index(bit);
+                let set = &mut self.sets[i];
+                set.refaulted += 1;
+                set.delay_ms.add(delay);
+            }
         }
     }
 
-    fn report(&self) -> RefaultReport {
+    fn report(&self, i: usize) -> RefaultReport {
+        let s = &self.sets[i];
         RefaultReport {
-            pages: self.tracked,
-            refaulted: self.refaulted,
-            refaulted_pct: if self.tracked == 0 {
+            pages: s.tracked,
+            refaulted: s.refaulted,
+            refaulted_pct: if s.tracked == 0 {
                 0.0
             } else {
-                100.0 * self.refaulted as f64 / self.tracked as f64
+                100.0 * s.refaulted as f64 / s.tracked as f64
             },
-            delay_ms_p50: self.delay_ms.quantile(0.5),
-            delay_ms_p90: self.delay_ms.quantile(0.9),
-            untracked: self.untracked,
+            delay_ms_p50: s.delay_ms.quantile(0.5),
+            delay_ms_p90: s.delay_ms.quantile(0.9),
+            untracked: s.untracked,
         }
+    }
+}
+
+/// Iterates the set bits of a mask.
+struct Bits(u64);
+impl Iterator for Bits {
+    type Item = u32;
+    fn next(&mut self) -> Option<u32> {
+        if self.0 == 0 {
+            return None;
+        }
+        let b = self.0.trailing_zeros();
+        self.0 &= self.0 - 1;
+        Some(b)
     }
 }
 
@@ -107,9 +173,9 @@ struct ModelState {
     policy: Box<dyn Policy>,
     promote: u64,
     reject: u64,
-    reasons: BTreeMap<&'static str, u64>,
+    /// Few distinct reasons per model: a linear scan beats a map.
+    reasons: Vec<(&'static str, u64)>,
     agreement: Agreement,
-    refault_model_only: Refaults,
 }
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -192,12 +258,12 @@ pub struct Shadow {
     kernel: KernelCounts,
     hint_faults: u64,
     decisions: u64,
-    refault_neither: Refaults,
+    refaults: Refaults,
     samples: Vec<LatencySample>,
     sample_stride: u64,
     rejected_seen: u64,
-    processes: HashMap<u32, ProcessRow>,
-    node_pairs: BTreeMap<(i32, i32), NodePairRow>,
+    processes: FxHashMap<u32, ProcessRow>,
+    node_pairs: FxHashMap<(i32, i32), NodePairRow>,
     scans: ScanIndex,
     first: Option<Snapshot>,
     last: Option<Snapshot>,
@@ -206,6 +272,11 @@ pub struct Shadow {
 
 impl Shadow {
     pub fn new(policies: Vec<Box<dyn Policy>>, top_n: usize) -> Self {
+        assert!(
+            policies.len() < NEITHER as usize,
+            "at most 63 models at once"
+        );
+        let refaults = Refaults::new(policies.len());
         Shadow {
             models: policies
                 .into_iter()
@@ -213,25 +284,34 @@ impl Shadow {
                     policy,
                     promote: 0,
                     reject: 0,
-                    reasons: BTreeMap::new(),
+                    reasons: Vec::new(),
                     agreement: Agreement::default(),
-                    refault_model_only: Refaults::default(),
                 })
                 .collect(),
             kernel: KernelCounts::default(),
             hint_faults: 0,
             decisions: 0,
-            refault_neither: Refaults::default(),
+            refaults,
             samples: Vec::new(),
             sample_stride: 1,
             rejected_seen: 0,
-            processes: HashMap::new(),
-            node_pairs: BTreeMap::new(),
+            processes: FxHashMap::default(),
+            node_pairs: FxHashMap::default(),
             scans: ScanIndex::default(),
             first: None,
             last: None,
             top_n,
         }
+    }
+
+    /// Entries in the engine's per-page and per-process tables (bounded by
+    /// distinct pages and processes, never by stream length).
+    pub fn state_sizes(&self) -> BTreeMap<&'static str, usize> {
+        BTreeMap::from([
+            ("refused_pages_pending", self.refaults.pending.len()),
+            ("processes", self.processes.len()),
+            ("node_pairs", self.node_pairs.len()),
+        ])
     }
 
     pub fn snapshot(&mut self, s: &Snapshot) {
@@ -263,10 +343,7 @@ impl Shadow {
         let tgid = (f.pid_tgid >> 32) as u32;
         let key = (tgid, f.addr);
         // Every fault may answer an earlier refusal of the same page.
-        self.refault_neither.fault(key, f.ts_ns);
-        for m in &mut self.models {
-            m.refault_model_only.fault(key, f.ts_ns);
-        }
+        self.refaults.fault(key, f.ts_ns);
         let n_models = self.models.len();
         let proc_row = self.processes.entry(tgid).or_insert_with(|| ProcessRow {
             pid: tgid,
@@ -341,25 +418,26 @@ impl Shadow {
         let view = FaultView {
             latest_scan: self.scans.latest(tgid, f.addr, f.ts_ns),
         };
-        let mut any_model = false;
+        let mut wanted = 0u64;
         for (i, m) in self.models.iter_mut().enumerate() {
             let v = m.policy.decide(f, &view);
-            *m.reasons.entry(v.reason).or_default() += 1;
+            match m.reasons.iter_mut().find(|(r, _)| *r == v.reason) {
+                Some((_, n)) => *n += 1,
+                None => m.reasons.push((v.reason, 1)),
+            }
             m.agreement.add(kernel_promote, v.promote);
             if v.promote {
                 m.promote += 1;
                 proc_row.model_promote[i] += 1;
                 pair.model_promote[i] += 1;
-                any_model = true;
-                if !kernel_promote {
-                    m.refault_model_only.refused(key, f.ts_ns);
-                }
+                wanted |= 1 << i;
             } else {
                 m.reject += 1;
             }
         }
-        if !kernel_promote && !any_model {
-            self.refault_neither.refused(key, f.ts_ns);
+        if !kernel_promote {
+            let mask = if wanted == 0 { 1 << NEITHER } else { wanted };
+            self.refaults.refused(key, f.ts_ns, mask);
         }
     }
 
@@ -378,6 +456,8 @@ impl Shadow {
         let mut processes: Vec<ProcessRow> = self.processes.values().cloned().collect();
         processes.sort_by(|a, b| b.hint_faults.cmp(&a.hint_faults).then(a.pid.cmp(&b.pid)));
         processes.truncate(self.top_n);
+        let mut node_pairs: Vec<NodePairRow> = self.node_pairs.values().cloned().collect();
+        node_pairs.sort_by_key(|p| (p.src_node, p.dst_node));
         ShadowReport {
             duration_s: match (&self.first, &self.last) {
                 (Some(a), Some(b)) => b.ts_ns.saturating_sub(a.ts_ns) as f64 / 1e9,
@@ -389,22 +469,23 @@ impl Shadow {
             models: self
                 .models
                 .iter()
-                .map(|m| ModelReport {
+                .enumerate()
+                .map(|(i, m)| ModelReport {
                     name: m.policy.name(),
                     params: m.policy.params(),
                     promote: m.promote,
                     reject: m.reject,
-                    reasons: m.reasons.clone(),
+                    reasons: m.reasons.iter().copied().collect(),
                     agreement: m.agreement.clone(),
                     agreement_pct: m.agreement.agree_pct(),
-                    refault_after_model_only: m.refault_model_only.report(),
+                    refault_after_model_only: self.refaults.report(i),
                     threshold: m.policy.threshold(),
                 })
                 .collect(),
-            refault_after_neither: self.refault_neither.report(),
+            refault_after_neither: self.refaults.report(self.models.len()),
             latency_threshold_samples: self.samples.clone(),
             processes,
-            node_pairs: self.node_pairs.values().cloned().collect(),
+            node_pairs,
             drops,
             evidence_note: EVIDENCE_NOTE,
         }

@@ -1,0 +1,371 @@
+//! The exporter's sink: keeps the event-derived counts (decisions by node
+//! pair, per-process, shadow models) and, on every kernel snapshot, turns
+//! them and the snapshot into an immutable [`MetricsState`] published on a
+//! `tokio::sync::watch` channel. The HTTP side and the textfile writer only
+//! read the latest value: a scrape never waits for the pipeline, and the
+//! pipeline never waits for a scrape (publishing swaps one `Arc`).
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Arc,
+};
+
+use anyhow::Result;
+use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome, HIST_BUCKETS};
+use tokio::sync::watch;
+
+use super::metrics::{
+    Decision, Info, KernelMetrics, MetricsState, ModelMetrics, OutcomeHist, ProcessMetrics,
+};
+use crate::{
+    decode::{comm, Event, Snapshot},
+    model::shadow::Shadow,
+    pipeline::Sink,
+};
+
+/// Processes tracked for `--per-process` before the least active half is
+/// forgotten (bounded memory on hosts with many short-lived processes).
+const MAX_TRACKED_PROCESSES: usize = 1 << 16;
+
+/// Reads the per-node vmstat counters (live runs only; IO stays out of the
+/// pure models).
+pub type NodeVmstat = fn() -> Vec<(u32, Vec<(String, u64)>)>;
+
+#[derive(Debug, Default, Clone)]
+struct ProcessCounts {
+    comm: String,
+    hint_faults: u64,
+    promote: u64,
+    reject: u64,
+}
+
+pub struct Options {
+    pub info: Info,
+    /// Shadow engine and the `model` label of each of its policies.
+    pub shadow: Option<(Shadow, Vec<String>)>,
+    /// Top processes exported with pid/comm labels (0: none).
+    pub per_process: usize,
+    /// `--sample N` of the recording: event-derived counts are scaled by it.
+    pub sample_every: u64,
+    /// STAMPS map capacity, for the eviction estimate.
+    pub stamp_capacity: u64,
+    pub node_vmstat: Option<NodeVmstat>,
+}
+
+pub struct Publisher {
+    tx: watch::Sender<Arc<MetricsState>>,
+    opts: Options,
+    first: Option<Snapshot>,
+    last_ts_ns: u64,
+    decisions: BTreeMap<(bool, u8, i32, i32), u64>,
+    processes: HashMap<u32, ProcessCounts>,
+    snapshots: u64,
+    events: u64,
+}
+
+impl Publisher {
+    /// The publisher and the receiving end for readers. Until the first
+    /// snapshot readers see `numatrace_info` and the exporter's own metrics.
+    pub fn new(opts: Options) -> (Publisher, watch::Receiver<Arc<MetricsState>>) {
+        let initial = MetricsState {
+            info: opts.info.clone(),
+            ..MetricsState::default()
+        };
+        let (tx, rx) = watch::channel(Arc::new(initial));
+        (
+            Publisher {
+                tx,
+                opts,
+                first: None,
+                last_ts_ns: 0,
+                decisions: BTreeMap::new(),
+                processes: HashMap::new(),
+                snapshots: 0,
+                events: 0,
+            },
+            rx,
+        )
+    }
+
+    /// Seconds from the first to the last snapshot (trace time).
+    pub fn window_s(&self) -> f64 {
+        self.first.as_ref().map_or(0.0, |f| {
+            self.last_ts_ns.saturating_sub(f.ts_ns) as f64 / 1e9
+        })
+    }
+
+    fn fault(&mut self, f: &FaultEvent) {
+        let scale = self.opts.sample_every.max(1);
+        let decided = f.flags & ff::DECIDED != 0;
+        let promote = f.decision == 1;
+        if decided {
+            let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision) as u8;
+            *self
+                .decisions
+                .entry((promote, outcome, f.src_nid, f.dst_nid))
+                .or_default() += scale;
+        }
+        if self.opts.per_process == 0 {
+            return;
+        }
+        let tgid = (f.pid_tgid >> 32) as u32;
+        if self.processes.len() >= MAX_TRACKED_PROCESSES && !self.processes.contains_key(&tgid) {
+            self.forget_quiet_half();
+        }
+        let p = self.processes.entry(tgid).or_default();
+        if p.comm.is_empty() {
+            p.comm = comm(&f.comm);
+        }
+        p.hint_faults += scale;
+        if decided {
+            if promote {
+                p.promote += scale;
+            } else {
+                p.reject += scale;
+            }
+        }
+    }
+
+    fn forget_quiet_half(&mut self) {
+        let mut counts: Vec<u64> = self.processes.values().map(|p| p.hint_faults).collect();
+        let mid = counts.len() / 2;
+        let (_, median, _) = counts.select_nth_unstable(mid);
+        let median = *median;
+        self.processes.retain(|_, p| p.hint_faults > median);
+    }
+
+    fn kernel(&self, s: &Snapshot) -> KernelMetrics {
+        let first = self.first.as_ref();
+        let delta = |cur: &[u64], base: Option<&Vec<u64>>, i: usize| {
+            cur.get(i)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(base.and_then(|b| b.get(i)).copied().unwrap_or(0))
+        };
+        let c = |i: u32| delta(&s.counters, first.map(|f| &f.counters), i as usize);
+        let hist = |cur: &Vec<u64>, base: Option<&Vec<u64>>, sum_slot: usize| {
+            Outcome::ALL
+                .iter()
+                .map(|o| {
+                    let row = *o as usize * HIST_BUCKETS;
+                    OutcomeHist {
+                        outcome: o.name(),
+                        buckets: (0..HIST_BUCKETS)
+                            .map(|b| delta(cur, base, row + b))
+                            .collect(),
+                        sum: delta(
+                            &s.hist_sum,
+                            first.map(|f| &f.hist_sum),
+                            *o as usize * 2 + sum_slot,
+                        ),
+                    }
+                })
+                .collect()
+        };
+        KernelMetrics {
+            hint_faults: c(Counter::HintFaults as u32),
+            migrations_success: c(Counter::MigrateSuccess as u32),
+            migrations_fail: c(Counter::MigrateFail as u32),
+            ring_drops: c(Counter::RingDrops as u32),
+            map_evictions: c(Counter::StampInserts as u32).saturating_sub(self.opts.stamp_capacity),
+            latency_ns: hist(&s.hist_latency, first.map(|f| &f.hist_latency), 0),
+            fault_delta: hist(&s.hist_delta, first.map(|f| &f.hist_delta), 1),
+        }
+    }
+
+    fn state(&self, s: &Snapshot) -> MetricsState {
+        let decisions = self
+            .decisions
+            .iter()
+            .map(|(&(promote, outcome, src, dst), &count)| Decision {
+                promote,
+                reason: Outcome::from_u8(outcome)
+                    .unwrap_or(Outcome::NoDecision)
+                    .name(),
+                src_node: src,
+                dst_node: dst,
+                count,
+            })
+            .collect();
+        let models = match &self.opts.shadow {
+            Some((shadow, labels)) => shadow
+                .report()
+                .models
+                .iter()
+                .zip(labels)
+                .map(|(m, label)| ModelMetrics {
+                    model: label.clone(),
+                    promote: m.promote,
+                    both: m.agreement.both,
+                    kernel_only: m.agreement.kernel_only,
+                    model_only: m.agreement.model_only,
+                    neither: m.agreement.neither,
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut processes: Vec<ProcessMetrics> = self
+            .processes
+            .iter()
+            .map(|(&pid, p)| ProcessMetrics {
+                pid,
+                comm: p.comm.clone(),
+                hint_faults: p.hint_faults,
+                promote: p.promote,
+                reject: p.reject,
+            })
+            .collect();
+        processes.sort_by(|a, b| b.hint_faults.cmp(&a.hint_faults).then(a.pid.cmp(&b.pid)));
+        processes.truncate(self.opts.per_process);
+        MetricsState {
+            generation: self.snapshots,
+            info: self.opts.info.clone(),
+            kernel: Some(self.kernel(s)),
+            decisions,
+            models,
+            processes,
+            vmstat: s.vmstat.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            node_vmstat: self.opts.node_vmstat.map(|f| f()).unwrap_or_default(),
+            snapshots: self.snapshots,
+            events: self.events,
+            last_snapshot_unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+        }
+    }
+}
+
+impl Sink for Publisher {
+    fn event(&mut self, ev: &Event) -> Result<()> {
+        self.events += 1;
+        if let Some((shadow, _)) = &mut self.opts.shadow {
+            shadow.event(ev);
+        }
+        // The window of `numatrace stats`: nothing before the first snapshot.
+        if let Event::Fault(f) = ev {
+            if self.first.as_ref().is_none_or(|s| f.ts_ns >= s.ts_ns) {
+                self.fault(f);
+            }
+        }
+        Ok(())
+    }
+
+    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
+        if let Some((shadow, _)) = &mut self.opts.shadow {
+            shadow.snapshot(s);
+        }
+        if self.first.is_none() {
+            self.first = Some(s.clone());
+        }
+        self.snapshots += 1;
+        self.last_ts_ns = s.ts_ns;
+        let state = self.state(s);
+        self.tx.send_replace(Arc::new(state));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use numa_ebpf_common::OUTCOME_BASE;
+
+    use super::*;
+    use crate::decode::tests::fault;
+
+    fn outcome_counter(o: Outcome) -> usize {
+        (OUTCOME_BASE + o as u32) as usize
+    }
+
+    fn snap(ts_ns: u64, hint_faults: u64, latency_bucket: usize, n: u64) -> Snapshot {
+        let mut counters = vec![0; 32];
+        counters[Counter::HintFaults as usize] = hint_faults;
+        counters[outcome_counter(Outcome::RejectLatency)] = hint_faults;
+        let mut hist_latency = vec![0; HIST_BUCKETS * 7];
+        hist_latency[Outcome::RejectLatency as usize * HIST_BUCKETS + latency_bucket] = n;
+        Snapshot {
+            ts_ns,
+            counters,
+            hist_latency,
+            hist_delta: vec![0; HIST_BUCKETS * 7],
+            hist_sum: vec![0; 14],
+            ..Snapshot::default()
+        }
+    }
+
+    fn publisher(
+        per_process: usize,
+        sample_every: u64,
+    ) -> (Publisher, watch::Receiver<Arc<MetricsState>>) {
+        Publisher::new(Options {
+            info: Info::default(),
+            shadow: None,
+            per_process,
+            sample_every,
+            stamp_capacity: 1 << 20,
+            node_vmstat: None,
+        })
+    }
+
+    #[test]
+    fn counts_are_deltas_since_the_first_snapshot() {
+        let (mut p, rx) = publisher(0, 1);
+        assert!(rx.borrow().kernel.is_none());
+        p.snapshot(&snap(1_000, 5, 30, 5)).expect("snapshot");
+        assert_eq!(rx.borrow().kernel.as_ref().map(|k| k.hint_faults), Some(0));
+        p.snapshot(&snap(2_000_000_000_000, 12, 30, 12))
+            .expect("snapshot");
+        let s = rx.borrow().clone();
+        let k = s.kernel.as_ref().expect("kernel metrics");
+        assert_eq!(k.hint_faults, 7);
+        let rl = &k.latency_ns[Outcome::RejectLatency as usize];
+        assert_eq!(rl.outcome, "reject_latency");
+        assert_eq!(rl.buckets[30], 7);
+        assert_eq!(rl.count(), 7);
+        assert_eq!(s.generation, 2);
+    }
+
+    #[test]
+    fn decisions_by_node_pair_scaled_by_sampling_and_top_processes() {
+        let (mut p, rx) = publisher(1, 4);
+        p.snapshot(&snap(1, 0, 0, 0)).expect("snapshot");
+        let mut other = fault(3, 3, 5000, Outcome::RejectLatency);
+        other.pid_tgid = 7 << 32;
+        for ev in [
+            fault(1, 1, 5000, Outcome::RejectLatency),
+            fault(2, 2, 10, Outcome::PromoteHot),
+            other,
+        ] {
+            p.event(&Event::Fault(ev)).expect("event");
+        }
+        p.snapshot(&snap(2_000_000_000_000, 3, 0, 0))
+            .expect("snapshot");
+        let s = rx.borrow().clone();
+        let got: Vec<(bool, &str, i32, i32, u64)> = s
+            .decisions
+            .iter()
+            .map(|d| (d.promote, d.reason, d.src_node, d.dst_node, d.count))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (false, "reject_latency", 1, 0, 8),
+                (true, "promote_hot", 1, 0, 4)
+            ]
+        );
+        assert_eq!(s.processes.len(), 1, "capped to --per-process 1");
+        assert_eq!(s.processes[0].pid, 42);
+        assert_eq!(s.processes[0].hint_faults, 8);
+        assert_eq!(s.processes[0].comm, "hot-chunks");
+        assert_eq!(s.events, 3);
+    }
+
+    #[test]
+    fn process_table_stays_bounded() {
+        let (mut p, _rx) = publisher(5, 1);
+        for pid in 0..(MAX_TRACKED_PROCESSES as u64 + 10) {
+            let mut f = fault(pid, pid, 10, Outcome::PromoteHot);
+            f.pid_tgid = pid << 32;
+            p.event(&Event::Fault(f)).expect("event");
+        }
+        assert!(p.processes.len() <= MAX_TRACKED_PROCESSES);
+    }
+}

@@ -1,0 +1,325 @@
+//! The HTTP side of `numatrace export`: `/metrics` (content negotiation
+//! between OpenMetrics and the classic text format), `/` (a page linking to
+//! it that states the attach plan). Runs on its own thread and runtime and
+//! only reads the latest published state, so scrapes never block the event
+//! pipeline.
+//!
+//! Bounded per connection: at most [`MAX_CONNECTIONS`] at once (more wait in
+//! the listen backlog), a [`MAX_REQUEST_BUF`] request buffer, headers within
+//! [`HEADER_READ_TIMEOUT`] (this also closes idle keep-alive connections),
+//! and a response write that makes no progress for [`WRITE_STALL_TIMEOUT`]
+//! drops the connection (a client that stops reading). Bodies are shared
+//! `Bytes` of one encoding per published state and format, never copied per
+//! connection.
+use std::{
+    convert::Infallible,
+    future::Future,
+    io,
+    pin::Pin,
+    sync::{Arc, Mutex},
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use http_body_util::Full;
+use hyper::{
+    body::{Bytes, Incoming},
+    header, Method, Request, Response, StatusCode,
+};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::{
+    io::{AsyncRead, AsyncWrite, ReadBuf},
+    net::{TcpListener, TcpStream},
+    sync::{watch, Semaphore},
+    time::Sleep,
+};
+
+use super::metrics::{self, Format, MetricsState};
+
+pub const MAX_CONNECTIONS: usize = 512;
+/// hyper's minimum is 8 KiB; a scrape request is a few hundred bytes.
+pub const MAX_REQUEST_BUF: usize = 16 << 10;
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Default)]
+struct Cache {
+    generation: u64,
+    openmetrics: Option<Bytes>,
+    prometheus: Option<Bytes>,
+}
+
+/// What every connection shares: the published state and the encodings of
+/// its latest generation.
+pub struct Shared {
+    rx: watch::Receiver<Arc<MetricsState>>,
+    cache: Mutex<Cache>,
+    index_html: Bytes,
+}
+
+impl Shared {
+    pub fn new(rx: watch::Receiver<Arc<MetricsState>>, index_html: String) -> Arc<Shared> {
+        Arc::new(Shared {
+            rx,
+            cache: Mutex::new(Cache {
+                generation: u64::MAX,
+                ..Cache::default()
+            }),
+            index_html: Bytes::from(index_html),
+        })
+    }
+
+    /// The body for `format`, encoded at most once per published state.
+    pub fn body(&self, format: Format) -> Result<Bytes, std::fmt::Error> {
+        // Clone the Arc and release the channel's lock at once.
+        let state = self.rx.borrow().clone();
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.generation != state.generation {
+            *cache = Cache {
+                generation: state.generation,
+                ..Cache::default()
+            };
+        }
+        if cache.openmetrics.is_none() {
+            cache.openmetrics = Some(Bytes::from(metrics::encode_openmetrics(state)?));
+        }
+        let om = cache.openmetrics.clone().unwrap_or_default();
+        Ok(match format {
+            Format::OpenMetrics => om,
+            Format::Prometheus => cache
+                .prometheus
+                .get_or_insert_with(|| {
+                    Bytes::from(metrics::to_prometheus_text(&String::from_utf8_lossy(&om)))
+                })
+                .clone(),
+        })
+    }
+}
+
+fn respond(status: StatusCode, content_type: &str, body: Bytes) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(body));
+    *r.status_mut() = status;
+    if let Ok(v) = header::HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+fn handle(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = respond(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain; charset=utf-8",
+            Bytes::from_static(b"only GET and HEAD\n"),
+        );
+        r.headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    match req.uri().path() {
+        "/metrics" => {
+            let accept = req
+                .headers()
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok());
+            let format = Format::negotiate(accept);
+            match shared.body(format) {
+                Ok(body) => respond(StatusCode::OK, format.content_type(), body),
+                Err(_) => respond(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain; charset=utf-8",
+                    Bytes::from_static(b"encoding the metrics failed\n"),
+                ),
+            }
+        }
+        "/" => respond(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            shared.index_html.clone(),
+        ),
+        _ => respond(
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            Bytes::from_static(b"not found: try /metrics\n"),
+        ),
+    }
+}
+
+/// A TCP stream whose writes fail once they have made no progress for
+/// `limit`: hyper has no write timeout, and a client that stops reading
+/// would otherwise hold its connection (and response) forever.
+struct StallGuard {
+    inner: TcpStream,
+    limit: Duration,
+    stalled: Option<Pin<Box<Sleep>>>,
+}
+
+impl StallGuard {
+    fn track<T>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        match r {
+            Poll::Pending => {
+                let limit = self.limit;
+                let sleep = self
+                    .stalled
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+                if sleep.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "client stopped reading",
+                    )));
+                }
+                Poll::Pending
+            }
+            ready => {
+                self.stalled = None;
+                ready
+            }
+        }
+    }
+}
+
+impl AsyncRead for StallGuard {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for StallGuard {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.track(cx, r)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.track(cx, r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let r = Pin::new(&mut self.inner).poll_flush(cx);
+        self.track(cx, r)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let r = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.track(cx, r)
+    }
+}
+
+/// Serves until `shutdown` turns true (or its sender is dropped).
+pub async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut accept_error_reported = false;
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        let stream = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        let stream = match stream {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // EMFILE and friends: report once, back off, keep serving.
+                if !accept_error_reported {
+                    eprintln!("numatrace: warning: accepting a scrape connection failed: {e} (check `ulimit -n`)");
+                    accept_error_reported = true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let io = TokioIo::new(StallGuard {
+                inner: stream,
+                limit: WRITE_STALL_TIMEOUT,
+                stalled: None,
+            });
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let resp = handle(&req, &shared);
+                async move { Ok::<_, Infallible>(resp) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .max_buf_size(MAX_REQUEST_BUF)
+                .serve_connection(io, service)
+                .await;
+        });
+    }
+}
+
+/// Escapes text for HTML.
+pub fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_once_per_generation() {
+        let (tx, rx) = watch::channel(Arc::new(MetricsState::default()));
+        let shared = Shared::new(rx, String::new());
+        let a = shared.body(Format::OpenMetrics).expect("encode");
+        let b = shared.body(Format::OpenMetrics).expect("encode");
+        assert_eq!(a.as_ptr(), b.as_ptr(), "second scrape reuses the encoding");
+        let p = shared.body(Format::Prometheus).expect("encode");
+        assert!(!p.ends_with(b"# EOF\n"));
+        tx.send_replace(Arc::new(MetricsState {
+            generation: 1,
+            snapshots: 1,
+            ..MetricsState::default()
+        }));
+        let c = shared.body(Format::OpenMetrics).expect("encode");
+        assert_ne!(a, c, "a new state is encoded anew");
+    }
+
+    #[test]
+    fn escapes_html() {
+        assert_eq!(
+            html_escape("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+}

@@ -1,0 +1,629 @@
+//! `numatrace hist`: the scan-to-fault latency and fault-count delta
+//! histograms, once for the whole run or per interval, in bcc's text form
+//! (`low -> high : count |****|`), as JSON lines (one object per interval,
+//! bpftrace-like `min`/`max`/`count` buckets) or as CSV. Live or `--from` a
+//! recording: the same sink either way.
+//!
+//! All faults together and `--by outcome` come from the in-kernel
+//! histograms (exact even when events are sampled or dropped); `--by
+//! process` and `--by node` need the fault events.
+use std::{collections::HashMap, io::Write, process::ExitCode, time::Duration};
+
+use anyhow::{bail, Result};
+use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome, HIST_BUCKETS};
+use serde::Serialize;
+
+use crate::{
+    cli::{HistArgs, HistBy},
+    decode::{comm, Event, Snapshot},
+    histtext,
+    model::hist::{upper_bound, Log2Hist},
+    pipeline::{self, LiveOptions, Sink},
+    stats, trace,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    Text,
+    Json,
+    Csv,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum GroupKey {
+    Process(u32),
+    Node(i32, i32),
+}
+
+#[derive(Debug, Default)]
+struct Group {
+    label: String,
+    latency_ns: Log2Hist,
+    delta: Log2Hist,
+}
+
+/// One histogram pair to print.
+struct Row {
+    key: String,
+    latency_ns: Log2Hist,
+    delta: Log2Hist,
+}
+
+#[derive(Serialize)]
+struct JsonBucket {
+    min: u64,
+    max: u64,
+    count: u64,
+}
+
+#[derive(Serialize)]
+struct JsonHist {
+    count: u64,
+    sum: u64,
+    buckets: Vec<JsonBucket>,
+}
+
+#[derive(Serialize)]
+struct JsonData {
+    latency_ns: std::collections::BTreeMap<String, JsonHist>,
+    fault_delta: std::collections::BTreeMap<String, JsonHist>,
+}
+
+#[derive(Serialize)]
+struct JsonInterval<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    interval: u64,
+    start_s: f64,
+    end_s: f64,
+    by: &'static str,
+    source: &'static str,
+    data: JsonData,
+    /// Groups left out by --top.
+    omitted: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'a str>,
+}
+
+/// Smallest and largest integer value of bucket `b`.
+fn bucket_range(b: usize) -> (u64, u64) {
+    if b == 0 {
+        (0, 1)
+    } else {
+        (upper_bound(b - 1) + 1, upper_bound(b))
+    }
+}
+
+/// The histogram sink: collects per-interval histograms and writes them.
+pub struct HistSink<W: Write> {
+    out: W,
+    output: Output,
+    by: Option<HistBy>,
+    top: usize,
+    interval_ns: Option<u64>,
+    sample_every: u64,
+    first: Option<Snapshot>,
+    prev: Option<Snapshot>,
+    last: Option<Snapshot>,
+    groups: HashMap<GroupKey, Group>,
+    intervals: u64,
+    csv_header: bool,
+}
+
+impl<W: Write> HistSink<W> {
+    pub fn new(
+        out: W,
+        output: Output,
+        by: Option<HistBy>,
+        top: usize,
+        interval: Option<Duration>,
+        sample_every: u64,
+    ) -> Self {
+        HistSink {
+            out,
+            output,
+            by,
+            top,
+            interval_ns: interval.map(|d| d.as_nanos().max(1) as u64),
+            sample_every,
+            first: None,
+            prev: None,
+            last: None,
+            groups: HashMap::new(),
+            intervals: 0,
+            csv_header: false,
+        }
+    }
+
+    fn fault(&mut self, f: &FaultEvent) {
+        let key = match self.by {
+            Some(HistBy::Process) => GroupKey::Process((f.pid_tgid >> 32) as u32),
+            Some(HistBy::Node) => GroupKey::Node(f.src_nid, f.dst_nid),
+            _ => return,
+        };
+        if f.flags & ff::HAS_STAMP == 0 {
+            return;
+        }
+        let g = self.groups.entry(key).or_default();
+        if g.label.is_empty() {
+            g.label = match key {
+                GroupKey::Process(pid) => format!("{pid} {}", comm(&f.comm)),
+                GroupKey::Node(s, d) => format!("node {s} -> {d}"),
+            };
+        }
+        g.latency_ns.add(f.ts_ns.saturating_sub(f.scan_ns));
+        if f.flags & ff::STAMP_OTHER_MM == 0 {
+            g.delta.add(f.seq_mm.saturating_sub(f.scan_seq_mm));
+        }
+    }
+
+    /// The in-kernel histogram of `outcome` between two snapshots (`None`:
+    /// every outcome), `slot` 0 for latency, 1 for the delta.
+    fn kernel(from: &Snapshot, to: &Snapshot, outcome: Option<Outcome>, slot: usize) -> Log2Hist {
+        let mut h = Log2Hist::default();
+        let pick = |s: &Snapshot| -> Vec<u64> {
+            if slot == 0 {
+                s.hist_latency.clone()
+            } else {
+                s.hist_delta.clone()
+            }
+        };
+        let (a, b) = (pick(from), pick(to));
+        for o in Outcome::ALL {
+            if outcome.is_some_and(|want| want != o) {
+                continue;
+            }
+            let row = o as usize * HIST_BUCKETS;
+            for (i, bucket) in h.buckets.iter_mut().enumerate() {
+                let d = b
+                    .get(row + i)
+                    .copied()
+                    .unwrap_or(0)
+                    .saturating_sub(a.get(row + i).copied().unwrap_or(0));
+                *bucket += d;
+                h.count += d;
+            }
+            let s = o as usize * 2 + slot;
+            h.sum += to
+                .hist_sum
+                .get(s)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(from.hist_sum.get(s).copied().unwrap_or(0));
+        }
+        h
+    }
+
+    fn rows(&mut self, from: &Snapshot, to: &Snapshot) -> (Vec<Row>, usize) {
+        match self.by {
+            None => (
+                vec![Row {
+                    key: "all".into(),
+                    latency_ns: Self::kernel(from, to, None, 0),
+                    delta: Self::kernel(from, to, None, 1),
+                }],
+                0,
+            ),
+            Some(HistBy::Outcome) => (
+                Outcome::ALL
+                    .iter()
+                    .map(|o| Row {
+                        key: o.name().into(),
+                        latency_ns: Self::kernel(from, to, Some(*o), 0),
+                        delta: Self::kernel(from, to, Some(*o), 1),
+                    })
+                    .filter(|r| r.latency_ns.count + r.delta.count > 0)
+                    .collect(),
+                0,
+            ),
+            Some(_) => {
+                let mut groups: Vec<Group> = self.groups.drain().map(|(_, g)| g).collect();
+                groups.sort_by(|a, b| {
+                    b.latency_ns
+                        .count
+                        .cmp(&a.latency_ns.count)
+                        .then_with(|| a.label.cmp(&b.label))
+                });
+                let omitted = groups.len().saturating_sub(self.top);
+                groups.truncate(self.top);
+                (
+                    groups
+                        .into_iter()
+                        .map(|g| Row {
+                            key: g.label,
+                            latency_ns: g.latency_ns,
+                            delta: g.delta,
+                        })
+                        .collect(),
+                    omitted,
+                )
+            }
+        }
+    }
+
+    fn emit(&mut self, from: &Snapshot, to: &Snapshot) -> Result<()> {
+        self.intervals += 1;
+        let (rows, omitted) = self.rows(from, to);
+        let t0 = self.first.as_ref().map_or(from.ts_ns, |f| f.ts_ns);
+        let start_s = from.ts_ns.saturating_sub(t0) as f64 / 1e9;
+        let end_s = to.ts_ns.saturating_sub(t0) as f64 / 1e9;
+        let from_events = matches!(self.by, Some(HistBy::Process | HistBy::Node));
+        let drops = {
+            let i = Counter::RingDrops as usize;
+            to.counters
+                .get(i)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(from.counters.get(i).copied().unwrap_or(0))
+        };
+        let note = if from_events && (self.sample_every > 1 || drops > 0) {
+            Some(format!(
+                "from fault events: sampled 1 in {}, {drops} ring drops (the in-kernel histograms, without --by, are exact)",
+                self.sample_every
+            ))
+        } else {
+            None
+        };
+        let by = match self.by {
+            None => "all",
+            Some(HistBy::Outcome) => "outcome",
+            Some(HistBy::Process) => "process",
+            Some(HistBy::Node) => "node",
+        };
+        match self.output {
+            Output::Text => {
+                let out = &mut self.out;
+                if self.interval_ns.is_some() {
+                    writeln!(
+                        out,
+                        "interval {}: {start_s:.1} s -> {end_s:.1} s",
+                        self.intervals
+                    )?;
+                } else {
+                    writeln!(out, "numatrace hist over {:.1} s", end_s - start_s)?;
+                }
+                if rows.is_empty() {
+                    writeln!(out, "     (no samples)")?;
+                }
+                for r in &rows {
+                    let key = if self.by.is_none() {
+                        String::new()
+                    } else {
+                        format!(", {}", r.key)
+                    };
+                    writeln!(out, "\n  scan-to-fault latency (ms){key}")?;
+                    histtext::write(out, &r.latency_ns.rows(1e6), "ms")?;
+                    writeln!(
+                        out,
+                        "\n  fault-count delta (hint faults between scan and fault){key}"
+                    )?;
+                    histtext::write(out, &r.delta.rows(1.0), "")?;
+                }
+                if omitted > 0 {
+                    writeln!(out, "\n  ... {omitted} more (--top)")?;
+                }
+                if let Some(n) = &note {
+                    writeln!(out, "\n  note: {n}")?;
+                }
+                writeln!(out)?;
+            }
+            Output::Json => {
+                let hist = |h: &Log2Hist| JsonHist {
+                    count: h.count,
+                    sum: h.sum,
+                    buckets: match (
+                        h.buckets.iter().position(|c| *c > 0),
+                        h.buckets.iter().rposition(|c| *c > 0),
+                    ) {
+                        (Some(a), Some(b)) => (a..=b)
+                            .map(|i| {
+                                let (min, max) = bucket_range(i);
+                                JsonBucket {
+                                    min,
+                                    max,
+                                    count: h.buckets[i],
+                                }
+                            })
+                            .collect(),
+                        _ => Vec::new(),
+                    },
+                };
+                let line = JsonInterval {
+                    kind: "hist",
+                    interval: self.intervals,
+                    start_s,
+                    end_s,
+                    by,
+                    source: if from_events { "events" } else { "kernel" },
+                    data: JsonData {
+                        latency_ns: rows
+                            .iter()
+                            .map(|r| (r.key.clone(), hist(&r.latency_ns)))
+                            .collect(),
+                        fault_delta: rows
+                            .iter()
+                            .map(|r| (r.key.clone(), hist(&r.delta)))
+                            .collect(),
+                    },
+                    omitted,
+                    note: note.as_deref(),
+                };
+                serde_json::to_writer(&mut self.out, &line)?;
+                writeln!(self.out)?;
+            }
+            Output::Csv => {
+                if !self.csv_header {
+                    writeln!(
+                        self.out,
+                        "interval,start_s,end_s,histogram,key,min,max,count"
+                    )?;
+                    self.csv_header = true;
+                }
+                for r in &rows {
+                    let key = csv_field(&r.key);
+                    for (name, h) in [("latency_ns", &r.latency_ns), ("fault_delta", &r.delta)] {
+                        for (b, c) in h.buckets.iter().enumerate().filter(|(_, c)| **c > 0) {
+                            let (min, max) = bucket_range(b);
+                            writeln!(
+                                self.out,
+                                "{},{start_s:.3},{end_s:.3},{name},{key},{min},{max},{c}",
+                                self.intervals
+                            )?;
+                        }
+                    }
+                }
+            }
+        }
+        self.out.flush()?;
+        Ok(())
+    }
+
+    /// Prints what is left: the whole run without `--interval`, the last
+    /// partial interval with it.
+    pub fn finish(&mut self) -> Result<()> {
+        let (Some(prev), Some(last)) = (self.prev.clone(), self.last.clone()) else {
+            bail!("no kernel snapshot was seen: nothing to show (is the trace empty?)");
+        };
+        if self.intervals == 0 || last.ts_ns > prev.ts_ns {
+            self.emit(&prev, &last)?;
+        }
+        Ok(())
+    }
+
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+impl<W: Write> Sink for HistSink<W> {
+    fn event(&mut self, ev: &Event) -> Result<()> {
+        // The window of `numatrace stats`: from the first snapshot on.
+        if let (Event::Fault(f), Some(first)) = (ev, &self.first) {
+            if f.ts_ns >= first.ts_ns {
+                self.fault(f);
+            }
+        }
+        Ok(())
+    }
+
+    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
+        if self.first.is_none() {
+            self.first = Some(s.clone());
+            self.prev = Some(s.clone());
+        }
+        self.last = Some(s.clone());
+        if let (Some(every), Some(prev)) = (self.interval_ns, self.prev.clone()) {
+            if s.ts_ns.saturating_sub(prev.ts_ns) >= every {
+                self.emit(&prev, s)?;
+                self.prev = Some(s.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
+pub fn run(args: &HistArgs) -> Result<ExitCode> {
+    let interval = match args.interval {
+        Some(s) if !(s.is_finite() && s > 0.0) => {
+            bail!("--interval {s}: give a positive number of seconds")
+        }
+        Some(s) => Some(Duration::from_secs_f64(s)),
+        None => None,
+    };
+    let output = if args.json {
+        Output::Json
+    } else if args.csv {
+        Output::Csv
+    } else {
+        Output::Text
+    };
+    let stdout = std::io::stdout().lock();
+    match &args.from {
+        Some(path) => {
+            let header = trace::Reader::open(path)?.header;
+            let mut sink = HistSink::new(
+                stdout,
+                output,
+                args.by,
+                args.top,
+                interval,
+                header.sample_every,
+            );
+            let (_, warning) = pipeline::run_file(path, &mut [&mut sink])?;
+            if let Some(w) = warning {
+                eprintln!("numatrace: warning: {w}");
+            }
+            sink.finish()?;
+        }
+        None => {
+            let mut probes = stats::attach(&args.probe)?;
+            let mut opts: LiveOptions = stats::live_options(&args.probe);
+            if let Some(i) = interval {
+                opts.snapshot_every = i.clamp(Duration::from_millis(100), Duration::from_secs(1));
+            }
+            let mut sink = HistSink::new(
+                stdout,
+                output,
+                args.by,
+                args.top,
+                interval,
+                probes.options.sample_every,
+            );
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let reason = rt.block_on(pipeline::run_live(&mut probes, &opts, &mut [&mut sink]))?;
+            eprintln!("numatrace: hist stopped: {}", reason.describe());
+            sink.finish()?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::tests::fault;
+
+    fn snap(ts_s: u64, latency: &[(Outcome, usize, u64)]) -> Snapshot {
+        let mut hist_latency = vec![0; HIST_BUCKETS * 7];
+        let mut hist_sum = vec![0; 14];
+        for (o, b, n) in latency {
+            hist_latency[*o as usize * HIST_BUCKETS + b] += n;
+            hist_sum[*o as usize * 2] += n * upper_bound(*b);
+        }
+        Snapshot {
+            ts_ns: ts_s * 1_000_000_000,
+            counters: vec![0; 32],
+            hist_latency,
+            hist_delta: vec![0; HIST_BUCKETS * 7],
+            hist_sum,
+            ..Snapshot::default()
+        }
+    }
+
+    fn run_sink(
+        by: Option<HistBy>,
+        output: Output,
+        interval: Option<u64>,
+        items: &[Result<Event, Snapshot>],
+    ) -> String {
+        let mut sink = HistSink::new(
+            Vec::new(),
+            output,
+            by,
+            10,
+            interval.map(Duration::from_secs),
+            1,
+        );
+        for i in items {
+            match i {
+                Ok(ev) => sink.event(ev).expect("event"),
+                Err(s) => sink.snapshot(s).expect("snapshot"),
+            }
+        }
+        sink.finish().expect("finish");
+        String::from_utf8(sink.into_inner()).expect("utf8")
+    }
+
+    fn stream() -> Vec<Result<Event, Snapshot>> {
+        use Outcome::*;
+        vec![
+            Err(snap(1000, &[])),
+            Err(snap(1001, &[(RejectLatency, 31, 3)])),
+            Err(snap(1002, &[(RejectLatency, 31, 3), (PromoteHot, 29, 2)])),
+            Err(snap(1003, &[(RejectLatency, 31, 4), (PromoteHot, 29, 2)])),
+        ]
+    }
+
+    #[test]
+    fn whole_run_in_bcc_form() {
+        let text = run_sink(None, Output::Text, None, &stream());
+        assert!(text.contains("numatrace hist over 3.0 s"), "{text}");
+        // 4 in (2^30, 2^31] ns and 2 in (2^28, 2^29] ns, printed in ms.
+        let row = |range: &str| {
+            text.lines()
+                .find(|l| {
+                    l.split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                        .contains(range)
+                })
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+                .unwrap_or_default()
+        };
+        assert!(row("1073.742ms -> 2147.484ms").contains(": 4 |"), "{text}");
+        assert!(row("268.435ms -> 536.871ms").contains(": 2 |"), "{text}");
+        assert!(text.contains(&format!("|{}|", "*".repeat(40))), "{text}");
+    }
+
+    #[test]
+    fn json_lines_per_interval_by_outcome() {
+        let json = run_sink(Some(HistBy::Outcome), Output::Json, Some(1), &stream());
+        let lines: Vec<serde_json::Value> = json
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+            .collect();
+        assert_eq!(lines.len(), 3, "{json}");
+        assert_eq!(lines[0]["interval"], 1);
+        assert_eq!(lines[0]["type"], "hist");
+        assert_eq!(lines[0]["source"], "kernel");
+        let rl = &lines[0]["data"]["latency_ns"]["reject_latency"];
+        assert_eq!(rl["count"], 3);
+        assert_eq!(rl["buckets"][0]["min"], (1u64 << 30) + 1);
+        assert_eq!(rl["buckets"][0]["max"], 1u64 << 31);
+        assert_eq!(lines[1]["data"]["latency_ns"]["promote_hot"]["count"], 2);
+        assert!(lines[1]["data"]["latency_ns"]
+            .get("reject_latency")
+            .is_none());
+        assert_eq!(lines[2]["data"]["latency_ns"]["reject_latency"]["count"], 1);
+        assert_eq!(lines[2]["end_s"], 3.0);
+    }
+
+    #[test]
+    fn csv_by_process_from_events() {
+        let mut items = stream();
+        let mut f = fault(5, 1, 1500, Outcome::RejectLatency);
+        f.ts_ns = 1_000_500_000_000;
+        f.scan_ns = f.ts_ns - 1_500_000_000;
+        items.insert(1, Ok(Event::Fault(f)));
+        let csv = run_sink(Some(HistBy::Process), Output::Csv, None, &items);
+        let mut lines = csv.lines();
+        assert_eq!(
+            lines.next(),
+            Some("interval,start_s,end_s,histogram,key,min,max,count")
+        );
+        let rows: Vec<&str> = lines.collect();
+        // 1.5 s is in (2^30, 2^31] ns; the delta of 3 in (2, 4].
+        assert!(
+            rows.contains(&"1,0.000,3.000,latency_ns,42 hot-chunks,1073741825,2147483648,1"),
+            "{csv}"
+        );
+        assert!(
+            rows.contains(&"1,0.000,3.000,fault_delta,42 hot-chunks,3,4,1"),
+            "{csv}"
+        );
+    }
+
+    #[test]
+    fn an_empty_stream_is_an_error_not_silence() {
+        let mut sink = HistSink::new(Vec::new(), Output::Text, None, 10, None, 1);
+        assert!(sink.finish().is_err());
+    }
+
+    #[test]
+    fn bucket_ranges() {
+        assert_eq!(bucket_range(0), (0, 1));
+        assert_eq!(bucket_range(1), (2, 2));
+        assert_eq!(bucket_range(2), (3, 4));
+        assert_eq!(bucket_range(10), (513, 1024));
+    }
+}

@@ -1,0 +1,149 @@
+//! `numatrace workload move-pages`: the mover's throughput against the
+//! minimal baseline, on the same page set. A buffer is placed on the slow
+//! node, then moved to the DRAM node either by one move_pages(2) call for
+//! every page (`--via baseline`) or by promote's [`Mover`] fed one request
+//! per page (`--via mover`: coalescing, batches sized to `--batch-ms`, the
+//! query before each batch, rate limit and free floor, per-page
+//! accounting). Prints one JSON line; `cargo xtask bench promote` runs both
+//! alternately in one boot and prints the ratio.
+use std::{io::Write, process::ExitCode, sync::Arc};
+
+use anyhow::{ensure, Context, Result};
+use serde::Serialize;
+
+use super::{
+    bucket, floor,
+    mover::{Mover, MoverConfig, Shared, Step, SysEnv, PAGE},
+    queue::Request,
+    scope::Scope,
+    sys,
+};
+use crate::{
+    cli::{MovePagesArgs, MoveVia},
+    pipeline::monotonic_ns,
+    system,
+    workload::{Region, MPOL_BIND, MPOL_DEFAULT},
+};
+
+#[derive(Debug, Serialize)]
+struct Result1 {
+    via: MoveVia,
+    pages: u64,
+    moved: u64,
+    bytes: u64,
+    seconds: f64,
+    mb_per_s: f64,
+    pages_per_s: f64,
+    calls: u64,
+    on_dram_after: u64,
+}
+
+pub fn move_pages(a: &MovePagesArgs) -> Result<ExitCode> {
+    let nodes = system::nodes();
+    let slow = match a.slow_node {
+        Some(n) => n,
+        None => nodes
+            .iter()
+            .find(|n| n.cpus.is_empty() && n.mem_total_kb > 0)
+            .map(|n| n.id)
+            .context("no CPU-less memory node found: pass --slow-node N")?,
+    };
+    let dram = a.dram_node.unwrap_or_else(|| {
+        nodes
+            .iter()
+            .find(|n| n.cpus.contains(&0))
+            .map_or(0, |n| n.id)
+    });
+    ensure!(a.mb > 0, "--mb must be at least 1");
+    let region = Region::new(a.mb as usize * (1 << 20), false)?;
+    region.mbind(MPOL_BIND, Some(slow))?;
+    region.touch_all();
+    region.mbind(MPOL_DEFAULT, None)?;
+    let on_slow = region
+        .page_nodes()
+        .iter()
+        .filter(|&&n| n == slow as i32)
+        .count() as u64;
+    let pages: Vec<u64> = (0..region.len as u64)
+        .step_by(PAGE as usize)
+        .map(|o| region.ptr as u64 + o)
+        .collect();
+    ensure!(
+        on_slow == pages.len() as u64,
+        "only {on_slow} of {} pages landed on node {slow}",
+        pages.len()
+    );
+    let pid = std::process::id();
+    let t0 = monotonic_ns();
+    let (moved, calls) = match a.via {
+        MoveVia::Baseline => {
+            let nodes = vec![dram as i32; pages.len()];
+            let mut status = vec![i32::MIN; pages.len()];
+            sys::move_pages(pid, &pages, &nodes, &mut status).context("move_pages")?;
+            (
+                status.iter().filter(|&&s| s == dram as i32).count() as u64,
+                1,
+            )
+        }
+        MoveVia::Mover => {
+            let cfg = MoverConfig {
+                rate_bytes_per_s: bucket::parse_rate(&a.rate_limit)
+                    .context("--rate-limit: e.g. 256MiB/s or 0")?,
+                min_free: floor::MinFree::parse(&a.min_free)
+                    .context("--min-free: e.g. 5% or 200MiB")?,
+                batch_ms: a.batch_ms,
+                max_retries: 3,
+                retry_backoff_ms: 200,
+                dry_run: false,
+                tier_of: system::memory_tiers()
+                    .iter()
+                    .flat_map(|t| t.nodes.iter().map(move |n| (*n as i32, t.id)))
+                    .collect(),
+                cpus_of: nodes.iter().map(|n| (n.id, n.cpus.len() as u64)).collect(),
+            };
+            let shared = Arc::new(Shared::default());
+            let mut m = Mover::new(cfg, Scope::Pids([pid].into()), SysEnv, shared);
+            for &addr in &pages {
+                m.push(Request {
+                    pid,
+                    addr,
+                    src_node: slow as i32,
+                    target: dram,
+                    nr_pages: 1,
+                    ts_ns: 0,
+                });
+            }
+            loop {
+                match m.step() {
+                    Step::Worked => {}
+                    Step::Idle => break,
+                    Step::Wait(ns) => {
+                        std::thread::sleep(std::time::Duration::from_nanos(ns.min(50_000_000)))
+                    }
+                }
+            }
+            let r = m.finish();
+            (r.statuses.moved, r.move_calls + r.query_calls)
+        }
+    };
+    let secs = monotonic_ns().saturating_sub(t0) as f64 / 1e9;
+    let on_dram = region
+        .page_nodes()
+        .iter()
+        .filter(|&&n| n == dram as i32)
+        .count() as u64;
+    let bytes = moved * PAGE;
+    let r = Result1 {
+        via: a.via,
+        pages: pages.len() as u64,
+        moved,
+        bytes,
+        seconds: secs,
+        mb_per_s: bytes as f64 / 1e6 / secs.max(1e-9),
+        pages_per_s: moved as f64 / secs.max(1e-9),
+        calls,
+        on_dram_after: on_dram,
+    };
+    writeln!(std::io::stdout(), "{}", serde_json::to_string(&r)?)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,836 @@
+//! `numatrace promote`: the only code that changes the system. It runs the
+//! event pipeline into a [`PromoteSink`], which asks a shadow policy about
+//! every tiering decision on a slow-node page of a process in scope; when
+//! the model says promote and the kernel did not (it refused, or its
+//! migration failed), the page goes on a bounded channel to the
+//! [`mover`](mover) thread, which moves it with move_pages(2) to the
+//! nearest top-tier node of the faulting CPU, under a byte rate limit and
+//! above a free-memory floor. A full channel is counted, never waited on.
+//!
+//! Stops on `--duration`, SIGINT, SIGTERM or SIGHUP after the move_pages
+//! call in flight, and prints a report (moves, failures by status, time in
+//! move_pages, the kernel's own promotions in the same window, agreement).
+pub mod batch;
+pub mod bench;
+pub mod bucket;
+pub mod floor;
+pub mod mover;
+pub mod queue;
+pub mod scope;
+pub mod sys;
+
+use std::{
+    collections::BTreeMap,
+    io::Write,
+    process::ExitCode,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        mpsc::{sync_channel, SyncSender, TrySendError},
+        Arc,
+    },
+    time::Duration,
+};
+
+use anyhow::{bail, Context, Result};
+use numa_ebpf_common::{fault_flags as ff, FaultEvent, Outcome};
+use serde::Serialize;
+
+use crate::{
+    cli::{ProbeArgs, PromoteArgs},
+    decode::{comm, Event, Snapshot},
+    evaluate,
+    model::{
+        policy::{self, FaultView, ModelDefaults, Policy},
+        scans::ScanIndex,
+        shadow::Agreement,
+    },
+    pipeline::{self, LiveOptions, Sink},
+    stats,
+    system::{self, MemoryTier, Node},
+};
+use mover::{Mover, MoverConfig, MoverReport, Shared, SysEnv};
+use queue::Request;
+use scope::Scope;
+
+pub use mover::PromoterStats;
+
+/// The top-tier node to promote to, per node of the faulting CPU: the
+/// nearest by node distance among top-tier nodes with memory (ties: the
+/// lowest id), as the kernel's own promotion targets the faulting CPU's node.
+#[derive(Debug, Clone, Default)]
+pub struct Targets {
+    by_node: BTreeMap<i32, u32>,
+    cpu_node: BTreeMap<u32, i32>,
+    /// Tier id per node (lower is faster).
+    pub tier_of: BTreeMap<i32, u32>,
+}
+
+impl Targets {
+    pub fn new(nodes: &[Node], tiers: &[MemoryTier], toptier_mask: u64) -> Targets {
+        let top = |id: u32| id < 64 && toptier_mask & (1 << id) != 0;
+        let tops: Vec<(usize, &Node)> = nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| top(n.id) && n.mem_total_kb > 0)
+            .collect();
+        let mut by_node = BTreeMap::new();
+        for n in nodes {
+            let best = tops
+                .iter()
+                .min_by_key(|(i, t)| (n.distances.get(*i).copied().unwrap_or(u32::MAX), t.id))
+                .map(|(_, t)| t.id);
+            if let Some(b) = best {
+                by_node.insert(n.id as i32, b);
+            }
+        }
+        Targets {
+            by_node,
+            cpu_node: nodes
+                .iter()
+                .flat_map(|n| n.cpus.iter().map(move |c| (*c, n.id as i32)))
+                .collect(),
+            tier_of: tiers
+                .iter()
+                .flat_map(|t| t.nodes.iter().map(move |n| (*n as i32, t.id)))
+                .collect(),
+        }
+    }
+
+    /// Target for a fault decided for `dst_nid` (or, without one, the
+    /// node of `cpu`), if it is in a higher tier than `src`.
+    pub fn target(&self, dst_nid: i32, cpu: u32, src: i32) -> Option<u32> {
+        let node = if dst_nid >= 0 {
+            dst_nid
+        } else {
+            *self.cpu_node.get(&cpu)?
+        };
+        let t = *self.by_node.get(&node)?;
+        let (tt, ts) = (self.tier_of.get(&(t as i32))?, self.tier_of.get(&src)?);
+        (tt < ts).then_some(t)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_node.is_empty()
+    }
+}
+
+/// Per-process view of the run.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct ProcRow {
+    pub pid: u32,
+    pub comm: String,
+    pub in_scope: bool,
+    pub hint_faults: u64,
+    /// Tiering decisions on slow-node pages.
+    pub decisions: u64,
+    /// The kernel's successful promotions (its migration succeeded).
+    pub kernel_promoted: u64,
+    pub model_promote: u64,
+    /// Requests sent to the mover.
+    pub requested: u64,
+    #[serde(flatten)]
+    pub moves: mover::ProcMoves,
+}
+
+/// The event side: decides and queues. Never blocks on the mover.
+pub struct PromoteSink {
+    policy: Box<dyn Policy>,
+    scans: ScanIndex,
+    scope: Scope,
+    targets: Targets,
+    tx: Option<SyncSender<Request>>,
+    shared: Arc<Shared>,
+    first: Option<Snapshot>,
+    last: Option<Snapshot>,
+    pub counts: SinkCounts,
+    procs: BTreeMap<u32, ProcRow>,
+}
+
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct SinkCounts {
+    pub hint_faults: u64,
+    /// Tiering decisions on slow-node pages of processes in scope.
+    pub decisions: u64,
+    pub kernel_promote: u64,
+    pub model_promote: u64,
+    /// Model and kernel on in-scope decisions (kernel = its migration succeeded).
+    pub agreement: Agreement,
+    pub requested: u64,
+    pub queue_overflows: u64,
+    /// Decisions of processes outside the scope (never queued).
+    pub out_of_scope: u64,
+    /// Model said promote but no higher-tier target exists for the page.
+    pub no_target: u64,
+}
+
+/// Processes tracked in the per-process table (memory bound).
+const MAX_PROCS: usize = 4096;
+
+impl PromoteSink {
+    pub fn new(
+        policy: Box<dyn Policy>,
+        scope: Scope,
+        targets: Targets,
+        tx: SyncSender<Request>,
+        shared: Arc<Shared>,
+    ) -> Self {
+        PromoteSink {
+            policy,
+            scans: ScanIndex::default(),
+            scope,
+            targets,
+            tx: Some(tx),
+            shared,
+            first: None,
+            last: None,
+            counts: SinkCounts::default(),
+            procs: BTreeMap::new(),
+        }
+    }
+
+    /// Closes the channel: the mover ends once its queue is empty.
+    pub fn close(&mut self) {
+        self.tx = None;
+    }
+
+    fn fault(&mut self, f: &FaultEvent) {
+        self.counts.hint_faults += 1;
+        let tgid = (f.pid_tgid >> 32) as u32;
+        let in_scope = self.scope.admits(tgid, f.cgroup_id);
+        let row = if self.procs.len() < MAX_PROCS || self.procs.contains_key(&tgid) {
+            let r = self.procs.entry(tgid).or_insert_with(|| ProcRow {
+                pid: tgid,
+                comm: comm(&f.comm),
+                in_scope,
+                ..ProcRow::default()
+            });
+            r.hint_faults += 1;
+            Some(r)
+        } else {
+            None
+        };
+        let kernel_moved = f.decision == 1 && f.flags & ff::MIGRATE_TRIED != 0 && f.migrate_ok != 0;
+        let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
+        if matches!(outcome, Outcome::NoDecision | Outcome::NotTiering)
+            || f.flags & ff::DECIDED == 0
+        {
+            return;
+        }
+        // Every decision reaches the policy (its state, e.g. an adaptive
+        // threshold, follows the whole system, as in `shadow`).
+        let view = FaultView {
+            latest_scan: self.scans.latest(tgid, f.addr, f.ts_ns),
+        };
+        let verdict = self.policy.decide(f, &view);
+        let mut row = row;
+        if let Some(r) = row.as_deref_mut() {
+            r.decisions += 1;
+            r.kernel_promoted += u64::from(kernel_moved);
+            r.model_promote += u64::from(verdict.promote);
+        }
+        if !in_scope {
+            self.counts.out_of_scope += 1;
+            return;
+        }
+        self.counts.decisions += 1;
+        self.counts.kernel_promote += u64::from(kernel_moved);
+        self.counts.model_promote += u64::from(verdict.promote);
+        let a = &mut self.counts.agreement;
+        match (kernel_moved, verdict.promote) {
+            (true, true) => a.both += 1,
+            (true, false) => a.kernel_only += 1,
+            (false, true) => a.model_only += 1,
+            (false, false) => a.neither += 1,
+        }
+        if !verdict.promote || kernel_moved {
+            return;
+        }
+        let Some(target) = self.targets.target(f.dst_nid, f.cpu, f.src_nid) else {
+            self.counts.no_target += 1;
+            return;
+        };
+        let Some(tx) = &self.tx else { return };
+        let req = Request {
+            pid: tgid,
+            addr: f.addr & !(mover::PAGE - 1),
+            src_node: f.src_nid,
+            target,
+            nr_pages: f.nr_pages.max(1),
+            ts_ns: f.ts_ns,
+        };
+        match tx.try_send(req) {
+            Ok(()) => {
+                self.counts.requested += 1;
+                self.shared.sent.fetch_add(1, Ordering::Relaxed);
+                if let Some(r) = row {
+                    r.requested += 1;
+                }
+            }
+            Err(TrySendError::Full(_)) => {
+                self.counts.queue_overflows += 1;
+                self.shared.overflows.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(TrySendError::Disconnected(_)) => self.tx = None,
+        }
+    }
+}
+
+impl Sink for PromoteSink {
+    fn event(&mut self, ev: &Event) -> Result<()> {
+        let ts = match ev {
+            Event::Fault(f) => f.ts_ns,
+            Event::Scan(s) => s.ts_ns,
+            Event::Skip(s) => s.ts_ns,
+        };
+        // The same window as the vmstat delta: nothing before the first snapshot.
+        if self.first.as_ref().is_some_and(|s| ts < s.ts_ns) {
+            return Ok(());
+        }
+        match ev {
+            Event::Fault(f) => self.fault(f),
+            Event::Scan(s) => self.scans.record(s),
+            Event::Skip(_) => {}
+        }
+        Ok(())
+    }
+
+    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
+        if self.first.is_none() {
+            self.first = Some(s.clone());
+        }
+        self.last = Some(s.clone());
+        Ok(())
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct PromoteReport {
+    pub duration_s: f64,
+    pub stopped: String,
+    pub dry_run: bool,
+    pub scope: String,
+    pub model: String,
+    pub model_params: BTreeMap<String, String>,
+    pub rate_limit_bytes_per_s: u64,
+    pub min_free: String,
+    pub batch_ms: f64,
+    pub max_retries: u32,
+    pub events: SinkCounts,
+    pub agreement_pct: f64,
+    pub moved_pages: u64,
+    pub moved_bytes: u64,
+    /// Moved bytes over the whole window, MB/s (10^6).
+    pub mb_per_s: f64,
+    /// Moved bytes over the time spent inside move_pages, MB/s.
+    pub mb_per_s_in_calls: f64,
+    pub move_pages_s: f64,
+    pub query_s: f64,
+    pub failures: u64,
+    /// Dry run: the mean rate the moves would need over the window, MiB/s.
+    pub rate_needed_mib_per_s: f64,
+    pub peak_rate_needed_mib_per_s: f64,
+    /// The kernel's own promotions and demotions in the same window (vmstat).
+    pub kernel_pgpromote_success: u64,
+    pub kernel_pgdemote: u64,
+    pub mover: MoverReport,
+    pub processes: Vec<ProcRow>,
+}
+
+fn vm_delta(first: Option<&Snapshot>, last: Option<&Snapshot>, keys: &[&str]) -> u64 {
+    let (Some(a), Some(b)) = (first, last) else {
+        return 0;
+    };
+    keys.iter()
+        .map(|k| {
+            b.vmstat
+                .get(*k)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(a.vmstat.get(*k).copied().unwrap_or(0))
+        })
+        .sum()
+}
+
+fn config(a: &PromoteArgs, targets: &Targets, nodes: &[Node]) -> Result<MoverConfig> {
+    let rate = bucket::parse_rate(&a.rate_limit).with_context(|| {
+        format!(
+            "--rate-limit {:?}: use bytes per second like 256MiB/s, 1GB/s, or 0 for unlimited",
+            a.rate_limit
+        )
+    })?;
+    let min_free = floor::MinFree::parse(&a.min_free).with_context(|| {
+        format!(
+            "--min-free {:?}: use a share of the node (5%) or an amount (200MiB)",
+            a.min_free
+        )
+    })?;
+    if !(a.batch_ms > 0.0 && a.batch_ms.is_finite()) {
+        bail!("--batch-ms must be a positive number of milliseconds");
+    }
+    Ok(MoverConfig {
+        rate_bytes_per_s: rate,
+        min_free,
+        batch_ms: a.batch_ms,
+        max_retries: a.max_retries,
+        retry_backoff_ms: 200,
+        dry_run: a.dry_run,
+        tier_of: targets.tier_of.clone(),
+        cpus_of: nodes.iter().map(|n| (n.id, n.cpus.len() as u64)).collect(),
+    })
+}
+
+fn require_cap_sys_nice() -> Result<()> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    if !scope::has_cap_sys_nice(&status) {
+        bail!(
+            "moving other processes' pages needs CAP_SYS_NICE (run as root, or \
+             `setcap cap_sys_nice,cap_bpf,cap_perfmon+ep numatrace`); --dry-run needs none"
+        );
+    }
+    Ok(())
+}
+
+pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
+    let scope = if !a.pids.is_empty() {
+        Scope::pids(&a.pids)?
+    } else if let Some(dir) = &a.cgroup {
+        Scope::cgroup(dir)?
+    } else {
+        Scope::All
+    };
+    if !a.dry_run {
+        require_cap_sys_nice()?;
+    }
+    let nodes = system::nodes();
+    let tiers = system::memory_tiers();
+    let targets = Targets::new(
+        &nodes,
+        &tiers,
+        crate::probe::params::toptier_mask(&tiers, &nodes),
+    );
+    if targets.is_empty() || tiers.len() < 2 {
+        bail!(
+            "no memory tiers to promote between (found {} tier(s)); `numatrace doctor` shows the topology",
+            tiers.len()
+        );
+    }
+    let cfg = config(a, &targets, &nodes)?;
+    // One pid or a cgroup: let BPF filter; several pids: filter here.
+    let probe_args = ProbeArgs {
+        pid: (a.pids.len() == 1).then(|| a.pids[0]),
+        cgroup: a.cgroup.clone(),
+        sample: 1,
+        max_folios: a.max_folios,
+        ring_mb: a.ring_mb,
+        duration: a.duration,
+        bpf_stats: false,
+        command: Vec::new(),
+    };
+    let mut probes = stats::attach(&probe_args)?;
+    let header = stats::header(&probes);
+    let k = evaluate::kernel_defaults(&header);
+    let d = ModelDefaults {
+        threshold: a.threshold,
+        counter: a.counter.clone(),
+        stamp: a.stamp.clone(),
+        window_ms: a.window_ms,
+        rate_limit: None,
+    };
+    let policy = policy::build(&a.model, &d, &k)?;
+    let (model, model_params) = (policy.name(), policy.params());
+
+    let shared = Arc::new(Shared::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = sync_channel(a.queue.max(1));
+    let mover = Mover::new(cfg.clone(), scope.clone(), SysEnv, shared.clone());
+    let handle = mover::spawn(mover, rx, stop.clone()).context("starting the mover thread")?;
+    let mut sink = PromoteSink::new(policy, scope.clone(), targets, tx, shared.clone());
+    let opts = LiveOptions {
+        // No --duration: until a signal (run_live's default would be 10 s).
+        duration: Some(
+            a.duration
+                .map_or(Duration::from_secs(u64::MAX / 4), Duration::from_secs_f64),
+        ),
+        command: Vec::new(),
+        snapshot_every: Duration::from_secs(1),
+    };
+    eprintln!(
+        "numatrace: promote{} {} with {model}; Ctrl-C stops",
+        if a.dry_run { " (dry run)" } else { "" },
+        scope.describe()
+    );
+    let result = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("tokio runtime")
+        .and_then(|rt| rt.block_on(pipeline::run_live(&mut probes, &opts, &mut [&mut sink])));
+    // Stop the mover after its call in flight, whatever ended the pipeline.
+    stop.store(true, Ordering::Release);
+    sink.close();
+    let mover_report = handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("the mover thread panicked"))?;
+    let reason = result?;
+
+    let window_ns = match (&sink.first, &sink.last) {
+        (Some(a), Some(b)) => b.ts_ns.saturating_sub(a.ts_ns),
+        _ => 0,
+    };
+    let duration_s = window_ns as f64 / 1e9;
+    let mut processes: Vec<ProcRow> = sink.procs.values().cloned().collect();
+    for p in &mut processes {
+        if let Some(m) = mover_report.per_process.get(&p.pid) {
+            p.moves = m.clone();
+        }
+    }
+    processes.sort_by_key(|p| (!p.in_scope, std::cmp::Reverse(p.hint_faults)));
+    let mb = |bytes: u64, s: f64| if s > 0.0 { bytes as f64 / 1e6 / s } else { 0.0 };
+    let mib = |bytes: u64, s: f64| {
+        if s > 0.0 {
+            bytes as f64 / (1u64 << 20) as f64 / s
+        } else {
+            0.0
+        }
+    };
+    let report = PromoteReport {
+        duration_s,
+        stopped: reason.describe(),
+        dry_run: a.dry_run,
+        scope: scope.describe(),
+        model,
+        model_params,
+        rate_limit_bytes_per_s: cfg.rate_bytes_per_s,
+        min_free: a.min_free.clone(),
+        batch_ms: a.batch_ms,
+        max_retries: a.max_retries,
+        agreement_pct: sink.counts.agreement.agree_pct(),
+        events: sink.counts.clone(),
+        moved_pages: mover_report.statuses.moved,
+        moved_bytes: mover_report.moved_bytes,
+        mb_per_s: mb(mover_report.moved_bytes, duration_s),
+        mb_per_s_in_calls: mb(mover_report.moved_bytes, mover_report.move_ns as f64 / 1e9),
+        move_pages_s: mover_report.move_ns as f64 / 1e9,
+        query_s: mover_report.query_ns as f64 / 1e9,
+        failures: mover_report.statuses.failures(),
+        rate_needed_mib_per_s: mib(mover_report.would_move_bytes, duration_s),
+        peak_rate_needed_mib_per_s: mover_report.would_move_peak_bytes_per_s as f64
+            / (1u64 << 20) as f64,
+        kernel_pgpromote_success: vm_delta(
+            sink.first.as_ref(),
+            sink.last.as_ref(),
+            &["pgpromote_success"],
+        ),
+        kernel_pgdemote: vm_delta(
+            sink.first.as_ref(),
+            sink.last.as_ref(),
+            &["pgdemote_kswapd", "pgdemote_direct", "pgdemote_khugepaged"],
+        ),
+        mover: mover_report,
+        processes,
+    };
+    let mut buf = Vec::new();
+    if a.json {
+        serde_json::to_writer_pretty(&mut buf, &report)?;
+        writeln!(buf)?;
+    } else {
+        write_human(&report, &mut buf)?;
+    }
+    match &a.output {
+        Some(p) => std::fs::write(p, &buf).with_context(|| format!("writing {}", p.display()))?,
+        None => std::io::stdout().lock().write_all(&buf)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
+}
+
+pub fn write_human(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
+    let params: Vec<String> = r
+        .model_params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let m = &r.mover;
+    let e = &r.events;
+    writeln!(
+        out,
+        "numatrace promote{}: {:.1} s ({}), {} with {} {}",
+        if r.dry_run { " --dry-run" } else { "" },
+        r.duration_s,
+        r.stopped,
+        r.scope,
+        r.model,
+        params.join(",")
+    )?;
+    writeln!(
+        out,
+        "  decisions   {} on slow-node pages in scope ({} hint faults seen, {} decisions out of scope ignored)",
+        e.decisions, e.hint_faults, e.out_of_scope
+    )?;
+    writeln!(
+        out,
+        "  model       promote {} / kernel promoted {}: agreement {:.1}% (both {}, kernel only {}, model only {}, neither {})",
+        e.model_promote,
+        e.kernel_promote,
+        r.agreement_pct,
+        e.agreement.both,
+        e.agreement.kernel_only,
+        e.agreement.model_only,
+        e.agreement.neither
+    )?;
+    writeln!(
+        out,
+        "  queue       {} requests, {} new pages, {} duplicates coalesced, {} overflows, {} without target",
+        e.requested, m.queue.queued, m.queue.coalesced, e.queue_overflows, e.no_target
+    )?;
+    if r.dry_run {
+        writeln!(
+            out,
+            "  would move  {} pages ({:.1} MiB), nothing moved; rate needed: {:.2} MiB/s mean, {:.2} MiB/s peak (1 s windows); --rate-limit {}",
+            m.would_move_pages,
+            mib(m.would_move_bytes),
+            r.rate_needed_mib_per_s,
+            r.peak_rate_needed_mib_per_s,
+            if r.rate_limit_bytes_per_s == 0 {
+                "unlimited".to_owned()
+            } else {
+                format!("{:.0} MiB/s", mib(r.rate_limit_bytes_per_s))
+            }
+        )?;
+        for (node, n) in &m.would_move_by_target {
+            writeln!(out, "              to node {node}: {n} pages")?;
+        }
+    } else {
+        writeln!(
+            out,
+            "  moved       {} pages ({:.1} MiB): {:.2} MB/s over the run, {:.1} MB/s inside move_pages",
+            r.moved_pages,
+            mib(r.moved_bytes),
+            r.mb_per_s,
+            r.mb_per_s_in_calls
+        )?;
+        writeln!(
+            out,
+            "  move_pages  {} calls, {:.3} s moving + {:.3} s querying ({} queries); batch now {} pages{}",
+            m.move_calls,
+            r.move_pages_s,
+            r.query_s,
+            m.query_calls,
+            m.batch_pages,
+            m.ns_per_page
+                .map_or(String::new(), |c| format!(" at {:.1} us/page", c / 1e3))
+        )?;
+        let s = &m.statuses;
+        writeln!(
+            out,
+            "  statuses    moved {}  already-on-target {}  EBUSY {}  ENOMEM {}  EACCES {}  EFAULT {}  ENOENT {}  not-migrated {}  other {}",
+            s.moved, s.already_on_target, s.ebusy, s.enomem, s.eacces, s.efault, s.enoent, s.not_migrated, s.other
+        )?;
+        let floors: Vec<String> = m
+            .floor_kb
+            .iter()
+            .map(|(n, f)| {
+                format!(
+                    "node {n} >= {:.1} MiB free (least headroom {:.1} MiB)",
+                    *f as f64 / 1024.0,
+                    m.min_headroom_kb.get(n).copied().unwrap_or(0) as f64 / 1024.0
+                )
+            })
+            .collect();
+        writeln!(
+            out,
+            "  limits      rate {} (waited {}x); floor {} (waited {}x); {} pages given up after {} retries; {} left queued",
+            if r.rate_limit_bytes_per_s == 0 {
+                "unlimited".to_owned()
+            } else {
+                format!("{:.0} MiB/s", mib(r.rate_limit_bytes_per_s))
+            },
+            m.rate_waits,
+            if floors.is_empty() { r.min_free.clone() } else { floors.join(", ") },
+            m.floor_waits,
+            m.gave_up,
+            r.max_retries,
+            m.left_in_queue
+        )?;
+        writeln!(
+            out,
+            "  processes   {} exited mid-run, {} refused (EPERM), {} pages dropped with them, {} dropped out of scope",
+            m.processes_exited, m.processes_refused, m.dropped_exited, m.dropped_out_of_scope
+        )?;
+        writeln!(
+            out,
+            "  verify      {} moved pages checked at the end: {} on target, {} elsewhere, {} gone",
+            m.verify.checked, m.verify.on_target, m.verify.elsewhere, m.verify.gone
+        )?;
+    }
+    writeln!(
+        out,
+        "  kernel      pgpromote_success +{}, pgdemote +{} in the same window",
+        r.kernel_pgpromote_success, r.kernel_pgdemote
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "  {:>7} {:<16} {:>5} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9}",
+        "PID",
+        "COMM",
+        "scope",
+        "faults",
+        "decisions",
+        "k:promo",
+        "model",
+        "queued",
+        "moved",
+        "failed",
+        "would"
+    )?;
+    for p in r.processes.iter().take(20) {
+        writeln!(
+            out,
+            "  {:>7} {:<16} {:>5} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9}{}",
+            p.pid,
+            p.comm,
+            if p.in_scope { "yes" } else { "no" },
+            p.hint_faults,
+            p.decisions,
+            p.kernel_promoted,
+            p.model_promote,
+            p.requested,
+            p.moves.moved,
+            p.moves.failed,
+            p.moves.would_move,
+            if p.moves.exited { "  (exited)" } else { "" }
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::Receiver;
+
+    use numa_ebpf_common::fault_flags as ff;
+
+    use super::*;
+    use crate::model::policy::KernelDefaults;
+
+    fn node(id: u32, cpus: Vec<u32>, distances: Vec<u32>) -> Node {
+        Node {
+            id,
+            cpus,
+            mem_total_kb: 1 << 20,
+            mem_free_kb: 1 << 19,
+            distances,
+        }
+    }
+
+    fn tier(id: u32, nodes: Vec<u32>) -> MemoryTier {
+        MemoryTier {
+            tier: format!("memory_tier{id}"),
+            id,
+            nodes,
+        }
+    }
+
+    /// Two DRAM nodes (0, 1) with CPUs, a slow node 2 nearer to node 1.
+    fn targets() -> Targets {
+        let nodes = vec![
+            node(0, vec![0], vec![10, 20, 40]),
+            node(1, vec![1], vec![20, 10, 30]),
+            node(2, vec![], vec![40, 30, 10]),
+        ];
+        let tiers = vec![tier(4, vec![0, 1]), tier(22, vec![2])];
+        Targets::new(&nodes, &tiers, 0b011)
+    }
+
+    #[test]
+    fn target_is_the_nearest_top_tier_node_of_the_faulting_cpu() {
+        let t = targets();
+        assert_eq!(t.target(0, 0, 2), Some(0));
+        assert_eq!(t.target(1, 0, 2), Some(1));
+        // No decision node: the CPU's node.
+        assert_eq!(t.target(-1, 1, 2), Some(1));
+        // From the slow node's own view, node 1 is nearer.
+        assert_eq!(t.target(2, 0, 2), Some(1));
+        // Never to the same or a lower tier.
+        assert_eq!(t.target(0, 0, 1), None);
+        assert_eq!(t.target(0, 0, 0), None);
+    }
+
+    fn fault(pid: u32, page: u64, outcome: Outcome, delta: u64, migrated: bool) -> Event {
+        let decision = if outcome.promoted() { 1 } else { 2 };
+        Event::Fault(FaultEvent {
+            kind: 1,
+            ts_ns: 10,
+            pid_tgid: u64::from(pid) << 32,
+            addr: page * 4096 + 123,
+            src_nid: 2,
+            dst_nid: 0,
+            nr_pages: 1,
+            seq_mm: 1000 + delta,
+            scan_seq_mm: 1000,
+            outcome: outcome as u8,
+            decision,
+            migrate_ok: u8::from(migrated),
+            flags: ff::DECIDED | ff::HAS_STAMP | if decision == 1 { ff::MIGRATE_TRIED } else { 0 },
+            ..FaultEvent::default()
+        })
+    }
+
+    fn sink(scope: &[u32], cap: usize) -> (PromoteSink, Receiver<Request>) {
+        let policy = policy::build(
+            "fault-count:threshold=100",
+            &ModelDefaults::default(),
+            &KernelDefaults::default(),
+        )
+        .expect("valid spec");
+        let (tx, rx) = sync_channel(cap);
+        let s = PromoteSink::new(
+            policy,
+            Scope::Pids(scope.iter().copied().collect()),
+            targets(),
+            tx,
+            Arc::new(Shared::default()),
+        );
+        (s, rx)
+    }
+
+    #[test]
+    fn queues_what_the_model_wants_and_the_kernel_did_not_do() {
+        let (mut s, rx) = sink(&[7], 16);
+        let evs = [
+            fault(7, 1, Outcome::RejectLatency, 5, false), // queued
+            fault(7, 2, Outcome::RejectLatency, 500, false), // model: cold
+            fault(7, 3, Outcome::PromoteHot, 5, true),     // kernel did it
+            fault(7, 4, Outcome::PromoteHot, 5, false),    // migration failed: queued
+            fault(8, 5, Outcome::RejectLatency, 5, false), // out of scope
+            fault(7, 6, Outcome::NotTiering, 5, false),    // not a tiering decision
+        ];
+        for e in &evs {
+            s.event(e).expect("sink");
+        }
+        let got: Vec<(u32, u64, u32)> = rx.try_iter().map(|r| (r.pid, r.addr, r.target)).collect();
+        assert_eq!(got, vec![(7, 4096, 0), (7, 4 * 4096, 0)]);
+        let c = &s.counts;
+        assert_eq!((c.decisions, c.out_of_scope, c.requested), (4, 1, 2));
+        assert_eq!(c.agreement.both, 1);
+        assert_eq!(c.agreement.model_only, 2);
+        assert_eq!(c.agreement.neither, 1);
+        assert_eq!(s.procs[&8].kernel_promoted, 0);
+        assert!(!s.procs[&8].in_scope);
+    }
+
+    #[test]
+    fn a_full_channel_is_counted_not_waited_on() {
+        let (mut s, rx) = sink(&[7], 2);
+        for p in 0..5 {
+            s.event(&fault(7, p, Outcome::RejectLatency, 5, false))
+                .expect("sink");
+        }
+        assert_eq!(rx.try_iter().count(), 2);
+        assert_eq!(s.counts.queue_overflows, 3);
+        assert_eq!(s.shared.overflows.load(Ordering::Relaxed), 3);
+    }
+}

@@ -1,0 +1,551 @@
+//! `numatrace top`: checks and attaches first (clear errors on the normal
+//! screen), then runs the source and the aggregator on a background thread
+//! and the draw loop on this one.
+use std::{
+    cell::RefCell,
+    io::{IsTerminal, Write},
+    path::PathBuf,
+    process::ExitCode,
+    sync::mpsc::{self, SyncSender},
+    time::Duration,
+};
+
+use anyhow::{bail, Context, Result};
+use tokio::{signal::unix::SignalKind, sync::watch};
+
+use crate::{
+    cli::{ModelArgs, TopArgs},
+    decode::{Event, Snapshot},
+    evaluate,
+    model::policy::{KernelDefaults, Policy},
+    pipeline::{self, LiveOptions, Sink, StopReason},
+    probe::load::Probes,
+    stats, system, trace,
+    tui::{
+        action::UiEvent,
+        agg::{Aggregator, Focus},
+        app::App,
+        frame::Frame,
+        procfs,
+        term::{self, Exit, Msg},
+    },
+};
+
+/// Shadow models `top` can show at once (one column each in memory).
+const MAX_MODELS: usize = 8;
+/// Processes whose numa_maps are read, every [`PROCFS_EVERY`].
+const RESIDENT_PROCS: usize = 16;
+const PROCFS_EVERY: Duration = Duration::from_secs(5);
+/// "Forever" for a live run the user did not bound.
+const UNBOUNDED: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+fn model_args(a: &TopArgs) -> ModelArgs {
+    ModelArgs {
+        models: a.models.clone(),
+        threshold: a.threshold,
+        counter: a.counter.clone(),
+        stamp: a.stamp.clone(),
+        window_ms: a.window_ms,
+        rate_limit: false,
+        top: 10,
+        json: false,
+        csv: false,
+        output: None,
+    }
+}
+
+/// The shadow policies `--model` asks for (`none`: no models).
+fn policies(a: &ModelArgs, k: &KernelDefaults) -> Result<Vec<Box<dyn Policy>>> {
+    if a.models.iter().any(|m| m == "none") {
+        if a.models.len() > 1 {
+            bail!("--model none runs no shadow model: give it alone");
+        }
+        return Ok(Vec::new());
+    }
+    let p = evaluate::policies(a, k)?;
+    if p.len() > MAX_MODELS {
+        bail!("top shows at most {MAX_MODELS} models, {} given", p.len());
+    }
+    Ok(p)
+}
+
+/// Where events come from.
+enum Source {
+    Live(Box<Probes>, LiveOptions),
+    Replay {
+        path: PathBuf,
+        speed: f64,
+        duration: Option<Duration>,
+        repeat: bool,
+    },
+}
+
+impl Source {
+    fn live(&self) -> bool {
+        matches!(self, Source::Live(..))
+    }
+}
+
+fn event_ts(ev: &Event) -> u64 {
+    match ev {
+        Event::Fault(f) => f.ts_ns,
+        Event::Scan(s) => s.ts_ns,
+        Event::Skip(s) => s.ts_ns,
+    }
+}
+
+/// Forwards the pipeline into the shared aggregator, shifting time by
+/// `offset` (looped replays keep time monotonic).
+struct AggSink<'a> {
+    agg: &'a RefCell<Aggregator>,
+    offset: u64,
+    last_ts: u64,
+}
+
+impl Sink for AggSink<'_> {
+    fn event(&mut self, ev: &Event) -> Result<()> {
+        if self.offset == 0 {
+            self.last_ts = self.last_ts.max(event_ts(ev));
+            self.agg.borrow_mut().event(ev);
+            return Ok(());
+        }
+        let ev = {
+            let mut e = *ev;
+            match &mut e {
+                Event::Fault(f) => {
+                    f.ts_ns += self.offset;
+                    if f.scan_ns > 0 {
+                        f.scan_ns += self.offset;
+                    }
+                }
+                Event::Scan(s) => s.ts_ns += self.offset,
+                Event::Skip(s) => s.ts_ns += self.offset,
+            }
+            e
+        };
+        self.last_ts = self.last_ts.max(event_ts(&ev));
+        self.agg.borrow_mut().event(&ev);
+        Ok(())
+    }
+
+    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
+        if self.offset == 0 {
+            self.last_ts = self.last_ts.max(s.ts_ns);
+            self.agg.borrow_mut().snapshot(s);
+        } else {
+            // Counters restart with every loop: only the first pass's
+            // snapshots describe the kernel; later ones only move time.
+            let mut s2 = s.clone();
+            s2.ts_ns += self.offset;
+            self.last_ts = self.last_ts.max(s2.ts_ns);
+        }
+        Ok(())
+    }
+}
+
+/// Control from the UI to the background side.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Control {
+    focus: Focus,
+    refresh: Duration,
+    quit: bool,
+}
+
+/// What the background side reports when it stops.
+struct Summary {
+    events: u64,
+    elapsed_s: f64,
+    ring_drops: u64,
+    evictions: u64,
+    reason: String,
+}
+
+fn source_label(a: &TopArgs) -> String {
+    match &a.replay {
+        Some(p) => format!(
+            "replay {} x{}{}",
+            p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned()
+            ),
+            a.speed,
+            if a.repeat { " (loop)" } else { "" }
+        ),
+        None => "live".into(),
+    }
+}
+
+fn reason_text(r: &StopReason, replay: bool) -> String {
+    match r {
+        StopReason::CommandExited(_) if replay => "end of trace".into(),
+        StopReason::CommandExited(_) => "command exited".into(),
+        other => other.describe(),
+    }
+}
+
+async fn run_source(source: &mut Source, agg: &RefCell<Aggregator>) -> Result<StopReason> {
+    match source {
+        Source::Live(probes, opts) => {
+            let mut sink = AggSink {
+                agg,
+                offset: 0,
+                last_ts: 0,
+            };
+            pipeline::run_live(probes, opts, &mut [&mut sink]).await
+        }
+        Source::Replay {
+            path,
+            speed,
+            duration,
+            repeat,
+        } => {
+            let start = tokio::time::Instant::now();
+            let mut sink = AggSink {
+                agg,
+                offset: 0,
+                last_ts: 0,
+            };
+            loop {
+                let left = duration.map(|d| d.saturating_sub(start.elapsed()));
+                let (reason, warning) =
+                    pipeline::run_replay(path, *speed, left, &mut [&mut sink]).await?;
+                if let Some(w) = warning {
+                    if !*repeat {
+                        agg.borrow_mut().set_ended(w);
+                    }
+                }
+                match reason {
+                    StopReason::CommandExited(_) if *repeat => {
+                        // Next pass starts 1 ms after this one's last event.
+                        sink.offset = sink.last_ts + 1_000_000 - first_ts(path)?;
+                    }
+                    StopReason::CommandExited(_) => {
+                        return Ok(StopReason::CommandExited(Some(0)));
+                    }
+                    other => return Ok(other),
+                }
+            }
+        }
+    }
+}
+
+/// Timestamp of the first record of a trace (the replay's time origin).
+fn first_ts(path: &std::path::Path) -> Result<u64> {
+    let mut r = trace::Reader::open(path)?;
+    for item in r.by_ref() {
+        match item? {
+            trace::Item::Event(Event::Fault(f)) => return Ok(f.ts_ns),
+            trace::Item::Event(Event::Scan(s)) => return Ok(s.ts_ns),
+            trace::Item::Event(Event::Skip(s)) => return Ok(s.ts_ns),
+            trace::Item::Snapshot(s) => return Ok(s.ts_ns),
+            trace::Item::Footer(_) => {}
+        }
+    }
+    Ok(0)
+}
+
+fn now_for(live: bool) -> Option<u64> {
+    live.then(pipeline::monotonic_ns)
+}
+
+/// Reads procfs for the busiest processes (resident pages) and the detailed
+/// one (VMAs); live only.
+fn poll_procfs(agg: &RefCell<Aggregator>, focus: Focus, resident: bool) {
+    if resident {
+        let pids = agg.borrow().busiest(RESIDENT_PROCS);
+        for pid in pids {
+            let pages = procfs::numa_maps(pid);
+            agg.borrow_mut().set_resident(pid, pages);
+        }
+        agg.borrow_mut().set_nodes(system::nodes());
+    }
+    if let Some(pid) = focus.detail_pid {
+        let vmas = procfs::maps(pid);
+        agg.borrow_mut().set_vmas(pid, vmas);
+    }
+}
+
+fn send(tx: &SyncSender<Msg>, frame: Frame) {
+    // A full channel means the UI is behind: drop this frame, never wait.
+    let _ = tx.try_send(Msg::Frame(Box::new(frame)));
+}
+
+/// The background side: source + aggregator + publication ticks, until the
+/// UI quits or a signal arrives.
+async fn background(
+    mut source: Source,
+    agg: RefCell<Aggregator>,
+    mut ctl: watch::Receiver<Control>,
+    tx: SyncSender<Msg>,
+    exit_when_done: bool,
+) -> Result<Summary> {
+    let live = source.live();
+    let mut sigint = tokio::signal::unix::signal(SignalKind::interrupt())?;
+    let mut sigterm = tokio::signal::unix::signal(SignalKind::terminate())?;
+    let mut sighup = tokio::signal::unix::signal(SignalKind::hangup())?;
+    let mut c = *ctl.borrow();
+    let mut next_tick = tokio::time::Instant::now() + c.refresh;
+    let mut next_procfs = tokio::time::Instant::now();
+    let mut reason: Option<String> = None;
+    let mut polled: std::collections::HashSet<u32> = std::collections::HashSet::new();
+    {
+        let pipeline = run_source(&mut source, &agg);
+        tokio::pin!(pipeline);
+        let mut running = true;
+        loop {
+            tokio::select! {
+                r = &mut pipeline, if running => {
+                    running = false;
+                    let r = r?;
+                    if let StopReason::Signal(s) = r {
+                        let _ = tx.send(Msg::Signal(s));
+                        reason = Some(r.describe());
+                        break;
+                    }
+                    let why = reason_text(&r, !live);
+                    let frame = {
+                        let mut a = agg.borrow_mut();
+                        if a.ended().is_none() {
+                            a.set_ended(why.clone());
+                        }
+                        a.publish(now_for(live), c.focus)
+                    };
+                    reason = Some(why);
+                    send(&tx, frame);
+                    let _ = tx.send(Msg::Ended { exit: exit_when_done });
+                }
+                _ = tokio::time::sleep_until(next_tick) => {
+                    next_tick += c.refresh;
+                    let now = tokio::time::Instant::now();
+                    if next_tick < now {
+                        next_tick = now + c.refresh;
+                    }
+                    // numa_maps every PROCFS_EVERY, and at once for a process
+                    // that just became one of the busiest.
+                    let fresh = live && agg.borrow().busiest(RESIDENT_PROCS).iter().any(|p| !polled.contains(p));
+                    if live && (now >= next_procfs || fresh) {
+                        next_procfs = now + PROCFS_EVERY;
+                        if polled.len() > 4096 {
+                            polled.clear();
+                        }
+                        polled.extend(agg.borrow().busiest(RESIDENT_PROCS));
+                        poll_procfs(&agg, c.focus, true);
+                    } else if live {
+                        poll_procfs(&agg, c.focus, false);
+                    }
+                    if running {
+                        let frame = agg.borrow_mut().publish(now_for(live), c.focus);
+                        send(&tx, frame);
+                    }
+                }
+                r = ctl.changed() => {
+                    if r.is_err() {
+                        break;
+                    }
+                    let new = *ctl.borrow_and_update();
+                    if new.quit {
+                        break;
+                    }
+                    if new.refresh != c.refresh {
+                        next_tick = tokio::time::Instant::now() + new.refresh;
+                    }
+                    let refocus = new.focus != c.focus;
+                    c = new;
+                    if refocus {
+                        // Show the new selection's histogram/detail now.
+                        if live {
+                            poll_procfs(&agg, c.focus, false);
+                        }
+                        let frame = agg.borrow_mut().peek(c.focus);
+                        send(&tx, frame);
+                    }
+                }
+                _ = sigint.recv() => { let _ = tx.send(Msg::Signal("SIGINT")); reason = Some("SIGINT received".into()); break; }
+                _ = sigterm.recv() => { let _ = tx.send(Msg::Signal("SIGTERM")); reason = Some("SIGTERM received".into()); break; }
+                _ = sighup.recv() => { let _ = tx.send(Msg::Signal("SIGHUP")); reason = Some("SIGHUP received".into()); break; }
+            }
+        }
+    }
+    let a = agg.borrow_mut().publish(None, c.focus);
+    Ok(Summary {
+        events: a.events,
+        elapsed_s: a.elapsed_s,
+        ring_drops: a.warnings.ring_drops,
+        evictions: a.warnings.evictions,
+        reason: reason.unwrap_or_else(|| "quit".into()),
+    })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// Prepares the source: attaches the probes (live) or opens the trace.
+/// Every refusal happens here, before the terminal changes.
+fn prepare(args: &TopArgs) -> Result<(Source, trace::Header)> {
+    match &args.replay {
+        Some(path) => {
+            let header = trace::Reader::open(path)?.header;
+            let duration = args.probe.duration.map(Duration::from_secs_f64);
+            if !args.speed.is_finite() || args.speed < 0.0 {
+                bail!(
+                    "--speed {}: give a positive factor (0 = as fast as possible)",
+                    args.speed
+                );
+            }
+            Ok((
+                Source::Replay {
+                    path: path.clone(),
+                    speed: if args.once { 0.0 } else { args.speed },
+                    duration,
+                    repeat: args.repeat && !args.once,
+                },
+                header,
+            ))
+        }
+        None => {
+            let probes = stats::attach(&args.probe)?;
+            let header = stats::header(&probes);
+            let mut opts = stats::live_options(&args.probe);
+            if opts.duration.is_none() && opts.command.is_empty() {
+                opts.duration = Some(if args.once {
+                    Duration::from_secs(2)
+                } else {
+                    UNBOUNDED
+                });
+            }
+            Ok((Source::Live(Box::new(probes), opts), header))
+        }
+    }
+}
+
+pub fn run(args: &TopArgs) -> Result<ExitCode> {
+    if !(args.interval.is_finite() && args.interval > 0.0) {
+        bail!("--interval {}: give seconds > 0", args.interval);
+    }
+    if !args.once && !std::io::stdout().is_terminal() {
+        bail!(
+            "`numatrace top` draws on a terminal, but stdout is not one; \
+             for scripts use `numatrace top --once --json` (one snapshot)"
+        );
+    }
+    // Validate the model specs before attaching anything.
+    let _ = policies(&model_args(args), &KernelDefaults::default())?;
+    let (source, header) = prepare(args)?;
+    let k = evaluate::kernel_defaults(&header);
+    let label = source_label(args);
+    if args.once {
+        return once(args, source, &header, &k, label);
+    }
+    let refresh = Duration::from_secs_f64(args.interval);
+    let exit_when_done = args.probe.duration.is_some() || !args.probe.command.is_empty();
+    let app = App::new(refresh);
+    let (ctl_tx, ctl_rx) = watch::channel(Control {
+        focus: app.focus(),
+        refresh: app.refresh(),
+        quit: false,
+    });
+    let (tx, rx) = mpsc::sync_channel::<Msg>(4);
+    let models = model_args(args);
+    let bg = std::thread::Builder::new()
+        .name("numatrace-agg".into())
+        .spawn(move || -> Result<Summary> {
+            // Policies are not Send: built here, on the thread that runs them.
+            let policies = policies(&models, &k)?;
+            let agg = RefCell::new(Aggregator::new(policies, &header, label));
+            runtime()?.block_on(background(source, agg, ctl_rx, tx, exit_when_done))
+        })
+        .context("starting the aggregation thread")?;
+    let outcome = ui(app, &rx, &ctl_tx);
+    // Stop the background side and collect its summary.
+    ctl_tx.send_modify(|c| c.quit = true);
+    drop(rx);
+    let summary = bg
+        .join()
+        .map_err(|_| anyhow::anyhow!("the aggregation thread panicked"))?;
+    let exit = outcome?;
+    let summary = summary?;
+    let why = match exit {
+        Exit::Quit => "quit".to_owned(),
+        Exit::Signal(s) => format!("{s} received"),
+        Exit::SourceEnded | Exit::Disconnected => summary.reason.clone(),
+    };
+    eprintln!(
+        "numatrace top: {} events over {:.1} s of event time; ring drops {}, map evictions {}; stopped: {why}",
+        summary.events, summary.elapsed_s, summary.ring_drops, summary.evictions
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ui(mut app: App, rx: &mpsc::Receiver<Msg>, ctl: &watch::Sender<Control>) -> Result<Exit> {
+    // Lets the real-terminal test check the panic path: `!` panics.
+    let panic_key = std::env::var_os("NUMATRACE_TOP_PANIC_KEY").is_some();
+    let input = |timeout| {
+        let ev = term::read_input(timeout)?;
+        if let UiEvent::Key(k) = &ev {
+            if panic_key && k.code == crossterm::event::KeyCode::Char('!') {
+                panic!("numatrace top: test panic (NUMATRACE_TOP_PANIC_KEY is set)");
+            }
+        }
+        Ok(ev)
+    };
+    let (mut terminal, _guard) = term::enter()?;
+    term::run(&mut terminal, &mut app, rx, input, |focus, refresh| {
+        ctl.send_modify(|c| {
+            c.focus = focus;
+            c.refresh = refresh;
+        });
+    })
+}
+
+fn once(
+    args: &TopArgs,
+    mut source: Source,
+    header: &trace::Header,
+    k: &KernelDefaults,
+    label: String,
+) -> Result<ExitCode> {
+    let live = source.live();
+    let agg = RefCell::new(Aggregator::new(
+        policies(&model_args(args), k)?,
+        header,
+        label,
+    ));
+    let reason = runtime()?.block_on(run_source(&mut source, &agg))?;
+    if live {
+        poll_procfs(&agg, Focus::default(), true);
+    }
+    let mut a = agg.borrow_mut();
+    a.set_ended(reason_text(&reason, !live));
+    let frame = a.publish(now_for(live), Focus::default());
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &frame)?;
+        writeln!(out)?;
+    } else {
+        let mut app = App::new(Duration::from_secs_f64(args.interval));
+        app.update(crate::tui::action::Action::Sample(Box::new(frame)));
+        for line in screen_text(&app, 120, 40) {
+            writeln!(out, "{line}")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The screen `app` draws at `width` x `height`, as text lines.
+pub fn screen_text(app: &App, width: u16, height: u16) -> Vec<String> {
+    use ratatui::{buffer::Buffer, layout::Rect, widgets::Widget};
+    let area = Rect::new(0, 0, width, height);
+    let mut buf = Buffer::empty(area);
+    app.render(area, &mut buf);
+    (0..height)
+        .map(|y| {
+            let line: String = (0..width)
+                .filter_map(|x| buf.cell((x, y)).map(|c| c.symbol().to_owned()))
+                .collect();
+            line.trim_end().to_owned()
+        })
+        .collect()
+}

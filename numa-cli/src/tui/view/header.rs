@@ -1,0 +1,139 @@
+//! Kernel, balancing mode, attach plan, tiers, thresholds, drops.
+use ratatui::{
+    buffer::Buffer,
+    layout::Rect,
+    style::{Color, Modifier, Style},
+    text::{Line, Span},
+    widgets::{Paragraph, Widget},
+};
+
+use super::{fmt, title_style, DIM, RED};
+use crate::tui::app::App;
+
+pub fn height(_app: &App, _width: u16) -> u16 {
+    4
+}
+
+fn mode_name(m: Option<u32>) -> String {
+    match m {
+        Some(0) => "0 (off)".into(),
+        Some(1) => "1 (normal)".into(),
+        Some(2) => "2 (tiering)".into(),
+        Some(3) => "3 (normal+tiering)".into(),
+        Some(n) => n.to_string(),
+        None => "?".into(),
+    }
+}
+
+pub fn lines(app: &App) -> Vec<Line<'static>> {
+    let f = &app.frame;
+    let h = &f.header;
+    let sep = || Span::styled(" │ ", Style::default().fg(DIM));
+    let warn = |on: bool| {
+        if on {
+            Style::default().fg(RED).add_modifier(Modifier::BOLD)
+        } else {
+            Style::default()
+        }
+    };
+    let mut l1 = vec![
+        Span::styled("numatrace top", title_style()),
+        sep(),
+        Span::raw(if h.kernel.is_empty() {
+            "kernel ?".to_owned()
+        } else {
+            h.kernel.clone()
+        }),
+        sep(),
+        Span::styled(
+            format!("numa_balancing={}", mode_name(h.numa_balancing)),
+            warn(!matches!(h.numa_balancing, Some(2) | Some(3))),
+        ),
+        sep(),
+        Span::raw(h.plan.clone()),
+        sep(),
+        Span::raw(f.source.clone()),
+    ];
+    if h.sample_every > 1 {
+        l1.push(sep());
+        l1.push(Span::raw(format!("sampling 1/{}", h.sample_every)));
+    }
+    let mut l2 = vec![Span::styled("tiers ", title_style())];
+    for (i, t) in h.tiers.iter().enumerate() {
+        if i > 0 {
+            l2.push(sep());
+        }
+        let nodes: Vec<String> = t
+            .nodes
+            .iter()
+            .map(|n| {
+                format!(
+                    "N{}{} {} used/{}",
+                    n.id,
+                    if n.cpus == 0 { " (no cpu)" } else { "" },
+                    fmt::kb(n.total_kb.saturating_sub(n.free_kb)),
+                    fmt::kb(n.total_kb)
+                )
+            })
+            .collect();
+        l2.push(Span::raw(format!("tier{}: {}", t.id, nodes.join(", "))));
+    }
+    let now: Vec<String> = h
+        .kernel_threshold_ms
+        .iter()
+        .map(|(n, t)| format!("N{n} {t}ms"))
+        .collect();
+    let l3 = vec![
+        Span::styled("hot_threshold ", title_style()),
+        Span::raw(fmt::opt(h.hot_threshold_ms, |v| format!("{v}ms"))),
+        Span::raw(if now.is_empty() {
+            String::new()
+        } else {
+            format!(" (in force: {})", now.join(", "))
+        }),
+        sep(),
+        Span::raw(format!(
+            "rate limit {}",
+            fmt::opt(h.rate_limit_mbps, |v| format!("{v} MB/s"))
+        )),
+        sep(),
+        Span::raw(format!("scan {}", h.scan)),
+    ];
+    let w = &f.warnings;
+    let mut l4 = vec![
+        Span::styled(
+            format!("ring drops {}", w.ring_drops),
+            warn(w.ring_drops > 0),
+        ),
+        sep(),
+        Span::styled(
+            format!("map evictions {}", w.evictions),
+            warn(w.evictions > 0),
+        ),
+        sep(),
+        Span::raw(format!("stamp misses {}", fmt::count(w.stamp_misses))),
+        sep(),
+        Span::raw(format!(
+            "{} events, {:.0}s",
+            fmt::count(f.events),
+            f.elapsed_s
+        )),
+    ];
+    if !h.degraded.is_empty() {
+        l4.push(sep());
+        l4.push(Span::styled(
+            format!("degraded: {}", h.degraded.join(", ")),
+            Style::default().fg(Color::Yellow),
+        ));
+    }
+    vec![
+        Line::from(l1),
+        Line::from(l2),
+        Line::from(l3),
+        Line::from(l4),
+    ]
+}
+
+pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
+    Paragraph::new(lines(app)).render(area, buf);
+}

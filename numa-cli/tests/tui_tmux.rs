@@ -1,0 +1,373 @@
+//! `numatrace top` in a real terminal: tmux runs it on a recorded trace, the
+//! test types keys (send-keys) and reads the screen (capture-pane) through
+//! sort, filter, detail, help, pause, resize and quit, and checks that the
+//! terminal is restored after q, Ctrl-C, SIGTERM and SIGHUP.
+//!
+//! tmux is required (`cargo xtask setup` installs it): without it this test
+//! fails rather than skips.
+use std::{
+    path::PathBuf,
+    process::Command,
+    time::{Duration, Instant},
+};
+
+const BIN: &str = env!("CARGO_BIN_EXE_numatrace");
+
+fn trace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/hot-chunks-6.12.trace")
+}
+
+/// A private tmux server with one session running `sh`; killed on drop.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(w: u16, h: u16) -> Tmux {
+        let version = Command::new("tmux").arg("-V").output();
+        assert!(
+            version.as_ref().is_ok_and(|o| o.status.success()),
+            "tmux is missing: run `cargo xtask setup` (or `apt-get install tmux`); \
+             the real-terminal test of `numatrace top` needs it"
+        );
+        let socket = format!("numatrace-test-{}-{w}x{h}", std::process::id());
+        let t = Tmux { socket };
+        t.cmd(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            &w.to_string(),
+            "-y",
+            &h.to_string(),
+            "env PS1='$ ' TERM=xterm-256color sh",
+        ]);
+        t
+    }
+
+    fn cmd(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("running tmux");
+        assert!(
+            out.status.success(),
+            "tmux {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "t"];
+        args.extend_from_slice(keys);
+        self.cmd(&args);
+    }
+
+    fn type_line(&self, line: &str) {
+        self.cmd(&["send-keys", "-t", "t", "-l", line]);
+        self.keys(&["Enter"]);
+    }
+
+    fn screen(&self) -> String {
+        self.cmd(&["capture-pane", "-p", "-t", "t"])
+    }
+
+    fn display(&self, what: &str) -> String {
+        self.cmd(&["display-message", "-p", "-t", "t", what])
+            .trim()
+            .to_owned()
+    }
+
+    /// Waits until the screen satisfies `pred`; panics with the screen.
+    fn wait(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(40);
+        loop {
+            let s = self.screen();
+            if pred(&s) {
+                return s;
+            }
+            if Instant::now() > deadline {
+                panic!("timed out waiting for {what}; the screen:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+
+    fn wait_for(&self, text: &str) -> String {
+        self.wait(text, |s| s.contains(text))
+    }
+
+    /// The pid of the command the shell in the pane runs.
+    fn child_pid(&self) -> u32 {
+        let shell = self.display("#{pane_pid}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+                .unwrap_or_default();
+            if let Some(pid) = children
+                .split_whitespace()
+                .next()
+                .and_then(|p| p.parse().ok())
+            {
+                return pid;
+            }
+            assert!(Instant::now() < deadline, "no child of the shell {shell}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// After top exited: normal screen, cursor shown, cooked mode.
+    fn assert_restored(&self, how: &str) {
+        let s = self.wait(&format!("EXIT= after {how}"), |s| s.contains("EXIT="));
+        assert_eq!(
+            self.display("#{alternate_on}"),
+            "0",
+            "still on the alternate screen after {how}:\n{s}"
+        );
+        assert_eq!(
+            self.display("#{cursor_flag}"),
+            "1",
+            "cursor hidden after {how}"
+        );
+        let s = self.wait(&format!("stty output after {how}"), |s| {
+            s.contains("STTY-END")
+        });
+        let stty: Vec<&str> = s.split_whitespace().collect();
+        for flag in ["icanon", "echo", "isig", "opost"] {
+            assert!(
+                stty.contains(&flag),
+                "terminal not restored after {how}: {flag} is off\n{s}"
+            );
+        }
+    }
+
+    /// Runs top on the trace in the pane, with stty checked afterwards.
+    fn run_top(&self, extra: &str) {
+        self.run_top_env("", extra);
+    }
+
+    fn run_top_env(&self, env: &str, extra: &str) {
+        self.keys(&["clear", "Enter"]);
+        self.type_line(&format!(
+            "{env} {BIN} top --replay {} {extra} 2>/tmp/numatrace-top-{}.err; echo EX\"\"IT=$?; stty -a; echo STTY\"\"-END",
+            trace().display(),
+            self.socket
+        ));
+        self.wait("the process row", |s| {
+            s.contains("hot-chunks") && s.contains("FLT/s") && !s.contains("EXIT=")
+        });
+        assert_eq!(
+            self.display("#{alternate_on}"),
+            "1",
+            "not on the alternate screen"
+        );
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(format!("/tmp/numatrace-top-{}.err", self.socket))
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+        let _ = std::fs::remove_file(format!("/tmp/numatrace-top-{}.err", self.socket));
+    }
+}
+
+/// The table's header and first rows of the current screen.
+fn table_lines(s: &str) -> Vec<&str> {
+    s.lines()
+        .skip_while(|l| !l.contains("FLT/s"))
+        .take(4)
+        .collect()
+}
+
+#[test]
+fn top_in_tmux_sort_filter_detail_help_resize_quit() {
+    let t = Tmux::start(100, 30);
+    t.run_top("--speed 2");
+    let s = t.screen();
+    assert!(s.contains("numatrace top"), "{s}");
+    assert!(s.contains("numa_balancing=2 (tiering)"), "{s}");
+    assert!(s.contains("10/10 hooks"), "{s}");
+    assert!(s.contains("hint faults"), "{s}");
+    let rows = table_lines(&s);
+    assert!(
+        rows.iter()
+            .any(|l| l.contains("173") && l.contains("hot-chunks")),
+        "{s}"
+    );
+    // Wait for non-zero hint faults/s in the process row.
+    t.wait("non-zero faults/s for hot-chunks", |s| {
+        s.lines().any(|l| {
+            l.contains("hot-chunks")
+                && l.split_whitespace()
+                    .nth(2)
+                    .is_some_and(|v| v != "0" && v != "0.0")
+        })
+    });
+
+    // Sort: next column, then reverse.
+    t.keys(&["s"]);
+    t.wait_for("sort: promoted/s ▼");
+    t.keys(&["S"]);
+    t.wait_for("sort: promoted/s ▲");
+    t.keys(&["s"]);
+    t.wait_for("sort: rejected latency/s ▼");
+
+    // Filter: a match, a miss, then Esc clears.
+    t.keys(&["/"]);
+    t.wait_for("filter: _");
+    t.keys(&["-l", "chunks"]);
+    t.wait_for("filter: chunks_");
+    t.keys(&["Enter"]);
+    let s = t.wait_for("filter: chunks");
+    assert!(s.contains("processes (1)"), "{s}");
+    t.keys(&["/"]);
+    t.keys(&["BSpace", "BSpace", "BSpace", "BSpace", "BSpace", "BSpace"]);
+    t.keys(&["-l", "nomatch"]);
+    t.keys(&["Enter"]);
+    let s = t.wait_for("no process matches the filter");
+    assert!(s.contains("processes (0)"), "{s}");
+    t.keys(&["Escape"]);
+    t.wait_for("processes (1)");
+
+    // Detail of the process, and back.
+    t.keys(&["j"]);
+    t.keys(&["Enter"]);
+    let s = t.wait_for("address-space heat");
+    assert!(s.contains("173 hot-chunks"), "{s}");
+    let s = t.wait_for("scanned ranges");
+    assert!(s.contains("START"), "{s}");
+    t.keys(&["Escape"]);
+    t.wait_for("processes (1)");
+
+    // The histogram follows the selection.
+    t.wait_for("[173 hot-chunks]");
+
+    // Help overlay: opens, any key closes.
+    t.keys(&["?"]);
+    let s = t.wait_for("numatrace top: keys");
+    assert!(s.contains("filter by command name or pid"), "{s}");
+    t.keys(&["x"]);
+    t.wait("help closed", |s| !s.contains("numatrace top: keys"));
+
+    // Pause and resume.
+    t.keys(&["p"]);
+    t.wait_for("PAUSED");
+    t.keys(&["p"]);
+    t.wait("resumed", |s| !s.contains("PAUSED"));
+
+    // Model cycling changes the model column.
+    t.keys(&["m"]);
+    t.wait_for("fcount/s");
+
+    // Resize down to 80x24 and up to 200x50.
+    t.cmd(&["resize-window", "-t", "t", "-x", "80", "-y", "24"]);
+    let s = t.wait("an 80x24 layout", |s| {
+        s.lines().count() <= 24 && s.contains("q quit") && s.contains("hot-chunks")
+    });
+    assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
+    assert!(s.contains("FLT/s"), "{s}");
+    t.cmd(&["resize-window", "-t", "t", "-x", "200", "-y", "50"]);
+    let s = t.wait("a 200x50 layout", |s| s.contains("RESIDENT PAGES"));
+    assert!(s.contains("fault-count delta"), "{s}");
+
+    // Refresh interval.
+    t.keys(&["+"]);
+    t.wait_for("refresh 2s");
+    t.keys(&["-", "-"]);
+    t.wait_for("refresh 0.5s");
+
+    t.keys(&["q"]);
+    t.assert_restored("q");
+    let err = t.stderr();
+    assert!(
+        err.contains("numatrace top:") && err.contains("stopped: quit"),
+        "{err}"
+    );
+}
+
+#[test]
+fn top_restores_the_terminal_on_ctrl_c_sigterm_and_sighup() {
+    let t = Tmux::start(90, 26);
+    t.run_top("--speed 4");
+    t.keys(&["C-c"]);
+    t.assert_restored("Ctrl-C");
+    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")] {
+        t.run_top("--speed 4");
+        let pid = t.child_pid();
+        // SAFETY: kill(2) with a pid this test's tmux pane started.
+        let rc = unsafe { libc::kill(pid as i32, sig) };
+        assert_eq!(rc, 0, "kill {pid}");
+        t.assert_restored(name);
+        let err = t.stderr();
+        assert!(err.contains(&format!("stopped: {name} received")), "{err}");
+    }
+    // A panic: the hook restores the terminal, then the message is printed.
+    t.run_top_env("NUMATRACE_TOP_PANIC_KEY=1", "--speed 4");
+    t.keys(&["!"]);
+    t.assert_restored("a panic");
+    let s = t.screen();
+    assert!(s.contains("EXIT=101"), "{s}");
+    let err = t.stderr();
+    assert!(err.contains("test panic"), "{err}");
+}
+
+#[test]
+fn top_exits_when_its_terminal_goes_away() {
+    let t = Tmux::start(90, 26);
+    t.run_top("--speed 4");
+    let pid = t.child_pid();
+    // The terminal disappears (tmux killed): no spinning on EOF, top exits.
+    t.cmd(&["kill-server"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if state.contains(") Z") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "numatrace top (pid {pid}) still running 10 s after its terminal went away"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn without_a_terminal_top_suggests_once() {
+    let out = Command::new(BIN)
+        .args(["top", "--replay"])
+        .arg(trace())
+        .output()
+        .expect("running numatrace");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--once"), "{err}");
+    // --once --json works without one, on the whole trace.
+    let out = Command::new(BIN)
+        .args(["top", "--once", "--json", "--replay"])
+        .arg(trace())
+        .output()
+        .expect("running numatrace");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let p = &v["processes"][0];
+    assert_eq!(p["comm"], "hot-chunks");
+    assert_eq!(p["faults_total"], 27820);
+    assert_eq!(v["system"]["faults_total"], 27820);
+    assert_eq!(v["ended"], "end of trace");
+}

@@ -1,0 +1,240 @@
+//! `cargo xtask bench top`: the cost of `numatrace top` on a replayed
+//! stream of 200k events/s. The recorded hot-chunks trace is replayed in a
+//! loop at the speed that delivers that rate, with the UI drawing at a 1 s
+//! refresh in a 200x50 tmux pane; the process's CPU time and RSS are read
+//! from /proc every few seconds. Prints the CPU share of one core (target
+//! < 5%) and the RSS over the run (target: flat), then the same CPU figure
+//! without shadow models to show where the time goes.
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, ensure, Context, Result};
+
+use crate::{binary, cmd, setup::Setup};
+
+pub const TARGET_EVENTS_PER_S: f64 = 200_000.0;
+
+struct Sample {
+    t: f64,
+    cpu_s: f64,
+    rss_kb: u64,
+}
+
+pub struct Run {
+    pub seconds: f64,
+    pub events_per_s: f64,
+    pub cpu_pct: f64,
+    pub rss_warm_kb: u64,
+    pub rss_end_kb: u64,
+    pub rss_max_kb: u64,
+    /// Least-squares slope of RSS after the warm-up, KiB per minute.
+    pub rss_slope_kb_min: f64,
+}
+
+fn tmux(socket: &str, args: &[&str]) -> Result<String> {
+    cmd::output(Command::new("tmux").arg("-L").arg(socket).args(args))
+}
+
+fn clk_tck() -> f64 {
+    cmd::output(Command::new("getconf").arg("CLK_TCK"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// utime + stime (s) and VmRSS (KiB) of `pid`, None once it is gone.
+fn sample(pid: u32, tck: f64) -> Option<(f64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised comm: state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())?;
+    Some((ticks / tck, rss))
+}
+
+fn slope(points: &[(f64, f64)]) -> f64 {
+    let n = points.len() as f64;
+    if n < 2.0 {
+        return 0.0;
+    }
+    let (sx, sy) = points
+        .iter()
+        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
+    let (mx, my) = (sx / n, sy / n);
+    let (num, den) = points.iter().fold((0.0, 0.0), |(a, b), (x, y)| {
+        (a + (x - mx) * (y - my), b + (x - mx) * (x - mx))
+    });
+    if den == 0.0 {
+        0.0
+    } else {
+        num / den
+    }
+}
+
+/// Events per second of event time in the trace (all records, as paced).
+fn trace_rate(numatrace: &Path, trace: &Path) -> Result<f64> {
+    let out = cmd::output(
+        Command::new(numatrace)
+            .args(["top", "--once", "--json", "--model", "none", "--replay"])
+            .arg(trace),
+    )?;
+    let v: serde_json::Value = serde_json::from_str(&out).context("top --once --json")?;
+    let events = v["events"].as_f64().context("events")?;
+    let span = v["elapsed_s"].as_f64().context("elapsed_s")?;
+    ensure!(events > 0.0 && span > 0.0, "empty trace");
+    Ok(events / span)
+}
+
+/// Runs top for `seconds` and measures it.
+pub fn measure(
+    numatrace: &Path,
+    trace: &Path,
+    speed: f64,
+    seconds: u64,
+    extra: &str,
+) -> Result<Run> {
+    let socket = format!("numatrace-bench-{}", std::process::id());
+    let summary = cmd::target_dir().join("bench/top-summary.txt");
+    std::fs::create_dir_all(summary.parent().unwrap_or(Path::new(".")))?;
+    let _ = std::fs::remove_file(&summary);
+    let line = format!(
+        "exec {} top --replay {} --speed {speed:.3} --loop --interval 1 --duration {seconds} {extra} 2>{}",
+        numatrace.display(),
+        trace.display(),
+        summary.display()
+    );
+    tmux(
+        &socket,
+        &[
+            "new-session",
+            "-d",
+            "-x",
+            "200",
+            "-y",
+            "50",
+            "-s",
+            "b",
+            &line,
+        ],
+    )
+    .context("starting tmux (run `cargo xtask setup`)")?;
+    let result = (|| -> Result<Run> {
+        let pid: u32 = tmux(
+            &socket,
+            &["display-message", "-p", "-t", "b", "#{pane_pid}"],
+        )?
+        .trim()
+        .parse()
+        .context("pane pid")?;
+        let tck = clk_tck();
+        let start = Instant::now();
+        let warm = (seconds as f64 * 0.1).clamp(5.0, 30.0);
+        let mut samples = Vec::new();
+        loop {
+            let t = start.elapsed().as_secs_f64();
+            if t > seconds as f64 - 1.0 {
+                break;
+            }
+            match sample(pid, tck) {
+                Some((cpu_s, rss_kb)) => samples.push(Sample { t, cpu_s, rss_kb }),
+                None => bail!("numatrace top exited early (see {})", summary.display()),
+            }
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        // Let top finish and write its summary.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while sample(pid, tck).is_some() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let text = std::fs::read_to_string(&summary).unwrap_or_default();
+        let events: f64 = text
+            .split("numatrace top: ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .with_context(|| format!("no summary from top: {text:?}"))?;
+        let after: Vec<&Sample> = samples.iter().filter(|s| s.t >= warm).collect();
+        let (first, last) = match (after.first(), after.last()) {
+            (Some(a), Some(b)) if b.t > a.t => (*a, *b),
+            _ => bail!("run too short to measure ({} samples)", samples.len()),
+        };
+        let points: Vec<(f64, f64)> = after
+            .iter()
+            .map(|s| (s.t / 60.0, s.rss_kb as f64))
+            .collect();
+        Ok(Run {
+            seconds: last.t - first.t,
+            events_per_s: events / seconds as f64,
+            cpu_pct: 100.0 * (last.cpu_s - first.cpu_s) / (last.t - first.t),
+            rss_warm_kb: first.rss_kb,
+            rss_end_kb: last.rss_kb,
+            rss_max_kb: after.iter().map(|s| s.rss_kb).max().unwrap_or(0),
+            rss_slope_kb_min: slope(&points),
+        })
+    })();
+    let _ = tmux(&socket, &["kill-server"]);
+    result
+}
+
+pub fn run(seconds: u64) -> Result<()> {
+    ensure!(seconds >= 20, "--seconds: at least 20");
+    let numatrace = binary::build(true, &mut Setup::new(false))?;
+    let trace: PathBuf =
+        cmd::workspace_root().join("numa-cli/tests/testdata/hot-chunks-6.12.trace");
+    let rate = trace_rate(&numatrace, &trace)?;
+    let speed = TARGET_EVENTS_PER_S / rate;
+    println!(
+        "numatrace top benchmark: {} replayed in a loop at x{speed:.0} ({rate:.0} events/s recorded -> {:.0}k/s), refresh 1 s, 200x50 tmux pane",
+        trace.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+        TARGET_EVENTS_PER_S / 1e3
+    );
+    println!("  full run: {seconds} s (warm-up excluded from the figures)...");
+    let full = measure(&numatrace, &trace, speed, seconds, "")?;
+    let short = (seconds / 5).clamp(20, 60);
+    println!("  the same without shadow models (--model none): {short} s...");
+    let bare = measure(&numatrace, &trace, speed, short, "--model none")?;
+    let mib = |kb: u64| kb as f64 / 1024.0;
+    let grow_10min_mib = full.rss_slope_kb_min * 10.0 / 1024.0;
+    let flat =
+        grow_10min_mib.abs() < 2.0 && full.rss_end_kb.saturating_sub(full.rss_warm_kb) < 4096;
+    println!();
+    println!(
+        "  delivered       {:>9.0} events/s (target {:.0})",
+        full.events_per_s, TARGET_EVENTS_PER_S
+    );
+    println!(
+        "  CPU             {:>9.1} % of one core over {:.0} s (target < 5 %) {}",
+        full.cpu_pct,
+        full.seconds,
+        if full.cpu_pct < 5.0 { "ok" } else { "OVER" }
+    );
+    println!(
+        "  RSS             {:>9.1} MiB after warm-up -> {:.1} MiB at the end (max {:.1}); trend {:+.2} MiB per 10 min {}",
+        mib(full.rss_warm_kb),
+        mib(full.rss_end_kb),
+        mib(full.rss_max_kb),
+        grow_10min_mib,
+        if flat { "(flat)" } else { "(GROWING)" }
+    );
+    if seconds < 600 {
+        println!(
+            "  (a {seconds} s run; the trend line extrapolates the RSS to 10 minutes: {:.1} MiB)",
+            mib(full.rss_end_kb) + full.rss_slope_kb_min * (600.0 - full.seconds) / 60.0 / 1024.0
+        );
+    }
+    println!(
+        "  CPU without models {:>6.1} % ({:.0} events/s): the shadow models cost {:.1} points",
+        bare.cpu_pct,
+        bare.events_per_s,
+        full.cpu_pct - bare.cpu_pct
+    );
+    Ok(())
+}
