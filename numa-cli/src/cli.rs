@@ -43,6 +43,11 @@ pub enum Command {
     /// Latency and fault-count histograms: bcc-style text, JSON lines, CSV.
     Hist(HistArgs),
     /// Live TUI: rates, processes, latency histograms, shadow models.
+    ///
+    /// Keys: q quit, arrows/j/k select, Enter detail, Esc back, s/S sort,
+    /// / filter, p pause, +/- refresh, m model, ? help. With --duration or
+    /// COMMAND, top exits when the run ends; without, it runs until q (a
+    /// replay stays on the trace's final numbers).
     Top(TopArgs),
     /// Promote the pages a model finds hot and the kernel refused, with
     /// move_pages(2): rate limited, above a free-memory floor, scoped.
@@ -200,8 +205,6 @@ pub struct TopArgs {
     /// two-touch observation window in ms.
     #[arg(long)]
     pub window_ms: Option<u64>,
-    /// With --duration or COMMAND, top exits when the run ends; without,
-    /// it stays on the final numbers until `q`.
     #[command(flatten)]
     pub probe: ProbeArgs,
 }

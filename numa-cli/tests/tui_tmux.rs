@@ -178,6 +178,10 @@ impl Drop for Tmux {
         let _ = Command::new("tmux")
             .args(["-L", &self.socket, "kill-server"])
             .output();
+        // SAFETY: getuid has no preconditions.
+        let uid = unsafe { libc::getuid() };
+        let dir = std::env::var("TMUX_TMPDIR").unwrap_or_else(|_| "/tmp".into());
+        let _ = std::fs::remove_file(format!("{dir}/tmux-{uid}/{}", self.socket));
         let _ = std::fs::remove_file(format!("/tmp/numatrace-top-{}.err", self.socket));
     }
 }

@@ -181,6 +181,10 @@ pub fn measure(
         })
     })();
     let _ = tmux(&socket, &["kill-server"]);
+    let dir = std::env::var("TMUX_TMPDIR").unwrap_or_else(|_| "/tmp".into());
+    if let Ok(uid) = cmd::output(Command::new("id").arg("-u")) {
+        let _ = std::fs::remove_file(format!("{dir}/tmux-{}/{socket}", uid.trim()));
+    }
     result
 }
 

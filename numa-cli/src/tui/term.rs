@@ -67,7 +67,17 @@ pub fn enter() -> Result<(Terminal<ratatui::backend::CrosstermBackend<Stdout>>, 
     ACTIVE.store(true, Ordering::SeqCst);
     let guard = Guard;
     execute!(io::stdout(), EnterAlternateScreen, cursor::Hide)?;
-    let terminal = Terminal::new(ratatui::backend::CrosstermBackend::new(io::stdout()))?;
+    let backend = ratatui::backend::CrosstermBackend::new(io::stdout());
+    // A serial console nobody sized reports 0x0: draw 80x24 there.
+    let terminal = match terminal::size() {
+        Ok((w, h)) if w > 0 && h > 0 => Terminal::new(backend)?,
+        _ => Terminal::with_options(
+            backend,
+            ratatui::TerminalOptions {
+                viewport: ratatui::Viewport::Fixed(ratatui::layout::Rect::new(0, 0, 80, 24)),
+            },
+        )?,
+    };
     Ok((terminal, guard))
 }
 
