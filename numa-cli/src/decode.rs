@@ -11,6 +11,17 @@ pub enum Event {
     Skip(SkipEvent),
 }
 
+impl Event {
+    /// When it happened (CLOCK_MONOTONIC ns, the clock of snapshots too).
+    pub fn ts_ns(&self) -> u64 {
+        match self {
+            Event::Fault(f) => f.ts_ns,
+            Event::Scan(s) => s.ts_ns,
+            Event::Skip(s) => s.ts_ns,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DecodeError {
     #[error("record of {0} bytes is too short for its kind")]

@@ -224,11 +224,7 @@ pub async fn run_replay(
         };
         let (ts, item) = match item? {
             trace::Item::Event(ev) => {
-                let ts = match &ev {
-                    Event::Fault(f) => f.ts_ns,
-                    Event::Scan(s) => s.ts_ns,
-                    Event::Skip(s) => s.ts_ns,
-                };
+                let ts = ev.ts_ns();
                 (ts, Some(Ok(ev)))
             }
             trace::Item::Snapshot(s) => (s.ts_ns, Some(Err(s))),

@@ -86,14 +86,6 @@ impl Source {
     }
 }
 
-fn event_ts(ev: &Event) -> u64 {
-    match ev {
-        Event::Fault(f) => f.ts_ns,
-        Event::Scan(s) => s.ts_ns,
-        Event::Skip(s) => s.ts_ns,
-    }
-}
-
 /// Forwards the pipeline into the shared aggregator, shifting time by
 /// `offset` (looped replays keep time monotonic).
 struct AggSink<'a> {
@@ -105,7 +97,7 @@ struct AggSink<'a> {
 impl Sink for AggSink<'_> {
     fn event(&mut self, ev: &Event) -> Result<()> {
         if self.offset == 0 {
-            self.last_ts = self.last_ts.max(event_ts(ev));
+            self.last_ts = self.last_ts.max(ev.ts_ns());
             self.agg.borrow_mut().event(ev);
             return Ok(());
         }
@@ -123,7 +115,7 @@ impl Sink for AggSink<'_> {
             }
             e
         };
-        self.last_ts = self.last_ts.max(event_ts(&ev));
+        self.last_ts = self.last_ts.max(ev.ts_ns());
         self.agg.borrow_mut().event(&ev);
         Ok(())
     }

@@ -322,11 +322,7 @@ impl Shadow {
     }
 
     pub fn event(&mut self, ev: &Event) {
-        let ts = match ev {
-            Event::Fault(f) => f.ts_ns,
-            Event::Scan(s) => s.ts_ns,
-            Event::Skip(s) => s.ts_ns,
-        };
+        let ts = ev.ts_ns();
         // Same window rule as the totals: nothing before the first snapshot.
         if self.first.as_ref().is_some_and(|s| ts < s.ts_ns) {
             return;

@@ -127,11 +127,7 @@ impl Totals {
     pub fn event(&mut self, ev: &Event) {
         // Events from before the first snapshot precede the window the
         // kernel counters and vmstat deltas describe (the attach itself).
-        let ts = match ev {
-            Event::Fault(f) => f.ts_ns,
-            Event::Scan(s) => s.ts_ns,
-            Event::Skip(s) => s.ts_ns,
-        };
+        let ts = ev.ts_ns();
         if self.first_snapshot.as_ref().is_some_and(|s| ts < s.ts_ns) {
             return;
         }

@@ -277,11 +277,7 @@ impl PromoteSink {
 
 impl Sink for PromoteSink {
     fn event(&mut self, ev: &Event) -> Result<()> {
-        let ts = match ev {
-            Event::Fault(f) => f.ts_ns,
-            Event::Scan(s) => s.ts_ns,
-            Event::Skip(s) => s.ts_ns,
-        };
+        let ts = ev.ts_ns();
         // The same window as the vmstat delta: nothing before the first snapshot.
         if self.first.as_ref().is_some_and(|s| ts < s.ts_ns) {
             return Ok(());
