@@ -328,6 +328,16 @@ pub struct HotChunksArgs {
     /// Total run time in seconds.
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,
+    /// Keep running past --duration until the system has taken this many
+    /// hint faults since the access phase began (vmstat numa_hint_faults),
+    /// at most --max-duration: the NUMA scanner runs on the task's CPU
+    /// time, so on a loaded host (or under emulation) a fixed wall-clock
+    /// window may end before the scanner reaches the region.
+    #[arg(long, default_value_t = 0)]
+    pub min_faults: u64,
+    /// Upper bound in seconds when --min-faults extends the run.
+    #[arg(long, default_value_t = 300.0)]
+    pub max_duration: f64,
     /// Slow node (default: the first CPU-less node).
     #[arg(long)]
     pub slow_node: Option<u32>,

@@ -231,8 +231,22 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
         .unwrap_or(0);
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(a.duration);
+    let hard_deadline = start + Duration::from_secs_f64(a.max_duration.max(a.duration));
+    let faults_so_far = || {
+        system::vmstat()
+            .get("numa_hint_faults")
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(faults0)
+    };
     let (mut visits, mut accesses, mut busy) = (0u64, 0u64, Duration::ZERO);
-    while Instant::now() < deadline {
+    loop {
+        let now = Instant::now();
+        if now >= deadline
+            && !(a.min_faults > 0 && now < hard_deadline && faults_so_far() < a.min_faults)
+        {
+            break;
+        }
         let chunk = (rng.next() % chunks) as usize;
         let t = Instant::now();
         for _ in 0..a.accesses {

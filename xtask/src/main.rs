@@ -95,12 +95,12 @@ numatrace doctor || exit 1
 echo; echo '== filling DRAM with an idle 1400 MiB process, then hot-chunks on the slow node for 30 s =='
 numatrace workload hot-chunks --dram-mb 1400 --slow-mb 0 --duration 600 > /dev/null &
 sleep 8
-numatrace shadow --record /results/demo.trace -- numatrace workload hot-chunks --slow-mb 128 --chunk-mb 8 --accesses 20000 --idle-ms 100 --duration 30 --summary /results/workload.json
+numatrace shadow --record /results/demo.trace -- numatrace workload hot-chunks --slow-mb 128 --chunk-mb 8 --accesses 20000 --idle-ms 100 --duration 30 --min-faults 10000 --max-duration 180 --summary /results/workload.json
 echo; echo '== the same recording, replayed with a fault-count threshold sweep =='
 numatrace replay /results/demo.trace --sweep threshold=1e2,1e3,1e4,1e5,1e6
 echo; echo '== numatrace top, live, on this terminal (size passed in) while hot-chunks runs for 45 s; it exits with the workload =='
 sleep 5
-numatrace top -- numatrace workload hot-chunks --slow-mb 128 --chunk-mb 8 --accesses 20000 --idle-ms 100 --duration 45 --summary /results/top-workload.json
+numatrace top -- numatrace workload hot-chunks --slow-mb 128 --chunk-mb 8 --accesses 20000 --idle-ms 100 --duration 45 --min-faults 10000 --max-duration 180 --summary /results/top-workload.json
 "#;
 
 fn main() -> ExitCode {
