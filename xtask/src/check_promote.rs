@@ -15,7 +15,10 @@ use std::path::Path;
 use anyhow::{ensure, Context, Result};
 use serde_json::Value;
 
-use crate::{checks::read_json, kernels::Series};
+use crate::{
+    checks::{read_json, u},
+    kernels::Series,
+};
 
 /// The guest script (`$RESULTS` is the test's results directory).
 pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
@@ -61,15 +64,6 @@ kill $sampler
 kill $filler
 cat promote.err dry.err
 "#;
-
-fn u(v: &Value, path: &[&str]) -> Result<u64> {
-    let mut cur = v;
-    for p in path {
-        cur = &cur[*p];
-    }
-    cur.as_u64()
-        .with_context(|| format!("{} is not a number: {cur}", path.join(".")))
-}
 
 fn text(dir: &Path, name: &str) -> Result<String> {
     std::fs::read_to_string(dir.join(name)).with_context(|| format!("no {name}"))

@@ -14,20 +14,19 @@ pub fn read_json(dir: &Path, name: &str) -> Result<Value> {
     serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
 }
 
-fn u(v: &Value, path: &[&str]) -> Result<u64> {
-    let mut cur = v;
-    for p in path {
-        cur = &cur[*p];
-    }
+/// The value at `path` (JSON object keys), or what is there instead.
+fn at<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
+    path.iter().fold(v, |cur, p| &cur[*p])
+}
+
+pub fn u(v: &Value, path: &[&str]) -> Result<u64> {
+    let cur = at(v, path);
     cur.as_u64()
         .with_context(|| format!("{} is not a number: {cur}", path.join(".")))
 }
 
 fn f(v: &Value, path: &[&str]) -> Result<f64> {
-    let mut cur = v;
-    for p in path {
-        cur = &cur[*p];
-    }
+    let cur = at(v, path);
     cur.as_f64()
         .with_context(|| format!("{} is not a number: {cur}", path.join(".")))
 }

@@ -114,6 +114,24 @@ fn main() -> ExitCode {
     }
 }
 
+/// Boots the 6.12 test bed once with a benchmark script (the same runner
+/// as `cargo xtask vm`); results land in `out`.
+fn bench_vm(out: &std::path::Path, script: &str) -> Result<ExitCode> {
+    let cli = Cli::parse_from([
+        "cargo xtask",
+        "vm",
+        "--kernel",
+        "6.12",
+        "--timeout",
+        "900",
+        "--out",
+        &out.to_string_lossy(),
+        "--",
+        script,
+    ]);
+    run(cli.command)
+}
+
 fn run(command: Cmd) -> Result<ExitCode> {
     match command {
         Cmd::Setup { kernels } => {
@@ -150,19 +168,7 @@ fn run(command: Cmd) -> Result<ExitCode> {
                 ("table", bench::table_script())
             };
             let out = cmd::target_dir().join("bench").join(name);
-            let cli = Cli::parse_from([
-                "cargo xtask",
-                "vm",
-                "--kernel",
-                "6.12",
-                "--timeout",
-                "900",
-                "--out",
-                &out.to_string_lossy(),
-                "--",
-                &script,
-            ]);
-            let code = run(cli.command)?;
+            let code = bench_vm(&out, &script)?;
             if code != ExitCode::SUCCESS {
                 return Ok(code);
             }
@@ -179,19 +185,7 @@ fn run(command: Cmd) -> Result<ExitCode> {
         } => {
             let out = cmd::target_dir().join("bench/overhead");
             let script = bench::overhead_script();
-            let cli = Cli::parse_from([
-                "cargo xtask",
-                "vm",
-                "--kernel",
-                "6.12",
-                "--timeout",
-                "900",
-                "--out",
-                &out.to_string_lossy(),
-                "--",
-                &script,
-            ]);
-            let code = run(cli.command)?;
+            let code = bench_vm(&out, &script)?;
             if code != ExitCode::SUCCESS {
                 return Ok(code);
             }
