@@ -104,9 +104,11 @@ pub struct StatsArgs {
     pub probe: ProbeArgs,
 }
 
-/// Shadow policy selection, shared by `shadow` and `replay`.
-#[derive(Debug, Args, Clone)]
-pub struct ModelArgs {
+/// Which shadow policies to run, with flat defaults for their options;
+/// shared by every command that runs models (`shadow`, `replay`, `report`,
+/// `top`, `export`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct ModelSel {
     /// Policy to evaluate, repeatable: kernel-time, fault-count, two-touch,
     /// optionally with options: `fault-count:threshold=2e5,counter=global`.
     /// Default: all three with their defaults.
@@ -127,6 +129,13 @@ pub struct ModelArgs {
     /// Apply the kernel's promotion rate limit to fault-count too.
     #[arg(long)]
     pub rate_limit: bool,
+}
+
+/// Shadow policy selection plus report output, for `shadow` and `replay`.
+#[derive(Debug, Args, Clone)]
+pub struct ModelArgs {
+    #[command(flatten)]
+    pub sel: ModelSel,
     /// Processes listed in the report.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
@@ -189,22 +198,9 @@ pub struct TopArgs {
     /// Refresh interval in seconds (`+`/`-` change it).
     #[arg(long, default_value_t = 1.0)]
     pub interval: f64,
-    /// Shadow policy, repeatable (as in `shadow`); default: all three;
-    /// `none`: no models (cheapest).
-    #[arg(long = "model")]
-    pub models: Vec<String>,
-    /// fault-count threshold for models that do not set one.
-    #[arg(long)]
-    pub threshold: Option<f64>,
-    /// fault-count counter: mm or global.
-    #[arg(long)]
-    pub counter: Option<String>,
-    /// fault-count stamp: first or latest.
-    #[arg(long)]
-    pub stamp: Option<String>,
-    /// two-touch observation window in ms.
-    #[arg(long)]
-    pub window_ms: Option<u64>,
+    /// Shadow policies (as in `shadow`; `--model none`: no models, cheapest).
+    #[command(flatten)]
+    pub sel: ModelSel,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }

@@ -5,7 +5,7 @@ use std::{io::Write, process::ExitCode};
 use anyhow::{bail, Context, Result};
 
 use crate::{
-    cli::{ModelArgs, ReplayArgs, ShadowArgs},
+    cli::{ModelArgs, ModelSel, ReplayArgs, ShadowArgs},
     decode::{Event, Snapshot},
     model::{
         policy::{self, KernelDefaults, ModelDefaults, Policy},
@@ -30,7 +30,7 @@ pub fn kernel_defaults(h: &trace::Header) -> KernelDefaults {
     }
 }
 
-fn model_defaults(a: &ModelArgs) -> ModelDefaults {
+fn model_defaults(a: &ModelSel) -> ModelDefaults {
     ModelDefaults {
         threshold: a.threshold,
         counter: a.counter.clone(),
@@ -40,7 +40,7 @@ fn model_defaults(a: &ModelArgs) -> ModelDefaults {
     }
 }
 
-pub fn policies(a: &ModelArgs, k: &KernelDefaults) -> Result<Vec<Box<dyn Policy>>> {
+pub fn policies(a: &ModelSel, k: &KernelDefaults) -> Result<Vec<Box<dyn Policy>>> {
     let specs: Vec<String> = if a.models.is_empty() {
         vec![
             "kernel-time".into(),
@@ -273,7 +273,7 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
     let mut probes = stats::attach(&args.probe)?;
     let probes_header = stats::header(&probes);
     let k = kernel_defaults(&probes_header);
-    let mut engine = Shadow::new(policies(&args.models, &k)?, args.models.top);
+    let mut engine = Shadow::new(policies(&args.models.sel, &k)?, args.models.top);
     let mut recorder = pipeline::Recorder(match &args.record {
         Some(p) => Some(trace::Writer::new(
             std::io::BufWriter::with_capacity(
@@ -315,7 +315,7 @@ pub fn replay(args: &ReplayArgs) -> Result<ExitCode> {
     if let Some(sweep) = &args.sweep {
         return run_sweep(args, sweep, &k);
     }
-    let mut engine = Shadow::new(policies(&args.models, &k)?, args.models.top);
+    let mut engine = Shadow::new(policies(&args.models.sel, &k)?, args.models.top);
     let (_, warning) = pipeline::run_file(&args.trace, &mut [&mut engine])?;
     if let Some(w) = warning {
         eprintln!("numatrace: warning: {w}");
@@ -330,6 +330,7 @@ fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitC
         .context("--sweep takes param=v1,v2,... e.g. threshold=1e4,1e5,1e6")?;
     let base = args
         .models
+        .sel
         .models
         .first()
         .cloned()
@@ -351,7 +352,7 @@ fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitC
     if specs.is_empty() {
         bail!("--sweep {sweep}: no values");
     }
-    let d = model_defaults(&args.models);
+    let d = model_defaults(&args.models.sel);
     let models = specs
         .iter()
         .map(|s| policy::build(s, &d, k))

@@ -365,7 +365,7 @@ fn esc(s: &str) -> String {
 }
 
 pub fn run(args: &ReportArgs) -> Result<ExitCode> {
-    let html = render(&args.trace, &args.models.models)?;
+    let html = render(&args.trace, &args.models.sel.models)?;
     let out = args
         .models
         .output

@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use tokio::{signal::unix::SignalKind, sync::watch};
 
 use crate::{
-    cli::{ModelArgs, TopArgs},
+    cli::{ModelSel, TopArgs},
     decode::{Event, Snapshot},
     evaluate,
     model::policy::{KernelDefaults, Policy},
@@ -39,23 +39,8 @@ const PROCFS_EVERY: Duration = Duration::from_secs(5);
 /// "Forever" for a live run the user did not bound.
 const UNBOUNDED: Duration = Duration::from_secs(100 * 365 * 86_400);
 
-fn model_args(a: &TopArgs) -> ModelArgs {
-    ModelArgs {
-        models: a.models.clone(),
-        threshold: a.threshold,
-        counter: a.counter.clone(),
-        stamp: a.stamp.clone(),
-        window_ms: a.window_ms,
-        rate_limit: false,
-        top: 10,
-        json: false,
-        csv: false,
-        output: None,
-    }
-}
-
 /// The shadow policies `--model` asks for (`none`: no models).
-fn policies(a: &ModelArgs, k: &KernelDefaults) -> Result<Vec<Box<dyn Policy>>> {
+fn policies(a: &ModelSel, k: &KernelDefaults) -> Result<Vec<Box<dyn Policy>>> {
     if a.models.iter().any(|m| m == "none") {
         if a.models.len() > 1 {
             bail!("--model none runs no shadow model: give it alone");
@@ -424,7 +409,7 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         );
     }
     // Validate the model specs before attaching anything.
-    let _ = policies(&model_args(args), &KernelDefaults::default())?;
+    let _ = policies(&args.sel, &KernelDefaults::default())?;
     let (source, header) = prepare(args)?;
     let k = evaluate::kernel_defaults(&header);
     let label = source_label(args);
@@ -440,7 +425,7 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         quit: false,
     });
     let (tx, rx) = mpsc::sync_channel::<Msg>(4);
-    let models = model_args(args);
+    let models = args.sel.clone();
     let bg = std::thread::Builder::new()
         .name("numatrace-agg".into())
         .spawn(move || -> Result<Summary> {
@@ -500,11 +485,7 @@ fn once(
     label: String,
 ) -> Result<ExitCode> {
     let live = source.live();
-    let agg = RefCell::new(Aggregator::new(
-        policies(&model_args(args), k)?,
-        header,
-        label,
-    ));
+    let agg = RefCell::new(Aggregator::new(policies(&args.sel, k)?, header, label));
     let reason = runtime()?.block_on(run_source(&mut source, &agg))?;
     if live {
         poll_procfs(&agg, Focus::default(), true);

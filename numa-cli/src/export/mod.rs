@@ -30,7 +30,7 @@ use self::{
     publish::{Options, Publisher},
 };
 use crate::{
-    cli::{ExportArgs, ModelArgs},
+    cli::{ExportArgs, ModelSel},
     evaluate,
     model::{policy::KernelDefaults, shadow::Shadow},
     pipeline::{self, LiveOptions, StopReason},
@@ -110,17 +110,9 @@ fn shadow(models: &[String], k: &KernelDefaults) -> Result<Option<(Shadow, Vec<S
         }
         return Ok(None);
     }
-    let model_args = ModelArgs {
+    let model_args = ModelSel {
         models: models.to_vec(),
-        threshold: None,
-        counter: None,
-        stamp: None,
-        window_ms: None,
-        rate_limit: false,
-        top: 0,
-        json: false,
-        csv: false,
-        output: None,
+        ..ModelSel::default()
     };
     let policies = evaluate::policies(&model_args, k)?;
     let labels: Vec<String> = if models.is_empty() {

@@ -23,19 +23,8 @@ const TRACE: &str = concat!(
 );
 const SIZES: [(u16, u16); 2] = [(80, 24), (200, 50)];
 
-fn args() -> crate::cli::ModelArgs {
-    crate::cli::ModelArgs {
-        models: Vec::new(),
-        threshold: None,
-        counter: None,
-        stamp: None,
-        window_ms: None,
-        rate_limit: false,
-        top: 10,
-        json: false,
-        csv: false,
-        output: None,
-    }
+fn args() -> crate::cli::ModelSel {
+    crate::cli::ModelSel::default()
 }
 
 /// The recording replayed in one go, published with `focus`.
