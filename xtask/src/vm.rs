@@ -186,6 +186,31 @@ pub fn state_dir(series: Series) -> PathBuf {
     cmd::target_dir().join("vm").join(series.name())
 }
 
+/// Takes the exclusive lock of a kernel's scratch directory, waiting (and
+/// saying so) while another `cargo xtask` run boots that kernel.
+fn lock_state(state: &Path) -> Result<fs::File> {
+    let path = state.join(".lock");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => return Ok(file),
+        Err(fs::TryLockError::WouldBlock) => eprintln!(
+            "waiting for another `cargo xtask` VM run on this kernel to finish ({} is locked)",
+            path.display()
+        ),
+        Err(fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("cannot lock {}", path.display()))
+        }
+    }
+    file.lock()
+        .with_context(|| format!("cannot lock {}", path.display()))?;
+    Ok(file)
+}
+
 /// The guest's NUMA layout.
 #[derive(Clone, Copy, Debug)]
 pub struct Topology {
@@ -336,6 +361,9 @@ pub struct Outcome {
     /// From QEMU start to `===NUMATRACE-READY===`.
     pub ready_after: Option<Duration>,
     pub elapsed: Duration,
+    /// Held while the results are read: another run on the same kernel
+    /// waits instead of overwriting this one's scratch directory.
+    _lock: fs::File,
 }
 
 impl Outcome {
@@ -387,6 +415,7 @@ pub fn boot(guest: &Guest) -> Result<Outcome> {
     guest.topology.validate(tiering)?;
     let state = state_dir(guest.kernel.series);
     fs::create_dir_all(&state).with_context(|| format!("cannot create {}", state.display()))?;
+    let lock = lock_state(&state)?;
 
     let modules = match tiering {
         Tiering::SoftReserved => guest.kernel.modules(SOFT_RESERVED_MODULES)?,
@@ -495,6 +524,7 @@ pub fn boot(guest: &Guest) -> Result<Outcome> {
                 console_log,
                 ready_after: None,
                 elapsed: start.elapsed(),
+                _lock: lock,
             })
         }
         Mode::Command(_) => {
@@ -506,7 +536,7 @@ pub fn boot(guest: &Guest) -> Result<Outcome> {
             let child = qemu
                 .spawn()
                 .with_context(|| format!("cannot start `{line}`: run `cargo xtask setup`"))?;
-            let outcome = watch(child, guest, start, console_log)?;
+            let outcome = watch(child, guest, start, console_log, lock)?;
             if let Some(ready) = outcome.ready_after {
                 println!(
                     "numatrace-vm: {} ready after {:.1} s, done after {:.1} s",
@@ -528,7 +558,13 @@ enum Event {
 
 /// Streams the console until the guest powers off, the timeout hits, or
 /// QEMU dies; then extracts the results.
-fn watch(mut child: Child, guest: &Guest, start: Instant, console_log: PathBuf) -> Result<Outcome> {
+fn watch(
+    mut child: Child,
+    guest: &Guest,
+    start: Instant,
+    console_log: PathBuf,
+    lock: fs::File,
+) -> Result<Outcome> {
     let (tx, rx) = mpsc::channel();
     let stdout = child.stdout.take().context("QEMU stdout not captured")?;
     let stderr = child.stderr.take().context("QEMU stderr not captured")?;
@@ -616,6 +652,7 @@ fn watch(mut child: Child, guest: &Guest, start: Instant, console_log: PathBuf) 
         console_log,
         ready_after,
         elapsed,
+        _lock: lock,
     })
 }
 
