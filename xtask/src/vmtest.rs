@@ -113,6 +113,8 @@ numatrace replay ../recording/t.trace --json -o replay.json
 pub struct TestResult {
     pub name: String,
     pub outcome: Result<()>,
+    /// Guest-side wall time of the test (from its end marker), if it ran.
+    pub seconds: Option<u64>,
 }
 
 const TEST_BEGIN: &str = "===NUMATRACE-TEST-BEGIN ";
@@ -148,6 +150,7 @@ pub fn run_kernel(kernel: &Kernel, numatrace: &Path) -> Vec<TestResult> {
                 .map(|t| TestResult {
                     name: t.name.to_string(),
                     outcome: Err(anyhow::anyhow!("cannot boot: {msg}")),
+                    seconds: None,
                 })
                 .collect();
         }
@@ -183,6 +186,7 @@ pub fn run_kernel(kernel: &Kernel, numatrace: &Path) -> Vec<TestResult> {
                 .join(" | ")
         ));
     }
+    let full_console = outcome.console.as_str();
     sections
         .into_iter()
         .map(|(t, console)| {
@@ -198,6 +202,7 @@ pub fn run_kernel(kernel: &Kernel, numatrace: &Path) -> Vec<TestResult> {
             TestResult {
                 name: t.name.to_string(),
                 outcome,
+                seconds: test_seconds(full_console, t.name),
             }
         })
         .collect()
@@ -241,10 +246,11 @@ fn guest_script(tests: &[&VmTest]) -> String {
             s,
             "echo '{TEST_BEGIN}{name}==='\n\
              mkdir -p {dir} && cd {dir}\n\
+             t0=$(date +%s)\n\
              RESULTS={dir} timeout -s KILL {timeout} sh -c {script}\n\
              rc=$?\n\
              echo $rc > {dir}/exit_status\n\
-             echo \"{TEST_END}{name} exit=$rc===\"\n\
+             echo \"{TEST_END}{name} exit=$rc secs=$(( $(date +%s) - t0 ))===\"\n\
              [ $rc -eq 0 ] || failed=1\n\
              cd /\n",
             name = t.name,
@@ -267,6 +273,17 @@ fn section(console: &str, name: &str) -> String {
         .take_while(|l| !l.starts_with(&end))
         .map(|l| format!("{l}\n"))
         .collect()
+}
+
+/// The guest-side seconds a test took, from its end marker
+/// (`... exit=RC secs=N===`).
+fn test_seconds(console: &str, name: &str) -> Option<u64> {
+    let end = format!("{TEST_END}{name} ");
+    let line = console.lines().find(|l| l.starts_with(&end))?;
+    let secs = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("secs="))?;
+    secs.trim_end_matches('=').parse().ok()
 }
 
 /// `numatrace doctor --json` sees the test bed as it is: everything attaches,
@@ -409,6 +426,10 @@ mod tests {
         let console = "boot\n===NUMATRACE-TEST-BEGIN doctor===\na\nb\n===NUMATRACE-TEST-END doctor exit=0===\nafter\n";
         assert_eq!(section(console, "doctor"), "a\nb\n");
         assert_eq!(section(console, "other"), "");
+        assert_eq!(test_seconds(console, "doctor"), None);
+        let timed = "===NUMATRACE-TEST-END shadow exit=1 secs=42===\n";
+        assert_eq!(test_seconds(timed, "shadow"), Some(42));
+        assert_eq!(test_seconds(timed, "doctor"), None);
         let script = guest_script(&[&TESTS[0]]);
         assert!(script.contains("RESULTS=/results/doctor timeout -s KILL 180 sh -c 'echo 2"));
         assert!(script.ends_with("exit $failed\n"));
