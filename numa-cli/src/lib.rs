@@ -15,6 +15,7 @@ pub mod model;
 pub mod pipeline;
 pub mod probe;
 pub mod promote;
+pub mod promoter_state;
 pub mod report;
 pub mod stats;
 pub mod system;
