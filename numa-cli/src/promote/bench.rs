@@ -36,6 +36,21 @@ struct Result1 {
     pages_per_s: f64,
     calls: u64,
     on_dram_after: u64,
+    /// Mover only: where its time went.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mover: Option<MoverTimes>,
+}
+
+#[derive(Debug, Serialize)]
+struct MoverTimes {
+    move_calls: u64,
+    move_s: f64,
+    query_calls: u64,
+    query_s: f64,
+    meminfo_reads: u64,
+    batch_pages: usize,
+    ns_per_page: Option<f64>,
+    fixed_ns_per_call: Option<f64>,
 }
 
 pub fn move_pages(a: &MovePagesArgs) -> Result<ExitCode> {
@@ -75,6 +90,7 @@ pub fn move_pages(a: &MovePagesArgs) -> Result<ExitCode> {
     );
     let pid = std::process::id();
     let t0 = monotonic_ns();
+    let mut times = None;
     let (moved, calls) = match a.via {
         MoveVia::Baseline => {
             let nodes = vec![dram as i32; pages.len()];
@@ -123,6 +139,16 @@ pub fn move_pages(a: &MovePagesArgs) -> Result<ExitCode> {
                 }
             }
             let r = m.finish();
+            times = Some(MoverTimes {
+                move_calls: r.move_calls,
+                move_s: r.move_ns as f64 / 1e9,
+                query_calls: r.query_calls,
+                query_s: r.query_ns as f64 / 1e9,
+                meminfo_reads: r.meminfo_reads,
+                batch_pages: r.batch_pages,
+                ns_per_page: r.ns_per_page,
+                fixed_ns_per_call: r.fixed_ns_per_call,
+            });
             (r.statuses.moved, r.move_calls + r.query_calls)
         }
     };
@@ -143,6 +169,7 @@ pub fn move_pages(a: &MovePagesArgs) -> Result<ExitCode> {
         pages_per_s: moved as f64 / secs.max(1e-9),
         calls,
         on_dram_after: on_dram,
+        mover: times,
     };
     writeln!(std::io::stdout(), "{}", serde_json::to_string(&r)?)?;
     Ok(ExitCode::SUCCESS)

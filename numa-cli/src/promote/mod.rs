@@ -45,7 +45,7 @@ use crate::{
         shadow::Agreement,
     },
     pipeline::{self, LiveOptions, Sink},
-    stats,
+    promoter_state, stats,
     system::{self, MemoryTier, Node},
 };
 use mover::{Mover, MoverConfig, MoverReport, Shared, SysEnv};
@@ -439,7 +439,36 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = sync_channel(a.queue.max(1));
     let mover = Mover::new(cfg.clone(), scope.clone(), SysEnv, shared.clone());
-    let handle = mover::spawn(mover, rx, stop.clone()).context("starting the mover thread")?;
+    // `top` and `export` show the promoter through its state file.
+    let state = match promoter_state::Writer::open() {
+        Ok(writer) => {
+            let pid = std::process::id();
+            Some(mover::StatePublisher::new(
+                writer,
+                promoter_state::PromoterState {
+                    pid,
+                    pid_start_ticks: promoter_state::pid_start_ticks(pid),
+                    started_unix_s: promoter_state::unix_now(),
+                    dry_run: a.dry_run,
+                    scope: scope.describe(),
+                    model: model.clone(),
+                    ..promoter_state::PromoterState::default()
+                },
+            ))
+        }
+        Err(e) => {
+            eprintln!("numatrace: warning: top and export will not show this promoter: {e}");
+            None
+        }
+    };
+    if let Some(p) = &state {
+        eprintln!(
+            "numatrace: publishing the promoter's state to {}",
+            p.writer.path.display()
+        );
+    }
+    let handle =
+        mover::spawn(mover, rx, stop.clone(), state).context("starting the mover thread")?;
     let mut sink = PromoteSink::new(policy, scope.clone(), targets, tx, shared.clone());
     let opts = LiveOptions {
         // No --duration: until a signal (run_live's default would be 10 s).

@@ -4,12 +4,22 @@
 //! limit and above the target node's free floor. Runs on its own thread so
 //! the event pipeline never waits for a migration.
 //!
-//! Every batch is first *queried* (move_pages without nodes): pages already
-//! on the target or in a tier no lower than it are not moved (this is how
-//! "never to a lower tier" is enforced at the moment of the move, not only
-//! at the fault), and pages that are gone are dropped without a migration.
+//! "Never to a lower tier" is enforced at the moment of the move, not only
+//! at the fault. When the target is the only node of the top tier, a move
+//! there can only be upwards or a no-op, so the batch is moved directly and
+//! the move's own status array says where each page ended up. Otherwise
+//! (several top-tier nodes, or a target below the top tier) every batch is
+//! first *queried* (move_pages without nodes): pages already on the target
+//! or in a tier no lower than it are not moved, and pages that are gone are
+//! dropped without a migration.
+//!
+//! Fixed costs per batch are kept low, since the baseline (one big call)
+//! pays them once: no query when it cannot matter, node meminfo reused for
+//! a short while (conservatively, see [`Mover::headroom`]), reused buffers,
+//! O(1) process selection, and batches sized so the call fills `--batch-ms`
+//! ([`BatchSizer`] learns the fixed and per-page cost of a call).
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap},
     io,
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -20,6 +30,8 @@ use std::{
 };
 
 use serde::Serialize;
+
+use crate::promoter_state::{PromoterState, Writer, PUBLISH_EVERY_S};
 
 use super::{
     batch::BatchSizer,
@@ -35,6 +47,17 @@ pub const PAGE: u64 = 4096;
 const MAX_VERIFY: usize = 1 << 20;
 /// How long the mover sleeps at most before looking at the channel again.
 const POLL_NS: u64 = 50_000_000;
+/// A node's meminfo reading is reused for at most this long.
+pub const MEMINFO_MAX_AGE_NS: u64 = 200_000_000;
+
+/// A target node's last meminfo reading and what was sent there since.
+#[derive(Debug, Clone, Copy)]
+struct FreeEstimate {
+    free_kb: u64,
+    total_kb: u64,
+    read_ns: u64,
+    sent_bytes: u64,
+}
 
 /// What a page's move ended as (move_pages' per-page status).
 #[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
@@ -170,12 +193,9 @@ pub struct Shared {
     pub started_ns: AtomicU64,
 }
 
-/// A snapshot of promoter activity for live displays.
-///
-/// `numatrace top` and the exporter are meant to show it while a promoter
-/// runs (issue 7: "moved/s, failures, queue depth"); wiring it into them is
-/// left to their owners: call [`PromoterStats::read`] on the `Arc<Shared>`
-/// of a running promoter, and [`PromoterStats::moved_per_s`] between two.
+/// A snapshot of promoter activity in this process. Other processes
+/// (`numatrace top`, the exporter) see it through the state file the mover
+/// thread publishes ([`crate::promoter_state`], [`Mover::fill_state`]).
 #[derive(Debug, Default, Clone, Copy, Serialize, PartialEq)]
 pub struct PromoterStats {
     pub ts_ns: u64,
@@ -237,9 +257,12 @@ pub struct MoverReport {
     pub move_ns: u64,
     pub query_calls: u64,
     pub query_ns: u64,
-    /// Pages per call at the end, and the learnt cost per page.
+    /// Pages per call at the end, and the learnt cost per page and per call.
     pub batch_pages: usize,
     pub ns_per_page: Option<f64>,
+    pub fixed_ns_per_call: Option<f64>,
+    /// Reads of the target nodes' meminfo (the free floor).
+    pub meminfo_reads: u64,
     pub rate_waits: u64,
     pub floor_waits: u64,
     /// Node -> floor in KiB (as last computed).
@@ -279,11 +302,40 @@ pub struct Mover<E: Env> {
     moved_len: usize,
     would_by_second: BTreeMap<u64, u64>,
     shared: Arc<Shared>,
+    free: BTreeMap<u32, FreeEstimate>,
+    /// Nodes alone in the top tier: nothing can be above or beside them,
+    /// so a move there needs no query first.
+    sole_top: BTreeSet<u32>,
+    /// Buffers of the calls, reused.
+    addrs: Vec<u64>,
+    nodes: Vec<i32>,
+    status: Vec<i32>,
+}
+
+/// The nodes that are alone in the highest tier (the lowest tier id).
+fn sole_top_nodes(tier_of: &BTreeMap<i32, u32>) -> BTreeSet<u32> {
+    let Some(top) = tier_of.values().min() else {
+        return BTreeSet::new();
+    };
+    let nodes: Vec<i32> = tier_of
+        .iter()
+        .filter(|(_, t)| *t == top)
+        .map(|(n, _)| *n)
+        .collect();
+    match nodes[..] {
+        [n] if n >= 0 => [n as u32].into(),
+        _ => BTreeSet::new(),
+    }
 }
 
 impl<E: Env> Mover<E> {
     pub fn new(cfg: MoverConfig, scope: Scope, env: E, shared: Arc<Shared>) -> Self {
         Mover {
+            free: BTreeMap::new(),
+            sole_top: sole_top_nodes(&cfg.tier_of),
+            addrs: Vec::new(),
+            nodes: Vec::new(),
+            status: Vec::new(),
             bucket: TokenBucket::for_rate(cfg.rate_bytes_per_s),
             sizer: BatchSizer::new(cfg.batch_ms),
             report: MoverReport {
@@ -360,21 +412,12 @@ impl<E: Env> Mover<E> {
         let Some(target) = self.queue.peek_target(pid, now) else {
             return Step::Worked;
         };
-        let Some((free_kb, total_kb)) = self.env.node_meminfo(target) else {
+        let want = self.sizer.pages() as u64;
+        let Some((headroom, fresh)) = self.headroom(target, now, want) else {
             // Without the node's free memory the floor cannot be kept.
             self.report.meminfo_errors += 1;
             return Step::Wait(1_000_000_000);
         };
-        let floor_kb = self.cfg.min_free.floor_kb(total_kb);
-        self.report.floor_kb.insert(target, floor_kb);
-        let cpus = self.cfg.cpus_of.get(&target).copied().unwrap_or(1);
-        let headroom = floor::headroom_bytes(free_kb, floor_kb, cpus);
-        let m = self
-            .report
-            .min_headroom_kb
-            .entry(target)
-            .or_insert(u64::MAX);
-        *m = (*m).min(headroom / 1024);
         let headroom_pages = headroom / PAGE;
         if headroom_pages == 0 {
             self.report.floor_waits += 1;
@@ -386,14 +429,17 @@ impl<E: Env> Mover<E> {
             return Step::Wait(self.bucket.wait_ns(now, PAGE).max(1_000_000));
         }
         let hard = headroom_pages.min(rate_pages);
-        let mut batch = self
-            .queue
-            .take_batch(pid, now, (self.sizer.pages() as u64).min(hard));
+        let mut batch = self.queue.take_batch(pid, now, want.min(hard));
         if batch.is_empty() {
             // A huge folio larger than the batch size: the hard limits decide.
             batch = self.queue.take_batch(pid, now, hard);
         }
         if batch.is_empty() {
+            if !fresh && hard == headroom_pages {
+                // The estimate is short: look at the node again first.
+                self.free.remove(&target);
+                return Step::Worked;
+            }
             // It does not fit under the rate's burst or the floor yet.
             self.report.floor_waits += u64::from(hard == headroom_pages);
             self.report.rate_waits += u64::from(hard != headroom_pages);
@@ -402,6 +448,54 @@ impl<E: Env> Mover<E> {
         self.execute(pid, target, batch);
         self.sync_pending();
         Step::Worked
+    }
+
+    /// Bytes that may still go to `target` without crossing its floor, and
+    /// whether that comes from a meminfo read just now.
+    ///
+    /// Reading the node's meminfo before every batch costs about as much as
+    /// a small move under emulation, so a reading is reused for up to
+    /// [`MEMINFO_MAX_AGE_NS`], conservatively: a reused reading grants only
+    /// half its headroom, minus every byte sent to the node since (whether
+    /// it moved or not), so other allocations on the node have the other
+    /// half. A batch that does not fit the estimate reads the node again;
+    /// right after a read the whole headroom may be used, as before.
+    fn headroom(&mut self, target: u32, now: u64, want_pages: u64) -> Option<(u64, bool)> {
+        let cpus = self.cfg.cpus_of.get(&target).copied().unwrap_or(1);
+        if let Some(e) = self.free.get(&target) {
+            if now.saturating_sub(e.read_ns) < MEMINFO_MAX_AGE_NS {
+                let floor_kb = self.cfg.min_free.floor_kb(e.total_kb);
+                let h = (floor::headroom_bytes(e.free_kb, floor_kb, cpus) / 2)
+                    .saturating_sub(e.sent_bytes);
+                if h >= want_pages * PAGE {
+                    return Some((h, false));
+                }
+            }
+        }
+        self.report.meminfo_reads += 1;
+        let Some((free_kb, total_kb)) = self.env.node_meminfo(target) else {
+            self.free.remove(&target);
+            return None;
+        };
+        self.free.insert(
+            target,
+            FreeEstimate {
+                free_kb,
+                total_kb,
+                read_ns: now,
+                sent_bytes: 0,
+            },
+        );
+        let floor_kb = self.cfg.min_free.floor_kb(total_kb);
+        self.report.floor_kb.insert(target, floor_kb);
+        let headroom = floor::headroom_bytes(free_kb, floor_kb, cpus);
+        let m = self
+            .report
+            .min_headroom_kb
+            .entry(target)
+            .or_insert(u64::MAX);
+        *m = (*m).min(headroom / 1024);
+        Some((headroom, true))
     }
 
     fn sync_pending(&self) {
@@ -427,14 +521,16 @@ impl<E: Env> Mover<E> {
         }
     }
 
-    fn retry_or_give_up(&mut self, pid: u32, addr: u64, mut p: Pending, now: u64) {
-        p.tries += 1;
-        if p.tries > self.cfg.max_retries {
-            self.report.gave_up += 1;
-        } else {
-            p.due_ns = now + self.cfg.retry_backoff_ms * 1_000_000 * u64::from(p.tries);
-            self.queue.retry(pid, addr, p);
-        }
+    fn retry_or_give_up(&mut self, pid: u32, addr: u64, p: Pending, now: u64) {
+        p_retry(
+            &mut self.queue,
+            &mut self.report,
+            &self.cfg,
+            pid,
+            addr,
+            p,
+            now,
+        );
     }
 
     fn whole_call_failed(&mut self, pid: u32, batch: Vec<(u64, Pending)>, e: &io::Error) {
@@ -454,83 +550,118 @@ impl<E: Env> Mover<E> {
         }
     }
 
-    fn execute(&mut self, pid: u32, target: u32, batch: Vec<(u64, Pending)>) {
-        // 1. Where are they now?
-        let addrs: Vec<u64> = batch.iter().map(|(a, _)| *a).collect();
-        let mut status = vec![i32::MIN; addrs.len()];
+    /// Where are they now? Pages already on the target, or in a tier no
+    /// lower than it, are accounted and left; gone ones fail. Returns what
+    /// is still to move (`None`: the call failed as a whole).
+    fn query(
+        &mut self,
+        pid: u32,
+        target: u32,
+        batch: Vec<(u64, Pending)>,
+    ) -> Option<Vec<(u64, Pending)>> {
+        self.addrs.clear();
+        self.addrs.extend(batch.iter().map(|(a, _)| *a));
+        let mut status = std::mem::take(&mut self.status);
+        status.clear();
+        status.resize(self.addrs.len(), i32::MIN);
         let t0 = self.env.now_ns();
-        let r = sys::query_pages(pid, &addrs, &mut status);
+        let r = sys::query_pages(pid, &self.addrs, &mut status);
         let t1 = self.env.now_ns();
         self.report.query_calls += 1;
         self.report.query_ns += t1.saturating_sub(t0);
         if let Err(e) = r {
+            self.status = status;
             self.whole_call_failed(pid, batch, &e);
-            return;
+            return None;
         }
         let target_tier = self.tier(target as i32);
         let mut to_move = Vec::with_capacity(batch.len());
-        for ((addr, p), s) in batch.into_iter().zip(status) {
-            let proc_row = self.report.per_process.entry(pid).or_default();
+        let (mut already, mut failed) = (0u64, 0u64);
+        for ((addr, p), &s) in batch.into_iter().zip(&status) {
             if s == target as i32 {
-                self.report.statuses.already_on_target += 1;
-                proc_row.already_on_target += 1;
+                already += 1;
             } else if s >= 0 {
                 // Only ever from a lower tier to a higher one.
                 match (self.cfg.tier_of.get(&s), target_tier) {
                     (Some(cur), Some(t)) if t < *cur => to_move.push((addr, p)),
-                    _ => {
-                        self.report.statuses.already_on_target += 1;
-                        proc_row.already_on_target += 1;
-                    }
+                    _ => already += 1,
                 }
             } else {
-                proc_row.failed += 1;
-                self.shared.failures.fetch_add(1, Ordering::Relaxed);
+                failed += 1;
                 if self.report.statuses.fail(-s) {
                     self.retry_or_give_up(pid, addr, p, t1);
                 }
             }
         }
+        self.status = status;
+        self.report.statuses.already_on_target += already;
+        self.shared.failures.fetch_add(failed, Ordering::Relaxed);
+        let row = self.report.per_process.entry(pid).or_default();
+        row.already_on_target += already;
+        row.failed += failed;
+        Some(to_move)
+    }
+
+    fn execute(&mut self, pid: u32, target: u32, batch: Vec<(u64, Pending)>) {
+        let t0 = self.env.now_ns();
+        // 1. The location query, unless a move to `target` can only ever be
+        // upwards or a no-op (see `sole_top`).
+        let to_move = if self.sole_top.contains(&target) {
+            batch
+        } else {
+            match self.query(pid, target, batch) {
+                Some(v) => v,
+                None => return,
+            }
+        };
         if to_move.is_empty() {
             return;
         }
-        // 2. Move what is still below the target's tier.
-        let addrs: Vec<u64> = to_move.iter().map(|(a, _)| *a).collect();
+        // 2. Move.
         let bytes: u64 = to_move
             .iter()
             .map(|(_, p)| u64::from(p.nr_pages) * PAGE)
             .sum();
+        let t1 = self.env.now_ns();
         self.bucket.take(t1, bytes);
-        let nodes = vec![target as i32; addrs.len()];
-        let mut status = vec![i32::MIN; addrs.len()];
-        let r = sys::move_pages(pid, &addrs, &nodes, &mut status);
+        if let Some(e) = self.free.get_mut(&target) {
+            e.sent_bytes += bytes;
+        }
+        self.addrs.clear();
+        self.addrs.extend(to_move.iter().map(|(a, _)| *a));
+        self.nodes.clear();
+        self.nodes.resize(self.addrs.len(), target as i32);
+        let mut status = std::mem::take(&mut self.status);
+        status.clear();
+        status.resize(self.addrs.len(), i32::MIN);
+        let r = sys::move_pages(pid, &self.addrs, &self.nodes, &mut status);
         let t2 = self.env.now_ns();
         self.report.move_calls += 1;
-        let dt = t2.saturating_sub(t1);
-        self.report.move_ns += dt;
-        self.sizer.observe(addrs.len(), dt + t1.saturating_sub(t0));
+        self.report.move_ns += t2.saturating_sub(t1);
+        // The budget covers the query too.
+        self.sizer.observe(self.addrs.len(), t2.saturating_sub(t0));
         if let Err(e) = r {
+            self.status = status;
             self.whole_call_failed(pid, to_move, &e);
             return;
         }
-        for ((addr, p), s) in to_move.into_iter().zip(status) {
+        let (mut moved, mut moved_bytes, mut failed) = (0u64, 0u64, 0u64);
+        let verify = self.moved.entry(pid).or_default();
+        for ((addr, p), &s) in to_move.into_iter().zip(&status) {
             if s == target as i32 {
-                self.report.statuses.moved += 1;
-                let b = u64::from(p.nr_pages) * PAGE;
-                self.report.moved_bytes += b;
-                self.shared.moved_pages.fetch_add(1, Ordering::Relaxed);
-                self.shared.moved_bytes.fetch_add(b, Ordering::Relaxed);
-                self.report.per_process.entry(pid).or_default().moved += 1;
+                // Also a page the kernel promoted itself since the fault
+                // when the query was skipped: it is on the target either way.
+                moved += 1;
+                moved_bytes += u64::from(p.nr_pages) * PAGE;
                 if self.moved_len < MAX_VERIFY {
                     self.moved_len += 1;
-                    self.moved.entry(pid).or_default().push((addr, target));
+                    verify.push((addr, target));
                 } else {
                     self.report.verify.unchecked += 1;
                 }
                 continue;
             }
-            self.report.per_process.entry(pid).or_default().failed += 1;
-            self.shared.failures.fetch_add(1, Ordering::Relaxed);
+            failed += 1;
             let retry = if s >= 0 || s == i32::MIN {
                 self.report.statuses.not_migrated += 1;
                 true
@@ -538,9 +669,63 @@ impl<E: Env> Mover<E> {
                 self.report.statuses.fail(-s)
             };
             if retry {
-                self.retry_or_give_up(pid, addr, p, t2);
+                p_retry(
+                    &mut self.queue,
+                    &mut self.report,
+                    &self.cfg,
+                    pid,
+                    addr,
+                    p,
+                    t2,
+                );
             }
         }
+        self.status = status;
+        self.report.statuses.moved += moved;
+        self.report.moved_bytes += moved_bytes;
+        self.shared.moved_pages.fetch_add(moved, Ordering::Relaxed);
+        self.shared
+            .moved_bytes
+            .fetch_add(moved_bytes, Ordering::Relaxed);
+        self.shared.failures.fetch_add(failed, Ordering::Relaxed);
+        let row = self.report.per_process.entry(pid).or_default();
+        row.moved += moved;
+        row.failed += failed;
+    }
+
+    /// The live counters for the state file (the caller sets identity,
+    /// scope and model once).
+    pub fn fill_state(&self, s: &mut PromoterState) {
+        let r = &self.report;
+        let st = &r.statuses;
+        let live = PromoterStats::read(&self.shared, 0);
+        s.moved_pages = st.moved;
+        s.moved_bytes = r.moved_bytes;
+        s.already_on_target = st.already_on_target;
+        s.failures = st.failures();
+        s.failures_by_status = [
+            ("ebusy", st.ebusy),
+            ("enomem", st.enomem),
+            ("eacces", st.eacces),
+            ("efault", st.efault),
+            ("enoent", st.enoent),
+            ("not_migrated", st.not_migrated),
+            ("other", st.other),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        s.queue_depth = live.queue_depth;
+        s.queue_overflows = live.queue_overflows;
+        s.would_move_pages = r.would_move_pages;
+        s.rate_limit_bytes_per_s = self.cfg.rate_bytes_per_s;
+        s.batch_ms = self.cfg.batch_ms;
+        s.batch_pages = self.sizer.pages() as u64;
+        s.move_calls = r.move_calls;
+        s.move_pages_seconds = (r.move_ns + r.query_ns) as f64 / 1e9;
+        s.mean_call_ms = (r.move_calls > 0).then(|| r.move_ns as f64 / 1e6 / r.move_calls as f64);
+        s.rate_waits = r.rate_waits;
+        s.floor_waits = r.floor_waits;
     }
 
     /// Stops: where are the moved pages now? Returns the report.
@@ -549,6 +734,7 @@ impl<E: Env> Mover<E> {
         self.report.queue = self.queue.counts.clone();
         self.report.batch_pages = self.sizer.pages();
         self.report.ns_per_page = self.sizer.ns_per_page();
+        self.report.fixed_ns_per_call = self.sizer.fixed_ns();
         self.report.would_move_peak_bytes_per_s =
             self.would_by_second.values().copied().max().unwrap_or(0);
         for (pid, pages) in std::mem::take(&mut self.moved) {
@@ -577,12 +763,77 @@ impl<E: Env> Mover<E> {
     }
 }
 
+/// The state file of a running promoter: where, and the fields set once.
+pub struct StatePublisher {
+    pub writer: Writer,
+    pub base: PromoterState,
+    last_ns: Option<u64>,
+    warned: bool,
+}
+
+impl StatePublisher {
+    pub fn new(writer: Writer, base: PromoterState) -> Self {
+        StatePublisher {
+            writer,
+            base,
+            last_ns: None,
+            warned: false,
+        }
+    }
+
+    /// Publishes when [`PUBLISH_EVERY_S`] has passed (or `force`).
+    fn tick<E: Env>(&mut self, mover: &Mover<E>, force: bool) {
+        let now = mover.env.now_ns();
+        if !force
+            && self
+                .last_ns
+                .is_some_and(|t| (now.saturating_sub(t) as f64) < PUBLISH_EVERY_S * 1e9)
+        {
+            return;
+        }
+        self.last_ns = Some(now);
+        mover.fill_state(&mut self.base);
+        if let Err(e) = self.writer.publish(&mut self.base) {
+            if !self.warned {
+                eprintln!(
+                    "numatrace: warning: cannot publish the promoter state to {}: {e} (top and export will not show it)",
+                    self.writer.path.display()
+                );
+                self.warned = true;
+            }
+        }
+    }
+}
+
+/// Puts a failed page back with a backoff, or gives up on it after
+/// `max_retries` (a free function: callers hold other borrows of the mover).
+fn p_retry(
+    queue: &mut Queue,
+    report: &mut MoverReport,
+    cfg: &MoverConfig,
+    pid: u32,
+    addr: u64,
+    mut p: Pending,
+    now: u64,
+) {
+    p.tries += 1;
+    if p.tries > cfg.max_retries {
+        report.gave_up += 1;
+    } else {
+        p.due_ns = now + cfg.retry_backoff_ms * 1_000_000 * u64::from(p.tries);
+        queue.retry(pid, addr, p);
+    }
+}
+
 /// Runs `mover` on its own thread until `stop` (after the call in flight)
-/// or until the channel closes and the queue is empty.
+/// or until the channel closes and the queue is empty. With `state`, the
+/// live counters are published about once a second, and the file is
+/// removed at the end.
 pub fn spawn<E: Env + Send + 'static>(
     mut mover: Mover<E>,
     rx: Receiver<Request>,
     stop: Arc<AtomicBool>,
+    mut state: Option<StatePublisher>,
 ) -> std::io::Result<std::thread::JoinHandle<MoverReport>> {
     std::thread::Builder::new()
         .name("promote-mover".into())
@@ -591,6 +842,9 @@ pub fn spawn<E: Env + Send + 'static>(
             mover.shared.started_ns.store(started, Ordering::Relaxed);
             let mut open = true;
             while !stop.load(Ordering::Acquire) {
+                if let Some(p) = &mut state {
+                    p.tick(&mover, false);
+                }
                 while open {
                     match rx.try_recv() {
                         Ok(r) => mover.push(r),
@@ -613,6 +867,10 @@ pub fn spawn<E: Env + Send + 'static>(
                 } else {
                     std::thread::sleep(Duration::from_nanos(wait_ns));
                 }
+            }
+            if let Some(p) = &mut state {
+                p.tick(&mover, true);
+                p.writer.remove();
             }
             mover.finish()
         })
@@ -708,6 +966,10 @@ mod tests {
                 }
                 if let Some(e) = k.errors.get(&(*pid, *a)) {
                     *s = -e;
+                    continue;
+                }
+                if !k.pages.contains_key(&(*pid, *a)) {
+                    *s = -libc::EFAULT;
                     continue;
                 }
                 k.pages.insert((*pid, *a), nodes[i]);
@@ -882,6 +1144,44 @@ mod tests {
         assert!(sizes.iter().all(|&n| n <= 2000), "{sizes:?}");
         assert!(sizes.contains(&2000), "{sizes:?}");
         assert_eq!(r.statuses.moved, 20_000);
+        // Far above the floor, one meminfo reading serves its 200 ms.
+        assert!(r.move_calls >= 10, "{}", r.move_calls);
+        assert!(r.meminfo_reads <= 2, "{} reads", r.meminfo_reads);
+    }
+
+    #[test]
+    fn sole_top_tier_target_moves_without_a_query() {
+        let w = world(1 << 20);
+        slow_pages(&w, 7, 0..10);
+        {
+            let mut k = w.kernel.borrow_mut();
+            k.pages.insert((7, 2 * PAGE), 0); // the kernel promoted it since
+            k.pages.remove(&(7, 4 * PAGE)); // unmapped since
+            k.errors.insert((7, 5 * PAGE), libc::EBUSY);
+        }
+        let mut c = cfg();
+        c.tier_of = [(0, 4), (1, 22)].into_iter().collect();
+        let mut m = mover(&w, c, &[7]);
+        (0..10).for_each(|p| m.push(req(7, p)));
+        run(&mut m, &w.now, 100);
+        let r = m.finish();
+        fake::clear();
+        assert_eq!(r.query_calls, 0, "no location query before the moves");
+        // The move's statuses: on node 0 (moved, or there already), gone, busy.
+        assert_eq!(r.statuses.moved, 8);
+        assert_eq!(r.statuses.efault, 1);
+        assert_eq!(r.statuses.ebusy, 3, "tried 1 + 2 retries");
+        assert_eq!(r.gave_up, 1);
+        assert_eq!(r.verify.on_target, 8);
+        let k = w.kernel.borrow();
+        assert!(k.pages.iter().all(|((_, a), n)| *n == 0 || *a == 5 * PAGE));
+        assert_eq!(k.moves.iter().map(|(_, n)| n).sum::<usize>(), 10 + 2);
+        // With two top-tier nodes every batch is queried first.
+        assert!(sole_top_nodes(&cfg().tier_of).is_empty());
+        assert_eq!(
+            sole_top_nodes(&[(0, 4), (1, 22), (2, 22)].into_iter().collect()),
+            [0].into()
+        );
     }
 
     #[test]

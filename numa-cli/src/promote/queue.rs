@@ -38,9 +38,18 @@ pub struct QueueCounts {
     pub coalesced: u64,
 }
 
+/// One process's waiting pages.
+#[derive(Debug, Default)]
+struct ProcQueue {
+    pages: BTreeMap<u64, Pending>,
+    /// Pages with a retry time (`due_ns > 0`): while there are none, every
+    /// page is due and nothing needs scanning.
+    backoff: usize,
+}
+
 #[derive(Debug, Default)]
 pub struct Queue {
-    procs: HashMap<u32, BTreeMap<u64, Pending>>,
+    procs: HashMap<u32, ProcQueue>,
     len: usize,
     pub counts: QueueCounts,
 }
@@ -56,7 +65,7 @@ impl Queue {
 
     /// Adds a request; a page already waiting keeps its place and tries.
     pub fn push(&mut self, r: &Request) -> bool {
-        let pages = self.procs.entry(r.pid).or_default();
+        let pages = &mut self.procs.entry(r.pid).or_default().pages;
         if pages.contains_key(&r.addr) {
             self.counts.coalesced += 1;
             return false;
@@ -77,15 +86,17 @@ impl Queue {
 
     /// Puts back a page that failed, due after `due_ns`.
     pub fn retry(&mut self, pid: u32, addr: u64, p: Pending) {
-        let pages = self.procs.entry(pid).or_default();
-        if pages.insert(addr, p).is_none() {
-            self.len += 1;
+        let q = self.procs.entry(pid).or_default();
+        match q.pages.insert(addr, p) {
+            None => self.len += 1,
+            Some(old) => q.backoff -= usize::from(old.due_ns > 0),
         }
+        q.backoff += usize::from(p.due_ns > 0);
     }
 
     /// Drops every page of `pid`; returns how many.
     pub fn drop_process(&mut self, pid: u32) -> usize {
-        let n = self.procs.remove(&pid).map_or(0, |p| p.len());
+        let n = self.procs.remove(&pid).map_or(0, |p| p.pages.len());
         self.len -= n;
         n
     }
@@ -95,8 +106,14 @@ impl Queue {
     pub fn next_process(&self, now_ns: u64) -> Result<u32, Option<u64>> {
         let mut best: Option<(usize, u32)> = None;
         let mut earliest: Option<u64> = None;
-        for (pid, pages) in &self.procs {
-            let due = pages.values().filter(|p| p.due_ns <= now_ns).count();
+        for (pid, q) in &self.procs {
+            let pages = &q.pages;
+            // O(1) unless some pages wait for a retry.
+            let due = if q.backoff == 0 {
+                pages.len()
+            } else {
+                pages.values().filter(|p| p.due_ns <= now_ns).count()
+            };
             if due > 0 {
                 if best.is_none_or(|(n, b)| due > n || (due == n && *pid < b)) {
                     best = Some((due, *pid));
@@ -112,6 +129,7 @@ impl Queue {
     pub fn peek_target(&self, pid: u32, now_ns: u64) -> Option<u32> {
         self.procs
             .get(&pid)?
+            .pages
             .values()
             .find(|p| p.due_ns <= now_ns)
             .map(|p| p.target)
@@ -120,9 +138,10 @@ impl Queue {
     /// Takes up to `budget_pages` base pages of `pid` that are due, all for
     /// the target of the first due one, in address order.
     pub fn take_batch(&mut self, pid: u32, now_ns: u64, budget_pages: u64) -> Vec<(u64, Pending)> {
-        let Some(pages) = self.procs.get_mut(&pid) else {
+        let Some(q) = self.procs.get_mut(&pid) else {
             return Vec::new();
         };
+        let pages = &mut q.pages;
         let Some(target) = pages
             .values()
             .find(|p| p.due_ns <= now_ns)
@@ -142,10 +161,11 @@ impl Queue {
             used += u64::from(p.nr_pages);
             out.push((*addr, *p));
         }
-        for (addr, _) in &out {
+        for (addr, p) in &out {
             pages.remove(addr);
+            q.backoff -= usize::from(p.due_ns > 0);
         }
-        if pages.is_empty() {
+        if q.pages.is_empty() {
             self.procs.remove(&pid);
         }
         self.len -= out.len();
@@ -235,5 +255,32 @@ mod tests {
         assert_eq!(q.drop_process(1), 2);
         assert!(q.is_empty());
         assert_eq!(q.next_process(0), Err(None));
+    }
+
+    #[test]
+    fn the_busiest_process_with_due_pages_goes_first() {
+        let mut q = Queue::default();
+        (0..5).for_each(|p| {
+            q.push(&req(1, p, 0));
+        });
+        (0..3).for_each(|p| {
+            q.push(&req(2, p, 0));
+        });
+        assert_eq!(q.next_process(0), Ok(1));
+        // Four of process 1's pages back off until 100: process 2 has more due.
+        for (addr, mut p) in q.take_batch(1, 0, 4) {
+            p.due_ns = 100;
+            q.retry(1, addr, p);
+        }
+        assert_eq!(q.next_process(50), Ok(2));
+        assert_eq!(q.next_process(100), Ok(1));
+        // Taken again at 100, retried without backoff: all due at once.
+        for (addr, mut p) in q.take_batch(1, 100, 10) {
+            p.due_ns = 0;
+            q.retry(1, addr, p);
+        }
+        assert_eq!(q.procs[&1].backoff, 0);
+        assert_eq!(q.next_process(0), Ok(1));
+        assert_eq!(q.len(), 8);
     }
 }
