@@ -9,10 +9,14 @@ use std::fmt::Write as _;
 
 use prometheus_client::{
     collector::Collector,
-    encoding::{DescriptorEncoder, EncodeLabelValue, LabelValueEncoder, NoLabelSet},
+    encoding::{
+        DescriptorEncoder, EncodeGaugeValue, EncodeLabelValue, LabelValueEncoder, NoLabelSet,
+    },
     metrics::MetricType,
     registry::{Registry, Unit},
 };
+
+use crate::promoter_state::Reading;
 
 /// Buckets of the in-kernel log2 histograms (`numa_ebpf_common::HIST_BUCKETS`).
 pub const HIST_BUCKETS: usize = 64;
@@ -155,7 +159,7 @@ impl EncodeLabelValue for Esc<'_> {
 }
 
 #[derive(Debug)]
-struct StateCollector(std::sync::Arc<MetricsState>);
+struct StateCollector(std::sync::Arc<MetricsState>, Option<Reading>);
 
 fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> std::fmt::Result {
     enc.encode_descriptor(name, help, None, MetricType::Counter)?
@@ -351,6 +355,9 @@ impl Collector for StateCollector {
                 }
             }
         }
+        if let Some(r) = &self.1 {
+            promoter(&mut enc, r)?;
+        }
         counter(
             &mut enc,
             "numatrace_exporter_snapshots",
@@ -374,10 +381,147 @@ impl Collector for StateCollector {
     }
 }
 
+/// `numatrace_promoter_*`: what a running `numatrace promote` published in
+/// its state file (crate::promoter_state); only `numatrace_promoter_up 0`
+/// when none runs.
+fn promoter(enc: &mut DescriptorEncoder, r: &Reading) -> std::fmt::Result {
+    fn gauge(
+        enc: &mut DescriptorEncoder,
+        name: &str,
+        help: &str,
+        unit: Option<&Unit>,
+        v: impl EncodeGaugeValue,
+    ) -> std::fmt::Result {
+        enc.encode_descriptor(name, help, unit, MetricType::Gauge)?
+            .encode_gauge(&v)
+    }
+    let s = r.running();
+    gauge(
+        enc,
+        "numatrace_promoter_up",
+        "1 while a `numatrace promote` publishes its state (pid alive, file fresh), else 0.",
+        None,
+        i64::from(s.is_some()),
+    )?;
+    let Some(s) = s else {
+        return Ok(());
+    };
+    let (pid, dry_run) = (s.pid.to_string(), s.dry_run.to_string());
+    enc.encode_descriptor(
+        "numatrace_promoter",
+        "The running promoter: pid, scope, model, dry run.",
+        None,
+        MetricType::Info,
+    )?
+    .encode_info(&[
+        ("pid", Esc(&pid)),
+        ("scope", Esc(&s.scope)),
+        ("model", Esc(&s.model)),
+        ("dry_run", Esc(&dry_run)),
+    ])?;
+    gauge(
+        enc,
+        "numatrace_promoter_start_time",
+        "When the running promoter started (Unix time).",
+        Some(&Unit::Seconds),
+        s.started_unix_s,
+    )?;
+    counter(
+        enc,
+        "numatrace_promoter_moved_pages",
+        "Pages the promoter moved to a higher tier with move_pages(2).",
+        s.moved_pages,
+    )?;
+    counter(
+        enc,
+        "numatrace_promoter_moved_bytes",
+        "Bytes the promoter moved to a higher tier.",
+        s.moved_bytes,
+    )?;
+    counter(
+        enc,
+        "numatrace_promoter_already_on_target",
+        "Queued pages found already on their target (or a tier no lower) when moved.",
+        s.already_on_target,
+    )?;
+    let mut m = enc.encode_descriptor(
+        "numatrace_promoter_failures",
+        "Page moves that failed, by move_pages status.",
+        None,
+        MetricType::Counter,
+    )?;
+    for (status, v) in &s.failures_by_status {
+        m.encode_family(&[("status", Esc(status))])?
+            .encode_counter::<NoLabelSet, _, u64>(v, None)?;
+    }
+    gauge(
+        enc,
+        "numatrace_promoter_queue_depth",
+        "Pages waiting for the mover (channel plus coalesced queue).",
+        None,
+        s.queue_depth,
+    )?;
+    counter(
+        enc,
+        "numatrace_promoter_queue_overflows",
+        "Requests dropped because the mover's channel was full.",
+        s.queue_overflows,
+    )?;
+    counter(
+        enc,
+        "numatrace_promoter_would_move_pages",
+        "Dry run: pages the promoter would have moved.",
+        s.would_move_pages,
+    )?;
+    gauge(
+        enc,
+        "numatrace_promoter_rate_limit_bytes_per_second",
+        "The promoter's --rate-limit (0: unlimited).",
+        None,
+        s.rate_limit_bytes_per_s,
+    )?;
+    gauge(
+        enc,
+        "numatrace_promoter_batch_target",
+        "The time each move_pages call aims for (--batch-ms).",
+        Some(&Unit::Seconds),
+        s.batch_ms / 1e3,
+    )?;
+    gauge(
+        enc,
+        "numatrace_promoter_batch_pages",
+        "Pages the mover's next move_pages call takes (adaptive).",
+        None,
+        s.batch_pages,
+    )?;
+    counter(
+        enc,
+        "numatrace_promoter_move_pages_calls",
+        "move_pages(2) calls that moved pages.",
+        s.move_calls,
+    )?;
+    enc.encode_descriptor(
+        "numatrace_promoter_move_pages",
+        "Time the promoter spent inside move_pages(2).",
+        Some(&Unit::Seconds),
+        MetricType::Counter,
+    )?
+    .encode_counter::<NoLabelSet, _, f64>(&s.move_pages_seconds, None)
+}
+
 /// The state in the OpenMetrics text format, `# EOF` included.
 pub fn encode_openmetrics(state: std::sync::Arc<MetricsState>) -> Result<String, std::fmt::Error> {
+    encode_openmetrics_with(state, None)
+}
+
+/// [`encode_openmetrics`] plus the promoter's metrics when `promoter` is
+/// given (the exporter reads the state file per scrape and textfile tick).
+pub fn encode_openmetrics_with(
+    state: std::sync::Arc<MetricsState>,
+    promoter: Option<Reading>,
+) -> Result<String, std::fmt::Error> {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(StateCollector(state)));
+    registry.register_collector(Box::new(StateCollector(state, promoter)));
     let mut out = String::with_capacity(128 << 10);
     prometheus_client::encoding::text::encode(&mut out, &registry)?;
     Ok(out)
@@ -767,6 +911,101 @@ mod tests {
         assert!(om.contains("numatrace_info{"));
         assert!(!om.contains("numatrace_hint_faults"));
         assert!(om.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn promoter_metrics_appear_only_while_one_runs() {
+        use crate::promoter_state::{NotRunning, PromoterState, Reading};
+        let running = Reading::Running(Box::new(PromoterState {
+            version: 1,
+            pid: 4242,
+            scope: "pid 7".into(),
+            model: "fault-count".into(),
+            started_unix_s: 1.7e9,
+            moved_pages: 1000,
+            moved_bytes: 1000 * 4096,
+            failures: 5,
+            failures_by_status: [("ebusy".to_owned(), 3), ("enomem".to_owned(), 2)]
+                .into_iter()
+                .collect(),
+            queue_depth: 77,
+            rate_limit_bytes_per_s: 256 << 20,
+            batch_ms: 20.0,
+            batch_pages: 512,
+            move_calls: 9,
+            move_pages_seconds: 0.25,
+            ..PromoterState::default()
+        }));
+        let om = encode_openmetrics_with(Arc::new(full_state()), Some(running)).expect("encode");
+        let prom = to_prometheus_text(&om);
+        let scrape = parse(&prom);
+        let value = |name: &str, label: Option<(&str, &str)>| {
+            scrape
+                .samples
+                .iter()
+                .find(|s| s.metric == name && label.is_none_or(|(k, v)| s.labels.get(k) == Some(v)))
+                .map(|s| match s.value {
+                    prometheus_parse::Value::Counter(v)
+                    | prometheus_parse::Value::Gauge(v)
+                    | prometheus_parse::Value::Untyped(v) => v,
+                    _ => f64::NAN,
+                })
+        };
+        assert_eq!(value("numatrace_promoter_up", None), Some(1.0));
+        assert_eq!(
+            value("numatrace_promoter_moved_pages_total", None),
+            Some(1000.0)
+        );
+        assert_eq!(
+            value("numatrace_promoter_moved_bytes_total", None),
+            Some(4_096_000.0)
+        );
+        assert_eq!(
+            value(
+                "numatrace_promoter_failures_total",
+                Some(("status", "ebusy"))
+            ),
+            Some(3.0)
+        );
+        assert_eq!(
+            value(
+                "numatrace_promoter_failures_total",
+                Some(("status", "enomem"))
+            ),
+            Some(2.0)
+        );
+        assert_eq!(value("numatrace_promoter_queue_depth", None), Some(77.0));
+        assert_eq!(
+            value("numatrace_promoter_rate_limit_bytes_per_second", None),
+            Some(268_435_456.0)
+        );
+        assert_eq!(
+            value("numatrace_promoter_move_pages_seconds_total", None),
+            Some(0.25)
+        );
+        assert_eq!(
+            value("numatrace_promoter_batch_target_seconds", None),
+            Some(0.02)
+        );
+        assert!(om.contains(r#"numatrace_promoter_info{pid="4242",scope="pid 7",model="fault-count",dry_run="false"} 1"#), "{om}");
+        assert!(prom.contains("# TYPE numatrace_promoter_moved_pages_total counter"));
+        // Not running: up 0 and nothing else of the promoter.
+        for r in [
+            None,
+            Some(Reading::NotRunning(NotRunning::Exited { pid: 4242 })),
+        ] {
+            let looked = r.is_some();
+            let om = encode_openmetrics_with(Arc::new(full_state()), r).expect("encode");
+            let lines: Vec<&str> = om
+                .lines()
+                .filter(|l| l.starts_with("numatrace_promoter"))
+                .collect();
+            if looked {
+                assert_eq!(lines, vec!["numatrace_promoter_up 0"], "{om}");
+            } else {
+                assert!(lines.is_empty(), "{lines:?}");
+            }
+        }
     }
 
     #[test]

@@ -35,7 +35,7 @@ use crate::{
     model::{policy::KernelDefaults, shadow::Shadow},
     pipeline::{self, LiveOptions, StopReason},
     probe::plan::{AttachPlan, HookStatus, Mechanism},
-    stats, system, trace,
+    promoter_state, stats, system, trace,
 };
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
@@ -214,7 +214,11 @@ impl Exporter {
                                 .context("registering the listening socket")?;
                             server::serve(
                                 l,
-                                server::Shared::new(rx.clone(), index_html),
+                                server::Shared::with_promoter(
+                                    rx.clone(),
+                                    index_html,
+                                    Some(promoter_state::Source::from_env()),
+                                ),
                                 stop_rx.clone(),
                             )
                             .await;
@@ -247,8 +251,12 @@ impl Exporter {
     }
 }
 
+/// The classic text, with the promoter's metrics (its state file is read
+/// now).
 fn prometheus_text(state: Arc<MetricsState>) -> Result<Vec<u8>> {
-    let om = metrics::encode_openmetrics(state).context("encoding the metrics")?;
+    let promoter = promoter_state::Source::from_env().read();
+    let om =
+        metrics::encode_openmetrics_with(state, Some(promoter)).context("encoding the metrics")?;
     Ok(metrics::to_prometheus_text(&om).into_bytes())
 }
 

@@ -35,6 +35,7 @@ use tokio::{
 };
 
 use super::metrics::{self, Format, MetricsState};
+use crate::promoter_state::{Reading, Source};
 
 pub const MAX_CONNECTIONS: usize = 512;
 /// hyper's minimum is 8 KiB; a scrape request is a few hundred bytes.
@@ -45,6 +46,8 @@ pub const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Default)]
 struct Cache {
     generation: u64,
+    /// The promoter's state the encodings include.
+    promoter: Option<Reading>,
     openmetrics: Option<Bytes>,
     prometheus: Option<Bytes>,
 }
@@ -55,10 +58,21 @@ pub struct Shared {
     rx: watch::Receiver<Arc<MetricsState>>,
     cache: Mutex<Cache>,
     index_html: Bytes,
+    /// Where a running promoter publishes its state (read per scrape).
+    promoter: Option<Source>,
 }
 
 impl Shared {
     pub fn new(rx: watch::Receiver<Arc<MetricsState>>, index_html: String) -> Arc<Shared> {
+        Shared::with_promoter(rx, index_html, None)
+    }
+
+    /// Scrapes also show the promoter publishing at `promoter`.
+    pub fn with_promoter(
+        rx: watch::Receiver<Arc<MetricsState>>,
+        index_html: String,
+        promoter: Option<Source>,
+    ) -> Arc<Shared> {
         Arc::new(Shared {
             rx,
             cache: Mutex::new(Cache {
@@ -66,6 +80,7 @@ impl Shared {
                 ..Cache::default()
             }),
             index_html: Bytes::from(index_html),
+            promoter,
         })
     }
 
@@ -73,15 +88,19 @@ impl Shared {
     pub fn body(&self, format: Format) -> Result<Bytes, std::fmt::Error> {
         // Clone the Arc and release the channel's lock at once.
         let state = self.rx.borrow().clone();
+        let promoter = self.promoter.as_ref().map(Source::read);
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.generation != state.generation {
+        if cache.generation != state.generation || cache.promoter != promoter {
             *cache = Cache {
                 generation: state.generation,
+                promoter: promoter.clone(),
                 ..Cache::default()
             };
         }
         if cache.openmetrics.is_none() {
-            cache.openmetrics = Some(Bytes::from(metrics::encode_openmetrics(state)?));
+            cache.openmetrics = Some(Bytes::from(metrics::encode_openmetrics_with(
+                state, promoter,
+            )?));
         }
         let om = cache.openmetrics.clone().unwrap_or_default();
         Ok(match format {
@@ -313,6 +332,46 @@ mod tests {
         }));
         let c = shared.body(Format::OpenMetrics).expect("encode");
         assert_ne!(a, c, "a new state is encoded anew");
+    }
+
+    #[test]
+    fn scrapes_follow_the_promoter_state_file() {
+        use crate::promoter_state::{pid_start_ticks, unix_now, PromoterState, Writer};
+        let dir = std::env::temp_dir().join(format!(
+            "numatrace-server-promoter-{}-{}",
+            std::process::id(),
+            unix_now().to_bits()
+        ));
+        let path = dir.join("promoter.json");
+        let (_tx, rx) = watch::channel(Arc::new(MetricsState::default()));
+        let shared = Shared::with_promoter(rx, String::new(), Some(Source::at(&path)));
+        let text = |f| String::from_utf8_lossy(&shared.body(f).expect("encode")).into_owned();
+        assert!(text(Format::Prometheus).contains("numatrace_promoter_up 0\n"));
+        let mut w = Writer::at(&path, false).expect("writer");
+        let mut s = PromoterState {
+            pid: std::process::id(),
+            pid_start_ticks: pid_start_ticks(std::process::id()),
+            moved_pages: 321,
+            queue_depth: 5,
+            failures_by_status: [("ebusy".to_owned(), 4)].into_iter().collect(),
+            ..PromoterState::default()
+        };
+        w.publish(&mut s).expect("publish");
+        // Same generation of the pipeline's state: the file alone refreshes it.
+        let t = text(Format::Prometheus);
+        assert!(t.contains("numatrace_promoter_up 1\n"), "{t}");
+        assert!(
+            t.contains("numatrace_promoter_moved_pages_total 321\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("numatrace_promoter_failures_total{status=\"ebusy\"} 4\n"),
+            "{t}"
+        );
+        assert!(t.contains("numatrace_promoter_queue_depth 5\n"), "{t}");
+        w.remove();
+        assert!(text(Format::OpenMetrics).contains("numatrace_promoter_up 0\n"));
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
