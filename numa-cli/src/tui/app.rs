@@ -94,11 +94,20 @@ pub struct App {
     pub quit: bool,
     /// Rows of the table last drawn (for page up/down).
     pub page: usize,
+    /// Where a running `numatrace promote` publishes its state; read once
+    /// per frame (`None`: not looked for, as in tests).
+    pub promoter_source: Option<crate::promoter_state::Source>,
+    /// The promoter as last read.
+    pub promoter: Option<crate::promoter_state::Reading>,
 }
 
 impl Default for App {
+    /// Does not look for a promoter (deterministic for tests).
     fn default() -> Self {
-        App::new(Duration::from_secs(1))
+        App {
+            promoter_source: None,
+            ..App::new(Duration::from_secs(1))
+        }
     }
 }
 
@@ -172,6 +181,8 @@ impl App {
             model: 0,
             quit: false,
             page: 10,
+            promoter_source: Some(crate::promoter_state::Source::from_env()),
+            promoter: None,
         }
     }
 
@@ -266,6 +277,7 @@ impl App {
                 } else {
                     self.frame = *frame;
                     self.fix_selection();
+                    self.promoter = self.promoter_source.as_ref().map(|s| s.read());
                 }
             }
             Action::Up => self.move_by(-1),

@@ -10,8 +10,95 @@ use ratatui::{
 use super::{fmt, title_style, DIM, RED};
 use crate::tui::app::App;
 
-pub fn height(_app: &App, _width: u16) -> u16 {
-    4
+pub fn height(app: &App, _width: u16) -> u16 {
+    4 + u16::from(promoter_line(app).is_some())
+}
+
+/// One line about `numatrace promote` (its state file): moved/s,
+/// failures, queue depth; none when no state file exists.
+fn promoter_line(app: &App) -> Option<Line<'static>> {
+    use crate::promoter_state::{NotRunning, Reading};
+    let sep = || Span::styled(" │ ", Style::default().fg(DIM));
+    let s = match app.promoter.as_ref()? {
+        Reading::NotRunning(NotRunning::NoFile) => return None,
+        Reading::NotRunning(why) => {
+            return Some(Line::from(vec![
+                Span::styled("promoter ", title_style()),
+                Span::styled(format!("not running ({why})"), Style::default().fg(DIM)),
+            ]))
+        }
+        Reading::Running(s) => s,
+    };
+    let fails: Vec<String> = s
+        .failures_by_status
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| format!("{k} {}", fmt::count(*n)))
+        .collect();
+    // Most important first: a narrow terminal cuts the end.
+    let mut l = vec![Span::styled(
+        if s.dry_run {
+            "promoter (dry run) "
+        } else {
+            "promoter "
+        },
+        title_style(),
+    )];
+    if s.dry_run {
+        l.push(Span::raw(format!(
+            "would move {} pages",
+            fmt::count(s.would_move_pages)
+        )));
+    } else {
+        l.push(Span::styled(
+            format!(
+                "moved {}/s ({}, {})",
+                fmt::rate(s.moved_pages_per_s),
+                fmt::count(s.moved_pages),
+                fmt::bytes(s.moved_bytes)
+            ),
+            Style::default().fg(super::GREEN),
+        ));
+    }
+    l.push(sep());
+    l.push(Span::styled(
+        format!("failures {}", fmt::count(s.failures)),
+        if s.failures > 0 {
+            Style::default().fg(Color::Yellow)
+        } else {
+            Style::default()
+        },
+    ));
+    l.push(sep());
+    l.push(Span::raw(format!("queue {}", fmt::count(s.queue_depth))));
+    if s.queue_overflows > 0 {
+        l.push(Span::styled(
+            format!(" ({} overflowed)", fmt::count(s.queue_overflows)),
+            Style::default().fg(RED),
+        ));
+    }
+    if !fails.is_empty() {
+        l.push(sep());
+        l.push(Span::raw(fails.join(", ")));
+    }
+    l.push(sep());
+    l.push(Span::raw(format!("pid {} ({})", s.pid, s.scope)));
+    l.push(sep());
+    l.push(Span::raw(format!(
+        "rate limit {}",
+        if s.rate_limit_bytes_per_s == 0 {
+            "none".to_owned()
+        } else {
+            format!("{}/s", fmt::bytes(s.rate_limit_bytes_per_s))
+        }
+    )));
+    l.push(sep());
+    l.push(Span::raw(format!(
+        "batch {} pages/{}",
+        fmt::count(s.batch_pages),
+        fmt::ms(s.batch_ms)
+    )));
+    Some(Line::from(l))
 }
 
 fn mode_name(m: Option<u32>) -> String {
@@ -126,12 +213,14 @@ pub fn lines(app: &App) -> Vec<Line<'static>> {
             Style::default().fg(Color::Yellow),
         ));
     }
-    vec![
+    let mut lines = vec![
         Line::from(l1),
         Line::from(l2),
         Line::from(l3),
         Line::from(l4),
-    ]
+    ];
+    lines.extend(promoter_line(app));
+    lines
 }
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {

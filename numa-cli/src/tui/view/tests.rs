@@ -226,3 +226,64 @@ fn every_size_down_to_80x24_draws_without_overlap() {
         let _ = draw(&app, w, h);
     }
 }
+
+#[test]
+fn header_shows_a_running_promoter() {
+    use crate::promoter_state::{NotRunning, PromoterState, Reading};
+    let mut app = app_with(empty_frame());
+    let four = super::layout(ratatui::layout::Rect::new(0, 0, 80, 24), &app).header;
+    assert_eq!(four.height, 4, "no promoter line without a state file");
+    app.promoter = Some(Reading::Running(Box::new(PromoterState {
+        pid: 4242,
+        scope: "pid 173".into(),
+        moved_pages: 123_456,
+        moved_bytes: 123_456 * 4096,
+        moved_pages_per_s: 512.0,
+        failures: 3,
+        failures_by_status: [
+            ("ebusy".to_owned(), 2),
+            ("enomem".to_owned(), 1),
+            ("efault".to_owned(), 0),
+        ]
+        .into_iter()
+        .collect(),
+        queue_depth: 17,
+        rate_limit_bytes_per_s: 256 << 20,
+        batch_ms: 20.0,
+        batch_pages: 2048,
+        ..PromoterState::default()
+    })));
+    for (w, h) in SIZES {
+        let a = super::layout(ratatui::layout::Rect::new(0, 0, w, h), &app);
+        assert_eq!(a.header.height, 5);
+        let t = draw(&app, w, h);
+        let s = text(&t);
+        let line = s.lines().nth(4).unwrap_or_default();
+        // Moved/s, failures and queue depth fit 80 columns.
+        assert!(
+            line.contains("promoter moved 512/s (123k, 482M) │ failures 3 │ queue 17 │"),
+            "{line}"
+        );
+        if w >= 100 {
+            assert!(
+                line.contains("ebusy 2, enomem 1 │ pid 4242 (pid 173)"),
+                "{line}"
+            );
+        }
+        insta::assert_snapshot!(format!("promoter_{w}x{h}"), t.backend());
+    }
+    app.promoter = Some(Reading::NotRunning(NotRunning::Exited { pid: 4242 }));
+    let t = draw(&app, 80, 24);
+    let s = text(&t);
+    assert!(
+        s.lines()
+            .nth(4)
+            .is_some_and(|l| l.contains("promoter not running (pid 4242 exited)")),
+        "{s}"
+    );
+    app.promoter = Some(Reading::NotRunning(NotRunning::NoFile));
+    assert_eq!(
+        super::layout(ratatui::layout::Rect::new(0, 0, 80, 24), &app).header,
+        four
+    );
+}
