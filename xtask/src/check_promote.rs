@@ -44,7 +44,8 @@ attached() { i=0; while [ $i -lt 240 ] && ! grep -q 'Ctrl-C stops' "$1"; do slee
 # The dry run (scope: B) runs until B has exited; its attach shows what a
 # promoter's own maps take from node 0.
 free0=$(node0_free)
-numatrace promote --pid $b --dry-run --duration 300 --max-folios 131072 --ring-mb 8 --json -o dry.json 2> dry.err &
+# The dry run publishes its state elsewhere: the well-known path is the real promoter's.
+NUMATRACE_PROMOTER_STATE=$PWD/dry-state.json numatrace promote --pid $b --dry-run --duration 300 --max-folios 131072 --ring-mb 8 --json -o dry.json 2> dry.err &
 d=$!
 attached dry.err
 free1=$(node0_free)
@@ -54,10 +55,14 @@ echo $floor > floor_kb
 numatrace promote --pid $a --pid $c --min-free ${floor}KiB --duration 30 --max-folios 131072 --ring-mb 8 --json -o promote.json 2> promote.err &
 p=$!
 attached promote.err
+echo $p > promote.pid
+# The state file top and export read: sampled every second while it runs.
+( while kill -0 $p 2>/dev/null; do cp /run/numatrace/promoter.json state.tmp 2>/dev/null && mv state.tmp state.json; cp dry-state.json dry-state.sample 2>/dev/null; sleep 1; done ) &
 touch go
 sleep 15
 kill -9 $c && echo killed > c.killed
 wait $p; echo $? > promote.rc
+[ -e /run/numatrace/promoter.json ] && echo left > state.left
 wait $a; wait $b
 kill -INT $d; wait $d; echo $? > dry.rc
 kill $sampler
@@ -187,6 +192,39 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         "B has {b_on_dram} pages on DRAM but the kernel promoted only {k_b}: someone moved B's pages"
     );
 
+    // The state file `top` and `export` read: published while it ran,
+    // removed at the end; the dry run published to its own path.
+    let st = read_json(dir, "state.json").context("the promoter's state file was never seen")?;
+    let promote_pid: u64 = text(dir, "promote.pid")?
+        .trim()
+        .parse()
+        .context("promote.pid")?;
+    let st_moved = u(&st, &["moved_pages"])?;
+    println!(
+        "    state file: pid {}, moved {st_moved} pages ({:.0}/s), failures {}, queue {}",
+        u(&st, &["pid"])?,
+        st["moved_pages_per_s"].as_f64().unwrap_or(0.0),
+        u(&st, &["failures"])?,
+        u(&st, &["queue_depth"])?
+    );
+    ensure!(
+        u(&st, &["pid"])? == promote_pid && st["dry_run"] == Value::Bool(false),
+        "the state file is not the real promoter's: {st}"
+    );
+    ensure!(
+        st_moved > 0 && st_moved <= moved,
+        "the state file says {st_moved} pages moved, the report {moved}"
+    );
+    ensure!(
+        !dir.join("state.left").exists(),
+        "/run/numatrace/promoter.json was left behind after the promoter exited"
+    );
+    let dry_st = read_json(dir, "dry-state.sample").context("the dry run published no state")?;
+    ensure!(
+        dry_st["dry_run"] == Value::Bool(true) && u(&dry_st, &["moved_pages"])? == 0,
+        "dry run state: {dry_st}"
+    );
+
     // C was killed mid-run; the promoter ran to its end and reported.
     ensure!(dir.join("c.killed").exists(), "C was not killed");
     ensure!(
@@ -208,4 +246,22 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         None => println!("    C (killed at 15 s): no hint faults before the kill"),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// Checks the results of a hand-run guest script (the test bed has no
+    /// way to run one VM test alone):
+    /// `NUMATRACE_PROMOTE_RESULTS=DIR cargo test -p xtask promote_results -- --ignored`.
+    #[test]
+    #[ignore = "needs the results of a VM run"]
+    fn promote_results() {
+        let dir = std::env::var_os("NUMATRACE_PROMOTE_RESULTS").expect("NUMATRACE_PROMOTE_RESULTS");
+        super::check(
+            std::path::Path::new(&dir),
+            "",
+            crate::kernels::Series::V6_12,
+        )
+        .expect("promote check");
+    }
 }
