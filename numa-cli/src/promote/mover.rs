@@ -153,6 +153,8 @@ pub trait Env {
     fn now_ns(&self) -> u64;
     /// `(MemFree, MemTotal)` in KiB.
     fn node_meminfo(&self, node: u32) -> Option<(u64, u64)>;
+    /// The process is gone or has no address space any more (exiting).
+    fn process_has_no_memory(&self, pid: u32) -> bool;
 }
 
 pub struct SysEnv;
@@ -163,6 +165,12 @@ impl Env for SysEnv {
     }
     fn node_meminfo(&self, node: u32) -> Option<(u64, u64)> {
         floor::read_node_meminfo(node)
+    }
+    fn process_has_no_memory(&self, pid: u32) -> bool {
+        // /proc/PID/statm is all zeros without an mm.
+        std::fs::read_to_string(format!("/proc/{pid}/statm")).map_or(true, |s| {
+            s.split_whitespace().next().is_none_or(|v| v == "0")
+        })
     }
 }
 
@@ -536,6 +544,11 @@ impl<E: Env> Mover<E> {
     fn whole_call_failed(&mut self, pid: u32, batch: Vec<(u64, Pending)>, e: &io::Error) {
         match e.raw_os_error() {
             Some(libc::ESRCH) | Some(libc::EPERM) => self.drop_process(pid, e, batch.len()),
+            // A process being killed has released its memory before its pid
+            // goes: move_pages finds no mm and says EINVAL. It has exited.
+            Some(libc::EINVAL) if self.env.process_has_no_memory(pid) => {
+                self.drop_process(pid, &io::Error::from_raw_os_error(libc::ESRCH), batch.len())
+            }
             errno => {
                 let now = self.env.now_ns();
                 for (addr, p) in batch {
@@ -898,6 +911,10 @@ mod tests {
         moves: Vec<(u32, usize)>,
         /// Abort a move after this many pages (positive return).
         abort_after: Option<usize>,
+        /// Killed, its memory released, its pid not yet gone.
+        exiting: Vec<u32>,
+        /// Every call fails with EINVAL.
+        einval: bool,
     }
 
     struct World {
@@ -909,6 +926,7 @@ mod tests {
     struct FakeEnv {
         now: Rc<Cell<u64>>,
         free_kb: Rc<Cell<u64>>,
+        kernel: Rc<RefCell<Kernel>>,
     }
 
     impl Env for FakeEnv {
@@ -918,6 +936,9 @@ mod tests {
         fn node_meminfo(&self, node: u32) -> Option<(u64, u64)> {
             let _ = node;
             Some((self.free_kb.get(), 1 << 20))
+        }
+        fn process_has_no_memory(&self, pid: u32) -> bool {
+            self.kernel.borrow().exiting.contains(&pid)
         }
     }
 
@@ -951,6 +972,10 @@ mod tests {
             let mut k = k.borrow_mut();
             if !k.alive.contains(pid) {
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            if k.exiting.contains(pid) || k.einval {
+                // No mm (being killed), or a bad call.
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
             }
             let Some(nodes) = nodes else {
                 for (a, s) in pages.iter().zip(status.iter_mut()) {
@@ -992,6 +1017,7 @@ mod tests {
             FakeEnv {
                 now: w.now.clone(),
                 free_kb: w.free_kb.clone(),
+                kernel: w.kernel.clone(),
             },
             Arc::new(Shared::default()),
         )
@@ -1203,6 +1229,37 @@ mod tests {
         assert!(r.per_process[&8].exited);
         assert_eq!(r.statuses.moved, 5);
         assert_eq!(r.statuses.failures(), 0, "ESRCH is not a page failure");
+    }
+
+    #[test]
+    fn a_killed_process_without_memory_is_dropped_not_failed() {
+        let w = world(1 << 20);
+        slow_pages(&w, 7, 0..10);
+        slow_pages(&w, 8, 0..10);
+        let mut c = cfg();
+        c.tier_of = [(0, 4), (1, 22)].into_iter().collect();
+        let mut m = mover(&w, c, &[7, 8]);
+        (0..10).for_each(|p| m.push(req(8, p)));
+        (0..5).for_each(|p| m.push(req(7, p)));
+        // 8 was SIGKILLed: its mm is gone, its pid not yet.
+        w.kernel.borrow_mut().exiting.push(8);
+        run(&mut m, &w.now, 100);
+        let r = m.finish();
+        assert_eq!(r.processes_exited, 1);
+        assert_eq!(r.dropped_exited, 10);
+        assert!(r.per_process[&8].exited);
+        assert_eq!(r.statuses.failures(), 0, "not page failures");
+        assert_eq!(r.statuses.moved, 5);
+        // EINVAL from a process that still has its memory is a failure.
+        w.kernel.borrow_mut().einval = true;
+        let mut m = mover(&w, cfg(), &[7]);
+        m.push(req(7, 6));
+        run(&mut m, &w.now, 100);
+        let r = m.finish();
+        fake::clear();
+        assert_eq!(r.processes_exited, 0);
+        assert_eq!(r.statuses.other, 3, "tried 1 + 2 retries");
+        assert_eq!(r.gave_up, 1);
     }
 
     #[test]
