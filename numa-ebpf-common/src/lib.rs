@@ -88,6 +88,8 @@ pub mod maps {
 pub mod programs {
     pub const FENTRY_HINT_FAULT: &str = "fentry_hint_fault";
     pub const KPROBE_HINT_FAULT: &str = "kprobe_hint_fault";
+    /// No longer in the object (fexit_decision reads the arguments); kept
+    /// so the name stays reserved.
     pub const FENTRY_DECISION: &str = "fentry_decision";
     pub const FEXIT_DECISION: &str = "fexit_decision";
     pub const KPROBE_DECISION: &str = "kprobe_decision";

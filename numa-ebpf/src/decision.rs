@@ -6,38 +6,47 @@
 //! slow-node folio the kernel exchanges the folio's access time
 //! (folio_xchg_last_cpupid) only after the free-space shortcut, and then
 //! compares `(now - last) & mask` with `pgdat->nbp_threshold ?: hot_threshold`.
+//!
+//! The exchange inside the call is recognised without an entry probe: it is
+//! the first one after the hint fault and before the decision returns
+//! (numa_migrate_check/numa_migrate_prep exchange nothing before calling
+//! mpol_misplaced; migration, the only other exchanger in a fault, comes
+//! after the decision). fexit sees the arguments, so one program per call.
 use aya_ebpf::{
-    macros::{fentry, fexit, kprobe, kretprobe},
-    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
+    macros::{fexit, kprobe, kretprobe},
+    programs::{FExitContext, ProbeContext, RetProbeContext},
 };
-use numa_ebpf_common::{fault_flags as ff, Counter, Outcome};
+use numa_ebpf_common::{fault_flags as ff, Counter, EventKind, Outcome};
 
 use crate::maps::{
     count, cpu_node, existing_thread_ctx, is_toptier, kernel_latency_ms, kernel_threshold_ms,
-    numa_balancing_mode, pid_tgid,
+    numa_balancing_mode,
 };
 
 const NUMA_BALANCING_MEMORY_TIERING: u32 = 2;
 
 #[inline(always)]
-fn on_decision_entry(src_nid: i32, dst_cpu: i32) {
-    let Some(ctx) = existing_thread_ctx(pid_tgid()) else {
-        return;
-    };
-    // SAFETY: this thread's map value.
-    let ctx = unsafe { &mut *ctx };
-    ctx.deciding = 1;
-    ctx.xchg_seen = 0;
-    ctx.ev.src_nid = src_nid;
-    ctx.ev.dst_nid = if dst_cpu >= 0 {
+fn dst_node(dst_cpu: i32) -> i32 {
+    if dst_cpu >= 0 {
         cpu_node(dst_cpu as u32)
     } else {
         -1
+    }
+}
+
+/// kprobe half: a kretprobe cannot read the arguments, so save them.
+#[inline(always)]
+fn on_decision_entry(src_nid: i32, dst_cpu: i32) {
+    let Some(ctx) = existing_thread_ctx() else {
+        return;
     };
+    // SAFETY: this thread's storage.
+    let ctx = unsafe { &mut *ctx };
+    ctx.saved_arg = ((src_nid as u32 as u64) << 32) | dst_cpu as u32 as u64;
 }
 
 #[inline(always)]
-fn on_decision_exit(ret: u64) {
+fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
     let promote = ret & 0xff != 0;
     count(Counter::Decisions, 1);
     count(
@@ -48,17 +57,19 @@ fn on_decision_exit(ret: u64) {
         },
         1,
     );
-    let Some(ctx) = existing_thread_ctx(pid_tgid()) else {
+    let Some(ctx) = existing_thread_ctx() else {
         return;
     };
-    // SAFETY: this thread's map value.
+    // SAFETY: this thread's storage.
     let ctx = unsafe { &mut *ctx };
-    if ctx.deciding == 0 {
+    let ev = &mut ctx.ev;
+    if ev.kind != EventKind::Fault as u32 || ev.flags & ff::DECIDED != 0 {
+        // Not inside a hint fault we saw (attach race), or already decided.
         return;
     }
-    ctx.deciding = 0;
-    let ev = &mut ctx.ev;
     ev.flags |= ff::DECIDED;
+    ev.src_nid = src_nid;
+    ev.dst_nid = dst_node(dst_cpu);
     ev.decision = if promote { 1 } else { 2 };
     let tiering =
         numa_balancing_mode() & NUMA_BALANCING_MEMORY_TIERING != 0 && !is_toptier(ev.src_nid);
@@ -87,15 +98,9 @@ fn on_decision_exit(ret: u64) {
     ev.outcome = outcome as u8;
 }
 
-#[fentry]
-pub fn fentry_decision(ctx: FEntryContext) -> u32 {
-    on_decision_entry(ctx.arg(2), ctx.arg(3));
-    0
-}
-
 #[fexit]
 pub fn fexit_decision(ctx: FExitContext) -> u32 {
-    on_decision_exit(ctx.ret().unwrap_or(0));
+    on_decision_exit(ctx.ret().unwrap_or(0), ctx.arg(2), ctx.arg(3));
     0
 }
 
@@ -107,6 +112,11 @@ pub fn kprobe_decision(ctx: ProbeContext) -> u32 {
 
 #[kretprobe]
 pub fn kretprobe_decision(ctx: RetProbeContext) -> u32 {
-    on_decision_exit(ctx.ret());
+    let saved = match existing_thread_ctx() {
+        // SAFETY: this thread's storage.
+        Some(c) => unsafe { (*c).saved_arg },
+        None => u64::MAX,
+    };
+    on_decision_exit(ctx.ret(), (saved >> 32) as i32, saved as u32 as i32);
     0
 }

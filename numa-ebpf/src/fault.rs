@@ -15,8 +15,8 @@ use numa_ebpf_common::{
 };
 
 use crate::maps::{
-    add, cgroup_id, count, cpu, existing_thread_ctx, next_fault_seqs, now_ns, pid_tgid, thread_ctx,
-    wanted, COUNTERS, EVENTS, HIST_DELTA, HIST_LATENCY, HIST_SUM, STAMPS,
+    add, cgroup_id, count, cpu, emit, existing_thread_ctx, next_fault_seqs, now_ns, pid_tgid,
+    thread_ctx, wanted, COUNTERS, HIST_DELTA, HIST_LATENCY, HIST_SUM, STAMPS,
 };
 
 const PAGE_MASK: u64 = !0xfff;
@@ -27,15 +27,18 @@ fn on_hint_fault(folio: u64, addr: u64) {
     let key = pid_tgid();
     let tgid = (key >> 32) as u32;
     let (seq_global, seq_mm) = next_fault_seqs(tgid);
-    let Some(ctx) = thread_ctx(key) else {
+    let Some(ctx) = thread_ctx() else {
         count(Counter::ThreadCtxFull, 1);
         return;
     };
-    // SAFETY: `ctx` points to this thread's map value; only this thread
-    // writes it while the fault is in progress.
+    // SAFETY: `ctx` points to this thread's storage; only this thread
+    // writes it.
     let ctx = unsafe { &mut *ctx };
-    ctx.deciding = 0;
+    // The first access-time exchange from here until the decision returns
+    // is the decision's (see scan::on_xchg).
     ctx.xchg_seen = 0;
+    // Not in the scanner: a pass still open here lost its end (attach race).
+    ctx.scanning = 0;
     let ev = &mut ctx.ev;
     *ev = FaultEvent {
         kind: EventKind::Fault as u32,
@@ -117,9 +120,8 @@ fn hist(outcome: u8, ev: &FaultEvent) {
 #[inline(always)]
 fn on_fault_account(mem_node: i32, pages: i32, flags: i32) {
     count(Counter::FaultAccount, 1);
-    let key = pid_tgid();
-    let ev = match existing_thread_ctx(key) {
-        // SAFETY: this thread's map value, see on_hint_fault.
+    let ev = match existing_thread_ctx() {
+        // SAFETY: this thread's storage, see on_hint_fault.
         Some(ctx) => unsafe { &mut (*ctx).ev },
         None => return count(Counter::FaultWithoutContext, 1),
     };
@@ -138,14 +140,12 @@ fn on_fault_account(mem_node: i32, pages: i32, flags: i32) {
     let outcome = ev.outcome;
     add(&COUNTERS, OUTCOME_BASE + (outcome as u32 & 7), 1);
     hist(outcome, ev);
-    let tgid = (key >> 32) as u32;
+    let tgid = (ev.pid_tgid >> 32) as u32;
     if wanted(tgid, ev.seq_global) {
         if let Ok(comm) = bpf_get_current_comm() {
             ev.comm = comm;
         }
-        if EVENTS.output::<FaultEvent>(&*ev, 0).is_err() {
-            count(Counter::RingDrops, 1);
-        }
+        emit::<FaultEvent>(ev);
     }
     // Mark consumed so a stray task_numa_fault cannot emit it twice.
     ev.kind = 0;

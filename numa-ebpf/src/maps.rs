@@ -4,11 +4,18 @@
 //! (`EbpfLoader::override_global`), the Rust spelling of libbpf's
 //! `const volatile`.
 use aya_ebpf::{
+    bindings::{
+        bpf_map_type::BPF_MAP_TYPE_TASK_STORAGE, BPF_F_NO_PREALLOC, BPF_LOCAL_STORAGE_GET_F_CREATE,
+        BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP,
+    },
     helpers::{
         bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
-        generated::{bpf_get_current_cgroup_id, bpf_get_smp_processor_id},
+        generated::{
+            bpf_get_current_cgroup_id, bpf_get_current_task_btf, bpf_get_smp_processor_id,
+            bpf_task_storage_get,
+        },
     },
-    macros::map,
+    macros::{btf_map, map},
     maps::{Array, LruHashMap, PerCpuArray, RingBuf},
 };
 use numa_ebpf_common::{
@@ -38,9 +45,75 @@ pub static GLOBAL_SEQ: Array<u64> = Array::with_max_entries(1, 0);
 pub static MM_SEQ: LruHashMap<u32, u64> = LruHashMap::with_max_entries(MM_SEQ_ENTRIES, 0);
 
 /// What one thread is in the middle of: a hint fault being decided, or a
-/// scanner pass. Keyed by pid_tgid.
-#[map(name = "THREADS")]
-pub static THREADS: LruHashMap<u64, ThreadCtx> = LruHashMap::with_max_entries(16384, 0);
+/// scanner pass. Task local storage: the kernel hangs the value off the
+/// task itself, so a lookup is a pointer walk instead of hashing pid_tgid
+/// into a shared LRU map on every hook (the hottest ones run several times
+/// per hint fault), and it cannot fill up or be evicted.
+///
+/// # Minimum kernel version
+///
+/// bpf_task_storage_get in tracing and kprobe programs: 5.11.
+#[btf_map(name = "THREADS")]
+pub static THREADS: TaskStorage<ThreadCtx> = TaskStorage::new();
+
+/// When the ring buffer last woke its reader (ns, slot 0); see [`emit`].
+#[map(name = "RING_WAKE")]
+pub static RING_WAKE: Array<u64> = Array::with_max_entries(1, 0);
+
+/// A BTF map definition of a task storage map (aya-ebpf 0.2.1 has the
+/// inode, socket and cgroup kinds but not this one): the layout its
+/// `btf_map_def!` generates, which aya's loader reads from BTF.
+#[repr(C)]
+pub struct TaskStorage<T> {
+    r#type: *const [i32; BPF_MAP_TYPE_TASK_STORAGE as usize],
+    key: *const i32,
+    value: *const T,
+    max_entries: *const [i32; 0],
+    map_flags: *const [i32; BPF_F_NO_PREALLOC as usize],
+}
+
+// SAFETY: the fields are placeholders the loader reads from BTF; they are
+// never dereferenced.
+unsafe impl<T> Sync for TaskStorage<T> {}
+
+impl<T> TaskStorage<T> {
+    pub const fn new() -> Self {
+        TaskStorage {
+            r#type: core::ptr::null(),
+            key: core::ptr::null(),
+            value: core::ptr::null(),
+            max_entries: core::ptr::null(),
+            map_flags: core::ptr::null(),
+        }
+    }
+
+    /// The current task's value; created zeroed when `create` and absent.
+    #[inline(always)]
+    fn current(&self, create: bool) -> Option<*mut T> {
+        let flags = if create {
+            BPF_LOCAL_STORAGE_GET_F_CREATE as u64
+        } else {
+            0
+        };
+        // SAFETY: the map pointer is this map's definition (relocated by the
+        // loader) and the task is the current one, a BTF pointer the
+        // verifier accepts; the helper returns NULL or a pointer to a value
+        // of the map's value size.
+        let p = unsafe {
+            bpf_task_storage_get(
+                core::ptr::from_ref(self).cast_mut().cast(),
+                bpf_get_current_task_btf().cast(),
+                core::ptr::null_mut(),
+                flags,
+            )
+        };
+        if p.is_null() {
+            None
+        } else {
+            Some(p.cast())
+        }
+    }
+}
 
 /// CPU -> NUMA node, filled by userspace from sysfs.
 #[map(name = "CPU_NODE")]
@@ -67,8 +140,7 @@ pub static MIGRATE_REASON_PAGES: PerCpuArray<u64> =
 #[derive(Clone, Copy)]
 pub struct ThreadCtx {
     pub ev: FaultEvent,
-    /// Inside should_numa_migrate_memory.
-    pub deciding: u32,
+    pub _unused: u32,
     /// The access-time exchange seen inside the decision: new and old value.
     pub xchg_seen: u32,
     pub xchg_new: u32,
@@ -80,7 +152,8 @@ pub struct ThreadCtx {
     pub scan_end: u64,
     pub scan_stamps: u64,
     pub scan_start_ns: u64,
-    /// Arguments saved by kprobes for their kretprobes.
+    /// Arguments saved by kprobes for their kretprobes (the decision's
+    /// packs src_nid << 32 | dst_cpu in `saved_arg`).
     pub saved_folio: u64,
     pub saved_arg: u64,
 }
@@ -108,6 +181,9 @@ static SAMPLE_EVERY: u64 = 1;
 static FILTER_TGID: u32 = 0;
 #[no_mangle]
 static FILTER_CGROUP: u64 = 0;
+/// Pending bytes in `EVENTS` that wake the reader at once (see [`emit`]).
+#[no_mangle]
+static RING_WAKE_BYTES: u64 = (DEFAULT_RING_BYTES / 4) as u64;
 
 macro_rules! setting {
     ($name:ident) => {
@@ -202,21 +278,53 @@ pub fn current_seqs(tgid: u32) -> (u64, u64) {
     (g, m)
 }
 
-/// The thread's context, created zeroed if absent.
+/// The current thread's context, created zeroed if absent (ThreadCtx is
+/// plain integers: all-zero is valid). None only when the kernel cannot
+/// allocate it or the storage is busy on this CPU (a nested program).
 #[inline(always)]
-pub fn thread_ctx(key: u64) -> Option<*mut ThreadCtx> {
-    if let Some(p) = THREADS.get_ptr_mut(key) {
-        return Some(p);
-    }
-    // SAFETY: ThreadCtx is plain integers; all-zero is a valid value.
-    let zero: ThreadCtx = unsafe { core::mem::zeroed() };
-    THREADS.insert(key, zero, 0).ok()?;
-    THREADS.get_ptr_mut(key)
+pub fn thread_ctx() -> Option<*mut ThreadCtx> {
+    THREADS.current(true)
 }
 
+/// The current thread's context if it has one.
 #[inline(always)]
-pub fn existing_thread_ctx(key: u64) -> Option<*mut ThreadCtx> {
-    THREADS.get_ptr_mut(key)
+pub fn existing_thread_ctx() -> Option<*mut ThreadCtx> {
+    THREADS.current(false)
+}
+
+/// The ring buffer wakes its reader at most once per this interval (and
+/// whenever a quarter of the ring is pending), not once per record: a
+/// wakeup is an irq_work plus a reader context switch, more than the
+/// record itself costs. A record waits at most until the next one after
+/// the interval, or the reader's final drain.
+const RING_WAKE_INTERVAL_NS: u64 = 20_000_000;
+
+/// Sends `value` to the `EVENTS` ring (reserve, write in place, submit),
+/// counting a full ring as a drop.
+#[inline(always)]
+pub fn emit<T: Copy + 'static>(value: &T) {
+    let Some(mut entry) = EVENTS.reserve::<T>(0) else {
+        return count(Counter::RingDrops, 1);
+    };
+    entry.write(*value);
+    let now = now_ns();
+    let last = RING_WAKE.get_ptr_mut(0);
+    let due = match last {
+        // SAFETY: map value; a racing CPU writing the same slot only makes
+        // one more wakeup.
+        Some(p) => now.wrapping_sub(unsafe { *p }) >= RING_WAKE_INTERVAL_NS,
+        None => true,
+    };
+    let flags = if due || EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= setting!(RING_WAKE_BYTES) {
+        if let Some(p) = last {
+            // SAFETY: as above.
+            unsafe { *p = now };
+        }
+        BPF_RB_FORCE_WAKEUP
+    } else {
+        BPF_RB_NO_WAKEUP
+    };
+    entry.submit(flags as u64);
 }
 
 #[inline(always)]

@@ -9,7 +9,7 @@ use numa_ebpf_common::{
 };
 
 use crate::maps::{
-    add, count, existing_thread_ctx, now_ns, pid_tgid, setting, EVENTS, MIGRATE_REASON_PAGES,
+    add, count, emit, existing_thread_ctx, now_ns, pid_tgid, setting, MIGRATE_REASON_PAGES,
 };
 
 /// Set by userspace before load from the attach plan (see [`MigrateRet`]).
@@ -38,8 +38,8 @@ fn migrated(ret: i64) {
         },
         1,
     );
-    if let Some(ctx) = existing_thread_ctx(pid_tgid()) {
-        // SAFETY: this thread's map value.
+    if let Some(ctx) = existing_thread_ctx() {
+        // SAFETY: this thread's storage.
         let ev = unsafe { &mut (*ctx).ev };
         ev.flags |= ff::MIGRATE_TRIED;
         ev.migrate_ok = ok as u8;
@@ -101,8 +101,6 @@ pub fn tp_skip_vma(ctx: TracePointContext) -> u32 {
             vm_end: ctx.read_at::<u64>(24).unwrap_or(0),
         }
     };
-    if EVENTS.output::<SkipEvent>(&ev, 0).is_err() {
-        count(Counter::RingDrops, 1);
-    }
+    emit(&ev);
     0
 }

@@ -10,31 +10,38 @@ use aya_ebpf::{
     macros::{fentry, fexit, kprobe, kretprobe},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
-use numa_ebpf_common::{Counter, EventKind, ScanEvent, Stamp};
+use numa_ebpf_common::{fault_flags as ff, Counter, EventKind, ScanEvent, Stamp};
 
 use crate::maps::{
-    count, cpu, current_seqs, existing_thread_ctx, now_ns, pid_tgid, thread_ctx, EVENTS, STAMPS,
+    count, cpu, current_seqs, emit, existing_thread_ctx, now_ns, pid_tgid, thread_ctx, STAMPS,
 };
 
-/// folio_xchg_last_cpupid(folio, new) returned `old`.
+/// folio_xchg_last_cpupid(folio, new) returned `old`. This runs several
+/// times per hint fault (decision, both folios of a migration, the scan
+/// stamp), so the common cases leave after one task-storage lookup.
 #[inline(always)]
 fn on_xchg(folio: u64, new: u32, old: u32) {
     count(Counter::CpupidXchg, 1);
-    let key = pid_tgid();
-    let Some(ctx) = existing_thread_ctx(key) else {
+    let Some(ctx) = existing_thread_ctx() else {
         return;
     };
-    // SAFETY: this thread's map value.
+    // SAFETY: this thread's storage.
     let ctx = unsafe { &mut *ctx };
-    if ctx.deciding != 0 {
-        ctx.xchg_seen = 1;
-        ctx.xchg_new = new;
-        ctx.xchg_old = old;
+    if ctx.ev.kind == EventKind::Fault as u32 {
+        // Inside a hint fault: the first exchange before the decision
+        // returns is the decision's (see decision.rs); the later ones are
+        // the migration's.
+        if ctx.ev.flags & ff::DECIDED == 0 && ctx.xchg_seen == 0 {
+            ctx.xchg_seen = 1;
+            ctx.xchg_new = new;
+            ctx.xchg_old = old;
+        }
         return;
     }
     if ctx.scanning == 0 {
         return;
     }
+    let key = pid_tgid();
     // The scanner stamped this folio: it was not PROT_NONE, so this is the
     // first scan since its last fault (the kernel's own semantics).
     count(Counter::ScanStamps, 1);
@@ -81,7 +88,7 @@ pub fn fexit_scan_stamp(ctx: FExitContext) -> u32 {
 
 #[kprobe]
 pub fn kprobe_scan_stamp(ctx: ProbeContext) -> u32 {
-    if let Some(c) = existing_thread_ctx(pid_tgid()) {
+    if let Some(c) = existing_thread_ctx() {
         // SAFETY: this thread's map value.
         let c = unsafe { &mut *c };
         c.saved_folio = ctx.arg(0).unwrap_or(0);
@@ -93,7 +100,7 @@ pub fn kprobe_scan_stamp(ctx: ProbeContext) -> u32 {
 #[kretprobe]
 pub fn kretprobe_scan_stamp(ctx: RetProbeContext) -> u32 {
     let old: i64 = ctx.ret();
-    let (folio, new) = match existing_thread_ctx(pid_tgid()) {
+    let (folio, new) = match existing_thread_ctx() {
         // SAFETY: this thread's map value.
         Some(c) => unsafe { ((*c).saved_folio, (*c).saved_arg as u32) },
         None => (0, 0),
@@ -104,11 +111,15 @@ pub fn kretprobe_scan_stamp(ctx: RetProbeContext) -> u32 {
 
 #[inline(always)]
 fn on_scan_entry(start: u64, end: u64) {
-    let Some(ctx) = thread_ctx(pid_tgid()) else {
+    let Some(ctx) = thread_ctx() else {
         return count(Counter::ThreadCtxFull, 1);
     };
-    // SAFETY: this thread's map value.
+    // SAFETY: this thread's storage.
     let ctx = unsafe { &mut *ctx };
+    // The scanner never runs inside a fault: a fault still open here lost
+    // its end to an attach race; close it so it cannot take this pass's
+    // exchanges for a decision's.
+    ctx.ev.kind = 0;
     ctx.scanning = 1;
     ctx.scan_start = start;
     ctx.scan_end = end;
@@ -120,16 +131,16 @@ fn on_scan_entry(start: u64, end: u64) {
 fn on_scan_exit(ptes_updated: u64) {
     count(Counter::ScanRanges, 1);
     count(Counter::ScanPtesUpdated, ptes_updated);
-    let key = pid_tgid();
-    let Some(ctx) = existing_thread_ctx(key) else {
+    let Some(ctx) = existing_thread_ctx() else {
         return;
     };
-    // SAFETY: this thread's map value.
+    // SAFETY: this thread's storage.
     let ctx = unsafe { &mut *ctx };
     if ctx.scanning == 0 {
         return;
     }
     ctx.scanning = 0;
+    let key = pid_tgid();
     let (seq_global, seq_mm) = current_seqs((key >> 32) as u32);
     let ev = ScanEvent {
         kind: EventKind::Scan as u32,
@@ -143,9 +154,7 @@ fn on_scan_exit(ptes_updated: u64) {
         seq_global,
         seq_mm,
     };
-    if EVENTS.output::<ScanEvent>(&ev, 0).is_err() {
-        count(Counter::RingDrops, 1);
-    }
+    emit(&ev);
 }
 
 #[fentry]

@@ -36,7 +36,9 @@ fn programs(hook: Hook, mechanism: Mechanism) -> &'static [(&'static str, Half)]
     match (hook, tracing) {
         (H::HintFault, true) => &[(p::FENTRY_HINT_FAULT, Entry)],
         (H::HintFault, false) => &[(p::KPROBE_HINT_FAULT, Entry)],
-        (H::Decision, true) => &[(p::FENTRY_DECISION, Entry), (p::FEXIT_DECISION, Exit)],
+        // fexit reads the arguments too; the decision's exchange is known
+        // without an entry program (numa-ebpf decision.rs).
+        (H::Decision, true) => &[(p::FEXIT_DECISION, Exit)],
         (H::Decision, false) => &[(p::KPROBE_DECISION, Entry), (p::KRETPROBE_DECISION, Exit)],
         (H::ScanStamp, true) => &[(p::FEXIT_SCAN_STAMP, Exit)],
         (H::ScanStamp, false) => &[
@@ -227,6 +229,8 @@ fn load_object(plan: &AttachPlan, k: &KernelParams, o: &LoadOptions) -> Result<E
     let convention = migrate_convention(plan) as u32;
     let (tp_ok, tp_failed, tp_reason) = k.tp_migrate.unwrap_or((8, 16, 0));
     let ring_bytes = o.ring_bytes.max(4096).next_power_of_two();
+    // The ring wakes its reader once this much is pending (else on a timer).
+    let ring_wake_bytes = u64::from(ring_bytes / 4);
     let mut ebpf = EbpfLoader::new()
         .override_global("MIGRATE_RET_CONVENTION", &convention, true)
         .override_global("SYM_NB_MODE", &k.sym_nb_mode, true)
@@ -240,11 +244,14 @@ fn load_object(plan: &AttachPlan, k: &KernelParams, o: &LoadOptions) -> Result<E
         .override_global("SAMPLE_EVERY", &o.sample_every.max(1), true)
         .override_global("FILTER_TGID", &o.filter_tgid, true)
         .override_global("FILTER_CGROUP", &o.filter_cgroup, true)
+        .override_global("RING_WAKE_BYTES", &ring_wake_bytes, true)
         .override_global("TP_MIGRATE_SUCCEEDED_OFF", &tp_ok, true)
         .override_global("TP_MIGRATE_FAILED_OFF", &tp_failed, true)
         .override_global("TP_MIGRATE_REASON_OFF", &tp_reason, true)
         .map_max_entries(maps::STAMPS, o.stamp_entries.max(1024))
         .map_max_entries(maps::EVENTS, ring_bytes)
+        // THREADS is task storage, which aya creates but has no type for.
+        .allow_unsupported_maps()
         .load(EBPF_OBJECT)
         .context("loading the BPF object (creating maps)")?;
     let mut cpu_node: Array<_, u32> = Array::try_from(
@@ -394,7 +401,10 @@ pub fn trial(mechanism: Mechanism, target: &str) -> Trial {
         Mechanism::Tracepoint => p::TRIAL_TRACEPOINT,
     };
     let run = || -> Result<u64> {
-        let mut ebpf = Ebpf::load(EBPF_OBJECT).context("loading the BPF object")?;
+        let mut ebpf = EbpfLoader::new()
+            .allow_unsupported_maps()
+            .load(EBPF_OBJECT)
+            .context("loading the BPF object")?;
         let btf = Btf::from_sys_fs().ok();
         attach_one(&mut ebpf, btf.as_ref(), name, mechanism, target)?;
         for _ in 0..8 {
