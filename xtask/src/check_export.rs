@@ -4,7 +4,8 @@
 //! runs. The host checks the scrapes and the final textfile: the classic
 //! text format, counters that never decrease, decisions that match the
 //! hint-fault counter, consistent histograms, per-node vmstat and
-//! per-process series, and the `/` page with the attach plan. Then
+//! per-process series, the promoter's metrics from a stand-in state file,
+//! and the `/` page with the attach plan. Then
 //! `numatrace hist --json` runs live around another workload.
 use std::{collections::BTreeMap, path::Path};
 
@@ -16,6 +17,13 @@ use crate::kernels::Series;
 /// init; the exporter binds 127.0.0.1 (its default is loopback-only).
 pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up || exit 1
+# A stand-in for a running `numatrace promote`: its state file at the
+# well-known path, rewritten every second (this shell's pid is alive).
+mkdir -p /run/numatrace
+( n=0; while :; do n=$((n + 100)); t=$(date +%s)
+printf '{"version":1,"pid":%d,"pid_start_ticks":null,"started_unix_s":%d,"updated_unix_s":%d,"dry_run":false,"scope":"pid 1","model":"fault-count","moved_pages":%d,"moved_bytes":%d,"moved_pages_per_s":100.0,"already_on_target":0,"failures":3,"failures_by_status":{"ebusy":3},"queue_depth":42,"queue_overflows":0,"would_move_pages":0,"rate_limit_bytes_per_s":0,"batch_ms":20.0,"batch_pages":64,"move_calls":1,"move_pages_seconds":0.5,"mean_call_ms":null,"rate_waits":0,"floor_waits":0}' $$ $t $t $n $((n * 4096)) > /run/numatrace/.promoter.tmp && mv /run/numatrace/.promoter.tmp /run/numatrace/promoter.json
+sleep 1; done ) &
+stand_in=$!
 numatrace export --listen 127.0.0.1:9464 --per-process 5 --textfile "$RESULTS/numatrace.prom" --interval 1 -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 20 --summary "$RESULTS/workload.json" 2> "$RESULTS/export.err" &
 exp=$!
 i=0; n=0
@@ -26,6 +34,7 @@ done
 wget -q -O "$RESULTS/index.html" http://127.0.0.1:9464/
 wait $exp
 echo $? > "$RESULTS/export.rc"
+kill $stand_in; rm -f /run/numatrace/promoter.json
 numatrace hist --by outcome --interval 2 --json -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 10 --summary "$RESULTS/hist-workload.json" > "$RESULTS/hist.json" 2> "$RESULTS/hist.err"
 echo $? > "$RESULTS/hist.rc"
 "#;
@@ -197,6 +206,33 @@ pub fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
     );
     ensure!(samples > 0, "no latency samples in any hist interval");
 
+    // The promoter's state file, read per scrape: up, and moved pages that
+    // grow from scrape to scrape.
+    let promoter: Vec<f64> = states
+        .iter()
+        .filter(|(_, st)| st.get("numatrace_promoter_up") == Some(&1.0))
+        .map(|(_, st)| sum(st, "numatrace_promoter_moved_pages_total", &[]))
+        .collect();
+    ensure!(
+        promoter.len() >= 2,
+        "numatrace_promoter_up was 1 in {} of {} expositions while a promoter state file was live",
+        promoter.len(),
+        states.len()
+    );
+    ensure!(
+        promoter.windows(2).all(|w| w[0] < w[1]) && promoter[0] > 0.0,
+        "numatrace_promoter_moved_pages_total did not follow the state file: {promoter:?}"
+    );
+    ensure!(
+        sum(
+            last,
+            "numatrace_promoter_failures_total",
+            &["status=\"ebusy\""]
+        ) == 3.0
+            && sum(last, "numatrace_promoter_queue_depth", &[]) == 42.0,
+        "promoter failures or queue depth not exported"
+    );
+
     let page = read("index.html")?;
     ensure!(
         page.contains("<a href=\"/metrics\">") && page.contains("Attach plan"),
@@ -212,6 +248,15 @@ pub fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Checks the results of a hand-run guest script:
+    /// `NUMATRACE_EXPORT_RESULTS=DIR cargo test -p xtask export_results -- --ignored`.
+    #[test]
+    #[ignore = "needs the results of a VM run"]
+    fn export_results() {
+        let dir = std::env::var_os("NUMATRACE_EXPORT_RESULTS").expect("NUMATRACE_EXPORT_RESULTS");
+        check(Path::new(&dir), "", Series::V6_1).expect("export check");
+    }
 
     #[test]
     fn parses_and_sums_classic_text() {
