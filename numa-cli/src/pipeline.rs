@@ -200,11 +200,149 @@ pub fn run_file(
     Ok((reader.header.clone(), reader.warning.clone()))
 }
 
-/// Feeds a recorded trace to the sinks in (scaled) real time: an event
-/// `dt` after the previous one is delivered `dt / speed` later (`speed`
-/// <= 0: as fast as possible). Stops at the end of the trace, on
-/// SIGINT/SIGTERM/SIGHUP, or after `duration` of wall time. Drives `top
-/// --replay` and `export --replay` exactly like the live probes would.
+/// How long a replay sleeps at least once it is ahead of the trace: the
+/// records that fall due meanwhile are delivered as one batch. A 1 s display
+/// cannot see 10 ms of lateness; 100 wake-ups a second instead of one per
+/// record (or per millisecond) is most of the replay source's cost.
+pub const REPLAY_BATCH: Duration = Duration::from_millis(10);
+/// Records delivered without giving the runtime a turn when the replay
+/// never sleeps (`speed` 0, or a replay that cannot keep up).
+const REPLAY_YIELD_EVERY: u32 = 16_384;
+
+/// Batch pacing of a replay. Pure: the caller reads the clock (wall time
+/// since the replay started) only when [`Pacer::due`] says a record is
+/// beyond what the last reading allowed, so the clock is read about twice
+/// per batch instead of once or twice per record.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    /// Trace ns per wall ns (> 0).
+    speed: f64,
+    /// Trace time of the first record (the replay's origin).
+    t0: Option<u64>,
+    /// Records up to this many trace ns after `t0` are due as of the last
+    /// clock reading.
+    horizon: u64,
+}
+
+impl Pacer {
+    /// `speed` > 0 (`speed` <= 0 replays as fast as possible and needs no
+    /// pacer).
+    pub fn new(speed: f64) -> Self {
+        Pacer {
+            speed,
+            t0: None,
+            horizon: 0,
+        }
+    }
+
+    fn offset(&mut self, ts: u64) -> u64 {
+        ts.saturating_sub(*self.t0.get_or_insert(ts))
+    }
+
+    /// Whether a record at trace time `ts` is due as of the last clock
+    /// reading (no clock read).
+    pub fn due(&mut self, ts: u64) -> bool {
+        self.offset(ts) <= self.horizon
+    }
+
+    /// Takes a clock reading (`elapsed` wall time since the replay
+    /// started). Returns None when the record at `ts` is due now, else the
+    /// wall time since the start to sleep until: the record's due time, but
+    /// at least `batch` after `elapsed`.
+    pub fn wake_at(&mut self, ts: u64, elapsed: Duration, batch: Duration) -> Option<Duration> {
+        let off = self.offset(ts);
+        // Float-to-int casts saturate: a huge speed or offset stays in range.
+        self.horizon = (elapsed.as_nanos() as f64 * self.speed) as u64;
+        if off <= self.horizon {
+            return None;
+        }
+        let due = Duration::from_nanos((off as f64 / self.speed).ceil() as u64);
+        Some(due.max(elapsed.saturating_add(batch)))
+    }
+}
+
+/// Trace time of an item (None: the footer, which is not paced).
+pub fn item_ts(item: &trace::Item) -> Option<u64> {
+    match item {
+        trace::Item::Event(ev) => Some(ev.ts_ns()),
+        trace::Item::Snapshot(s) => Some(s.ts_ns),
+        trace::Item::Footer(_) => None,
+    }
+}
+
+/// Feeds trace items (read from a file, or kept in memory by a looping
+/// replay) to the sinks in (scaled) real time: a record `dt` after the first
+/// one is delivered about `dt / speed` after the start, in batches (see
+/// [`REPLAY_BATCH`]); `speed` <= 0: as fast as possible. Stops at the end
+/// of the items (`CommandExited(Some(0))`), on SIGINT/SIGTERM/SIGHUP while
+/// waiting, or at `deadline`.
+pub async fn replay_items<T: std::borrow::Borrow<trace::Item>>(
+    items: impl Iterator<Item = Result<T>>,
+    speed: f64,
+    deadline: Option<tokio::time::Instant>,
+    sinks: &mut [&mut dyn Sink],
+) -> Result<StopReason> {
+    let mut sigint = tokio::signal::unix::signal(SignalKind::interrupt())?;
+    let mut sigterm = tokio::signal::unix::signal(SignalKind::terminate())?;
+    let mut sighup = tokio::signal::unix::signal(SignalKind::hangup())?;
+    let start = tokio::time::Instant::now();
+    let mut pacer = (speed > 0.0).then(|| Pacer::new(speed));
+    let mut since_yield = 0u32;
+    for item in items {
+        let item = item?;
+        let item = item.borrow();
+        let Some(ts) = item_ts(item) else { continue };
+        if let Some(p) = pacer.as_mut() {
+            if !p.due(ts) {
+                let now = tokio::time::Instant::now();
+                if deadline.is_some_and(|d| now >= d) {
+                    return Ok(StopReason::Duration);
+                }
+                if let Some(at) = p.wake_at(ts, now.saturating_duration_since(start), REPLAY_BATCH)
+                {
+                    let wake = start + at;
+                    let wake = deadline.map_or(wake, |d| wake.min(d));
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(wake) => {}
+                        _ = sigint.recv() => return Ok(StopReason::Signal("SIGINT")),
+                        _ = sigterm.recv() => return Ok(StopReason::Signal("SIGTERM")),
+                        _ = sighup.recv() => return Ok(StopReason::Signal("SIGHUP")),
+                    }
+                    since_yield = 0;
+                    let now = tokio::time::Instant::now();
+                    if deadline.is_some_and(|d| now >= d) {
+                        return Ok(StopReason::Duration);
+                    }
+                    // Everything due by now goes out without reading the
+                    // clock again.
+                    let _ = p.wake_at(ts, now.saturating_duration_since(start), REPLAY_BATCH);
+                }
+            }
+        }
+        since_yield += 1;
+        if since_yield >= REPLAY_YIELD_EVERY {
+            // Never sleeping (as fast as possible, or behind): let the
+            // runtime's other tasks run and check the deadline.
+            since_yield = 0;
+            if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                return Ok(StopReason::Duration);
+            }
+            tokio::task::yield_now().await;
+        }
+        match item {
+            trace::Item::Event(ev) => dispatch(sinks, ev)?,
+            trace::Item::Snapshot(s) => dispatch_snapshot(sinks, s)?,
+            trace::Item::Footer(_) => {}
+        }
+    }
+    Ok(StopReason::CommandExited(Some(0)))
+}
+
+/// Feeds a recorded trace to the sinks in (scaled) real time (see
+/// [`replay_items`]). Stops at the end of the trace (returning the reader's
+/// truncation warning), on SIGINT/SIGTERM/SIGHUP, or after `duration` of
+/// wall time. Drives `top --replay` and `export --replay` exactly like the
+/// live probes would.
 pub async fn run_replay(
     path: &Path,
     speed: f64,
@@ -212,45 +350,189 @@ pub async fn run_replay(
     sinks: &mut [&mut dyn Sink],
 ) -> Result<(StopReason, Option<String>)> {
     let mut reader = trace::Reader::open(path)?;
-    let mut sigint = tokio::signal::unix::signal(SignalKind::interrupt())?;
-    let mut sigterm = tokio::signal::unix::signal(SignalKind::terminate())?;
-    let mut sighup = tokio::signal::unix::signal(SignalKind::hangup())?;
-    let start = tokio::time::Instant::now();
-    let mut first_ts: Option<u64> = None;
-    let deadline = duration.map(|d| start + d);
-    loop {
-        let Some(item) = reader.next() else {
-            return Ok((StopReason::CommandExited(Some(0)), reader.warning.clone()));
-        };
-        let (ts, item) = match item? {
-            trace::Item::Event(ev) => {
-                let ts = ev.ts_ns();
-                (ts, Some(Ok(ev)))
-            }
-            trace::Item::Snapshot(s) => (s.ts_ns, Some(Err(s))),
-            trace::Item::Footer(_) => (0, None),
-        };
-        let Some(item) = item else { continue };
-        if speed > 0.0 {
-            let t0 = *first_ts.get_or_insert(ts);
-            let due = start + Duration::from_secs_f64(ts.saturating_sub(t0) as f64 / 1e9 / speed);
-            if due > tokio::time::Instant::now() {
-                let sleep = tokio::time::sleep_until(due);
-                tokio::pin!(sleep);
-                tokio::select! {
-                    _ = &mut sleep => {}
-                    _ = sigint.recv() => return Ok((StopReason::Signal("SIGINT"), None)),
-                    _ = sigterm.recv() => return Ok((StopReason::Signal("SIGTERM"), None)),
-                    _ = sighup.recv() => return Ok((StopReason::Signal("SIGHUP"), None)),
-                }
-            }
+    let deadline = duration.map(|d| tokio::time::Instant::now() + d);
+    let reason = replay_items(reader.by_ref(), speed, deadline, sinks).await?;
+    let warning = match reason {
+        StopReason::CommandExited(_) => reader.warning.clone(),
+        _ => None,
+    };
+    Ok((reason, warning))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+    const T0: u64 = 5_000 * MS;
+    const BATCH: Duration = Duration::from_millis(10);
+
+    #[test]
+    fn pacer_first_record_is_due_at_once() {
+        let mut p = Pacer::new(1.0);
+        assert!(p.due(T0));
+        assert!(p.due(T0), "same time again");
+        assert!(!p.due(T0 + 1), "later records need a clock reading");
+    }
+
+    #[test]
+    fn pacer_sleeps_until_due_but_at_least_a_batch() {
+        let mut p = Pacer::new(1.0);
+        assert!(p.due(T0));
+        assert_eq!(
+            p.wake_at(T0 + 50 * MS, Duration::ZERO, BATCH),
+            Some(Duration::from_millis(50))
+        );
+        // Due in 1 ms: sleep a whole batch, the records meanwhile go together.
+        assert_eq!(
+            p.wake_at(T0 + MS, Duration::ZERO, BATCH),
+            Some(Duration::from_millis(10))
+        );
+        assert_eq!(
+            p.wake_at(T0 + 31 * MS, Duration::from_millis(30), BATCH),
+            Some(Duration::from_millis(40))
+        );
+    }
+
+    #[test]
+    fn pacer_delivers_a_batch_per_clock_reading() {
+        let mut p = Pacer::new(1.0);
+        assert!(p.due(T0));
+        // A reading 20 ms in: the record at 5 ms is due now...
+        assert_eq!(
+            p.wake_at(T0 + 5 * MS, Duration::from_millis(20), BATCH),
+            None
+        );
+        // ...and so is everything up to 20 ms, without another reading.
+        assert!(p.due(T0 + 15 * MS));
+        assert!(p.due(T0 + 20 * MS));
+        assert!(!p.due(T0 + 21 * MS));
+        // Records out of order (earlier than the origin) are due.
+        assert!(p.due(T0 - MS));
+    }
+
+    #[test]
+    fn pacer_scales_by_speed() {
+        let mut p = Pacer::new(200.0);
+        assert!(p.due(T0));
+        // 10 ms of wall time is 2 s of trace at x200.
+        assert_eq!(
+            p.wake_at(T0 + 1_000 * MS, Duration::from_millis(10), BATCH),
+            None
+        );
+        assert!(p.due(T0 + 2_000 * MS));
+        assert!(!p.due(T0 + 2_001 * MS));
+        // 4 s of trace is due 20 ms after the start.
+        assert_eq!(
+            p.wake_at(T0 + 4_000 * MS, Duration::from_millis(10), Duration::ZERO),
+            Some(Duration::from_millis(20))
+        );
+        // Slower than real time.
+        let mut p = Pacer::new(0.5);
+        assert!(p.due(T0));
+        assert_eq!(
+            p.wake_at(T0 + 10 * MS, Duration::ZERO, Duration::ZERO),
+            Some(Duration::from_millis(20))
+        );
+    }
+
+    #[test]
+    fn pacer_extremes_saturate() {
+        let mut p = Pacer::new(f64::MAX);
+        assert!(p.due(0));
+        assert_eq!(p.wake_at(u64::MAX, Duration::from_nanos(1), BATCH), None);
+        let mut p = Pacer::new(1e-300);
+        assert!(p.due(0));
+        assert_eq!(
+            p.wake_at(1, Duration::ZERO, BATCH),
+            Some(Duration::from_nanos(u64::MAX))
+        );
+    }
+
+    struct Count(u64, u64, Vec<u64>);
+    impl Sink for Count {
+        fn event(&mut self, ev: &Event) -> Result<()> {
+            self.0 += 1;
+            self.2.push(ev.ts_ns());
+            Ok(())
         }
-        if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
-            return Ok((StopReason::Duration, None));
+        fn snapshot(&mut self, _s: &Snapshot) -> Result<()> {
+            self.1 += 1;
+            Ok(())
         }
-        match item {
-            Ok(ev) => dispatch(sinks, &ev)?,
-            Err(snap) => dispatch_snapshot(sinks, &snap)?,
-        }
+    }
+
+    fn items(n: u64, step_ns: u64) -> Vec<trace::Item> {
+        let mut v = vec![trace::Item::Snapshot(Snapshot {
+            ts_ns: T0,
+            ..Snapshot::default()
+        })];
+        v.extend((0..n).map(|i| {
+            trace::Item::Event(Event::Scan(numa_ebpf_common::ScanEvent {
+                ts_ns: T0 + i * step_ns,
+                ..Default::default()
+            }))
+        }));
+        v.push(trace::Item::Footer(trace::Footer::default()));
+        v
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    #[test]
+    fn replay_delivers_everything_in_order_as_fast_as_possible() {
+        let v = items(40_000, 1_000);
+        let mut c = Count(0, 0, Vec::new());
+        let r = rt()
+            .block_on(replay_items(v.iter().map(Ok), 0.0, None, &mut [&mut c]))
+            .expect("replay");
+        assert_eq!(r, StopReason::CommandExited(Some(0)));
+        assert_eq!((c.0, c.1), (40_000, 1));
+        assert!(c.2.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn replay_paces_by_trace_time() {
+        // 60 ms of trace at x2: about 30 ms of wall time, in a few batches.
+        let v = items(601, 100_000);
+        let mut c = Count(0, 0, Vec::new());
+        let t = std::time::Instant::now();
+        let r = rt()
+            .block_on(replay_items(v.iter().map(Ok), 2.0, None, &mut [&mut c]))
+            .expect("replay");
+        let took = t.elapsed();
+        assert_eq!(r, StopReason::CommandExited(Some(0)));
+        assert_eq!(c.0, 601);
+        assert!(took >= Duration::from_millis(29), "{took:?}");
+        assert!(took < Duration::from_secs(5), "{took:?}");
+    }
+
+    #[test]
+    fn replay_stops_at_the_deadline() {
+        // 100 s of trace at x1 with a 30 ms deadline.
+        let v = items(1_000, 100 * MS);
+        let mut c = Count(0, 0, Vec::new());
+        let rt = rt();
+        let r = rt
+            .block_on(async {
+                let d = tokio::time::Instant::now() + Duration::from_millis(30);
+                replay_items(v.iter().map(Ok), 1.0, Some(d), &mut [&mut c]).await
+            })
+            .expect("replay");
+        assert_eq!(r, StopReason::Duration);
+        assert!(c.0 >= 1 && c.0 < 10, "{}", c.0);
+    }
+
+    #[test]
+    fn replay_passes_errors_on() {
+        let v: Vec<Result<trace::Item>> = vec![Err(anyhow::anyhow!("bad record"))];
+        let mut c = Count(0, 0, Vec::new());
+        let r = rt().block_on(replay_items(v.into_iter(), 1.0, None, &mut [&mut c]));
+        assert!(r.is_err());
     }
 }

@@ -38,6 +38,10 @@ const RESIDENT_PROCS: usize = 16;
 const PROCFS_EVERY: Duration = Duration::from_secs(5);
 /// "Forever" for a live run the user did not bound.
 const UNBOUNDED: Duration = Duration::from_secs(100 * 365 * 86_400);
+/// Records of a looped replay kept in memory for the passes after the
+/// first (about 160 bytes each: 64 MiB at most); a longer trace is re-read
+/// from the file on every pass.
+const LOOP_CACHE_ITEMS: usize = 400_000;
 
 /// The shadow policies `--model` asks for (`none`: no models).
 fn policies(a: &ModelSel, k: &KernelDefaults) -> Result<Vec<Box<dyn Policy>>> {
@@ -112,9 +116,7 @@ impl Sink for AggSink<'_> {
         } else {
             // Counters restart with every loop: only the first pass's
             // snapshots describe the kernel; later ones only move time.
-            let mut s2 = s.clone();
-            s2.ts_ns += self.offset;
-            self.last_ts = self.last_ts.max(s2.ts_ns);
+            self.last_ts = self.last_ts.max(s.ts_ns + self.offset);
         }
         Ok(())
     }
@@ -176,49 +178,84 @@ async fn run_source(source: &mut Source, agg: &RefCell<Aggregator>) -> Result<St
             duration,
             repeat,
         } => {
-            let start = tokio::time::Instant::now();
             let mut sink = AggSink {
                 agg,
                 offset: 0,
                 last_ts: 0,
             };
-            loop {
-                let left = duration.map(|d| d.saturating_sub(start.elapsed()));
-                let (reason, warning) =
-                    pipeline::run_replay(path, *speed, left, &mut [&mut sink]).await?;
-                if let Some(w) = warning {
-                    if !*repeat {
-                        agg.borrow_mut().set_ended(w);
-                    }
-                }
-                match reason {
-                    StopReason::CommandExited(_) if *repeat => {
-                        // Next pass starts 1 ms after this one's last event.
-                        sink.offset = sink.last_ts + 1_000_000 - first_ts(path)?;
-                    }
-                    StopReason::CommandExited(_) => {
-                        return Ok(StopReason::CommandExited(Some(0)));
-                    }
-                    other => return Ok(other),
-                }
+            if *repeat {
+                let deadline = duration.map(|d| tokio::time::Instant::now() + d);
+                return replay_loop(path, *speed, deadline, LOOP_CACHE_ITEMS, &mut sink).await;
             }
+            let (reason, warning) =
+                pipeline::run_replay(path, *speed, *duration, &mut [&mut sink]).await?;
+            if let Some(w) = warning {
+                agg.borrow_mut().set_ended(w);
+            }
+            Ok(reason)
         }
     }
 }
 
+/// Replays `path` over and over, each pass shifted in time to start 1 ms
+/// after the previous one's last record, until `deadline` or a signal. The
+/// file is read once: later passes replay the first pass's records from
+/// memory when there are at most `cache_max` of them, else re-read it.
+async fn replay_loop(
+    path: &std::path::Path,
+    speed: f64,
+    deadline: Option<tokio::time::Instant>,
+    cache_max: usize,
+    sink: &mut AggSink<'_>,
+) -> Result<StopReason> {
+    let mut reader = trace::Reader::open(path)?;
+    let mut cache: Option<Vec<trace::Item>> = Some(Vec::new());
+    let items = reader.by_ref().inspect(|item| {
+        if cache.as_ref().is_some_and(|c| c.len() >= cache_max) {
+            cache = None;
+        }
+        if let (Ok(it), Some(c)) = (item, cache.as_mut()) {
+            c.push(it.clone());
+        }
+    });
+    let mut reason = pipeline::replay_items(items, speed, deadline, &mut [&mut *sink]).await?;
+    let t0 = match &cache {
+        Some(c) => c.iter().find_map(pipeline::item_ts),
+        None => first_ts(path)?,
+    };
+    let Some(t0) = t0 else {
+        // Nothing to loop over.
+        return Ok(reason);
+    };
+    loop {
+        if !matches!(reason, StopReason::CommandExited(_)) {
+            return Ok(reason);
+        }
+        sink.offset = (sink.last_ts + 1_000_000).saturating_sub(t0);
+        reason = match &cache {
+            Some(c) => {
+                pipeline::replay_items(c.iter().map(Ok), speed, deadline, &mut [&mut *sink]).await?
+            }
+            None => {
+                let left =
+                    deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+                pipeline::run_replay(path, speed, left, &mut [&mut *sink])
+                    .await?
+                    .0
+            }
+        };
+    }
+}
+
 /// Timestamp of the first record of a trace (the replay's time origin).
-fn first_ts(path: &std::path::Path) -> Result<u64> {
+fn first_ts(path: &std::path::Path) -> Result<Option<u64>> {
     let mut r = trace::Reader::open(path)?;
     for item in r.by_ref() {
-        match item? {
-            trace::Item::Event(Event::Fault(f)) => return Ok(f.ts_ns),
-            trace::Item::Event(Event::Scan(s)) => return Ok(s.ts_ns),
-            trace::Item::Event(Event::Skip(s)) => return Ok(s.ts_ns),
-            trace::Item::Snapshot(s) => return Ok(s.ts_ns),
-            trace::Item::Footer(_) => {}
+        if let Some(ts) = pipeline::item_ts(&item?) {
+            return Ok(Some(ts));
         }
     }
-    Ok(0)
+    Ok(None)
 }
 
 fn now_for(live: bool) -> Option<u64> {
@@ -521,4 +558,83 @@ pub fn screen_text(app: &App, width: u16, height: u16) -> Vec<String> {
             line.trim_end().to_owned()
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    const TRACE: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/testdata/hot-chunks-6.12.trace"
+    );
+
+    /// Events after the first snapshot in one pass, and the pass's span.
+    fn one_pass() -> (u64, f64) {
+        let header = trace::Reader::open(Path::new(TRACE)).expect("trace").header;
+        let agg = RefCell::new(Aggregator::new(Vec::new(), &header, "t".into()));
+        let mut source = Source::Replay {
+            path: TRACE.into(),
+            speed: 0.0,
+            duration: None,
+            repeat: false,
+        };
+        runtime()
+            .expect("runtime")
+            .block_on(run_source(&mut source, &agg))
+            .expect("replay");
+        let f = agg.borrow_mut().publish(None, Focus::default());
+        (f.events, f.elapsed_s)
+    }
+
+    /// Loops for `ms` of wall time at a speed that makes a pass ~25 ms.
+    fn looped(cache_max: usize, ms: u64) -> (StopReason, u64, f64, u64) {
+        let header = trace::Reader::open(Path::new(TRACE)).expect("trace").header;
+        let agg = RefCell::new(Aggregator::new(Vec::new(), &header, "t".into()));
+        let reason = runtime()
+            .expect("runtime")
+            .block_on(async {
+                let mut sink = AggSink {
+                    agg: &agg,
+                    offset: 0,
+                    last_ts: 0,
+                };
+                let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
+                let r = replay_loop(
+                    Path::new(TRACE),
+                    1000.0,
+                    Some(deadline),
+                    cache_max,
+                    &mut sink,
+                )
+                .await;
+                r.map(|r| (r, sink.last_ts))
+            })
+            .expect("replay");
+        let f = agg.borrow_mut().publish(None, Focus::default());
+        (reason.0, f.events, f.elapsed_s, reason.1)
+    }
+
+    #[test]
+    fn looped_replay_repeats_the_trace_with_time_moving_on() {
+        let (events, span) = one_pass();
+        assert!(events > 20_000 && span > 20.0, "{events} {span}");
+        // From memory, and re-reading the file (a trace too long to keep).
+        for cache_max in [LOOP_CACHE_ITEMS, 10] {
+            let (reason, ev, elapsed, _) = looped(cache_max, 1500);
+            assert_eq!(reason, StopReason::Duration);
+            // Later passes count every record (their snapshots only move
+            // time): more than two passes' worth, and event time went on.
+            assert!(ev > 2 * events, "cache {cache_max}: {ev} events");
+            assert!(elapsed > 2.0 * span, "cache {cache_max}: {elapsed} s");
+            // Whole passes are the same stream shifted in time.
+            let passes = elapsed / span;
+            let per_pass = ev as f64 / passes;
+            assert!(
+                (per_pass / events as f64 - 1.0).abs() < 0.1,
+                "cache {cache_max}: {per_pass} events per pass, {events} in one"
+            );
+        }
+    }
 }
