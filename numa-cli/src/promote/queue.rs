@@ -151,6 +151,34 @@ impl Queue {
         };
         let mut out = Vec::new();
         let mut used = 0u64;
+        if q.backoff == 0 {
+            // Every page is due: when the batch is a prefix of the address
+            // order (no page for another target in between), split it off
+            // at once instead of removing page by page.
+            let mut cut = None;
+            let mut mixed = false;
+            for (addr, p) in pages.iter() {
+                if p.target != target {
+                    mixed = true;
+                    break;
+                }
+                if used + u64::from(p.nr_pages) > budget_pages {
+                    cut = Some(*addr);
+                    break;
+                }
+                used += u64::from(p.nr_pages);
+            }
+            if !mixed {
+                let rest = cut.map_or_else(BTreeMap::new, |c| pages.split_off(&c));
+                out.extend(std::mem::replace(pages, rest));
+                if q.pages.is_empty() {
+                    self.procs.remove(&pid);
+                }
+                self.len -= out.len();
+                return out;
+            }
+            used = 0;
+        }
         for (addr, p) in pages.iter() {
             if p.due_ns > now_ns || p.target != target {
                 continue;
@@ -225,6 +253,28 @@ mod tests {
         assert_eq!(b.iter().map(|(a, _)| a / 4096).collect::<Vec<_>>(), vec![5]);
         assert_eq!(b[0].1.target, 2);
         assert_eq!(q.len(), 2);
+    }
+
+    #[test]
+    fn prefix_batches_split_off_in_order() {
+        let mut q = Queue::default();
+        for p in (0..1000).rev() {
+            q.push(&req(1, p, 0));
+        }
+        let b = q.take_batch(1, 0, 300);
+        let pages: Vec<u64> = b.iter().map(|(a, _)| a / 4096).collect();
+        assert_eq!(pages, (0..300).collect::<Vec<_>>());
+        assert_eq!(q.len(), 700);
+        // A page for another target ends the prefix: the general path
+        // still takes the later pages of the first target.
+        q.push(&req(1, 5000, 2));
+        q.push(&req(1, 5001, 0));
+        let b = q.take_batch(1, 0, 10_000);
+        assert_eq!(b.len(), 701);
+        assert_eq!(b.last().map(|(a, _)| a / 4096), Some(5001));
+        assert_eq!(q.take_batch(1, 0, 10).len(), 1);
+        assert!(q.is_empty());
+        assert_eq!(q.next_process(0), Err(None));
     }
 
     #[test]
