@@ -281,6 +281,83 @@ impl Proc {
     }
 }
 
+/// The tracked processes: a vector with a pid index, and the last pid
+/// looked up remembered (hint faults come in runs of one process, so most
+/// events skip the hash probe).
+#[derive(Default)]
+struct Procs {
+    list: Vec<Proc>,
+    index: FastMap<u32, usize>,
+    last: Option<(u32, usize)>,
+}
+
+impl Procs {
+    fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    fn slot(&self, pid: u32) -> Option<usize> {
+        match self.last {
+            Some((p, i)) if p == pid => Some(i),
+            _ => self.index.get(&pid).copied(),
+        }
+    }
+
+    fn get(&self, pid: u32) -> Option<&Proc> {
+        self.slot(pid).map(|i| &self.list[i])
+    }
+
+    fn get_mut(&mut self, pid: u32) -> Option<&mut Proc> {
+        let i = self.slot(pid)?;
+        self.last = Some((pid, i));
+        Some(&mut self.list[i])
+    }
+
+    fn contains(&self, pid: u32) -> bool {
+        self.slot(pid).is_some()
+    }
+
+    /// The process `pid`, created by `make` unless `max` are tracked.
+    fn get_or_insert(
+        &mut self,
+        pid: u32,
+        max: usize,
+        make: impl FnOnce() -> Proc,
+    ) -> Option<&mut Proc> {
+        let i = match self.slot(pid) {
+            Some(i) => i,
+            None if self.len() >= max => return None,
+            None => {
+                self.list.push(make());
+                let i = self.list.len() - 1;
+                self.index.insert(pid, i);
+                i
+            }
+        };
+        self.last = Some((pid, i));
+        Some(&mut self.list[i])
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, Proc> {
+        self.list.iter()
+    }
+
+    fn iter_mut(&mut self) -> std::slice::IterMut<'_, Proc> {
+        self.list.iter_mut()
+    }
+
+    fn retain(&mut self, keep: impl FnMut(&Proc) -> bool) {
+        let before = self.list.len();
+        self.list.retain(keep);
+        if self.list.len() != before {
+            self.index.clear();
+            self.index
+                .extend(self.list.iter().enumerate().map(|(i, p)| (p.pid, i)));
+            self.last = None;
+        }
+    }
+}
+
 struct ModelSlot {
     policy: Box<dyn Policy>,
     promote: u64,
@@ -300,7 +377,7 @@ pub struct Aggregator {
     source: String,
     models: Vec<ModelSlot>,
     scans: ScanIndex,
-    procs: FastMap<u32, Proc>,
+    procs: Procs,
     last_pid: Option<u32>,
     sys: Counts,
     sys_prev: Counts,
@@ -310,6 +387,9 @@ pub struct Aggregator {
     history: Vec<VecDeque<f64>>,
     demoted_rate: f64,
     kernel_threshold: BTreeMap<i32, u32>,
+    /// The last (node, threshold) put in `kernel_threshold` (most faults
+    /// repeat it: no map lookup).
+    last_threshold: Option<(i32, u32)>,
     first_snapshot: Option<Snapshot>,
     last_snapshot: Option<Snapshot>,
     snap_at_roll: Option<(u64, u64)>,
@@ -468,7 +548,7 @@ impl Aggregator {
                 })
                 .collect(),
             scans: ScanIndex::default(),
-            procs: FastMap::default(),
+            procs: Procs::default(),
             last_pid: None,
             sys: Counts::default(),
             sys_prev: Counts::default(),
@@ -478,6 +558,7 @@ impl Aggregator {
             history: vec![VecDeque::with_capacity(HISTORY); n_series],
             demoted_rate: 0.0,
             kernel_threshold: BTreeMap::new(),
+            last_threshold: None,
             first_snapshot: None,
             last_snapshot: None,
             snap_at_roll: None,
@@ -505,13 +586,13 @@ impl Aggregator {
     }
 
     pub fn set_resident(&mut self, pid: u32, pages: Option<Vec<(u32, u64)>>) {
-        if let Some(p) = self.procs.get_mut(&pid) {
+        if let Some(p) = self.procs.get_mut(pid) {
             p.resident = pages;
         }
     }
 
     pub fn set_vmas(&mut self, pid: u32, vmas: Option<Vec<Vma>>) {
-        if let Some(p) = self.procs.get_mut(&pid) {
+        if let Some(p) = self.procs.get_mut(pid) {
             p.vmas = vmas;
         }
     }
@@ -532,11 +613,11 @@ impl Aggregator {
     pub fn busiest(&self, n: usize) -> Vec<u32> {
         let mut v: Vec<(f64, u64, u32)> = self
             .procs
-            .values()
+            .iter()
             .filter(|p| p.counts.faults > 0)
             .map(|p| (p.rates.counts[0], p.counts.faults, p.pid))
             .collect();
-        v.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+        v.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
         v.into_iter().take(n).map(|x| x.2).collect()
     }
 
@@ -566,13 +647,9 @@ impl Aggregator {
     }
 
     fn proc_mut(&mut self, tgid: u32) -> Option<&mut Proc> {
-        let full = self.procs.len() >= MAX_PROCS;
         let n = self.models.len();
-        match self.procs.entry(tgid) {
-            std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
-            std::collections::hash_map::Entry::Vacant(_) if full => None,
-            std::collections::hash_map::Entry::Vacant(e) => Some(e.insert(Proc::new(tgid, n))),
-        }
+        self.procs
+            .get_or_insert(tgid, MAX_PROCS, || Proc::new(tgid, n))
     }
 
     fn fault(&mut self, f: &FaultEvent) {
@@ -585,8 +662,9 @@ impl Aggregator {
         let mig_fail = f.flags & ff::MIGRATE_TRIED != 0 && f.migrate_ok == 0;
         if f.flags & ff::KERNEL_LATENCY != 0
             && f.threshold_ms > 0
-            && self.kernel_threshold.get(&f.dst_nid) != Some(&f.threshold_ms)
+            && self.last_threshold != Some((f.dst_nid, f.threshold_ms))
         {
+            self.last_threshold = Some((f.dst_nid, f.threshold_ms));
             self.kernel_threshold.insert(f.dst_nid, f.threshold_ms);
         }
         // The models decide first (they need &mut self.models and the scans).
@@ -734,7 +812,7 @@ impl Aggregator {
                 self.snap_at_roll = Some((s.ts_ns, d));
             }
         }
-        for p in self.procs.values_mut() {
+        for p in self.procs.iter_mut() {
             p.rates.counts = rates_of(&p.counts, &p.prev, dt_s);
             p.prev = p.counts;
             for (i, r) in p.rates.models.iter_mut().enumerate() {
@@ -744,7 +822,7 @@ impl Aggregator {
             p.roll_heat();
         }
         self.procs
-            .retain(|_, p| now.saturating_sub(p.last_ts) < IDLE_PRUNE_NS);
+            .retain(|p| now.saturating_sub(p.last_ts) < IDLE_PRUNE_NS);
         let r = &self.sys_rates.counts;
         let local_pct = if r[0] > 0.0 { 100.0 * r[1] / r[0] } else { 0.0 };
         let mut points = vec![
@@ -786,11 +864,7 @@ impl Aggregator {
     fn frame(&mut self, now: u64, focus: Focus) -> Frame {
         self.seq += 1;
         let rows: Vec<ProcRow> = {
-            let mut v: Vec<&Proc> = self
-                .procs
-                .values()
-                .filter(|p| p.counts.faults > 0)
-                .collect();
+            let mut v: Vec<&Proc> = self.procs.iter().filter(|p| p.counts.faults > 0).collect();
             v.sort_by(|a, b| {
                 b.rates.counts[0]
                     .total_cmp(&a.rates.counts[0])
@@ -948,7 +1022,7 @@ impl Aggregator {
         let (p50, p99, d50) = Self::quantiles(&self.sys_hists);
         let mut resident: BTreeMap<u32, u64> = BTreeMap::new();
         let mut any = false;
-        for p in self.procs.values() {
+        for p in self.procs.iter() {
             for (n, pages) in p.resident.iter().flatten() {
                 any = true;
                 *resident.entry(*n).or_default() += pages;
@@ -978,13 +1052,13 @@ impl Aggregator {
     }
 
     fn hist_view(&self, pid: Option<u32>) -> HistView {
-        let (title, h) = match pid.and_then(|pid| self.procs.get(&pid)) {
+        let (title, h) = match pid.and_then(|pid| self.procs.get(pid)) {
             Some(p) => (format!("{} {}", p.pid, p.comm), &p.hists),
             None => ("all processes".to_owned(), &self.sys_hists),
         };
         HistView {
             title,
-            pid: pid.filter(|p| self.procs.contains_key(p)),
+            pid: pid.filter(|p| self.procs.contains(*p)),
             latency_promoted: h.latency[0].to_vec(),
             latency_rejected: h.latency[1].to_vec(),
             delta_promoted: h.delta[0].to_vec(),
@@ -999,7 +1073,7 @@ impl Aggregator {
     }
 
     fn detail(&self, pid: u32) -> Option<Detail> {
-        let p = self.procs.get(&pid)?;
+        let p = self.procs.get(pid)?;
         let now = self.now_ts;
         let mut ranges: Vec<RangeRow> = p
             .ranges

@@ -391,3 +391,34 @@ fn idle_processes_are_pruned_and_memory_is_capped() {
     }
     assert_eq!(p.heat.len(), HEAT_SLOTS);
 }
+
+#[test]
+fn process_table_index_survives_pruning_and_the_last_lookup_cache() {
+    let mut t = Procs::default();
+    for pid in [10, 20, 30, 40] {
+        let p = t.get_or_insert(pid, 3, || Proc::new(pid, 0));
+        assert_eq!(p.is_some(), pid != 40, "pid {pid} (cap 3)");
+    }
+    assert_eq!(t.len(), 3);
+    t.get_mut(20).expect("20").last_ts = 7;
+    // Drop the first one: the others move in the vector.
+    t.retain(|p| p.pid != 10);
+    assert!(!t.contains(10) && t.get(10).is_none());
+    assert_eq!(t.get(20).map(|p| (p.pid, p.last_ts)), Some((20, 7)));
+    assert_eq!(t.get_mut(30).map(|p| p.pid), Some(30));
+    // The remembered lookup (30) does not answer for another pid.
+    assert_eq!(t.get(20).map(|p| p.pid), Some(20));
+    assert!(t.get_mut(10).is_none());
+    // Room again: a new process goes in, found through the index.
+    assert!(t.get_or_insert(50, 3, || Proc::new(50, 0)).is_some());
+    let pids: Vec<u32> = t.iter().map(|p| p.pid).collect();
+    assert_eq!(pids, vec![20, 30, 50]);
+    for pid in [20, 30, 50] {
+        assert_eq!(t.get(pid).map(|p| p.pid), Some(pid));
+    }
+    // Pruning the remembered one forgets it.
+    t.get_mut(50).expect("50");
+    t.retain(|p| p.pid != 50);
+    assert!(t.get(50).is_none());
+    assert_eq!(t.get_mut(30).map(|p| p.pid), Some(30));
+}
