@@ -208,6 +208,11 @@ async fn replay_loop(
     cache_max: usize,
     sink: &mut AggSink<'_>,
 ) -> Result<StopReason> {
+    // One clock for all passes: pass k is due from start + offset_k / speed,
+    // so the batches' lateness does not add up from pass to pass.
+    let t0 = first_ts(path)?;
+    let start = tokio::time::Instant::now();
+    let origin_at = |offset: u64| pass_origin(start, t0?, offset, speed);
     let mut reader = trace::Reader::open(path)?;
     let mut cache: Option<Vec<trace::Item>> = Some(Vec::new());
     let items = reader.by_ref().inspect(|item| {
@@ -218,11 +223,8 @@ async fn replay_loop(
             c.push(it.clone());
         }
     });
-    let mut reason = pipeline::replay_items(items, speed, deadline, &mut [&mut *sink]).await?;
-    let t0 = match &cache {
-        Some(c) => c.iter().find_map(pipeline::item_ts),
-        None => first_ts(path)?,
-    };
+    let mut reason =
+        pipeline::replay_items(items, speed, origin_at(0), deadline, &mut [&mut *sink]).await?;
     let Some(t0) = t0 else {
         // Nothing to loop over.
         return Ok(reason);
@@ -232,19 +234,34 @@ async fn replay_loop(
             return Ok(reason);
         }
         sink.offset = (sink.last_ts + 1_000_000).saturating_sub(t0);
+        let origin = origin_at(sink.offset);
         reason = match &cache {
             Some(c) => {
-                pipeline::replay_items(c.iter().map(Ok), speed, deadline, &mut [&mut *sink]).await?
+                pipeline::replay_items(c.iter().map(Ok), speed, origin, deadline, &mut [&mut *sink])
+                    .await?
             }
             None => {
-                let left =
-                    deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
-                pipeline::run_replay(path, speed, left, &mut [&mut *sink])
+                let mut r = trace::Reader::open(path)?;
+                pipeline::replay_items(r.by_ref(), speed, origin, deadline, &mut [&mut *sink])
                     .await?
-                    .0
             }
         };
     }
+}
+
+/// When a looped pass shifted by `offset` ns starts: (wall time, trace time
+/// due then), None when unpaced (`speed` 0) or out of range.
+fn pass_origin(
+    start: tokio::time::Instant,
+    t0: u64,
+    offset: u64,
+    speed: f64,
+) -> Option<(tokio::time::Instant, u64)> {
+    if speed <= 0.0 {
+        return None;
+    }
+    let d = Duration::try_from_secs_f64(offset as f64 / 1e9 / speed).ok()?;
+    Some((start.checked_add(d)?, t0))
 }
 
 /// Timestamp of the first record of a trace (the replay's time origin).
@@ -305,6 +322,11 @@ async fn background(
     {
         let pipeline = run_source(&mut source, &agg);
         tokio::pin!(pipeline);
+        // One timer for the publication ticks, reset when it fires: the
+        // loop turns on every replay batch, and a new timer each turn costs
+        // a timer-wheel insertion and removal.
+        let tick = tokio::time::sleep_until(next_tick);
+        tokio::pin!(tick);
         let mut running = true;
         loop {
             tokio::select! {
@@ -328,12 +350,13 @@ async fn background(
                     send(&tx, frame);
                     let _ = tx.send(Msg::Ended { exit: exit_when_done });
                 }
-                _ = tokio::time::sleep_until(next_tick) => {
+                _ = &mut tick => {
                     next_tick += c.refresh;
                     let now = tokio::time::Instant::now();
                     if next_tick < now {
                         next_tick = now + c.refresh;
                     }
+                    tick.as_mut().reset(next_tick);
                     // numa_maps every PROCFS_EVERY, and at once for a process
                     // that just became one of the busiest.
                     let fresh = live && agg.borrow().busiest(RESIDENT_PROCS).iter().any(|p| !polled.contains(p));
@@ -362,6 +385,7 @@ async fn background(
                     }
                     if new.refresh != c.refresh {
                         next_tick = tokio::time::Instant::now() + new.refresh;
+                        tick.as_mut().reset(next_tick);
                     }
                     let refocus = new.focus != c.focus;
                     c = new;
@@ -614,6 +638,23 @@ mod tests {
             .expect("replay");
         let f = agg.borrow_mut().publish(None, Focus::default());
         (reason.0, f.events, f.elapsed_s, reason.1)
+    }
+
+    #[test]
+    fn looped_passes_share_one_clock() {
+        let start = tokio::time::Instant::now();
+        // 2 s of trace into the loop at x4: due half a second after the start.
+        assert_eq!(
+            pass_origin(start, 7, 2_000_000_000, 4.0),
+            Some((start + Duration::from_millis(500), 7))
+        );
+        assert_eq!(pass_origin(start, 7, 0, 4.0), Some((start, 7)));
+        assert_eq!(pass_origin(start, 7, 1, 0.0), None, "unpaced");
+        assert_eq!(
+            pass_origin(start, 7, u64::MAX, 1e-300),
+            None,
+            "out of range"
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@ struct Sample {
     t: f64,
     cpu_s: f64,
     rss_kb: u64,
+    load: Option<f64>,
 }
 
 pub struct Run {
@@ -32,6 +33,20 @@ pub struct Run {
     pub rss_max_kb: u64,
     /// Least-squares slope of RSS after the warm-up, KiB per minute.
     pub rss_slope_kb_min: f64,
+    /// The host's 1-minute load average over the measured window (mean,
+    /// max): the CPU figure is only comparable between similar loads.
+    pub load_mean: f64,
+    pub load_max: f64,
+}
+
+/// The 1-minute load average.
+fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 fn tmux(socket: &str, args: &[&str]) -> Result<String> {
@@ -144,7 +159,12 @@ pub fn measure(
                 break;
             }
             match sample(pid, tck) {
-                Some((cpu_s, rss_kb)) => samples.push(Sample { t, cpu_s, rss_kb }),
+                Some((cpu_s, rss_kb)) => samples.push(Sample {
+                    t,
+                    cpu_s,
+                    rss_kb,
+                    load: loadavg(),
+                }),
                 None => bail!("numatrace top exited early (see {})", summary.display()),
             }
             std::thread::sleep(Duration::from_secs(2));
@@ -166,6 +186,9 @@ pub fn measure(
             (Some(a), Some(b)) if b.t > a.t => (*a, *b),
             _ => bail!("run too short to measure ({} samples)", samples.len()),
         };
+        let loads: Vec<f64> = after.iter().filter_map(|s| s.load).collect();
+        let load_mean = loads.iter().sum::<f64>() / loads.len().max(1) as f64;
+        let load_max = loads.iter().copied().fold(0.0, f64::max);
         let points: Vec<(f64, f64)> = after
             .iter()
             .map(|s| (s.t / 60.0, s.rss_kb as f64))
@@ -178,6 +201,8 @@ pub fn measure(
             rss_end_kb: last.rss_kb,
             rss_max_kb: after.iter().map(|s| s.rss_kb).max().unwrap_or(0),
             rss_slope_kb_min: slope(&points),
+            load_mean,
+            load_max,
         })
     })();
     let _ = tmux(&socket, &["kill-server"]);
@@ -235,10 +260,16 @@ pub fn run(seconds: u64) -> Result<()> {
         );
     }
     println!(
-        "  CPU without models {:>6.1} % ({:.0} events/s): the shadow models cost {:.1} points",
+        "  CPU without models {:>6.1} % ({:.0} events/s, RSS {:.1} MiB): the shadow models cost {:.1} points",
         bare.cpu_pct,
         bare.events_per_s,
+        mib(bare.rss_end_kb),
         full.cpu_pct - bare.cpu_pct
+    );
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!(
+        "  host load average {:.1} (max {:.1}) during the full run, {:.1} (max {:.1}) without models, {cores} cores: compare runs at similar loads",
+        full.load_mean, full.load_max, bare.load_mean, bare.load_max
     );
     Ok(())
 }
