@@ -105,6 +105,9 @@ fn dispatch_snapshot(sinks: &mut [&mut dyn Sink], snap: &Snapshot) -> Result<()>
     sinks.iter_mut().try_for_each(|s| s.snapshot(snap))
 }
 
+/// How often the live pipeline drains the ring without a wakeup.
+const RING_FLUSH_EVERY: Duration = Duration::from_millis(100);
+
 /// Runs the live pipeline until the duration ends, a signal arrives or the
 /// command exits. Always ends with a drained ring and a final snapshot.
 pub async fn run_live(
@@ -153,6 +156,13 @@ pub async fn run_live(
     tokio::pin!(sleep);
     let mut tick = tokio::time::interval(opts.snapshot_every);
     tick.tick().await;
+    // The probes wake this reader at most every 20 ms (and when a quarter of
+    // the ring is pending), so records submitted after the last wakeup wait
+    // for the next one: drain on a timer too, so a quiet ring holds nothing
+    // back for long, and before every snapshot, so counters and events agree.
+    let mut flush = tokio::time::interval(RING_FLUSH_EVERY);
+    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    flush.tick().await;
     let reason = loop {
         tokio::select! {
             guard = fd.readable_mut() => {
@@ -160,7 +170,11 @@ pub async fn run_live(
                 drain(guard.get_inner_mut(), sinks)?;
                 guard.clear_ready();
             }
-            _ = tick.tick() => dispatch_snapshot(sinks, &snapshot(probes)?)?,
+            _ = flush.tick() => drain(fd.get_mut(), sinks)?,
+            _ = tick.tick() => {
+                drain(fd.get_mut(), sinks)?;
+                dispatch_snapshot(sinks, &snapshot(probes)?)?;
+            }
             _ = &mut sleep, if deadline.is_some() => break StopReason::Duration,
             _ = sigint.recv() => break StopReason::Signal("SIGINT"),
             _ = sigterm.recv() => break StopReason::Signal("SIGTERM"),
