@@ -1,6 +1,6 @@
 //! Log2 histograms with exactly the in-kernel bucket layout
 //! (`numa_ebpf_common::log2_bucket`): bucket `b` counts `2^(b-1) < v <= 2^b`.
-use numa_ebpf_common::{log2_bucket, HIST_BUCKETS};
+use numa_ebpf_common::HIST_BUCKETS;
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +20,17 @@ impl Default for Log2Hist {
     }
 }
 
+/// [`numa_ebpf_common::log2_bucket`] with a count-leading-zeros instruction (the BPF side
+/// has none, hence its loop): `ceil(log2 v)`, at most the last bucket.
+#[inline]
+pub fn bucket(v: u64) -> usize {
+    if v <= 1 {
+        0
+    } else {
+        ((64 - (v - 1).leading_zeros()) as usize).min(HIST_BUCKETS - 1)
+    }
+}
+
 /// Upper bound of bucket `b`, in the recorded unit.
 pub fn upper_bound(b: usize) -> u64 {
     1u64 << b.min(63)
@@ -33,8 +44,9 @@ pub struct BucketCount {
 }
 
 impl Log2Hist {
+    #[inline]
     pub fn add(&mut self, v: u64) {
-        self.buckets[log2_bucket(v)] += 1;
+        self.buckets[bucket(v)] += 1;
         self.sum = self.sum.saturating_add(v);
         self.count += 1;
     }
@@ -82,6 +94,8 @@ impl Log2Hist {
 
 #[cfg(test)]
 mod tests {
+    use numa_ebpf_common::log2_bucket;
+
     use super::*;
 
     #[test]
@@ -101,6 +115,26 @@ mod tests {
         assert_eq!(rows.len(), 11);
         assert_eq!(h.count, 6);
         assert_eq!(h.sum, 1010);
+    }
+
+    #[test]
+    fn fast_bucket_is_the_kernel_bucket() {
+        let mut vs: Vec<u64> = (0..5000).collect();
+        for b in 0..64 {
+            let p = 1u64 << b;
+            vs.extend([p - 1, p, p + 1, p.wrapping_mul(3) / 2]);
+        }
+        vs.extend([u64::MAX, u64::MAX - 1, (1 << 63) + 1]);
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            vs.push(x >> (x % 64));
+        }
+        for v in vs {
+            assert_eq!(bucket(v), log2_bucket(v), "v = {v}");
+        }
     }
 
     #[test]

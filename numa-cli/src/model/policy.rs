@@ -8,7 +8,10 @@ use rustc_hash::FxHashMap as HashMap;
 use anyhow::{bail, Context, Result};
 use numa_ebpf_common::{fault_flags as ff, FaultEvent, Outcome};
 
-use super::scans::RangeScan;
+use super::{
+    pagetable::{self, PageTable},
+    scans::RangeScan,
+};
 
 /// What a policy sees besides the fault itself.
 #[derive(Debug, Clone, Copy, Default)]
@@ -42,6 +45,9 @@ pub trait Policy {
     /// Called for every hint fault the kernel decided in tiering mode on a
     /// slow-node folio (the decisions the policies compete on).
     fn decide(&mut self, ev: &FaultEvent, view: &FaultView) -> Verdict;
+    /// Told of a fault some events before `decide` sees it: a policy with
+    /// per-page state may start loading it (a hint; no effect on results).
+    fn prefetch(&self, _ev: &FaultEvent) {}
     /// The threshold to mark on latency/delta charts, if the policy has one.
     fn threshold(&self) -> Option<f64> {
         None
@@ -54,7 +60,8 @@ pub trait Policy {
 pub struct RateLimiter {
     /// Pages per second; 0 disables.
     pub pages_per_s: u64,
-    nodes: HashMap<i32, RlState>,
+    /// Per node: a handful, a linear scan beats a map.
+    nodes: Vec<(i32, RlState)>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -68,7 +75,7 @@ impl RateLimiter {
     pub fn new(mbps: u64) -> Self {
         RateLimiter {
             pages_per_s: mbps << (20 - 12),
-            nodes: HashMap::default(),
+            nodes: Vec::new(),
         }
     }
 
@@ -77,7 +84,7 @@ impl RateLimiter {
         if self.pages_per_s == 0 {
             return false;
         }
-        let s = self.nodes.entry(node).or_default();
+        let s = node_entry(&mut self.nodes, node, RlState::default);
         s.nr_cand += nr;
         if now_ms.saturating_sub(s.start_ms) > 1000 {
             s.start_ms = now_ms;
@@ -87,8 +94,24 @@ impl RateLimiter {
     }
 
     pub fn candidates(&self, node: i32) -> u64 {
-        self.nodes.get(&node).map_or(0, |s| s.nr_cand)
+        self.nodes
+            .iter()
+            .find(|(n, _)| *n == node)
+            .map_or(0, |(_, s)| s.nr_cand)
     }
+}
+
+/// The state of `node` in a small per-node list, made by `new` if absent.
+#[inline]
+fn node_entry<T>(nodes: &mut Vec<(i32, T)>, node: i32, new: impl FnOnce() -> T) -> &mut T {
+    let i = match nodes.iter().position(|(n, _)| *n == node) {
+        Some(i) => i,
+        None => {
+            nodes.push((node, new()));
+            nodes.len() - 1
+        }
+    };
+    &mut nodes[i].1
 }
 
 pub const NUMA_MIGRATION_ADJUST_STEPS: u64 = 16;
@@ -160,7 +183,7 @@ pub struct KernelTime {
     pub hot_threshold_ms: u64,
     pub scan_period_max_ms: u64,
     pub rate: RateLimiter,
-    nodes: HashMap<i32, AdaptiveThreshold>,
+    nodes: Vec<(i32, AdaptiveThreshold)>,
 }
 
 impl KernelTime {
@@ -169,7 +192,7 @@ impl KernelTime {
             hot_threshold_ms,
             scan_period_max_ms,
             rate: RateLimiter::new(rate_limit_mbps),
-            nodes: HashMap::default(),
+            nodes: Vec::new(),
         }
     }
 }
@@ -208,7 +231,7 @@ impl Policy for KernelTime {
         // pgdat_free_space_enough() is not observable per fault; the kernel's
         // own answer (no access-time exchange before promoting) is the input.
         if ev.outcome == Outcome::PromoteFreeSpace as u8 {
-            self.nodes.remove(&ev.dst_nid);
+            self.nodes.retain(|(n, _)| *n != ev.dst_nid);
             return yes("free_space");
         }
         let Some(latency) = latency_ms(ev) else {
@@ -221,7 +244,7 @@ impl Policy for KernelTime {
             self.scan_period_max_ms,
             self.rate.pages_per_s,
         );
-        let node = self.nodes.entry(ev.dst_nid).or_insert_with(|| {
+        let node = node_entry(&mut self.nodes, ev.dst_nid, || {
             // Start from the kernel's threshold at attach when seen.
             let mut t = AdaptiveThreshold::default();
             if ev.threshold_ms > 0 {
@@ -245,8 +268,8 @@ impl Policy for KernelTime {
     fn threshold(&self) -> Option<f64> {
         Some(
             self.nodes
-                .values()
-                .map(|n| n.current(self.hot_threshold_ms))
+                .iter()
+                .map(|(_, n)| n.current(self.hot_threshold_ms))
                 .max()
                 .unwrap_or(self.hot_threshold_ms) as f64,
         )
@@ -371,8 +394,11 @@ impl Policy for FaultCount {
 #[derive(Debug, Clone)]
 pub struct TwoTouch {
     pub window_ms: u64,
-    /// Last fault time per (tgid, page), bounded by `cap` entries.
-    last: HashMap<(u32, u64), u64>,
+    /// Last fault time (ms) per (tgid, page): `[packed key, ms]`; with
+    /// `wide`, bounded by `cap` entries.
+    last: PageTable<2>,
+    /// Keys that do not pack (see `pagetable`).
+    wide: HashMap<(u32, u64), u64>,
     cap: usize,
 }
 
@@ -380,8 +406,24 @@ impl TwoTouch {
     pub fn new(window_ms: u64, cap: usize) -> Self {
         TwoTouch {
             window_ms,
-            last: HashMap::default(),
+            last: PageTable::default(),
+            wide: HashMap::default(),
             cap,
+        }
+    }
+
+    /// Before a new page is remembered: bounded memory, forget touches
+    /// older than the window, everything if that is not enough.
+    fn make_room(&mut self, now_ms: u64) {
+        if self.last.len() + self.wide.len() < self.cap {
+            return;
+        }
+        let window = self.window_ms;
+        self.last.retain(|e| now_ms.saturating_sub(e[1]) <= window);
+        self.wide.retain(|_, t| now_ms.saturating_sub(*t) <= window);
+        if self.last.len() + self.wide.len() >= self.cap {
+            self.last.clear();
+            self.wide.clear();
         }
     }
 }
@@ -395,24 +437,40 @@ impl Policy for TwoTouch {
         BTreeMap::from([("window_ms".into(), self.window_ms.to_string())])
     }
 
+    fn prefetch(&self, ev: &FaultEvent) {
+        if let Some(key) = pagetable::pack((ev.pid_tgid >> 32) as u32, ev.addr) {
+            self.last.prefetch(key);
+        }
+    }
+
     fn decide(&mut self, ev: &FaultEvent, _view: &FaultView) -> Verdict {
-        let key = ((ev.pid_tgid >> 32) as u32, ev.addr);
+        let tgid = (ev.pid_tgid >> 32) as u32;
         let now_ms = ev.ts_ns / 1_000_000;
-        if self.last.len() >= self.cap && !self.last.contains_key(&key) {
-            // Bounded memory: forget touches older than the window.
-            let window = self.window_ms;
-            self.last.retain(|_, t| now_ms.saturating_sub(*t) <= window);
-            if self.last.len() >= self.cap {
-                self.last.clear();
+        let Some(key) = pagetable::pack(tgid, ev.addr) else {
+            let key = (tgid, ev.addr);
+            if !self.wide.contains_key(&key) {
+                self.make_room(now_ms);
             }
-        }
-        match self.last.insert(key, now_ms) {
-            Some(prev) if now_ms.saturating_sub(prev) <= self.window_ms => {
-                self.last.remove(&key);
-                yes("second_touch")
+            return match self.wide.insert(key, now_ms) {
+                Some(prev) if now_ms.saturating_sub(prev) <= self.window_ms => {
+                    self.wide.remove(&key);
+                    yes("second_touch")
+                }
+                _ => no("first_touch"),
+            };
+        };
+        if let Some(i) = self.last.find(key) {
+            let prev = self.last.slot(i)[1];
+            if now_ms.saturating_sub(prev) <= self.window_ms {
+                self.last.remove_at(i);
+                return yes("second_touch");
             }
-            _ => no("first_touch"),
+            self.last.value_mut(i)[0] = now_ms;
+            return no("first_touch");
         }
+        self.make_room(now_ms);
+        self.last.insert([key, now_ms]);
+        no("first_touch")
     }
 
     fn threshold(&self) -> Option<f64> {
@@ -643,6 +701,80 @@ mod tests {
         let mut c = b;
         c.ts_ns += 5_000_000_000;
         assert_eq!(m.decide(&c, &view), no("first_touch"));
+    }
+
+    /// two-touch as it was before the packed table.
+    struct RefTwoTouch {
+        window_ms: u64,
+        last: HashMap<(u32, u64), u64>,
+        cap: usize,
+    }
+
+    impl RefTwoTouch {
+        fn decide(&mut self, ev: &FaultEvent) -> Verdict {
+            let key = ((ev.pid_tgid >> 32) as u32, ev.addr);
+            let now_ms = ev.ts_ns / 1_000_000;
+            if self.last.len() >= self.cap && !self.last.contains_key(&key) {
+                let window = self.window_ms;
+                self.last.retain(|_, t| now_ms.saturating_sub(*t) <= window);
+                if self.last.len() >= self.cap {
+                    self.last.clear();
+                }
+            }
+            match self.last.insert(key, now_ms) {
+                Some(prev) if now_ms.saturating_sub(prev) <= self.window_ms => {
+                    self.last.remove(&key);
+                    yes("second_touch")
+                }
+                _ => no("first_touch"),
+            }
+        }
+    }
+
+    /// Same verdicts as the plain map, through the cap's forgetting and
+    /// clearing and with keys that do not pack.
+    #[test]
+    fn two_touch_matches_the_plain_map() {
+        for (cap, window, seed) in [(1usize << 20, 2000u64, 1u64), (64, 500, 2), (7, 100_000, 3)] {
+            let mut new = TwoTouch::new(window, cap);
+            let mut old = RefTwoTouch {
+                window_ms: window,
+                last: HashMap::default(),
+                cap,
+            };
+            let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ seed;
+            let mut next = || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            let view = FaultView::default();
+            let mut ev = fault(1, 1, 10, Outcome::RejectLatency);
+            let mut seconds = 0;
+            for _ in 0..200_000 {
+                ev.ts_ns = ev.ts_ns.wrapping_add(next() % 20_000_000);
+                if next() % 1000 == 0 {
+                    ev.ts_ns = ev.ts_ns.wrapping_sub(1 << 40);
+                }
+                let tgid = match next() % 40 {
+                    0 => u64::from(u32::MAX),
+                    1 => 1 << 22,
+                    n => n % 3,
+                };
+                ev.pid_tgid = tgid << 32;
+                ev.addr = match next() % 40 {
+                    0 => 0x7f00_0000_0001 + next() % 3,
+                    1 => u64::MAX - 4095,
+                    _ => 0x7f00_0000_0000 + (next() % 300) * 4096,
+                };
+                let v = new.decide(&ev, &view);
+                assert_eq!(v, old.decide(&ev));
+                seconds += u64::from(v.promote);
+                assert_eq!(new.last.len() + new.wide.len(), old.last.len());
+            }
+            assert!(seconds > 100, "{seconds} second touches");
+        }
     }
 
     #[test]

@@ -50,7 +50,11 @@ impl ScanIndex {
     }
 
     /// The latest scan of `tgid` covering `addr` that ended before `ts_ns`.
+    #[inline]
     pub fn latest(&self, tgid: u32, addr: u64, ts_ns: u64) -> Option<RangeScan> {
+        if self.chunks.is_empty() {
+            return None;
+        }
         let s = self.chunks.get(&(tgid, addr >> CHUNK_SHIFT))?;
         (s.start <= addr && addr < s.end && s.ts_ns <= ts_ns).then_some(*s)
     }

@@ -1,7 +1,7 @@
 //! The shadow evaluation engine: runs several policies beside the kernel on
 //! one event stream and reports decisions, agreement and outcome evidence.
 //! Pure and deterministic: a replay of a recording gives the live report.
-use std::collections::BTreeMap;
+use std::{cell::RefCell, collections::BTreeMap};
 
 use rustc_hash::FxHashMap;
 
@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::{
     hist::Log2Hist,
+    pagetable::{self, PageTable},
     policy::{FaultView, Policy},
     scans::ScanIndex,
 };
@@ -49,22 +50,63 @@ impl Agreement {
 }
 
 /// Follows refused pages: did they fault again (still hot), and when?
-/// One entry per refused page for all models at once: `mask` bit `i` = model
-/// `i` wanted it, bit [`NEITHER`] = no model wanted it.
+/// One entry per refused page for all models at once, with the sets it
+/// counts in: bit `i` = model `i` wanted it, bit `models` = no model did.
 #[derive(Debug, Default)]
 struct Refaults {
-    pending: FxHashMap<(u32, u64), Pending>,
+    /// Pending refusals: `[packed (tgid, addr), packed (ts_ns, sets)]`,
+    /// 16 bytes each: the table is what every event touches.
+    table: PageTable<2>,
+    /// Pending refusals whose key or value does not pack (never a
+    /// kernel's key; a time beyond the packed range): exact, slower.
+    wide: FxHashMap<(u32, u64), Pending>,
     sets: Vec<RefaultSet>,
+    /// Origin of the packed times (set at the first refusal).
+    base_ns: Option<u64>,
+    /// Low bits of a packed value: `ts_ns - base_ns`; high bits: sets.
+    ts_bits: u32,
+    /// At most this many pending ([`MAX_TRACKED`]; smaller in tests).
+    max_tracked: usize,
 }
+
+/// A packed time may be this much older than the first refusal's (less
+/// with many models: a sixteenth of the packed range).
+const BASE_SLACK_NS: u64 = 1 << 32;
 
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     ts_ns: u64,
-    mask: u64,
+    sets: u64,
 }
 
-/// Bit of the "kernel refused, no model wanted" set.
-const NEITHER: u32 = 63;
+/// A page key, packed once per event.
+#[derive(Debug, Clone, Copy)]
+struct Page {
+    tgid: u32,
+    addr: u64,
+    packed: Option<u64>,
+}
+
+impl Page {
+    #[inline]
+    fn new(tgid: u32, addr: u64) -> Self {
+        Page {
+            tgid,
+            addr,
+            packed: pagetable::pack(tgid, addr),
+        }
+    }
+}
+
+/// The table slot of a pending refusal that a fault has just answered:
+/// logically removed, physically kept until [`Refaults::refused`] reuses
+/// it or [`Refaults::release`] frees it (one probe per event, not three).
+#[must_use]
+#[derive(Debug, Clone, Copy)]
+struct Held(Option<usize>);
+
+/// Models at once: their sets and the "no model wanted" set fit a u64.
+const MAX_MODELS: usize = 63;
 
 #[derive(Debug, Default, Clone)]
 struct RefaultSet {
@@ -90,51 +132,94 @@ pub struct RefaultReport {
 impl Refaults {
     fn new(models: usize) -> Self {
         Refaults {
-            pending: FxHashMap::default(),
+            table: PageTable::default(),
+            wide: FxHashMap::default(),
             sets: vec![RefaultSet::default(); models + 1],
+            base_ns: None,
+            ts_bits: 64 - (models as u32 + 1),
+            max_tracked: MAX_TRACKED,
         }
     }
 
-    fn set_index(&self, bit: u32) -> usize {
-        if bit == NEITHER {
-            self.sets.len() - 1
-        } else {
-            bit as usize
+    /// Refusals pending.
+    fn len(&self) -> usize {
+        self.table.len() + self.wide.len()
+    }
+
+    #[inline]
+    fn pack_value(&mut self, ts_ns: u64, sets: u64) -> Option<u64> {
+        let slack = BASE_SLACK_NS.min(1 << self.ts_bits.saturating_sub(4));
+        let base = *self.base_ns.get_or_insert(ts_ns.saturating_sub(slack));
+        let off = ts_ns.checked_sub(base)?;
+        (off >> self.ts_bits == 0).then_some(off | sets << self.ts_bits)
+    }
+
+    #[inline]
+    fn unpack_value(&self, v: u64) -> (u64, u64) {
+        let off = v & ((1 << self.ts_bits) - 1);
+        (self.base_ns.unwrap_or(0) + off, v >> self.ts_bits)
+    }
+
+    /// A fault on `page`: answers a pending refusal of that page.
+    #[inline]
+    fn fault(&mut self, page: &Page, ts_ns: u64) -> Held {
+        if let Some(i) = page.packed.and_then(|key| self.table.find(key)) {
+            let (then, sets) = self.unpack_value(self.table.slot(i)[1]);
+            self.answer(then, sets, ts_ns);
+            return Held(Some(i));
+        }
+        if !self.wide.is_empty() {
+            if let Some(p) = self.wide.remove(&(page.tgid, page.addr)) {
+                self.answer(p.ts_ns, p.sets, ts_ns);
+            }
+        }
+        Held(None)
+    }
+
+    #[inline]
+    fn answer(&mut self, then_ns: u64, sets: u64, ts_ns: u64) {
+        let delay = ts_ns.saturating_sub(then_ns) / 1_000_000;
+        for i in Bits(sets) {
+            let set = &mut self.sets[i as usize];
+            set.refaulted += 1;
+            set.delay_ms.add(delay);
         }
     }
 
-    /// The page was refused by the kernel; `mask` says who wanted it.
-    fn refused(&mut self, key: (u32, u64), ts_ns: u64, mask: u64) {
-        if mask == 0 {
+    /// Frees the slot of an answered refusal that is not renewed.
+    #[inline]
+    fn release(&mut self, held: Held) {
+        if let Some(i) = held.0 {
+            self.table.remove_at(i);
+        }
+    }
+
+    /// The page was refused by the kernel; `sets` says who wanted it.
+    #[inline]
+    fn refused(&mut self, held: Held, page: &Page, ts_ns: u64, sets: u64) {
+        if sets == 0 {
+            self.release(held);
             return;
         }
-        if self.pending.len() >= MAX_TRACKED {
-            for bit in Bits(mask) {
-                let i = self.set_index(bit);
-                self.sets[i].untracked += 1;
+        // The held entry is already answered: it does not count.
+        if self.len() - usize::from(held.0.is_some()) >= self.max_tracked {
+            self.release(held);
+            for i in Bits(sets) {
+                self.sets[i as usize].untracked += 1;
             }
             return;
         }
-        self.pending.insert(key, Pending { ts_ns, mask });
-        for bit in Bits(mask) {
-            let i = self.set_index(bit);
-            self.sets[i].tracked += 1;
-        }
-    }
-
-    /// A fault on `key`: answers a pending refusal of that page.
-    fn fault(&mut self, key: (u32, u64), ts_ns: u64) {
-        if self.pending.is_empty() {
-            return;
-        }
-        if let Some(p) = self.pending.remove(&key) {
-            let delay = ts_ns.saturating_sub(p.ts_ns) / 1_000_000;
-            for bit in Bits(p.mask) {
-                let i = self.set_index(bit);
-                let set = &mut self.sets[i];
-                set.refaulted += 1;
-                set.delay_ms.add(delay);
+        match (page.packed, self.pack_value(ts_ns, sets), held.0) {
+            (Some(_), Some(v), Some(i)) => self.table.value_mut(i)[0] = v,
+            (Some(key), Some(v), None) => self.table.insert([key, v]),
+            _ => {
+                self.release(held);
+                self.wide
+                    .insert((page.tgid, page.addr), Pending { ts_ns, sets });
             }
+        }
+        for i in Bits(sets) {
+            self.sets[i as usize].tracked += 1;
         }
     }
 
@@ -176,6 +261,24 @@ struct ModelState {
     /// Few distinct reasons per model: a linear scan beats a map.
     reasons: Vec<(&'static str, u64)>,
     agreement: Agreement,
+}
+
+impl ModelState {
+    #[inline]
+    fn count_reason(&mut self, reason: &'static str) {
+        // Policies return the same few literals: compare addresses first,
+        // contents (memcmp) only for a literal not seen at this address.
+        for (r, n) in self.reasons.iter_mut() {
+            if std::ptr::eq(*r, reason) {
+                *n += 1;
+                return;
+            }
+        }
+        match self.reasons.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, n)) => *n += 1,
+            None => self.reasons.push((reason, 1)),
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -254,6 +357,23 @@ accesses between scans are invisible), it cannot show what the promotion would h
 migration bandwidth), and pages refaulting after a promotion by another path are not counted here.";
 
 pub struct Shadow {
+    /// Everything the events change. In a RefCell so that `report(&self)`
+    /// can first apply the events still in the lookahead window.
+    engine: RefCell<Engine>,
+    first: Option<Snapshot>,
+    last: Option<Snapshot>,
+    top_n: usize,
+}
+
+/// Events are applied [`LOOKAHEAD`] events after they arrive; on arrival
+/// only the cache lines of their per-page state are prefetched. Every
+/// event touches a page table too big for the cache, so without this each
+/// event would wait for memory in turn; with it the loads of the next
+/// events are in flight while one is applied. The order of application is
+/// the order of arrival: results are the same as applying each at once.
+const LOOKAHEAD: usize = 16;
+
+struct Engine {
     models: Vec<ModelState>,
     kernel: KernelCounts,
     hint_faults: u64,
@@ -262,55 +382,145 @@ pub struct Shadow {
     samples: Vec<LatencySample>,
     sample_stride: u64,
     rejected_seen: u64,
-    processes: FxHashMap<u32, ProcessRow>,
-    node_pairs: FxHashMap<(i32, i32), NodePairRow>,
+    processes: Rows<u32, ProcessRow>,
+    node_pairs: Rows<(i32, i32), NodePairRow>,
     scans: ScanIndex,
-    first: Option<Snapshot>,
-    last: Option<Snapshot>,
-    top_n: usize,
+    ahead: Lookahead,
+}
+
+/// The events arrived and not yet applied, oldest first.
+struct Lookahead {
+    ring: Box<[Event; LOOKAHEAD]>,
+    start: usize,
+    len: usize,
+}
+
+impl Lookahead {
+    fn new() -> Self {
+        Lookahead {
+            ring: Box::new([Event::Skip(Default::default()); LOOKAHEAD]),
+            start: 0,
+            len: 0,
+        }
+    }
+
+    /// Queues `ev`; returns the oldest event when the window is full.
+    #[inline]
+    fn push(&mut self, ev: &Event) -> Option<Event> {
+        if self.len == LOOKAHEAD {
+            let old = std::mem::replace(&mut self.ring[self.start], *ev);
+            self.start = (self.start + 1) % LOOKAHEAD;
+            return Some(old);
+        }
+        self.ring[(self.start + self.len) % LOOKAHEAD] = *ev;
+        self.len += 1;
+        None
+    }
+
+    fn pop(&mut self) -> Option<Event> {
+        if self.len == 0 {
+            return None;
+        }
+        let ev = self.ring[self.start];
+        self.start = (self.start + 1) % LOOKAHEAD;
+        self.len -= 1;
+        Some(ev)
+    }
+}
+
+/// Rows by key in first-seen order, with the last row looked up cached
+/// (faults come in runs of one process and one node pair).
+#[derive(Debug)]
+struct Rows<K, R> {
+    rows: Vec<R>,
+    index: FxHashMap<K, usize>,
+    last: Option<(K, usize)>,
+}
+
+impl<K, R> Default for Rows<K, R> {
+    fn default() -> Self {
+        Rows {
+            rows: Vec::new(),
+            index: FxHashMap::default(),
+            last: None,
+        }
+    }
+}
+
+impl<K: Copy + Eq + std::hash::Hash, R> Rows<K, R> {
+    /// The row of `key`, made by `new` when first seen.
+    #[inline]
+    fn get(&mut self, key: K, new: impl FnOnce() -> R) -> usize {
+        if let Some((k, i)) = self.last {
+            if k == key {
+                return i;
+            }
+        }
+        let rows = &mut self.rows;
+        let i = *self.index.entry(key).or_insert_with(|| {
+            rows.push(new());
+            rows.len() - 1
+        });
+        self.last = Some((key, i));
+        i
+    }
+
+    fn len(&self) -> usize {
+        self.rows.len()
+    }
 }
 
 impl Shadow {
     pub fn new(policies: Vec<Box<dyn Policy>>, top_n: usize) -> Self {
-        assert!(
-            policies.len() < NEITHER as usize,
-            "at most 63 models at once"
-        );
+        assert!(policies.len() < MAX_MODELS, "at most 63 models at once");
         let refaults = Refaults::new(policies.len());
         Shadow {
-            models: policies
-                .into_iter()
-                .map(|policy| ModelState {
-                    policy,
-                    promote: 0,
-                    reject: 0,
-                    reasons: Vec::new(),
-                    agreement: Agreement::default(),
-                })
-                .collect(),
-            kernel: KernelCounts::default(),
-            hint_faults: 0,
-            decisions: 0,
-            refaults,
-            samples: Vec::new(),
-            sample_stride: 1,
-            rejected_seen: 0,
-            processes: FxHashMap::default(),
-            node_pairs: FxHashMap::default(),
-            scans: ScanIndex::default(),
+            engine: RefCell::new(Engine {
+                models: policies
+                    .into_iter()
+                    .map(|policy| ModelState {
+                        policy,
+                        promote: 0,
+                        reject: 0,
+                        reasons: Vec::new(),
+                        agreement: Agreement::default(),
+                    })
+                    .collect(),
+                kernel: KernelCounts::default(),
+                hint_faults: 0,
+                decisions: 0,
+                refaults,
+                samples: Vec::new(),
+                sample_stride: 1,
+                rejected_seen: 0,
+                processes: Rows::default(),
+                node_pairs: Rows::default(),
+                scans: ScanIndex::default(),
+                ahead: Lookahead::new(),
+            }),
             first: None,
             last: None,
             top_n,
         }
     }
 
+    /// The engine with every event received applied.
+    fn applied(&self) -> std::cell::RefMut<'_, Engine> {
+        let mut e = self.engine.borrow_mut();
+        e.flush();
+        e
+    }
+
     /// Entries in the engine's per-page and per-process tables (bounded by
-    /// distinct pages and processes, never by stream length).
+    /// distinct pages and processes, never by stream length), and the
+    /// slots allocated for pending refusals (16 bytes each).
     pub fn state_sizes(&self) -> BTreeMap<&'static str, usize> {
+        let e = self.applied();
         BTreeMap::from([
-            ("refused_pages_pending", self.refaults.pending.len()),
-            ("processes", self.processes.len()),
-            ("node_pairs", self.node_pairs.len()),
+            ("refused_pages_pending", e.refaults.len()),
+            ("refused_pages_slots", e.refaults.table.capacity()),
+            ("processes", e.processes.len()),
+            ("node_pairs", e.node_pairs.len()),
         ])
     }
 
@@ -321,12 +531,98 @@ impl Shadow {
         self.last = Some(s.clone());
     }
 
+    #[inline]
     pub fn event(&mut self, ev: &Event) {
         let ts = ev.ts_ns();
         // Same window rule as the totals: nothing before the first snapshot.
         if self.first.as_ref().is_some_and(|s| ts < s.ts_ns) {
             return;
         }
+        if matches!(ev, Event::Skip(_)) {
+            return;
+        }
+        self.engine.get_mut().push(ev);
+    }
+
+    pub fn report(&self) -> ShadowReport {
+        let e = self.applied();
+        let drops = match (&self.first, &self.last) {
+            (Some(a), Some(b)) => {
+                let i = Counter::RingDrops as usize;
+                b.counters
+                    .get(i)
+                    .copied()
+                    .unwrap_or(0)
+                    .saturating_sub(a.counters.get(i).copied().unwrap_or(0))
+            }
+            _ => 0,
+        };
+        let mut processes: Vec<ProcessRow> = e.processes.rows.clone();
+        processes.sort_by(|a, b| b.hint_faults.cmp(&a.hint_faults).then(a.pid.cmp(&b.pid)));
+        processes.truncate(self.top_n);
+        let mut node_pairs: Vec<NodePairRow> = e.node_pairs.rows.clone();
+        node_pairs.sort_by_key(|p| (p.src_node, p.dst_node));
+        ShadowReport {
+            duration_s: match (&self.first, &self.last) {
+                (Some(a), Some(b)) => b.ts_ns.saturating_sub(a.ts_ns) as f64 / 1e9,
+                _ => 0.0,
+            },
+            hint_faults: e.hint_faults,
+            decisions: e.decisions,
+            kernel: e.kernel.clone(),
+            models: e
+                .models
+                .iter()
+                .enumerate()
+                .map(|(i, m)| ModelReport {
+                    name: m.policy.name(),
+                    params: m.policy.params(),
+                    promote: m.promote,
+                    reject: m.reject,
+                    reasons: m.reasons.iter().copied().collect(),
+                    agreement: m.agreement.clone(),
+                    agreement_pct: m.agreement.agree_pct(),
+                    refault_after_model_only: e.refaults.report(i),
+                    threshold: m.policy.threshold(),
+                })
+                .collect(),
+            refault_after_neither: e.refaults.report(e.models.len()),
+            latency_threshold_samples: e.samples.clone(),
+            processes,
+            node_pairs,
+            drops,
+            evidence_note: EVIDENCE_NOTE,
+        }
+    }
+}
+
+impl Engine {
+    /// Receives an event: prefetches its page state, applies the event
+    /// that arrived [`LOOKAHEAD`] events ago.
+    #[inline]
+    fn push(&mut self, ev: &Event) {
+        if let Event::Fault(f) = ev {
+            let tgid = (f.pid_tgid >> 32) as u32;
+            if let Some(key) = pagetable::pack(tgid, f.addr) {
+                self.refaults.table.prefetch(key);
+            }
+            for m in &self.models {
+                m.policy.prefetch(f);
+            }
+        }
+        if let Some(old) = self.ahead.push(ev) {
+            self.apply(&old);
+        }
+    }
+
+    fn flush(&mut self) {
+        while let Some(ev) = self.ahead.pop() {
+            self.apply(&ev);
+        }
+    }
+
+    #[inline]
+    fn apply(&mut self, ev: &Event) {
         match ev {
             Event::Fault(f) => self.fault(f),
             Event::Scan(s) => self.scans.record(s),
@@ -337,15 +633,16 @@ impl Shadow {
     fn fault(&mut self, f: &FaultEvent) {
         self.hint_faults += 1;
         let tgid = (f.pid_tgid >> 32) as u32;
-        let key = (tgid, f.addr);
+        let page = Page::new(tgid, f.addr);
         // Every fault may answer an earlier refusal of the same page.
-        self.refaults.fault(key, f.ts_ns);
+        let held = self.refaults.fault(&page, f.ts_ns);
         let n_models = self.models.len();
-        let proc_row = self.processes.entry(tgid).or_insert_with(|| ProcessRow {
+        let pi = self.processes.get(tgid, || ProcessRow {
             pid: tgid,
             model_promote: vec![0; n_models],
             ..ProcessRow::default()
         });
+        let proc_row = &mut self.processes.rows[pi];
         proc_row.hint_faults += 1;
         if proc_row.comm.is_empty() {
             proc_row.comm = comm(&f.comm);
@@ -361,6 +658,7 @@ impl Shadow {
         if matches!(outcome, Outcome::NoDecision | Outcome::NotTiering)
             || f.flags & ff::DECIDED == 0
         {
+            self.refaults.release(held);
             return;
         }
         self.decisions += 1;
@@ -383,44 +681,25 @@ impl Shadow {
             proc_row.kernel_promote += 1;
         }
         if f.flags & ff::KERNEL_LATENCY != 0 && !kernel_promote {
-            // Every stride-th rejection, stride doubling as the table fills:
-            // deterministic and spread over the whole run.
-            self.rejected_seen += 1;
-            if self.rejected_seen.is_multiple_of(self.sample_stride) {
-                if self.samples.len() == MAX_SAMPLES {
-                    let kept: Vec<LatencySample> =
-                        self.samples.iter().skip(1).step_by(2).cloned().collect();
-                    self.samples = kept;
-                    self.sample_stride *= 2;
-                }
-                self.samples.push(LatencySample {
-                    latency_ms: f.kernel_latency_ms,
-                    threshold_ms: f.threshold_ms,
-                    promoted: false,
-                });
-            }
+            self.sample_rejection(f);
         }
-        let pair = self
-            .node_pairs
-            .entry((f.src_nid, f.dst_nid))
-            .or_insert_with(|| NodePairRow {
-                src_node: f.src_nid,
-                dst_node: f.dst_nid,
-                model_promote: vec![0; n_models],
-                ..NodePairRow::default()
-            });
+        let ni = self.node_pairs.get((f.src_nid, f.dst_nid), || NodePairRow {
+            src_node: f.src_nid,
+            dst_node: f.dst_nid,
+            model_promote: vec![0; n_models],
+            ..NodePairRow::default()
+        });
+        let pair = &mut self.node_pairs.rows[ni];
         pair.decisions += 1;
         pair.kernel_promote += u64::from(kernel_promote);
+        let proc_row = &mut self.processes.rows[pi];
         let view = FaultView {
             latest_scan: self.scans.latest(tgid, f.addr, f.ts_ns),
         };
         let mut wanted = 0u64;
         for (i, m) in self.models.iter_mut().enumerate() {
             let v = m.policy.decide(f, &view);
-            match m.reasons.iter_mut().find(|(r, _)| *r == v.reason) {
-                Some((_, n)) => *n += 1,
-                None => m.reasons.push((v.reason, 1)),
-            }
+            m.count_reason(v.reason);
             m.agreement.add(kernel_promote, v.promote);
             if v.promote {
                 m.promote += 1;
@@ -431,59 +710,30 @@ impl Shadow {
                 m.reject += 1;
             }
         }
-        if !kernel_promote {
-            let mask = if wanted == 0 { 1 << NEITHER } else { wanted };
-            self.refaults.refused(key, f.ts_ns, mask);
+        if kernel_promote {
+            self.refaults.release(held);
+        } else {
+            let sets = if wanted == 0 { 1 << n_models } else { wanted };
+            self.refaults.refused(held, &page, f.ts_ns, sets);
         }
     }
 
-    pub fn report(&self) -> ShadowReport {
-        let drops = match (&self.first, &self.last) {
-            (Some(a), Some(b)) => {
-                let i = Counter::RingDrops as usize;
-                b.counters
-                    .get(i)
-                    .copied()
-                    .unwrap_or(0)
-                    .saturating_sub(a.counters.get(i).copied().unwrap_or(0))
+    /// Every stride-th rejection, stride doubling as the table fills:
+    /// deterministic and spread over the whole run.
+    fn sample_rejection(&mut self, f: &FaultEvent) {
+        self.rejected_seen += 1;
+        if self.rejected_seen.is_multiple_of(self.sample_stride) {
+            if self.samples.len() == MAX_SAMPLES {
+                let kept: Vec<LatencySample> =
+                    self.samples.iter().skip(1).step_by(2).cloned().collect();
+                self.samples = kept;
+                self.sample_stride *= 2;
             }
-            _ => 0,
-        };
-        let mut processes: Vec<ProcessRow> = self.processes.values().cloned().collect();
-        processes.sort_by(|a, b| b.hint_faults.cmp(&a.hint_faults).then(a.pid.cmp(&b.pid)));
-        processes.truncate(self.top_n);
-        let mut node_pairs: Vec<NodePairRow> = self.node_pairs.values().cloned().collect();
-        node_pairs.sort_by_key(|p| (p.src_node, p.dst_node));
-        ShadowReport {
-            duration_s: match (&self.first, &self.last) {
-                (Some(a), Some(b)) => b.ts_ns.saturating_sub(a.ts_ns) as f64 / 1e9,
-                _ => 0.0,
-            },
-            hint_faults: self.hint_faults,
-            decisions: self.decisions,
-            kernel: self.kernel.clone(),
-            models: self
-                .models
-                .iter()
-                .enumerate()
-                .map(|(i, m)| ModelReport {
-                    name: m.policy.name(),
-                    params: m.policy.params(),
-                    promote: m.promote,
-                    reject: m.reject,
-                    reasons: m.reasons.iter().copied().collect(),
-                    agreement: m.agreement.clone(),
-                    agreement_pct: m.agreement.agree_pct(),
-                    refault_after_model_only: self.refaults.report(i),
-                    threshold: m.policy.threshold(),
-                })
-                .collect(),
-            refault_after_neither: self.refaults.report(self.models.len()),
-            latency_threshold_samples: self.samples.clone(),
-            processes,
-            node_pairs,
-            drops,
-            evidence_note: EVIDENCE_NOTE,
+            self.samples.push(LatencySample {
+                latency_ms: f.kernel_latency_ms,
+                threshold_ms: f.threshold_ms,
+                promoted: false,
+            });
         }
     }
 }
@@ -558,6 +808,119 @@ mod tests {
             r.processes.first().map(|p| p.comm.as_str()),
             Some("hot-chunks")
         );
+    }
+
+    /// The refusal tracking as it was before the packed table: one map
+    /// entry per pending refusal, removed by the next fault.
+    struct RefRefaults {
+        pending: FxHashMap<(u32, u64), (u64, u64)>,
+        sets: Vec<(u64, u64, u64, Log2Hist)>,
+        max: usize,
+    }
+
+    impl RefRefaults {
+        fn fault(&mut self, key: (u32, u64), ts: u64) {
+            if let Some((then, mask)) = self.pending.remove(&key) {
+                for i in Bits(mask) {
+                    let s = &mut self.sets[i as usize];
+                    s.2 += 1;
+                    s.3.add(ts.saturating_sub(then) / 1_000_000);
+                }
+            }
+        }
+        fn refused(&mut self, key: (u32, u64), ts: u64, mask: u64) {
+            let full = self.pending.len() >= self.max;
+            if !full {
+                self.pending.insert(key, (ts, mask));
+            }
+            for i in Bits(mask) {
+                let s = &mut self.sets[i as usize];
+                if full {
+                    s.1 += 1;
+                } else {
+                    s.0 += 1;
+                }
+            }
+        }
+    }
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    /// Random faults and refusals, with keys and times that do not pack
+    /// (huge tgids, unaligned or huge addresses, times before the base or
+    /// beyond the packed range), a full table, and few or many models.
+    #[test]
+    fn refaults_match_the_plain_map() {
+        for (models, max, seed) in [
+            (1usize, 1 << 20, 1u64),
+            (3, 300, 2),
+            (40, 1 << 20, 3),
+            (62, 50, 4),
+        ] {
+            let mut new = Refaults::new(models);
+            new.max_tracked = max;
+            let mut old = RefRefaults {
+                pending: FxHashMap::default(),
+                sets: vec![(0, 0, 0, Log2Hist::default()); models + 1],
+                max,
+            };
+            let mut r = Rng(0x2545_F491_4F6C_DD1D ^ seed);
+            let mut ts = 1u64 << 40;
+            let (mut saw_table, mut saw_wide) = (false, false);
+            for _ in 0..300_000 {
+                ts += r.next() % 3_000_000;
+                let t = match r.next() % 100 {
+                    0 => ts - (1 << 33),
+                    1 => u64::MAX - r.next() % 1000,
+                    2 => ts + (1 << 50),
+                    _ => ts,
+                };
+                let tgid = match r.next() % 50 {
+                    0 => u32::MAX,
+                    1 => 1 << 22,
+                    n => (n % 4) as u32,
+                };
+                let addr = match r.next() % 50 {
+                    0 => 0x7f00_0000_0123,
+                    1 => !0xfff,
+                    _ => 0x7f00_0000_0000 + (r.next() % 600) * 4096,
+                };
+                let page = Page::new(tgid, addr);
+                let held = new.fault(&page, t);
+                old.fault((tgid, addr), t);
+                if r.next().is_multiple_of(4) {
+                    new.release(held);
+                } else {
+                    let sets = match r.next() % (models as u64 + 2) {
+                        0 => 1 << models,
+                        _ => (r.next() & ((1 << models) - 1)).max(1),
+                    };
+                    new.refused(held, &page, t, sets);
+                    old.refused((tgid, addr), t, sets);
+                }
+                assert_eq!(new.len(), old.pending.len());
+                saw_table |= !new.table.is_empty();
+                saw_wide |= !new.wide.is_empty();
+            }
+            assert!(saw_wide && (saw_table || models > 60), "{models} models");
+            for (i, o) in old.sets.iter().enumerate() {
+                let n = &new.sets[i];
+                assert_eq!(
+                    (n.tracked, n.untracked, n.refaulted),
+                    (o.0, o.1, o.2),
+                    "set {i}"
+                );
+                assert_eq!(n.delay_ms, o.3, "set {i}");
+            }
+        }
     }
 
     #[test]

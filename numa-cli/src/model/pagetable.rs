@@ -1,0 +1,362 @@
+//! Per-page state for the shadow engine's hot path: a compact
+//! open-addressing table (linear probing, backward-shift deletion, no
+//! tombstones) keyed by `(tgid, page address)` packed into one `u64`.
+//!
+//! A slot is `[u64; N]`: word 0 the packed key (0 = empty), the rest the
+//! value. Looking a page up touches one or two neighbouring cache lines
+//! instead of a control byte plus a bucket in another line, which is what
+//! bounds replay throughput (the per-page state of a large trace does not
+//! fit in the L2 cache, so every event is a cache miss).
+//!
+//! Keys that do not pack (address not page aligned or above 2^54, tgid
+//! above the kernel's PID_MAX_LIMIT) never come from a real kernel but may
+//! be in a trace file; callers keep those in an ordinary map beside the
+//! table, so every key is exact.
+use std::fmt;
+
+/// tgid bits in a packed key: PID_MAX_LIMIT is 2^22.
+const TGID_BITS: u32 = 22;
+const PAGE_SHIFT: u32 = 12;
+/// Fibonacci hashing: the top bits of `key * 2^64/phi`.
+const PHI: u64 = 0x9E37_79B9_7F4A_7C15;
+const MIN_CAPACITY: usize = 64;
+/// Highest load factor (numerator, denominator) before the table doubles.
+const MAX_LOAD: (usize, usize) = (7, 8);
+
+/// `(tgid, addr)` as one nonzero `u64`, or `None` when it does not fit.
+#[inline]
+pub fn pack(tgid: u32, addr: u64) -> Option<u64> {
+    if tgid >= 1 << TGID_BITS || addr & ((1 << PAGE_SHIFT) - 1) != 0 {
+        return None;
+    }
+    let page = addr >> PAGE_SHIFT;
+    // page <= 2^42 - 2, so the shifted key + 1 neither overflows nor is 0.
+    if page >= (1 << (64 - TGID_BITS)) - 1 {
+        return None;
+    }
+    Some(((page << TGID_BITS) | u64::from(tgid)) + 1)
+}
+
+/// Inverse of [`pack`].
+pub fn unpack(key: u64) -> (u32, u64) {
+    let k = key - 1;
+    (
+        (k & ((1 << TGID_BITS) - 1)) as u32,
+        (k >> TGID_BITS) << PAGE_SHIFT,
+    )
+}
+
+/// Asks for transparent huge pages under a large table: random probes
+/// over many MiB otherwise miss the TLB as well as the cache. A hint only.
+fn advise_huge<T>(slots: &[T]) {
+    const PAGE: usize = 4096;
+    let bytes = std::mem::size_of_val(slots);
+    if bytes < 4 << 20 {
+        return;
+    }
+    let start = slots.as_ptr() as usize;
+    let first = (start + PAGE - 1) & !(PAGE - 1);
+    let len = (start + bytes - first) & !(PAGE - 1);
+    // SAFETY: [first, first + len) lies inside the allocation of `slots`;
+    // MADV_HUGEPAGE changes only how the kernel backs it, not its contents.
+    unsafe {
+        libc::madvise(first as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+    }
+}
+
+#[derive(Clone)]
+pub struct PageTable<const N: usize> {
+    /// Power-of-two length (or empty before the first insert).
+    slots: Vec<[u64; N]>,
+    len: usize,
+    /// 64 - log2(slots.len()).
+    shift: u32,
+}
+
+impl<const N: usize> Default for PageTable<N> {
+    fn default() -> Self {
+        PageTable {
+            slots: Vec::new(),
+            len: 0,
+            shift: 64,
+        }
+    }
+}
+
+impl<const N: usize> fmt::Debug for PageTable<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PageTable")
+            .field("len", &self.len)
+            .field("capacity", &self.slots.len())
+            .finish()
+    }
+}
+
+impl<const N: usize> PageTable<N> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Slots allocated (memory is `capacity * 8 * N` bytes).
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    #[inline]
+    fn home(&self, key: u64) -> usize {
+        (key.wrapping_mul(PHI) >> self.shift) as usize
+    }
+
+    /// Index of the slot holding `key` (a packed, nonzero key).
+    #[inline]
+    pub fn find(&self, key: u64) -> Option<usize> {
+        debug_assert_ne!(key, 0);
+        if self.len == 0 {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            let k = self.slots[i][0];
+            if k == key {
+                return Some(i);
+            }
+            if k == 0 {
+                return None;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Starts loading the cache line where the lookup of `key` begins.
+    #[inline]
+    pub fn prefetch(&self, key: u64) {
+        if self.slots.is_empty() {
+            return;
+        }
+        let p = &self.slots[self.home(key)];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is a hint, it neither faults nor changes
+        // memory; the address is inside `slots` anyway.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>((p as *const [u64; N]).cast::<i8>());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = p;
+    }
+
+    /// The slot at `i` (from [`find`](Self::find)): word 0 is the key.
+    #[inline]
+    pub fn slot(&self, i: usize) -> &[u64; N] {
+        &self.slots[i]
+    }
+
+    /// The value words of slot `i`; word 0 (the key) must not change.
+    #[inline]
+    pub fn value_mut(&mut self, i: usize) -> &mut [u64] {
+        &mut self.slots[i][1..]
+    }
+
+    /// Inserts `entry` (`entry[0]` the key, which must not be present).
+    pub fn insert(&mut self, entry: [u64; N]) {
+        debug_assert!(entry[0] != 0 && self.find(entry[0]).is_none());
+        if (self.len + 1) * MAX_LOAD.1 > self.slots.len() * MAX_LOAD.0 {
+            self.grow();
+        }
+        self.place(entry);
+        self.len += 1;
+    }
+
+    fn place(&mut self, entry: [u64; N]) {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(entry[0]);
+        while self.slots[i][0] != 0 {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = entry;
+    }
+
+    fn grow(&mut self) {
+        let cap = (self.slots.len() * 2).max(MIN_CAPACITY);
+        // All-zero slots: calloc, pages are touched only when used.
+        let old = std::mem::replace(&mut self.slots, vec![[0u64; N]; cap]);
+        advise_huge(&self.slots);
+        self.shift = 64 - cap.trailing_zeros();
+        for e in old {
+            if e[0] != 0 {
+                self.place(e);
+            }
+        }
+    }
+
+    /// Removes slot `i`, shifting later entries of its run back so that
+    /// lookups need no tombstones.
+    pub fn remove_at(&mut self, i: usize) {
+        debug_assert_ne!(self.slots[i][0], 0);
+        let mask = self.slots.len() - 1;
+        let mut hole = i;
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            let k = self.slots[j][0];
+            if k == 0 {
+                break;
+            }
+            // The entry at j may fill the hole if its home is not in
+            // (hole, j] (cyclically).
+            let home = self.home(k);
+            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
+                self.slots[hole] = self.slots[j];
+                hole = j;
+            }
+        }
+        self.slots[hole] = [0; N];
+        self.len -= 1;
+    }
+
+    /// Removes `key`; returns its slot as it was.
+    pub fn remove(&mut self, key: u64) -> Option<[u64; N]> {
+        let i = self.find(key)?;
+        let e = self.slots[i];
+        self.remove_at(i);
+        Some(e)
+    }
+
+    /// Keeps the entries for which `keep` is true (same capacity).
+    pub fn retain(&mut self, mut keep: impl FnMut(&[u64; N]) -> bool) {
+        let cap = self.slots.len();
+        let old = std::mem::replace(&mut self.slots, vec![[0u64; N]; cap]);
+        self.len = 0;
+        for e in old {
+            if e[0] != 0 && keep(&e) {
+                self.place(e);
+                self.len += 1;
+            }
+        }
+    }
+
+    /// Removes everything; keeps the allocation.
+    pub fn clear(&mut self) {
+        self.slots.fill([0; N]);
+        self.len = 0;
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &[u64; N]> {
+        self.slots.iter().filter(|e| e[0] != 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rustc_hash::FxHashMap;
+
+    use super::*;
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    #[test]
+    fn pack_is_injective_and_refuses_what_does_not_fit() {
+        let cases = [
+            (0u32, 0u64),
+            (1, 0),
+            (0, 4096),
+            ((1 << 22) - 1, ((1u64 << 42) - 2) << 12),
+            (42, 0x7fff_ffff_f000),
+        ];
+        let mut seen = std::collections::HashSet::new();
+        for (t, a) in cases {
+            let k = pack(t, a).expect("packs");
+            assert_ne!(k, 0);
+            assert_eq!(unpack(k), (t, a));
+            assert!(seen.insert(k));
+        }
+        assert_eq!(pack(1 << 22, 0), None);
+        assert_eq!(pack(u32::MAX, 4096), None);
+        assert_eq!(pack(1, 4097), None);
+        assert_eq!(pack(1, ((1u64 << 42) - 1) << 12), None);
+        assert_eq!(pack(1, !0xfff), None);
+    }
+
+    /// Random inserts, lookups, updates and removals against a HashMap,
+    /// on few distinct keys (long probe runs, wrap-around, many shifts).
+    #[test]
+    fn matches_a_hashmap_under_random_operations() {
+        for keys in [8u64, 100, 5000] {
+            let mut t = PageTable::<3>::default();
+            let mut m: FxHashMap<u64, [u64; 2]> = FxHashMap::default();
+            let mut r = Rng(0x1234_5678 + keys);
+            for step in 0..200_000u64 {
+                let k = pack((r.next() % 3) as u32, (r.next() % keys) << 12).expect("packs");
+                match r.next() % 4 {
+                    0 | 1 => match (t.find(k), m.get_mut(&k)) {
+                        (Some(i), Some(v)) => {
+                            t.value_mut(i)[0] = step;
+                            v[0] = step;
+                        }
+                        (None, None) => {
+                            t.insert([k, step, !step]);
+                            m.insert(k, [step, !step]);
+                        }
+                        (a, b) => panic!("find {a:?} vs map {b:?}"),
+                    },
+                    2 => assert_eq!(t.remove(k).map(|e| [e[1], e[2]]), m.remove(&k)),
+                    _ => assert_eq!(
+                        t.find(k).map(|i| [t.slot(i)[1], t.slot(i)[2]]),
+                        m.get(&k).copied()
+                    ),
+                }
+                assert_eq!(t.len(), m.len());
+                if step % 50_000 == 0 {
+                    let lim = step / 2;
+                    t.retain(|e| e[1] >= lim);
+                    m.retain(|_, v| v[0] >= lim);
+                    assert_eq!(t.len(), m.len());
+                }
+            }
+            let mut a: Vec<[u64; 3]> = t.iter().copied().collect();
+            let mut b: Vec<[u64; 3]> = m.iter().map(|(k, v)| [*k, v[0], v[1]]).collect();
+            a.sort_unstable();
+            b.sort_unstable();
+            assert_eq!(a, b);
+            assert!(t.capacity() * MAX_LOAD.0 >= t.len() * MAX_LOAD.1);
+            t.clear();
+            assert!(t.is_empty() && t.iter().next().is_none());
+            assert_eq!(t.find(pack(0, 0).expect("packs")), None);
+        }
+    }
+
+    #[test]
+    fn grows_and_keeps_everything() {
+        let mut t = PageTable::<2>::default();
+        for i in 0..100_000u64 {
+            t.insert([pack(7, i << 12).expect("packs"), i]);
+        }
+        assert_eq!(t.len(), 100_000);
+        assert!(t.capacity().is_power_of_two());
+        assert!(t.capacity() * MAX_LOAD.0 >= 100_000 * MAX_LOAD.1 && t.capacity() <= 4 * 100_000);
+        for i in 0..100_000u64 {
+            let k = pack(7, i << 12).expect("packs");
+            assert_eq!(t.find(k).map(|s| t.slot(s)[1]), Some(i));
+        }
+        for i in (0..100_000u64).step_by(2) {
+            assert!(t.remove(pack(7, i << 12).expect("packs")).is_some());
+        }
+        for i in 0..100_000u64 {
+            let k = pack(7, i << 12).expect("packs");
+            assert_eq!(t.find(k).is_some(), i % 2 == 1);
+        }
+    }
+}
