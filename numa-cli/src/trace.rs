@@ -142,9 +142,17 @@ pub struct Reader<R: Read> {
     pub warning: Option<String>,
     done: bool,
     seen_footer: bool,
-    /// Reused payload buffer (no allocation per record).
-    payload: Vec<u8>,
+    /// Records are decoded where they lie in this buffer: `buf[pos..end]`
+    /// is read and not yet consumed (no copy or allocation per record).
+    buf: Vec<u8>,
+    pos: usize,
+    end: usize,
 }
+
+/// Bytes asked of the input at a time.
+const READ_CHUNK: usize = 1 << 20;
+/// Tag and length before every record's payload.
+const RECORD_HEAD: usize = 5;
 
 impl Reader<BufReader<File>> {
     pub fn open(path: &Path) -> Result<Self> {
@@ -209,8 +217,35 @@ impl<R: Read> Reader<R> {
             warning: None,
             done: false,
             seen_footer: false,
-            payload: Vec::new(),
+            buf: Vec::new(),
+            pos: 0,
+            end: 0,
         })
+    }
+
+    /// Makes `n` bytes available at `buf[pos..]`; Ok(false) when the input
+    /// ends first (fewer are available then).
+    #[inline]
+    fn fill(&mut self, n: usize) -> std::io::Result<bool> {
+        if self.end - self.pos >= n {
+            return Ok(true);
+        }
+        self.buf.copy_within(self.pos..self.end, 0);
+        self.end -= self.pos;
+        self.pos = 0;
+        let want = n.max(READ_CHUNK);
+        if self.buf.len() < want {
+            self.buf.resize(want, 0);
+        }
+        while self.end < n {
+            match self.input.read(&mut self.buf[self.end..]) {
+                Ok(0) => return Ok(false),
+                Ok(k) => self.end += k,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
     }
 
     fn truncated(&mut self, what: &str) -> Option<Result<Item>> {
@@ -225,14 +260,14 @@ impl<R: Read> Reader<R> {
 impl<R: Read> Iterator for Reader<R> {
     type Item = Result<Item>;
 
+    #[inline]
     fn next(&mut self) -> Option<Result<Item>> {
         if self.done {
             return None;
         }
-        let mut head = [0u8; 5];
-        match read_full(&mut self.input, &mut head) {
+        match self.fill(RECORD_HEAD) {
             Ok(true) => {}
-            Ok(false) => {
+            Ok(false) if self.pos == self.end => {
                 self.done = true;
                 if !self.seen_footer {
                     self.warning =
@@ -240,41 +275,23 @@ impl<R: Read> Iterator for Reader<R> {
                 }
                 return None;
             }
-            Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
-                return self.truncated("inside a record header")
-            }
+            Ok(false) => return self.truncated("inside a record header"),
             Err(e) => return Some(Err(e.into())),
         }
+        let head = &self.buf[self.pos..self.pos + RECORD_HEAD];
+        let tag = head[0];
         let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
         if len > 64 << 20 {
             return self.truncated("(corrupt record length)");
         }
-        let mut payload = std::mem::take(&mut self.payload);
-        payload.resize(len, 0);
-        let read = read_full(&mut self.input, &mut payload);
-        let item = self.parse(head[0], &payload, read);
-        self.payload = payload;
-        item
-    }
-}
-
-impl<R: Read> Reader<R> {
-    fn parse(
-        &mut self,
-        tag: u8,
-        payload: &[u8],
-        read: std::io::Result<bool>,
-    ) -> Option<Result<Item>> {
-        let len = payload.len();
-        match read {
+        match self.fill(RECORD_HEAD + len) {
             Ok(true) => {}
-            Ok(false) if len == 0 => {}
             Ok(false) => return self.truncated("inside a record"),
-            Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
-                return self.truncated("inside a record")
-            }
             Err(e) => return Some(Err(e.into())),
         }
+        let start = self.pos + RECORD_HEAD;
+        self.pos = start + len;
+        let payload = &self.buf[start..start + len];
         let item = match tag {
             TAG_FAULT | TAG_SCAN | TAG_SKIP => decode::decode(payload)
                 .map(Item::Event)
@@ -375,6 +392,105 @@ mod tests {
         let (items, warning) = read_all(&bytes);
         assert_eq!(items.len(), 1);
         assert!(warning.is_some_and(|w| w.contains("no footer")));
+    }
+
+    /// Hands out at most 7 bytes per read: records straddle every refill.
+    struct Trickle<'a>(&'a [u8]);
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.0.len()).min(7);
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    fn describe(items: &[Item]) -> Vec<String> {
+        items.iter().map(|i| format!("{i:?}")).collect()
+    }
+
+    #[test]
+    fn short_reads_and_records_bigger_than_the_buffer() {
+        let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+        let big = Snapshot {
+            ts_ns: 1,
+            // A record of several MiB: bigger than one refill.
+            vmstat: (0..150_000).map(|i| (format!("counter_{i}"), i)).collect(),
+            ..Default::default()
+        };
+        for i in 1..=2000 {
+            w.event(&Event::Fault(fault(i, i % 7, i, Outcome::RejectLatency)))
+                .expect("event");
+            if i % 1000 == 0 {
+                w.snapshot(&big).expect("snap");
+            }
+        }
+        let bytes = w.finish(9, "duration").expect("finish");
+        assert!(bytes.len() > 3 * READ_CHUNK);
+        let (items, warning) = read_all(&bytes);
+        assert!(warning.is_none());
+        assert_eq!(items.len(), 2003);
+        assert!(matches!(&items[1000], Item::Snapshot(s) if s.vmstat.len() == 150_000));
+        assert!(matches!(&items[1001], Item::Event(Event::Fault(f)) if f.seq_global == 1001));
+        let mut r = Reader::new(Trickle(&bytes)).expect("reader");
+        let trickled: Vec<Item> = r.by_ref().collect::<Result<_>>().expect("items");
+        assert!(r.warning.is_none());
+        assert_eq!(describe(&trickled), describe(&items));
+    }
+
+    #[test]
+    fn cut_inside_a_record_header_and_corrupt_lengths() {
+        let bytes = sample_trace();
+        let footer = serde_json::to_vec(&Footer {
+            ended_mono_ns: 9,
+            events: 3,
+            reason: "duration".into(),
+        })
+        .expect("json");
+        let footer_at = bytes.len() - RECORD_HEAD - footer.len();
+        assert_eq!(bytes[footer_at], TAG_FOOTER);
+        for cut in footer_at + 1..footer_at + RECORD_HEAD {
+            let (items, warning) = read_all(&bytes[..cut]);
+            assert_eq!(items.len(), 4);
+            assert!(
+                warning
+                    .as_deref()
+                    .is_some_and(|w| w.contains("record header")),
+                "{warning:?}"
+            );
+        }
+        let (items, warning) = read_all(&bytes[..footer_at]);
+        assert_eq!(items.len(), 4);
+        assert!(warning.is_some_and(|w| w.contains("no footer")));
+        let mut corrupt = bytes.clone();
+        corrupt[footer_at + 1..footer_at + RECORD_HEAD].copy_from_slice(&u32::MAX.to_le_bytes());
+        let (items, warning) = read_all(&corrupt);
+        assert_eq!(items.len(), 4);
+        assert!(warning.is_some_and(|w| w.contains("corrupt record length")));
+    }
+
+    #[test]
+    fn bad_records_are_errors_and_reading_goes_on() {
+        let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+        w.record(TAG_FAULT, &[1, 0, 0, 0]).expect("short fault");
+        w.record(9, b"?").expect("unknown tag");
+        w.event(&Event::Fault(fault(1, 1, 1, Outcome::PromoteHot)))
+            .expect("event");
+        let bytes = w.finish(9, "duration").expect("finish");
+        let mut r = Reader::new(&bytes[..]).expect("reader");
+        let got: Vec<String> = r
+            .by_ref()
+            .map(|i| match i {
+                Ok(i) => format!("{i:?}").chars().take(12).collect(),
+                Err(e) => e.to_string(),
+            })
+            .collect();
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert!(got[0].contains("too short"), "{got:?}");
+        assert!(got[1].contains("unknown record tag 9"), "{got:?}");
+        assert!(got[2].starts_with("Event(Fault("), "{got:?}");
+        assert!(got[3].starts_with("Footer("), "{got:?}");
+        assert!(r.warning.is_none());
     }
 
     #[test]
