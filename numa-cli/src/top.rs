@@ -555,17 +555,38 @@ fn once(
     a.set_ended(reason_text(&reason, !live));
     let frame = a.publish(now_for(live), Focus::default());
     let mut out = std::io::stdout().lock();
+    // A running promoter, as the header line shows it (live and replay alike:
+    // it is this host's promoter, not the trace's).
+    let promoter = crate::promoter_state::Source::from_env().read();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &frame)?;
+        let mut value = serde_json::to_value(&frame)?;
+        if let Some(obj) = value.as_object_mut() {
+            obj.insert("promoter".into(), promoter_json(&promoter)?);
+        }
+        serde_json::to_writer_pretty(&mut out, &value)?;
         writeln!(out)?;
     } else {
         let mut app = App::new(Duration::from_secs_f64(args.interval));
+        app.promoter = Some(promoter);
         app.update(crate::tui::action::Action::Sample(Box::new(frame)));
         for line in screen_text(&app, 120, 40) {
             writeln!(out, "{line}")?;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `{"running": true, "state": {...}}` or `{"running": false, "reason": "..."}`.
+fn promoter_json(reading: &crate::promoter_state::Reading) -> Result<serde_json::Value> {
+    use crate::promoter_state::Reading;
+    Ok(match reading {
+        Reading::Running(state) => {
+            serde_json::json!({"running": true, "state": serde_json::to_value(state)?})
+        }
+        Reading::NotRunning(why) => {
+            serde_json::json!({"running": false, "reason": why.to_string()})
+        }
+    })
 }
 
 /// The screen `app` draws at `width` x `height`, as text lines.

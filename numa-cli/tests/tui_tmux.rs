@@ -375,3 +375,59 @@ fn without_a_terminal_top_suggests_once() {
     assert_eq!(v["system"]["faults_total"], 27820);
     assert_eq!(v["ended"], "end of trace");
 }
+
+#[test]
+fn once_shows_a_running_promoter_from_its_state_file() {
+    use numa_cli::promoter_state::{pid_start_ticks, PromoterState, Writer, ENV};
+    let dir = std::env::temp_dir().join(format!("numatrace-top-promoter-{}", std::process::id()));
+    let state_path = dir.join("promoter.json");
+    let run = |args: &[&str]| {
+        let out = Command::new(BIN)
+            .args(args)
+            .arg("--replay")
+            .arg(trace())
+            .env(ENV, &state_path)
+            .output()
+            .expect("running numatrace");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // No promoter: said so, not guessed.
+    let v: serde_json::Value =
+        serde_json::from_str(&run(&["top", "--once", "--json"])).expect("JSON");
+    assert_eq!(v["promoter"]["running"], false, "{}", v["promoter"]);
+    assert_eq!(v["promoter"]["reason"], "no state file");
+
+    // This process stands in for the promoter (its pid is alive).
+    let me = std::process::id();
+    let mut writer = Writer::at(&state_path, false).expect("state file");
+    let mut state = PromoterState {
+        pid: me,
+        pid_start_ticks: pid_start_ticks(me),
+        scope: "pid 4242".into(),
+        model: "fault-count".into(),
+        moved_pages: 1234,
+        moved_bytes: 1234 * 4096,
+        failures: 5,
+        queue_depth: 17,
+        ..PromoterState::default()
+    };
+    writer.publish(&mut state).expect("publish");
+    let v: serde_json::Value =
+        serde_json::from_str(&run(&["top", "--once", "--json"])).expect("JSON");
+    assert_eq!(v["promoter"]["running"], true, "{}", v["promoter"]);
+    assert_eq!(v["promoter"]["state"]["moved_pages"], 1234);
+    assert_eq!(v["promoter"]["state"]["queue_depth"], 17);
+    let text = run(&["top", "--once"]);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("promoter") && l.contains("queue 17")),
+        "{text}"
+    );
+    writer.remove();
+    let _ = std::fs::remove_dir_all(&dir);
+}
