@@ -47,7 +47,12 @@ impl Gen {
 
 fn event(i: u64, g: &mut Gen, folios: u64) -> FaultEvent {
     let r = g.next();
-    let folio = r % folios;
+    // A power-of-two count (the default) needs no division.
+    let folio = if folios.is_power_of_two() {
+        r & (folios - 1)
+    } else {
+        r % folios
+    };
     let latency_ms = (r >> 20) % 4000;
     let ts_ns = 1_000_000_000_000 + i * 1000;
     let outcome = if latency_ms < 1000 {

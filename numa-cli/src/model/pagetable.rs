@@ -132,7 +132,8 @@ impl<const N: usize> PageTable<N> {
         }
     }
 
-    /// Starts loading the cache line where the lookup of `key` begins.
+    /// Starts loading the cache line where the lookup of `key` begins,
+    /// and the next one (linear probing runs often cross into it).
     #[inline]
     pub fn prefetch(&self, key: u64) {
         if self.slots.is_empty() {
@@ -141,10 +142,13 @@ impl<const N: usize> PageTable<N> {
         let p = &self.slots[self.home(key)];
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a prefetch is a hint, it neither faults nor changes
-        // memory; the address is inside `slots` anyway.
+        // memory; the first address is inside `slots`, the second is
+        // computed with wrapping arithmetic and never dereferenced.
         unsafe {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>((p as *const [u64; N]).cast::<i8>());
+            let p = (p as *const [u64; N]).cast::<i8>();
+            _mm_prefetch::<_MM_HINT_T0>(p);
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64));
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = p;

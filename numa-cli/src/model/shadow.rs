@@ -65,6 +65,8 @@ struct Refaults {
     base_ns: Option<u64>,
     /// Low bits of a packed value: `ts_ns - base_ns`; high bits: sets.
     ts_bits: u32,
+    /// How much older than the first refusal's a packed time may be.
+    slack_ns: u64,
     /// At most this many pending ([`MAX_TRACKED`]; smaller in tests).
     max_tracked: usize,
 }
@@ -137,6 +139,7 @@ impl Refaults {
             sets: vec![RefaultSet::default(); models + 1],
             base_ns: None,
             ts_bits: 64 - (models as u32 + 1),
+            slack_ns: BASE_SLACK_NS.min(1 << (64 - (models as u32 + 1)).saturating_sub(4)),
             max_tracked: MAX_TRACKED,
         }
     }
@@ -148,8 +151,9 @@ impl Refaults {
 
     #[inline]
     fn pack_value(&mut self, ts_ns: u64, sets: u64) -> Option<u64> {
-        let slack = BASE_SLACK_NS.min(1 << self.ts_bits.saturating_sub(4));
-        let base = *self.base_ns.get_or_insert(ts_ns.saturating_sub(slack));
+        let base = *self
+            .base_ns
+            .get_or_insert(ts_ns.saturating_sub(self.slack_ns));
         let off = ts_ns.checked_sub(base)?;
         (off >> self.ts_bits == 0).then_some(off | sets << self.ts_bits)
     }
@@ -357,9 +361,10 @@ accesses between scans are invisible), it cannot show what the promotion would h
 migration bandwidth), and pages refaulting after a promotion by another path are not counted here.";
 
 pub struct Shadow {
-    /// Everything the events change. In a RefCell so that `report(&self)`
-    /// can first apply the events still in the lookahead window.
-    engine: RefCell<Engine>,
+    /// Everything the events change, and the events not applied yet. In a
+    /// RefCell so that `report(&self)` can first apply the events still in
+    /// the lookahead window.
+    engine: RefCell<(Engine, Lookahead)>,
     first: Option<Snapshot>,
     last: Option<Snapshot>,
     top_n: usize,
@@ -382,10 +387,11 @@ struct Engine {
     samples: Vec<LatencySample>,
     sample_stride: u64,
     rejected_seen: u64,
+    /// The next `rejected_seen` that is a multiple of `sample_stride`.
+    next_sample: u64,
     processes: Rows<u32, ProcessRow>,
     node_pairs: Rows<(i32, i32), NodePairRow>,
     scans: ScanIndex,
-    ahead: Lookahead,
 }
 
 /// The events arrived and not yet applied, oldest first.
@@ -404,17 +410,19 @@ impl Lookahead {
         }
     }
 
-    /// Queues `ev`; returns the oldest event when the window is full.
+    /// Queues `ev`; when the window is full, first applies the oldest
+    /// event to `engine` in place (no copy out) and puts `ev` in its slot.
     #[inline]
-    fn push(&mut self, ev: &Event) -> Option<Event> {
+    fn push(&mut self, ev: &Event, engine: &mut Engine) {
         if self.len == LOOKAHEAD {
-            let old = std::mem::replace(&mut self.ring[self.start], *ev);
+            let slot = &mut self.ring[self.start];
+            engine.apply(slot);
+            *slot = *ev;
             self.start = (self.start + 1) % LOOKAHEAD;
-            return Some(old);
+            return;
         }
         self.ring[(self.start + self.len) % LOOKAHEAD] = *ev;
         self.len += 1;
-        None
     }
 
     fn pop(&mut self) -> Option<Event> {
@@ -428,30 +436,36 @@ impl Lookahead {
     }
 }
 
-/// Rows by key in first-seen order, with the last row looked up cached
-/// (faults come in runs of one process and one node pair).
+/// Entries of [`Rows`]' direct-mapped cache of recent lookups.
+const ROW_CACHE: usize = 16;
+
+/// Rows by key in first-seen order, with recent lookups cached in a small
+/// direct-mapped array (few processes and node pairs are active at once).
 #[derive(Debug)]
 struct Rows<K, R> {
     rows: Vec<R>,
     index: FxHashMap<K, usize>,
-    last: Option<(K, usize)>,
+    cache: [Option<(K, usize)>; ROW_CACHE],
 }
 
-impl<K, R> Default for Rows<K, R> {
+impl<K: Copy, R> Default for Rows<K, R> {
     fn default() -> Self {
         Rows {
             rows: Vec::new(),
             index: FxHashMap::default(),
-            last: None,
+            cache: [None; ROW_CACHE],
         }
     }
 }
 
 impl<K: Copy + Eq + std::hash::Hash, R> Rows<K, R> {
-    /// The row of `key`, made by `new` when first seen.
+    /// The row of `key`, made by `new` when first seen; `hint` picks the
+    /// cache entry (any value is correct, distinct ones for distinct keys
+    /// are faster).
     #[inline]
-    fn get(&mut self, key: K, new: impl FnOnce() -> R) -> usize {
-        if let Some((k, i)) = self.last {
+    fn get(&mut self, key: K, hint: usize, new: impl FnOnce() -> R) -> usize {
+        let c = &mut self.cache[hint % ROW_CACHE];
+        if let Some((k, i)) = *c {
             if k == key {
                 return i;
             }
@@ -461,7 +475,7 @@ impl<K: Copy + Eq + std::hash::Hash, R> Rows<K, R> {
             rows.push(new());
             rows.len() - 1
         });
-        self.last = Some((key, i));
+        *c = Some((key, i));
         i
     }
 
@@ -475,29 +489,32 @@ impl Shadow {
         assert!(policies.len() < MAX_MODELS, "at most 63 models at once");
         let refaults = Refaults::new(policies.len());
         Shadow {
-            engine: RefCell::new(Engine {
-                models: policies
-                    .into_iter()
-                    .map(|policy| ModelState {
-                        policy,
-                        promote: 0,
-                        reject: 0,
-                        reasons: Vec::new(),
-                        agreement: Agreement::default(),
-                    })
-                    .collect(),
-                kernel: KernelCounts::default(),
-                hint_faults: 0,
-                decisions: 0,
-                refaults,
-                samples: Vec::new(),
-                sample_stride: 1,
-                rejected_seen: 0,
-                processes: Rows::default(),
-                node_pairs: Rows::default(),
-                scans: ScanIndex::default(),
-                ahead: Lookahead::new(),
-            }),
+            engine: RefCell::new((
+                Engine {
+                    models: policies
+                        .into_iter()
+                        .map(|policy| ModelState {
+                            policy,
+                            promote: 0,
+                            reject: 0,
+                            reasons: Vec::new(),
+                            agreement: Agreement::default(),
+                        })
+                        .collect(),
+                    kernel: KernelCounts::default(),
+                    hint_faults: 0,
+                    decisions: 0,
+                    refaults,
+                    samples: Vec::new(),
+                    sample_stride: 1,
+                    rejected_seen: 0,
+                    next_sample: 1,
+                    processes: Rows::default(),
+                    node_pairs: Rows::default(),
+                    scans: ScanIndex::default(),
+                },
+                Lookahead::new(),
+            )),
             first: None,
             last: None,
             top_n,
@@ -507,8 +524,11 @@ impl Shadow {
     /// The engine with every event received applied.
     fn applied(&self) -> std::cell::RefMut<'_, Engine> {
         let mut e = self.engine.borrow_mut();
-        e.flush();
-        e
+        let (engine, ahead) = &mut *e;
+        while let Some(ev) = ahead.pop() {
+            engine.apply(&ev);
+        }
+        std::cell::RefMut::map(e, |(engine, _)| engine)
     }
 
     /// Entries in the engine's per-page and per-process tables (bounded by
@@ -541,7 +561,9 @@ impl Shadow {
         if matches!(ev, Event::Skip(_)) {
             return;
         }
-        self.engine.get_mut().push(ev);
+        let (engine, ahead) = self.engine.get_mut();
+        engine.prefetch(ev);
+        ahead.push(ev, engine);
     }
 
     pub fn report(&self) -> ShadowReport {
@@ -597,10 +619,10 @@ impl Shadow {
 }
 
 impl Engine {
-    /// Receives an event: prefetches its page state, applies the event
-    /// that arrived [`LOOKAHEAD`] events ago.
+    /// Starts loading the page state of an event that arrives (it is
+    /// applied [`LOOKAHEAD`] events later).
     #[inline]
-    fn push(&mut self, ev: &Event) {
+    fn prefetch(&self, ev: &Event) {
         if let Event::Fault(f) = ev {
             let tgid = (f.pid_tgid >> 32) as u32;
             if let Some(key) = pagetable::pack(tgid, f.addr) {
@@ -609,15 +631,6 @@ impl Engine {
             for m in &self.models {
                 m.policy.prefetch(f);
             }
-        }
-        if let Some(old) = self.ahead.push(ev) {
-            self.apply(&old);
-        }
-    }
-
-    fn flush(&mut self) {
-        while let Some(ev) = self.ahead.pop() {
-            self.apply(&ev);
         }
     }
 
@@ -637,7 +650,7 @@ impl Engine {
         // Every fault may answer an earlier refusal of the same page.
         let held = self.refaults.fault(&page, f.ts_ns);
         let n_models = self.models.len();
-        let pi = self.processes.get(tgid, || ProcessRow {
+        let pi = self.processes.get(tgid, tgid as usize, || ProcessRow {
             pid: tgid,
             model_promote: vec![0; n_models],
             ..ProcessRow::default()
@@ -681,14 +694,20 @@ impl Engine {
             proc_row.kernel_promote += 1;
         }
         if f.flags & ff::KERNEL_LATENCY != 0 && !kernel_promote {
-            self.sample_rejection(f);
+            self.rejected_seen += 1;
+            if self.rejected_seen == self.next_sample {
+                self.sample_rejection(f);
+            }
         }
-        let ni = self.node_pairs.get((f.src_nid, f.dst_nid), || NodePairRow {
-            src_node: f.src_nid,
-            dst_node: f.dst_nid,
-            model_promote: vec![0; n_models],
-            ..NodePairRow::default()
-        });
+        let hint = (f.src_nid as usize) ^ (f.dst_nid as usize) << 2;
+        let ni = self
+            .node_pairs
+            .get((f.src_nid, f.dst_nid), hint, || NodePairRow {
+                src_node: f.src_nid,
+                dst_node: f.dst_nid,
+                model_promote: vec![0; n_models],
+                ..NodePairRow::default()
+            });
         let pair = &mut self.node_pairs.rows[ni];
         pair.decisions += 1;
         pair.kernel_promote += u64::from(kernel_promote);
@@ -719,22 +738,23 @@ impl Engine {
     }
 
     /// Every stride-th rejection, stride doubling as the table fills:
-    /// deterministic and spread over the whole run.
+    /// deterministic and spread over the whole run. Called when
+    /// `rejected_seen` reaches `next_sample` (no division per event).
+    #[cold]
+    #[inline(never)]
     fn sample_rejection(&mut self, f: &FaultEvent) {
-        self.rejected_seen += 1;
-        if self.rejected_seen.is_multiple_of(self.sample_stride) {
-            if self.samples.len() == MAX_SAMPLES {
-                let kept: Vec<LatencySample> =
-                    self.samples.iter().skip(1).step_by(2).cloned().collect();
-                self.samples = kept;
-                self.sample_stride *= 2;
-            }
-            self.samples.push(LatencySample {
-                latency_ms: f.kernel_latency_ms,
-                threshold_ms: f.threshold_ms,
-                promoted: false,
-            });
+        if self.samples.len() == MAX_SAMPLES {
+            let kept: Vec<LatencySample> =
+                self.samples.iter().skip(1).step_by(2).cloned().collect();
+            self.samples = kept;
+            self.sample_stride *= 2;
         }
+        self.samples.push(LatencySample {
+            latency_ms: f.kernel_latency_ms,
+            threshold_ms: f.threshold_ms,
+            promoted: false,
+        });
+        self.next_sample = (self.rejected_seen / self.sample_stride + 1) * self.sample_stride;
     }
 }
 
