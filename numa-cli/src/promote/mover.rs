@@ -153,7 +153,8 @@ pub trait Env {
     fn now_ns(&self) -> u64;
     /// `(MemFree, MemTotal)` in KiB.
     fn node_meminfo(&self, node: u32) -> Option<(u64, u64)>;
-    /// The process is gone or has no address space any more (exiting).
+    /// The process is gone, exiting (its address space being torn down),
+    /// or has no address space any more.
     fn process_has_no_memory(&self, pid: u32) -> bool;
 }
 
@@ -168,10 +169,33 @@ impl Env for SysEnv {
     }
     fn process_has_no_memory(&self, pid: u32) -> bool {
         // /proc/PID/statm is all zeros without an mm.
-        std::fs::read_to_string(format!("/proc/{pid}/statm")).map_or(true, |s| {
+        let no_mm = std::fs::read_to_string(format!("/proc/{pid}/statm")).map_or(true, |s| {
             s.split_whitespace().next().is_none_or(|v| v == "0")
-        })
+        });
+        no_mm
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map_or(true, |s| stat_says_exiting(&s))
     }
+}
+
+/// PF_EXITING in the flags of a /proc/PID/stat line: the process is in
+/// do_exit, unmapping its memory (move_pages then fails page by page).
+fn stat_says_exiting(stat: &str) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    // After the comm's closing parenthesis: state ppid pgrp session tty_nr
+    // tpgid flags ...
+    stat.rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().nth(6))
+        .and_then(|f| f.parse::<u64>().ok())
+        .is_some_and(|flags| flags & PF_EXITING != 0)
+}
+
+/// Every page of a call failed as gone (EFAULT: no mapping; ENOENT).
+fn all_gone(status: &[i32]) -> bool {
+    !status.is_empty()
+        && status
+            .iter()
+            .all(|&s| s == -libc::EFAULT || s == -libc::ENOENT)
 }
 
 /// What one [`Mover::step`] did.
@@ -587,6 +611,13 @@ impl<E: Env> Mover<E> {
             self.whole_call_failed(pid, batch, &e);
             return None;
         }
+        if all_gone(&status) && self.env.process_has_no_memory(pid) {
+            // An exiting process unmapping its memory: it has exited.
+            self.status = status;
+            let esrch = io::Error::from_raw_os_error(libc::ESRCH);
+            self.drop_process(pid, &esrch, batch.len());
+            return None;
+        }
         let target_tier = self.tier(target as i32);
         let mut to_move = Vec::with_capacity(batch.len());
         let (mut already, mut failed) = (0u64, 0u64);
@@ -656,6 +687,13 @@ impl<E: Env> Mover<E> {
         if let Err(e) = r {
             self.status = status;
             self.whole_call_failed(pid, to_move, &e);
+            return;
+        }
+        if all_gone(&status) && self.env.process_has_no_memory(pid) {
+            // An exiting process unmapping its memory: it has exited.
+            self.status = status;
+            let esrch = io::Error::from_raw_os_error(libc::ESRCH);
+            self.drop_process(pid, &esrch, to_move.len());
             return;
         }
         let (mut moved, mut moved_bytes, mut failed) = (0u64, 0u64, 0u64);
@@ -913,6 +951,8 @@ mod tests {
         abort_after: Option<usize>,
         /// Killed, its memory released, its pid not yet gone.
         exiting: Vec<u32>,
+        /// In do_exit, unmapping: every page of a call is EFAULT.
+        unmapping: Vec<u32>,
         /// Every call fails with EINVAL.
         einval: bool,
     }
@@ -938,7 +978,8 @@ mod tests {
             Some((self.free_kb.get(), 1 << 20))
         }
         fn process_has_no_memory(&self, pid: u32) -> bool {
-            self.kernel.borrow().exiting.contains(&pid)
+            let k = self.kernel.borrow();
+            k.exiting.contains(&pid) || k.unmapping.contains(&pid)
         }
     }
 
@@ -976,6 +1017,10 @@ mod tests {
             if k.exiting.contains(pid) || k.einval {
                 // No mm (being killed), or a bad call.
                 return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            if k.unmapping.contains(pid) {
+                status.iter_mut().for_each(|s| *s = -libc::EFAULT);
+                return Ok(0);
             }
             let Some(nodes) = nodes else {
                 for (a, s) in pages.iter().zip(status.iter_mut()) {
@@ -1250,6 +1295,17 @@ mod tests {
         assert!(r.per_process[&8].exited);
         assert_eq!(r.statuses.failures(), 0, "not page failures");
         assert_eq!(r.statuses.moved, 5);
+        // 8 in do_exit, unmapping: every page EFAULT, also dropped as exited.
+        let mut m = mover(&w, cfg(), &[7, 8]);
+        w.kernel.borrow_mut().exiting.clear();
+        w.kernel.borrow_mut().unmapping.push(8);
+        (0..10).for_each(|p| m.push(req(8, p)));
+        run(&mut m, &w.now, 100);
+        let r = m.finish();
+        assert_eq!(r.processes_exited, 1);
+        assert_eq!(r.dropped_exited, 10);
+        assert_eq!(r.statuses.failures(), 0, "unmapping pages are not failures");
+        w.kernel.borrow_mut().unmapping.clear();
         // EINVAL from a process that still has its memory is a failure.
         w.kernel.borrow_mut().einval = true;
         let mut m = mover(&w, cfg(), &[7]);
@@ -1260,6 +1316,17 @@ mod tests {
         assert_eq!(r.processes_exited, 0);
         assert_eq!(r.statuses.other, 3, "tried 1 + 2 retries");
         assert_eq!(r.gave_up, 1);
+    }
+
+    #[test]
+    fn exiting_flag_from_proc_stat() {
+        let line = |flags: u64| format!("42 (a (b) c) R 1 42 42 0 -1 {flags} 0 0 0 0");
+        assert!(super::stat_says_exiting(&line(0x404044)));
+        assert!(!super::stat_says_exiting(&line(0x400040)));
+        assert!(!super::stat_says_exiting("garbage"));
+        assert!(super::all_gone(&[-libc::EFAULT, -libc::ENOENT]));
+        assert!(!super::all_gone(&[-libc::EFAULT, 0]));
+        assert!(!super::all_gone(&[]));
     }
 
     #[test]
