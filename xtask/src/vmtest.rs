@@ -186,7 +186,6 @@ pub fn run_kernel(kernel: &Kernel, numatrace: &Path) -> Vec<TestResult> {
                 .join(" | ")
         ));
     }
-    let full_console = outcome.console.as_str();
     sections
         .into_iter()
         .map(|(t, console)| {
@@ -202,7 +201,7 @@ pub fn run_kernel(kernel: &Kernel, numatrace: &Path) -> Vec<TestResult> {
             TestResult {
                 name: t.name.to_string(),
                 outcome,
-                seconds: test_seconds(full_console, t.name),
+                seconds: test_seconds(&out.join(t.name)),
             }
         })
         .collect()
@@ -250,7 +249,8 @@ fn guest_script(tests: &[&VmTest]) -> String {
              RESULTS={dir} timeout -s KILL {timeout} sh -c {script}\n\
              rc=$?\n\
              echo $rc > {dir}/exit_status\n\
-             echo \"{TEST_END}{name} exit=$rc secs=$(( $(date +%s) - t0 ))===\"\n\
+             echo $(( $(date +%s) - t0 )) > {dir}/seconds\n\
+             echo \"{TEST_END}{name} exit=$rc===\"\n\
              [ $rc -eq 0 ] || failed=1\n\
              cd /\n",
             name = t.name,
@@ -275,15 +275,15 @@ fn section(console: &str, name: &str) -> String {
         .collect()
 }
 
-/// The guest-side seconds a test took, from its end marker
-/// (`... exit=RC secs=N===`).
-fn test_seconds(console: &str, name: &str) -> Option<u64> {
-    let end = format!("{TEST_END}{name} ");
-    let line = console.lines().find(|l| l.starts_with(&end))?;
-    let secs = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("secs="))?;
-    secs.trim_end_matches('=').parse().ok()
+/// The guest-side seconds a test took, from its results directory (not
+/// from the console: the last test's end marker can be lost to the results
+/// block that follows it on the serial line).
+fn test_seconds(dir: &Path) -> Option<u64> {
+    std::fs::read_to_string(dir.join("seconds"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// `numatrace doctor --json` sees the test bed as it is: everything attaches,
@@ -426,10 +426,12 @@ mod tests {
         let console = "boot\n===NUMATRACE-TEST-BEGIN doctor===\na\nb\n===NUMATRACE-TEST-END doctor exit=0===\nafter\n";
         assert_eq!(section(console, "doctor"), "a\nb\n");
         assert_eq!(section(console, "other"), "");
-        assert_eq!(test_seconds(console, "doctor"), None);
-        let timed = "===NUMATRACE-TEST-END shadow exit=1 secs=42===\n";
-        assert_eq!(test_seconds(timed, "shadow"), Some(42));
-        assert_eq!(test_seconds(timed, "doctor"), None);
+        let dir = std::env::temp_dir().join(format!("xtask-secs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        assert_eq!(test_seconds(&dir), None);
+        std::fs::write(dir.join("seconds"), "42\n").expect("write");
+        assert_eq!(test_seconds(&dir), Some(42));
+        let _ = std::fs::remove_dir_all(&dir);
         let script = guest_script(&[&TESTS[0]]);
         assert!(script.contains("RESULTS=/results/doctor timeout -s KILL 180 sh -c 'echo 2"));
         assert!(script.ends_with("exit $failed\n"));
