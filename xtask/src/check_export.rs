@@ -249,15 +249,6 @@ pub fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
 mod tests {
     use super::*;
 
-    /// Checks the results of a hand-run guest script:
-    /// `NUMATRACE_EXPORT_RESULTS=DIR cargo test -p xtask export_results -- --ignored`.
-    #[test]
-    #[ignore = "needs the results of a VM run"]
-    fn export_results() {
-        let dir = std::env::var_os("NUMATRACE_EXPORT_RESULTS").expect("NUMATRACE_EXPORT_RESULTS");
-        check(Path::new(&dir), "", Series::V6_1).expect("export check");
-    }
-
     #[test]
     fn parses_and_sums_classic_text() {
         let s = parse(

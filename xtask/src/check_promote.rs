@@ -251,21 +251,3 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     }
     Ok(())
 }
-
-#[cfg(test)]
-mod tests {
-    /// Checks the results of a hand-run guest script (the test bed has no
-    /// way to run one VM test alone):
-    /// `NUMATRACE_PROMOTE_RESULTS=DIR cargo test -p xtask promote_results -- --ignored`.
-    #[test]
-    #[ignore = "needs the results of a VM run"]
-    fn promote_results() {
-        let dir = std::env::var_os("NUMATRACE_PROMOTE_RESULTS").expect("NUMATRACE_PROMOTE_RESULTS");
-        super::check(
-            std::path::Path::new(&dir),
-            "",
-            crate::kernels::Series::V6_12,
-        )
-        .expect("promote check");
-    }
-}

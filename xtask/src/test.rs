@@ -28,6 +28,11 @@ pub struct TestArgs {
     /// Skip the VM tests (and fetching kernels).
     #[arg(long)]
     pub no_vm: bool,
+    /// Only judge the results of a hand-run VM test (e.g. its script run
+    /// with `cargo xtask vm --out DIR`), for the first of --kernels:
+    /// `cargo xtask test --kernels 6.12 --check promote DIR/promote`.
+    #[arg(long, num_args = 2, value_names = ["TEST", "DIR"])]
+    pub check: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -107,6 +112,12 @@ impl Report {
 }
 
 pub fn run(args: TestArgs) -> Result<ExitCode> {
+    if let [name, dir] = &args.check[..] {
+        let series = args.kernels.first().copied().unwrap_or(Series::V6_12);
+        vmtest::check_results(name, std::path::Path::new(dir), series)?;
+        println!("vm {series}: {name}: PASS ({dir})");
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut report = Report::default();
     let mut setup = Setup::new(true);
 

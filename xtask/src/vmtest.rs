@@ -109,6 +109,18 @@ numatrace replay ../recording/t.trace --json -o replay.json
     },
 ];
 
+/// Judges the results a hand-run `name` test left in `dir` (no console).
+pub fn check_results(name: &str, dir: &Path, series: Series) -> Result<()> {
+    let Some(test) = TESTS.iter().find(|t| t.name == name) else {
+        let names: Vec<&str> = TESTS.iter().map(|t| t.name).collect();
+        bail!(
+            "no VM test named {name:?}; the tests are: {}",
+            names.join(", ")
+        );
+    };
+    (test.check)(dir, "", series)
+}
+
 /// Result of one VM test.
 pub struct TestResult {
     pub name: String,
@@ -419,6 +431,18 @@ mod tests {
             {"tier": "memory_tier22", "id": 22, "nodes": [0]},
         ]);
         assert!(check_doctor_json(&doctor(true, inverted, &folio), Series::V6_12).is_err());
+    }
+
+    #[test]
+    fn check_results_names_the_tests_and_judges_the_dir() {
+        let err = check_results("nope", Path::new("/"), Series::V6_12)
+            .expect_err("unknown test")
+            .to_string();
+        assert!(err.contains("promote") && err.contains("doctor"), "{err}");
+        let empty = std::env::temp_dir().join(format!("xtask-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&empty).expect("temp dir");
+        assert!(check_results("promote", &empty, Series::V6_12).is_err());
+        let _ = std::fs::remove_dir_all(&empty);
     }
 
     #[test]
