@@ -9,7 +9,6 @@ mod export_common;
 use std::{
     io::Write,
     net::SocketAddr,
-    path::PathBuf,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
@@ -17,32 +16,6 @@ use std::{
 use export_common::*;
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0";
-
-fn tool(name: &str) -> PathBuf {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/local/bin")])
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "`{name}` is not installed: this test needs Debian's prometheus package \
-                 (`cargo xtask setup` installs it, or `apt-get install prometheus`)"
-            )
-        })
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
 
 /// Prometheus' HTTP API: `data` of a successful answer.
 fn api(prom: SocketAddr, path_and_query: &str) -> serde_json::Value {
@@ -132,39 +105,7 @@ fn prometheus_scrapes_the_replay_and_agrees_with_stats() {
     // Prometheus first, so its scrapes cover the replay from the start.
     let exporter_port = free_port();
     let exporter_addr: SocketAddr = format!("127.0.0.1:{exporter_port}").parse().expect("addr");
-    let prom_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
-    let config = dir.0.join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
-             scrape_configs:\n  - job_name: numatrace\n    static_configs:\n      - targets: ['{exporter_addr}']\n"
-        ),
-    )
-    .expect("writing prometheus.yml");
-    let prom_log = dir.0.join("prometheus.log");
-    let mut prom = Proc::spawn(
-        "prometheus",
-        Command::new(&prometheus)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.0.join("data").display()
-            ))
-            .arg(format!("--web.listen-address={prom_addr}"))
-            .arg("--log.level=warn")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&prom_log).expect("log")),
-    );
-    wait_until(Duration::from_secs(30), "Prometheus to be ready", || {
-        if let Ok(Some(s)) = prom.child.try_wait() {
-            panic!(
-                "prometheus exited ({s}): {}",
-                std::fs::read_to_string(&prom_log).unwrap_or_default()
-            );
-        }
-        get(prom_addr, "/-/ready", None).is_ok_and(|r| r.status == 200)
-    });
+    let (_prom, prom_addr) = start_prometheus(&prometheus, &dir.0, exporter_addr);
 
     let log = dir.0.join("export.log");
     let replay_start = unix_now();

@@ -263,3 +263,70 @@ pub fn replay_times(log: &Path) -> Option<(f64, f64)> {
         .collect();
     Some((*nums.first()?, *nums.get(1)?))
 }
+
+/// A tool of Debian's prometheus package, or a panic naming the remedy.
+pub fn tool(name: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/local/bin")])
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "`{name}` is not installed: this test needs Debian's prometheus package \
+                 (`cargo xtask setup` installs it, or `apt-get install prometheus`)"
+            )
+        })
+}
+
+/// Percent-encoding for a Prometheus query string.
+pub fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Starts `prometheus` scraping `exporter` every second, with its config,
+/// data and log in `dir`; returns once it is ready.
+pub fn start_prometheus(prometheus: &Path, dir: &Path, exporter: SocketAddr) -> (Proc, SocketAddr) {
+    let prom_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
+             scrape_configs:\n  - job_name: numatrace\n    static_configs:\n      - targets: ['{exporter}']\n"
+        ),
+    )
+    .expect("writing prometheus.yml");
+    let prom_log = dir.join("prometheus.log");
+    let mut prom = Proc::spawn(
+        "prometheus",
+        Command::new(prometheus)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={prom_addr}"))
+            .arg("--log.level=warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&prom_log).expect("log")),
+    );
+    wait_until(Duration::from_secs(30), "Prometheus to be ready", || {
+        if let Ok(Some(s)) = prom.child.try_wait() {
+            panic!(
+                "prometheus exited ({s}): {}",
+                std::fs::read_to_string(&prom_log).unwrap_or_default()
+            );
+        }
+        get(prom_addr, "/-/ready", None).is_ok_and(|r| r.status == 200)
+    });
+    (prom, prom_addr)
+}
