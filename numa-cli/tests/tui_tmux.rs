@@ -347,6 +347,17 @@ fn top_exits_when_its_terminal_goes_away() {
     }
 }
 
+/// The stdout of a command that must succeed (its stderr in the failure).
+fn stdout_of(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("running numatrace");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[test]
 fn without_a_terminal_top_suggests_once() {
     let out = Command::new(BIN)
@@ -358,17 +369,12 @@ fn without_a_terminal_top_suggests_once() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--once"), "{err}");
     // --once --json works without one, on the whole trace.
-    let out = Command::new(BIN)
-        .args(["top", "--once", "--json", "--replay"])
-        .arg(trace())
-        .output()
-        .expect("running numatrace");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = stdout_of(
+        Command::new(BIN)
+            .args(["top", "--once", "--json", "--replay"])
+            .arg(trace()),
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     let p = &v["processes"][0];
     assert_eq!(p["comm"], "hot-chunks");
     assert_eq!(p["faults_total"], 27820);
@@ -382,19 +388,13 @@ fn once_shows_a_running_promoter_from_its_state_file() {
     let dir = std::env::temp_dir().join(format!("numatrace-top-promoter-{}", std::process::id()));
     let state_path = dir.join("promoter.json");
     let run = |args: &[&str]| {
-        let out = Command::new(BIN)
-            .args(args)
-            .arg("--replay")
-            .arg(trace())
-            .env(ENV, &state_path)
-            .output()
-            .expect("running numatrace");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        stdout_of(
+            Command::new(BIN)
+                .args(args)
+                .arg("--replay")
+                .arg(trace())
+                .env(ENV, &state_path),
+        )
     };
     // No promoter: said so, not guessed.
     let v: serde_json::Value =
