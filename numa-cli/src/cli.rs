@@ -81,6 +81,11 @@ pub struct ProbeArgs {
     /// Measure the BPF programs' own run time (kernel BPF stats).
     #[arg(long)]
     pub bpf_stats: bool,
+    /// Attach programs that do nothing at the same hooks and record
+    /// nothing: run a workload under it and under the real programs to
+    /// see what attaching alone costs on this machine (fentry/fexit only).
+    #[arg(long)]
+    pub empty_programs: bool,
     /// Run this command while attached and stop when it exits.
     #[arg(last = true)]
     pub command: Vec<String>,

@@ -56,6 +56,7 @@ fn load_options(a: &ProbeArgs) -> Result<LoadOptions> {
         sample_every: a.sample.max(1),
         filter_tgid: a.pid.unwrap_or(0),
         filter_cgroup,
+        empty_programs: a.empty_programs,
     })
 }
 
@@ -63,6 +64,11 @@ fn load_options(a: &ProbeArgs) -> Result<LoadOptions> {
 pub fn attach(a: &ProbeArgs) -> Result<Probes> {
     require_preflight()?;
     let options = load_options(a)?;
+    if options.empty_programs {
+        eprintln!(
+            "numatrace: --empty-programs: the attached programs do nothing, so every count is 0"
+        );
+    }
     let probes = load::attach(plan::build(&discover::discover()), &options)?;
     if !probes.plan.complete {
         let bad: Vec<String> = probes

@@ -114,6 +114,30 @@ pub mod programs {
     pub const TRIAL_FENTRY: &str = "trial_fentry";
     pub const TRIAL_KPROBE: &str = "trial_kprobe";
     pub const TRIAL_TRACEPOINT: &str = "trial_tracepoint";
+
+    /// Each fentry/fexit/tracepoint program and its twin that does nothing
+    /// (`--empty-programs`: what attaching alone costs).
+    pub const EMPTY_TWINS: [(&str, &str); 11] = [
+        (FENTRY_HINT_FAULT, "empty_fentry_hint_fault"),
+        (FENTRY_SCAN_RANGE, "empty_fentry_scan_range"),
+        (FENTRY_FAULT_ACCOUNT, "empty_fentry_fault_account"),
+        (FENTRY_THP_FAULT, "empty_fentry_thp_fault"),
+        (FENTRY_THP_SCAN, "empty_fentry_thp_scan"),
+        (FEXIT_DECISION, "empty_fexit_decision"),
+        (FEXIT_SCAN_STAMP, "empty_fexit_scan_stamp"),
+        (FEXIT_SCAN_RANGE, "empty_fexit_scan_range"),
+        (FEXIT_MIGRATE, "empty_fexit_migrate"),
+        (TP_SKIP_VMA, "empty_tp_skip_vma"),
+        (TP_MIGRATE_PAGES, "empty_tp_migrate_pages"),
+    ];
+
+    /// The program that does nothing at `name`'s attach point, if any.
+    pub fn empty_twin(name: &str) -> Option<&'static str> {
+        EMPTY_TWINS
+            .iter()
+            .find(|(real, _)| *real == name)
+            .map(|&(_, empty)| empty)
+    }
 }
 
 /// How migrate_misplaced_* reports its result on this kernel; userspace sets

@@ -13,6 +13,7 @@
 )]
 
 mod decision;
+mod empty;
 mod fault;
 mod maps;
 mod migrate;

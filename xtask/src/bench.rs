@@ -1,20 +1,22 @@
 //! `cargo xtask bench overhead`: the probes' cost, measured side by side in
-//! one VM boot. The same hint-fault-bound workload runs alternately without
-//! and with `numatrace stats --live --bpf-stats` attached. The report gives,
-//! over the pairs (median, min, max):
+//! one VM boot. Each round runs the same hint-fault-bound workload four
+//! ways, order rotating: bare (`base`); under `numatrace stats --live
+//! --empty-programs` (`empty`: programs that do nothing at the same hooks,
+//! the cost of attaching at all); under `numatrace stats --live` at its
+//! defaults (`traced`); and the same with `--bpf-stats` (`stats`: the kernel's
+//! per-program run time, which itself costs two clock reads per program run,
+//! so the slowdown is taken from `traced`). The report gives, over the
+//! rounds (median, min, max):
 //!
-//! - the workload slowdown, as the CPU time the traced run's rates need for
-//!   the base run's work (its accesses at the traced user time per access,
-//!   its hint faults at the traced system time per fault) over the base
-//!   run's CPU time; and as accesses per second (busy time), base / traced,
-//!   which also swings with how many fault-free chunk visits came before
-//!   the scanner's one burst of faults;
-//! - the fault-path cost: the workload's system time per hint fault,
-//!   traced / base (hint faults are where the probes run);
-//! - the share of the traced workload's CPU time spent in BPF programs
-//!   (bpf stats run time / the workload's user + system time), and the
-//!   guest's extra busy CPU (BPF, trampolines, numatrace's own userspace);
-//! - hint faults/s, ring drops, and each program's run time per hint fault.
+//! - the workload slowdown of `empty`, `traced` and `stats`: the base run's
+//!   CPU time with its hint faults at the run's system time per fault, over
+//!   the base run's CPU time (see [`same_work_ratio`]); the target is on
+//!   `traced`;
+//! - the fault-path cost: the workload's system time per hint fault;
+//! - from `stats`: each program's run time per hint fault and the BPF share
+//!   of the workload's CPU time;
+//! - hint faults/s, ring drops, and the guest's busy CPU (numatrace's own
+//!   userspace included).
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -23,7 +25,14 @@ use serde_json::Value;
 
 use crate::checks::read_json;
 
-pub const PAIRS: usize = 5;
+pub const ROUNDS: usize = 6;
+
+/// One vCPU. The test bed runs all vCPUs on one host thread (TCG
+/// thread=single), switching between busy vCPUs every 100 ms; a guest with
+/// two sees time pass on the workload's CPU while the host emulates
+/// numatrace's reader on the other, and bills it to the workload. On one
+/// vCPU the guest scheduler runs them in turn and bills each its own time.
+pub const OVERHEAD_CPUS: u32 = 1;
 
 /// One run: 128 MiB on the slow node, touched at random; every page takes
 /// a hint fault once the scanner protects it (free DRAM: promoted). A run
@@ -32,23 +41,31 @@ pub const PAIRS: usize = 5;
 /// fixed window decided a run's speed more than the probes did.
 const WORKLOAD: &str = "numatrace workload hot-chunks --slow-mb 128 --chunk-mb 128 --accesses 100000 --duration 2 --min-faults 24000 --max-duration 120";
 
+/// The four ways a round runs the workload: name and the numatrace command
+/// in front of it (none for the base run).
+const OVERHEAD_RUNS: [(&str, &str); 4] = [
+    ("base", ""),
+    ("empty", "numatrace stats --live --empty-programs --json --"),
+    ("traced", "numatrace stats --live --json --"),
+    ("stats", "numatrace stats --live --bpf-stats --json --"),
+];
+
 pub fn overhead_script() -> String {
     let mut s = String::from("echo 2 > /proc/sys/kernel/numa_balancing\ncd /results\n");
-    for i in 0..PAIRS {
-        // Alternate the order so drift (page cache, scanner state) cancels.
+    for i in 0..ROUNDS {
+        // Rotate the order so drift (page cache, scanner state) cancels.
         // /proc/stat's first line around each run: the guest's busy CPU.
-        let base = format!(
-            "head -1 /proc/stat > cpu_base_{i}_0.txt\n{WORKLOAD} --seed {i} --summary base_{i}.json || exit 1\nhead -1 /proc/stat > cpu_base_{i}_1.txt\n"
-        );
-        let traced = format!(
-            "head -1 /proc/stat > cpu_traced_{i}_0.txt\nnumatrace stats --live --bpf-stats --json -- {WORKLOAD} --seed {i} --summary traced_{i}.json > stats_{i}.json || exit 1\nhead -1 /proc/stat > cpu_traced_{i}_1.txt\n"
-        );
-        if i % 2 == 0 {
-            s.push_str(&base);
-            s.push_str(&traced);
-        } else {
-            s.push_str(&traced);
-            s.push_str(&base);
+        for k in 0..OVERHEAD_RUNS.len() {
+            let (name, tool) = OVERHEAD_RUNS[(i + k) % OVERHEAD_RUNS.len()];
+            let run = format!("{name}_{i}");
+            let out = if tool.is_empty() {
+                String::new()
+            } else {
+                format!(" > tool_{run}.json")
+            };
+            s.push_str(&format!(
+                "head -1 /proc/stat > cpu_{run}_0.txt\n{tool} {WORKLOAD} --seed {i} --summary {run}.json{out} || exit 1\nhead -1 /proc/stat > cpu_{run}_1.txt\n"
+            ));
         }
     }
     s
@@ -65,30 +82,21 @@ fn ns_per_access(w: &Value) -> Result<f64> {
     Ok(num(w, "score_us")? * 1000.0 / num(w, "accesses")?.max(1.0))
 }
 
-/// The workload's accesses per second of busy time (higher is better).
-fn accesses_per_s(w: &Value) -> Result<f64> {
-    Ok(num(w, "accesses")? / (num(w, "score_us")? / 1e6).max(1e-9))
-}
-
 /// The workload's system time per hint fault, in µs.
 fn sys_us_per_fault(w: &Value) -> Result<f64> {
     Ok(num(w, "sys_ms")? * 1000.0 / num(w, "numa_hint_faults")?.max(1.0))
 }
 
-/// The traced run's CPU time for the base run's work, over the base run's
-/// CPU time (the workload's own user + system time of its access phase).
-fn same_work_ratio(base: &Value, traced: &Value) -> Result<f64> {
-    let (ab, fb) = (
-        num(base, "accesses")?.max(1.0),
-        num(base, "numa_hint_faults")?.max(1.0),
-    );
-    let (at, ft) = (
-        num(traced, "accesses")?.max(1.0),
-        num(traced, "numa_hint_faults")?.max(1.0),
-    );
+/// The base run's CPU time with its system time per hint fault replaced by
+/// `run`'s, over the base run's CPU time: the workload's slowdown for the
+/// same work. The probes run only in the kernel, so only the system side is
+/// taken from `run`; the user side is not comparable between runs (the
+/// accesses made while waiting for the scanner, and their cost per access
+/// under TCG, swing 3-5x between runs of the same build, probes or not).
+fn same_work_ratio(base: &Value, run: &Value) -> Result<f64> {
     let (ub, sb) = (num(base, "user_ms")?, num(base, "sys_ms")?);
-    let (ut, st) = (num(traced, "user_ms")?, num(traced, "sys_ms")?);
-    Ok((ab * ut / at + fb * st / ft) / (ub + sb).max(1e-9))
+    let faults = num(base, "numa_hint_faults")?;
+    Ok((ub + faults * sys_us_per_fault(run)? / 1000.0) / (ub + sb).max(1e-9))
 }
 
 /// Busy CPU seconds of the guest between two `/proc/stat` "cpu" lines
@@ -159,27 +167,42 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 pub fn report(dir: &Path) -> Result<()> {
-    let mut same_work = Vec::new();
-    let mut slowdown = Vec::new();
-    let mut sys_ratio = Vec::new();
-    let mut wall_ratio = Vec::new();
+    let tools = &OVERHEAD_RUNS[1..];
+    let mut same_work: Vec<Vec<f64>> = vec![Vec::new(); tools.len()];
+    let mut sys_us: Vec<Vec<f64>> = vec![Vec::new(); OVERHEAD_RUNS.len()];
+    let mut busy: Vec<Vec<f64>> = vec![Vec::new(); OVERHEAD_RUNS.len()];
     let mut faults_per_s = Vec::new();
     let mut bpf_ns_per_fault = Vec::new();
     let mut bpf_share = Vec::new();
-    let mut extra_cpu = Vec::new();
     let mut per_program: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut drops = 0u64;
-    println!("pair  same-work CPU | accesses/s base  traced  slowdown | wall s base traced | sys us/fault base traced ratio | hint faults faults/s | BPF ns/fault  BPF % of workload CPU | guest busy CPU s base traced");
-    for i in 0..PAIRS {
-        let base = read_json(dir, &format!("base_{i}.json"))?;
-        let traced = read_json(dir, &format!("traced_{i}.json"))?;
-        let stats = read_json(dir, &format!("stats_{i}.json"))?;
-        let (ab, at) = (accesses_per_s(&base)?, accesses_per_s(&traced)?);
-        let (wb, wt) = (num(&base, "elapsed_s")?, num(&traced, "elapsed_s")?);
-        let (sb, st) = (sys_us_per_fault(&base)?, sys_us_per_fault(&traced)?);
-        let faults = stats["hint_faults"].as_u64().unwrap_or(0);
-        let secs = num(&stats, "duration_s")?;
-        drops += stats["drops"].as_u64().unwrap_or(0);
+    println!("round | same-work CPU / base: empty  traced  stats | sys us/fault: base  empty traced  stats | traced faults/s | BPF ns/fault  % of CPU | guest busy CPU s: base empty traced stats");
+    for i in 0..ROUNDS {
+        let runs = OVERHEAD_RUNS
+            .iter()
+            .map(|(name, _)| read_json(dir, &format!("{name}_{i}.json")))
+            .collect::<Result<Vec<_>>>()?;
+        let base = &runs[0];
+        let mut line = format!("{i:>5} |");
+        for (k, run) in runs[1..].iter().enumerate() {
+            let r = same_work_ratio(base, run)?;
+            same_work[k].push(r);
+            line.push_str(&format!(" {r:>6.3}"));
+        }
+        line.push_str(" |");
+        for (k, run) in runs.iter().enumerate() {
+            let us = sys_us_per_fault(run)?;
+            sys_us[k].push(us);
+            line.push_str(&format!(" {us:>6.1}"));
+        }
+        let traced = read_json(dir, &format!("tool_traced_{i}.json"))?;
+        let stats = read_json(dir, &format!("tool_stats_{i}.json"))?;
+        for t in [&traced, &stats] {
+            drops += t["drops"].as_u64().unwrap_or(0);
+        }
+        let fps = traced["hint_faults"].as_f64().unwrap_or(0.0) / num(&traced, "duration_s")?;
+        faults_per_s.push(fps);
+        let faults = stats["hint_faults"].as_u64().unwrap_or(0).max(1) as f64;
         let mut bpf_ns = 0.0;
         for p in stats["bpf_programs"].as_array().into_iter().flatten() {
             let ns = p["run_time_ns"].as_f64().unwrap_or(0.0);
@@ -188,78 +211,66 @@ pub fn report(dir: &Path) -> Result<()> {
                 per_program
                     .entry(name.to_owned())
                     .or_default()
-                    .push(ns / (faults.max(1) as f64));
+                    .push(ns / faults);
             }
         }
-        let per_fault = bpf_ns / faults.max(1) as f64;
-        let workload_cpu_ns = (num(&traced, "user_ms")? + num(&traced, "sys_ms")?) * 1e6;
-        let share = 100.0 * bpf_ns / workload_cpu_ns.max(1.0);
-        let (cb, ct) = (
-            busy_cpu_s(dir, &format!("base_{i}"))?,
-            busy_cpu_s(dir, &format!("traced_{i}"))?,
-        );
-        let sw = same_work_ratio(&base, &traced)?;
-        same_work.push(sw);
-        println!(
-            "{i:>4}  {sw:>13.3} | {ab:>15.0} {at:>7.0} {:>9.3} | {wb:>11.2} {wt:>6.2} | {sb:>21.1} {st:>6.1} {:>5.3} | {faults:>11} {:>8.0} | {per_fault:>12.0} {share:>21.1} | {cb:>24.2} {ct:>6.2}",
-            ab / at,
-            st / sb,
-            faults as f64 / secs
-        );
-        slowdown.push(ab / at);
-        wall_ratio.push(wt / wb);
-        sys_ratio.push(st / sb);
-        faults_per_s.push(faults as f64 / secs);
-        bpf_ns_per_fault.push(per_fault);
+        let stats_run = &runs[3];
+        let cpu_ns = (num(stats_run, "user_ms")? + num(stats_run, "sys_ms")?) * 1e6;
+        let share = 100.0 * bpf_ns / cpu_ns.max(1.0);
+        bpf_ns_per_fault.push(bpf_ns / faults);
         bpf_share.push(share);
-        extra_cpu.push(ct / cb.max(1e-9));
+        line.push_str(&format!(
+            " | {fps:>15.0} | {:>12.0} {share:>8.1} |",
+            bpf_ns / faults
+        ));
+        for (k, (name, _)) in OVERHEAD_RUNS.iter().enumerate() {
+            let b = busy_cpu_s(dir, &format!("{name}_{i}"))?;
+            busy[k].push(b);
+            line.push_str(&format!(" {b:>5.2}"));
+        }
+        println!("{line}");
     }
-    ensure!(!slowdown.is_empty(), "no runs");
     println!();
-    println!(
-        "BPF run time per hint fault, by program (ns; all of a program's runs / hint faults):"
-    );
+    println!("BPF run time per hint fault, by program (ns, `stats` runs; all of a program's runs / hint faults):");
     for (name, v) in &per_program {
         println!("  {name:<22} {:.0}", Spread::of(v));
     }
     println!();
-    println!("over {} pairs:", slowdown.len());
+    println!("over {ROUNDS} rounds:");
+    let labels = [
+        "empty programs at the same hooks (the floor)",
+        "numatrace at its defaults (target <= 1.050)",
+        "numatrace with --bpf-stats",
+    ];
+    println!("  workload slowdown, CPU time for the same work / base:");
+    for (label, v) in labels.iter().zip(&same_work) {
+        println!("    {label:<46} {}", Spread::of(v));
+    }
+    println!("  system time per hint fault (us):");
+    for ((name, _), v) in OVERHEAD_RUNS.iter().zip(&sys_us) {
+        println!("    {name:<46} {:.1}", Spread::of(v));
+    }
     println!(
-        "  workload slowdown, CPU time for the same work (target <= 1.050): {}",
-        Spread::of(&same_work)
-    );
-    println!(
-        "  workload slowdown, accesses/s base / traced:                     {}",
-        Spread::of(&slowdown)
-    );
-    println!(
-        "  workload wall clock, traced / base:                            {}",
-        Spread::of(&wall_ratio)
-    );
-    println!(
-        "  fault-path cost (system time per hint fault, traced / base):   {}",
-        Spread::of(&sys_ratio)
-    );
-    println!(
-        "  BPF share of the traced workload's CPU time (%):               {:.1}",
-        Spread::of(&bpf_share)
-    );
-    println!(
-        "  guest busy CPU, traced / base (BPF, trampolines, numatrace):   {}",
-        Spread::of(&extra_cpu)
-    );
-    println!(
-        "  BPF run time per hint fault (ns, all programs):                {:.0}",
+        "  BPF run time per hint fault (ns, all programs):  {:.0}",
         Spread::of(&bpf_ns_per_fault)
     );
     println!(
-        "  hint faults/s with numatrace attached:                         {:.0}",
+        "  BPF share of the workload's CPU time (%):        {:.1}",
+        Spread::of(&bpf_share)
+    );
+    println!(
+        "  hint faults/s with numatrace attached:           {:.0}",
         Spread::of(&faults_per_s)
     );
-    println!("  ring buffer drops (all pairs; target 0):                       {drops}");
-    println!("(QEMU TCG: the kernel and the JITed BPF are both emulated, so absolute times are");
-    println!(" not a real machine's; the ratios and the BPF share are what carry over. This");
-    println!(" workload does nothing but take hint faults, so its slowdown is the worst case.)");
+    println!("  guest busy CPU s (workload + numatrace's userspace):");
+    for ((name, _), v) in OVERHEAD_RUNS.iter().zip(&busy) {
+        println!("    {name:<46} {:.2}", Spread::of(v));
+    }
+    println!("  ring buffer drops (traced and stats runs; target 0): {drops}");
+    println!("(QEMU TCG, one vCPU: the kernel and the JITed BPF are both emulated, so absolute");
+    println!(" times are not a real machine's. This workload does nothing but take hint faults,");
+    println!(" so its slowdown is the worst case; `empty` is what any tool attached at these");
+    println!(" hooks pays before its programs do anything.)");
     Ok(())
 }
 
@@ -439,4 +450,54 @@ pub fn table_report(dir: &Path) -> Result<()> {
     }
     println!("{}", "-".repeat(110));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn same_work_ratio_takes_only_the_system_side_from_the_run() {
+        let base = json!({"user_ms": 1000.0, "sys_ms": 1000.0, "numa_hint_faults": 20000.0});
+        // 50 us per fault in the base run; 75 us in the run, whose user side
+        // (any value) must not matter.
+        let run = json!({"user_ms": 123.0, "sys_ms": 1500.0, "numa_hint_faults": 20000.0});
+        let r = same_work_ratio(&base, &run).unwrap();
+        assert!((r - 1.25).abs() < 1e-9, "{r}");
+    }
+
+    /// The report reads exactly the files the script makes: write what the
+    /// script names (a run's summary, numatrace's output, /proc/stat lines)
+    /// and report on them.
+    #[test]
+    fn report_reads_what_the_script_writes() {
+        let dir = std::env::temp_dir().join(format!("overhead-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = overhead_script();
+        let words: Vec<&str> = script.split_whitespace().collect();
+        let mut runs = 0;
+        for (i, w) in words.iter().enumerate() {
+            let Some(next) = words.get(i + 1) else {
+                continue;
+            };
+            if *w == "--summary" {
+                runs += 1;
+                let summary = json!({"user_ms": 900.0, "sys_ms": 1500.0,
+                    "numa_hint_faults": 30000.0, "accesses": 1e6});
+                std::fs::write(dir.join(next), summary.to_string()).unwrap();
+            } else if *w == ">" && next.starts_with("tool_") {
+                let tool = json!({"hint_faults": 30000, "duration_s": 5.0, "drops": 0,
+                    "bpf_programs": [{"name": "fentry_hint_fault", "run_time_ns": 3e7}]});
+                std::fs::write(dir.join(next), tool.to_string()).unwrap();
+            } else if *w == ">" && next.starts_with("cpu_") {
+                let ticks = if next.ends_with("_0.txt") { 100 } else { 400 };
+                let line = format!("cpu  {ticks} 0 {ticks} 1000 0 0 0 0 0 0\n");
+                std::fs::write(dir.join(next), line).unwrap();
+            }
+        }
+        assert_eq!(runs, ROUNDS * OVERHEAD_RUNS.len());
+        report(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -116,12 +116,15 @@ fn main() -> ExitCode {
 
 /// Boots the 6.12 test bed once with a benchmark script (the same runner
 /// as `cargo xtask vm`); results land in `out`.
-fn bench_vm(out: &std::path::Path, script: &str) -> Result<ExitCode> {
+fn bench_vm(out: &std::path::Path, script: &str, cpus: u32) -> Result<ExitCode> {
+    let cpus = cpus.to_string();
     let cli = Cli::parse_from([
         "cargo xtask",
         "vm",
         "--kernel",
         "6.12",
+        "--cpus",
+        &cpus,
         "--timeout",
         "900",
         "--out",
@@ -168,7 +171,7 @@ fn run(command: Cmd) -> Result<ExitCode> {
                 ("table", bench::table_script())
             };
             let out = cmd::target_dir().join("bench").join(name);
-            let code = bench_vm(&out, &script)?;
+            let code = bench_vm(&out, &script, 2)?;
             if code != ExitCode::SUCCESS {
                 return Ok(code);
             }
@@ -185,7 +188,7 @@ fn run(command: Cmd) -> Result<ExitCode> {
         } => {
             let out = cmd::target_dir().join("bench/overhead");
             let script = bench::overhead_script();
-            let code = bench_vm(&out, &script)?;
+            let code = bench_vm(&out, &script, bench::OVERHEAD_CPUS)?;
             if code != ExitCode::SUCCESS {
                 return Ok(code);
             }

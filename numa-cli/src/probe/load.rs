@@ -95,8 +95,19 @@ fn attach_family(
     hook: Hook,
     family: Mechanism,
     target: &str,
+    empty: bool,
 ) -> Result<()> {
-    let progs = programs(hook, family);
+    let progs = programs(hook, family)
+        .iter()
+        .map(|&(name, half)| {
+            if !empty {
+                return Ok((name, half));
+            }
+            p::empty_twin(name).map(|e| (e, half)).ok_or_else(|| {
+                anyhow!("--empty-programs has no program for {name}: it needs fentry/fexit")
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
     for (i, &(name, half)) in progs.iter().enumerate() {
         let m = half_mechanism(family, half);
         if let Err(e) = attach_one(ebpf, btf, name, m, target) {
@@ -204,6 +215,8 @@ pub struct LoadOptions {
     pub sample_every: u64,
     pub filter_tgid: u32,
     pub filter_cgroup: u64,
+    /// Attach the programs that do nothing instead (see numa-ebpf empty.rs).
+    pub empty_programs: bool,
 }
 
 impl Default for LoadOptions {
@@ -214,6 +227,7 @@ impl Default for LoadOptions {
             sample_every: 1,
             filter_tgid: 0,
             filter_cgroup: 0,
+            empty_programs: false,
         }
     }
 }
@@ -281,7 +295,14 @@ pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
         let mut errors = Vec::new();
         let mut mechanism = Some(first);
         while let Some(m) = mechanism {
-            match attach_family(&mut ebpf, btf.as_ref(), h.hook, m, &target) {
+            match attach_family(
+                &mut ebpf,
+                btf.as_ref(),
+                h.hook,
+                m,
+                &target,
+                options.empty_programs,
+            ) {
                 Ok(()) => {
                     h.mechanism = Some(m);
                     h.status = HookStatus::Attached;
@@ -432,5 +453,31 @@ pub fn trial(mechanism: Mechanism, target: &str) -> Trial {
             hits: 0,
             detail: explain(mechanism, &e),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the BPF object names a symbol `name` (NUL-terminated in its
+    /// string table).
+    fn in_object(name: &str) -> bool {
+        let needle = [name.as_bytes(), b"\0"].concat();
+        EBPF_OBJECT.windows(needle.len()).any(|w| w == needle)
+    }
+
+    #[test]
+    fn every_tracing_program_has_an_empty_twin_in_the_object() {
+        // The tracing family (tracepoint hooks have one family).
+        for hook in Hook::ALL {
+            for &(name, _) in programs(hook, Mechanism::Fentry) {
+                assert!(in_object(name), "{name} is not in the BPF object");
+                let twin =
+                    p::empty_twin(name).unwrap_or_else(|| panic!("{name} has no empty twin"));
+                assert!(in_object(twin), "{twin} is not in the BPF object");
+            }
+        }
+        assert!(p::empty_twin(p::KPROBE_HINT_FAULT).is_none());
     }
 }

@@ -420,6 +420,7 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
         ring_mb: a.ring_mb,
         duration: a.duration,
         bpf_stats: false,
+        empty_programs: false,
         command: Vec::new(),
     };
     let mut probes = stats::attach(&probe_args)?;
