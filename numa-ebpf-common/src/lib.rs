@@ -94,9 +94,11 @@ pub mod programs {
     pub const FEXIT_DECISION: &str = "fexit_decision";
     pub const KPROBE_DECISION: &str = "kprobe_decision";
     pub const KRETPROBE_DECISION: &str = "kretprobe_decision";
-    pub const FEXIT_SCAN_STAMP: &str = "fexit_scan_stamp";
+    /// An entry program: the exchanged-out value is not needed (see
+    /// `Stamp::access`), and fexit costs a trampoline that calls the
+    /// function itself on the hottest hook.
+    pub const FENTRY_SCAN_STAMP: &str = "fentry_scan_stamp";
     pub const KPROBE_SCAN_STAMP: &str = "kprobe_scan_stamp";
-    pub const KRETPROBE_SCAN_STAMP: &str = "kretprobe_scan_stamp";
     pub const FENTRY_SCAN_RANGE: &str = "fentry_scan_range";
     pub const FEXIT_SCAN_RANGE: &str = "fexit_scan_range";
     pub const KPROBE_SCAN_RANGE: &str = "kprobe_scan_range";
@@ -124,7 +126,7 @@ pub mod programs {
         (FENTRY_THP_FAULT, "empty_fentry_thp_fault"),
         (FENTRY_THP_SCAN, "empty_fentry_thp_scan"),
         (FEXIT_DECISION, "empty_fexit_decision"),
-        (FEXIT_SCAN_STAMP, "empty_fexit_scan_stamp"),
+        (FENTRY_SCAN_STAMP, "empty_fentry_scan_stamp"),
         (FEXIT_SCAN_RANGE, "empty_fexit_scan_range"),
         (FEXIT_MIGRATE, "empty_fexit_migrate"),
         (TP_SKIP_VMA, "empty_tp_skip_vma"),
@@ -371,8 +373,15 @@ pub struct Stamp {
     pub scan_count: u32,
     /// 1 while the folio is protected and not yet faulted.
     pub pending: u32,
-    pub _pad: u32,
+    /// The access time the scanner wrote into the folio (its exchange's
+    /// argument, masked to the field's width): what the kernel's decision
+    /// will exchange out. [`ACCESS_UNKNOWN`] once a fault may have let the
+    /// decision overwrite it.
+    pub access: u32,
 }
+
+/// `Stamp::access` when the folio's stored access time is not known.
+pub const ACCESS_UNKNOWN: u32 = u32::MAX;
 
 /// Per-process hint-fault sequence number (`MM_SEQ`, keyed by tgid).
 pub const MM_SEQ_ENTRIES: u32 = 65536;

@@ -7,7 +7,9 @@
 //! (folio_xchg_last_cpupid) only after the free-space shortcut, and then
 //! compares `(now - last) & mask` with `pgdat->nbp_threshold ?: hot_threshold`.
 //!
-//! The exchange inside the call is recognised without an entry probe: it is
+//! The value the exchange takes out is the access time the scanner stored,
+//! kept in the folio's stamp (see scan.rs); the exchange itself is
+//! recognised without an entry probe: it is
 //! the first one after the hint fault and before the decision returns
 //! (numa_migrate_check/numa_migrate_prep exchange nothing before calling
 //! mpol_misplaced; migration, the only other exchanger in a fault, comes
@@ -16,7 +18,7 @@ use aya_ebpf::{
     macros::{fexit, kprobe, kretprobe},
     programs::{FExitContext, ProbeContext, RetProbeContext},
 };
-use numa_ebpf_common::{fault_flags as ff, Counter, EventKind, Outcome};
+use numa_ebpf_common::{fault_flags as ff, Counter, EventKind, Outcome, ACCESS_UNKNOWN};
 
 use crate::maps::{
     count, cpu_node, existing_thread_ctx, is_toptier, kernel_latency_ms, kernel_threshold_ms,
@@ -78,6 +80,15 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
     } else if ctx.xchg_seen == 0 {
         if promote {
             Outcome::PromoteFreeSpace
+        } else {
+            Outcome::RejectOther
+        }
+    } else if ctx.xchg_old == ACCESS_UNKNOWN {
+        // The threshold path ran, but what it exchanged out is unknown (the
+        // folio was not stamped by a scan numatrace saw since its last
+        // fault), so the kernel's latency is too.
+        if promote {
+            Outcome::PromoteHot
         } else {
             Outcome::RejectOther
         }

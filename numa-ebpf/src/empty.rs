@@ -26,13 +26,13 @@ empty!(
     empty_fentry_scan_range,
     empty_fentry_fault_account,
     empty_fentry_thp_fault,
-    empty_fentry_thp_scan
+    empty_fentry_thp_scan,
+    empty_fentry_scan_stamp
 );
 empty!(
     fexit,
     FExitContext,
     empty_fexit_decision,
-    empty_fexit_scan_stamp,
     empty_fexit_scan_range,
     empty_fexit_migrate
 );

@@ -10,8 +10,8 @@ use aya_ebpf::{
     programs::{FEntryContext, ProbeContext},
 };
 use numa_ebpf_common::{
-    fault_flags as ff, log2_bucket, tnf, Counter, EventKind, FaultEvent, Outcome, HIST_BUCKETS,
-    OUTCOME_BASE,
+    fault_flags as ff, log2_bucket, tnf, Counter, EventKind, FaultEvent, Outcome, ACCESS_UNKNOWN,
+    HIST_BUCKETS, OUTCOME_BASE,
 };
 
 use crate::maps::{
@@ -39,6 +39,7 @@ fn on_hint_fault(folio: u64, addr: u64) {
     ctx.xchg_seen = 0;
     // Not in the scanner: a pass still open here lost its end (attach race).
     ctx.scanning = 0;
+    let mut stamp_access = ACCESS_UNKNOWN;
     let ev = &mut ctx.ev;
     *ev = FaultEvent {
         kind: EventKind::Fault as u32,
@@ -61,6 +62,10 @@ fn on_hint_fault(folio: u64, addr: u64) {
             // SAFETY: map value pointer; concurrent writers only race on
             // the same folio, which the kernel serialises by the PTE lock.
             let stamp = unsafe { &mut *stamp };
+            // What the decision will exchange out of the folio; once it
+            // has exchanged its own time in, the stamp's is stale.
+            stamp_access = stamp.access;
+            stamp.access = ACCESS_UNKNOWN;
             if stamp.pending != 0 {
                 stamp.pending = 0;
                 ev.flags |= ff::HAS_STAMP;
@@ -77,6 +82,7 @@ fn on_hint_fault(folio: u64, addr: u64) {
         }
         None => count(Counter::StampMisses, 1),
     }
+    ctx.stamp_access = stamp_access;
 }
 
 #[fentry]

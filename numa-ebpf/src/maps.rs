@@ -140,8 +140,10 @@ pub static MIGRATE_REASON_PAGES: PerCpuArray<u64> =
 #[derive(Clone, Copy)]
 pub struct ThreadCtx {
     pub ev: FaultEvent,
-    pub _unused: u32,
-    /// The access-time exchange seen inside the decision: new and old value.
+    /// The folio's stored access time at the hint fault (`Stamp::access`).
+    pub stamp_access: u32,
+    /// The access-time exchange seen inside the decision: new and old value
+    /// (old is `stamp_access`, possibly `ACCESS_UNKNOWN`).
     pub xchg_seen: u32,
     pub xchg_new: u32,
     pub xchg_old: u32,
@@ -377,6 +379,13 @@ pub fn kernel_threshold_ms(dst_nid: i32) -> u32 {
         Some(nbp) if nbp != 0 => nbp,
         _ => def,
     }
+}
+
+/// What folio_xchg_last_cpupid(folio, new) stores: `new` masked to the
+/// field's width.
+#[inline(always)]
+pub fn stored_cpupid(new: u32) -> u32 {
+    new & setting!(CPUPID_MASK)
 }
 
 /// The kernel's `(time - last_time) & PAGE_ACCESS_TIME_MASK` from the two

@@ -6,6 +6,12 @@
 //! The same exchange runs inside the promotion decision (the kernel reading
 //! its stamp) and on migration; calls are attributed by what the thread is
 //! doing. `change_huge_pmd` covers THP.
+//!
+//! The exchange is hooked at entry: it runs about four times per promoted
+//! hint fault, and an fexit trampoline (which calls the function itself)
+//! costs about twice an fentry's. The value it exchanges out, which the
+//! decision needs, is the one the scanner put in: kept in the folio's
+//! stamp (`Stamp::access`).
 use aya_ebpf::{
     macros::{fentry, fexit, kprobe, kretprobe},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
@@ -13,14 +19,15 @@ use aya_ebpf::{
 use numa_ebpf_common::{fault_flags as ff, Counter, EventKind, ScanEvent, Stamp};
 
 use crate::maps::{
-    count, cpu, current_seqs, emit, existing_thread_ctx, now_ns, pid_tgid, thread_ctx, STAMPS,
+    count, cpu, current_seqs, emit, existing_thread_ctx, now_ns, pid_tgid, stored_cpupid,
+    thread_ctx, STAMPS,
 };
 
-/// folio_xchg_last_cpupid(folio, new) returned `old`. This runs several
-/// times per hint fault (decision, both folios of a migration, the scan
-/// stamp), so the common cases leave after one task-storage lookup.
+/// folio_xchg_last_cpupid(folio, new) is called. This runs several times
+/// per hint fault (decision, both folios of a migration, the scan stamp),
+/// so the common cases leave after one task-storage lookup.
 #[inline(always)]
-fn on_xchg(folio: u64, new: u32, old: u32) {
+fn on_xchg(folio: u64, new: u32) {
     count(Counter::CpupidXchg, 1);
     let Some(ctx) = existing_thread_ctx() else {
         return;
@@ -34,7 +41,7 @@ fn on_xchg(folio: u64, new: u32, old: u32) {
         if ctx.ev.flags & ff::DECIDED == 0 && ctx.xchg_seen == 0 {
             ctx.xchg_seen = 1;
             ctx.xchg_new = new;
-            ctx.xchg_old = old;
+            ctx.xchg_old = ctx.stamp_access;
         }
         return;
     }
@@ -49,6 +56,7 @@ fn on_xchg(folio: u64, new: u32, old: u32) {
     let tgid = (key >> 32) as u32;
     let (seq_global, seq_mm) = current_seqs(tgid);
     let now = now_ns();
+    let access = stored_cpupid(new);
     match STAMPS.get_ptr_mut(folio) {
         Some(s) => {
             // SAFETY: map value pointer.
@@ -59,6 +67,7 @@ fn on_xchg(folio: u64, new: u32, old: u32) {
             s.tgid = tgid;
             s.scan_count = s.scan_count.wrapping_add(1);
             s.pending = 1;
+            s.access = access;
         }
         None => {
             let stamp = Stamp {
@@ -68,7 +77,7 @@ fn on_xchg(folio: u64, new: u32, old: u32) {
                 tgid,
                 scan_count: 1,
                 pending: 1,
-                _pad: 0,
+                access,
             };
             if STAMPS.insert(folio, stamp, 0).is_ok() {
                 count(Counter::StampInserts, 1);
@@ -77,35 +86,18 @@ fn on_xchg(folio: u64, new: u32, old: u32) {
     }
 }
 
-#[fexit]
-pub fn fexit_scan_stamp(ctx: FExitContext) -> u32 {
-    let folio: u64 = ctx.arg(0);
-    let new: u32 = ctx.arg(1);
-    let old: i64 = ctx.ret().unwrap_or(0);
-    on_xchg(folio, new, old as u32);
+#[fentry]
+pub fn fentry_scan_stamp(ctx: FEntryContext) -> u32 {
+    on_xchg(ctx.arg(0), ctx.arg(1));
     0
 }
 
 #[kprobe]
 pub fn kprobe_scan_stamp(ctx: ProbeContext) -> u32 {
-    if let Some(c) = existing_thread_ctx() {
-        // SAFETY: this thread's map value.
-        let c = unsafe { &mut *c };
-        c.saved_folio = ctx.arg(0).unwrap_or(0);
-        c.saved_arg = ctx.arg::<u64>(1).unwrap_or(0);
-    }
-    0
-}
-
-#[kretprobe]
-pub fn kretprobe_scan_stamp(ctx: RetProbeContext) -> u32 {
-    let old: i64 = ctx.ret();
-    let (folio, new) = match existing_thread_ctx() {
-        // SAFETY: this thread's map value.
-        Some(c) => unsafe { ((*c).saved_folio, (*c).saved_arg as u32) },
-        None => (0, 0),
-    };
-    on_xchg(folio, new, old as u32);
+    on_xchg(
+        ctx.arg(0).unwrap_or(0),
+        ctx.arg::<u64>(1).unwrap_or(0) as u32,
+    );
     0
 }
 

@@ -40,11 +40,8 @@ fn programs(hook: Hook, mechanism: Mechanism) -> &'static [(&'static str, Half)]
         // without an entry program (numa-ebpf decision.rs).
         (H::Decision, true) => &[(p::FEXIT_DECISION, Exit)],
         (H::Decision, false) => &[(p::KPROBE_DECISION, Entry), (p::KRETPROBE_DECISION, Exit)],
-        (H::ScanStamp, true) => &[(p::FEXIT_SCAN_STAMP, Exit)],
-        (H::ScanStamp, false) => &[
-            (p::KPROBE_SCAN_STAMP, Entry),
-            (p::KRETPROBE_SCAN_STAMP, Exit),
-        ],
+        (H::ScanStamp, true) => &[(p::FENTRY_SCAN_STAMP, Entry)],
+        (H::ScanStamp, false) => &[(p::KPROBE_SCAN_STAMP, Entry)],
         (H::ScanRange, true) => &[(p::FENTRY_SCAN_RANGE, Entry), (p::FEXIT_SCAN_RANGE, Exit)],
         (H::ScanRange, false) => &[
             (p::KPROBE_SCAN_RANGE, Entry),

@@ -114,10 +114,7 @@ impl Hook {
 
     /// fentry or fexit: fexit where the return value is the point.
     fn wants_return(self) -> bool {
-        matches!(
-            self,
-            Hook::Decision | Hook::ScanStamp | Hook::ScanRange | Hook::Migrate
-        )
+        matches!(self, Hook::Decision | Hook::ScanRange | Hook::Migrate)
     }
 }
 
