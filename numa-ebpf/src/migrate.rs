@@ -22,14 +22,26 @@ static TP_MIGRATE_SUCCEEDED_OFF: u32 = 8;
 static TP_MIGRATE_FAILED_OFF: u32 = 16;
 #[no_mangle]
 static TP_MIGRATE_REASON_OFF: u32 = 0;
+/// The mm_migrate_pages reason of migrate_misplaced_*, when the tracepoint
+/// reports the migration result (then fexit_migrate is not attached:
+/// one trampoline fewer per promotion); `u32::MAX` otherwise.
+#[no_mangle]
+static TP_REASON_NUMA_MISPLACED: u32 = u32::MAX;
 
 #[inline(always)]
 fn migrated(ret: i64) {
-    let ok = if setting!(MIGRATE_RET_CONVENTION) == MigrateRet::OneOnSuccess as u32 {
-        ret as i32 == 1
-    } else {
-        ret as i32 == 0
-    };
+    record_migration(
+        if setting!(MIGRATE_RET_CONVENTION) == MigrateRet::OneOnSuccess as u32 {
+            ret as i32 == 1
+        } else {
+            ret as i32 == 0
+        },
+    );
+}
+
+/// The misplaced-folio migration of the current hint fault ended.
+#[inline(always)]
+fn record_migration(ok: bool) {
     count(
         if ok {
             Counter::MigrateSuccess
@@ -81,6 +93,11 @@ pub fn tp_migrate_pages(ctx: TracePointContext) -> u32 {
         add(&MIGRATE_REASON_PAGES, reason * 2, ok);
         add(&MIGRATE_REASON_PAGES, reason * 2 + 1, failed);
         count(Counter::MigrateTpPages, ok);
+    }
+    // migrate_misplaced_* calls migrate_pages once, for this one folio,
+    // in the faulting thread (MIGRATE_ASYNC): its result is the folio's.
+    if reason == setting!(TP_REASON_NUMA_MISPLACED) {
+        record_migration(failed == 0 && ok > 0);
     }
     0
 }

@@ -42,11 +42,14 @@ echo $? > "$RESULTS/doctor.rc"
         check: check_doctor,
     },
     // A probe attached through the plan counts should_numa_migrate_memory
-    // calls equal to vmstat's numa_hint_faults delta (a small workload).
+    // calls equal to vmstat's numa_hint_faults delta (a small workload);
+    // --empty-programs attaches programs that run once per hint fault and
+    // record nothing.
     VmTest {
         name: "probe_count",
         script: r#"echo 2 > /proc/sys/kernel/numa_balancing
 numatrace stats --live --json -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 6 --summary "$RESULTS/workload.json" > "$RESULTS/stats.json"
+numatrace stats --live --empty-programs --bpf-stats --json -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 6 > "$RESULTS/empty.json"
 "#,
         kernels: &Series::ALL,
         timeout_s: 180,

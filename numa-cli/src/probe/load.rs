@@ -14,7 +14,7 @@ use numa_ebpf_common::{maps, programs as p, Counter, MigrateRet};
 
 use super::{
     params::KernelParams,
-    plan::{AttachPlan, Hook, HookStatus, Mechanism},
+    plan::{AttachPlan, Hook, HookStatus, Mechanism, PlannedHook},
 };
 
 /// The BPF object built from `numa-ebpf` by build.rs.
@@ -236,8 +236,20 @@ fn migrate_convention(plan: &AttachPlan) -> MigrateRet {
     }
 }
 
+/// The mm_migrate_pages reason number when the tracepoint can report the
+/// misplaced-folio migration's result (its fields and reasons are known and
+/// the plan has it), so the migrate hook needs no fexit of its own.
+fn migrate_via_tracepoint(plan: &AttachPlan, k: &KernelParams) -> Option<u32> {
+    let tp = plan.hook(Hook::MigrateTracepoint)?;
+    if tp.target.is_none() || tp.mechanism.is_none() || k.tp_migrate.is_none() {
+        return None;
+    }
+    k.numa_misplaced_reason()
+}
+
 fn load_object(plan: &AttachPlan, k: &KernelParams, o: &LoadOptions) -> Result<Ebpf> {
     let convention = migrate_convention(plan) as u32;
+    let misplaced = migrate_via_tracepoint(plan, k).unwrap_or(u32::MAX);
     let (tp_ok, tp_failed, tp_reason) = k.tp_migrate.unwrap_or((8, 16, 0));
     let ring_bytes = o.ring_bytes.max(4096).next_power_of_two();
     // The ring wakes its reader once this much is pending (else on a timer).
@@ -259,6 +271,7 @@ fn load_object(plan: &AttachPlan, k: &KernelParams, o: &LoadOptions) -> Result<E
         .override_global("TP_MIGRATE_SUCCEEDED_OFF", &tp_ok, true)
         .override_global("TP_MIGRATE_FAILED_OFF", &tp_failed, true)
         .override_global("TP_MIGRATE_REASON_OFF", &tp_reason, true)
+        .override_global("TP_REASON_NUMA_MISPLACED", &misplaced, true)
         .map_max_entries(maps::STAMPS, o.stamp_entries.max(1024))
         .map_max_entries(maps::EVENTS, ring_bytes)
         // THREADS is task storage, which aya creates but has no type for.
@@ -277,6 +290,32 @@ fn load_object(plan: &AttachPlan, k: &KernelParams, o: &LoadOptions) -> Result<E
     Ok(ebpf)
 }
 
+/// Attaches one resolved hook, falling back from tracing programs to
+/// probes, and records the outcome in `h`.
+fn attach_hook(ebpf: &mut Ebpf, btf: Option<&Btf>, h: &mut PlannedHook, empty: bool) {
+    let (Some(target), Some(first)) = (h.target.clone(), h.mechanism) else {
+        return;
+    };
+    let mut errors = Vec::new();
+    let mut mechanism = Some(first);
+    while let Some(m) = mechanism {
+        match attach_family(ebpf, btf, h.hook, m, &target, empty) {
+            Ok(()) => {
+                h.mechanism = Some(m);
+                h.status = HookStatus::Attached;
+                if !errors.is_empty() {
+                    h.detail = format!("{}; degraded to {}", errors.join("; "), m.name());
+                }
+                return;
+            }
+            Err(e) => errors.push(format!("{} refused: {}", m.name(), explain(m, &e))),
+        }
+        mechanism = m.probe_fallback();
+    }
+    h.status = HookStatus::Refused;
+    h.detail = errors.join("; ");
+}
+
 /// Attaches every resolved hook of `plan`. Hooks that cannot be attached
 /// are marked `Refused` with the kernel's error; the caller decides whether
 /// an incomplete plan is fatal (`plan.complete`).
@@ -285,36 +324,28 @@ pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
     let params = super::params::resolve();
     let mut ebpf = load_object(&plan, &params, options)?;
     let btf = Btf::from_sys_fs().ok();
+    let via_tp = migrate_via_tracepoint(&plan, &params).is_some();
     for h in plan.hooks.iter_mut() {
-        let (Some(target), Some(first)) = (h.target.clone(), h.mechanism) else {
-            continue;
-        };
-        let mut errors = Vec::new();
-        let mut mechanism = Some(first);
-        while let Some(m) = mechanism {
-            match attach_family(
-                &mut ebpf,
-                btf.as_ref(),
-                h.hook,
-                m,
-                &target,
-                options.empty_programs,
-            ) {
-                Ok(()) => {
-                    h.mechanism = Some(m);
-                    h.status = HookStatus::Attached;
-                    if !errors.is_empty() {
-                        h.detail = format!("{}; degraded to {}", errors.join("; "), m.name());
-                    }
-                    break;
-                }
-                Err(e) => errors.push(format!("{} refused: {}", m.name(), explain(m, &e))),
-            }
-            mechanism = m.probe_fallback();
+        if via_tp && h.hook == Hook::Migrate {
+            continue; // after the tracepoint, below
         }
-        if h.status != HookStatus::Attached {
-            h.status = HookStatus::Refused;
-            h.detail = errors.join("; ");
+        attach_hook(&mut ebpf, btf.as_ref(), h, options.empty_programs);
+    }
+    let tp_attached = plan
+        .hook(Hook::MigrateTracepoint)
+        .is_some_and(|h| h.status == HookStatus::Attached);
+    if let Some(h) = plan.hooks.iter_mut().find(|h| h.hook == Hook::Migrate) {
+        if via_tp && tp_attached {
+            h.status = HookStatus::Attached;
+            // The target stays the function whose result this is.
+            h.detail = "result seen at migrate:mm_migrate_pages (reason numa_misplaced) \
+                inside the call: no fexit, one trampoline fewer per promotion"
+                .to_owned();
+            h.mechanism = Some(Mechanism::Tracepoint);
+        } else if via_tp {
+            // The tracepoint did not attach, so its program never runs:
+            // the fexit reports the result after all.
+            attach_hook(&mut ebpf, btf.as_ref(), h, options.empty_programs);
         }
     }
     plan.refresh_complete();

@@ -29,6 +29,16 @@ pub struct KernelParams {
     pub migrate_reasons: BTreeMap<u32, String>,
 }
 
+impl KernelParams {
+    /// The mm_migrate_pages reason number of NUMA-balancing migrations.
+    pub fn numa_misplaced_reason(&self) -> Option<u32> {
+        self.migrate_reasons
+            .iter()
+            .find(|(_, name)| name.as_str() == "numa_misplaced")
+            .map(|(n, _)| *n)
+    }
+}
+
 /// Data symbols from /proc/kallsyms (0 when hidden by kptr_restrict).
 fn data_symbols(names: &[&str]) -> BTreeMap<String, u64> {
     let text = fs::read_to_string("/proc/kallsyms").unwrap_or_default();
@@ -245,5 +255,11 @@ print fmt: \"nr_succeeded=%lu reason=%s\", REC->succeeded, __print_symbolic(REC-
         assert_eq!(fields.get("reason"), Some(&60));
         assert_eq!(reasons.get(&5).map(String::as_str), Some("numa_misplaced"));
         assert_eq!(reasons.get(&9).map(String::as_str), Some("demotion"));
+        let k = KernelParams {
+            migrate_reasons: reasons,
+            ..KernelParams::default()
+        };
+        assert_eq!(k.numa_misplaced_reason(), Some(5));
+        assert_eq!(KernelParams::default().numa_misplaced_reason(), None);
     }
 }
