@@ -49,7 +49,7 @@ echo $? > "$RESULTS/doctor.rc"
         name: "probe_count",
         script: r#"echo 2 > /proc/sys/kernel/numa_balancing
 numatrace stats --live --json -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 6 --summary "$RESULTS/workload.json" > "$RESULTS/stats.json"
-numatrace stats --live --empty-programs --bpf-stats --json -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 6 > "$RESULTS/empty.json"
+numatrace stats --live --empty-programs --bpf-stats --json -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 6 --summary "$RESULTS/empty-workload.json" > "$RESULTS/empty.json"
 "#,
         kernels: &Series::ALL,
         timeout_s: 180,
