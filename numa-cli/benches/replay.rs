@@ -20,6 +20,7 @@ use numa_cli::{
         policy::{build, KernelDefaults, ModelDefaults},
         shadow::Shadow,
     },
+    rng::Rng,
     system, trace,
 };
 use numa_ebpf_common::{fault_flags as ff, EventKind, FaultEvent, Outcome};
@@ -35,18 +36,8 @@ const CASES: [(&str, &[&str]); 4] = [
     ("all-three", &["kernel-time", "fault-count", "two-touch"]),
 ];
 
-struct Gen(u64);
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-fn event(i: u64, g: &mut Gen, folios: u64) -> FaultEvent {
-    let r = g.next();
+fn event(i: u64, g: &mut Rng, folios: u64) -> FaultEvent {
+    let r = g.next_u64();
     // A power-of-two count (the default) needs no division.
     let folio = if folios.is_power_of_two() {
         r & (folios - 1)
@@ -97,7 +88,7 @@ fn engine(specs: &[&str]) -> Shadow {
 
 fn run(specs: &[&str], events: u64, folios: u64) -> Shadow {
     let mut engine = engine(specs);
-    let mut g = Gen(0x9E37_79B9_7F4A_7C15);
+    let mut g = Rng::new(0x9E37_79B9_7F4A_7C15);
     for i in 0..events {
         let ev = Event::Fault(event(i, &mut g, folios));
         let ev = decode(raw_bytes(&ev)).expect("decodes");
@@ -128,7 +119,7 @@ fn trace_bytes(events: u64) -> Vec<u8> {
     };
     let mut w = trace::Writer::new(Vec::with_capacity(events as usize * 150), &header)
         .expect("trace writer");
-    let mut g = Gen(0x9E37_79B9_7F4A_7C15);
+    let mut g = Rng::new(0x9E37_79B9_7F4A_7C15);
     for i in 0..events {
         w.event(&Event::Fault(event(i, &mut g, FOLIOS)))
             .expect("event");

@@ -17,6 +17,7 @@ pub mod probe;
 pub mod promote;
 pub mod promoter_state;
 pub mod report;
+pub mod rng;
 pub mod stats;
 pub mod system;
 pub mod top;

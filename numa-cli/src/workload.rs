@@ -13,7 +13,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use crate::{cli::HotChunksArgs, system};
+use crate::{cli::HotChunksArgs, rng::Rng, system};
 
 const PAGE: usize = 4096;
 pub(crate) const MPOL_DEFAULT: libc::c_long = 0;
@@ -126,17 +126,6 @@ impl Drop for Region {
     }
 }
 
-/// xorshift64*: deterministic, fast, good enough for access patterns.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
-
 #[derive(Debug, Serialize)]
 struct Summary {
     pid: u32,
@@ -223,7 +212,7 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
 
     let chunk_pages = (a.chunk_mb as usize * mb) / PAGE;
     let chunks = a.slow_mb / a.chunk_mb;
-    let mut rng = Rng(a.seed.max(1));
+    let mut rng = Rng::new(a.seed);
     let (user0, sys0) = cpu_times_ms();
     let faults0 = system::vmstat()
         .get("numa_hint_faults")
@@ -247,10 +236,10 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
         {
             break;
         }
-        let chunk = (rng.next() % chunks) as usize;
+        let chunk = (rng.next_u64() % chunks) as usize;
         let t = Instant::now();
         for _ in 0..a.accesses {
-            let page = chunk * chunk_pages + (rng.next() as usize % chunk_pages);
+            let page = chunk * chunk_pages + (rng.next_u64() as usize % chunk_pages);
             // SAFETY: page < slow_mb * MiB / PAGE, inside the mapping.
             unsafe {
                 let p = slow.ptr.add(page * PAGE);

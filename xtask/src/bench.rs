@@ -122,6 +122,13 @@ fn busy_cpu_s(dir: &Path, run: &str) -> Result<f64> {
     Ok((read(1)? - read(0)?) / 100.0)
 }
 
+/// Round `i`'s result of each run, `<name>_<i>.json`, in `runs`' order.
+fn round_runs(dir: &Path, runs: &[(&str, &str)], i: usize) -> Result<Vec<Value>> {
+    runs.iter()
+        .map(|(name, _)| read_json(dir, &format!("{name}_{i}.json")))
+        .collect()
+}
+
 /// Median, min and max.
 #[derive(Clone, Copy)]
 struct Spread {
@@ -178,10 +185,7 @@ pub fn report(dir: &Path) -> Result<()> {
     let mut drops = 0u64;
     println!("round | same-work CPU / base: empty  traced  stats | sys us/fault: base  empty traced  stats | traced faults/s | BPF ns/fault  % of CPU | guest busy CPU s: base empty traced stats");
     for i in 0..ROUNDS {
-        let runs = OVERHEAD_RUNS
-            .iter()
-            .map(|(name, _)| read_json(dir, &format!("{name}_{i}.json")))
-            .collect::<Result<Vec<_>>>()?;
+        let runs = round_runs(dir, &OVERHEAD_RUNS, i)?;
         let base = &runs[0];
         let mut line = format!("{i:>5} |");
         for (k, run) in runs[1..].iter().enumerate() {
@@ -304,10 +308,7 @@ pub fn promote_report(dir: &Path) -> Result<()> {
     let mut ratios: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     println!("round  baseline MB/s pages/s | mover 20 ms MB/s pages/s calls ratio | mover 100 ms MB/s pages/s calls ratio");
     for i in 0..PROMOTE_ROUNDS {
-        let runs = MOVE_RUNS
-            .iter()
-            .map(|(name, _)| read_json(dir, &format!("{name}_{i}.json")))
-            .collect::<Result<Vec<_>>>()?;
+        let runs = round_runs(dir, &MOVE_RUNS, i)?;
         for ((name, _), v) in MOVE_RUNS.iter().zip(&runs) {
             ensure!(
                 v["moved"] == v["pages"] && v["on_dram_after"] == v["pages"],

@@ -260,16 +260,7 @@ mod tests {
     use rustc_hash::FxHashMap;
 
     use super::*;
-
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
+    use crate::rng::Rng;
 
     #[test]
     fn pack_is_injective_and_refuses_what_does_not_fit() {
@@ -301,10 +292,11 @@ mod tests {
         for keys in [8u64, 100, 5000] {
             let mut t = PageTable::<3>::default();
             let mut m: FxHashMap<u64, [u64; 2]> = FxHashMap::default();
-            let mut r = Rng(0x1234_5678 + keys);
+            let mut r = Rng::new(0x1234_5678 + keys);
             for step in 0..200_000u64 {
-                let k = pack((r.next() % 3) as u32, (r.next() % keys) << 12).expect("packs");
-                match r.next() % 4 {
+                let k =
+                    pack((r.next_u64() % 3) as u32, (r.next_u64() % keys) << 12).expect("packs");
+                match r.next_u64() % 4 {
                     0 | 1 => match (t.find(k), m.get_mut(&k)) {
                         (Some(i), Some(v)) => {
                             t.value_mut(i)[0] = step;

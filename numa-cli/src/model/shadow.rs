@@ -764,6 +764,7 @@ mod tests {
     use crate::{
         decode::tests::fault,
         model::policy::{build, KernelDefaults, ModelDefaults},
+        rng::Rng,
     };
 
     fn engine(specs: &[&str]) -> Shadow {
@@ -864,16 +865,6 @@ mod tests {
         }
     }
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
-
     /// Random faults and refusals, with keys and times that do not pack
     /// (huge tgids, unaligned or huge addresses, times before the base or
     /// beyond the packed range), a full table, and few or many models.
@@ -892,36 +883,36 @@ mod tests {
                 sets: vec![(0, 0, 0, Log2Hist::default()); models + 1],
                 max,
             };
-            let mut r = Rng(0x2545_F491_4F6C_DD1D ^ seed);
+            let mut r = Rng::new(0x2545_F491_4F6C_DD1D ^ seed);
             let mut ts = 1u64 << 40;
             let (mut saw_table, mut saw_wide) = (false, false);
             for _ in 0..300_000 {
-                ts += r.next() % 3_000_000;
-                let t = match r.next() % 100 {
+                ts += r.next_u64() % 3_000_000;
+                let t = match r.next_u64() % 100 {
                     0 => ts - (1 << 33),
-                    1 => u64::MAX - r.next() % 1000,
+                    1 => u64::MAX - r.next_u64() % 1000,
                     2 => ts + (1 << 50),
                     _ => ts,
                 };
-                let tgid = match r.next() % 50 {
+                let tgid = match r.next_u64() % 50 {
                     0 => u32::MAX,
                     1 => 1 << 22,
                     n => (n % 4) as u32,
                 };
-                let addr = match r.next() % 50 {
+                let addr = match r.next_u64() % 50 {
                     0 => 0x7f00_0000_0123,
                     1 => !0xfff,
-                    _ => 0x7f00_0000_0000 + (r.next() % 600) * 4096,
+                    _ => 0x7f00_0000_0000 + (r.next_u64() % 600) * 4096,
                 };
                 let page = Page::new(tgid, addr);
                 let held = new.fault(&page, t);
                 old.fault((tgid, addr), t);
-                if r.next().is_multiple_of(4) {
+                if r.next_u64().is_multiple_of(4) {
                     new.release(held);
                 } else {
-                    let sets = match r.next() % (models as u64 + 2) {
+                    let sets = match r.next_u64() % (models as u64 + 2) {
                         0 => 1 << models,
-                        _ => (r.next() & ((1 << models) - 1)).max(1),
+                        _ => (r.next_u64() & ((1 << models) - 1)).max(1),
                     };
                     new.refused(held, &page, t, sets);
                     old.refused((tgid, addr), t, sets);

@@ -247,9 +247,15 @@ fn migrate_via_tracepoint(plan: &AttachPlan, k: &KernelParams) -> Option<u32> {
     k.numa_misplaced_reason()
 }
 
-fn load_object(plan: &AttachPlan, k: &KernelParams, o: &LoadOptions) -> Result<Ebpf> {
+/// `misplaced`: see [`migrate_via_tracepoint`].
+fn load_object(
+    plan: &AttachPlan,
+    k: &KernelParams,
+    o: &LoadOptions,
+    misplaced: Option<u32>,
+) -> Result<Ebpf> {
     let convention = migrate_convention(plan) as u32;
-    let misplaced = migrate_via_tracepoint(plan, k).unwrap_or(u32::MAX);
+    let misplaced = misplaced.unwrap_or(u32::MAX);
     let (tp_ok, tp_failed, tp_reason) = k.tp_migrate.unwrap_or((8, 16, 0));
     let ring_bytes = o.ring_bytes.max(4096).next_power_of_two();
     // The ring wakes its reader once this much is pending (else on a timer).
@@ -322,9 +328,10 @@ fn attach_hook(ebpf: &mut Ebpf, btf: Option<&Btf>, h: &mut PlannedHook, empty: b
 pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
     let attach_started_ns = crate::pipeline::monotonic_ns();
     let params = super::params::resolve();
-    let mut ebpf = load_object(&plan, &params, options)?;
+    let misplaced = migrate_via_tracepoint(&plan, &params);
+    let mut ebpf = load_object(&plan, &params, options, misplaced)?;
     let btf = Btf::from_sys_fs().ok();
-    let via_tp = migrate_via_tracepoint(&plan, &params).is_some();
+    let via_tp = misplaced.is_some();
     for h in plan.hooks.iter_mut() {
         if via_tp && h.hook == Hook::Migrate {
             continue; // after the tracepoint, below
