@@ -83,7 +83,7 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
         } else {
             Outcome::RejectOther
         }
-    } else if ctx.xchg_old == ACCESS_UNKNOWN {
+    } else if ctx.stamp_access == ACCESS_UNKNOWN {
         // The threshold path ran, but what it exchanged out is unknown (the
         // folio was not stamped by a scan numatrace saw since its last
         // fault), so the kernel's latency is too.
@@ -93,7 +93,7 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
             Outcome::RejectOther
         }
     } else {
-        let latency = kernel_latency_ms(ctx.xchg_new, ctx.xchg_old);
+        let latency = kernel_latency_ms(ctx.xchg_new, ctx.stamp_access);
         let th = kernel_threshold_ms(ev.dst_nid);
         ev.kernel_latency_ms = latency;
         ev.threshold_ms = th;

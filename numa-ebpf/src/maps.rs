@@ -140,23 +140,19 @@ pub static MIGRATE_REASON_PAGES: PerCpuArray<u64> =
 #[derive(Clone, Copy)]
 pub struct ThreadCtx {
     pub ev: FaultEvent,
-    /// The folio's stored access time at the hint fault (`Stamp::access`).
+    /// The folio's stored access time at the hint fault (`Stamp::access`,
+    /// possibly `ACCESS_UNKNOWN`): what the decision's exchange takes out.
     pub stamp_access: u32,
-    /// The access-time exchange seen inside the decision: new and old value
-    /// (old is `stamp_access`, possibly `ACCESS_UNKNOWN`).
+    /// The access-time exchange seen inside the decision, and its new value.
     pub xchg_seen: u32,
     pub xchg_new: u32,
-    pub xchg_old: u32,
     /// Inside change_prot_numa, with its range and the stamps made so far.
     pub scanning: u32,
-    pub _pad: u32,
     pub scan_start: u64,
     pub scan_end: u64,
     pub scan_stamps: u64,
     pub scan_start_ns: u64,
-    /// Arguments saved by kprobes for their kretprobes (the decision's
-    /// packs src_nid << 32 | dst_cpu in `saved_arg`).
-    pub saved_folio: u64,
+    /// The decision's kprobe saves src_nid << 32 | dst_cpu for its kretprobe.
     pub saved_arg: u64,
 }
 

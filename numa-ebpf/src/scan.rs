@@ -41,7 +41,6 @@ fn on_xchg(folio: u64, new: u32) {
         if ctx.ev.flags & ff::DECIDED == 0 && ctx.xchg_seen == 0 {
             ctx.xchg_seen = 1;
             ctx.xchg_new = new;
-            ctx.xchg_old = ctx.stamp_access;
         }
         return;
     }
