@@ -105,7 +105,7 @@ fn full_state(generation: u64) -> MetricsState {
                 reject: 999_000,
             })
             .collect(),
-        vmstat: numa_cli::system::NUMA_VMSTAT
+        vmstat: numa_core::topology::NUMA_VMSTAT
             .iter()
             .map(|k| ((*k).to_owned(), 123_456_789))
             .collect(),
@@ -145,7 +145,7 @@ fn snapshot(i: u64) -> Snapshot {
             .map(|b| b * 1_000_000 + i)
             .collect(),
         migrate_reason_pages: vec![0; 16],
-        vmstat: numa_cli::system::NUMA_VMSTAT
+        vmstat: numa_core::topology::NUMA_VMSTAT
             .iter()
             .map(|k| ((*k).to_owned(), i))
             .collect(),

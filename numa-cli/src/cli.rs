@@ -57,6 +57,21 @@ pub enum Command {
     Workload(Workload),
 }
 
+impl ProbeArgs {
+    /// What the probe session needs of these flags.
+    pub fn options(&self) -> numa_probe::session::ProbeOptions {
+        numa_probe::session::ProbeOptions {
+            pid: self.pid,
+            cgroup: self.cgroup.clone(),
+            sample: self.sample,
+            max_folios: self.max_folios,
+            ring_mb: self.ring_mb,
+            bpf_stats: self.bpf_stats,
+            empty_programs: self.empty_programs,
+        }
+    }
+}
+
 /// Options of every command that attaches the probes.
 #[derive(Debug, Args, Clone)]
 pub struct ProbeArgs {

@@ -54,17 +54,6 @@ pub fn policies(a: &ModelSel, k: &KernelDefaults) -> Result<Vec<Box<dyn Policy>>
     specs.iter().map(|s| policy::build(s, &d, k)).collect()
 }
 
-impl Sink for Shadow {
-    fn event(&mut self, ev: &Event) -> Result<()> {
-        Shadow::event(self, ev);
-        Ok(())
-    }
-    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
-        Shadow::snapshot(self, s);
-        Ok(())
-    }
-}
-
 /// Prints an interim report every `every_ns` of snapshot time.
 struct Interval<'a> {
     shadow: &'a mut Shadow,
@@ -270,8 +259,8 @@ fn emit(r: &ShadowReport, a: &ModelArgs) -> Result<()> {
 }
 
 pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
-    let mut probes = stats::attach(&args.probe)?;
-    let probes_header = stats::header(&probes);
+    let mut probes = numa_probe::session::attach(&args.probe.options())?;
+    let probes_header = numa_probe::session::header(&probes);
     let k = kernel_defaults(&probes_header);
     let mut engine = Shadow::new(policies(&args.models.sel, &k)?, args.models.top);
     let mut recorder = pipeline::Recorder(match &args.record {
@@ -302,7 +291,7 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
         ))?
     };
     if let Some(w) = recorder.0.take() {
-        w.finish(pipeline::monotonic_ns(), &reason.describe())?;
+        w.finish(numa_host::clock::monotonic_ns(), &reason.describe())?;
     }
     eprintln!("numatrace: shadow stopped: {}", reason.describe());
     emit(&engine.report(), &args.models)?;

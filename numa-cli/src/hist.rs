@@ -464,7 +464,7 @@ pub fn run(args: &HistArgs) -> Result<ExitCode> {
             sink.finish()?;
         }
         None => {
-            let mut probes = stats::attach(&args.probe)?;
+            let mut probes = numa_probe::session::attach(&args.probe.options())?;
             let mut opts: LiveOptions = stats::live_options(&args.probe);
             if let Some(i) = interval {
                 opts.snapshot_every = i.clamp(Duration::from_millis(100), Duration::from_secs(1));
@@ -491,7 +491,7 @@ pub fn run(args: &HistArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::tests::fault;
+    use crate::decode::fixtures::fault;
 
     fn snap(ts_s: u64, latency: &[(Outcome, usize, u64)]) -> Snapshot {
         let mut hist_latency = vec![0; HIST_BUCKETS * 7];

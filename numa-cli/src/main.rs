@@ -9,7 +9,8 @@ use anyhow::Result;
 use clap::Parser;
 
 // Every module lives in the library (lib.rs): add new ones there.
-use numa_cli::{cli, doctor, dump, evaluate, export, hist, promote, report, stats, top, workload};
+use numa_cli::{cli, dump, evaluate, export, hist, promote, report, stats, top, workload};
+use numa_probe::doctor;
 
 fn run(cli: cli::Cli) -> Result<ExitCode> {
     match cli.command {

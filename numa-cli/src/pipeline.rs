@@ -3,93 +3,15 @@
 use std::{path::Path, time::Duration};
 
 use anyhow::{Context, Result};
-use numa_ebpf_common::maps;
 use tokio::{io::unix::AsyncFd, signal::unix::SignalKind};
+
+pub use numa_core::sink::{Recorder, Sink, StopReason};
+use numa_probe::load::Probes;
 
 use crate::{
     decode::{self, Event, Snapshot},
-    probe::load::Probes,
-    system, trace,
+    trace,
 };
-
-/// A consumer of the event stream.
-pub trait Sink {
-    fn event(&mut self, ev: &Event) -> Result<()>;
-    fn snapshot(&mut self, _s: &Snapshot) -> Result<()> {
-        Ok(())
-    }
-}
-
-impl Sink for crate::model::totals::Totals {
-    fn event(&mut self, ev: &Event) -> Result<()> {
-        crate::model::totals::Totals::event(self, ev);
-        Ok(())
-    }
-    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
-        crate::model::totals::Totals::snapshot(self, s);
-        Ok(())
-    }
-}
-
-/// Writes the stream into a trace file.
-pub struct Recorder<W: std::io::Write>(pub Option<trace::Writer<W>>);
-
-impl<W: std::io::Write> Sink for Recorder<W> {
-    fn event(&mut self, ev: &Event) -> Result<()> {
-        match &mut self.0 {
-            Some(w) => w.event(ev),
-            None => Ok(()),
-        }
-    }
-    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
-        match &mut self.0 {
-            Some(w) => w.snapshot(s),
-            None => Ok(()),
-        }
-    }
-}
-
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer to a timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-pub fn snapshot(probes: &Probes) -> Result<Snapshot> {
-    Ok(Snapshot {
-        ts_ns: monotonic_ns(),
-        counters: probes.counters()?,
-        hist_latency: probes.summed(maps::HIST_LATENCY)?,
-        hist_delta: probes.summed(maps::HIST_DELTA)?,
-        hist_sum: probes.summed(maps::HIST_SUM)?,
-        migrate_reason_pages: probes.summed(maps::MIGRATE_REASON_PAGES)?,
-        vmstat: system::vmstat()
-            .into_iter()
-            .filter(|(k, _)| system::NUMA_VMSTAT.contains(&k.as_str()))
-            .collect(),
-    })
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StopReason {
-    Duration,
-    Signal(&'static str),
-    CommandExited(Option<i32>),
-}
-
-impl StopReason {
-    pub fn describe(&self) -> String {
-        match self {
-            StopReason::Duration => "duration elapsed".into(),
-            StopReason::Signal(s) => format!("{s} received"),
-            StopReason::CommandExited(c) => format!("command exited ({c:?})"),
-        }
-    }
-}
 
 pub struct LiveOptions {
     pub duration: Option<Duration>,
@@ -133,7 +55,7 @@ pub async fn run_live(
         }
         Ok(())
     };
-    dispatch_snapshot(sinks, &snapshot(probes)?)?;
+    dispatch_snapshot(sinks, &numa_probe::session::snapshot(probes)?)?;
     let mut child = match opts.command.split_first() {
         Some((prog, args)) => Some(
             tokio::process::Command::new(prog)
@@ -173,7 +95,7 @@ pub async fn run_live(
             _ = flush.tick() => drain(fd.get_mut(), sinks)?,
             _ = tick.tick() => {
                 drain(fd.get_mut(), sinks)?;
-                dispatch_snapshot(sinks, &snapshot(probes)?)?;
+                dispatch_snapshot(sinks, &numa_probe::session::snapshot(probes)?)?;
             }
             _ = &mut sleep, if deadline.is_some() => break StopReason::Duration,
             _ = sigint.recv() => break StopReason::Signal("SIGINT"),
@@ -190,7 +112,7 @@ pub async fn run_live(
         }
     }
     drain(fd.get_mut(), sinks)?;
-    dispatch_snapshot(sinks, &snapshot(probes)?)?;
+    dispatch_snapshot(sinks, &numa_probe::session::snapshot(probes)?)?;
     if decode_errors > 0 {
         eprintln!("numatrace: warning: {decode_errors} ring records could not be decoded");
     }

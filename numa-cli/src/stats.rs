@@ -1,114 +1,17 @@
 //! `numatrace stats` and `numatrace record`: run the pipeline (live or from
 //! a trace) into the totals model and, when asked, a trace recorder.
-use std::{io::Write, os::unix::fs::MetadataExt, process::ExitCode, time::Duration};
+use std::{io::Write, process::ExitCode, time::Duration};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
+
+use numa_probe::{load::Probes, session};
 
 use crate::{
     cli::{ProbeArgs, RecordArgs, StatsArgs},
-    doctor,
     model::totals::{Report, Totals},
     pipeline::{self, LiveOptions, Recorder, Sink},
-    probe::{
-        discover,
-        load::{self, LoadOptions, Probes},
-        plan::{self, HookStatus},
-    },
-    system, trace,
+    trace,
 };
-
-/// Refuses to go on when a prerequisite fails, with doctor's words.
-pub fn require_preflight() -> Result<()> {
-    let failed: Vec<String> = doctor::preflight()
-        .into_iter()
-        .filter(|c| c.status == doctor::Status::Fail)
-        .map(|c| format!("{}: {} (remedy: {})", c.name, c.detail, c.remedy))
-        .collect();
-    if !failed.is_empty() {
-        bail!(
-            "cannot attach probes:\n  {}\n(`numatrace doctor` checks everything)",
-            failed.join("\n  ")
-        );
-    }
-    Ok(())
-}
-
-fn load_options(a: &ProbeArgs) -> Result<LoadOptions> {
-    let filter_cgroup = match &a.cgroup {
-        Some(p) => std::fs::metadata(p)
-            .with_context(|| {
-                format!(
-                    "--cgroup {}: not a cgroup v2 directory (try /sys/fs/cgroup/...)",
-                    p.display()
-                )
-            })?
-            .ino(),
-        None => 0,
-    };
-    if let Some(pid) = a.pid {
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            bail!("--pid {pid}: no such process (it may have exited); check with `ps -p {pid}`");
-        }
-    }
-    Ok(LoadOptions {
-        stamp_entries: a.max_folios,
-        ring_bytes: a.ring_mb.saturating_mul(1 << 20),
-        sample_every: a.sample.max(1),
-        filter_tgid: a.pid.unwrap_or(0),
-        filter_cgroup,
-        empty_programs: a.empty_programs,
-    })
-}
-
-/// Preflight, plan, attach; refuses an incomplete plan with the reasons.
-pub fn attach(a: &ProbeArgs) -> Result<Probes> {
-    require_preflight()?;
-    let options = load_options(a)?;
-    if options.empty_programs {
-        eprintln!(
-            "numatrace: --empty-programs: the attached programs do nothing, so every count is 0"
-        );
-    }
-    let probes = load::attach(plan::build(&discover::discover()), &options)?;
-    if !probes.plan.complete {
-        let bad: Vec<String> = probes
-            .plan
-            .hooks
-            .iter()
-            .filter(|h| h.required && h.status != HookStatus::Attached)
-            .map(|h| format!("{}: {}", h.hook.name(), h.detail))
-            .collect();
-        bail!(
-            "required hooks could not be attached:\n  {}\n(`numatrace doctor` explains each)",
-            bad.join("\n  ")
-        );
-    }
-    Ok(probes)
-}
-
-pub fn header(probes: &Probes) -> trace::Header {
-    let unix_ns = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    trace::Header {
-        format_version: trace::FORMAT_VERSION,
-        numatrace_version: env!("CARGO_PKG_VERSION").to_owned(),
-        abi_version: numa_ebpf_common::ABI_VERSION,
-        kernel_release: system::kernel_release(),
-        attach_plan: Some(probes.plan.clone()),
-        nodes: system::nodes(),
-        memory_tiers: system::memory_tiers(),
-        tunables: system::tunables(),
-        numa_balancing: system::numa_balancing(),
-        params: Some(probes.params.clone()),
-        started_unix_ns: unix_ns,
-        started_mono_ns: pipeline::monotonic_ns(),
-        attach_started_mono_ns: probes.attach_started_ns,
-        sample_every: probes.options.sample_every,
-        stamp_entries: probes.options.stamp_entries,
-        record_sizes: trace::record_sizes(),
-    }
-}
 
 pub fn live_options(a: &ProbeArgs) -> LiveOptions {
     LiveOptions {
@@ -124,12 +27,9 @@ fn run_live(
     output: Option<&std::path::Path>,
     sinks: &mut [&mut dyn Sink],
 ) -> Result<(Probes, pipeline::StopReason)> {
-    let mut probes = attach(a)?;
-    if a.bpf_stats {
-        probes.enable_run_stats()?;
-    }
+    let mut probes = session::attach(&a.options())?;
     let mut recorder = Recorder(match output {
-        Some(p) => Some(trace::create(p, &header(&probes))?),
+        Some(p) => Some(trace::create(p, &session::header(&probes))?),
         None => None,
     });
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -144,7 +44,7 @@ fn run_live(
         rt.block_on(pipeline::run_live(&mut probes, &live_options(a), &mut all))?
     };
     if let Some(w) = recorder.0.take() {
-        w.finish(pipeline::monotonic_ns(), &reason.describe())?;
+        w.finish(numa_host::clock::monotonic_ns(), &reason.describe())?;
     }
     Ok((probes, reason))
 }
@@ -162,7 +62,7 @@ fn print(report: &Report, json: bool) -> Result<()> {
 
 pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
     let report = if args.live {
-        let mut totals = Totals::new(crate::probe::params::resolve_toptier());
+        let mut totals = Totals::new(numa_probe::params::resolve_toptier());
         let (probes, _) = run_live(&args.probe, args.record.as_deref(), &mut [&mut totals])?;
         let mut r = totals.report(
             u64::from(probes.options.stamp_entries),
@@ -191,7 +91,7 @@ pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
 }
 
 pub fn record(args: &RecordArgs) -> Result<ExitCode> {
-    let mut totals = Totals::new(crate::probe::params::resolve_toptier());
+    let mut totals = Totals::new(numa_probe::params::resolve_toptier());
     let (probes, reason) = run_live(&args.probe, Some(&args.output), &mut [&mut totals])?;
     let r = totals.report(
         u64::from(probes.options.stamp_entries),

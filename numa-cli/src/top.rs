@@ -13,13 +13,14 @@ use std::{
 use anyhow::{bail, Context, Result};
 use tokio::{signal::unix::SignalKind, sync::watch};
 
+use numa_probe::load::Probes;
+
 use crate::{
     cli::{ModelSel, TopArgs},
     decode::{Event, Snapshot},
     evaluate,
     model::policy::{KernelDefaults, Policy},
     pipeline::{self, LiveOptions, Sink, StopReason},
-    probe::load::Probes,
     stats, system, trace,
     tui::{
         action::UiEvent,
@@ -276,7 +277,7 @@ fn first_ts(path: &std::path::Path) -> Result<Option<u64>> {
 }
 
 fn now_for(live: bool) -> Option<u64> {
-    live.then(pipeline::monotonic_ns)
+    live.then(numa_host::clock::monotonic_ns)
 }
 
 /// Reads procfs for the busiest processes (resident pages) and the detailed
@@ -444,8 +445,8 @@ fn prepare(args: &TopArgs) -> Result<(Source, trace::Header)> {
             ))
         }
         None => {
-            let probes = stats::attach(&args.probe)?;
-            let header = stats::header(&probes);
+            let probes = numa_probe::session::attach(&args.probe.options())?;
+            let header = numa_probe::session::header(&probes);
             let mut opts = stats::live_options(&args.probe);
             if opts.duration.is_none() && opts.command.is_empty() {
                 opts.duration = Some(if args.once {

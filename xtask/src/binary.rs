@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use crate::cmd;
-use crate::setup::{Setup, MUSL_TARGET};
+use crate::host::{Setup, MUSL_TARGET};
 
 /// Builds numatrace for musl, checks that it is static, returns its path.
 pub fn build(release: bool, setup: &mut Setup) -> Result<PathBuf> {

@@ -14,7 +14,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use crate::cmd;
-use crate::setup::{apt_get, Setup};
+use crate::host::{apt_get, Setup};
 
 /// A kernel line the test bed boots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]

@@ -4,15 +4,12 @@
 //! everything CI runs.
 
 mod bench;
-mod bench_top;
 mod binary;
-mod check_export;
-mod check_promote;
-mod check_top;
-mod checks;
 mod cmd;
+mod host;
 mod initramfs;
 mod kernels;
+mod results;
 mod setup;
 mod test;
 mod vm;
@@ -23,8 +20,8 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+use host::Setup;
 use kernels::Series;
-use setup::Setup;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -138,7 +135,7 @@ fn bench_vm(out: &std::path::Path, script: &str, cpus: u32) -> Result<ExitCode> 
 fn run(command: Cmd) -> Result<ExitCode> {
     match command {
         Cmd::Setup { kernels } => {
-            Setup::new(true).all(&kernels)?;
+            setup::all(&mut Setup::new(true), &kernels)?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Build { release } => {
@@ -157,7 +154,7 @@ fn run(command: Cmd) -> Result<ExitCode> {
             which: BenchKind::Top,
             seconds,
         } => {
-            bench_top::run(seconds)?;
+            bench::top::run(seconds)?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Bench {
@@ -166,9 +163,9 @@ fn run(command: Cmd) -> Result<ExitCode> {
         } => {
             let promote = matches!(which, BenchKind::Promote);
             let (name, script) = if promote {
-                ("promote", bench::promote_script())
+                ("promote", bench::promote::script())
             } else {
-                ("table", bench::table_script())
+                ("table", bench::table::script())
             };
             let out = cmd::target_dir().join("bench").join(name);
             let code = bench_vm(&out, &script, 2)?;
@@ -176,9 +173,9 @@ fn run(command: Cmd) -> Result<ExitCode> {
                 return Ok(code);
             }
             if promote {
-                bench::promote_report(&out)?;
+                bench::promote::report(&out)?;
             } else {
-                bench::table_report(&out)?;
+                bench::table::report(&out)?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -187,12 +184,12 @@ fn run(command: Cmd) -> Result<ExitCode> {
             ..
         } => {
             let out = cmd::target_dir().join("bench/overhead");
-            let script = bench::overhead_script();
-            let code = bench_vm(&out, &script, bench::OVERHEAD_CPUS)?;
+            let script = bench::overhead::script();
+            let code = bench_vm(&out, &script, bench::overhead::CPUS)?;
             if code != ExitCode::SUCCESS {
                 return Ok(code);
             }
-            bench::report(&out)?;
+            bench::overhead::report(&out)?;
             Ok(ExitCode::SUCCESS)
         }
     }

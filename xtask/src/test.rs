@@ -1,8 +1,9 @@
 //! `cargo xtask test`: everything CI checks, in order, with one summary
 //! table at the end: setup, rustfmt, clippy, unit tests, the release musl
-//! build, then the VM tests (xtask/src/vmtest.rs) on each guest kernel.
+//! build, then the VM tests (xtask/src/vmtest/) on each guest kernel.
 //! A step failing does not stop the later ones (except what depends on it).
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -10,8 +11,8 @@ use anyhow::Result;
 
 use crate::binary;
 use crate::cmd;
-use crate::kernels::{Availability, Series};
-use crate::setup::Setup;
+use crate::host::Setup;
+use crate::kernels::{self, Availability, Series};
 use crate::vmtest;
 
 #[derive(clap::Args, Debug)]
@@ -128,30 +129,54 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         report.step("setup: host packages", || setup.host_packages());
         args.kernels
             .iter()
-            .map(|&series| {
-                let name = format!("setup: kernel {series}");
-                println!("\n==> {name}");
-                let start = Instant::now();
-                let availability = match setup.kernel(series) {
-                    Ok(a) => a,
-                    Err(e) => Availability::Unavailable(format!("{e:#}")),
-                };
-                let status = match &availability {
-                    Availability::Ready(k) => {
-                        println!("kernel {series}: {} {}", k.package, k.version);
-                        Status::Pass
-                    }
-                    Availability::Unavailable(why) if series.required() => {
-                        Status::Fail(why.clone())
-                    }
-                    Availability::Unavailable(why) => Status::Skipped(why.clone()),
-                };
-                report.push(&name, status, start.elapsed());
-                (series, availability)
-            })
+            .map(|&series| (series, kernel_step(&mut report, &mut setup, series)))
             .collect()
     };
+    let numatrace = cargo_steps(&mut report, &mut setup);
 
+    if args.no_vm {
+        report.push(
+            "vm tests",
+            Status::Skipped("--no-vm".into()),
+            Duration::ZERO,
+        );
+    }
+    for (series, availability) in kernels {
+        vm_steps(&mut report, series, availability, numatrace.as_deref());
+    }
+
+    Ok(if report.print() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Fetches the guest kernel of `series` as a step; a missing optional
+/// series is skipped, a missing required one fails.
+fn kernel_step(report: &mut Report, setup: &mut Setup, series: Series) -> Availability {
+    let name = format!("setup: kernel {series}");
+    println!("\n==> {name}");
+    let start = Instant::now();
+    let availability = match kernels::ensure(series, setup) {
+        Ok(a) => a,
+        Err(e) => Availability::Unavailable(format!("{e:#}")),
+    };
+    let status = match &availability {
+        Availability::Ready(k) => {
+            println!("kernel {series}: {} {}", k.package, k.version);
+            Status::Pass
+        }
+        Availability::Unavailable(why) if series.required() => Status::Fail(why.clone()),
+        Availability::Unavailable(why) => Status::Skipped(why.clone()),
+    };
+    report.push(&name, status, start.elapsed());
+    availability
+}
+
+/// rustfmt, clippy, the unit tests and the release musl build; returns the
+/// built numatrace if the build passed.
+fn cargo_steps(report: &mut Report, setup: &mut Setup) -> Option<PathBuf> {
     report.step("cargo fmt --all --check", || {
         cmd::run(cmd::cargo().args(["fmt", "--all", "--check"]))
     });
@@ -172,67 +197,61 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     report.step("cargo test --workspace", || {
         cmd::run(cmd::cargo().args(["test", "--workspace", "--exclude", "numa-ebpf"]))
     });
-    let numatrace = report.step("build numatrace (release, musl, static)", || {
-        let path = binary::build(true, &mut setup)?;
+    report.step("build numatrace (release, musl, static)", || {
+        let path = binary::build(true, setup)?;
         println!("built {} (static)", path.display());
         Ok(path)
-    });
-
-    if args.no_vm {
-        report.push(
-            "vm tests",
-            Status::Skipped("--no-vm".into()),
-            Duration::ZERO,
-        );
-    }
-    for (series, availability) in kernels {
-        let names: Vec<String> = vmtest::TESTS
-            .iter()
-            .filter(|t| t.kernels.contains(&series))
-            .map(|t| format!("vm {series}: {}", t.name))
-            .collect();
-        let kernel = match availability {
-            Availability::Ready(k) => k,
-            Availability::Unavailable(why) => {
-                let status = if series.required() {
-                    Status::Fail(format!("no {series} kernel: {why}"))
-                } else {
-                    Status::Skipped(why)
-                };
-                for n in &names {
-                    report.push(n, status.clone(), Duration::ZERO);
-                }
-                continue;
-            }
-        };
-        let Some(numatrace) = &numatrace else {
-            for n in &names {
-                report.push(
-                    n,
-                    Status::Skipped("the release build failed".into()),
-                    Duration::ZERO,
-                );
-            }
-            continue;
-        };
-        println!("\n==> vm tests on {series} ({})", kernel.package);
-        let results = vmtest::run_kernel(&kernel, numatrace);
-        for r in results {
-            let status = match r.outcome {
-                Ok(()) => Status::Pass,
-                Err(e) => {
-                    eprintln!("FAIL vm {series}: {}: {e:#}", r.name);
-                    Status::Fail(format!("{e:#}"))
-                }
-            };
-            let seconds = Duration::from_secs(r.seconds.unwrap_or(0));
-            report.push(&format!("vm {series}: {}", r.name), status, seconds);
-        }
-    }
-
-    Ok(if report.print() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
     })
+}
+
+/// The VM tests on `series`, one step each; all skipped or failed together
+/// when there is no kernel or no numatrace to boot with.
+fn vm_steps(
+    report: &mut Report,
+    series: Series,
+    availability: Availability,
+    numatrace: Option<&Path>,
+) {
+    let names: Vec<String> = vmtest::TESTS
+        .iter()
+        .filter(|t| t.kernels.contains(&series))
+        .map(|t| format!("vm {series}: {}", t.name))
+        .collect();
+    let kernel = match availability {
+        Availability::Ready(k) => k,
+        Availability::Unavailable(why) => {
+            let status = if series.required() {
+                Status::Fail(format!("no {series} kernel: {why}"))
+            } else {
+                Status::Skipped(why)
+            };
+            for n in &names {
+                report.push(n, status.clone(), Duration::ZERO);
+            }
+            return;
+        }
+    };
+    let Some(numatrace) = numatrace else {
+        for n in &names {
+            report.push(
+                n,
+                Status::Skipped("the release build failed".into()),
+                Duration::ZERO,
+            );
+        }
+        return;
+    };
+    println!("\n==> vm tests on {series} ({})", kernel.package);
+    let results = vmtest::run_kernel(&kernel, numatrace);
+    for r in results {
+        let status = match r.outcome {
+            Ok(()) => Status::Pass,
+            Err(e) => {
+                eprintln!("FAIL vm {series}: {}: {e:#}", r.name);
+                Status::Fail(format!("{e:#}"))
+            }
+        };
+        let seconds = Duration::from_secs(r.seconds.unwrap_or(0));
+        report.push(&format!("vm {series}: {}", r.name), status, seconds);
+    }
 }

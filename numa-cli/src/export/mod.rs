@@ -29,13 +29,14 @@ use self::{
     metrics::{Info, MetricsState},
     publish::{Options, Publisher},
 };
+use numa_core::plan::{AttachPlan, HookStatus, Mechanism};
+
 use crate::{
     cli::{ExportArgs, ModelSel},
     evaluate,
     model::{policy::KernelDefaults, shadow::Shadow},
     pipeline::{self, LiveOptions, StopReason},
-    probe::plan::{AttachPlan, HookStatus, Mechanism},
-    promoter_state, stats, system, trace,
+    promoter_state, trace,
 };
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
@@ -134,14 +135,14 @@ fn shadow(models: &[String], k: &KernelDefaults) -> Result<Option<(Shadow, Vec<S
 fn node_vmstat() -> Vec<(u32, Vec<(String, u64)>)> {
     let base = Path::new("/sys/devices/system/node");
     let online = std::fs::read_to_string(base.join("online")).unwrap_or_default();
-    system::parse_list(&online)
+    numa_core::topology::parse_list(&online)
         .into_iter()
         .filter_map(|n| {
             let text = std::fs::read_to_string(base.join(format!("node{n}/vmstat"))).ok()?;
-            let counters: Vec<(String, u64)> = system::parse_vmstat(&text)
+            let counters: Vec<(String, u64)> = numa_core::topology::parse_vmstat(&text)
                 .into_iter()
                 .filter(|(k, _)| {
-                    system::NUMA_VMSTAT.contains(&k.as_str())
+                    numa_core::topology::NUMA_VMSTAT.contains(&k.as_str())
                         || k.starts_with("pgpromote_")
                         || k.starts_with("pgdemote_")
                 })
@@ -380,8 +381,8 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
             (publisher, rx, page, None)
         }
         None => {
-            let probes = stats::attach(&args.probe)?;
-            let header = stats::header(&probes);
+            let probes = numa_probe::session::attach(&args.probe.options())?;
+            let header = numa_probe::session::header(&probes);
             let (publisher, rx) = Publisher::new(Options {
                 info: Info {
                     version,
@@ -465,7 +466,7 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::plan::{Hook, PlannedHook};
+    use numa_core::plan::{Hook, PlannedHook};
 
     fn plan(mechs: &[Mechanism]) -> AttachPlan {
         AttachPlan {

@@ -269,7 +269,7 @@ mod tests {
     use numa_ebpf_common::OUTCOME_BASE;
 
     use super::*;
-    use crate::decode::tests::fault;
+    use crate::decode::fixtures::fault;
 
     fn outcome_counter(o: Outcome) -> usize {
         (OUTCOME_BASE + o as u32) as usize

@@ -18,9 +18,10 @@ use super::{
     scope::Scope,
     sys,
 };
+use numa_host::clock::monotonic_ns;
+
 use crate::{
     cli::{MovePagesArgs, MoveVia},
-    pipeline::monotonic_ns,
     system,
     workload::{Region, MPOL_BIND, MPOL_DEFAULT},
 };

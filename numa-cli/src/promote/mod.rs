@@ -32,6 +32,7 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
+use numa_core::topology::{MemoryTier, Node};
 use numa_ebpf_common::{fault_flags as ff, FaultEvent, Outcome};
 use serde::Serialize;
 
@@ -45,8 +46,7 @@ use crate::{
         shadow::Agreement,
     },
     pipeline::{self, LiveOptions, Sink},
-    promoter_state, stats,
-    system::{self, MemoryTier, Node},
+    promoter_state, system,
 };
 use mover::{Mover, MoverConfig, MoverReport, Shared, SysEnv};
 use queue::Request;
@@ -402,7 +402,7 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
     let targets = Targets::new(
         &nodes,
         &tiers,
-        crate::probe::params::toptier_mask(&tiers, &nodes),
+        numa_core::params::toptier_mask(&tiers, &nodes),
     );
     if targets.is_empty() || tiers.len() < 2 {
         bail!(
@@ -423,8 +423,8 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
         empty_programs: false,
         command: Vec::new(),
     };
-    let mut probes = stats::attach(&probe_args)?;
-    let header = stats::header(&probes);
+    let mut probes = numa_probe::session::attach(&probe_args.options())?;
+    let header = numa_probe::session::header(&probes);
     let k = evaluate::kernel_defaults(&header);
     let d = ModelDefaults {
         threshold: a.threshold,

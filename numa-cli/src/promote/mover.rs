@@ -162,7 +162,7 @@ pub struct SysEnv;
 
 impl Env for SysEnv {
     fn now_ns(&self) -> u64 {
-        crate::pipeline::monotonic_ns()
+        numa_host::clock::monotonic_ns()
     }
     fn node_meminfo(&self, node: u32) -> Option<(u64, u64)> {
         floor::read_node_meminfo(node)

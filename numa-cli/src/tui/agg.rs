@@ -21,6 +21,8 @@ use super::{
         RangeRow, RateSeries, TierView, VmaRow, Warnings,
     },
 };
+use numa_core::plan::{HookStatus, Mechanism};
+
 use crate::{
     decode::{comm, Event, Snapshot},
     model::{
@@ -28,8 +30,7 @@ use crate::{
         policy::{FaultView, Policy},
         scans::ScanIndex,
     },
-    probe::plan::{HookStatus, Mechanism},
-    system, trace,
+    trace,
 };
 
 /// Points of history per rate (5 minutes at the default 1 s refresh).
@@ -368,8 +369,8 @@ struct ModelSlot {
 /// Static facts of the source (header) plus what changes slowly.
 struct Static {
     header: HeaderView,
-    nodes: Vec<system::Node>,
-    tiers: Vec<system::MemoryTier>,
+    nodes: Vec<numa_core::topology::Node>,
+    tiers: Vec<numa_core::topology::MemoryTier>,
     stamp_capacity: u64,
 }
 
@@ -491,7 +492,10 @@ fn header_view(h: &trace::Header) -> HeaderView {
     }
 }
 
-fn tier_views(tiers: &[system::MemoryTier], nodes: &[system::Node]) -> Vec<TierView> {
+fn tier_views(
+    tiers: &[numa_core::topology::MemoryTier],
+    nodes: &[numa_core::topology::Node],
+) -> Vec<TierView> {
     let mem = |id: u32| {
         let n = nodes.iter().find(|n| n.id == id);
         NodeMem {
@@ -579,7 +583,7 @@ impl Aggregator {
     }
 
     /// Fresh node memory figures (live).
-    pub fn set_nodes(&mut self, nodes: Vec<system::Node>) {
+    pub fn set_nodes(&mut self, nodes: Vec<numa_core::topology::Node>) {
         if !nodes.is_empty() {
             self.st.nodes = nodes;
         }

@@ -4,7 +4,7 @@ use numa_ebpf_common::{fault_flags as ff, tnf, Counter, EventKind, Outcome, Scan
 
 use super::*;
 use crate::{
-    decode::tests::fault,
+    decode::fixtures::fault,
     model::policy::{build, KernelDefaults, ModelDefaults},
 };
 

@@ -1,0 +1,176 @@
+//! Bytes from the ring buffer (or a trace file) -> typed events. The only
+//! place that reinterprets raw bytes.
+use numa_ebpf_common::{EventKind, FaultEvent, ScanEvent, SkipEvent};
+use serde::{Deserialize, Serialize};
+
+/// A decoded kernel event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    Fault(FaultEvent),
+    Scan(ScanEvent),
+    Skip(SkipEvent),
+}
+
+impl Event {
+    /// When it happened (CLOCK_MONOTONIC ns, the clock of snapshots too).
+    pub fn ts_ns(&self) -> u64 {
+        match self {
+            Event::Fault(f) => f.ts_ns,
+            Event::Scan(s) => s.ts_ns,
+            Event::Skip(s) => s.ts_ns,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    #[error("record of {0} bytes is too short for its kind")]
+    Short(usize),
+    #[error("unknown record kind {0} (BPF object and numatrace versions differ?)")]
+    UnknownKind(u32),
+}
+
+fn read<T: Copy + Default>(bytes: &[u8]) -> Result<T, DecodeError> {
+    if bytes.len() < std::mem::size_of::<T>() {
+        return Err(DecodeError::Short(bytes.len()));
+    }
+    // SAFETY: the length is checked above; T is a #[repr(C)] struct of
+    // integers for which any bit pattern is valid; read_unaligned copes
+    // with the byte buffer's alignment.
+    Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}
+
+/// Decodes one ring-buffer record (kind in its first u32).
+pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
+    let kind: u32 = read::<u32>(bytes)?;
+    match kind {
+        k if k == EventKind::Fault as u32 => Ok(Event::Fault(read(bytes)?)),
+        k if k == EventKind::Scan as u32 => Ok(Event::Scan(read(bytes)?)),
+        k if k == EventKind::VmaSkip as u32 => Ok(Event::Skip(read(bytes)?)),
+        k => Err(DecodeError::UnknownKind(k)),
+    }
+}
+
+/// The raw bytes of an event, as written to trace files (no copy).
+pub fn raw_bytes(ev: &Event) -> &[u8] {
+    fn bytes<T: Copy>(v: &T) -> &[u8] {
+        // SAFETY: T is a #[repr(C)] struct of integers, fully initialised
+        // (every event is built from `Default` or from the kernel's bytes);
+        // the slice borrows `v` for its lifetime.
+        unsafe {
+            std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
+        }
+    }
+    match ev {
+        Event::Fault(f) => bytes(f),
+        Event::Scan(s) => bytes(s),
+        Event::Skip(s) => bytes(s),
+    }
+}
+
+/// The raw bytes of an event, owned.
+pub fn encode(ev: &Event) -> Vec<u8> {
+    raw_bytes(ev).to_vec()
+}
+
+/// The comm of a fault, as a string.
+pub fn comm(raw: &[u8; 16]) -> String {
+    let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
+    String::from_utf8_lossy(&raw[..end]).into_owned()
+}
+
+/// Kernel-side counters and histograms at one moment (all cumulative since
+/// attach), and the vmstat NUMA counters. Recorded periodically in traces.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Snapshot {
+    /// CLOCK_MONOTONIC ns, the clock of the events' `ts_ns`.
+    pub ts_ns: u64,
+    pub counters: Vec<u64>,
+    pub hist_latency: Vec<u64>,
+    pub hist_delta: Vec<u64>,
+    pub hist_sum: Vec<u64>,
+    pub migrate_reason_pages: Vec<u64>,
+    pub vmstat: std::collections::BTreeMap<String, u64>,
+}
+
+/// Event builders for tests (here and in the crates downstream).
+pub mod fixtures {
+    use numa_ebpf_common::{fault_flags, EventKind, FaultEvent, Outcome};
+
+    /// A promoted or refused base-page hint fault of process 42 on folio
+    /// `folio`, `latency_ms` after its scan: the one fixture builder for
+    /// fault events in every crate's tests.
+    pub fn fault(seq: u64, folio: u64, latency_ms: u64, outcome: Outcome) -> FaultEvent {
+        let ts_ns = 1_000_000_000_000 + seq * 1_000_000;
+        FaultEvent {
+            kind: EventKind::Fault as u32,
+            ts_ns,
+            pid_tgid: (42u64 << 32) | 42,
+            addr: 0x7f00_0000_0000 + folio * 4096,
+            folio: 0xffff_ea00_0000_0000 + folio * 64,
+            seq_global: seq,
+            seq_mm: seq,
+            scan_ns: ts_ns - latency_ms * 1_000_000,
+            scan_seq_global: seq.saturating_sub(3),
+            scan_seq_mm: seq.saturating_sub(3),
+            kernel_latency_ms: latency_ms as u32,
+            threshold_ms: 1000,
+            nr_pages: 1,
+            src_nid: 1,
+            dst_nid: 0,
+            outcome: outcome as u8,
+            decision: if outcome.promoted() { 1 } else { 2 },
+            flags: fault_flags::HAS_STAMP
+                | fault_flags::DECIDED
+                | fault_flags::KERNEL_LATENCY
+                | fault_flags::HAS_FAULT_HOOK,
+            comm: *b"hot-chunks\0\0\0\0\0\0",
+            ..FaultEvent::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use numa_ebpf_common::Outcome;
+
+    use super::{fixtures::fault, *};
+
+    #[test]
+    fn roundtrip_every_kind() {
+        let evs = [
+            Event::Fault(fault(7, 3, 1500, Outcome::RejectLatency)),
+            Event::Scan(ScanEvent {
+                kind: EventKind::Scan as u32,
+                start: 1,
+                end: 2,
+                ..Default::default()
+            }),
+            Event::Skip(SkipEvent {
+                kind: EventKind::VmaSkip as u32,
+                reason: 3,
+                ..Default::default()
+            }),
+        ];
+        for ev in evs {
+            assert_eq!(decode(&encode(&ev)), Ok(ev));
+        }
+    }
+
+    #[test]
+    fn short_and_unknown_records_are_errors() {
+        let bytes = encode(&Event::Fault(fault(1, 1, 1, Outcome::PromoteHot)));
+        assert_eq!(decode(&bytes[..20]), Err(DecodeError::Short(20)));
+        assert_eq!(
+            decode(&[9, 0, 0, 0, 0, 0, 0, 0]),
+            Err(DecodeError::UnknownKind(9))
+        );
+        assert_eq!(decode(&[1, 0]), Err(DecodeError::Short(2)));
+    }
+
+    #[test]
+    fn comm_stops_at_nul() {
+        assert_eq!(comm(b"hot-chunks\0\0\0\0\0\0"), "hot-chunks");
+        assert_eq!(comm(&[b'a'; 16]), "a".repeat(16));
+    }
+}

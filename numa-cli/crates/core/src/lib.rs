@@ -1,0 +1,18 @@
+//! numatrace's pure core: the decoded events and snapshots, the trace file
+//! format, the [`sink::Sink`] trait every consumer implements, the models
+//! (totals, histograms, scan index, shadow policies) and the data that
+//! describes a host (topology, kernel parameters, attach plan).
+//!
+//! Nothing here attaches probes, reads the clock, spawns threads or parses
+//! command lines: time arrives inside events and snapshots, so a replayed
+//! trace gives the same results as the live run that recorded it. The trace
+//! reader and writer take files or any `Read`/`Write`.
+pub mod decode;
+pub mod histtext;
+pub mod model;
+pub mod params;
+pub mod plan;
+pub mod rng;
+pub mod sink;
+pub mod topology;
+pub mod trace;

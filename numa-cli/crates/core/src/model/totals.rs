@@ -1,0 +1,350 @@
+//! Totals over an event stream: what `numatrace stats` prints. Pure: fed
+//! events and kernel snapshots, never reads the clock or the system.
+use std::collections::BTreeMap;
+
+use numa_ebpf_common::{
+    fault_flags as ff, Counter, FaultEvent, Outcome, HIST_BUCKETS, OUTCOMES, OUTCOME_BASE,
+};
+use serde::Serialize;
+
+use super::{
+    hist::{BucketCount, Log2Hist},
+    scans::ScanIndex,
+};
+use crate::decode::{Event, Snapshot};
+
+/// Aggregates events; `report` turns them into [`Report`].
+#[derive(Debug, Default)]
+pub struct Totals {
+    pub faults: u64,
+    pub decisions: u64,
+    pub promotes: u64,
+    pub outcomes: [u64; OUTCOMES],
+    pub migrate_ok: u64,
+    pub migrate_fail: u64,
+    pub scan_ranges: u64,
+    pub scan_ptes: u64,
+    pub scan_stamps: u64,
+    pub vma_skips: BTreeMap<String, u64>,
+    pub latency_ns: [Log2Hist; OUTCOMES],
+    pub delta_mm: [Log2Hist; OUTCOMES],
+    pub first_ts_ns: Option<u64>,
+    pub last_ts_ns: u64,
+    /// Faults whose stamp was a first scan while a later range scan also
+    /// covered the page (the kernel's stamp is older than the latest scan).
+    pub latest_scan_newer: u64,
+    /// Faults with a stamp where a covering range scan was known.
+    pub latest_scan_known: u64,
+    /// Most negative / largest checks for the fidelity tests.
+    pub max_latency_ns: u64,
+    /// |kernel latency - numatrace latency| in ms, max over stamped decisions.
+    pub max_kernel_latency_gap_ms: u64,
+    /// Fault-count deltas inconsistent with sequence numbers (scan seq > fault seq).
+    pub inconsistent_deltas: u64,
+    /// Rejections on latency whose kernel latency was below the threshold.
+    pub latency_rejects_below_threshold: u64,
+    pub scans: ScanIndex,
+    pub first_snapshot: Option<Snapshot>,
+    pub last_snapshot: Option<Snapshot>,
+    /// Nodes the kernel treats as top tier (bit per node).
+    pub toptier_mask: u64,
+    /// Hint faults on folios of lower-tier nodes.
+    pub slow_faults: u64,
+    /// Stamps later than their fault (impossible unless the clock is wrong).
+    pub negative_latencies: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Rejects {
+    pub latency: u64,
+    pub rate_limit: u64,
+    pub other: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Migrations {
+    pub success: u64,
+    pub fail: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub duration_s: f64,
+    pub hint_faults: u64,
+    pub decisions: u64,
+    pub kernel_promote: u64,
+    pub kernel_reject: Rejects,
+    pub free_space_promote: u64,
+    pub not_tiering: u64,
+    pub no_decision: u64,
+    pub migrate: Migrations,
+    pub scan_stamps: u64,
+    pub scan_ranges: u64,
+    pub scan_ptes_updated: u64,
+    pub vma_skips: BTreeMap<String, u64>,
+    pub drops: u64,
+    pub evictions: u64,
+    pub stamp_misses: u64,
+    pub vmstat_delta: BTreeMap<String, u64>,
+    /// Scan-to-fault latency (first-scan stamp), all outcomes, ms.
+    pub latency_ms: Vec<BucketCount>,
+    /// Per-process hint faults between the stamp and the fault.
+    pub fault_delta: Vec<BucketCount>,
+    pub latency_ms_by_outcome: BTreeMap<&'static str, Vec<BucketCount>>,
+    /// The same totals from the in-kernel counters (exact even when events
+    /// were sampled or dropped).
+    pub kernel_counters: BTreeMap<&'static str, u64>,
+    /// In-kernel histograms equal the event-derived ones (no drops, no sampling).
+    pub kernel_histograms_match: bool,
+    pub checks: Checks,
+    /// Run count and time of each BPF program (live with --bpf-stats).
+    pub bpf_programs: Vec<crate::plan::ProgramStat>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Checks {
+    /// From the start of attaching to the last snapshot: the upper bound of
+    /// any scan-to-fault latency numatrace can measure.
+    pub since_attach_s: f64,
+    pub slow_node_faults: u64,
+    pub negative_latencies: u64,
+    pub max_latency_ms: f64,
+    pub max_kernel_latency_gap_ms: u64,
+    pub inconsistent_deltas: u64,
+    pub latency_rejects_below_threshold: u64,
+    pub latest_scan_known: u64,
+    pub latest_scan_newer_than_stamp: u64,
+}
+
+impl Totals {
+    pub fn new(toptier_mask: u64) -> Self {
+        Totals {
+            toptier_mask,
+            ..Totals::default()
+        }
+    }
+
+    pub fn event(&mut self, ev: &Event) {
+        // Events from before the first snapshot precede the window the
+        // kernel counters and vmstat deltas describe (the attach itself).
+        let ts = ev.ts_ns();
+        if self.first_snapshot.as_ref().is_some_and(|s| ts < s.ts_ns) {
+            return;
+        }
+        match ev {
+            Event::Fault(f) => self.fault(f),
+            Event::Scan(s) => {
+                self.scan_ranges += 1;
+                self.scan_ptes += s.ptes_updated;
+                self.scan_stamps += s.stamps;
+                self.scans.record(s);
+                self.seen(s.ts_ns);
+            }
+            Event::Skip(s) => {
+                let name = numa_ebpf_common::VMA_SKIP_REASONS
+                    .get(s.reason as usize)
+                    .map_or_else(|| format!("reason_{}", s.reason), |n| (*n).to_owned());
+                *self.vma_skips.entry(name).or_default() += 1;
+                self.seen(s.ts_ns);
+            }
+        }
+    }
+
+    fn seen(&mut self, ts: u64) {
+        self.first_ts_ns.get_or_insert(ts);
+        self.last_ts_ns = self.last_ts_ns.max(ts);
+    }
+
+    fn fault(&mut self, f: &FaultEvent) {
+        self.faults += 1;
+        self.seen(f.ts_ns);
+        let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
+        let o = outcome as usize;
+        self.outcomes[o] += 1;
+        if f.flags & ff::DECIDED != 0 {
+            self.decisions += 1;
+            self.promotes += u64::from(f.decision == 1);
+        }
+        if f.flags & ff::MIGRATE_TRIED != 0 {
+            if f.migrate_ok != 0 {
+                self.migrate_ok += 1;
+            } else {
+                self.migrate_fail += 1;
+            }
+        }
+        if (0..64).contains(&f.src_nid) && self.toptier_mask >> f.src_nid & 1 == 0 {
+            self.slow_faults += 1;
+        }
+        if f.flags & ff::HAS_STAMP != 0 {
+            if f.scan_ns > f.ts_ns {
+                self.negative_latencies += 1;
+            }
+            let latency = f.ts_ns.saturating_sub(f.scan_ns);
+            self.max_latency_ns = self.max_latency_ns.max(latency);
+            self.latency_ns[o].add(latency);
+            if f.flags & ff::STAMP_OTHER_MM == 0 {
+                self.delta_mm[o].add(f.seq_mm.saturating_sub(f.scan_seq_mm));
+            }
+            if f.scan_seq_global >= f.seq_global
+                || (f.flags & ff::STAMP_OTHER_MM == 0 && f.scan_seq_mm >= f.seq_mm)
+            {
+                self.inconsistent_deltas += 1;
+            }
+            if f.flags & ff::KERNEL_LATENCY != 0 {
+                let ours_ms = latency / 1_000_000;
+                let gap = ours_ms.abs_diff(u64::from(f.kernel_latency_ms));
+                self.max_kernel_latency_gap_ms = self.max_kernel_latency_gap_ms.max(gap);
+            }
+            let tgid = (f.pid_tgid >> 32) as u32;
+            if let Some(s) = self.scans.latest(tgid, f.addr, f.ts_ns) {
+                self.latest_scan_known += 1;
+                if s.ts_ns > f.scan_ns {
+                    self.latest_scan_newer += 1;
+                }
+            }
+        }
+        if outcome == Outcome::RejectLatency && f.kernel_latency_ms < f.threshold_ms {
+            self.latency_rejects_below_threshold += 1;
+        }
+    }
+
+    pub fn snapshot(&mut self, s: &Snapshot) {
+        if self.first_snapshot.is_none() {
+            self.first_snapshot = Some(s.clone());
+        }
+        self.last_snapshot = Some(s.clone());
+    }
+
+    fn counter_delta(&self, c: u32) -> u64 {
+        let get = |s: &Option<Snapshot>| {
+            s.as_ref()
+                .and_then(|s| s.counters.get(c as usize).copied())
+                .unwrap_or(0)
+        };
+        get(&self.last_snapshot).saturating_sub(get(&self.first_snapshot))
+    }
+
+    fn kernel_hist(&self, which: fn(&Snapshot) -> &Vec<u64>, o: usize) -> Vec<u64> {
+        let row = |s: &Option<Snapshot>| -> Vec<u64> {
+            s.as_ref()
+                .map(|s| {
+                    which(s)
+                        .iter()
+                        .skip(o * HIST_BUCKETS)
+                        .take(HIST_BUCKETS)
+                        .copied()
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let (a, b) = (row(&self.first_snapshot), row(&self.last_snapshot));
+        (0..HIST_BUCKETS)
+            .map(|i| {
+                b.get(i)
+                    .copied()
+                    .unwrap_or(0)
+                    .saturating_sub(a.get(i).copied().unwrap_or(0))
+            })
+            .collect()
+    }
+
+    /// `stamp_capacity` is the STAMPS map size, for the eviction estimate;
+    /// `attach_started_ns` bounds every latency (no stamp is older).
+    pub fn report(&self, stamp_capacity: u64, attach_started_ns: u64) -> Report {
+        let mut all_latency = Log2Hist::default();
+        let mut all_delta = Log2Hist::default();
+        let mut by_outcome = BTreeMap::new();
+        let mut hist_match = self.first_snapshot.is_some();
+        for o in Outcome::ALL {
+            let i = o as usize;
+            all_latency.merge(&self.latency_ns[i]);
+            all_delta.merge(&self.delta_mm[i]);
+            if self.latency_ns[i].count > 0 {
+                by_outcome.insert(o.name(), self.latency_ns[i].rows(1e6));
+            }
+            hist_match &= self.kernel_hist(|s| &s.hist_latency, i)
+                == self.latency_ns[i].buckets.to_vec()
+                && self.kernel_hist(|s| &s.hist_delta, i) == self.delta_mm[i].buckets.to_vec();
+        }
+        let oc = |o: Outcome| self.outcomes[o as usize];
+        let vmstat_delta = match (&self.first_snapshot, &self.last_snapshot) {
+            (Some(a), Some(b)) => crate::topology::vmstat_delta(&a.vmstat, &b.vmstat),
+            _ => BTreeMap::new(),
+        };
+        let kc = |c: Counter| self.counter_delta(c as u32);
+        let kernel_counters = BTreeMap::from([
+            ("hint_faults", kc(Counter::HintFaults)),
+            ("decisions", kc(Counter::Decisions)),
+            ("decision_promote", kc(Counter::DecisionPromote)),
+            ("decision_reject", kc(Counter::DecisionReject)),
+            (
+                "reject_latency",
+                self.counter_delta(OUTCOME_BASE + Outcome::RejectLatency as u32),
+            ),
+            (
+                "reject_rate_limit",
+                self.counter_delta(OUTCOME_BASE + Outcome::RejectRateLimit as u32),
+            ),
+            ("migrate_success", kc(Counter::MigrateSuccess)),
+            ("migrate_fail", kc(Counter::MigrateFail)),
+            ("scan_stamps", kc(Counter::ScanStamps)),
+            ("scan_ranges", kc(Counter::ScanRanges)),
+            ("stamp_inserts", kc(Counter::StampInserts)),
+            ("fault_account", kc(Counter::FaultAccount)),
+            ("faults_without_context", kc(Counter::FaultWithoutContext)),
+        ]);
+        let inserts = kc(Counter::StampInserts);
+        Report {
+            duration_s: match (&self.first_snapshot, &self.last_snapshot) {
+                (Some(a), Some(b)) => b.ts_ns.saturating_sub(a.ts_ns) as f64 / 1e9,
+                _ => {
+                    self.last_ts_ns
+                        .saturating_sub(self.first_ts_ns.unwrap_or(0)) as f64
+                        / 1e9
+                }
+            },
+            hint_faults: self.faults,
+            decisions: self.decisions,
+            kernel_promote: self.promotes,
+            kernel_reject: Rejects {
+                latency: oc(Outcome::RejectLatency),
+                rate_limit: oc(Outcome::RejectRateLimit),
+                other: oc(Outcome::RejectOther),
+            },
+            free_space_promote: oc(Outcome::PromoteFreeSpace),
+            not_tiering: oc(Outcome::NotTiering),
+            no_decision: oc(Outcome::NoDecision),
+            migrate: Migrations {
+                success: self.migrate_ok,
+                fail: self.migrate_fail,
+            },
+            scan_stamps: self.scan_stamps,
+            scan_ranges: self.scan_ranges,
+            scan_ptes_updated: self.scan_ptes,
+            vma_skips: self.vma_skips.clone(),
+            drops: kc(Counter::RingDrops),
+            evictions: inserts.saturating_sub(stamp_capacity),
+            stamp_misses: kc(Counter::StampMisses),
+            vmstat_delta,
+            latency_ms: all_latency.rows(1e6),
+            fault_delta: all_delta.rows(1.0),
+            latency_ms_by_outcome: by_outcome,
+            kernel_counters,
+            kernel_histograms_match: hist_match,
+            bpf_programs: Vec::new(),
+            checks: Checks {
+                since_attach_s: self.last_snapshot.as_ref().map_or(0.0, |s| {
+                    s.ts_ns.saturating_sub(attach_started_ns) as f64 / 1e9
+                }),
+                slow_node_faults: self.slow_faults,
+                negative_latencies: self.negative_latencies,
+                max_latency_ms: self.max_latency_ns as f64 / 1e6,
+                max_kernel_latency_gap_ms: self.max_kernel_latency_gap_ms,
+                inconsistent_deltas: self.inconsistent_deltas,
+                latency_rejects_below_threshold: self.latency_rejects_below_threshold,
+                latest_scan_known: self.latest_scan_known,
+                latest_scan_newer_than_stamp: self.latest_scan_newer,
+            },
+        }
+    }
+}

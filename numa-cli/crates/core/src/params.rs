@@ -1,0 +1,178 @@
+//! Kernel-specific values the BPF programs need, as resolved by userspace
+//! at load time (the probe crate reads them from kallsyms, BTF and tracefs;
+//! a trace header carries them): addresses of kernel variables, struct
+//! field offsets, the cpupid mask, top-tier nodes, tracepoint field offsets.
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::topology::{MemoryTier, Node};
+
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
+pub struct KernelParams {
+    /// Address of sysctl_numa_balancing_mode (0: unknown, use the mode at load).
+    pub sym_nb_mode: u64,
+    pub sym_hot_threshold: u64,
+    pub sym_node_data: u64,
+    /// Byte offset of pglist_data.nbp_threshold (0: unknown).
+    pub off_nbp_threshold: u32,
+    pub cpupid_mask: u32,
+    pub access_time_buckets: u32,
+    pub toptier_mask: u64,
+    pub nb_mode_at_load: u32,
+    /// CPU -> node.
+    pub cpu_node: BTreeMap<u32, u32>,
+    /// mm_migrate_pages field offsets: succeeded, failed, reason.
+    pub tp_migrate: Option<(u32, u32, u32)>,
+    /// mm_migrate_pages reason numbers by name (from its print fmt).
+    pub migrate_reasons: BTreeMap<u32, String>,
+}
+
+impl KernelParams {
+    /// The mm_migrate_pages reason number of NUMA-balancing migrations.
+    pub fn numa_misplaced_reason(&self) -> Option<u32> {
+        self.migrate_reasons
+            .iter()
+            .find(|(_, name)| name.as_str() == "numa_misplaced")
+            .map(|(n, _)| *n)
+    }
+}
+
+/// `order_base_2(n)`: ceil(log2 n).
+pub fn order_base_2(n: u32) -> u32 {
+    if n <= 1 {
+        0
+    } else {
+        32 - (n - 1).leading_zeros()
+    }
+}
+
+/// LAST_CPUPID_MASK and PAGE_ACCESS_TIME_BUCKETS for a kernel built with
+/// `nr_cpus` = CONFIG_NR_CPUS (include/linux/page-flags-layout.h).
+pub fn cpupid_layout(nr_cpus: u32) -> (u32, u32) {
+    let shift = 8 + order_base_2(nr_cpus);
+    let buckets = 12u32.saturating_sub(shift);
+    ((1u32 << shift.min(31)) - 1, buckets)
+}
+
+/// Nodes the kernel treats as top tier: every tier up to and including the
+/// first one that holds a node with CPUs (mm/memory-tiers.c).
+pub fn toptier_mask(tiers: &[MemoryTier], nodes: &[Node]) -> u64 {
+    let cpu_nodes: Vec<u32> = nodes
+        .iter()
+        .filter(|n| !n.cpus.is_empty())
+        .map(|n| n.id)
+        .collect();
+    let mut mask = 0u64;
+    for t in tiers {
+        for n in &t.nodes {
+            if *n < 64 {
+                mask |= 1 << n;
+            }
+        }
+        if t.nodes.iter().any(|n| cpu_nodes.contains(n)) {
+            return mask;
+        }
+    }
+    u64::MAX
+}
+
+/// Parses a tracefs `format` file: field name -> offset, and the
+/// `__print_symbolic(REC->reason, {0,"compaction"}, ...)` table.
+pub fn parse_tp_format(text: &str) -> (BTreeMap<String, u32>, BTreeMap<u32, String>) {
+    let mut fields = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.trim().strip_prefix("field:") else {
+            continue;
+        };
+        let decl = rest.split(';').next().unwrap_or("");
+        let name = decl
+            .split_whitespace()
+            .last()
+            .unwrap_or("")
+            .trim_start_matches('*');
+        let off = rest
+            .split(';')
+            .find_map(|p| p.trim().strip_prefix("offset:"))
+            .and_then(|v| v.parse().ok());
+        if let Some(off) = off {
+            fields.insert(name.to_owned(), off);
+        }
+    }
+    let mut symbols = BTreeMap::new();
+    if let Some(pos) = text.find("REC->reason") {
+        let tail = &text[pos..];
+        for part in tail.split('{').skip(1) {
+            let Some((num, rest)) = part.split_once(',') else {
+                continue;
+            };
+            let Ok(n) = num.trim().parse::<u32>() else {
+                continue;
+            };
+            if let Some(name) = rest.split('"').nth(1) {
+                symbols.insert(n, name.to_owned());
+            }
+        }
+    }
+    (fields, symbols)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpupid_layout_matches_debian() {
+        // Debian amd64: CONFIG_NR_CPUS=8192 -> LAST_CPUPID_SHIFT = 8 + 13.
+        assert_eq!(cpupid_layout(8192), ((1 << 21) - 1, 0));
+        assert_eq!(order_base_2(1), 0);
+        assert_eq!(order_base_2(2), 1);
+        assert_eq!(order_base_2(3), 2);
+        // Tiny NR_CPUS: the access time needs 12 bits, so buckets kick in.
+        assert_eq!(cpupid_layout(2), ((1 << 9) - 1, 3));
+    }
+
+    #[test]
+    fn toptier_is_up_to_first_cpu_tier() {
+        let node = |id: u32, cpus: Vec<u32>| Node {
+            id,
+            cpus,
+            mem_total_kb: 1,
+            mem_free_kb: 1,
+            distances: vec![],
+        };
+        let tier = |id: u32, nodes: Vec<u32>| MemoryTier {
+            tier: format!("memory_tier{id}"),
+            id,
+            nodes,
+        };
+        let nodes = [node(0, vec![0, 1]), node(1, vec![])];
+        assert_eq!(
+            toptier_mask(&[tier(4, vec![0]), tier(22, vec![1])], &nodes),
+            0b01
+        );
+        assert_eq!(toptier_mask(&[], &nodes), u64::MAX);
+    }
+
+    #[test]
+    fn parses_mm_migrate_pages_format() {
+        let text = "name: mm_migrate_pages\nID: 500\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned long succeeded;\toffset:8;\tsize:8;\tsigned:0;\n\
+\tfield:unsigned long failed;\toffset:16;\tsize:8;\tsigned:0;\n\
+\tfield:enum migrate_mode mode;\toffset:56;\tsize:4;\tsigned:0;\n\
+\tfield:int reason;\toffset:60;\tsize:4;\tsigned:1;\n\n\
+print fmt: \"nr_succeeded=%lu reason=%s\", REC->succeeded, __print_symbolic(REC->reason, { 0, \"compaction\" }, { 5, \"numa_misplaced\" }, { 9, \"demotion\" })\n";
+        let (fields, reasons) = parse_tp_format(text);
+        assert_eq!(fields.get("succeeded"), Some(&8));
+        assert_eq!(fields.get("reason"), Some(&60));
+        assert_eq!(reasons.get(&5).map(String::as_str), Some("numa_misplaced"));
+        assert_eq!(reasons.get(&9).map(String::as_str), Some("demotion"));
+        let k = KernelParams {
+            migrate_reasons: reasons,
+            ..KernelParams::default()
+        };
+        assert_eq!(k.numa_misplaced_reason(), Some(5));
+        assert_eq!(KernelParams::default().numa_misplaced_reason(), None);
+    }
+}

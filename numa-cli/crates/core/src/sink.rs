@@ -1,0 +1,73 @@
+//! The consumer side of the one direction of data flow: a [`Sink`] takes
+//! decoded events and counter snapshots, whatever the source.
+use anyhow::Result;
+
+use crate::{
+    decode::{Event, Snapshot},
+    trace,
+};
+
+/// A consumer of the event stream.
+pub trait Sink {
+    fn event(&mut self, ev: &Event) -> Result<()>;
+    fn snapshot(&mut self, _s: &Snapshot) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl Sink for crate::model::totals::Totals {
+    fn event(&mut self, ev: &Event) -> Result<()> {
+        crate::model::totals::Totals::event(self, ev);
+        Ok(())
+    }
+    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
+        crate::model::totals::Totals::snapshot(self, s);
+        Ok(())
+    }
+}
+
+impl Sink for crate::model::shadow::Shadow {
+    fn event(&mut self, ev: &Event) -> Result<()> {
+        crate::model::shadow::Shadow::event(self, ev);
+        Ok(())
+    }
+    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
+        crate::model::shadow::Shadow::snapshot(self, s);
+        Ok(())
+    }
+}
+
+/// Writes the stream into a trace file.
+pub struct Recorder<W: std::io::Write>(pub Option<trace::Writer<W>>);
+
+impl<W: std::io::Write> Sink for Recorder<W> {
+    fn event(&mut self, ev: &Event) -> Result<()> {
+        match &mut self.0 {
+            Some(w) => w.event(ev),
+            None => Ok(()),
+        }
+    }
+    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
+        match &mut self.0 {
+            Some(w) => w.snapshot(s),
+            None => Ok(()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    Duration,
+    Signal(&'static str),
+    CommandExited(Option<i32>),
+}
+
+impl StopReason {
+    pub fn describe(&self) -> String {
+        match self {
+            StopReason::Duration => "duration elapsed".into(),
+            StopReason::Signal(s) => format!("{s} received"),
+            StopReason::CommandExited(c) => format!("command exited ({c:?})"),
+        }
+    }
+}

@@ -1,0 +1,522 @@
+//! The trace file: a versioned, self-describing binary recording.
+//!
+//! ```text
+//! "NUMATRC\0"  u32 format_version  u32 header_len  header (JSON)
+//! records: u8 tag, u32 len, payload (len bytes)
+//!   1 fault, 2 scan, 3 skip: the #[repr(C)] event bytes (native endian)
+//!   4 snapshot: JSON `decode::Snapshot`
+//!   5 footer: JSON `Footer`, last record of a complete file
+//! ```
+//! A truncated file reads up to its last complete record, with a warning.
+use std::{
+    fs::File,
+    io::{BufReader, BufWriter, ErrorKind, Read, Write},
+    path::Path,
+};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    decode::{self, Event, Snapshot},
+    params::KernelParams,
+    plan::AttachPlan,
+    topology,
+};
+
+pub const MAGIC: &[u8; 8] = b"NUMATRC\0";
+pub const FORMAT_VERSION: u32 = 1;
+
+const TAG_FAULT: u8 = 1;
+const TAG_SCAN: u8 = 2;
+const TAG_SKIP: u8 = 3;
+const TAG_SNAPSHOT: u8 = 4;
+const TAG_FOOTER: u8 = 5;
+
+/// Everything needed to interpret the events without the machine.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Header {
+    pub format_version: u32,
+    pub numatrace_version: String,
+    pub abi_version: u32,
+    pub kernel_release: String,
+    pub attach_plan: Option<AttachPlan>,
+    pub nodes: Vec<topology::Node>,
+    pub memory_tiers: Vec<topology::MemoryTier>,
+    pub tunables: topology::Tunables,
+    pub numa_balancing: Option<u32>,
+    pub params: Option<KernelParams>,
+    pub started_unix_ns: u64,
+    /// CLOCK_MONOTONIC at start, the clock of event timestamps.
+    pub started_mono_ns: u64,
+    /// CLOCK_MONOTONIC when the probes began attaching (no stamp is older).
+    #[serde(default)]
+    pub attach_started_mono_ns: u64,
+    pub sample_every: u64,
+    /// Capacity of the per-folio stamp map (for the eviction estimate).
+    #[serde(default)]
+    pub stamp_entries: u32,
+    pub record_sizes: [usize; 3],
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Footer {
+    pub ended_mono_ns: u64,
+    pub events: u64,
+    pub reason: String,
+}
+
+pub fn record_sizes() -> [usize; 3] {
+    [
+        std::mem::size_of::<numa_ebpf_common::FaultEvent>(),
+        std::mem::size_of::<numa_ebpf_common::ScanEvent>(),
+        std::mem::size_of::<numa_ebpf_common::SkipEvent>(),
+    ]
+}
+
+pub struct Writer<W: Write> {
+    out: W,
+    events: u64,
+}
+
+impl<W: Write> Writer<W> {
+    pub fn new(mut out: W, header: &Header) -> Result<Self> {
+        let json = serde_json::to_vec(header)?;
+        out.write_all(MAGIC)?;
+        out.write_all(&FORMAT_VERSION.to_le_bytes())?;
+        out.write_all(&(json.len() as u32).to_le_bytes())?;
+        out.write_all(&json)?;
+        Ok(Writer { out, events: 0 })
+    }
+
+    fn record(&mut self, tag: u8, payload: &[u8]) -> Result<()> {
+        self.out.write_all(&[tag])?;
+        self.out.write_all(&(payload.len() as u32).to_le_bytes())?;
+        self.out.write_all(payload)?;
+        Ok(())
+    }
+
+    pub fn event(&mut self, ev: &Event) -> Result<()> {
+        let tag = match ev {
+            Event::Fault(_) => TAG_FAULT,
+            Event::Scan(_) => TAG_SCAN,
+            Event::Skip(_) => TAG_SKIP,
+        };
+        self.events += 1;
+        self.record(tag, decode::raw_bytes(ev))
+    }
+
+    pub fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
+        self.record(TAG_SNAPSHOT, &serde_json::to_vec(s)?)
+    }
+
+    pub fn finish(mut self, ended_mono_ns: u64, reason: &str) -> Result<W> {
+        let footer = Footer {
+            ended_mono_ns,
+            events: self.events,
+            reason: reason.to_owned(),
+        };
+        self.record(TAG_FOOTER, &serde_json::to_vec(&footer)?)?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+pub fn create(path: &Path, header: &Header) -> Result<Writer<BufWriter<File>>> {
+    let f =
+        File::create(path).with_context(|| format!("creating trace file {}", path.display()))?;
+    Writer::new(BufWriter::with_capacity(1 << 20, f), header)
+}
+
+/// One item read back from a trace.
+#[derive(Debug, Clone)]
+pub enum Item {
+    Event(Event),
+    Snapshot(Snapshot),
+    Footer(Footer),
+}
+
+pub struct Reader<R: Read> {
+    input: R,
+    pub header: Header,
+    /// Set when the file ended inside a record or without a footer.
+    pub warning: Option<String>,
+    done: bool,
+    seen_footer: bool,
+    /// Records are decoded where they lie in this buffer: `buf[pos..end]`
+    /// is read and not yet consumed (no copy or allocation per record).
+    buf: Vec<u8>,
+    pos: usize,
+    end: usize,
+}
+
+/// Bytes asked of the input at a time.
+const READ_CHUNK: usize = 1 << 20;
+/// Tag and length before every record's payload.
+const RECORD_HEAD: usize = 5;
+
+impl Reader<BufReader<File>> {
+    pub fn open(path: &Path) -> Result<Self> {
+        let f =
+            File::open(path).with_context(|| format!("opening trace file {}", path.display()))?;
+        Reader::new(BufReader::with_capacity(1 << 20, f))
+            .with_context(|| format!("reading trace file {}", path.display()))
+    }
+}
+
+/// Fills `buf`; Ok(false) on a clean EOF before the first byte.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => return Err(std::io::Error::new(ErrorKind::UnexpectedEof, "truncated")),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+impl<R: Read> Reader<R> {
+    pub fn new(mut input: R) -> Result<Self> {
+        let mut magic = [0u8; 8];
+        if !read_full(&mut input, &mut magic)? || &magic != MAGIC {
+            bail!("not a numatrace trace (bad magic); record one with `numatrace record -o FILE`");
+        }
+        let mut word = [0u8; 4];
+        read_full(&mut input, &mut word).context("truncated header")?;
+        let version = u32::from_le_bytes(word);
+        if version != FORMAT_VERSION {
+            bail!(
+                "trace format version {version}, this numatrace reads version {FORMAT_VERSION}: \
+                 use the numatrace release that recorded it"
+            );
+        }
+        read_full(&mut input, &mut word).context("truncated header")?;
+        let len = u32::from_le_bytes(word) as usize;
+        if len > 64 << 20 {
+            bail!("trace header claims {len} bytes: corrupt file");
+        }
+        let mut json = vec![0u8; len];
+        if !read_full(&mut input, &mut json).unwrap_or(false) {
+            bail!("trace file truncated inside its header: nothing to read");
+        }
+        let header: Header =
+            serde_json::from_slice(&json).context("trace header is not valid JSON")?;
+        if header.record_sizes != record_sizes() {
+            bail!(
+                "trace records have sizes {:?}, this numatrace expects {:?}: recorded by an incompatible build",
+                header.record_sizes,
+                record_sizes()
+            );
+        }
+        Ok(Reader {
+            input,
+            header,
+            warning: None,
+            done: false,
+            seen_footer: false,
+            buf: Vec::new(),
+            pos: 0,
+            end: 0,
+        })
+    }
+
+    /// Makes `n` bytes available at `buf[pos..]`; Ok(false) when the input
+    /// ends first (fewer are available then).
+    #[inline]
+    fn fill(&mut self, n: usize) -> std::io::Result<bool> {
+        if self.end - self.pos >= n {
+            return Ok(true);
+        }
+        self.buf.copy_within(self.pos..self.end, 0);
+        self.end -= self.pos;
+        self.pos = 0;
+        let want = n.max(READ_CHUNK);
+        if self.buf.len() < want {
+            self.buf.resize(want, 0);
+        }
+        while self.end < n {
+            match self.input.read(&mut self.buf[self.end..]) {
+                Ok(0) => return Ok(false),
+                Ok(k) => self.end += k,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    fn truncated(&mut self, what: &str) -> Option<Result<Item>> {
+        self.done = true;
+        self.warning = Some(format!(
+            "trace truncated {what}: read up to the last complete record"
+        ));
+        None
+    }
+}
+
+impl<R: Read> Iterator for Reader<R> {
+    type Item = Result<Item>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Result<Item>> {
+        if self.done {
+            return None;
+        }
+        match self.fill(RECORD_HEAD) {
+            Ok(true) => {}
+            Ok(false) if self.pos == self.end => {
+                self.done = true;
+                if !self.seen_footer {
+                    self.warning =
+                        Some("trace has no footer: the recording was interrupted".into());
+                }
+                return None;
+            }
+            Ok(false) => return self.truncated("inside a record header"),
+            Err(e) => return Some(Err(e.into())),
+        }
+        let head = &self.buf[self.pos..self.pos + RECORD_HEAD];
+        let tag = head[0];
+        let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        if len > 64 << 20 {
+            return self.truncated("(corrupt record length)");
+        }
+        match self.fill(RECORD_HEAD + len) {
+            Ok(true) => {}
+            Ok(false) => return self.truncated("inside a record"),
+            Err(e) => return Some(Err(e.into())),
+        }
+        let start = self.pos + RECORD_HEAD;
+        self.pos = start + len;
+        let payload = &self.buf[start..start + len];
+        let item = match tag {
+            TAG_FAULT | TAG_SCAN | TAG_SKIP => decode::decode(payload)
+                .map(Item::Event)
+                .map_err(anyhow::Error::from),
+            TAG_SNAPSHOT => serde_json::from_slice(payload)
+                .map(Item::Snapshot)
+                .map_err(anyhow::Error::from),
+            TAG_FOOTER => {
+                self.seen_footer = true;
+                serde_json::from_slice(payload)
+                    .map(Item::Footer)
+                    .map_err(anyhow::Error::from)
+            }
+            t => Err(anyhow::anyhow!("unknown record tag {t}")),
+        };
+        Some(item)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use numa_ebpf_common::Outcome;
+
+    use super::*;
+    use crate::decode::fixtures::fault;
+
+    pub(crate) fn header() -> Header {
+        Header {
+            format_version: FORMAT_VERSION,
+            numatrace_version: "test".into(),
+            abi_version: 1,
+            kernel_release: "6.12.0-test".into(),
+            attach_plan: None,
+            nodes: vec![],
+            memory_tiers: vec![],
+            tunables: topology::Tunables::default(),
+            numa_balancing: Some(2),
+            params: None,
+            started_unix_ns: 0,
+            started_mono_ns: 0,
+            attach_started_mono_ns: 0,
+            sample_every: 1,
+            stamp_entries: 1024,
+            record_sizes: record_sizes(),
+        }
+    }
+
+    fn sample_trace() -> Vec<u8> {
+        let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+        for i in 1..=3 {
+            w.event(&Event::Fault(fault(i, i, 100 * i, Outcome::PromoteHot)))
+                .expect("event");
+        }
+        w.snapshot(&Snapshot {
+            ts_ns: 5,
+            counters: vec![3],
+            ..Default::default()
+        })
+        .expect("snap");
+        w.finish(9, "duration").expect("finish")
+    }
+
+    fn read_all(bytes: &[u8]) -> (Vec<Item>, Option<String>) {
+        let mut r = Reader::new(bytes).expect("reader");
+        let items: Vec<Item> = r.by_ref().collect::<Result<_>>().expect("items");
+        (items, r.warning)
+    }
+
+    #[test]
+    fn roundtrip() {
+        let (items, warning) = read_all(&sample_trace());
+        assert_eq!(items.len(), 5);
+        assert!(warning.is_none());
+        assert!(matches!(&items[0], Item::Event(Event::Fault(f)) if f.seq_global == 1));
+        assert!(matches!(&items[4], Item::Footer(f) if f.events == 3 && f.reason == "duration"));
+    }
+
+    #[test]
+    fn truncated_file_reads_complete_records_and_warns() {
+        let bytes = sample_trace();
+        // Cut inside the second fault record.
+        let cut = bytes.len() - 200;
+        let (items, warning) = read_all(&bytes[..cut]);
+        assert!(
+            !items.is_empty() && items.len() < 5,
+            "{} items",
+            items.len()
+        );
+        assert!(warning.is_some_and(|w| w.contains("truncated")));
+    }
+
+    #[test]
+    fn missing_footer_warns() {
+        let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+        w.event(&Event::Fault(fault(1, 1, 1, Outcome::PromoteHot)))
+            .expect("event");
+        let bytes = w.out;
+        let (items, warning) = read_all(&bytes);
+        assert_eq!(items.len(), 1);
+        assert!(warning.is_some_and(|w| w.contains("no footer")));
+    }
+
+    /// Hands out at most 7 bytes per read: records straddle every refill.
+    struct Trickle<'a>(&'a [u8]);
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.0.len()).min(7);
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    fn describe(items: &[Item]) -> Vec<String> {
+        items.iter().map(|i| format!("{i:?}")).collect()
+    }
+
+    #[test]
+    fn short_reads_and_records_bigger_than_the_buffer() {
+        let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+        let big = Snapshot {
+            ts_ns: 1,
+            // A record of several MiB: bigger than one refill.
+            vmstat: (0..150_000).map(|i| (format!("counter_{i}"), i)).collect(),
+            ..Default::default()
+        };
+        for i in 1..=2000 {
+            w.event(&Event::Fault(fault(i, i % 7, i, Outcome::RejectLatency)))
+                .expect("event");
+            if i % 1000 == 0 {
+                w.snapshot(&big).expect("snap");
+            }
+        }
+        let bytes = w.finish(9, "duration").expect("finish");
+        assert!(bytes.len() > 3 * READ_CHUNK);
+        let (items, warning) = read_all(&bytes);
+        assert!(warning.is_none());
+        assert_eq!(items.len(), 2003);
+        assert!(matches!(&items[1000], Item::Snapshot(s) if s.vmstat.len() == 150_000));
+        assert!(matches!(&items[1001], Item::Event(Event::Fault(f)) if f.seq_global == 1001));
+        let mut r = Reader::new(Trickle(&bytes)).expect("reader");
+        let trickled: Vec<Item> = r.by_ref().collect::<Result<_>>().expect("items");
+        assert!(r.warning.is_none());
+        assert_eq!(describe(&trickled), describe(&items));
+    }
+
+    #[test]
+    fn cut_inside_a_record_header_and_corrupt_lengths() {
+        let bytes = sample_trace();
+        let footer = serde_json::to_vec(&Footer {
+            ended_mono_ns: 9,
+            events: 3,
+            reason: "duration".into(),
+        })
+        .expect("json");
+        let footer_at = bytes.len() - RECORD_HEAD - footer.len();
+        assert_eq!(bytes[footer_at], TAG_FOOTER);
+        for cut in footer_at + 1..footer_at + RECORD_HEAD {
+            let (items, warning) = read_all(&bytes[..cut]);
+            assert_eq!(items.len(), 4);
+            assert!(
+                warning
+                    .as_deref()
+                    .is_some_and(|w| w.contains("record header")),
+                "{warning:?}"
+            );
+        }
+        let (items, warning) = read_all(&bytes[..footer_at]);
+        assert_eq!(items.len(), 4);
+        assert!(warning.is_some_and(|w| w.contains("no footer")));
+        let mut corrupt = bytes.clone();
+        corrupt[footer_at + 1..footer_at + RECORD_HEAD].copy_from_slice(&u32::MAX.to_le_bytes());
+        let (items, warning) = read_all(&corrupt);
+        assert_eq!(items.len(), 4);
+        assert!(warning.is_some_and(|w| w.contains("corrupt record length")));
+    }
+
+    #[test]
+    fn bad_records_are_errors_and_reading_goes_on() {
+        let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+        w.record(TAG_FAULT, &[1, 0, 0, 0]).expect("short fault");
+        w.record(9, b"?").expect("unknown tag");
+        w.event(&Event::Fault(fault(1, 1, 1, Outcome::PromoteHot)))
+            .expect("event");
+        let bytes = w.finish(9, "duration").expect("finish");
+        let mut r = Reader::new(&bytes[..]).expect("reader");
+        let got: Vec<String> = r
+            .by_ref()
+            .map(|i| match i {
+                Ok(i) => format!("{i:?}").chars().take(12).collect(),
+                Err(e) => e.to_string(),
+            })
+            .collect();
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert!(got[0].contains("too short"), "{got:?}");
+        assert!(got[1].contains("unknown record tag 9"), "{got:?}");
+        assert!(got[2].starts_with("Event(Fault("), "{got:?}");
+        assert!(got[3].starts_with("Footer("), "{got:?}");
+        assert!(r.warning.is_none());
+    }
+
+    #[test]
+    fn wrong_version_and_magic_are_clear_errors() {
+        let mut bytes = sample_trace();
+        bytes[8] = 99;
+        let err = Reader::new(&bytes[..])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("format version 99"), "{err}");
+        let err = Reader::new(&b"garbage!garbage"[..])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("not a numatrace trace"), "{err}");
+    }
+
+    #[test]
+    fn truncated_header_is_an_error() {
+        let bytes = sample_trace();
+        let err = Reader::new(&bytes[..20])
+            .err()
+            .map(|e| format!("{e:#}"))
+            .unwrap_or_default();
+        assert!(err.contains("truncated"), "{err}");
+    }
+}

@@ -1,0 +1,6 @@
+//! The running host as numatrace reads it: the kernel's NUMA state from
+//! procfs/sysfs/debugfs, the monotonic clock, and the state file a running
+//! promoter publishes for `top` and `export`.
+pub mod clock;
+pub mod promoter_state;
+pub mod system;

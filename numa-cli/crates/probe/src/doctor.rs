@@ -1,0 +1,429 @@
+//! `numatrace doctor`: every prerequisite as a checklist with a remedy, the
+//! attach plan as actually attached, and a trial of each mechanism.
+use std::io::Write;
+
+use serde::Serialize;
+
+use numa_core::plan::{self, AttachPlan, HookStatus, Mechanism};
+use numa_host::system;
+
+use crate::{
+    discover,
+    load::{self, Trial},
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub status: Status,
+    pub detail: String,
+    pub remedy: String,
+}
+
+fn check(
+    name: &'static str,
+    status: Status,
+    detail: impl Into<String>,
+    remedy: impl Into<String>,
+) -> Check {
+    Check {
+        name,
+        status,
+        detail: detail.into(),
+        remedy: remedy.into(),
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub ok: bool,
+    pub kernel_release: String,
+    pub checks: Vec<Check>,
+    pub attach_plan: AttachPlan,
+    /// Mechanism name -> "ok" or "refused: <why>".
+    pub mechanisms: std::collections::BTreeMap<&'static str, String>,
+    pub trials: Vec<Trial>,
+    pub memory_tiers: Vec<numa_core::topology::MemoryTier>,
+    pub nodes: Vec<numa_core::topology::Node>,
+    pub numa_balancing: Option<u32>,
+    pub tunables: numa_core::topology::Tunables,
+}
+
+/// CAP_PERFMON and CAP_BPF (bits 38, 39) or CAP_SYS_ADMIN (21) in CapEff.
+pub fn privileged() -> (bool, String) {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let has = |bit: u32| cap_eff & (1u64 << bit) != 0;
+    let ok = has(21) || (has(38) && has(39));
+    (ok, format!("euid {euid}, CapEff {cap_eff:#x}"))
+}
+
+/// The checks that must pass before any probe is loaded; shared by every
+/// command that attaches (`stats --live`, `top`, ...), so they all explain a
+/// refusal the same way.
+pub fn preflight() -> Vec<Check> {
+    let mut checks = Vec::new();
+    let (priv_ok, who) = privileged();
+    checks.push(if priv_ok {
+        check("privileges", Status::Ok, who, "")
+    } else {
+        check(
+            "privileges",
+            Status::Fail,
+            format!("{who}: loading BPF programs needs CAP_BPF+CAP_PERFMON or CAP_SYS_ADMIN"),
+            "run as root: `sudo numatrace ...`",
+        )
+    });
+    let release = system::kernel_release();
+    checks.push(match numa_core::topology::parse_release(&release) {
+        Some((maj, min)) if (maj, min) >= (6, 1) => check("kernel", Status::Ok, release, ""),
+        Some((maj, min)) if (maj, min) >= (5, 18) => check(
+            "kernel",
+            Status::Warn,
+            format!("{release}: tiering mode exists but numatrace is tested on 6.1+"),
+            "use a 6.1 or newer kernel for supported results",
+        ),
+        _ => check(
+            "kernel",
+            Status::Fail,
+            format!("{release}: memory tiering promotion (numa_balancing=2) needs Linux 5.18+"),
+            "boot a 6.1 or newer kernel",
+        ),
+    });
+    checks.push(if std::path::Path::new(discover::BTF_VMLINUX).exists() {
+        check("btf", Status::Ok, discover::BTF_VMLINUX, "")
+    } else {
+        check(
+            "btf",
+            Status::Warn,
+            format!("{} missing: fentry/fexit unavailable, argument layouts guessed", discover::BTF_VMLINUX),
+            "use a kernel built with CONFIG_DEBUG_INFO_BTF=y (all Debian/Ubuntu/Fedora kernels are)",
+        )
+    });
+    checks.push(match discover::tracefs() {
+        Some(p) => check("tracefs", Status::Ok, p, ""),
+        None => check(
+            "tracefs",
+            Status::Warn,
+            "tracefs not mounted: cannot tell traceable functions or find tracepoints",
+            "mount -t tracefs nodev /sys/kernel/tracing",
+        ),
+    });
+    checks
+}
+
+fn system_checks(
+    numa_balancing: Option<u32>,
+    nodes: &[numa_core::topology::Node],
+    tiers: &[numa_core::topology::MemoryTier],
+    t: &numa_core::topology::Tunables,
+) -> Vec<Check> {
+    let mut checks = Vec::new();
+    checks.push(match numa_balancing {
+        Some(2) | Some(3) => check(
+            "numa_balancing",
+            Status::Ok,
+            format!("mode {} (tiering)", numa_balancing.unwrap_or(0)),
+            "",
+        ),
+        Some(1) => check(
+            "numa_balancing",
+            Status::Warn,
+            "mode 1 (normal): slow-tier pages are not promoted by the tiering policy",
+            "sysctl -w kernel.numa_balancing=2",
+        ),
+        Some(m) => check(
+            "numa_balancing",
+            Status::Fail,
+            format!("mode {m}: NUMA balancing is off, there are no hint faults to observe"),
+            "sysctl -w kernel.numa_balancing=2",
+        ),
+        None => check(
+            "numa_balancing",
+            Status::Fail,
+            "/proc/sys/kernel/numa_balancing missing: kernel without CONFIG_NUMA_BALANCING",
+            "use a kernel built with CONFIG_NUMA_BALANCING=y",
+        ),
+    });
+    checks.push(if nodes.len() >= 2 {
+        let cpuless: Vec<String> = nodes.iter().filter(|n| n.cpus.is_empty()).map(|n| n.id.to_string()).collect();
+        check(
+            "numa_nodes",
+            Status::Ok,
+            format!("{} nodes, CPU-less: [{}]", nodes.len(), cpuless.join(",")),
+            "",
+        )
+    } else {
+        check(
+            "numa_nodes",
+            Status::Fail,
+            format!("{} NUMA node(s): nothing can be promoted between nodes", nodes.len()),
+            "run on a host with slow memory (CXL/PMEM) or try the emulated one: `cargo xtask vm --shell`",
+        )
+    });
+    let tier_list = tiers
+        .iter()
+        .map(|t| format!("{}={:?}", t.tier, t.nodes))
+        .collect::<Vec<_>>()
+        .join(" ");
+    checks.push(if tiers.len() >= 2 {
+        check("memory_tiers", Status::Ok, tier_list, "")
+    } else {
+        check(
+            "memory_tiers",
+            Status::Fail,
+            format!("{} memory tier(s) [{tier_list}]: without a lower tier the kernel never promotes", tiers.len()),
+            "slow memory must be onlined as its own tier (HMAT on 6.12+, dax kmem on 6.1: see `cargo xtask vm`)",
+        )
+    });
+    checks.push(match t.demotion_enabled {
+        Some(true) => check("demotion_enabled", Status::Ok, "true", ""),
+        Some(false) => check(
+            "demotion_enabled",
+            Status::Warn,
+            "false: DRAM is not freed by demotion, so promotion stops once DRAM is full",
+            "echo true > /sys/kernel/mm/numa/demotion_enabled",
+        ),
+        None => check(
+            "demotion_enabled",
+            Status::Warn,
+            "unreadable",
+            "kernel without memory tiering sysfs",
+        ),
+    });
+    let fmt = |v: Option<u64>| v.map_or("?".to_owned(), |v| v.to_string());
+    checks.push(match t.hot_threshold_ms {
+        Some(ms) => check("hot_threshold_ms", Status::Ok, format!("{ms} ms"), ""),
+        None => check(
+            "hot_threshold_ms",
+            Status::Warn,
+            "unreadable (debugfs not mounted?)",
+            "mount -t debugfs none /sys/kernel/debug",
+        ),
+    });
+    checks.push(check(
+        "promote_rate_limit",
+        if t.promote_rate_limit_mbps.is_some() {
+            Status::Ok
+        } else {
+            Status::Warn
+        },
+        format!("{} MB/s", fmt(t.promote_rate_limit_mbps)),
+        if t.promote_rate_limit_mbps.is_some() {
+            ""
+        } else {
+            "kernel without numa_balancing_promote_rate_limit_MBps"
+        },
+    ));
+    checks.push(check(
+        "scan_settings",
+        if t.scan_period_min_ms.is_some() {
+            Status::Ok
+        } else {
+            Status::Warn
+        },
+        format!(
+            "delay {} ms, period {}..{} ms, size {} MB",
+            fmt(t.scan_delay_ms),
+            fmt(t.scan_period_min_ms),
+            fmt(t.scan_period_max_ms),
+            fmt(t.scan_size_mb)
+        ),
+        if t.scan_period_min_ms.is_some() {
+            ""
+        } else {
+            "mount -t debugfs none /sys/kernel/debug"
+        },
+    ));
+    checks
+}
+
+/// Runs every check. Attaches the plan for real when privileged.
+pub fn run() -> Report {
+    let mut checks = preflight();
+    let privileged = checks.first().is_some_and(|c| c.status == Status::Ok);
+    let facts = discover::discover();
+    let mut attach_plan = plan::build(&facts);
+    let mut trials = Vec::new();
+    let mut mechanisms = std::collections::BTreeMap::new();
+    if privileged {
+        let has_sys_enter = discover::tracefs().is_some_and(|t| {
+            std::path::Path::new(t)
+                .join("events/raw_syscalls/sys_enter")
+                .is_dir()
+        });
+        let tp_target = if has_sys_enter {
+            "raw_syscalls:sys_enter"
+        } else {
+            "sched:sched_switch"
+        };
+        for (m, target) in [
+            (Mechanism::Fentry, "vfs_read"),
+            (Mechanism::Kprobe, "vfs_read"),
+            (Mechanism::Tracepoint, tp_target),
+        ] {
+            let t = load::trial(m, target);
+            mechanisms.insert(
+                m.name(),
+                if t.ok {
+                    "ok".to_owned()
+                } else {
+                    format!("refused: {}", t.detail)
+                },
+            );
+            trials.push(t);
+        }
+        let fentry_ok = trials.first().is_some_and(|t| t.ok);
+        let kprobe_ok = trials.get(1).is_some_and(|t| t.ok);
+        checks.push(if fentry_ok {
+            check("function_probes", Status::Ok, "fentry/fexit work", "")
+        } else if kprobe_ok {
+            check(
+                "function_probes",
+                Status::Warn,
+                "fentry/fexit refused; kprobe/kretprobe fallback works",
+                "fentry needs CONFIG_DEBUG_INFO_BTF and BPF trampolines; kprobes are fine, slightly slower",
+            )
+        } else {
+            check(
+                "function_probes",
+                Status::Fail,
+                "tracing programs (fentry/fexit) are refused and kprobes are unavailable: no kernel function can be hooked",
+                "use a kernel with BPF trampolines (CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) or CONFIG_KPROBES; in a restricted VM/sandbox try the emulated test bed `cargo xtask vm`",
+            )
+        });
+        match load::attach(attach_plan.clone(), &load::LoadOptions::default()) {
+            Ok(probes) => attach_plan = probes.plan.clone(),
+            Err(e) => checks.push(check(
+                "bpf_object",
+                Status::Fail,
+                format!("{e:#}"),
+                "check `dmesg` and that BPF is enabled (CONFIG_BPF_SYSCALL)",
+            )),
+        }
+    } else {
+        for m in ["fentry", "kprobe", "tracepoint"] {
+            mechanisms.insert(m, "not tried: needs root".to_owned());
+        }
+    }
+    let bad: Vec<String> = attach_plan
+        .hooks
+        .iter()
+        .filter(|h| h.required && !matches!(h.status, HookStatus::Attached | HookStatus::Resolved))
+        .map(|h| format!("{} ({:?})", h.hook.name(), h.status).to_lowercase())
+        .collect();
+    checks.push(if bad.is_empty() {
+        check(
+            "attach_plan",
+            if privileged { Status::Ok } else { Status::Warn },
+            if privileged { "every required hook attached" } else { "resolved, not attached (needs root)" },
+            "",
+        )
+    } else {
+        check(
+            "attach_plan",
+            Status::Fail,
+            format!("required hooks not usable: {}", bad.join(", ")),
+            "see each hook's detail below; a kernel that inlines these functions needs a newer numatrace",
+        )
+    });
+    let numa_balancing = system::numa_balancing();
+    let nodes = system::nodes();
+    let memory_tiers = system::memory_tiers();
+    let tunables = system::tunables();
+    checks.extend(system_checks(
+        numa_balancing,
+        &nodes,
+        &memory_tiers,
+        &tunables,
+    ));
+    Report {
+        ok: checks.iter().all(|c| c.status != Status::Fail),
+        kernel_release: system::kernel_release(),
+        checks,
+        attach_plan,
+        mechanisms,
+        trials,
+        memory_tiers,
+        nodes,
+        numa_balancing,
+        tunables,
+    }
+}
+
+pub fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(out, "numatrace doctor: kernel {}", r.kernel_release)?;
+    writeln!(out)?;
+    for c in &r.checks {
+        let tag = match c.status {
+            Status::Ok => "[ok]  ",
+            Status::Warn => "[warn]",
+            Status::Fail => "[FAIL]",
+        };
+        writeln!(out, "  {tag} {:<20} {}", c.name, c.detail)?;
+        if !c.remedy.is_empty() && c.status != Status::Ok {
+            writeln!(out, "         {:<20} remedy: {}", "", c.remedy)?;
+        }
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "attach plan ({}):",
+        if r.attach_plan.complete {
+            "complete"
+        } else {
+            "INCOMPLETE"
+        }
+    )?;
+    for h in &r.attach_plan.hooks {
+        writeln!(
+            out,
+            "  {:<19} {:<28} {:<10} {:<14} {:<9}{} {}",
+            h.hook.name(),
+            h.target.as_deref().unwrap_or("-"),
+            h.mechanism.map_or("-", |m| m.name()),
+            h.layout.as_deref().unwrap_or("-"),
+            format!("{:?}", h.status).to_lowercase(),
+            if h.required { "" } else { " (optional)" },
+            h.detail
+        )?;
+    }
+    if !r.trials.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "mechanism trials:")?;
+        for t in &r.trials {
+            writeln!(
+                out,
+                "  {:<10} {:<4} {}",
+                t.mechanism,
+                if t.ok { "ok" } else { "no" },
+                t.detail
+            )?;
+        }
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{}",
+        if r.ok {
+            "ready."
+        } else {
+            "NOT ready: fix the [FAIL] lines above."
+        }
+    )?;
+    Ok(())
+}

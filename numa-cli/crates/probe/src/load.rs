@@ -1,0 +1,509 @@
+//! Loads the embedded BPF object and attaches one program per planned hook,
+//! falling back from fentry/fexit to kprobe/kretprobe when the kernel
+//! refuses tracing programs. Also the trivial per-mechanism trials of
+//! `numatrace doctor`.
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use aya::{
+    maps::{Array, PerCpuArray, RingBuf},
+    programs::{FEntry, FExit, KProbe, TracePoint},
+    Btf, Ebpf, EbpfLoader,
+};
+use numa_ebpf_common::{maps, programs as p, Counter, MigrateRet};
+
+use numa_core::{
+    params::KernelParams,
+    plan::{AttachPlan, Hook, HookStatus, Mechanism, PlannedHook, ProgramStat},
+};
+
+/// The BPF object built from `numa-ebpf` by build.rs.
+pub static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/numa-ebpf"));
+
+/// Entry or exit half of a hook's implementation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Half {
+    Entry,
+    Exit,
+}
+
+/// The programs implementing `hook` in the family of `mechanism`
+/// (tracing: fentry/fexit; probes: kprobe/kretprobe).
+fn programs(hook: Hook, mechanism: Mechanism) -> &'static [(&'static str, Half)] {
+    use Half::{Entry, Exit};
+    use Hook as H;
+    let tracing = matches!(mechanism, Mechanism::Fentry | Mechanism::Fexit);
+    match (hook, tracing) {
+        (H::HintFault, true) => &[(p::FENTRY_HINT_FAULT, Entry)],
+        (H::HintFault, false) => &[(p::KPROBE_HINT_FAULT, Entry)],
+        // fexit reads the arguments too; the decision's exchange is known
+        // without an entry program (numa-ebpf decision.rs).
+        (H::Decision, true) => &[(p::FEXIT_DECISION, Exit)],
+        (H::Decision, false) => &[(p::KPROBE_DECISION, Entry), (p::KRETPROBE_DECISION, Exit)],
+        (H::ScanStamp, true) => &[(p::FENTRY_SCAN_STAMP, Entry)],
+        (H::ScanStamp, false) => &[(p::KPROBE_SCAN_STAMP, Entry)],
+        (H::ScanRange, true) => &[(p::FENTRY_SCAN_RANGE, Entry), (p::FEXIT_SCAN_RANGE, Exit)],
+        (H::ScanRange, false) => &[
+            (p::KPROBE_SCAN_RANGE, Entry),
+            (p::KRETPROBE_SCAN_RANGE, Exit),
+        ],
+        (H::Migrate, true) => &[(p::FEXIT_MIGRATE, Exit)],
+        (H::Migrate, false) => &[(p::KRETPROBE_MIGRATE, Exit)],
+        (H::FaultAccount, true) => &[(p::FENTRY_FAULT_ACCOUNT, Entry)],
+        (H::FaultAccount, false) => &[(p::KPROBE_FAULT_ACCOUNT, Entry)],
+        (H::ThpFault, true) => &[(p::FENTRY_THP_FAULT, Entry)],
+        (H::ThpFault, false) => &[(p::KPROBE_THP_FAULT, Entry)],
+        (H::ThpScan, true) => &[(p::FENTRY_THP_SCAN, Entry)],
+        (H::ThpScan, false) => &[(p::KPROBE_THP_SCAN, Entry)],
+        (H::VmaSkip, _) => &[(p::TP_SKIP_VMA, Entry)],
+        (H::MigrateTracepoint, _) => &[(p::TP_MIGRATE_PAGES, Entry)],
+    }
+}
+
+/// The concrete mechanism of one half within a family.
+fn half_mechanism(family: Mechanism, half: Half) -> Mechanism {
+    match (family, half) {
+        (Mechanism::Tracepoint, _) => Mechanism::Tracepoint,
+        (Mechanism::Fentry | Mechanism::Fexit, Half::Entry) => Mechanism::Fentry,
+        (Mechanism::Fentry | Mechanism::Fexit, Half::Exit) => Mechanism::Fexit,
+        (_, Half::Entry) => Mechanism::Kprobe,
+        (_, Half::Exit) => Mechanism::Kretprobe,
+    }
+}
+
+fn unload(ebpf: &mut Ebpf, name: &str, mechanism: Mechanism) {
+    let Some(prog) = ebpf.program_mut(name) else {
+        return;
+    };
+    let _ = match mechanism {
+        Mechanism::Fentry => <&mut FEntry>::try_from(prog).map(|p| p.unload()),
+        Mechanism::Fexit => <&mut FExit>::try_from(prog).map(|p| p.unload()),
+        Mechanism::Kprobe | Mechanism::Kretprobe => {
+            <&mut KProbe>::try_from(prog).map(|p| p.unload())
+        }
+        Mechanism::Tracepoint => <&mut TracePoint>::try_from(prog).map(|p| p.unload()),
+    };
+}
+
+/// Attaches every program of one family for `hook`; all or nothing.
+fn attach_family(
+    ebpf: &mut Ebpf,
+    btf: Option<&Btf>,
+    hook: Hook,
+    family: Mechanism,
+    target: &str,
+    empty: bool,
+) -> Result<()> {
+    let progs = programs(hook, family)
+        .iter()
+        .map(|&(name, half)| {
+            if !empty {
+                return Ok((name, half));
+            }
+            p::empty_twin(name).map(|e| (e, half)).ok_or_else(|| {
+                anyhow!("--empty-programs has no program for {name}: it needs fentry/fexit")
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    for (i, &(name, half)) in progs.iter().enumerate() {
+        let m = half_mechanism(family, half);
+        if let Err(e) = attach_one(ebpf, btf, name, m, target) {
+            for &(done, h) in &progs[..i] {
+                unload(ebpf, done, half_mechanism(family, h));
+            }
+            return Err(e.context(format!("{} {name}", m.name())));
+        }
+    }
+    Ok(())
+}
+
+/// Loads and attaches one program; the error carries the kernel's answer.
+fn attach_one(
+    ebpf: &mut Ebpf,
+    btf: Option<&Btf>,
+    name: &str,
+    mechanism: Mechanism,
+    target: &str,
+) -> Result<()> {
+    let prog = ebpf
+        .program_mut(name)
+        .ok_or_else(|| anyhow!("program {name} missing from the BPF object"))?;
+    let need_btf = || {
+        btf.ok_or_else(|| {
+            anyhow!(
+                "{} needs kernel BTF ({})",
+                mechanism.name(),
+                super::discover::BTF_VMLINUX
+            )
+        })
+    };
+    match mechanism {
+        Mechanism::Fentry => {
+            let prog: &mut FEntry = prog.try_into()?;
+            prog.load(target, need_btf()?)?;
+            prog.attach()?;
+        }
+        Mechanism::Fexit => {
+            let prog: &mut FExit = prog.try_into()?;
+            prog.load(target, need_btf()?)?;
+            prog.attach()?;
+        }
+        Mechanism::Kprobe | Mechanism::Kretprobe => {
+            let prog: &mut KProbe = prog.try_into()?;
+            prog.load()?;
+            prog.attach(target, 0)?;
+        }
+        Mechanism::Tracepoint => {
+            let (cat, tp) = target
+                .split_once(':')
+                .ok_or_else(|| anyhow!("tracepoint {target} is not category:name"))?;
+            let prog: &mut TracePoint = prog.try_into()?;
+            prog.load()?;
+            prog.attach(cat, tp)?;
+        }
+    }
+    Ok(())
+}
+
+/// Puts the kernel's answer in plain words, keeping the raw error.
+pub fn explain(mechanism: Mechanism, e: &anyhow::Error) -> String {
+    let raw = format!("{e:#}");
+    let plain = if raw.contains("kprobe/type") || raw.contains("kprobe_events") {
+        "the kernel has no kprobes (CONFIG_KPROBES off)"
+    } else if raw.contains("Operation not permitted")
+        && matches!(mechanism, Mechanism::Fentry | Mechanism::Fexit)
+    {
+        "the kernel refuses tracing programs (fentry/fexit: EPERM)"
+    } else if raw.contains("Operation not permitted") {
+        "permission denied (EPERM): run as root"
+    } else if raw.contains("tracefs not found") {
+        "tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)"
+    } else {
+        return raw;
+    };
+    format!("{plain} [{raw}]")
+}
+
+/// Loaded, attached probes. Dropping this detaches everything.
+pub struct Probes {
+    ebpf: Ebpf,
+    run_stats: Option<std::os::fd::OwnedFd>,
+    /// CLOCK_MONOTONIC when attaching began: no stamp is older.
+    pub attach_started_ns: u64,
+    pub plan: AttachPlan,
+    pub params: KernelParams,
+    pub options: LoadOptions,
+}
+
+/// User-chosen sizes, filters and sampling.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    pub stamp_entries: u32,
+    pub ring_bytes: u32,
+    pub sample_every: u64,
+    pub filter_tgid: u32,
+    pub filter_cgroup: u64,
+    /// Attach the programs that do nothing instead (see numa-ebpf empty.rs).
+    pub empty_programs: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            stamp_entries: numa_ebpf_common::DEFAULT_STAMP_ENTRIES,
+            ring_bytes: numa_ebpf_common::DEFAULT_RING_BYTES,
+            sample_every: 1,
+            filter_tgid: 0,
+            filter_cgroup: 0,
+            empty_programs: false,
+        }
+    }
+}
+
+fn migrate_convention(plan: &AttachPlan) -> MigrateRet {
+    match plan.hook(Hook::Migrate).and_then(|h| h.target.as_deref()) {
+        Some("migrate_misplaced_page") => MigrateRet::OneOnSuccess,
+        _ => MigrateRet::ZeroOnSuccess,
+    }
+}
+
+/// The mm_migrate_pages reason number when the tracepoint can report the
+/// misplaced-folio migration's result (its fields and reasons are known and
+/// the plan has it), so the migrate hook needs no fexit of its own.
+fn migrate_via_tracepoint(plan: &AttachPlan, k: &KernelParams) -> Option<u32> {
+    let tp = plan.hook(Hook::MigrateTracepoint)?;
+    if tp.target.is_none() || tp.mechanism.is_none() || k.tp_migrate.is_none() {
+        return None;
+    }
+    k.numa_misplaced_reason()
+}
+
+/// `misplaced`: see [`migrate_via_tracepoint`].
+fn load_object(
+    plan: &AttachPlan,
+    k: &KernelParams,
+    o: &LoadOptions,
+    misplaced: Option<u32>,
+) -> Result<Ebpf> {
+    let convention = migrate_convention(plan) as u32;
+    let misplaced = misplaced.unwrap_or(u32::MAX);
+    let (tp_ok, tp_failed, tp_reason) = k.tp_migrate.unwrap_or((8, 16, 0));
+    let ring_bytes = o.ring_bytes.max(4096).next_power_of_two();
+    // The ring wakes its reader once this much is pending (else on a timer).
+    let ring_wake_bytes = u64::from(ring_bytes / 4);
+    let mut ebpf = EbpfLoader::new()
+        .override_global("MIGRATE_RET_CONVENTION", &convention, true)
+        .override_global("SYM_NB_MODE", &k.sym_nb_mode, true)
+        .override_global("NB_MODE_AT_LOAD", &k.nb_mode_at_load, true)
+        .override_global("SYM_HOT_THRESHOLD", &k.sym_hot_threshold, true)
+        .override_global("SYM_NODE_DATA", &k.sym_node_data, true)
+        .override_global("OFF_NBP_THRESHOLD", &k.off_nbp_threshold, true)
+        .override_global("TOPTIER_MASK", &k.toptier_mask, true)
+        .override_global("CPUPID_MASK", &k.cpupid_mask, true)
+        .override_global("ACCESS_TIME_BUCKETS", &k.access_time_buckets, true)
+        .override_global("SAMPLE_EVERY", &o.sample_every.max(1), true)
+        .override_global("FILTER_TGID", &o.filter_tgid, true)
+        .override_global("FILTER_CGROUP", &o.filter_cgroup, true)
+        .override_global("RING_WAKE_BYTES", &ring_wake_bytes, true)
+        .override_global("TP_MIGRATE_SUCCEEDED_OFF", &tp_ok, true)
+        .override_global("TP_MIGRATE_FAILED_OFF", &tp_failed, true)
+        .override_global("TP_MIGRATE_REASON_OFF", &tp_reason, true)
+        .override_global("TP_REASON_NUMA_MISPLACED", &misplaced, true)
+        .map_max_entries(maps::STAMPS, o.stamp_entries.max(1024))
+        .map_max_entries(maps::EVENTS, ring_bytes)
+        // THREADS is task storage, which aya creates but has no type for.
+        .allow_unsupported_maps()
+        .load(EBPF_OBJECT)
+        .context("loading the BPF object (creating maps)")?;
+    let mut cpu_node: Array<_, u32> = Array::try_from(
+        ebpf.map_mut(maps::CPU_NODE)
+            .ok_or_else(|| anyhow!("map {} missing", maps::CPU_NODE))?,
+    )?;
+    for (cpu, node) in &k.cpu_node {
+        if *cpu < numa_ebpf_common::MAX_CPUS {
+            cpu_node.set(*cpu, node, 0)?;
+        }
+    }
+    Ok(ebpf)
+}
+
+/// Attaches one resolved hook, falling back from tracing programs to
+/// probes, and records the outcome in `h`.
+fn attach_hook(ebpf: &mut Ebpf, btf: Option<&Btf>, h: &mut PlannedHook, empty: bool) {
+    let (Some(target), Some(first)) = (h.target.clone(), h.mechanism) else {
+        return;
+    };
+    let mut errors = Vec::new();
+    let mut mechanism = Some(first);
+    while let Some(m) = mechanism {
+        match attach_family(ebpf, btf, h.hook, m, &target, empty) {
+            Ok(()) => {
+                h.mechanism = Some(m);
+                h.status = HookStatus::Attached;
+                if !errors.is_empty() {
+                    h.detail = format!("{}; degraded to {}", errors.join("; "), m.name());
+                }
+                return;
+            }
+            Err(e) => errors.push(format!("{} refused: {}", m.name(), explain(m, &e))),
+        }
+        mechanism = m.probe_fallback();
+    }
+    h.status = HookStatus::Refused;
+    h.detail = errors.join("; ");
+}
+
+/// Attaches every resolved hook of `plan`. Hooks that cannot be attached
+/// are marked `Refused` with the kernel's error; the caller decides whether
+/// an incomplete plan is fatal (`plan.complete`).
+pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
+    let attach_started_ns = numa_host::clock::monotonic_ns();
+    let params = super::params::resolve();
+    let misplaced = migrate_via_tracepoint(&plan, &params);
+    let mut ebpf = load_object(&plan, &params, options, misplaced)?;
+    let btf = Btf::from_sys_fs().ok();
+    let via_tp = misplaced.is_some();
+    for h in plan.hooks.iter_mut() {
+        if via_tp && h.hook == Hook::Migrate {
+            continue; // after the tracepoint, below
+        }
+        attach_hook(&mut ebpf, btf.as_ref(), h, options.empty_programs);
+    }
+    let tp_attached = plan
+        .hook(Hook::MigrateTracepoint)
+        .is_some_and(|h| h.status == HookStatus::Attached);
+    if let Some(h) = plan.hooks.iter_mut().find(|h| h.hook == Hook::Migrate) {
+        if via_tp && tp_attached {
+            h.status = HookStatus::Attached;
+            // The target stays the function whose result this is.
+            h.detail = "result seen at migrate:mm_migrate_pages (reason numa_misplaced) \
+                inside the call: no fexit, one trampoline fewer per promotion"
+                .to_owned();
+            h.mechanism = Some(Mechanism::Tracepoint);
+        } else if via_tp {
+            // The tracepoint did not attach, so its program never runs:
+            // the fexit reports the result after all.
+            attach_hook(&mut ebpf, btf.as_ref(), h, options.empty_programs);
+        }
+    }
+    plan.refresh_complete();
+    Ok(Probes {
+        ebpf,
+        run_stats: None,
+        attach_started_ns,
+        plan,
+        params,
+        options: options.clone(),
+    })
+}
+
+impl Probes {
+    /// Every counter summed over CPUs, indexed by [`Counter`].
+    pub fn counters(&self) -> Result<Vec<u64>> {
+        read_counters(&self.ebpf)
+    }
+
+    /// A per-CPU u64 array summed over CPUs.
+    pub fn summed(&self, name: &str) -> Result<Vec<u64>> {
+        summed(&self.ebpf, name)
+    }
+
+    /// Run counts and run time of every attached program (needs
+    /// [`Probes::enable_run_stats`] or `kernel.bpf_stats_enabled=1`).
+    pub fn program_stats(&self) -> Vec<ProgramStat> {
+        self.ebpf
+            .programs()
+            .filter_map(|(name, prog)| {
+                let info = prog.info().ok()?;
+                let run_count = info.run_count();
+                let run_time_ns = info.run_time().as_nanos() as u64;
+                Some(ProgramStat {
+                    name: name.to_owned(),
+                    run_count,
+                    run_time_ns,
+                    ns_per_run: if run_count == 0 {
+                        0.0
+                    } else {
+                        run_time_ns as f64 / run_count as f64
+                    },
+                })
+            })
+            .filter(|p| p.run_count > 0)
+            .collect()
+    }
+
+    /// Turns on the kernel's BPF run-time accounting while `self` lives.
+    pub fn enable_run_stats(&mut self) -> Result<()> {
+        let fd = aya::sys::enable_stats(aya::sys::Stats::RunTime)
+            .context("enabling BPF run-time stats")?;
+        self.run_stats = Some(fd);
+        Ok(())
+    }
+
+    /// Takes the ring buffer out (once) for the event reader.
+    pub fn take_events(&mut self) -> Result<RingBuf<aya::maps::MapData>> {
+        let map = self
+            .ebpf
+            .take_map(maps::EVENTS)
+            .ok_or_else(|| anyhow!("ring buffer {} already taken or missing", maps::EVENTS))?;
+        Ok(RingBuf::try_from(map)?)
+    }
+}
+
+fn summed(ebpf: &Ebpf, name: &str) -> Result<Vec<u64>> {
+    let map = ebpf
+        .map(name)
+        .ok_or_else(|| anyhow!("map {name} missing from the BPF object"))?;
+    let array = PerCpuArray::<_, u64>::try_from(map)?;
+    (0..array.len())
+        .map(|i| Ok(array.get(&i, 0)?.iter().sum()))
+        .collect()
+}
+
+fn read_counters(ebpf: &Ebpf) -> Result<Vec<u64>> {
+    summed(ebpf, maps::COUNTERS)
+}
+
+pub fn counter(values: &[u64], c: Counter) -> u64 {
+    values.get(c as usize).copied().unwrap_or(0)
+}
+
+/// Result of one mechanism trial.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Trial {
+    pub mechanism: &'static str,
+    pub target: String,
+    pub ok: bool,
+    /// Times the trial program ran while we triggered it.
+    pub hits: u64,
+    pub detail: String,
+}
+
+/// Loads and attaches a trivial program with `mechanism` to `target`,
+/// triggers it by reading a procfs file, and counts its hits.
+pub fn trial(mechanism: Mechanism, target: &str) -> Trial {
+    let name = match mechanism {
+        Mechanism::Fentry | Mechanism::Fexit => p::TRIAL_FENTRY,
+        Mechanism::Kprobe | Mechanism::Kretprobe => p::TRIAL_KPROBE,
+        Mechanism::Tracepoint => p::TRIAL_TRACEPOINT,
+    };
+    let run = || -> Result<u64> {
+        let mut ebpf = EbpfLoader::new()
+            .allow_unsupported_maps()
+            .load(EBPF_OBJECT)
+            .context("loading the BPF object")?;
+        let btf = Btf::from_sys_fs().ok();
+        attach_one(&mut ebpf, btf.as_ref(), name, mechanism, target)?;
+        for _ in 0..8 {
+            let _ = std::fs::read_to_string("/proc/self/stat");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok(counter(&read_counters(&ebpf)?, Counter::TrialHits))
+    };
+    match run() {
+        Ok(hits) => Trial {
+            mechanism: mechanism.name(),
+            target: target.to_owned(),
+            ok: hits > 0,
+            hits,
+            detail: if hits > 0 {
+                format!("attached to {target}, fired {hits} times")
+            } else {
+                format!("attached to {target} but never fired")
+            },
+        },
+        Err(e) => Trial {
+            mechanism: mechanism.name(),
+            target: target.to_owned(),
+            ok: false,
+            hits: 0,
+            detail: explain(mechanism, &e),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the BPF object names a symbol `name` (NUL-terminated in its
+    /// string table).
+    fn in_object(name: &str) -> bool {
+        let needle = [name.as_bytes(), b"\0"].concat();
+        EBPF_OBJECT.windows(needle.len()).any(|w| w == needle)
+    }
+
+    #[test]
+    fn every_tracing_program_has_an_empty_twin_in_the_object() {
+        // The tracing family (tracepoint hooks have one family).
+        for hook in Hook::ALL {
+            for &(name, _) in programs(hook, Mechanism::Fentry) {
+                assert!(in_object(name), "{name} is not in the BPF object");
+                let twin =
+                    p::empty_twin(name).unwrap_or_else(|| panic!("{name} has no empty twin"));
+                assert!(in_object(twin), "{twin} is not in the BPF object");
+            }
+        }
+        assert!(p::empty_twin(p::KPROBE_HINT_FAULT).is_none());
+    }
+}

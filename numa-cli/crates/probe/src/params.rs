@@ -1,0 +1,96 @@
+//! Resolves [`KernelParams`] on the running kernel: addresses of kernel
+//! variables (kallsyms), struct field offsets (BTF), the cpupid layout,
+//! top-tier nodes and tracepoint field offsets (tracefs).
+use std::{collections::BTreeMap, fs, path::Path};
+
+use btf_rs::{Btf, Type};
+pub use numa_core::params::{cpupid_layout, parse_tp_format, toptier_mask, KernelParams};
+use numa_host::system;
+
+use crate::discover;
+
+/// Data symbols from /proc/kallsyms (0 when hidden by kptr_restrict).
+fn data_symbols(names: &[&str]) -> BTreeMap<String, u64> {
+    let text = fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let (addr, kind, name) = (it.next()?, it.next()?, it.next()?);
+            if !names.contains(&name) || !matches!(kind, "d" | "D" | "b" | "B" | "r" | "R") {
+                return None;
+            }
+            let addr = u64::from_str_radix(addr, 16).ok().filter(|a| *a != 0)?;
+            Some((name.to_owned(), addr))
+        })
+        .collect()
+}
+
+fn member_offset(btf: &Btf, strukt: &str, member: &str) -> Option<u32> {
+    btf.resolve_types_by_name(strukt)
+        .ok()?
+        .iter()
+        .find_map(|t| match t {
+            Type::Struct(s) => s.members.iter().find_map(|m| {
+                (btf.resolve_name(m).ok()? == member && m.bitfield_size().unwrap_or(0) == 0)
+                    .then(|| m.bit_offset() / 8)
+            }),
+            _ => None,
+        })
+}
+
+/// The top-tier node mask of the running system.
+pub fn resolve_toptier() -> u64 {
+    toptier_mask(&system::memory_tiers(), &system::nodes())
+}
+
+pub fn resolve() -> KernelParams {
+    let syms = data_symbols(&[
+        "sysctl_numa_balancing_mode",
+        "sysctl_numa_balancing_hot_threshold",
+        "node_data",
+    ]);
+    let btf = Btf::from_file(discover::BTF_VMLINUX).ok();
+    let kernel_max: u32 = fs::read_to_string("/sys/devices/system/cpu/kernel_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(8191);
+    let (cpupid_mask, access_time_buckets) = cpupid_layout(kernel_max + 1);
+    let nodes = system::nodes();
+    let tiers = system::memory_tiers();
+    let mut params = KernelParams {
+        sym_nb_mode: syms.get("sysctl_numa_balancing_mode").copied().unwrap_or(0),
+        sym_hot_threshold: syms
+            .get("sysctl_numa_balancing_hot_threshold")
+            .copied()
+            .unwrap_or(0),
+        sym_node_data: syms.get("node_data").copied().unwrap_or(0),
+        off_nbp_threshold: btf
+            .as_ref()
+            .and_then(|b| member_offset(b, "pglist_data", "nbp_threshold"))
+            .unwrap_or(0),
+        cpupid_mask,
+        access_time_buckets,
+        toptier_mask: toptier_mask(&tiers, &nodes),
+        nb_mode_at_load: system::numa_balancing().unwrap_or(0),
+        cpu_node: nodes
+            .iter()
+            .flat_map(|n| n.cpus.iter().map(move |c| (*c, n.id)))
+            .collect(),
+        ..KernelParams::default()
+    };
+    if let Some(root) = discover::tracefs() {
+        let path = Path::new(root).join("events/migrate/mm_migrate_pages/format");
+        if let Ok(text) = fs::read_to_string(path) {
+            let (fields, reasons) = parse_tp_format(&text);
+            if let (Some(s), Some(f), Some(r)) = (
+                fields.get("succeeded"),
+                fields.get("failed"),
+                fields.get("reason"),
+            ) {
+                params.tp_migrate = Some((*s, *f, *r));
+            }
+            params.migrate_reasons = reasons;
+        }
+    }
+    params
+}

@@ -1,0 +1,147 @@
+//! The one way a command attaches the probes: preflight with doctor's
+//! words, the attach plan, load and attach, refuse an incomplete plan; and
+//! the trace header that describes the session.
+use std::{os::unix::fs::MetadataExt, path::PathBuf};
+
+use anyhow::{bail, Context, Result};
+use numa_core::{decode::Snapshot, plan::HookStatus, topology::NUMA_VMSTAT, trace};
+use numa_ebpf_common::maps;
+use numa_host::{clock::monotonic_ns, system};
+
+use crate::{
+    discover, doctor,
+    load::{self, LoadOptions, Probes},
+};
+
+/// What an attaching command asks of the probes.
+#[derive(Debug, Clone)]
+pub struct ProbeOptions {
+    /// Only record events of this process (tgid).
+    pub pid: Option<u32>,
+    /// Only record events of processes in this cgroup (v2 directory).
+    pub cgroup: Option<PathBuf>,
+    /// Emit one fault record in N.
+    pub sample: u64,
+    /// Size of the per-folio stamp map.
+    pub max_folios: u32,
+    /// Ring buffer size in MiB.
+    pub ring_mb: u32,
+    /// Turn on the kernel's per-program run statistics.
+    pub bpf_stats: bool,
+    /// Attach programs that do nothing at the same hooks.
+    pub empty_programs: bool,
+}
+
+/// Refuses to go on when a prerequisite fails, with doctor's words.
+pub fn require_preflight() -> Result<()> {
+    let failed: Vec<String> = doctor::preflight()
+        .into_iter()
+        .filter(|c| c.status == doctor::Status::Fail)
+        .map(|c| format!("{}: {} (remedy: {})", c.name, c.detail, c.remedy))
+        .collect();
+    if !failed.is_empty() {
+        bail!(
+            "cannot attach probes:\n  {}\n(`numatrace doctor` checks everything)",
+            failed.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+fn load_options(a: &ProbeOptions) -> Result<LoadOptions> {
+    let filter_cgroup = match &a.cgroup {
+        Some(p) => std::fs::metadata(p)
+            .with_context(|| {
+                format!(
+                    "--cgroup {}: not a cgroup v2 directory (try /sys/fs/cgroup/...)",
+                    p.display()
+                )
+            })?
+            .ino(),
+        None => 0,
+    };
+    if let Some(pid) = a.pid {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            bail!("--pid {pid}: no such process (it may have exited); check with `ps -p {pid}`");
+        }
+    }
+    Ok(LoadOptions {
+        stamp_entries: a.max_folios,
+        ring_bytes: a.ring_mb.saturating_mul(1 << 20),
+        sample_every: a.sample.max(1),
+        filter_tgid: a.pid.unwrap_or(0),
+        filter_cgroup,
+        empty_programs: a.empty_programs,
+    })
+}
+
+/// Preflight, plan, attach; refuses an incomplete plan with the reasons.
+pub fn attach(a: &ProbeOptions) -> Result<Probes> {
+    require_preflight()?;
+    let options = load_options(a)?;
+    if options.empty_programs {
+        eprintln!(
+            "numatrace: --empty-programs: the attached programs do nothing, so every count is 0"
+        );
+    }
+    let mut probes = load::attach(numa_core::plan::build(&discover::discover()), &options)?;
+    if !probes.plan.complete {
+        let bad: Vec<String> = probes
+            .plan
+            .hooks
+            .iter()
+            .filter(|h| h.required && h.status != HookStatus::Attached)
+            .map(|h| format!("{}: {}", h.hook.name(), h.detail))
+            .collect();
+        bail!(
+            "required hooks could not be attached:\n  {}\n(`numatrace doctor` explains each)",
+            bad.join("\n  ")
+        );
+    }
+    if a.bpf_stats {
+        probes.enable_run_stats()?;
+    }
+    Ok(probes)
+}
+
+/// The trace header of a session on this host, as of now.
+pub fn header(probes: &Probes) -> trace::Header {
+    let unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    trace::Header {
+        format_version: trace::FORMAT_VERSION,
+        numatrace_version: env!("CARGO_PKG_VERSION").to_owned(),
+        abi_version: numa_ebpf_common::ABI_VERSION,
+        kernel_release: system::kernel_release(),
+        attach_plan: Some(probes.plan.clone()),
+        nodes: system::nodes(),
+        memory_tiers: system::memory_tiers(),
+        tunables: system::tunables(),
+        numa_balancing: system::numa_balancing(),
+        params: Some(probes.params.clone()),
+        started_unix_ns: unix_ns,
+        started_mono_ns: monotonic_ns(),
+        attach_started_mono_ns: probes.attach_started_ns,
+        sample_every: probes.options.sample_every,
+        stamp_entries: probes.options.stamp_entries,
+        record_sizes: trace::record_sizes(),
+    }
+}
+
+/// The probes' counters and histograms, summed over CPUs, with the NUMA
+/// vmstat counters read at the same moment.
+pub fn snapshot(probes: &Probes) -> Result<Snapshot> {
+    Ok(Snapshot {
+        ts_ns: monotonic_ns(),
+        counters: probes.counters()?,
+        hist_latency: probes.summed(maps::HIST_LATENCY)?,
+        hist_delta: probes.summed(maps::HIST_DELTA)?,
+        hist_sum: probes.summed(maps::HIST_SUM)?,
+        migrate_reason_pages: probes.summed(maps::MIGRATE_REASON_PAGES)?,
+        vmstat: system::vmstat()
+            .into_iter()
+            .filter(|(k, _)| NUMA_VMSTAT.contains(&k.as_str()))
+            .collect(),
+    })
+}

@@ -1,0 +1,296 @@
+//! `cargo xtask bench overhead`: the probes' cost, measured side by side in
+//! one VM boot. Each round runs the same hint-fault-bound workload four
+//! ways, order rotating: bare (`base`); under `numatrace stats --live
+//! --empty-programs` (`empty`: programs that do nothing at the same hooks,
+//! the cost of attaching at all); under `numatrace stats --live` at its
+//! defaults (`traced`); and the same with `--bpf-stats` (`stats`: the kernel's
+//! per-program run time, which itself costs two clock reads per program run,
+//! so the slowdown is taken from `traced`). The report gives, over the
+//! rounds (median, min, max):
+//!
+//! - the workload slowdown of `empty`, `traced` and `stats`: the base run's
+//!   CPU time with its hint faults at the run's system time per fault, over
+//!   the base run's CPU time (see [`same_work_ratio`]); the target is on
+//!   `traced`;
+//! - the fault-path cost: the workload's system time per hint fault;
+//! - from `stats`: each program's run time per hint fault and the BPF share
+//!   of the workload's CPU time;
+//! - hint faults/s, ring drops, and the guest's busy CPU (numatrace's own
+//!   userspace included).
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{ensure, Context, Result};
+use serde_json::Value;
+
+use super::{num, rotated, round_runs, Spread};
+use crate::results::read_json;
+
+pub const ROUNDS: usize = 6;
+
+/// One vCPU. The test bed runs all vCPUs on one host thread (TCG
+/// thread=single), switching between busy vCPUs every 100 ms; a guest with
+/// two sees time pass on the workload's CPU while the host emulates
+/// numatrace's reader on the other, and bills it to the workload. On one
+/// vCPU the guest scheduler runs them in turn and bills each its own time.
+pub const CPUS: u32 = 1;
+
+/// One run: 128 MiB on the slow node, touched at random; every page takes
+/// a hint fault once the scanner protects it (free DRAM: promoted). A run
+/// lasts until 24000 hint faults (of 32768 pages) have been taken, not a
+/// fixed time: whether the scanner's one burst of faults fell inside a
+/// fixed window decided a run's speed more than the probes did.
+const WORKLOAD: &str = "numatrace workload hot-chunks --slow-mb 128 --chunk-mb 128 --accesses 100000 --duration 2 --min-faults 24000 --max-duration 120";
+
+/// The four ways a round runs the workload: name and the numatrace command
+/// in front of it (none for the base run).
+const RUNS: [(&str, &str); 4] = [
+    ("base", ""),
+    ("empty", "numatrace stats --live --empty-programs --json --"),
+    ("traced", "numatrace stats --live --json --"),
+    ("stats", "numatrace stats --live --bpf-stats --json --"),
+];
+
+pub fn script() -> String {
+    let mut s = String::from("echo 2 > /proc/sys/kernel/numa_balancing\ncd /results\n");
+    for i in 0..ROUNDS {
+        // /proc/stat's first line around each run: the guest's busy CPU.
+        for (name, tool) in rotated(&RUNS, i) {
+            let run = format!("{name}_{i}");
+            let out = if tool.is_empty() {
+                String::new()
+            } else {
+                format!(" > tool_{run}.json")
+            };
+            s.push_str(&format!(
+                "head -1 /proc/stat > cpu_{run}_0.txt\n{tool} {WORKLOAD} --seed {i} --summary {run}.json{out} || exit 1\nhead -1 /proc/stat > cpu_{run}_1.txt\n"
+            ));
+        }
+    }
+    s
+}
+
+/// The workload's system time per hint fault, in µs.
+fn sys_us_per_fault(w: &Value) -> Result<f64> {
+    Ok(num(w, "sys_ms")? * 1000.0 / num(w, "numa_hint_faults")?.max(1.0))
+}
+
+/// The base run's CPU time with its system time per hint fault replaced by
+/// `run`'s, over the base run's CPU time: the workload's slowdown for the
+/// same work. The probes run only in the kernel, so only the system side is
+/// taken from `run`; the user side is not comparable between runs (the
+/// accesses made while waiting for the scanner, and their cost per access
+/// under TCG, swing 3-5x between runs of the same build, probes or not).
+fn same_work_ratio(base: &Value, run: &Value) -> Result<f64> {
+    let (ub, sb) = (num(base, "user_ms")?, num(base, "sys_ms")?);
+    let faults = num(base, "numa_hint_faults")?;
+    Ok((ub + faults * sys_us_per_fault(run)? / 1000.0) / (ub + sb).max(1e-9))
+}
+
+/// Busy CPU seconds of the guest between two `/proc/stat` "cpu" lines
+/// (user nice system idle iowait irq softirq steal, in USER_HZ = 100).
+fn busy_cpu_s(dir: &Path, run: &str) -> Result<f64> {
+    let read = |n: u32| -> Result<f64> {
+        let path = dir.join(format!("cpu_{run}_{n}.txt"));
+        let text =
+            std::fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
+        let f: Vec<f64> = text
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        ensure!(
+            f.len() >= 7,
+            "{} is not a /proc/stat cpu line",
+            path.display()
+        );
+        let idle = f[3] + f[4];
+        Ok(f.iter().take(8).sum::<f64>() - idle)
+    };
+    Ok((read(1)? - read(0)?) / 100.0)
+}
+
+/// Each figure of the report, one value per round.
+struct Figures {
+    /// Per tool run (`RUNS[1..]`): same-work CPU time / base.
+    same_work: Vec<Vec<f64>>,
+    /// Per run: the workload's system time per hint fault (µs).
+    sys_us: Vec<Vec<f64>>,
+    /// Per run: the guest's busy CPU seconds.
+    busy: Vec<Vec<f64>>,
+    faults_per_s: Vec<f64>,
+    bpf_ns_per_fault: Vec<f64>,
+    bpf_share: Vec<f64>,
+    per_program: BTreeMap<String, Vec<f64>>,
+    drops: u64,
+}
+
+pub fn report(dir: &Path) -> Result<()> {
+    let mut fig = Figures {
+        same_work: vec![Vec::new(); RUNS.len() - 1],
+        sys_us: vec![Vec::new(); RUNS.len()],
+        busy: vec![Vec::new(); RUNS.len()],
+        faults_per_s: Vec::new(),
+        bpf_ns_per_fault: Vec::new(),
+        bpf_share: Vec::new(),
+        per_program: BTreeMap::new(),
+        drops: 0,
+    };
+    println!("round | same-work CPU / base: empty  traced  stats | sys us/fault: base  empty traced  stats | traced faults/s | BPF ns/fault  % of CPU | guest busy CPU s: base empty traced stats");
+    for i in 0..ROUNDS {
+        let line = round(dir, i, &mut fig)?;
+        println!("{line}");
+    }
+    print_summary(&fig);
+    Ok(())
+}
+
+/// Adds round `i`'s figures to `fig`; returns its line of the table.
+fn round(dir: &Path, i: usize, fig: &mut Figures) -> Result<String> {
+    let runs = round_runs(dir, &RUNS, i)?;
+    let base = &runs[0];
+    let mut line = format!("{i:>5} |");
+    for (k, run) in runs[1..].iter().enumerate() {
+        let r = same_work_ratio(base, run)?;
+        fig.same_work[k].push(r);
+        line.push_str(&format!(" {r:>6.3}"));
+    }
+    line.push_str(" |");
+    for (k, run) in runs.iter().enumerate() {
+        let us = sys_us_per_fault(run)?;
+        fig.sys_us[k].push(us);
+        line.push_str(&format!(" {us:>6.1}"));
+    }
+    let traced = read_json(dir, &format!("tool_traced_{i}.json"))?;
+    let stats = read_json(dir, &format!("tool_stats_{i}.json"))?;
+    for t in [&traced, &stats] {
+        fig.drops += t["drops"].as_u64().unwrap_or(0);
+    }
+    let fps = traced["hint_faults"].as_f64().unwrap_or(0.0) / num(&traced, "duration_s")?;
+    fig.faults_per_s.push(fps);
+    let faults = stats["hint_faults"].as_u64().unwrap_or(0).max(1) as f64;
+    let mut bpf_ns = 0.0;
+    for p in stats["bpf_programs"].as_array().into_iter().flatten() {
+        let ns = p["run_time_ns"].as_f64().unwrap_or(0.0);
+        bpf_ns += ns;
+        if let Some(name) = p["name"].as_str() {
+            fig.per_program
+                .entry(name.to_owned())
+                .or_default()
+                .push(ns / faults);
+        }
+    }
+    let stats_run = &runs[3];
+    let cpu_ns = (num(stats_run, "user_ms")? + num(stats_run, "sys_ms")?) * 1e6;
+    let share = 100.0 * bpf_ns / cpu_ns.max(1.0);
+    fig.bpf_ns_per_fault.push(bpf_ns / faults);
+    fig.bpf_share.push(share);
+    line.push_str(&format!(
+        " | {fps:>15.0} | {:>12.0} {share:>8.1} |",
+        bpf_ns / faults
+    ));
+    for (k, (name, _)) in RUNS.iter().enumerate() {
+        let b = busy_cpu_s(dir, &format!("{name}_{i}"))?;
+        fig.busy[k].push(b);
+        line.push_str(&format!(" {b:>5.2}"));
+    }
+    Ok(line)
+}
+
+/// The figures over all rounds.
+fn print_summary(fig: &Figures) {
+    println!();
+    println!("BPF run time per hint fault, by program (ns, `stats` runs; all of a program's runs / hint faults):");
+    for (name, v) in &fig.per_program {
+        println!("  {name:<22} {:.0}", Spread::of(v));
+    }
+    println!();
+    println!("over {ROUNDS} rounds:");
+    let labels = [
+        "empty programs at the same hooks (the floor)",
+        "numatrace at its defaults (target <= 1.050)",
+        "numatrace with --bpf-stats",
+    ];
+    println!("  workload slowdown, CPU time for the same work / base:");
+    for (label, v) in labels.iter().zip(&fig.same_work) {
+        println!("    {label:<46} {}", Spread::of(v));
+    }
+    println!("  system time per hint fault (us):");
+    for ((name, _), v) in RUNS.iter().zip(&fig.sys_us) {
+        println!("    {name:<46} {:.1}", Spread::of(v));
+    }
+    println!(
+        "  BPF run time per hint fault (ns, all programs):  {:.0}",
+        Spread::of(&fig.bpf_ns_per_fault)
+    );
+    println!(
+        "  BPF share of the workload's CPU time (%):        {:.1}",
+        Spread::of(&fig.bpf_share)
+    );
+    println!(
+        "  hint faults/s with numatrace attached:           {:.0}",
+        Spread::of(&fig.faults_per_s)
+    );
+    println!("  guest busy CPU s (workload + numatrace's userspace):");
+    for ((name, _), v) in RUNS.iter().zip(&fig.busy) {
+        println!("    {name:<46} {:.2}", Spread::of(v));
+    }
+    println!(
+        "  ring buffer drops (traced and stats runs; target 0): {}",
+        fig.drops
+    );
+    println!("(QEMU TCG, one vCPU: the kernel and the JITed BPF are both emulated, so absolute");
+    println!(" times are not a real machine's. This workload does nothing but take hint faults,");
+    println!(" so its slowdown is the worst case; `empty` is what any tool attached at these");
+    println!(" hooks pays before its programs do anything.)");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn same_work_ratio_takes_only_the_system_side_from_the_run() {
+        let base = json!({"user_ms": 1000.0, "sys_ms": 1000.0, "numa_hint_faults": 20000.0});
+        // 50 us per fault in the base run; 75 us in the run, whose user side
+        // (any value) must not matter.
+        let run = json!({"user_ms": 123.0, "sys_ms": 1500.0, "numa_hint_faults": 20000.0});
+        let r = same_work_ratio(&base, &run).unwrap();
+        assert!((r - 1.25).abs() < 1e-9, "{r}");
+    }
+
+    /// The report reads exactly the files the script makes: write what the
+    /// script names (a run's summary, numatrace's output, /proc/stat lines)
+    /// and report on them.
+    #[test]
+    fn report_reads_what_the_script_writes() {
+        let dir = std::env::temp_dir().join(format!("overhead-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = script();
+        let words: Vec<&str> = script.split_whitespace().collect();
+        let mut runs = 0;
+        for (i, w) in words.iter().enumerate() {
+            let Some(next) = words.get(i + 1) else {
+                continue;
+            };
+            if *w == "--summary" {
+                runs += 1;
+                let summary = json!({"user_ms": 900.0, "sys_ms": 1500.0,
+                    "numa_hint_faults": 30000.0, "accesses": 1e6});
+                std::fs::write(dir.join(next), summary.to_string()).unwrap();
+            } else if *w == ">" && next.starts_with("tool_") {
+                let tool = json!({"hint_faults": 30000, "duration_s": 5.0, "drops": 0,
+                    "bpf_programs": [{"name": "fentry_hint_fault", "run_time_ns": 3e7}]});
+                std::fs::write(dir.join(next), tool.to_string()).unwrap();
+            } else if *w == ">" && next.starts_with("cpu_") {
+                let ticks = if next.ends_with("_0.txt") { 100 } else { 400 };
+                let line = format!("cpu  {ticks} 0 {ticks} 1000 0 0 0 0 0 0\n");
+                std::fs::write(dir.join(next), line).unwrap();
+            }
+        }
+        assert_eq!(runs, ROUNDS * RUNS.len());
+        report(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

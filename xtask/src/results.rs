@@ -1,0 +1,34 @@
+//! Reading what a guest left in its results directory: JSON and text files,
+//! and numbers inside JSON that fail with the path they were looked up at.
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+
+pub fn read_json(dir: &Path, name: &str) -> Result<Value> {
+    let path = dir.join(name);
+    let text = std::fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
+}
+
+/// The text file `name` in `dir` (a missing file is named without `dir`).
+pub fn text(dir: &Path, name: &str) -> Result<String> {
+    std::fs::read_to_string(dir.join(name)).with_context(|| format!("no {name}"))
+}
+
+/// The value at `path` (JSON object keys), or what is there instead.
+fn at<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
+    path.iter().fold(v, |cur, p| &cur[*p])
+}
+
+pub fn u(v: &Value, path: &[&str]) -> Result<u64> {
+    let cur = at(v, path);
+    cur.as_u64()
+        .with_context(|| format!("{} is not a number: {cur}", path.join(".")))
+}
+
+pub fn f(v: &Value, path: &[&str]) -> Result<f64> {
+    let cur = at(v, path);
+    cur.as_f64()
+        .with_context(|| format!("{} is not a number: {cur}", path.join(".")))
+}

@@ -1,0 +1,350 @@
+//! `cargo xtask vm`: the tiered-NUMA test bed. Boots a Debian guest kernel
+//! under QEMU (TCG: KVM does not work on this machine kind) with
+//! node 0 = all CPUs + DRAM and node 1 = CPU-less slow memory in a lower
+//! memory tier, runs one command as root in a busybox initramfs, and brings
+//! `/results` back over the serial console.
+//!
+//! This is the only runner: `demo` and `test` boot through [`boot`] too.
+//!
+//! Console protocol (written by test/vm-init/init, one marker per line):
+//! `===NUMATRACE-READY===` (test bed set up), `===NUMATRACE-SETUP-FAILED=== why`,
+//! `===NUMATRACE-RESULTS-BEGIN===`, base64 of a tar.gz of /results,
+//! `===NUMATRACE-RESULTS-END===`, `===NUMATRACE-EXIT-STATUS=N===`.
+
+mod boot;
+mod console;
+mod serial;
+mod topology;
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use crate::binary;
+use crate::cmd;
+use crate::host::Setup;
+use crate::initramfs::GuestFile;
+use crate::kernels::{self, Availability, Kernel, Series};
+
+pub use boot::boot;
+pub use console::is_kernel_problem;
+pub use topology::Topology;
+
+/// Exit status of `cargo xtask vm` when the test bed itself failed (boot
+/// failure, timeout, kernel oops/WARNING, guest setup), as opposed to the
+/// guest command's own status.
+pub const TESTBED_FAILURE: u8 = 125;
+
+/// Boot the tiered-NUMA guest and run COMMAND in it (as `sh -c`, in /, with
+/// numatrace in /bin). Exits with the command's status, or 125 if the test
+/// bed failed (no boot, timeout, kernel oops/BUG/WARNING, guest setup).
+///
+/// A single COMMAND argument is a shell script (`-- 'a; b'`); several are
+/// quoted and joined (`-- numatrace doctor --json`). Files written to
+/// /results in the guest land in --out.
+#[derive(clap::Args, Debug)]
+pub struct VmArgs {
+    /// Guest kernel series.
+    #[arg(long, value_enum, default_value = "6.12")]
+    pub kernel: Series,
+    /// Size of node 0 (CPUs + DRAM), e.g. 2G or 1536M. On 6.1 at most 2G.
+    #[arg(long, default_value = "2G", value_parser = parse_mib)]
+    pub dram: u64,
+    /// Size of node 1 (CPU-less, lower memory tier), e.g. 1G.
+    #[arg(long, default_value = "1G", value_parser = parse_mib)]
+    pub slow: u64,
+    /// Number of CPUs, all on node 0.
+    #[arg(long, default_value_t = 2)]
+    pub cpus: u32,
+    /// Seconds before QEMU is killed and the run reported as failed.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Extra file for the guest (default guest path: /bin/<name>). Repeatable.
+    #[arg(long = "file", value_name = "HOSTPATH[:GUESTPATH]")]
+    pub files: Vec<GuestFile>,
+    /// Where the guest's /results go [default: target/vm/<kernel>/results];
+    /// the console log is saved next to it as console.log.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Use the numatrace already built (target/x86_64-unknown-linux-musl/release).
+    #[arg(long)]
+    pub no_build: bool,
+    /// Put this static binary into the guest as /bin/numatrace (implies --no-build).
+    #[arg(long, value_name = "PATH", conflicts_with = "no_build")]
+    pub numatrace: Option<PathBuf>,
+    /// Interactive busybox shell on the serial console instead of a command
+    /// (Ctrl-A x kills QEMU).
+    #[arg(long, conflicts_with = "command")]
+    pub shell: bool,
+    /// The command to run in the guest.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `cargo xtask vm`.
+pub fn run(args: VmArgs) -> Result<ExitCode> {
+    let mut setup = Setup::new(false);
+    let topology = Topology {
+        dram_mib: args.dram,
+        slow_mib: args.slow,
+        cpus: args.cpus,
+    };
+    topology.validate(args.kernel.tiering())?;
+    let mode = if args.shell {
+        Mode::Shell
+    } else {
+        Mode::Command(command_script(&args.command)?)
+    };
+    let kernel = ready_kernel(args.kernel, &mut setup)?;
+    let numatrace = match args.numatrace {
+        Some(path) => {
+            binary::check_static(&path)?;
+            path
+        }
+        None => numatrace(!args.no_build, &mut setup)?,
+    };
+    let out = args
+        .out
+        .unwrap_or_else(|| state_dir(args.kernel).join("results"));
+    let guest = Guest {
+        kernel: &kernel,
+        topology,
+        numatrace: &numatrace,
+        files: &args.files,
+        mode,
+        timeout: Duration::from_secs(args.timeout),
+        out: &out,
+    };
+    let outcome = boot(&guest)?;
+    if args.shell {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(failure) = outcome.failure() {
+        eprintln!("\nerror: {failure}");
+        eprintln!(
+            "--- last console lines ({}) ---",
+            outcome.console_log.display()
+        );
+        for line in outcome.tail(40) {
+            eprintln!("{line}");
+        }
+        return Ok(ExitCode::from(TESTBED_FAILURE));
+    }
+    let status = outcome.exit_status.unwrap_or(i32::from(TESTBED_FAILURE));
+    println!(
+        "numatrace-vm: command exited with status {status}; results in {}",
+        out.display()
+    );
+    Ok(ExitCode::from(status.clamp(0, 255) as u8))
+}
+
+/// Host packages present and a kernel of `series` in the cache (runs the
+/// needed parts of setup; `cargo xtask setup` updates to the newest);
+/// fails if the series cannot be fetched.
+pub fn ready_kernel(series: Series, setup: &mut Setup) -> Result<Kernel> {
+    setup.host_packages()?;
+    match kernels::present(series, setup)? {
+        Availability::Ready(kernel) => Ok(kernel),
+        Availability::Unavailable(why) => bail!("no {series} guest kernel: {why}"),
+    }
+}
+
+/// The release musl numatrace: built now, or the existing one if `build` is false.
+pub fn numatrace(build: bool, setup: &mut Setup) -> Result<PathBuf> {
+    if build {
+        return binary::build(true, setup);
+    }
+    let path = binary::path(true);
+    if !path.is_file() {
+        bail!(
+            "--no-build, but {} does not exist: run `cargo xtask build --release` first",
+            path.display()
+        );
+    }
+    binary::check_static(&path)?;
+    Ok(path)
+}
+
+/// Per-kernel scratch directory: target/vm/<kernel>/.
+pub fn state_dir(series: Series) -> PathBuf {
+    cmd::target_dir().join("vm").join(series.name())
+}
+
+/// Takes the exclusive lock of a kernel's scratch directory, waiting (and
+/// saying so) while another `cargo xtask` run boots that kernel.
+fn lock_state(state: &Path) -> Result<fs::File> {
+    let path = state.join(".lock");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => return Ok(file),
+        Err(fs::TryLockError::WouldBlock) => eprintln!(
+            "waiting for another `cargo xtask` VM run on this kernel to finish ({} is locked)",
+            path.display()
+        ),
+        Err(fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("cannot lock {}", path.display()))
+        }
+    }
+    file.lock()
+        .with_context(|| format!("cannot lock {}", path.display()))?;
+    Ok(file)
+}
+
+/// What the guest runs.
+pub enum Mode {
+    /// A shell script, run with `sh` in / (becomes /cmd.sh).
+    Command(String),
+    /// An interactive shell on the console, QEMU attached to this terminal.
+    Shell,
+}
+
+/// One boot.
+pub struct Guest<'a> {
+    pub kernel: &'a Kernel,
+    pub topology: Topology,
+    pub numatrace: &'a Path,
+    pub files: &'a [GuestFile],
+    pub mode: Mode,
+    pub timeout: Duration,
+    /// Receives the guest's /results; `../console.log` gets the console.
+    pub out: &'a Path,
+}
+
+/// What happened during one boot.
+pub struct Outcome {
+    /// The command's status as the guest reported it.
+    pub exit_status: Option<i32>,
+    pub timed_out: bool,
+    pub timeout: Duration,
+    /// Guest-side test bed setup failure (`===NUMATRACE-SETUP-FAILED===`).
+    pub setup_failed: Option<String>,
+    /// Console lines that show the kernel in trouble ([`is_kernel_problem`]).
+    pub kernel_problems: Vec<String>,
+    /// Results missing or undecodable.
+    pub results_error: Option<String>,
+    /// QEMU's own stderr.
+    pub qemu_errors: Vec<String>,
+    /// The console as shown (base64 block elided), also saved to `console_log`.
+    pub console: String,
+    pub console_log: PathBuf,
+    /// From QEMU start to `===NUMATRACE-READY===`.
+    pub ready_after: Option<Duration>,
+    pub elapsed: Duration,
+    /// Held while the results are read: another run on the same kernel
+    /// waits instead of overwriting this one's scratch directory.
+    _lock: fs::File,
+}
+
+impl Outcome {
+    /// Why this boot failed as a test bed, if it did (the command's own
+    /// non-zero status is not a test bed failure).
+    pub fn failure(&self) -> Option<String> {
+        let mut why = Vec::new();
+        if self.timed_out {
+            why.push(format!(
+                "timed out after {} s; QEMU was killed",
+                self.timeout.as_secs()
+            ));
+        } else if self.exit_status.is_none() {
+            let mut msg =
+                "the guest never reported an exit status (boot failure or crash)".to_string();
+            if !self.qemu_errors.is_empty() {
+                let _ = write!(msg, "; QEMU said: {}", self.qemu_errors.join(" | "));
+            }
+            why.push(msg);
+        }
+        if let Some(setup) = &self.setup_failed {
+            why.push(format!("test bed setup failed in the guest: {setup}"));
+        }
+        if !self.kernel_problems.is_empty() {
+            why.push(format!(
+                "kernel problems on the console:\n  {}",
+                self.kernel_problems.join("\n  ")
+            ));
+        }
+        if self.exit_status.is_some() {
+            if let Some(err) = &self.results_error {
+                why.push(format!("results: {err}"));
+            }
+        }
+        (!why.is_empty()).then(|| why.join("\n"))
+    }
+
+    pub fn tail(&self, n: usize) -> Vec<&str> {
+        let lines: Vec<&str> = self.console.lines().collect();
+        lines[lines.len().saturating_sub(n)..].to_vec()
+    }
+}
+
+/// `-- a b c` -> a shell command line; a single argument is taken as a script.
+fn command_script(args: &[String]) -> Result<String> {
+    match args {
+        [] => bail!(
+            "nothing to run: give a command after `--` \
+             (e.g. `cargo xtask vm -- numatrace doctor`) or use --shell"
+        ),
+        [script] => Ok(format!("{script}\n")),
+        argv => Ok(format!(
+            "{}\n",
+            argv.iter()
+                .map(|a| shell_quote(a))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )),
+    }
+}
+
+/// Single-quotes `s` for sh.
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// "2G", "1536M", "1024" (MiB) -> MiB.
+fn parse_mib(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, factor) = match s.char_indices().last() {
+        Some((i, 'G' | 'g')) => (&s[..i], 1024),
+        Some((i, 'M' | 'm')) => (&s[..i], 1),
+        _ => (s, 1),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(factor))
+        .ok_or_else(|| format!("{s:?} is not a size like 2G or 1536M"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_mib("2G"), Ok(2048));
+        assert_eq!(parse_mib("1536M"), Ok(1536));
+        assert_eq!(parse_mib("512"), Ok(512));
+        assert!(parse_mib("lots").is_err());
+    }
+
+    #[test]
+    fn commands() {
+        assert_eq!(
+            command_script(&["echo hi; exit 3".into()]).expect("valid"),
+            "echo hi; exit 3\n"
+        );
+        assert_eq!(
+            command_script(&["sh".into(), "-c".into(), "echo 'x'".into()]).expect("valid"),
+            "'sh' '-c' 'echo '\\''x'\\'''\n"
+        );
+        assert!(command_script(&[]).is_err());
+    }
+}

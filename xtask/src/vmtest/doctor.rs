@@ -1,0 +1,148 @@
+//! `numatrace doctor --json` on the test bed.
+use std::path::Path;
+
+use anyhow::{bail, ensure, Context, Result};
+use serde_json::Value;
+
+use crate::kernels::Series;
+
+pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
+numatrace doctor --json > "$RESULTS/doctor.json"
+echo $? > "$RESULTS/doctor.rc"
+"#;
+
+/// `numatrace doctor --json` sees the test bed as it is: everything attaches,
+/// two memory tiers with node 1 below node 0, and the kernel's own NUMA
+/// functions as hook targets.
+pub fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
+    let rc = std::fs::read_to_string(dir.join("doctor.rc")).context("no doctor.rc")?;
+    let json_text = std::fs::read_to_string(dir.join("doctor.json")).context("no doctor.json")?;
+    ensure!(
+        rc.trim() == "0",
+        "numatrace doctor --json exited with {}",
+        rc.trim()
+    );
+    let doc: Value = serde_json::from_str(&json_text)
+        .with_context(|| format!("doctor.json is not JSON: {}", snippet(&json_text)))?;
+    check_json(&doc, series)
+}
+
+fn check_json(doc: &Value, series: Series) -> Result<()> {
+    let failing: Vec<String> = doc["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["status"] == "fail")
+        .map(|c| format!("{}: {}", c["name"], c["detail"]))
+        .collect();
+    ensure!(
+        doc["ok"] == Value::Bool(true),
+        "\"ok\" is {} (failing checks: {})",
+        doc["ok"],
+        failing.join("; ")
+    );
+    ensure!(
+        doc["attach_plan"]["complete"] == Value::Bool(true),
+        "attach_plan.complete is {}",
+        doc["attach_plan"]["complete"]
+    );
+
+    let tiers = doc["memory_tiers"]
+        .as_array()
+        .context("memory_tiers is not an array")?;
+    ensure!(
+        tiers.len() >= 2,
+        "memory_tiers has {} entries, want >= 2: {}",
+        tiers.len(),
+        doc["memory_tiers"]
+    );
+    let tier_of = |node: u64| {
+        tiers.iter().find_map(|t| {
+            let nodes = t["nodes"].as_array()?;
+            nodes
+                .iter()
+                .any(|n| n.as_u64() == Some(node))
+                .then(|| t["id"].as_u64())?
+        })
+    };
+    match (tier_of(0), tier_of(1)) {
+        (Some(t0), Some(t1)) if t1 > t0 => {}
+        (t0, t1) => bail!(
+            "node 1 (tier {t1:?}) is not in a lower tier than node 0 (tier {t0:?}): {}",
+            doc["memory_tiers"]
+        ),
+    }
+
+    let hooks = doc["attach_plan"]["hooks"]
+        .as_array()
+        .context("attach_plan.hooks is not an array")?;
+    let targets: Vec<&str> = hooks.iter().filter_map(|h| h["target"].as_str()).collect();
+    let expected: &[&str] = match series {
+        Series::V6_1 => &["numa_migrate_prep", "migrate_misplaced_page"],
+        Series::V6_12 | Series::V7_2 => &["numa_migrate_check", "migrate_misplaced_folio"],
+    };
+    for want in expected {
+        ensure!(
+            targets.contains(want),
+            "no hook targets {want} on {series} (targets: {})",
+            targets.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn snippet(text: &str) -> String {
+    let s: String = text.chars().take(300).collect();
+    if s.len() < text.len() {
+        format!("{s}...")
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doctor(ok: bool, tiers: Value, targets: &[&str]) -> Value {
+        let hooks: Vec<Value> = targets
+            .iter()
+            .map(|t| {
+                serde_json::json!({"hook": "h", "target": t, "mechanism": "fentry",
+                "layout": null, "required": true, "status": "attached", "detail": ""})
+            })
+            .collect();
+        serde_json::json!({
+            "ok": ok,
+            "kernel_release": "6.12.117+deb12-amd64",
+            "checks": [],
+            "attach_plan": {"complete": true, "hooks": hooks},
+            "memory_tiers": tiers,
+            "numa_balancing": 2,
+        })
+    }
+
+    fn two_tiers() -> Value {
+        serde_json::json!([
+            {"tier": "memory_tier4", "id": 4, "nodes": [0]},
+            {"tier": "memory_tier22", "id": 22, "nodes": [1]},
+        ])
+    }
+
+    #[test]
+    fn doctor_json_checks() {
+        let folio = ["numa_migrate_check", "migrate_misplaced_folio"];
+        let page = ["numa_migrate_prep", "migrate_misplaced_page"];
+        assert!(check_json(&doctor(true, two_tiers(), &folio), Series::V6_12).is_ok());
+        assert!(check_json(&doctor(true, two_tiers(), &page), Series::V6_1).is_ok());
+        assert!(check_json(&doctor(true, two_tiers(), &folio), Series::V6_1).is_err());
+        assert!(check_json(&doctor(false, two_tiers(), &folio), Series::V6_12).is_err());
+        let one_tier = serde_json::json!([{"tier": "memory_tier4", "id": 4, "nodes": [0, 1]}]);
+        assert!(check_json(&doctor(true, one_tier, &folio), Series::V6_12).is_err());
+        let inverted = serde_json::json!([
+            {"tier": "memory_tier4", "id": 4, "nodes": [1]},
+            {"tier": "memory_tier22", "id": 22, "nodes": [0]},
+        ]);
+        assert!(check_json(&doctor(true, inverted, &folio), Series::V6_12).is_err());
+    }
+}

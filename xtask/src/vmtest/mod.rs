@@ -1,0 +1,320 @@
+//! Tests that need a real kernel: each is a guest shell script plus a host
+//! check of what it left in its results directory. All tests for one kernel
+//! run in a single boot (a TCG boot costs seconds); each writes to
+//! `/results/<name>/` and is reported on its own.
+//!
+//! Tests run in table order in the same guest, so a test must set any global
+//! state it relies on (e.g. `numa_balancing`) itself.
+//!
+//! Each test is a file here holding its guest script (`SCRIPT`) and its
+//! host-side check (`check`); [`TESTS`] lists them in run order.
+
+mod doctor;
+mod export;
+mod probe_count;
+mod promote;
+mod recording;
+mod shadow;
+mod top;
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context, Result};
+
+use crate::kernels::{Kernel, Series};
+use crate::vm::{self, Guest, Mode, Topology};
+
+/// One VM test.
+pub struct VmTest {
+    pub name: &'static str,
+    /// Run with `sh` in `$RESULTS` (= /results/<name>), numatrace on PATH.
+    /// Its exit status must be 0.
+    pub script: &'static str,
+    pub kernels: &'static [Series],
+    /// The guest kills the script after this long.
+    pub timeout_s: u64,
+    /// Host-side check: (results dir, this test's console lines, kernel).
+    pub check: fn(&Path, &str, Series) -> Result<()>,
+}
+
+pub const TESTS: &[VmTest] = &[
+    VmTest {
+        name: "doctor",
+        script: doctor::SCRIPT,
+        kernels: &Series::ALL,
+        timeout_s: 180,
+        check: doctor::check,
+    },
+    VmTest {
+        name: "probe_count",
+        script: probe_count::SCRIPT,
+        kernels: &Series::ALL,
+        timeout_s: 180,
+        check: probe_count::check,
+    },
+    // Records the trace that `shadow` reads.
+    VmTest {
+        name: "recording",
+        script: recording::SCRIPT,
+        kernels: &Series::ALL,
+        timeout_s: 400,
+        check: recording::check,
+    },
+    VmTest {
+        name: "shadow",
+        script: shadow::SCRIPT,
+        kernels: &Series::ALL,
+        timeout_s: 120,
+        check: shadow::check,
+    },
+    VmTest {
+        name: "top",
+        script: top::SCRIPT,
+        kernels: &Series::ALL,
+        timeout_s: 240,
+        check: top::check,
+    },
+    VmTest {
+        name: "export",
+        script: export::SCRIPT,
+        kernels: &Series::ALL,
+        timeout_s: 120,
+        check: export::check,
+    },
+    VmTest {
+        name: "promote",
+        script: promote::SCRIPT,
+        kernels: &[Series::V6_1, Series::V6_12],
+        timeout_s: 300,
+        check: promote::check,
+    },
+];
+
+/// Judges the results a hand-run `name` test left in `dir` (no console).
+pub fn check_results(name: &str, dir: &Path, series: Series) -> Result<()> {
+    let Some(test) = TESTS.iter().find(|t| t.name == name) else {
+        let names: Vec<&str> = TESTS.iter().map(|t| t.name).collect();
+        bail!(
+            "no VM test named {name:?}; the tests are: {}",
+            names.join(", ")
+        );
+    };
+    (test.check)(dir, "", series)
+}
+
+/// Result of one VM test.
+pub struct TestResult {
+    pub name: String,
+    pub outcome: Result<()>,
+    /// Guest-side wall time of the test (from its end marker), if it ran.
+    pub seconds: Option<u64>,
+}
+
+const TEST_BEGIN: &str = "===NUMATRACE-TEST-BEGIN ";
+const TEST_END: &str = "===NUMATRACE-TEST-END ";
+
+/// Boots `kernel` once and runs every test of [`TESTS`] that applies to it.
+pub fn run_kernel(kernel: &Kernel, numatrace: &Path) -> Vec<TestResult> {
+    let tests: Vec<&VmTest> = TESTS
+        .iter()
+        .filter(|t| t.kernels.contains(&kernel.series))
+        .collect();
+    let out = vm::state_dir(kernel.series).join("test/results");
+    let boot_budget_s = 120;
+    // tmux for the `top` test; without it that test fails and says why.
+    let files = top::guest_files().unwrap_or_default();
+    let guest = Guest {
+        kernel,
+        topology: Topology::default(),
+        numatrace,
+        files: &files,
+        mode: Mode::Command(guest_script(&tests)),
+        timeout: Duration::from_secs(
+            boot_budget_s + tests.iter().map(|t| t.timeout_s).sum::<u64>(),
+        ),
+        out: &out,
+    };
+    let outcome = match vm::boot(&guest) {
+        Ok(outcome) => outcome,
+        Err(err) => {
+            let msg = format!("{err:#}");
+            return tests
+                .iter()
+                .map(|t| TestResult {
+                    name: t.name.to_string(),
+                    outcome: Err(anyhow::anyhow!("cannot boot: {msg}")),
+                    seconds: None,
+                })
+                .collect();
+        }
+    };
+    let sections: Vec<(&VmTest, String)> = tests
+        .iter()
+        .map(|t| (*t, section(&outcome.console, t.name)))
+        .collect();
+    let boot_failure = boot_failure(&outcome, &sections);
+    sections
+        .into_iter()
+        .map(|(t, console)| {
+            let outcome = if boot_failure.is_empty() {
+                judge(t, &out.join(t.name), &console, kernel.series)
+            } else {
+                Err(anyhow::anyhow!(
+                    "{} (console: {})",
+                    boot_failure.join("; "),
+                    outcome_log(&out)
+                ))
+            };
+            TestResult {
+                name: t.name.to_string(),
+                outcome,
+                seconds: test_seconds(&out.join(t.name)),
+            }
+        })
+        .collect()
+}
+
+/// Why every test of this boot fails, if it does: kernel problems outside
+/// every test's section (e.g. at boot) and all other test bed failures.
+fn boot_failure(outcome: &vm::Outcome, sections: &[(&VmTest, String)]) -> Vec<String> {
+    let stray_problems: Vec<&String> = outcome
+        .kernel_problems
+        .iter()
+        .filter(|p| {
+            !sections
+                .iter()
+                .any(|(_, s)| s.lines().any(|l| l == p.as_str()))
+        })
+        .collect();
+    let mut boot_failure = Vec::new();
+    if outcome.timed_out || outcome.exit_status.is_none() || outcome.setup_failed.is_some() {
+        boot_failure.extend(outcome.failure());
+    } else if let Some(err) = &outcome.results_error {
+        boot_failure.push(format!("results: {err}"));
+    }
+    if !stray_problems.is_empty() {
+        boot_failure.push(format!(
+            "kernel problems on the console: {}",
+            stray_problems
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ));
+    }
+    boot_failure
+}
+
+fn outcome_log(out: &Path) -> String {
+    out.parent()
+        .unwrap_or(Path::new("."))
+        .join("console.log")
+        .display()
+        .to_string()
+}
+
+fn judge(test: &VmTest, dir: &Path, console: &str, series: Series) -> Result<()> {
+    let problems: Vec<&str> = console
+        .lines()
+        .filter(|l| vm::is_kernel_problem(l))
+        .collect();
+    ensure!(
+        problems.is_empty(),
+        "kernel problems during the test: {}",
+        problems.join(" | ")
+    );
+    let status_file = dir.join("exit_status");
+    let status = std::fs::read_to_string(&status_file)
+        .with_context(|| format!("no {} (the test did not run?)", status_file.display()))?;
+    match status.trim() {
+        "0" => {}
+        "137" => bail!("killed after {} s (timeout)", test.timeout_s),
+        other => bail!("guest script exited with status {other}"),
+    }
+    (test.check)(dir, console, series)
+}
+
+/// The guest script running `tests` one after another.
+fn guest_script(tests: &[&VmTest]) -> String {
+    let mut s = String::from("failed=0\n");
+    for t in tests {
+        let dir = format!("/results/{}", t.name);
+        let _ = write!(
+            s,
+            "echo '{TEST_BEGIN}{name}==='\n\
+             mkdir -p {dir} && cd {dir}\n\
+             t0=$(date +%s)\n\
+             RESULTS={dir} timeout -s KILL {timeout} sh -c {script}\n\
+             rc=$?\n\
+             echo $rc > {dir}/exit_status\n\
+             echo $(( $(date +%s) - t0 )) > {dir}/seconds\n\
+             echo \"{TEST_END}{name} exit=$rc===\"\n\
+             [ $rc -eq 0 ] || failed=1\n\
+             cd /\n",
+            name = t.name,
+            timeout = t.timeout_s,
+            script = vm::shell_quote(t.script),
+        );
+    }
+    s.push_str("exit $failed\n");
+    s
+}
+
+/// The console lines between a test's begin and end markers.
+fn section(console: &str, name: &str) -> String {
+    let begin = format!("{TEST_BEGIN}{name}===");
+    let end = format!("{TEST_END}{name} ");
+    console
+        .lines()
+        .skip_while(|l| *l != begin)
+        .skip(1)
+        .take_while(|l| !l.starts_with(&end))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// The guest-side seconds a test took, from its results directory (not
+/// from the console: the last test's end marker can be lost to the results
+/// block that follows it on the serial line).
+fn test_seconds(dir: &Path) -> Option<u64> {
+    std::fs::read_to_string(dir.join("seconds"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_results_names_the_tests_and_judges_the_dir() {
+        let err = check_results("nope", Path::new("/"), Series::V6_12)
+            .expect_err("unknown test")
+            .to_string();
+        assert!(err.contains("promote") && err.contains("doctor"), "{err}");
+        let empty = std::env::temp_dir().join(format!("xtask-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&empty).expect("temp dir");
+        assert!(check_results("promote", &empty, Series::V6_12).is_err());
+        let _ = std::fs::remove_dir_all(&empty);
+    }
+
+    #[test]
+    fn sections_and_script() {
+        let console = "boot\n===NUMATRACE-TEST-BEGIN doctor===\na\nb\n===NUMATRACE-TEST-END doctor exit=0===\nafter\n";
+        assert_eq!(section(console, "doctor"), "a\nb\n");
+        assert_eq!(section(console, "other"), "");
+        let dir = std::env::temp_dir().join(format!("xtask-secs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        assert_eq!(test_seconds(&dir), None);
+        std::fs::write(dir.join("seconds"), "42\n").expect("write");
+        assert_eq!(test_seconds(&dir), Some(42));
+        let _ = std::fs::remove_dir_all(&dir);
+        let script = guest_script(&[&TESTS[0]]);
+        assert!(script.contains("RESULTS=/results/doctor timeout -s KILL 180 sh -c 'echo 2"));
+        assert!(script.ends_with("exit $failed\n"));
+    }
+}

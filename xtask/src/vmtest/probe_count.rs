@@ -1,0 +1,95 @@
+//! A probe attached through the plan counts should_numa_migrate_memory
+//! calls equal to vmstat's numa_hint_faults delta (a small workload);
+//! --empty-programs attaches programs that run once per hint fault and
+//! record nothing.
+use std::path::Path;
+
+use anyhow::{ensure, Context, Result};
+use serde_json::Value;
+
+use crate::kernels::Series;
+use crate::results::{read_json, u};
+
+pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
+numatrace stats --live --json -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 6 --summary "$RESULTS/workload.json" > "$RESULTS/stats.json"
+numatrace stats --live --empty-programs --bpf-stats --json -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 6 --summary "$RESULTS/empty-workload.json" > "$RESULTS/empty.json"
+"#;
+
+/// A probe attached through the plan counts
+/// should_numa_migrate_memory calls equal to vmstat's numa_hint_faults delta.
+pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+    let s = read_json(dir, "stats.json")?;
+    let vm_faults = u(&s, &["vmstat_delta", "numa_hint_faults"])?;
+    let decisions = u(&s, &["kernel_counters", "decisions"])?;
+    let seen = u(&s, &["hint_faults"])?;
+    ensure!(
+        vm_faults > 0,
+        "the workload caused no hint faults (vmstat delta 0): nothing was measured"
+    );
+    ensure!(
+        decisions == vm_faults,
+        "should_numa_migrate_memory calls {decisions} != vmstat numa_hint_faults delta {vm_faults}"
+    );
+    ensure!(
+        seen == vm_faults,
+        "hint fault events {seen} != vmstat numa_hint_faults delta {vm_faults}"
+    );
+    check_empty_programs(&read_json(dir, "empty.json")?)
+}
+
+/// `--empty-programs --bpf-stats`: only the programs that do nothing ran,
+/// the hint-fault one once per hint fault, and nothing was recorded.
+fn check_empty_programs(s: &Value) -> Result<()> {
+    let vm_faults = u(s, &["vmstat_delta", "numa_hint_faults"])?;
+    ensure!(
+        vm_faults > 0,
+        "--empty-programs: the workload caused no hint faults"
+    );
+    ensure!(
+        u(s, &["hint_faults"])? == 0,
+        "--empty-programs recorded hint faults: the real programs ran"
+    );
+    let programs = s["bpf_programs"]
+        .as_array()
+        .context("--empty-programs --bpf-stats: no bpf_programs")?;
+    let mut hint_runs = None;
+    for p in programs {
+        let name = p["name"].as_str().unwrap_or("");
+        ensure!(
+            name.starts_with("empty_"),
+            "--empty-programs ran {name}, not an empty program"
+        );
+        if name == "empty_fentry_hint_fault" {
+            hint_runs = p["run_count"].as_u64();
+        }
+    }
+    ensure!(
+        hint_runs == Some(vm_faults),
+        "empty_fentry_hint_fault ran {hint_runs:?} times for {vm_faults} hint faults"
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn empty_run(programs: Value, recorded: u64) -> Value {
+        json!({"hint_faults": recorded, "vmstat_delta": {"numa_hint_faults": 700},
+            "bpf_programs": programs})
+    }
+
+    #[test]
+    fn empty_programs_check_passes_only_when_just_empty_programs_ran_per_fault() {
+        let good = json!([{"name": "empty_fentry_hint_fault", "run_count": 700},
+            {"name": "empty_fexit_decision", "run_count": 700}]);
+        check_empty_programs(&empty_run(good.clone(), 0)).unwrap();
+        assert!(check_empty_programs(&empty_run(good, 5)).is_err());
+        let real = json!([{"name": "empty_fentry_hint_fault", "run_count": 700},
+            {"name": "fentry_fault_account", "run_count": 700}]);
+        assert!(check_empty_programs(&empty_run(real, 0)).is_err());
+        let short = json!([{"name": "empty_fentry_hint_fault", "run_count": 699}]);
+        assert!(check_empty_programs(&empty_run(short, 0)).is_err());
+    }
+}

@@ -1,0 +1,280 @@
+//! VM test of `numatrace promote`: moves only in scope, above the free
+//! floor, survives a killed target; --dry-run moves nothing. One run with DRAM filled by an
+//! idle process and three hot-chunks workloads:
+//! - A (in scope of the real promoter): the pages it moved must be on node 0
+//!   afterwards (its own move_pages query at the end, and A's summary);
+//! - B (outside the real promoter's `--pid`, in scope of a `--dry-run`
+//!   promoter): nothing moved B's pages, so B has no more pages on DRAM than
+//!   the kernel itself promoted for it;
+//! - C (in scope), killed with SIGKILL mid-run: the promoter keeps running
+//!   and reports.
+//!
+//! Node 0's MemFree is sampled every 0.2 s during the run: it never goes
+//! below the promoter's floor, except by what the kernel promoted itself.
+use std::path::Path;
+
+use anyhow::{ensure, Context, Result};
+use serde_json::Value;
+
+use crate::kernels::Series;
+use crate::results::{read_json, text, u};
+
+/// The guest script (`$RESULTS` is the test's results directory).
+pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
+numatrace workload hot-chunks --dram-mb 1400 --slow-mb 0 --duration 300 > filler.json &
+filler=$!
+# Until the filler holds its 1400 MiB (TCG takes a while to touch them).
+i=0
+while [ $i -lt 240 ] && [ "$(awk '/VmRSS/ {print $2}' /proc/$filler/status)" -lt 1400000 ]; do sleep 0.5; i=$((i + 1)); done
+sleep 2
+W="numatrace workload hot-chunks --chunk-mb 8 --accesses 20000 --idle-ms 100"
+# Each workload waits for "go" so both promoters attach first; exec keeps the pid.
+sh -c "while [ ! -e go ]; do sleep 0.2; done; exec $W --slow-mb 128 --duration 45 --seed 1 --summary a.json" &
+a=$!
+sh -c "while [ ! -e go ]; do sleep 0.2; done; exec $W --slow-mb 64 --duration 45 --seed 2 --summary b.json" &
+b=$!
+sh -c "while [ ! -e go ]; do sleep 0.2; done; exec $W --slow-mb 32 --duration 60 --seed 3 --summary c.json" &
+c=$!
+echo "$a $b $c" > pids
+node0_free() { awk '/MemFree/ {print $4}' /sys/devices/system/node/node0/meminfo; }
+( while :; do node0_free; sleep 0.2; done ) > memfree.txt &
+sampler=$!
+attached() { i=0; while [ $i -lt 240 ] && ! grep -q 'Ctrl-C stops' "$1"; do sleep 0.5; i=$((i + 1)); done; }
+# The dry run (scope: B) runs until B has exited; its attach shows what a
+# promoter's own maps take from node 0.
+free0=$(node0_free)
+# The dry run publishes its state elsewhere: the well-known path is the real promoter's.
+NUMATRACE_PROMOTER_STATE=$PWD/dry-state.json numatrace promote --pid $b --dry-run --duration 300 --max-folios 131072 --ring-mb 8 --json -o dry.json 2> dry.err &
+d=$!
+attached dry.err
+free1=$(node0_free)
+# The floor: 64 MiB of room once the real promoter has attached too.
+floor=$((free1 - (free0 - free1) - 64 * 1024))
+echo $floor > floor_kb
+numatrace promote --pid $a --pid $c --min-free ${floor}KiB --duration 300 --max-folios 131072 --ring-mb 8 --json -o promote.json 2> promote.err &
+p=$!
+attached promote.err
+echo $p > promote.pid
+# The state file top and export read: sampled every second while it runs.
+( while kill -0 $p 2>/dev/null; do cp /run/numatrace/promoter.json state.tmp 2>/dev/null && mv state.tmp state.json; cp dry-state.json dry-state.sample 2>/dev/null; sleep 1; done ) &
+touch go
+sleep 15
+kill -9 $c && echo killed > c.killed
+# The promoter sees A's whole life (on a loaded host the scanner may reach A
+# late), then stops on Ctrl-C like a user's.
+wait $a
+kill -INT $p; wait $p; echo $? > promote.rc
+[ -e /run/numatrace/promoter.json ] && echo left > state.left
+wait $b
+kill -INT $d; wait $d; echo $? > dry.rc
+kill $sampler
+kill $filler
+cat promote.err dry.err
+"#;
+
+fn proc_row(report: &Value, pid: u64) -> Option<&Value> {
+    report["processes"]
+        .as_array()?
+        .iter()
+        .find(|p| p["pid"].as_u64() == Some(pid))
+}
+
+/// The pids of the workloads A, B and C.
+struct Pids {
+    a: u64,
+    b: u64,
+    c: u64,
+}
+
+pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+    let pids = read_pids(dir)?;
+    ensure!(
+        text(dir, "promote.rc")?.trim() == "0",
+        "promote exited with {}",
+        text(dir, "promote.rc")?.trim()
+    );
+    ensure!(
+        text(dir, "dry.rc")?.trim() == "0",
+        "promote --dry-run exited with {}",
+        text(dir, "dry.rc")?.trim()
+    );
+    let p = read_json(dir, "promote.json")?;
+    let dry = read_json(dir, "dry.json")?;
+    let wa = read_json(dir, "a.json")?;
+    let wb = read_json(dir, "b.json")?;
+    let moved = check_in_scope(&p, &wa, pids.a)?;
+    check_floor(dir, &p)?;
+    check_out_of_scope(&p, &dry, &wb, pids.b)?;
+    check_state_file(dir, moved)?;
+    check_killed(dir, &p, pids.c)
+}
+
+fn read_pids(dir: &Path) -> Result<Pids> {
+    let pids: Vec<u64> = text(dir, "pids")?
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    let [a, b, c] = pids[..] else {
+        anyhow::bail!("pids file does not hold three pids: {pids:?}");
+    };
+    Ok(Pids { a, b, c })
+}
+
+/// The promoter worked on A and its pages are on node 0 afterwards.
+/// Returns the pages the promoter moved in all.
+fn check_in_scope(p: &Value, wa: &Value, a: u64) -> Result<u64> {
+    let moved = u(p, &["moved_pages"])?;
+    let row_a = proc_row(p, a).context("A is not in the promoter's report")?;
+    let moved_a = u(row_a, &["moved"])?;
+    let demoted = u(p, &["kernel_pgdemote"])?;
+    println!(
+        "    promote: moved {moved} pages (A {moved_a}), {} failures, {:.2} MB/s in calls, kernel pgpromote +{}, pgdemote +{demoted}, agreement {:.1}%",
+        u(p, &["failures"])?,
+        p["mb_per_s_in_calls"].as_f64().unwrap_or(0.0),
+        u(p, &["kernel_pgpromote_success"])?,
+        p["agreement_pct"].as_f64().unwrap_or(0.0),
+    );
+    ensure!(moved_a > 0, "numatrace moved none of A's pages");
+    let v = &p["mover"]["verify"];
+    let (checked, on, elsewhere, gone) = (
+        u(v, &["checked"])?,
+        u(v, &["on_target"])?,
+        u(v, &["elsewhere"])?,
+        u(v, &["gone"])?,
+    );
+    ensure!(
+        checked == moved && on + elsewhere + gone == checked,
+        "verify counts inconsistent: {v}"
+    );
+    ensure!(
+        elsewhere <= demoted,
+        "{elsewhere} moved pages are no longer on node 0 but the kernel demoted only {demoted}"
+    );
+    let a_on_dram = u(wa, &["slow_pages_on_dram_node_at_end"])?;
+    ensure!(
+        a_on_dram + demoted >= moved_a,
+        "A finds {a_on_dram} of its pages on DRAM, numatrace moved {moved_a} (demoted {demoted})"
+    );
+    Ok(moved)
+}
+
+/// The free floor held: the promoter's own minimum headroom, and the
+/// sampled MemFree (other allocations and the kernel's own promotions
+/// may take some: 16 MiB plus what the kernel promoted).
+fn check_floor(dir: &Path, p: &Value) -> Result<()> {
+    let floor_kb: u64 = text(dir, "floor_kb")?.trim().parse().context("floor_kb")?;
+    let kernel_kb = u(p, &["kernel_pgpromote_success"])? * 4;
+    let samples: Vec<u64> = text(dir, "memfree.txt")?
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    ensure!(
+        samples.len() >= 20,
+        "only {} MemFree samples",
+        samples.len()
+    );
+    let min = samples.iter().copied().min().unwrap_or(0);
+    println!(
+        "    node 0 floor {floor_kb} KiB; MemFree min {min} KiB over {} samples; promoter waited at the floor {}x",
+        samples.len(),
+        u(p, &["mover", "floor_waits"])?
+    );
+    ensure!(
+        min + 16 * 1024 + kernel_kb >= floor_kb,
+        "node 0 MemFree fell to {min} KiB, below the floor {floor_kb} KiB (kernel promoted {kernel_kb} KiB)"
+    );
+    Ok(())
+}
+
+/// B: outside the real promoter's scope, inside the dry run's.
+fn check_out_of_scope(p: &Value, dry: &Value, wb: &Value, b: u64) -> Result<()> {
+    if let Some(row) = proc_row(p, b) {
+        ensure!(
+            u(row, &["moved"])? == 0,
+            "the promoter moved pages of B (out of scope)"
+        );
+        ensure!(
+            row["in_scope"] == Value::Bool(false),
+            "B is in the promoter's scope"
+        );
+    }
+    ensure!(u(dry, &["moved_pages"])? == 0, "--dry-run moved pages");
+    ensure!(
+        u(dry, &["mover", "move_calls"])? == 0,
+        "--dry-run called move_pages"
+    );
+    let would = u(dry, &["mover", "would_move_pages"])?;
+    ensure!(would > 0, "--dry-run found nothing it would move");
+    let row_b = proc_row(dry, b).context("B is not in the dry run's report")?;
+    let k_b = u(row_b, &["kernel_promoted"])?;
+    let b_on_dram = u(wb, &["slow_pages_on_dram_node_at_end"])?;
+    println!(
+        "    B: dry run would move {would} pages; B has {b_on_dram} pages on DRAM, the kernel promoted {k_b}"
+    );
+    ensure!(
+        b_on_dram <= k_b,
+        "B has {b_on_dram} pages on DRAM but the kernel promoted only {k_b}: someone moved B's pages"
+    );
+    Ok(())
+}
+
+/// The state file `top` and `export` read: published while it ran,
+/// removed at the end; the dry run published to its own path.
+fn check_state_file(dir: &Path, moved: u64) -> Result<()> {
+    let st = read_json(dir, "state.json").context("the promoter's state file was never seen")?;
+    let promote_pid: u64 = text(dir, "promote.pid")?
+        .trim()
+        .parse()
+        .context("promote.pid")?;
+    let st_moved = u(&st, &["moved_pages"])?;
+    println!(
+        "    state file: pid {}, moved {st_moved} pages ({:.0}/s), failures {}, queue {}",
+        u(&st, &["pid"])?,
+        st["moved_pages_per_s"].as_f64().unwrap_or(0.0),
+        u(&st, &["failures"])?,
+        u(&st, &["queue_depth"])?
+    );
+    ensure!(
+        u(&st, &["pid"])? == promote_pid && st["dry_run"] == Value::Bool(false),
+        "the state file is not the real promoter's: {st}"
+    );
+    ensure!(
+        st_moved > 0 && st_moved <= moved,
+        "the state file says {st_moved} pages moved, the report {moved}"
+    );
+    ensure!(
+        !dir.join("state.left").exists(),
+        "/run/numatrace/promoter.json was left behind after the promoter exited"
+    );
+    let dry_st = read_json(dir, "dry-state.sample").context("the dry run published no state")?;
+    ensure!(
+        dry_st["dry_run"] == Value::Bool(true) && u(&dry_st, &["moved_pages"])? == 0,
+        "dry run state: {dry_st}"
+    );
+    Ok(())
+}
+
+/// C was killed mid-run; the promoter kept going until Ctrl-C (after A
+/// exited) and reported.
+fn check_killed(dir: &Path, p: &Value, c: u64) -> Result<()> {
+    ensure!(dir.join("c.killed").exists(), "C was not killed");
+    ensure!(
+        p["stopped"] == "SIGINT received",
+        "the promoter stopped with {} (expected the script's Ctrl-C after A exited)",
+        p["stopped"]
+    );
+    let dur = p["duration_s"].as_f64().unwrap_or(0.0);
+    ensure!(dur >= 25.0, "the promoter ran only {dur:.1} s");
+    // C may not have taken a hint fault before it was killed (the scanner
+    // reaches each process in its own time): report it when it did.
+    match proc_row(p, c) {
+        Some(row_c) => println!(
+            "    C (killed at 15 s): {} requests, {} moved, exit seen by the mover: {}",
+            u(row_c, &["requested"])?,
+            u(row_c, &["moved"])?,
+            row_c["exited"]
+        ),
+        None => println!("    C (killed at 15 s): no hint faults before the kill"),
+    }
+    Ok(())
+}
