@@ -37,7 +37,7 @@ use numa_cli::{
         policy::{build, KernelDefaults, ModelDefaults},
         shadow::Shadow,
     },
-    pipeline::Sink,
+    sink::Sink,
 };
 use numa_ebpf_common::{Outcome, OUTCOMES};
 

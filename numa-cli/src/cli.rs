@@ -1,7 +1,10 @@
-//! Command-line interface: plain clap data, no behaviour.
-use std::path::PathBuf;
+//! Command-line interface: clap data, and its translation into the
+//! libraries' options (the only place flags meet library types).
+use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
+use numa_probe::load::Probes;
+use numa_source::{LiveOptions, Source};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -69,6 +72,32 @@ impl ProbeArgs {
             bpf_stats: self.bpf_stats,
             empty_programs: self.empty_programs,
         }
+    }
+
+    /// How long a live run lasts: --duration, else until a stop signal or
+    /// COMMAND exits.
+    pub fn until(&self) -> Option<Duration> {
+        self.duration.map(Duration::from_secs_f64)
+    }
+
+    /// How long a command that reports at the end runs: --duration, else
+    /// until COMMAND exits, else 10 s.
+    pub fn report_until(&self) -> Option<Duration> {
+        match self.until() {
+            None if self.command.is_empty() => Some(Duration::from_secs(10)),
+            until => until,
+        }
+    }
+
+    /// The live source these flags ask for, on attached `probes`.
+    pub fn live(&self, probes: Probes, snapshot_every: Duration) -> Source {
+        Source::Live(
+            Box::new(probes),
+            LiveOptions {
+                command: self.command.clone(),
+                snapshot_every,
+            },
+        )
     }
 }
 

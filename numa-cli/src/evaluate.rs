@@ -1,8 +1,10 @@
 //! `numatrace shadow` (live) and `numatrace replay` (from a trace): the same
 //! shadow engine, fed by either source, printed by the same code.
-use std::{io::Write, process::ExitCode};
+use std::{io::Write, process::ExitCode, time::Duration};
 
 use anyhow::{bail, Context, Result};
+
+use numa_core::sink::Sink;
 
 use crate::{
     cli::{ModelArgs, ModelSel, ReplayArgs, ShadowArgs},
@@ -11,8 +13,7 @@ use crate::{
         policy::{self, KernelDefaults, ModelDefaults, Policy},
         shadow::{Shadow, ShadowReport},
     },
-    pipeline::{self, Sink},
-    stats, trace,
+    trace,
 };
 
 pub fn kernel_defaults(h: &trace::Header) -> KernelDefaults {
@@ -259,23 +260,10 @@ fn emit(r: &ShadowReport, a: &ModelArgs) -> Result<()> {
 }
 
 pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
-    let mut probes = numa_probe::session::attach(&args.probe.options())?;
+    let probes = numa_probe::session::attach(&args.probe.options())?;
     let probes_header = numa_probe::session::header(&probes);
     let k = kernel_defaults(&probes_header);
     let mut engine = Shadow::new(policies(&args.models.sel, &k)?, args.models.top);
-    let mut recorder = pipeline::Recorder(match &args.record {
-        Some(p) => Some(trace::Writer::new(
-            std::io::BufWriter::with_capacity(
-                1 << 20,
-                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
-            ),
-            &probes_header,
-        )?),
-        None => None,
-    });
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     let reason = {
         let mut interval = Interval {
             shadow: &mut engine,
@@ -283,16 +271,12 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
             last_ns: None,
             json: args.models.json,
         };
-        let mut sinks: [&mut dyn Sink; 2] = [&mut interval, &mut recorder];
-        rt.block_on(pipeline::run_live(
-            &mut probes,
-            &stats::live_options(&args.probe),
-            &mut sinks,
-        ))?
+        let output = args.record.as_deref().map(|p| (p, &probes_header));
+        args.probe
+            .live(probes, Duration::from_secs(1))
+            .run_recorded(args.probe.report_until(), output, &mut [&mut interval])?
+            .reason
     };
-    if let Some(w) = recorder.0.take() {
-        w.finish(numa_host::clock::monotonic_ns(), &reason.describe())?;
-    }
     eprintln!("numatrace: shadow stopped: {}", reason.describe());
     emit(&engine.report(), &args.models)?;
     Ok(ExitCode::SUCCESS)
@@ -305,10 +289,7 @@ pub fn replay(args: &ReplayArgs) -> Result<ExitCode> {
         return run_sweep(args, sweep, &k);
     }
     let mut engine = Shadow::new(policies(&args.models.sel, &k)?, args.models.top);
-    let (_, warning) = pipeline::run_file(&args.trace, &mut [&mut engine])?;
-    if let Some(w) = warning {
-        eprintln!("numatrace: warning: {w}");
-    }
+    crate::read_trace(&args.trace, &mut [&mut engine])?;
     emit(&engine.report(), &args.models)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -347,10 +328,7 @@ fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitC
         .map(|s| policy::build(s, &d, k))
         .collect::<Result<Vec<_>>>()?;
     let mut engine = Shadow::new(models, args.models.top);
-    let (_, warning) = pipeline::run_file(&args.trace, &mut [&mut engine])?;
-    if let Some(w) = warning {
-        eprintln!("numatrace: warning: {w}");
-    }
+    crate::read_trace(&args.trace, &mut [&mut engine])?;
     let r = engine.report();
     let mut buf = Vec::new();
     if args.models.json {

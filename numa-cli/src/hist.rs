@@ -13,13 +13,14 @@ use anyhow::{bail, Result};
 use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome, HIST_BUCKETS};
 use serde::Serialize;
 
+use numa_core::sink::Sink;
+
 use crate::{
     cli::{HistArgs, HistBy},
     decode::{comm, Event, Snapshot},
     histtext,
     model::hist::{upper_bound, Log2Hist},
-    pipeline::{self, LiveOptions, Sink},
-    stats, trace,
+    trace,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -457,18 +458,14 @@ pub fn run(args: &HistArgs) -> Result<ExitCode> {
                 interval,
                 header.sample_every,
             );
-            let (_, warning) = pipeline::run_file(path, &mut [&mut sink])?;
-            if let Some(w) = warning {
-                eprintln!("numatrace: warning: {w}");
-            }
+            crate::read_trace(path, &mut [&mut sink])?;
             sink.finish()?;
         }
         None => {
-            let mut probes = numa_probe::session::attach(&args.probe.options())?;
-            let mut opts: LiveOptions = stats::live_options(&args.probe);
-            if let Some(i) = interval {
-                opts.snapshot_every = i.clamp(Duration::from_millis(100), Duration::from_secs(1));
-            }
+            let probes = numa_probe::session::attach(&args.probe.options())?;
+            let snapshot_every = interval.map_or(Duration::from_secs(1), |i| {
+                i.clamp(Duration::from_millis(100), Duration::from_secs(1))
+            });
             let mut sink = HistSink::new(
                 stdout,
                 output,
@@ -477,10 +474,11 @@ pub fn run(args: &HistArgs) -> Result<ExitCode> {
                 interval,
                 probes.options.sample_every,
             );
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            let reason = rt.block_on(pipeline::run_live(&mut probes, &opts, &mut [&mut sink]))?;
+            let reason = args
+                .probe
+                .live(probes, snapshot_every)
+                .run_blocking(args.probe.report_until(), &mut [&mut sink])?
+                .reason;
             eprintln!("numatrace: hist stopped: {}", reason.describe());
             sink.finish()?;
         }

@@ -8,12 +8,24 @@ pub mod dump;
 pub mod evaluate;
 pub mod export;
 pub mod hist;
-pub mod pipeline;
 pub mod promote;
 pub mod report;
 pub mod stats;
 pub mod top;
 pub mod tui;
 pub mod workload;
-pub use numa_core::{decode, histtext, model, rng, trace};
+pub use numa_core::{decode, histtext, model, rng, sink, trace};
 pub use numa_host::{promoter_state, system};
+
+/// Feeds a trace file to `sinks` at full speed, warning on stderr about a
+/// truncated or damaged trace.
+pub fn read_trace(
+    path: &std::path::Path,
+    sinks: &mut [&mut dyn numa_core::sink::Sink],
+) -> anyhow::Result<()> {
+    let finished = numa_source::Source::File(path.to_owned()).run_blocking(None, sinks)?;
+    if let Some(w) = finished.warning {
+        eprintln!("numatrace: warning: {w}");
+    }
+    Ok(())
+}

@@ -8,6 +8,9 @@ use anyhow::{Context, Result};
 use numa_ebpf_common::{fault_flags as ff, Outcome, OUTCOMES};
 use plotters::prelude::*;
 
+use numa_core::sink::Sink;
+use numa_source::Source;
+
 use crate::{
     cli::ReportArgs,
     decode::{Event, Snapshot},
@@ -18,7 +21,6 @@ use crate::{
         shadow::{Shadow, ShadowReport},
         totals::Totals,
     },
-    pipeline::{self, Sink},
     trace,
 };
 
@@ -402,10 +404,12 @@ pub fn render(path: &Path, model_specs: &[String]) -> Result<String> {
     let mut shadow = Shadow::new(models, 10);
     let mut sweeper = Shadow::new(sweep, 10);
     let mut timeline = ThresholdTimeline::default();
-    let (_, warning) = pipeline::run_file(
-        path,
-        &mut [&mut totals, &mut shadow, &mut sweeper, &mut timeline],
-    )?;
+    let warning = Source::File(path.to_owned())
+        .run_blocking(
+            None,
+            &mut [&mut totals, &mut shadow, &mut sweeper, &mut timeline],
+        )?
+        .warning;
     let stats = totals.report(
         u64::from(header.stamp_entries),
         header.attach_started_mono_ns,

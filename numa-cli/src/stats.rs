@@ -1,52 +1,42 @@
 //! `numatrace stats` and `numatrace record`: run the pipeline (live or from
 //! a trace) into the totals model and, when asked, a trace recorder.
-use std::{io::Write, process::ExitCode, time::Duration};
+use std::{io::Write, path::Path, process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result};
 
-use numa_probe::{load::Probes, session};
+use numa_core::sink::Sink;
+use numa_probe::session;
+use numa_source::{Source, StopReason};
 
 use crate::{
     cli::{ProbeArgs, RecordArgs, StatsArgs},
     model::totals::{Report, Totals},
-    pipeline::{self, LiveOptions, Recorder, Sink},
     trace,
 };
 
-pub fn live_options(a: &ProbeArgs) -> LiveOptions {
-    LiveOptions {
-        duration: a.duration.map(Duration::from_secs_f64),
-        command: a.command.clone(),
-        snapshot_every: Duration::from_secs(1),
-    }
-}
-
-/// Attaches and runs the live pipeline into `sinks` plus an optional trace.
+/// Attaches and runs the live pipeline into `sinks` plus an optional trace;
+/// returns the live source with its probes, and why it stopped.
 fn run_live(
     a: &ProbeArgs,
-    output: Option<&std::path::Path>,
+    output: Option<&Path>,
     sinks: &mut [&mut dyn Sink],
-) -> Result<(Probes, pipeline::StopReason)> {
-    let mut probes = session::attach(&a.options())?;
-    let mut recorder = Recorder(match output {
-        Some(p) => Some(trace::create(p, &session::header(&probes))?),
-        None => None,
-    });
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let reason = {
-        let mut all: Vec<&mut dyn Sink> = sinks
-            .iter_mut()
-            .map(|s| &mut **s as &mut dyn Sink)
-            .collect();
-        all.push(&mut recorder);
-        rt.block_on(pipeline::run_live(&mut probes, &live_options(a), &mut all))?
-    };
-    if let Some(w) = recorder.0.take() {
-        w.finish(numa_host::clock::monotonic_ns(), &reason.describe())?;
-    }
-    Ok((probes, reason))
+) -> Result<(Source, StopReason)> {
+    let probes = session::attach(&a.options())?;
+    let header = output.map(|_| session::header(&probes));
+    let mut source = a.live(probes, Duration::from_secs(1));
+    let finished = source.run_recorded(a.report_until(), output.zip(header.as_ref()), sinks)?;
+    Ok((source, finished.reason))
+}
+
+/// The totals of a live run, with its probes' figures.
+fn live_report(totals: &Totals, source: &Source) -> Result<Report> {
+    let probes = source.probes().context("a live run without probes")?;
+    let mut r = totals.report(
+        u64::from(probes.options.stamp_entries),
+        probes.attach_started_ns,
+    );
+    r.bpf_programs = probes.program_stats();
+    Ok(r)
 }
 
 fn print(report: &Report, json: bool) -> Result<()> {
@@ -63,13 +53,8 @@ fn print(report: &Report, json: bool) -> Result<()> {
 pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
     let report = if args.live {
         let mut totals = Totals::new(numa_probe::params::resolve_toptier());
-        let (probes, _) = run_live(&args.probe, args.record.as_deref(), &mut [&mut totals])?;
-        let mut r = totals.report(
-            u64::from(probes.options.stamp_entries),
-            probes.attach_started_ns,
-        );
-        r.bpf_programs = probes.program_stats();
-        r
+        let (source, _) = run_live(&args.probe, args.record.as_deref(), &mut [&mut totals])?;
+        live_report(&totals, &source)?
     } else {
         let path = args
             .file
@@ -77,10 +62,7 @@ pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
             .context("give a trace file or --live")?;
         let header = trace::Reader::open(path)?.header;
         let mut totals = Totals::new(header.params.as_ref().map_or(1, |p| p.toptier_mask));
-        let (_header, warning) = pipeline::run_file(path, &mut [&mut totals])?;
-        if let Some(w) = warning {
-            eprintln!("numatrace: warning: {w}");
-        }
+        crate::read_trace(path, &mut [&mut totals])?;
         totals.report(
             u64::from(header.stamp_entries),
             header.attach_started_mono_ns,
@@ -92,11 +74,8 @@ pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
 
 pub fn record(args: &RecordArgs) -> Result<ExitCode> {
     let mut totals = Totals::new(numa_probe::params::resolve_toptier());
-    let (probes, reason) = run_live(&args.probe, Some(&args.output), &mut [&mut totals])?;
-    let r = totals.report(
-        u64::from(probes.options.stamp_entries),
-        probes.attach_started_ns,
-    );
+    let (source, reason) = run_live(&args.probe, Some(&args.output), &mut [&mut totals])?;
+    let r = live_report(&totals, &source)?;
     eprintln!(
         "numatrace: recorded {} hint faults, {} scans to {} ({}); drops {}",
         r.hint_faults,

@@ -4,24 +4,22 @@
 use std::{
     cell::RefCell,
     io::{IsTerminal, Write},
-    path::PathBuf,
     process::ExitCode,
     sync::mpsc::{self, SyncSender},
     time::Duration,
 };
 
 use anyhow::{bail, Context, Result};
-use tokio::{signal::unix::SignalKind, sync::watch};
-
-use numa_probe::load::Probes;
+use numa_core::sink::Sink;
+use numa_source::{signals::Signals, Replay, Source, StopReason};
+use tokio::sync::watch;
 
 use crate::{
     cli::{ModelSel, TopArgs},
     decode::{Event, Snapshot},
     evaluate,
     model::policy::{KernelDefaults, Policy},
-    pipeline::{self, LiveOptions, Sink, StopReason},
-    stats, system, trace,
+    system, trace,
     tui::{
         action::UiEvent,
         agg::{Aggregator, Focus},
@@ -37,12 +35,6 @@ const MAX_MODELS: usize = 8;
 /// Processes whose numa_maps are read, every [`PROCFS_EVERY`].
 const RESIDENT_PROCS: usize = 16;
 const PROCFS_EVERY: Duration = Duration::from_secs(5);
-/// "Forever" for a live run the user did not bound.
-const UNBOUNDED: Duration = Duration::from_secs(100 * 365 * 86_400);
-/// Records of a looped replay kept in memory for the passes after the
-/// first (about 160 bytes each: 64 MiB at most); a longer trace is re-read
-/// from the file on every pass.
-const LOOP_CACHE_ITEMS: usize = 400_000;
 
 /// The shadow policies `--model` asks for (`none`: no models).
 fn policies(a: &ModelSel, k: &KernelDefaults) -> Result<Vec<Box<dyn Policy>>> {
@@ -59,66 +51,17 @@ fn policies(a: &ModelSel, k: &KernelDefaults) -> Result<Vec<Box<dyn Policy>>> {
     Ok(p)
 }
 
-/// Where events come from.
-enum Source {
-    Live(Box<Probes>, LiveOptions),
-    Replay {
-        path: PathBuf,
-        speed: f64,
-        duration: Option<Duration>,
-        repeat: bool,
-    },
-}
-
-impl Source {
-    fn live(&self) -> bool {
-        matches!(self, Source::Live(..))
-    }
-}
-
-/// Forwards the pipeline into the shared aggregator, shifting time by
-/// `offset` (looped replays keep time monotonic).
-struct AggSink<'a> {
-    agg: &'a RefCell<Aggregator>,
-    offset: u64,
-    last_ts: u64,
-}
+/// Forwards the pipeline into the shared aggregator.
+struct AggSink<'a>(&'a RefCell<Aggregator>);
 
 impl Sink for AggSink<'_> {
     fn event(&mut self, ev: &Event) -> Result<()> {
-        if self.offset == 0 {
-            self.last_ts = self.last_ts.max(ev.ts_ns());
-            self.agg.borrow_mut().event(ev);
-            return Ok(());
-        }
-        let ev = {
-            let mut e = *ev;
-            match &mut e {
-                Event::Fault(f) => {
-                    f.ts_ns += self.offset;
-                    if f.scan_ns > 0 {
-                        f.scan_ns += self.offset;
-                    }
-                }
-                Event::Scan(s) => s.ts_ns += self.offset,
-                Event::Skip(s) => s.ts_ns += self.offset,
-            }
-            e
-        };
-        self.last_ts = self.last_ts.max(ev.ts_ns());
-        self.agg.borrow_mut().event(&ev);
+        self.0.borrow_mut().event(ev);
         Ok(())
     }
 
     fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
-        if self.offset == 0 {
-            self.last_ts = self.last_ts.max(s.ts_ns);
-            self.agg.borrow_mut().snapshot(s);
-        } else {
-            // Counters restart with every loop: only the first pass's
-            // snapshots describe the kernel; later ones only move time.
-            self.last_ts = self.last_ts.max(s.ts_ns + self.offset);
-        }
+        self.0.borrow_mut().snapshot(s);
         Ok(())
     }
 }
@@ -155,125 +98,25 @@ fn source_label(a: &TopArgs) -> String {
     }
 }
 
-fn reason_text(r: &StopReason, replay: bool) -> String {
+fn reason_text(r: &StopReason) -> String {
     match r {
-        StopReason::CommandExited(_) if replay => "end of trace".into(),
         StopReason::CommandExited(_) => "command exited".into(),
         other => other.describe(),
     }
 }
 
-async fn run_source(source: &mut Source, agg: &RefCell<Aggregator>) -> Result<StopReason> {
-    match source {
-        Source::Live(probes, opts) => {
-            let mut sink = AggSink {
-                agg,
-                offset: 0,
-                last_ts: 0,
-            };
-            pipeline::run_live(probes, opts, &mut [&mut sink]).await
-        }
-        Source::Replay {
-            path,
-            speed,
-            duration,
-            repeat,
-        } => {
-            let mut sink = AggSink {
-                agg,
-                offset: 0,
-                last_ts: 0,
-            };
-            if *repeat {
-                let deadline = duration.map(|d| tokio::time::Instant::now() + d);
-                return replay_loop(path, *speed, deadline, LOOP_CACHE_ITEMS, &mut sink).await;
-            }
-            let (reason, warning) =
-                pipeline::run_replay(path, *speed, *duration, &mut [&mut sink]).await?;
-            if let Some(w) = warning {
-                agg.borrow_mut().set_ended(w);
-            }
-            Ok(reason)
-        }
-    }
-}
-
-/// Replays `path` over and over, each pass shifted in time to start 1 ms
-/// after the previous one's last record, until `deadline` or a signal. The
-/// file is read once: later passes replay the first pass's records from
-/// memory when there are at most `cache_max` of them, else re-read it.
-async fn replay_loop(
-    path: &std::path::Path,
-    speed: f64,
-    deadline: Option<tokio::time::Instant>,
-    cache_max: usize,
-    sink: &mut AggSink<'_>,
+/// Runs the source into the aggregator; a damaged trace's warning becomes
+/// the end reason shown.
+async fn run_source(
+    source: &mut Source,
+    until: Option<Duration>,
+    agg: &RefCell<Aggregator>,
 ) -> Result<StopReason> {
-    // One clock for all passes: pass k is due from start + offset_k / speed,
-    // so the batches' lateness does not add up from pass to pass.
-    let t0 = first_ts(path)?;
-    let start = tokio::time::Instant::now();
-    let origin_at = |offset: u64| pass_origin(start, t0?, offset, speed);
-    let mut reader = trace::Reader::open(path)?;
-    let mut cache: Option<Vec<trace::Item>> = Some(Vec::new());
-    let items = reader.by_ref().inspect(|item| {
-        if cache.as_ref().is_some_and(|c| c.len() >= cache_max) {
-            cache = None;
-        }
-        if let (Ok(it), Some(c)) = (item, cache.as_mut()) {
-            c.push(it.clone());
-        }
-    });
-    let mut reason =
-        pipeline::replay_items(items, speed, origin_at(0), deadline, &mut [&mut *sink]).await?;
-    let Some(t0) = t0 else {
-        // Nothing to loop over.
-        return Ok(reason);
-    };
-    loop {
-        if !matches!(reason, StopReason::CommandExited(_)) {
-            return Ok(reason);
-        }
-        sink.offset = (sink.last_ts + 1_000_000).saturating_sub(t0);
-        let origin = origin_at(sink.offset);
-        reason = match &cache {
-            Some(c) => {
-                pipeline::replay_items(c.iter().map(Ok), speed, origin, deadline, &mut [&mut *sink])
-                    .await?
-            }
-            None => {
-                let mut r = trace::Reader::open(path)?;
-                pipeline::replay_items(r.by_ref(), speed, origin, deadline, &mut [&mut *sink])
-                    .await?
-            }
-        };
+    let finished = source.run(until, &mut [&mut AggSink(agg)]).await?;
+    if let Some(w) = finished.warning {
+        agg.borrow_mut().set_ended(w);
     }
-}
-
-/// When a looped pass shifted by `offset` ns starts: (wall time, trace time
-/// due then), None when unpaced (`speed` 0) or out of range.
-fn pass_origin(
-    start: tokio::time::Instant,
-    t0: u64,
-    offset: u64,
-    speed: f64,
-) -> Option<(tokio::time::Instant, u64)> {
-    if speed <= 0.0 {
-        return None;
-    }
-    let d = Duration::try_from_secs_f64(offset as f64 / 1e9 / speed).ok()?;
-    Some((start.checked_add(d)?, t0))
-}
-
-/// Timestamp of the first record of a trace (the replay's time origin).
-fn first_ts(path: &std::path::Path) -> Result<Option<u64>> {
-    let mut r = trace::Reader::open(path)?;
-    for item in r.by_ref() {
-        if let Some(ts) = pipeline::item_ts(&item?) {
-            return Ok(Some(ts));
-        }
-    }
-    Ok(None)
+    Ok(finished.reason)
 }
 
 fn now_for(live: bool) -> Option<u64> {
@@ -306,22 +149,21 @@ fn send(tx: &SyncSender<Msg>, frame: Frame) {
 /// UI quits or a signal arrives.
 async fn background(
     mut source: Source,
+    until: Option<Duration>,
     agg: RefCell<Aggregator>,
     mut ctl: watch::Receiver<Control>,
     tx: SyncSender<Msg>,
     exit_when_done: bool,
 ) -> Result<Summary> {
-    let live = source.live();
-    let mut sigint = tokio::signal::unix::signal(SignalKind::interrupt())?;
-    let mut sigterm = tokio::signal::unix::signal(SignalKind::terminate())?;
-    let mut sighup = tokio::signal::unix::signal(SignalKind::hangup())?;
+    let live = source.is_live();
+    let mut signals = Signals::new()?;
     let mut c = *ctl.borrow();
     let mut next_tick = tokio::time::Instant::now() + c.refresh;
     let mut next_procfs = tokio::time::Instant::now();
     let mut reason: Option<String> = None;
     let mut polled: std::collections::HashSet<u32> = std::collections::HashSet::new();
     {
-        let pipeline = run_source(&mut source, &agg);
+        let pipeline = run_source(&mut source, until, &agg);
         tokio::pin!(pipeline);
         // One timer for the publication ticks, reset when it fires: the
         // loop turns on every replay batch, and a new timer each turn costs
@@ -339,7 +181,7 @@ async fn background(
                         reason = Some(r.describe());
                         break;
                     }
-                    let why = reason_text(&r, !live);
+                    let why = reason_text(&r);
                     let frame = {
                         let mut a = agg.borrow_mut();
                         if a.ended().is_none() {
@@ -399,9 +241,11 @@ async fn background(
                         send(&tx, frame);
                     }
                 }
-                _ = sigint.recv() => { let _ = tx.send(Msg::Signal("SIGINT")); reason = Some("SIGINT received".into()); break; }
-                _ = sigterm.recv() => { let _ = tx.send(Msg::Signal("SIGTERM")); reason = Some("SIGTERM received".into()); break; }
-                _ = sighup.recv() => { let _ = tx.send(Msg::Signal("SIGHUP")); reason = Some("SIGHUP received".into()); break; }
+                s = signals.recv() => {
+                    let _ = tx.send(Msg::Signal(s));
+                    reason = Some(StopReason::Signal(s).describe());
+                    break;
+                }
             }
         }
     }
@@ -415,47 +259,39 @@ async fn background(
     })
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?)
-}
-
-/// Prepares the source: attaches the probes (live) or opens the trace.
-/// Every refusal happens here, before the terminal changes.
-fn prepare(args: &TopArgs) -> Result<(Source, trace::Header)> {
+/// Prepares the source and how long it runs: attaches the probes (live)
+/// or opens the trace. Every refusal happens here, before the terminal
+/// changes.
+fn prepare(args: &TopArgs) -> Result<(Source, Option<Duration>, trace::Header)> {
     match &args.replay {
         Some(path) => {
             let header = trace::Reader::open(path)?.header;
-            let duration = args.probe.duration.map(Duration::from_secs_f64);
             if !args.speed.is_finite() || args.speed < 0.0 {
                 bail!(
                     "--speed {}: give a positive factor (0 = as fast as possible)",
                     args.speed
                 );
             }
-            Ok((
-                Source::Replay {
-                    path: path.clone(),
-                    speed: if args.once { 0.0 } else { args.speed },
-                    duration,
-                    repeat: args.repeat && !args.once,
-                },
-                header,
-            ))
+            let replay = Replay {
+                path: path.clone(),
+                speed: if args.once { 0.0 } else { args.speed },
+                repeat: args.repeat && !args.once,
+            };
+            Ok((Source::Replay(replay), args.probe.until(), header))
         }
         None => {
             let probes = numa_probe::session::attach(&args.probe.options())?;
             let header = numa_probe::session::header(&probes);
-            let mut opts = stats::live_options(&args.probe);
-            if opts.duration.is_none() && opts.command.is_empty() {
-                opts.duration = Some(if args.once {
-                    Duration::from_secs(2)
-                } else {
-                    UNBOUNDED
-                });
-            }
-            Ok((Source::Live(Box::new(probes), opts), header))
+            // A one-shot snapshot of an unbounded live run covers 2 s.
+            let until = match args.probe.until() {
+                None if args.once && args.probe.command.is_empty() => Some(Duration::from_secs(2)),
+                until => until,
+            };
+            Ok((
+                args.probe.live(probes, Duration::from_secs(1)),
+                until,
+                header,
+            ))
         }
     }
 }
@@ -472,11 +308,11 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
     }
     // Validate the model specs before attaching anything.
     let _ = policies(&args.sel, &KernelDefaults::default())?;
-    let (source, header) = prepare(args)?;
+    let (source, until, header) = prepare(args)?;
     let k = evaluate::kernel_defaults(&header);
     let label = source_label(args);
     if args.once {
-        return once(args, source, &header, &k, label);
+        return once(args, source, until, &header, &k, label);
     }
     let refresh = Duration::from_secs_f64(args.interval);
     let exit_when_done = args.probe.duration.is_some() || !args.probe.command.is_empty();
@@ -494,7 +330,14 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
             // Policies are not Send: built here, on the thread that runs them.
             let policies = policies(&models, &k)?;
             let agg = RefCell::new(Aggregator::new(policies, &header, label));
-            runtime()?.block_on(background(source, agg, ctl_rx, tx, exit_when_done))
+            numa_source::runtime()?.block_on(background(
+                source,
+                until,
+                agg,
+                ctl_rx,
+                tx,
+                exit_when_done,
+            ))
         })
         .context("starting the aggregation thread")?;
     let outcome = ui(app, &rx, &ctl_tx);
@@ -542,18 +385,19 @@ fn ui(mut app: App, rx: &mpsc::Receiver<Msg>, ctl: &watch::Sender<Control>) -> R
 fn once(
     args: &TopArgs,
     mut source: Source,
+    until: Option<Duration>,
     header: &trace::Header,
     k: &KernelDefaults,
     label: String,
 ) -> Result<ExitCode> {
-    let live = source.live();
+    let live = source.is_live();
     let agg = RefCell::new(Aggregator::new(policies(&args.sel, k)?, header, label));
-    let reason = runtime()?.block_on(run_source(&mut source, &agg))?;
+    let reason = numa_source::runtime()?.block_on(run_source(&mut source, until, &agg))?;
     if live {
         poll_procfs(&agg, Focus::default(), true);
     }
     let mut a = agg.borrow_mut();
-    a.set_ended(reason_text(&reason, !live));
+    a.set_ended(reason_text(&reason));
     let frame = a.publish(now_for(live), Focus::default());
     let mut out = std::io::stdout().lock();
     // A running promoter, as the header line shows it (live and replay alike:
@@ -604,100 +448,4 @@ pub fn screen_text(app: &App, width: u16, height: u16) -> Vec<String> {
             line.trim_end().to_owned()
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::Path;
-
-    const TRACE: &str = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/testdata/hot-chunks-6.12.trace"
-    );
-
-    /// Events after the first snapshot in one pass, and the pass's span.
-    fn one_pass() -> (u64, f64) {
-        let header = trace::Reader::open(Path::new(TRACE)).expect("trace").header;
-        let agg = RefCell::new(Aggregator::new(Vec::new(), &header, "t".into()));
-        let mut source = Source::Replay {
-            path: TRACE.into(),
-            speed: 0.0,
-            duration: None,
-            repeat: false,
-        };
-        runtime()
-            .expect("runtime")
-            .block_on(run_source(&mut source, &agg))
-            .expect("replay");
-        let f = agg.borrow_mut().publish(None, Focus::default());
-        (f.events, f.elapsed_s)
-    }
-
-    /// Loops for `ms` of wall time at a speed that makes a pass ~25 ms.
-    fn looped(cache_max: usize, ms: u64) -> (StopReason, u64, f64, u64) {
-        let header = trace::Reader::open(Path::new(TRACE)).expect("trace").header;
-        let agg = RefCell::new(Aggregator::new(Vec::new(), &header, "t".into()));
-        let reason = runtime()
-            .expect("runtime")
-            .block_on(async {
-                let mut sink = AggSink {
-                    agg: &agg,
-                    offset: 0,
-                    last_ts: 0,
-                };
-                let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
-                let r = replay_loop(
-                    Path::new(TRACE),
-                    1000.0,
-                    Some(deadline),
-                    cache_max,
-                    &mut sink,
-                )
-                .await;
-                r.map(|r| (r, sink.last_ts))
-            })
-            .expect("replay");
-        let f = agg.borrow_mut().publish(None, Focus::default());
-        (reason.0, f.events, f.elapsed_s, reason.1)
-    }
-
-    #[test]
-    fn looped_passes_share_one_clock() {
-        let start = tokio::time::Instant::now();
-        // 2 s of trace into the loop at x4: due half a second after the start.
-        assert_eq!(
-            pass_origin(start, 7, 2_000_000_000, 4.0),
-            Some((start + Duration::from_millis(500), 7))
-        );
-        assert_eq!(pass_origin(start, 7, 0, 4.0), Some((start, 7)));
-        assert_eq!(pass_origin(start, 7, 1, 0.0), None, "unpaced");
-        assert_eq!(
-            pass_origin(start, 7, u64::MAX, 1e-300),
-            None,
-            "out of range"
-        );
-    }
-
-    #[test]
-    fn looped_replay_repeats_the_trace_with_time_moving_on() {
-        let (events, span) = one_pass();
-        assert!(events > 20_000 && span > 20.0, "{events} {span}");
-        // From memory, and re-reading the file (a trace too long to keep).
-        for cache_max in [LOOP_CACHE_ITEMS, 10] {
-            let (reason, ev, elapsed, _) = looped(cache_max, 1500);
-            assert_eq!(reason, StopReason::Duration);
-            // Later passes count every record (their snapshots only move
-            // time): more than two passes' worth, and event time went on.
-            assert!(ev > 2 * events, "cache {cache_max}: {ev} events");
-            assert!(elapsed > 2.0 * span, "cache {cache_max}: {elapsed} s");
-            // Whole passes are the same stream shifted in time.
-            let passes = elapsed / span;
-            let per_pass = ev as f64 / passes;
-            assert!(
-                (per_pass / events as f64 - 1.0).abs() < 0.1,
-                "cache {cache_max}: {per_pass} events per pass, {events} in one"
-            );
-        }
-    }
 }

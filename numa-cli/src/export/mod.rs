@@ -23,7 +23,8 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use tokio::{signal::unix::SignalKind, sync::watch};
+use numa_source::{signals::wait_for_stop, Replay, Source, StopReason};
+use tokio::sync::watch;
 
 use self::{
     metrics::{Info, MetricsState},
@@ -35,15 +36,12 @@ use crate::{
     cli::{ExportArgs, ModelSel},
     evaluate,
     model::{policy::KernelDefaults, shadow::Shadow},
-    pipeline::{self, LiveOptions, StopReason},
     promoter_state, trace,
 };
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 /// `--per-process` cap: each process adds three series.
 pub const MAX_PER_PROCESS: usize = 100;
-/// "Until a signal": what run_live takes for no deadline.
-const FOREVER: Duration = Duration::from_secs(u64::MAX / 4);
 
 /// How the required hooks are attached: `fentry` (fentry/fexit), `kprobe`
 /// (kprobe/kretprobe), `mixed`, or `none`.
@@ -204,10 +202,7 @@ impl Exporter {
         let thread = std::thread::Builder::new()
             .name("numatrace-export".into())
             .spawn(move || -> Result<()> {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .context("starting the exporter's runtime")?;
+                let rt = numa_source::runtime().context("starting the exporter's runtime")?;
                 rt.block_on(async move {
                     let http = async {
                         if let Some(l) = listener {
@@ -293,25 +288,6 @@ async fn write_textfiles(
     textfile::write_atomic(path, &prometheus_text(state)?)
 }
 
-/// Waits for SIGINT/SIGTERM/SIGHUP or `until`.
-async fn wait_for_stop(until: Option<tokio::time::Instant>) -> Result<StopReason> {
-    let mut sigint = tokio::signal::unix::signal(SignalKind::interrupt())?;
-    let mut sigterm = tokio::signal::unix::signal(SignalKind::terminate())?;
-    let mut sighup = tokio::signal::unix::signal(SignalKind::hangup())?;
-    let deadline = async {
-        match until {
-            Some(t) => tokio::time::sleep_until(t).await,
-            None => std::future::pending().await,
-        }
-    };
-    Ok(tokio::select! {
-        _ = sigint.recv() => StopReason::Signal("SIGINT"),
-        _ = sigterm.recv() => StopReason::Signal("SIGTERM"),
-        _ = sighup.recv() => StopReason::Signal("SIGHUP"),
-        _ = deadline => StopReason::Duration,
-    })
-}
-
 pub fn run(args: &ExportArgs) -> Result<ExitCode> {
     if args.per_process > MAX_PER_PROCESS {
         bail!(
@@ -351,11 +327,9 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
             );
         }
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = numa_source::runtime()?;
     let version = env!("CARGO_PKG_VERSION").to_owned();
-    let duration = args.probe.duration.map(Duration::from_secs_f64);
+    let duration = args.probe.until();
 
     let (mut publisher, rx, page, live) = match &args.replay {
         Some(path) => {
@@ -420,22 +394,22 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
 
     let result = rt.block_on(async {
         match (live, &args.replay) {
-            (Some(mut probes), _) => {
-                let opts = LiveOptions {
-                    duration: Some(duration.unwrap_or(FOREVER)),
-                    command: args.probe.command.clone(),
-                    snapshot_every: Duration::from_secs(1),
-                };
-                let reason = pipeline::run_live(&mut probes, &opts, &mut [&mut publisher]).await?;
-                eprintln!("numatrace: export stopped: {}", reason.describe());
+            (Some(probes), _) => {
+                let mut source = args.probe.live(probes, Duration::from_secs(1));
+                let finished = source.run(duration, &mut [&mut publisher]).await?;
+                eprintln!("numatrace: export stopped: {}", finished.reason.describe());
                 Ok(())
             }
             (None, Some(path)) => {
                 let start = tokio::time::Instant::now();
                 let wall = Instant::now();
-                let (reason, warning) =
-                    pipeline::run_replay(path, args.speed, duration, &mut [&mut publisher]).await?;
-                if let Some(w) = warning {
+                let mut source = Source::Replay(Replay {
+                    path: path.clone(),
+                    speed: args.speed,
+                    repeat: false,
+                });
+                let finished = source.run(duration, &mut [&mut publisher]).await?;
+                if let Some(w) = &finished.warning {
                     eprintln!("numatrace: warning: {w}");
                 }
                 eprintln!(
@@ -443,12 +417,9 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
                     publisher.window_s(),
                     wall.elapsed().as_secs_f64(),
                     args.speed,
-                    match reason {
-                        StopReason::CommandExited(_) => "end of trace".to_owned(),
-                        ref r => r.describe(),
-                    }
+                    finished.reason.describe()
                 );
-                if matches!(reason, StopReason::CommandExited(_)) && listen.is_some() {
+                if finished.reason == StopReason::EndOfTrace && listen.is_some() {
                     eprintln!("numatrace: serving the final state until Ctrl-C");
                     let reason = wait_for_stop(duration.map(|d| start + d)).await?;
                     eprintln!("numatrace: export stopped: {}", reason.describe());

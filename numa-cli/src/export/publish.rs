@@ -19,7 +19,7 @@ use super::metrics::{
 use crate::{
     decode::{comm, Event, Snapshot},
     model::shadow::Shadow,
-    pipeline::Sink,
+    sink::Sink,
 };
 
 /// Processes tracked for `--per-process` before the least active half is

@@ -36,6 +36,8 @@ use numa_core::topology::{MemoryTier, Node};
 use numa_ebpf_common::{fault_flags as ff, FaultEvent, Outcome};
 use serde::Serialize;
 
+use numa_core::sink::Sink;
+
 use crate::{
     cli::{ProbeArgs, PromoteArgs},
     decode::{comm, Event, Snapshot},
@@ -45,7 +47,6 @@ use crate::{
         scans::ScanIndex,
         shadow::Agreement,
     },
-    pipeline::{self, LiveOptions, Sink},
     promoter_state, system,
 };
 use mover::{Mover, MoverConfig, MoverReport, Shared, SysEnv};
@@ -423,7 +424,7 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
         empty_programs: false,
         command: Vec::new(),
     };
-    let mut probes = numa_probe::session::attach(&probe_args.options())?;
+    let probes = numa_probe::session::attach(&probe_args.options())?;
     let header = numa_probe::session::header(&probes);
     let k = evaluate::kernel_defaults(&header);
     let d = ModelDefaults {
@@ -471,25 +472,15 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
     let handle =
         mover::spawn(mover, rx, stop.clone(), state).context("starting the mover thread")?;
     let mut sink = PromoteSink::new(policy, scope.clone(), targets, tx, shared.clone());
-    let opts = LiveOptions {
-        // No --duration: until a signal (run_live's default would be 10 s).
-        duration: Some(
-            a.duration
-                .map_or(Duration::from_secs(u64::MAX / 4), Duration::from_secs_f64),
-        ),
-        command: Vec::new(),
-        snapshot_every: Duration::from_secs(1),
-    };
     eprintln!(
         "numatrace: promote{} {} with {model}; Ctrl-C stops",
         if a.dry_run { " (dry run)" } else { "" },
         scope.describe()
     );
-    let result = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("tokio runtime")
-        .and_then(|rt| rt.block_on(pipeline::run_live(&mut probes, &opts, &mut [&mut sink])));
+    let result = probe_args
+        .live(probes, Duration::from_secs(1))
+        .run_blocking(probe_args.until(), &mut [&mut sink])
+        .map(|f| f.reason);
     // Stop the mover after its call in flight, whatever ended the pipeline.
     stop.store(true, Ordering::Release);
     sink.close();

@@ -21,7 +21,10 @@ use super::{
         RangeRow, RateSeries, TierView, VmaRow, Warnings,
     },
 };
-use numa_core::plan::{HookStatus, Mechanism};
+use numa_core::{
+    plan::{HookStatus, Mechanism},
+    sink::Sink,
+};
 
 use crate::{
     decode::{comm, Event, Snapshot},
@@ -1217,6 +1220,17 @@ pub fn threshold_bucket(value: f64) -> usize {
 /// Upper bound of bucket `b`, re-exported for the views.
 pub fn bucket_le(b: usize) -> u64 {
     upper_bound(b)
+}
+
+impl Sink for Aggregator {
+    fn event(&mut self, ev: &Event) -> anyhow::Result<()> {
+        Aggregator::event(self, ev);
+        Ok(())
+    }
+    fn snapshot(&mut self, s: &Snapshot) -> anyhow::Result<()> {
+        Aggregator::snapshot(self, s);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

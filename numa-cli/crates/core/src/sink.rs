@@ -54,20 +54,3 @@ impl<W: std::io::Write> Sink for Recorder<W> {
         }
     }
 }
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StopReason {
-    Duration,
-    Signal(&'static str),
-    CommandExited(Option<i32>),
-}
-
-impl StopReason {
-    pub fn describe(&self) -> String {
-        match self {
-            StopReason::Duration => "duration elapsed".into(),
-            StopReason::Signal(s) => format!("{s} received"),
-            StopReason::CommandExited(c) => format!("command exited ({c:?})"),
-        }
-    }
-}

@@ -8,7 +8,6 @@ use ratatui::{backend::TestBackend, style::Color, Terminal};
 use crate::{
     evaluate,
     model::policy::KernelDefaults,
-    pipeline,
     tui::{
         action::Action,
         agg::{Aggregator, Focus, Vma},
@@ -35,18 +34,7 @@ fn replayed(focus: Focus, vmas: bool) -> Frame {
     let k = evaluate::kernel_defaults(&header);
     let policies = evaluate::policies(&args(), &k).expect("models");
     let mut agg = Aggregator::new(policies, &header, "replay hot-chunks-6.12.trace x1".into());
-    struct S<'a>(&'a mut Aggregator);
-    impl pipeline::Sink for S<'_> {
-        fn event(&mut self, ev: &crate::decode::Event) -> anyhow::Result<()> {
-            self.0.event(ev);
-            Ok(())
-        }
-        fn snapshot(&mut self, s: &crate::decode::Snapshot) -> anyhow::Result<()> {
-            self.0.snapshot(s);
-            Ok(())
-        }
-    }
-    pipeline::run_file(Path::new(TRACE), &mut [&mut S(&mut agg)]).expect("replay");
+    crate::read_trace(Path::new(TRACE), &mut [&mut agg]).expect("replay");
     if vmas {
         agg.set_vmas(
             173,

@@ -1,139 +1,38 @@
-//! The one direction of data flow: source (live probes or a trace file) ->
-//! decode -> sinks. Sinks never call back into the source.
+//! Trace sources: a file read at full speed, or replayed in (scaled) real
+//! time by its timestamps, once or looped.
 use std::{path::Path, time::Duration};
 
-use anyhow::{Context, Result};
-use tokio::{io::unix::AsyncFd, signal::unix::SignalKind};
+use anyhow::Result;
+use numa_core::{sink::Sink, trace};
 
-pub use numa_core::sink::{Recorder, Sink, StopReason};
-use numa_probe::load::Probes;
+use crate::{deliver, signals::Signals, StopReason};
 
-use crate::{
-    decode::{self, Event, Snapshot},
-    trace,
-};
-
-pub struct LiveOptions {
-    pub duration: Option<Duration>,
-    pub command: Vec<String>,
-    pub snapshot_every: Duration,
-}
-
-fn dispatch(sinks: &mut [&mut dyn Sink], ev: &Event) -> Result<()> {
-    sinks.iter_mut().try_for_each(|s| s.event(ev))
-}
-
-fn dispatch_snapshot(sinks: &mut [&mut dyn Sink], snap: &Snapshot) -> Result<()> {
-    sinks.iter_mut().try_for_each(|s| s.snapshot(snap))
-}
-
-/// How often the live pipeline drains the ring without a wakeup.
-const RING_FLUSH_EVERY: Duration = Duration::from_millis(100);
-
-/// Runs the live pipeline until the duration ends, a signal arrives or the
-/// command exits. Always ends with a drained ring and a final snapshot.
-pub async fn run_live(
-    probes: &mut Probes,
-    opts: &LiveOptions,
-    sinks: &mut [&mut dyn Sink],
-) -> Result<StopReason> {
-    let ring = probes.take_events()?;
-    // SAFETY: the RingBuf owns its map fd and keeps it open, unchanged, for
-    // as long as it lives, and the AsyncFd owns the RingBuf.
-    let mut fd = unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }
-        .map_err(std::io::Error::from)
-        .context("polling the ring buffer")?;
-    let mut decode_errors = 0u64;
-    let mut drain = |ring: &mut aya::maps::RingBuf<aya::maps::MapData>,
-                     sinks: &mut [&mut dyn Sink]|
-     -> Result<()> {
-        while let Some(item) = ring.next() {
-            match decode::decode(&item) {
-                Ok(ev) => dispatch(sinks, &ev)?,
-                Err(_) => decode_errors += 1,
-            }
-        }
-        Ok(())
-    };
-    dispatch_snapshot(sinks, &numa_probe::session::snapshot(probes)?)?;
-    let mut child = match opts.command.split_first() {
-        Some((prog, args)) => Some(
-            tokio::process::Command::new(prog)
-                .args(args)
-                .kill_on_drop(true)
-                .spawn()
-                .with_context(|| format!("starting {prog}"))?,
-        ),
-        None => None,
-    };
-    let mut sigint = tokio::signal::unix::signal(SignalKind::interrupt())?;
-    let mut sigterm = tokio::signal::unix::signal(SignalKind::terminate())?;
-    let mut sighup = tokio::signal::unix::signal(SignalKind::hangup())?;
-    let deadline = opts.duration.or(if child.is_none() {
-        Some(Duration::from_secs(10))
-    } else {
-        None
-    });
-    let sleep = tokio::time::sleep(deadline.unwrap_or(Duration::from_secs(u64::MAX / 4)));
-    tokio::pin!(sleep);
-    let mut tick = tokio::time::interval(opts.snapshot_every);
-    tick.tick().await;
-    // The probes wake this reader at most every 20 ms (and when a quarter of
-    // the ring is pending), so records submitted after the last wakeup wait
-    // for the next one: drain on a timer too, so a quiet ring holds nothing
-    // back for long, and before every snapshot, so counters and events agree.
-    let mut flush = tokio::time::interval(RING_FLUSH_EVERY);
-    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    flush.tick().await;
-    let reason = loop {
-        tokio::select! {
-            guard = fd.readable_mut() => {
-                let mut guard = guard?;
-                drain(guard.get_inner_mut(), sinks)?;
-                guard.clear_ready();
-            }
-            _ = flush.tick() => drain(fd.get_mut(), sinks)?,
-            _ = tick.tick() => {
-                drain(fd.get_mut(), sinks)?;
-                dispatch_snapshot(sinks, &numa_probe::session::snapshot(probes)?)?;
-            }
-            _ = &mut sleep, if deadline.is_some() => break StopReason::Duration,
-            _ = sigint.recv() => break StopReason::Signal("SIGINT"),
-            _ = sigterm.recv() => break StopReason::Signal("SIGTERM"),
-            _ = sighup.recv() => break StopReason::Signal("SIGHUP"),
-            status = async { match child.as_mut() { Some(c) => c.wait().await, None => std::future::pending().await } } => {
-                break StopReason::CommandExited(status.ok().and_then(|s| s.code()));
-            }
-        }
-    };
-    if let Some(c) = child.as_mut() {
-        if !matches!(reason, StopReason::CommandExited(_)) {
-            let _ = c.start_kill();
-        }
-    }
-    drain(fd.get_mut(), sinks)?;
-    dispatch_snapshot(sinks, &numa_probe::session::snapshot(probes)?)?;
-    if decode_errors > 0 {
-        eprintln!("numatrace: warning: {decode_errors} ring records could not be decoded");
-    }
-    Ok(reason)
-}
-
-/// Feeds a recorded trace to the sinks. Returns the header and any
+/// Feeds a recorded trace to the sinks as fast as it reads; no signal
+/// handling (Ctrl-C ends the process as usual). Returns the reader's
 /// truncation warning.
-pub fn run_file(
-    path: &Path,
-    sinks: &mut [&mut dyn Sink],
-) -> Result<(trace::Header, Option<String>)> {
+pub(crate) fn file(path: &Path, sinks: &mut [&mut dyn Sink]) -> Result<Option<String>> {
     let mut reader = trace::Reader::open(path)?;
     for item in reader.by_ref() {
-        match item? {
-            trace::Item::Event(ev) => dispatch(sinks, &ev)?,
-            trace::Item::Snapshot(s) => dispatch_snapshot(sinks, &s)?,
-            trace::Item::Footer(_) => {}
-        }
+        deliver(sinks, &item?)?;
     }
-    Ok((reader.header.clone(), reader.warning.clone()))
+    Ok(reader.warning.clone())
+}
+
+/// Replays a trace once (see [`replay_items`]); at the end of the trace,
+/// the reader's truncation warning.
+pub(crate) async fn once(
+    path: &Path,
+    speed: f64,
+    deadline: Option<tokio::time::Instant>,
+    sinks: &mut [&mut dyn Sink],
+) -> Result<(StopReason, Option<String>)> {
+    let mut reader = trace::Reader::open(path)?;
+    let reason = replay_items(reader.by_ref(), speed, None, deadline, sinks).await?;
+    let warning = match reason {
+        StopReason::EndOfTrace => reader.warning.clone(),
+        _ => None,
+    };
+    Ok((reason, warning))
 }
 
 /// How long a replay sleeps at least once it is ahead of the trace: the
@@ -212,20 +111,18 @@ pub fn item_ts(item: &trace::Item) -> Option<u64> {
 /// replay) to the sinks in (scaled) real time: a record `dt` after the first
 /// one is delivered about `dt / speed` after the start, in batches (see
 /// [`REPLAY_BATCH`]); `speed` <= 0: as fast as possible. Stops at the end
-/// of the items (`CommandExited(Some(0))`), on SIGINT/SIGTERM/SIGHUP while
+/// of the items (`EndOfTrace`), on SIGINT/SIGTERM/SIGHUP while
 /// waiting, or at `deadline`. `origin` = (wall time, trace time due then)
 /// continues an earlier replay's clock (a looping replay's next pass);
 /// None starts now with the first record.
-pub async fn replay_items<T: std::borrow::Borrow<trace::Item>>(
+pub(crate) async fn replay_items<T: std::borrow::Borrow<trace::Item>>(
     items: impl Iterator<Item = Result<T>>,
     speed: f64,
     origin: Option<(tokio::time::Instant, u64)>,
     deadline: Option<tokio::time::Instant>,
     sinks: &mut [&mut dyn Sink],
 ) -> Result<StopReason> {
-    let mut sigint = tokio::signal::unix::signal(SignalKind::interrupt())?;
-    let mut sigterm = tokio::signal::unix::signal(SignalKind::terminate())?;
-    let mut sighup = tokio::signal::unix::signal(SignalKind::hangup())?;
+    let mut signals = Signals::new()?;
     let start = origin.map_or_else(tokio::time::Instant::now, |o| o.0);
     let mut pacer = (speed > 0.0).then(|| Pacer::new(speed, origin.map(|o| o.1)));
     let mut since_yield = 0u32;
@@ -245,9 +142,7 @@ pub async fn replay_items<T: std::borrow::Borrow<trace::Item>>(
                     let wake = deadline.map_or(wake, |d| wake.min(d));
                     tokio::select! {
                         _ = tokio::time::sleep_until(wake) => {}
-                        _ = sigint.recv() => return Ok(StopReason::Signal("SIGINT")),
-                        _ = sigterm.recv() => return Ok(StopReason::Signal("SIGTERM")),
-                        _ = sighup.recv() => return Ok(StopReason::Signal("SIGHUP")),
+                        s = signals.recv() => return Ok(StopReason::Signal(s)),
                     }
                     since_yield = 0;
                     let now = tokio::time::Instant::now();
@@ -270,38 +165,15 @@ pub async fn replay_items<T: std::borrow::Borrow<trace::Item>>(
             }
             tokio::task::yield_now().await;
         }
-        match item {
-            trace::Item::Event(ev) => dispatch(sinks, ev)?,
-            trace::Item::Snapshot(s) => dispatch_snapshot(sinks, s)?,
-            trace::Item::Footer(_) => {}
-        }
+        deliver(sinks, item)?;
     }
-    Ok(StopReason::CommandExited(Some(0)))
-}
-
-/// Feeds a recorded trace to the sinks in (scaled) real time (see
-/// [`replay_items`]). Stops at the end of the trace (returning the reader's
-/// truncation warning), on SIGINT/SIGTERM/SIGHUP, or after `duration` of
-/// wall time. Drives `top --replay` and `export --replay` exactly like the
-/// live probes would.
-pub async fn run_replay(
-    path: &Path,
-    speed: f64,
-    duration: Option<Duration>,
-    sinks: &mut [&mut dyn Sink],
-) -> Result<(StopReason, Option<String>)> {
-    let mut reader = trace::Reader::open(path)?;
-    let deadline = duration.map(|d| tokio::time::Instant::now() + d);
-    let reason = replay_items(reader.by_ref(), speed, None, deadline, sinks).await?;
-    let warning = match reason {
-        StopReason::CommandExited(_) => reader.warning.clone(),
-        _ => None,
-    };
-    Ok((reason, warning))
+    Ok(StopReason::EndOfTrace)
 }
 
 #[cfg(test)]
 mod tests {
+    use numa_core::decode::{Event, Snapshot};
+
     use super::*;
 
     const MS: u64 = 1_000_000;
@@ -458,7 +330,7 @@ mod tests {
                 &mut [&mut c],
             ))
             .expect("replay");
-        assert_eq!(r, StopReason::CommandExited(Some(0)));
+        assert_eq!(r, StopReason::EndOfTrace);
         assert_eq!((c.0, c.1), (40_000, 1));
         assert!(c.2.windows(2).all(|w| w[0] < w[1]));
     }
@@ -479,7 +351,7 @@ mod tests {
             ))
             .expect("replay");
         let took = t.elapsed();
-        assert_eq!(r, StopReason::CommandExited(Some(0)));
+        assert_eq!(r, StopReason::EndOfTrace);
         assert_eq!(c.0, 601);
         assert!(took >= Duration::from_millis(29), "{took:?}");
         assert!(took < Duration::from_secs(5), "{took:?}");
