@@ -23,16 +23,8 @@ use std::{
 };
 
 use criterion::{criterion_group, Criterion};
-use numa_cli::{
+use numa_core::{
     decode::Snapshot,
-    export::{
-        metrics::{
-            encode_openmetrics, to_prometheus_text, Decision, Format, Info, KernelMetrics,
-            MetricsState, ModelMetrics, OutcomeHist, ProcessMetrics, HIST_BUCKETS,
-        },
-        publish::{Options, Publisher},
-        server::Shared,
-    },
     model::{
         policy::{build, KernelDefaults, ModelDefaults},
         shadow::Shadow,
@@ -40,6 +32,14 @@ use numa_cli::{
     sink::Sink,
 };
 use numa_ebpf_common::{Outcome, OUTCOMES};
+use numa_export::{
+    metrics::{
+        encode_openmetrics, to_prometheus_text, Decision, Format, Info, KernelMetrics,
+        MetricsState, ModelMetrics, OutcomeHist, ProcessMetrics, HIST_BUCKETS,
+    },
+    publish::{Options, Publisher},
+    server::Shared,
+};
 
 fn hists(seed: u64) -> Vec<OutcomeHist> {
     Outcome::ALL

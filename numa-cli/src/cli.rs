@@ -3,6 +3,7 @@
 use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
+use numa_core::model::policy::{self, KernelDefaults, ModelDefaults, Policy};
 use numa_probe::load::Probes;
 use numa_source::{LiveOptions, Source};
 
@@ -178,6 +179,24 @@ pub struct ModelSel {
     /// Apply the kernel's promotion rate limit to fault-count too.
     #[arg(long)]
     pub rate_limit: bool,
+}
+
+impl ModelSel {
+    /// The flat options as the models' defaults.
+    pub fn defaults(&self) -> ModelDefaults {
+        ModelDefaults {
+            threshold: self.threshold,
+            counter: self.counter.clone(),
+            stamp: self.stamp.clone(),
+            window_ms: self.window_ms,
+            rate_limit: self.rate_limit.then_some(true),
+        }
+    }
+
+    /// The models asked for (none named: the default three).
+    pub fn policies(&self, k: &KernelDefaults) -> anyhow::Result<Vec<Box<dyn Policy>>> {
+        policy::build_all(&self.models, &self.defaults(), k)
+    }
 }
 
 /// Shadow policy selection plus report output, for `shadow` and `replay`.

@@ -7,53 +7,14 @@ use anyhow::{bail, Context, Result};
 use numa_core::sink::Sink;
 
 use crate::{
-    cli::{ModelArgs, ModelSel, ReplayArgs, ShadowArgs},
+    cli::{ModelArgs, ReplayArgs, ShadowArgs},
     decode::{Event, Snapshot},
     model::{
-        policy::{self, KernelDefaults, ModelDefaults, Policy},
+        policy::{self, KernelDefaults},
         shadow::{Shadow, ShadowReport},
     },
     trace,
 };
-
-pub fn kernel_defaults(h: &trace::Header) -> KernelDefaults {
-    let d = KernelDefaults::default();
-    KernelDefaults {
-        hot_threshold_ms: h.tunables.hot_threshold_ms.unwrap_or(d.hot_threshold_ms),
-        scan_period_max_ms: h
-            .tunables
-            .scan_period_max_ms
-            .unwrap_or(d.scan_period_max_ms),
-        rate_limit_mbps: h
-            .tunables
-            .promote_rate_limit_mbps
-            .unwrap_or(d.rate_limit_mbps),
-    }
-}
-
-fn model_defaults(a: &ModelSel) -> ModelDefaults {
-    ModelDefaults {
-        threshold: a.threshold,
-        counter: a.counter.clone(),
-        stamp: a.stamp.clone(),
-        window_ms: a.window_ms,
-        rate_limit: a.rate_limit.then_some(true),
-    }
-}
-
-pub fn policies(a: &ModelSel, k: &KernelDefaults) -> Result<Vec<Box<dyn Policy>>> {
-    let specs: Vec<String> = if a.models.is_empty() {
-        vec![
-            "kernel-time".into(),
-            "fault-count".into(),
-            "two-touch".into(),
-        ]
-    } else {
-        a.models.clone()
-    };
-    let d = model_defaults(a);
-    specs.iter().map(|s| policy::build(s, &d, k)).collect()
-}
 
 /// Prints an interim report every `every_ns` of snapshot time.
 struct Interval<'a> {
@@ -262,8 +223,8 @@ fn emit(r: &ShadowReport, a: &ModelArgs) -> Result<()> {
 pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
     let probes = numa_probe::session::attach(&args.probe.options())?;
     let probes_header = numa_probe::session::header(&probes);
-    let k = kernel_defaults(&probes_header);
-    let mut engine = Shadow::new(policies(&args.models.sel, &k)?, args.models.top);
+    let k = KernelDefaults::from_tunables(&probes_header.tunables);
+    let mut engine = Shadow::new(args.models.sel.policies(&k)?, args.models.top);
     let reason = {
         let mut interval = Interval {
             shadow: &mut engine,
@@ -284,11 +245,11 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
 
 pub fn replay(args: &ReplayArgs) -> Result<ExitCode> {
     let header = trace::Reader::open(&args.trace)?.header;
-    let k = kernel_defaults(&header);
+    let k = KernelDefaults::from_tunables(&header.tunables);
     if let Some(sweep) = &args.sweep {
         return run_sweep(args, sweep, &k);
     }
-    let mut engine = Shadow::new(policies(&args.models.sel, &k)?, args.models.top);
+    let mut engine = Shadow::new(args.models.sel.policies(&k)?, args.models.top);
     crate::read_trace(&args.trace, &mut [&mut engine])?;
     emit(&engine.report(), &args.models)?;
     Ok(ExitCode::SUCCESS)
@@ -322,7 +283,7 @@ fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitC
     if specs.is_empty() {
         bail!("--sweep {sweep}: no values");
     }
-    let d = model_defaults(&args.models.sel);
+    let d = args.models.sel.defaults();
     let models = specs
         .iter()
         .map(|s| policy::build(s, &d, k))

@@ -14,10 +14,9 @@ use numa_source::Source;
 use crate::{
     cli::ReportArgs,
     decode::{Event, Snapshot},
-    evaluate,
     model::{
         hist::{upper_bound, Log2Hist},
-        policy::{self, ModelDefaults},
+        policy::{self, KernelDefaults, ModelDefaults},
         shadow::{Shadow, ShadowReport},
         totals::Totals,
     },
@@ -381,7 +380,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
 /// Renders the report page for a trace.
 pub fn render(path: &Path, model_specs: &[String]) -> Result<String> {
     let header = trace::Reader::open(path)?.header;
-    let k = evaluate::kernel_defaults(&header);
+    let k = KernelDefaults::from_tunables(&header.tunables);
     let d = ModelDefaults::default();
     let specs: Vec<String> = if model_specs.is_empty() {
         vec![

@@ -17,7 +17,6 @@ use tokio::sync::watch;
 use crate::{
     cli::{ModelSel, TopArgs},
     decode::{Event, Snapshot},
-    evaluate,
     model::policy::{KernelDefaults, Policy},
     system, trace,
     tui::{
@@ -44,7 +43,7 @@ fn policies(a: &ModelSel, k: &KernelDefaults) -> Result<Vec<Box<dyn Policy>>> {
         }
         return Ok(Vec::new());
     }
-    let p = evaluate::policies(a, k)?;
+    let p = a.policies(k)?;
     if p.len() > MAX_MODELS {
         bail!("top shows at most {MAX_MODELS} models, {} given", p.len());
     }
@@ -309,7 +308,7 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
     // Validate the model specs before attaching anything.
     let _ = policies(&args.sel, &KernelDefaults::default())?;
     let (source, until, header) = prepare(args)?;
-    let k = evaluate::kernel_defaults(&header);
+    let k = KernelDefaults::from_tunables(&header.tunables);
     let label = source_label(args);
     if args.once {
         return once(args, source, until, &header, &k, label);

@@ -41,9 +41,8 @@ use numa_core::sink::Sink;
 use crate::{
     cli::{ProbeArgs, PromoteArgs},
     decode::{comm, Event, Snapshot},
-    evaluate,
     model::{
-        policy::{self, FaultView, ModelDefaults, Policy},
+        policy::{self, FaultView, KernelDefaults, ModelDefaults, Policy},
         scans::ScanIndex,
         shadow::Agreement,
     },
@@ -426,7 +425,7 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
     };
     let probes = numa_probe::session::attach(&probe_args.options())?;
     let header = numa_probe::session::header(&probes);
-    let k = evaluate::kernel_defaults(&header);
+    let k = KernelDefaults::from_tunables(&header.tunables);
     let d = ModelDefaults {
         threshold: a.threshold,
         counter: a.counter.clone(),
@@ -731,7 +730,6 @@ mod tests {
     use numa_ebpf_common::fault_flags as ff;
 
     use super::*;
-    use crate::model::policy::KernelDefaults;
 
     fn node(id: u32, cpus: Vec<u32>, distances: Vec<u32>) -> Node {
         Node {

@@ -3,7 +3,7 @@
 //! `None`/empty rather than failing: a missing file is a fact to report.
 use std::{collections::BTreeMap, fs, path::Path};
 
-use numa_core::topology::{parse_list, parse_vmstat, MemoryTier, Node, Tunables};
+use numa_core::topology::{parse_list, parse_vmstat, MemoryTier, Node, Tunables, NUMA_VMSTAT};
 
 fn read_trim(path: impl AsRef<Path>) -> Option<String> {
     fs::read_to_string(path).ok().map(|s| s.trim().to_owned())
@@ -102,4 +102,27 @@ pub fn tunables() -> Tunables {
 /// `/proc/vmstat` as name -> value.
 pub fn vmstat() -> BTreeMap<String, u64> {
     parse_vmstat(&fs::read_to_string("/proc/vmstat").unwrap_or_default())
+}
+
+/// Per-node counters node_exporter lacks (it has no per-node vmstat): the
+/// tiering ones (`pgpromote_*`, `pgdemote_*`) and any NUMA balancing
+/// counter the kernel keeps per node.
+pub fn node_vmstat() -> Vec<(u32, Vec<(String, u64)>)> {
+    let base = Path::new("/sys/devices/system/node");
+    let online = fs::read_to_string(base.join("online")).unwrap_or_default();
+    parse_list(&online)
+        .into_iter()
+        .filter_map(|n| {
+            let text = fs::read_to_string(base.join(format!("node{n}/vmstat"))).ok()?;
+            let counters: Vec<(String, u64)> = parse_vmstat(&text)
+                .into_iter()
+                .filter(|(k, _)| {
+                    NUMA_VMSTAT.contains(&k.as_str())
+                        || k.starts_with("pgpromote_")
+                        || k.starts_with("pgdemote_")
+                })
+                .collect();
+            (!counters.is_empty()).then_some((n, counters))
+        })
+        .collect()
 }

@@ -6,8 +6,7 @@ use std::path::Path;
 use ratatui::{backend::TestBackend, style::Color, Terminal};
 
 use crate::{
-    evaluate,
-    model::policy::KernelDefaults,
+    model::policy::{build_all, KernelDefaults, ModelDefaults},
     tui::{
         action::Action,
         agg::{Aggregator, Focus, Vma},
@@ -22,17 +21,13 @@ const TRACE: &str = concat!(
 );
 const SIZES: [(u16, u16); 2] = [(80, 24), (200, 50)];
 
-fn args() -> crate::cli::ModelSel {
-    crate::cli::ModelSel::default()
-}
-
 /// The recording replayed in one go, published with `focus`.
 fn replayed(focus: Focus, vmas: bool) -> Frame {
     let header = crate::trace::Reader::open(Path::new(TRACE))
         .expect("trace")
         .header;
-    let k = evaluate::kernel_defaults(&header);
-    let policies = evaluate::policies(&args(), &k).expect("models");
+    let k = KernelDefaults::from_tunables(&header.tunables);
+    let policies = build_all(&[], &ModelDefaults::default(), &k).expect("models");
     let mut agg = Aggregator::new(policies, &header, "replay hot-chunks-6.12.trace x1".into());
     crate::read_trace(Path::new(TRACE), &mut [&mut agg]).expect("replay");
     if vmas {
@@ -62,7 +57,8 @@ fn empty_frame() -> Frame {
     let header = crate::trace::Reader::open(Path::new(TRACE))
         .expect("trace")
         .header;
-    let policies = evaluate::policies(&args(), &KernelDefaults::default()).expect("models");
+    let policies =
+        build_all(&[], &ModelDefaults::default(), &KernelDefaults::default()).expect("models");
     let mut agg = Aggregator::new(policies, &header, "live".into());
     agg.publish(Some(1), Focus::default())
 }

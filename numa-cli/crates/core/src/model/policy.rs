@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use crate::topology::Tunables;
+
 use anyhow::{bail, Context, Result};
 use numa_ebpf_common::{fault_flags as ff, FaultEvent, Outcome};
 
@@ -494,6 +496,34 @@ impl Default for KernelDefaults {
             rate_limit_mbps: 65536,
         }
     }
+}
+
+impl KernelDefaults {
+    /// The host's tunables where it had them (a trace header's), else the
+    /// kernel's defaults.
+    pub fn from_tunables(t: &Tunables) -> Self {
+        let d = KernelDefaults::default();
+        KernelDefaults {
+            hot_threshold_ms: t.hot_threshold_ms.unwrap_or(d.hot_threshold_ms),
+            scan_period_max_ms: t.scan_period_max_ms.unwrap_or(d.scan_period_max_ms),
+            rate_limit_mbps: t.promote_rate_limit_mbps.unwrap_or(d.rate_limit_mbps),
+        }
+    }
+}
+
+/// The models run when none is named.
+pub const DEFAULT_MODELS: [&str; 3] = ["kernel-time", "fault-count", "two-touch"];
+
+/// Builds every model in `specs`; none named: [`DEFAULT_MODELS`].
+pub fn build_all(
+    specs: &[String],
+    d: &ModelDefaults,
+    k: &KernelDefaults,
+) -> Result<Vec<Box<dyn Policy>>> {
+    if specs.is_empty() {
+        return DEFAULT_MODELS.iter().map(|s| build(s, d, k)).collect();
+    }
+    specs.iter().map(|s| build(s, d, k)).collect()
 }
 
 /// Flat model options (`--threshold 2e5 --counter global`) that apply to

@@ -16,7 +16,7 @@ use prometheus_client::{
     registry::{Registry, Unit},
 };
 
-use crate::promoter_state::Reading;
+use numa_host::promoter_state::Reading;
 
 /// Buckets of the in-kernel log2 histograms (`numa_ebpf_common::HIST_BUCKETS`).
 pub const HIST_BUCKETS: usize = 64;
@@ -382,7 +382,7 @@ impl Collector for StateCollector {
 }
 
 /// `numatrace_promoter_*`: what a running `numatrace promote` published in
-/// its state file (crate::promoter_state); only `numatrace_promoter_up 0`
+/// its state file (numa_host::promoter_state); only `numatrace_promoter_up 0`
 /// when none runs.
 fn promoter(enc: &mut DescriptorEncoder, r: &Reading) -> std::fmt::Result {
     fn gauge(
@@ -915,7 +915,7 @@ mod tests {
 
     #[test]
     fn promoter_metrics_appear_only_while_one_runs() {
-        use crate::promoter_state::{NotRunning, PromoterState, Reading};
+        use numa_host::promoter_state::{NotRunning, PromoterState, Reading};
         let running = Reading::Running(Box::new(PromoterState {
             version: 1,
             pid: 4242,
@@ -1037,7 +1037,7 @@ mod tests {
     #[test]
     fn the_dashboard_queries_only_exported_metrics() {
         let dashboard: serde_json::Value =
-            serde_json::from_str(include_str!("../../../contrib/grafana-dashboard.json"))
+            serde_json::from_str(include_str!("../../../../contrib/grafana-dashboard.json"))
                 .expect("dashboard is JSON");
         let exprs = dashboard_exprs(&dashboard);
         assert!(exprs.len() >= 8, "{exprs:?}");

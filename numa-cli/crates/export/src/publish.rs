@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use super::metrics::{
     Decision, Info, KernelMetrics, MetricsState, ModelMetrics, OutcomeHist, ProcessMetrics,
 };
-use crate::{
+use numa_core::{
     decode::{comm, Event, Snapshot},
     model::shadow::Shadow,
     sink::Sink,
@@ -269,7 +269,7 @@ mod tests {
     use numa_ebpf_common::OUTCOME_BASE;
 
     use super::*;
-    use crate::decode::fixtures::fault;
+    use numa_core::decode::fixtures::fault;
 
     fn outcome_counter(o: Outcome) -> usize {
         (OUTCOME_BASE + o as u32) as usize

@@ -35,7 +35,7 @@ use tokio::{
 };
 
 use super::metrics::{self, Format, MetricsState};
-use crate::promoter_state::{Reading, Source};
+use numa_host::promoter_state::{Reading, Source};
 
 pub const MAX_CONNECTIONS: usize = 512;
 /// hyper's minimum is 8 KiB; a scrape request is a few hundred bytes.
@@ -336,7 +336,7 @@ mod tests {
 
     #[test]
     fn scrapes_follow_the_promoter_state_file() {
-        use crate::promoter_state::{pid_start_ticks, unix_now, PromoterState, Writer};
+        use numa_host::promoter_state::{pid_start_ticks, unix_now, PromoterState, Writer};
         let dir = std::env::temp_dir().join(format!(
             "numatrace-server-promoter-{}-{}",
             std::process::id(),

@@ -1,0 +1,269 @@
+//! `numatrace export`: the counters and in-kernel histograms for
+//! Prometheus, from the live probes or a replayed trace (see the
+//! numa-export crate for the exporter itself).
+
+use std::{
+    net::SocketAddr,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+use numa_core::{
+    model::{policy::KernelDefaults, shadow::Shadow},
+    trace,
+};
+use numa_export::{
+    attach_mode, index_html,
+    metrics::Info,
+    prometheus_text,
+    publish::{Options, Publisher},
+    textfile, Exporter,
+};
+use numa_source::{signals::wait_for_stop, Replay, Source, StopReason};
+
+use crate::cli::{ExportArgs, ModelSel};
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
+/// `--per-process` cap: each process adds three series.
+pub const MAX_PER_PROCESS: usize = 100;
+
+fn parse_listen(s: &str) -> Result<SocketAddr> {
+    s.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "--listen {s:?} is not ADDRESS:PORT (e.g. {DEFAULT_LISTEN}, [::1]:9464, or \
+             0.0.0.0:9464 to serve the network)"
+        )
+    })
+}
+
+fn bind(addr: SocketAddr) -> Result<std::net::TcpListener> {
+    let l = std::net::TcpListener::bind(addr).map_err(|e| {
+        let why = match e.kind() {
+            std::io::ErrorKind::AddrInUse => format!(
+                "port {} is already in use (another exporter?): pick a free one with --listen {}:PORT",
+                addr.port(),
+                addr.ip()
+            ),
+            std::io::ErrorKind::PermissionDenied => format!(
+                "ports below 1024 need root or CAP_NET_BIND_SERVICE: use --listen {}:9464",
+                addr.ip()
+            ),
+            std::io::ErrorKind::AddrNotAvailable => format!(
+                "{} is not an address of this host: use --listen {DEFAULT_LISTEN} or 0.0.0.0:{}",
+                addr.ip(),
+                addr.port()
+            ),
+            _ => format!("{e}: choose another address with --listen ADDRESS:PORT"),
+        };
+        anyhow::anyhow!("cannot listen on {addr}: {why}")
+    })?;
+    l.set_nonblocking(true)
+        .context("setting the listening socket non-blocking")?;
+    Ok(l)
+}
+
+/// The shadow engine for `--model` (default: the three policies `shadow`
+/// runs; `none`: no model metrics) and the `model` label of each policy.
+fn shadow(models: &[String], k: &KernelDefaults) -> Result<Option<(Shadow, Vec<String>)>> {
+    if models.iter().any(|m| m == "none") {
+        if models.len() > 1 {
+            bail!("--model none excludes other --model options");
+        }
+        return Ok(None);
+    }
+    let model_args = ModelSel {
+        models: models.to_vec(),
+        ..ModelSel::default()
+    };
+    let policies = model_args.policies(k)?;
+    let labels: Vec<String> = if models.is_empty() {
+        policies.iter().map(|p| p.name()).collect()
+    } else {
+        models.to_vec()
+    };
+    for (i, l) in labels.iter().enumerate() {
+        if labels[..i].contains(l) {
+            bail!("--model {l} is given twice: each model needs its own label");
+        }
+    }
+    Ok(Some((Shadow::new(policies, 0), labels)))
+}
+
+pub fn run(args: &ExportArgs) -> Result<ExitCode> {
+    if args.per_process > MAX_PER_PROCESS {
+        bail!(
+            "--per-process {}: at most {MAX_PER_PROCESS} processes get their own series \
+             (each adds three; cardinality): use a smaller TOPN",
+            args.per_process
+        );
+    }
+    if !(args.interval.is_finite() && args.interval > 0.0) {
+        bail!(
+            "--interval {}: give a positive number of seconds",
+            args.interval
+        );
+    }
+    if !(args.speed.is_finite() && args.speed >= 0.0) {
+        bail!(
+            "--speed {}: give 1 for the recorded pace, 0 for as fast as possible",
+            args.speed
+        );
+    }
+    // HTTP unless only a textfile was asked for.
+    let listen = match (&args.listen, &args.textfile) {
+        (Some(l), _) => Some(parse_listen(l)?),
+        (None, None) => Some(parse_listen(DEFAULT_LISTEN)?),
+        (None, Some(_)) => None,
+    };
+    let listener = listen.map(bind).transpose()?;
+    let textfile = args
+        .textfile
+        .clone()
+        .map(|p| (p, Duration::from_secs_f64(args.interval)));
+    if let Some((p, _)) = &textfile {
+        if p.extension().is_none_or(|e| e != "prom") {
+            eprintln!(
+                "numatrace: warning: node_exporter's textfile collector only reads *.prom files; {} will be ignored by it",
+                p.display()
+            );
+        }
+    }
+    let rt = numa_source::runtime()?;
+    let version = env!("CARGO_PKG_VERSION").to_owned();
+    let duration = args.probe.until();
+
+    let (mut publisher, rx, page, live) = match &args.replay {
+        Some(path) => {
+            let header = trace::Reader::open(path)?.header;
+            let mode = header.attach_plan.as_ref().map_or("none", attach_mode);
+            let (publisher, rx) = Publisher::new(Options {
+                info: Info {
+                    version,
+                    kernel: header.kernel_release.clone(),
+                    attach_mode: format!("replay:{mode}"),
+                },
+                shadow: shadow(
+                    &args.models,
+                    &KernelDefaults::from_tunables(&header.tunables),
+                )?,
+                per_process: args.per_process,
+                sample_every: header.sample_every,
+                stamp_capacity: u64::from(header.stamp_entries),
+                node_vmstat: None,
+            });
+            let page = index_html(
+                &format!("replay of {} at speed {}", path.display(), args.speed),
+                &header.kernel_release,
+                header.attach_plan.as_ref(),
+            );
+            (publisher, rx, page, None)
+        }
+        None => {
+            let probes = numa_probe::session::attach(&args.probe.options())?;
+            let header = numa_probe::session::header(&probes);
+            let (publisher, rx) = Publisher::new(Options {
+                info: Info {
+                    version,
+                    kernel: header.kernel_release.clone(),
+                    attach_mode: attach_mode(&probes.plan).to_owned(),
+                },
+                shadow: shadow(
+                    &args.models,
+                    &KernelDefaults::from_tunables(&header.tunables),
+                )?,
+                per_process: args.per_process,
+                sample_every: probes.options.sample_every,
+                stamp_capacity: u64::from(probes.options.stamp_entries),
+                node_vmstat: Some(numa_host::system::node_vmstat),
+            });
+            let page = index_html("live probes", &header.kernel_release, Some(&probes.plan));
+            (publisher, rx, page, Some(probes))
+        }
+    };
+    if let Some((p, _)) = &textfile {
+        // Fail now, not at the first tick, when the file cannot be written.
+        textfile::write_atomic(p, &prometheus_text(rx.borrow().clone())?)?;
+    }
+    let exporter = Exporter::start(listener, rx, page, textfile)?;
+    if let Some(a) = listen {
+        if !a.ip().is_loopback() {
+            eprintln!("numatrace: note: serving {a} beyond this host, as asked by --listen");
+        }
+        eprintln!("numatrace: serving http://{a}/metrics");
+    }
+    if let Some(p) = &args.textfile {
+        eprintln!(
+            "numatrace: writing {} every {} s",
+            p.display(),
+            args.interval
+        );
+    }
+
+    let result = rt.block_on(async {
+        match (live, &args.replay) {
+            (Some(probes), _) => {
+                let mut source = args.probe.live(probes, Duration::from_secs(1));
+                let finished = source.run(duration, &mut [&mut publisher]).await?;
+                eprintln!("numatrace: export stopped: {}", finished.reason.describe());
+                Ok(())
+            }
+            (None, Some(path)) => {
+                let start = tokio::time::Instant::now();
+                let wall = Instant::now();
+                let mut source = Source::Replay(Replay {
+                    path: path.clone(),
+                    speed: args.speed,
+                    repeat: false,
+                });
+                let finished = source.run(duration, &mut [&mut publisher]).await?;
+                if let Some(w) = &finished.warning {
+                    eprintln!("numatrace: warning: {w}");
+                }
+                eprintln!(
+                    "numatrace: replay finished: {:.3} s of trace in {:.3} s at speed {} ({})",
+                    publisher.window_s(),
+                    wall.elapsed().as_secs_f64(),
+                    args.speed,
+                    finished.reason.describe()
+                );
+                if finished.reason == StopReason::EndOfTrace && listen.is_some() {
+                    eprintln!("numatrace: serving the final state until Ctrl-C");
+                    let reason = wait_for_stop(duration.map(|d| start + d)).await?;
+                    eprintln!("numatrace: export stopped: {}", reason.describe());
+                }
+                Ok(())
+            }
+            (None, None) => Ok(()),
+        }
+    });
+    let finished = exporter.finish();
+    result.and(finished)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_errors_name_the_remedy() {
+        let err = parse_listen("9464").expect_err("no address");
+        assert!(err.to_string().contains("ADDRESS:PORT"), "{err}");
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = taken.local_addr().expect("addr");
+        let err = bind(addr).expect_err("in use");
+        assert!(err.to_string().contains("already in use"), "{err}");
+        assert!(err.to_string().contains("--listen"), "{err}");
+    }
+
+    #[test]
+    fn models_are_labelled_and_unique() {
+        let k = KernelDefaults::default();
+        let (_, labels) = shadow(&[], &k).expect("default").expect("models");
+        assert_eq!(labels, ["kernel-time", "fault-count", "two-touch"]);
+        assert!(shadow(&["none".into()], &k).expect("none").is_none());
+        let twice = ["fault-count".to_owned(), "fault-count".to_owned()];
+        assert!(shadow(&twice, &k).is_err());
+    }
+}
