@@ -12,7 +12,6 @@ pub mod promote;
 pub mod report;
 pub mod stats;
 pub mod top;
-pub mod tui;
 pub mod workload;
 pub use numa_core::{decode, histtext, model, rng, sink, trace};
 pub use numa_host::{promoter_state, system};

@@ -14,19 +14,21 @@ use numa_core::sink::Sink;
 use numa_source::{signals::Signals, Replay, Source, StopReason};
 use tokio::sync::watch;
 
+use numa_tui::{
+    action::UiEvent,
+    agg::{Aggregator, Focus},
+    app::App,
+    frame::Frame,
+    procfs,
+    term::{self, Exit, Msg},
+    view::screen_text,
+};
+
 use crate::{
     cli::{ModelSel, TopArgs},
     decode::{Event, Snapshot},
     model::policy::{KernelDefaults, Policy},
     system, trace,
-    tui::{
-        action::UiEvent,
-        agg::{Aggregator, Focus},
-        app::App,
-        frame::Frame,
-        procfs,
-        term::{self, Exit, Msg},
-    },
 };
 
 /// Shadow models `top` can show at once (one column each in memory).
@@ -412,7 +414,7 @@ fn once(
     } else {
         let mut app = App::new(Duration::from_secs_f64(args.interval));
         app.promoter = Some(promoter);
-        app.update(crate::tui::action::Action::Sample(Box::new(frame)));
+        app.update(numa_tui::action::Action::Sample(Box::new(frame)));
         for line in screen_text(&app, 120, 40) {
             writeln!(out, "{line}")?;
         }
@@ -431,20 +433,4 @@ fn promoter_json(reading: &crate::promoter_state::Reading) -> Result<serde_json:
             serde_json::json!({"running": false, "reason": why.to_string()})
         }
     })
-}
-
-/// The screen `app` draws at `width` x `height`, as text lines.
-pub fn screen_text(app: &App, width: u16, height: u16) -> Vec<String> {
-    use ratatui::{buffer::Buffer, layout::Rect, widgets::Widget};
-    let area = Rect::new(0, 0, width, height);
-    let mut buf = Buffer::empty(area);
-    app.render(area, &mut buf);
-    (0..height)
-        .map(|y| {
-            let line: String = (0..width)
-                .filter_map(|x| buf.cell((x, y)).map(|c| c.symbol().to_owned()))
-                .collect();
-            line.trim_end().to_owned()
-        })
-        .collect()
 }

@@ -1,0 +1,424 @@
+//! Aggregation on synthetic event streams: rates, percentiles, per-process
+//! rows, window rule, warnings, scan coverage and the heat strip.
+use numa_ebpf_common::{fault_flags as ff, tnf, Counter, EventKind, Outcome, ScanEvent, SkipEvent};
+
+use super::*;
+use numa_core::{
+    decode::fixtures::fault,
+    model::policy::{build, KernelDefaults, ModelDefaults},
+};
+
+const T0: u64 = 1_000_000_000_000;
+const S: u64 = 1_000_000_000;
+
+fn header() -> trace::Header {
+    let json = serde_json::json!({
+        "format_version": 1, "numatrace_version": "t", "abi_version": 1,
+        "kernel_release": "6.12.0-test", "attach_plan": null,
+        "nodes": [
+            {"id": 0, "cpus": [0, 1], "mem_total_kb": 2_000_000, "mem_free_kb": 500_000, "distances": [10, 20]},
+            {"id": 1, "cpus": [], "mem_total_kb": 1_000_000, "mem_free_kb": 900_000, "distances": [20, 10]}
+        ],
+        "memory_tiers": [{"tier": "memory_tier4", "id": 4, "nodes": [0]}, {"tier": "memory_tier22", "id": 22, "nodes": [1]}],
+        "tunables": {"hot_threshold_ms": 1000, "promote_rate_limit_mbps": 65536, "demotion_enabled": null,
+                     "scan_delay_ms": 1000, "scan_period_min_ms": 1000, "scan_period_max_ms": 60000, "scan_size_mb": 256},
+        "numa_balancing": 2, "params": null, "started_unix_ns": 0, "started_mono_ns": 0,
+        "attach_started_mono_ns": 0, "sample_every": 1, "stamp_entries": 100, "record_sizes": [136, 72, 40]
+    });
+    serde_json::from_value(json).expect("header")
+}
+
+fn agg(specs: &[&str]) -> Aggregator {
+    let d = ModelDefaults::default();
+    let k = KernelDefaults::default();
+    let policies = specs
+        .iter()
+        .map(|s| build(s, &d, &k).expect("model"))
+        .collect();
+    Aggregator::new(policies, &header(), "test".into())
+}
+
+fn snap(ts: u64, drops: u64, inserts: u64, demoted: u64) -> Snapshot {
+    let mut counters = vec![0; 32];
+    counters[Counter::RingDrops as usize] = drops;
+    counters[Counter::StampInserts as usize] = inserts;
+    Snapshot {
+        ts_ns: ts,
+        counters,
+        vmstat: [("pgdemote_kswapd".to_owned(), demoted)]
+            .into_iter()
+            .collect(),
+        ..Snapshot::default()
+    }
+}
+
+/// A fault of process `pid` at `ts` with the given latency and outcome.
+fn f(pid: u32, ts: u64, page: u64, latency_ms: u64, outcome: Outcome) -> Event {
+    let mut e = fault(1, page, 0, outcome);
+    e.pid_tgid = (u64::from(pid) << 32) | u64::from(pid);
+    e.ts_ns = ts;
+    e.scan_ns = ts - latency_ms * 1_000_000;
+    e.kernel_latency_ms = latency_ms as u32;
+    e.seq_mm = 1_000_000;
+    e.scan_seq_mm = 1_000_000 - latency_ms; // delta == latency in ms, for easy checks
+    Event::Fault(e)
+}
+
+#[test]
+fn rates_per_interval_and_history() {
+    let mut a = agg(&["kernel-time"]);
+    a.snapshot(&snap(T0, 0, 0, 0));
+    // First second: 100 faults, 40 promoted (fast), 60 rejected on latency.
+    for i in 0..100 {
+        let (lat, o) = if i < 40 {
+            (100, Outcome::PromoteHot)
+        } else {
+            (5000, Outcome::RejectLatency)
+        };
+        a.event(&f(7, T0 + i * 10_000_000, i, lat, o));
+    }
+    let fr = a.publish(Some(T0 + S), Focus::default());
+    assert_eq!(fr.interval_s, 1.0);
+    let p = &fr.processes[0];
+    assert_eq!((p.pid, p.comm.as_str()), (7, "hot-chunks"));
+    assert_eq!(p.faults_s, 100.0);
+    assert_eq!(p.decisions_s, 100.0);
+    assert_eq!(p.promoted_s, 40.0);
+    assert_eq!(p.rej_latency_s, 60.0);
+    // kernel-time agrees with the kernel on every one of these.
+    assert_eq!(p.model_s, vec![40.0]);
+    assert_eq!(p.agree_pct, vec![Some(100.0)]);
+    assert_eq!(fr.system.faults_s, 100.0);
+    assert_eq!(fr.models[0].promote_s, 40.0);
+    let faults = fr
+        .rates
+        .iter()
+        .find(|r| r.name == "hint faults")
+        .expect("series");
+    assert_eq!(faults.history, vec![100.0]);
+    // Second interval of 2 s: 50 faults -> 25/s; history grows.
+    for i in 0..50 {
+        a.event(&f(
+            7,
+            T0 + S + i * 1_000_000,
+            1000 + i,
+            100,
+            Outcome::PromoteHot,
+        ));
+    }
+    a.snapshot(&snap(T0 + 3 * S, 0, 0, 30));
+    let fr = a.publish(Some(T0 + 3 * S), Focus::default());
+    assert_eq!(fr.interval_s, 2.0);
+    assert_eq!(fr.processes[0].faults_s, 25.0);
+    assert_eq!(fr.processes[0].promoted_s, 25.0);
+    let faults = fr
+        .rates
+        .iter()
+        .find(|r| r.name == "hint faults")
+        .expect("series");
+    assert_eq!(faults.history, vec![100.0, 25.0]);
+    // Demotions come from vmstat snapshots: 30 pages over 3 s.
+    let dem = fr
+        .rates
+        .iter()
+        .find(|r| r.name == "demoted")
+        .expect("series");
+    assert_eq!(dem.current, 10.0);
+    // A publication at the same time adds no point and keeps the rates.
+    let fr = a.publish(Some(T0 + 3 * S), Focus::default());
+    assert_eq!(fr.processes[0].faults_s, 25.0);
+    let faults = fr
+        .rates
+        .iter()
+        .find(|r| r.name == "hint faults")
+        .expect("series");
+    assert_eq!(faults.history.len(), 2);
+    // The history is bounded.
+    for k in 0..(HISTORY as u64 + 20) {
+        a.publish(Some(T0 + (4 + k) * S), Focus::default());
+    }
+    let fr = a.publish(Some(T0 + (HISTORY as u64 + 30) * S), Focus::default());
+    assert!(fr.rates.iter().all(|r| r.history.len() == HISTORY));
+}
+
+#[test]
+fn percentiles_are_log2_bucket_bounds() {
+    let mut a = agg(&[]);
+    a.snapshot(&snap(T0, 0, 0, 0));
+    // 98 faults at 100 ms, 2 at 40 s: p50 in (67, 134] ms, p99 in (34, 68] s.
+    for i in 0..100 {
+        let lat = if i < 98 { 100 } else { 40_000 };
+        a.event(&f(9, T0 + 60 * S + i, i, lat, Outcome::RejectLatency));
+    }
+    let fr = a.publish(Some(T0 + 61 * S), Focus::default());
+    let p = &fr.processes[0];
+    let p50 = p.lat_p50_ms.expect("p50");
+    let p99 = p.lat_p99_ms.expect("p99");
+    assert!((100.0..=134.3).contains(&p50), "p50 {p50}");
+    assert!((40_000.0..=68_720.0).contains(&p99), "p99 {p99}");
+    // The fault-count delta equals the latency in ms here: median bucket 128.
+    assert_eq!(p.delta_p50, Some(128));
+    // Histograms split by decision; the kernel threshold is marked.
+    assert_eq!(fr.hist.latency_rejected.iter().sum::<u64>(), 100);
+    assert_eq!(fr.hist.latency_promoted.iter().sum::<u64>(), 0);
+    assert_eq!(fr.hist.kernel_threshold_ms, Some(1000));
+}
+
+#[test]
+fn processes_sorted_busiest_first_and_focus_selects_histogram() {
+    let mut a = agg(&["fault-count:threshold=50", "two-touch"]);
+    a.snapshot(&snap(T0, 0, 0, 0));
+    for i in 0..30 {
+        a.event(&f(1, T0 + i, i, 10, Outcome::PromoteHot));
+    }
+    for i in 0..70 {
+        a.event(&f(2, T0 + i, i, 100, Outcome::RejectLatency));
+    }
+    let fr = a.publish(
+        Some(T0 + S),
+        Focus {
+            hist_pid: Some(1),
+            detail_pid: None,
+        },
+    );
+    let pids: Vec<u32> = fr.processes.iter().map(|p| p.pid).collect();
+    assert_eq!(pids, vec![2, 1]);
+    assert_eq!(a.busiest(1), vec![2]);
+    // fault-count (delta 10 < 50) promotes pid 1's faults; pid 2's delta is
+    // 100: rejected, agreeing with the kernel.
+    assert_eq!(fr.processes[1].model_s[0], 30.0);
+    assert_eq!(fr.processes[0].model_s[0], 0.0);
+    assert_eq!(fr.processes[0].agree_pct[0], Some(100.0));
+    assert_eq!(fr.models[0].short, "fcount");
+    assert_eq!(fr.models[0].axis, Axis::FaultDelta);
+    assert_eq!(fr.models[1].axis, Axis::WindowMs);
+    assert_eq!(fr.hist.pid, Some(1));
+    assert_eq!(fr.hist.latency_promoted.iter().sum::<u64>(), 30);
+    assert!(fr.detail.is_none());
+    assert_eq!(fr.system.faults_total, 100);
+}
+
+#[test]
+fn window_rule_local_share_thresholds_and_undecided_faults() {
+    let mut a = agg(&[]);
+    // Older than the first snapshot: not counted (same rule as the totals).
+    a.snapshot(&snap(T0, 0, 0, 0));
+    a.event(&f(3, T0 - 5, 1, 10, Outcome::PromoteHot));
+    let Event::Fault(mut local) = f(3, T0 + 1, 2, 10, Outcome::PromoteHot) else {
+        unreachable!()
+    };
+    local.tnf_flags = tnf::FAULT_LOCAL;
+    local.threshold_ms = 1125;
+    local.dst_nid = 0;
+    a.event(&Event::Fault(local));
+    let Event::Fault(mut undecided) = f(3, T0 + 2, 3, 10, Outcome::NoDecision) else {
+        unreachable!()
+    };
+    undecided.flags &= !(ff::DECIDED | ff::KERNEL_LATENCY);
+    undecided.flags |= ff::MIGRATE_TRIED; // and the migration failed
+    a.event(&Event::Fault(undecided));
+    let fr = a.publish(Some(T0 + S), Focus::default());
+    assert_eq!(fr.events, 2);
+    let p = &fr.processes[0];
+    assert_eq!(p.faults_s, 2.0);
+    assert_eq!(p.decisions_s, 1.0);
+    assert_eq!(p.local_pct, Some(50.0));
+    assert_eq!(fr.header.kernel_threshold_ms.get(&0), Some(&1125));
+    assert_eq!(fr.hist.kernel_threshold_ms, Some(1125));
+    let mig = fr
+        .rates
+        .iter()
+        .find(|r| r.name == "migrate fail")
+        .expect("series");
+    assert_eq!(mig.current, 1.0);
+    let local = fr
+        .rates
+        .iter()
+        .find(|r| r.name == "local %")
+        .expect("series");
+    assert_eq!(local.current, 50.0);
+}
+
+#[test]
+fn drops_and_evictions_from_snapshots() {
+    let mut a = agg(&[]);
+    a.snapshot(&snap(T0, 5, 50, 0));
+    let fr = a.publish(Some(T0 + S), Focus::default());
+    assert_eq!(fr.warnings, Warnings::default());
+    a.snapshot(&snap(T0 + S, 12, 180, 0));
+    let fr = a.publish(Some(T0 + 2 * S), Focus::default());
+    // Drops since start; evictions = inserts - capacity (100 in the header).
+    assert_eq!(fr.warnings.ring_drops, 7);
+    assert_eq!(fr.warnings.evictions, 30);
+    assert_eq!(fr.header.tiers.len(), 2);
+    assert_eq!(fr.header.tiers[1].nodes[0].cpus, 0);
+}
+
+fn scan(pid: u32, start: u64, end: u64, ts: u64, ptes: u64) -> Event {
+    Event::Scan(ScanEvent {
+        kind: EventKind::Scan as u32,
+        pid_tgid: u64::from(pid) << 32,
+        start,
+        end,
+        ptes_updated: ptes,
+        ts_ns: ts,
+        ..ScanEvent::default()
+    })
+}
+
+#[test]
+fn detail_has_scan_coverage_skips_vmas_and_heat() {
+    let mut a = agg(&[]);
+    a.snapshot(&snap(T0, 0, 0, 0));
+    let base = 0x7f00_0000_0000u64;
+    // Region A (8 MiB) scanned and hot; region B (far away) scanned, cold.
+    a.event(&scan(5, base, base + (8 << 20), T0 + 1, 2048));
+    a.event(&scan(
+        5,
+        base + (1 << 30),
+        base + (1 << 30) + (2 << 20),
+        T0 + 2,
+        512,
+    ));
+    a.event(&Event::Skip(SkipEvent {
+        kind: EventKind::VmaSkip as u32,
+        reason: 2,
+        ts_ns: T0 + 3,
+        pid_tgid: 5u64 << 32,
+        vm_start: base + (1 << 30),
+        vm_end: base + (1 << 30) + (2 << 20),
+    }));
+    for i in 0..40u64 {
+        let mut ev = f(5, T0 + 10 + i, 0, 50, Outcome::PromoteHot);
+        if let Event::Fault(e) = &mut ev {
+            e.addr = base + (i % 4) * (2 << 20) + 4096;
+        }
+        a.event(&ev);
+    }
+    a.set_vmas(
+        5,
+        Some(vec![
+            Vma {
+                start: base,
+                end: base + (8 << 20),
+                perms: "rw-p".into(),
+                path: String::new(),
+            },
+            Vma {
+                start: base + (1 << 30),
+                end: base + (1 << 30) + (2 << 20),
+                perms: "r--p".into(),
+                path: "/lib/x.so".into(),
+            },
+        ]),
+    );
+    let focus = Focus {
+        hist_pid: Some(5),
+        detail_pid: Some(5),
+    };
+    let fr = a.publish(Some(T0 + S), focus);
+    let d = fr.detail.expect("detail");
+    assert_eq!((d.pid, d.faults_total), (5, 40));
+    assert_eq!((d.scan_passes, d.ptes_updated), (2, 2560));
+    assert_eq!(d.skips.get("inaccessible"), Some(&1));
+    assert_eq!(d.ranges.len(), 2);
+    let hot = d.ranges.iter().find(|r| r.start == base).expect("range");
+    assert_eq!((hot.passes, hot.ptes_updated, hot.faults), (1, 2048, 40));
+    let cold = d.ranges.iter().find(|r| r.start != base).expect("range");
+    assert_eq!(cold.skip.as_deref(), Some("inaccessible"));
+    let vmas = d.vmas.expect("vmas");
+    assert_eq!((vmas[0].faults, vmas[0].scan_passes), (40, 1));
+    assert_eq!(vmas[1].skip.as_deref(), Some("inaccessible"));
+    // Heat: the two regions are separate rows (split at the gap, then the
+    // hot one halved); the latest column has the faults, 10 per chunk.
+    let heat = d.heat;
+    assert!(heat.rows.len() >= 2);
+    let last = heat.slots - 1;
+    let hot_faults: u32 = heat
+        .rows
+        .iter()
+        .filter(|r| r.start < base + (1 << 30))
+        .map(|r| r.faults[last])
+        .sum();
+    assert_eq!(hot_faults, 40);
+    let cold_row = heat
+        .rows
+        .iter()
+        .find(|r| r.start == base + (1 << 30))
+        .expect("row");
+    assert_eq!(cold_row.faults[last], 0);
+    assert!(cold_row.scanned[last]);
+    assert_eq!(heat.max, 10);
+    // Older columns are empty; a later quiet interval adds an empty column.
+    let fr = a.publish(Some(T0 + 2 * S), focus);
+    let heat = fr.detail.expect("detail").heat;
+    let total_last: u32 = heat.rows.iter().map(|r| r.faults[heat.slots - 1]).sum();
+    let total_prev: u32 = heat.rows.iter().map(|r| r.faults[heat.slots - 2]).sum();
+    assert_eq!((total_prev, total_last), (40, 0));
+}
+
+#[test]
+fn regions_split_at_gaps_then_halve() {
+    assert!(regions(&[], 4).is_empty());
+    assert_eq!(regions(&[1, 2, 3, 100, 101], 2), vec![0..3, 3..5]);
+    assert_eq!(regions(&[1, 2, 3, 4], 4), vec![0..1, 1..2, 2..3, 3..4]);
+    assert_eq!(regions(&[1, 2, 3, 4, 5, 6, 7, 8], 2), vec![0..4, 4..8]);
+    assert_eq!(regions(&[1], 16), vec![0..1]);
+}
+
+#[test]
+fn idle_processes_are_pruned_and_memory_is_capped() {
+    let mut a = agg(&[]);
+    a.snapshot(&snap(T0, 0, 0, 0));
+    a.event(&f(11, T0 + 1, 1, 10, Outcome::PromoteHot));
+    a.publish(Some(T0 + S), Focus::default());
+    assert_eq!(a.procs.len(), 1);
+    a.publish(Some(T0 + IDLE_PRUNE_NS + 2 * S), Focus::default());
+    assert_eq!(a.procs.len(), 0);
+    // One process touching more chunks than the cap keeps the cap.
+    let mut p = Proc::new(1, 0);
+    for c in 0..(MAX_CHUNKS_PER_PROC as u64 + 100) {
+        if let Some(ch) = p.chunk(c) {
+            ch.faults += 1;
+        }
+    }
+    assert_eq!(p.chunks.len(), MAX_CHUNKS_PER_PROC);
+    p.roll_heat();
+    assert_eq!(p.heat[0].len(), MAX_SLOT_ENTRIES);
+    assert!(p.touched.is_empty());
+    for _ in 0..(HEAT_SLOTS + 5) {
+        p.roll_heat();
+    }
+    assert_eq!(p.heat.len(), HEAT_SLOTS);
+}
+
+#[test]
+fn process_table_index_survives_pruning_and_the_last_lookup_cache() {
+    let mut t = Procs::default();
+    for pid in [10, 20, 30, 40] {
+        let p = t.get_or_insert(pid, 3, || Proc::new(pid, 0));
+        assert_eq!(p.is_some(), pid != 40, "pid {pid} (cap 3)");
+    }
+    assert_eq!(t.len(), 3);
+    t.get_mut(20).expect("20").last_ts = 7;
+    // Drop the first one: the others move in the vector.
+    t.retain(|p| p.pid != 10);
+    assert!(!t.contains(10) && t.get(10).is_none());
+    assert_eq!(t.get(20).map(|p| (p.pid, p.last_ts)), Some((20, 7)));
+    assert_eq!(t.get_mut(30).map(|p| p.pid), Some(30));
+    // The remembered lookup (30) does not answer for another pid.
+    assert_eq!(t.get(20).map(|p| p.pid), Some(20));
+    assert!(t.get_mut(10).is_none());
+    // Room again: a new process goes in, found through the index.
+    assert!(t.get_or_insert(50, 3, || Proc::new(50, 0)).is_some());
+    let pids: Vec<u32> = t.iter().map(|p| p.pid).collect();
+    assert_eq!(pids, vec![20, 30, 50]);
+    for pid in [20, 30, 50] {
+        assert_eq!(t.get(pid).map(|p| p.pid), Some(pid));
+    }
+    // Pruning the remembered one forgets it.
+    t.get_mut(50).expect("50");
+    t.retain(|p| p.pid != 50);
+    assert!(t.get(50).is_none());
+    assert_eq!(t.get_mut(30).map(|p| p.pid), Some(30));
+}

@@ -1,0 +1,510 @@
+//! The UI state. Only [`App::update`] changes it; the views only read it.
+use std::time::Duration;
+
+use super::{
+    action::{Action, InputMode},
+    agg::Focus,
+    frame::{Frame, ProcRow},
+};
+
+/// Refresh intervals `+`/`-` step through.
+pub const REFRESH_STEPS: [f64; 7] = [0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    Pid,
+    Comm,
+    Faults,
+    Promoted,
+    RejLatency,
+    Model,
+    Agree,
+    P50,
+    P99,
+    Delta,
+    Resident,
+}
+
+impl SortKey {
+    pub const ALL: [SortKey; 11] = [
+        SortKey::Pid,
+        SortKey::Comm,
+        SortKey::Faults,
+        SortKey::Promoted,
+        SortKey::RejLatency,
+        SortKey::Model,
+        SortKey::Agree,
+        SortKey::P50,
+        SortKey::P99,
+        SortKey::Delta,
+        SortKey::Resident,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SortKey::Pid => "pid",
+            SortKey::Comm => "comm",
+            SortKey::Faults => "faults/s",
+            SortKey::Promoted => "promoted/s",
+            SortKey::RejLatency => "rejected latency/s",
+            SortKey::Model => "model would/s",
+            SortKey::Agree => "agreement",
+            SortKey::P50 => "latency p50",
+            SortKey::P99 => "latency p99",
+            SortKey::Delta => "fault-count delta",
+            SortKey::Resident => "resident pages",
+        }
+    }
+
+    fn next(self) -> SortKey {
+        let i = SortKey::ALL.iter().position(|k| *k == self).unwrap_or(0);
+        SortKey::ALL[(i + 1) % SortKey::ALL.len()]
+    }
+
+    /// Text columns sort ascending by default, numbers descending.
+    fn default_desc(self) -> bool {
+        !matches!(self, SortKey::Pid | SortKey::Comm)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    Table,
+    Detail(u32),
+}
+
+#[derive(Debug)]
+pub struct App {
+    pub frame: Frame,
+    /// The newest frame received while paused.
+    pub held: Option<Box<Frame>>,
+    pub paused: bool,
+    /// Selected process; `None` is the "all processes" row.
+    pub selected: Option<u32>,
+    pub sort: SortKey,
+    pub sort_desc: bool,
+    /// The applied filter (substring of comm, or pid prefix).
+    pub filter: String,
+    /// The filter being typed.
+    pub editing: Option<String>,
+    pub view: View,
+    pub help: bool,
+    pub refresh_idx: usize,
+    pub model: usize,
+    pub quit: bool,
+    /// Rows of the table last drawn (for page up/down).
+    pub page: usize,
+    /// Where a running `numatrace promote` publishes its state; read once
+    /// per frame (`None`: not looked for, as in tests).
+    pub promoter_source: Option<numa_host::promoter_state::Source>,
+    /// The promoter as last read.
+    pub promoter: Option<numa_host::promoter_state::Reading>,
+}
+
+impl Default for App {
+    /// Does not look for a promoter (deterministic for tests).
+    fn default() -> Self {
+        App {
+            promoter_source: None,
+            ..App::new(Duration::from_secs(1))
+        }
+    }
+}
+
+fn sort_value(r: &ProcRow, key: SortKey, model: usize) -> f64 {
+    let o = |v: Option<f64>| v.unwrap_or(-1.0);
+    match key {
+        SortKey::Pid => f64::from(r.pid),
+        SortKey::Comm => 0.0,
+        SortKey::Faults => r.faults_s,
+        SortKey::Promoted => r.promoted_s,
+        SortKey::RejLatency => r.rej_latency_s,
+        SortKey::Model => r.model_s.get(model).copied().unwrap_or(0.0),
+        SortKey::Agree => o(r.agree_pct.get(model).copied().flatten()),
+        SortKey::P50 => o(r.lat_p50_ms),
+        SortKey::P99 => o(r.lat_p99_ms),
+        SortKey::Delta => o(r.delta_p50.map(|v| v as f64)),
+        SortKey::Resident => r
+            .resident
+            .as_ref()
+            .map_or(-1.0, |v| v.iter().map(|(_, p)| *p as f64).sum()),
+    }
+}
+
+/// Rows of `rows` matching `filter` (case-insensitive substring of the
+/// command name, or a prefix of the pid), sorted by `key`.
+pub fn visible<'a>(
+    rows: &'a [ProcRow],
+    filter: &str,
+    key: SortKey,
+    desc: bool,
+    model: usize,
+) -> Vec<&'a ProcRow> {
+    let f = filter.trim().to_lowercase();
+    let mut v: Vec<&ProcRow> = rows
+        .iter()
+        .filter(|r| {
+            f.is_empty() || r.comm.to_lowercase().contains(&f) || r.pid.to_string().starts_with(&f)
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        let ord = if key == SortKey::Comm {
+            a.comm.cmp(&b.comm)
+        } else {
+            sort_value(a, key, model).total_cmp(&sort_value(b, key, model))
+        };
+        let ord = if desc { ord.reverse() } else { ord };
+        ord.then(a.pid.cmp(&b.pid))
+    });
+    v
+}
+
+impl App {
+    pub fn new(refresh: Duration) -> Self {
+        let secs = refresh.as_secs_f64();
+        let refresh_idx = REFRESH_STEPS
+            .iter()
+            .position(|s| *s >= secs - 1e-9)
+            .unwrap_or(REFRESH_STEPS.len() - 1);
+        App {
+            frame: Frame::default(),
+            held: None,
+            paused: false,
+            selected: None,
+            sort: SortKey::Faults,
+            sort_desc: true,
+            filter: String::new(),
+            editing: None,
+            view: View::Table,
+            help: false,
+            refresh_idx,
+            model: 0,
+            quit: false,
+            page: 10,
+            promoter_source: Some(numa_host::promoter_state::Source::from_env()),
+            promoter: None,
+        }
+    }
+
+    pub fn refresh(&self) -> Duration {
+        Duration::from_secs_f64(REFRESH_STEPS[self.refresh_idx.min(REFRESH_STEPS.len() - 1)])
+    }
+
+    pub fn mode(&self) -> InputMode {
+        if self.help {
+            InputMode::Help
+        } else if self.editing.is_some() {
+            InputMode::Filter
+        } else {
+            InputMode::Normal
+        }
+    }
+
+    /// The filter in effect (the one being typed applies live).
+    pub fn active_filter(&self) -> &str {
+        self.editing.as_deref().unwrap_or(&self.filter)
+    }
+
+    pub fn rows(&self) -> Vec<&ProcRow> {
+        visible(
+            &self.frame.processes,
+            self.active_filter(),
+            self.sort,
+            self.sort_desc,
+            self.model,
+        )
+    }
+
+    /// What the aggregator should detail.
+    pub fn focus(&self) -> Focus {
+        Focus {
+            hist_pid: match self.view {
+                View::Detail(pid) => Some(pid),
+                View::Table => self.selected,
+            },
+            detail_pid: match self.view {
+                View::Detail(pid) => Some(pid),
+                View::Table => None,
+            },
+        }
+    }
+
+    /// Index of the selection in the table: 0 is "all processes".
+    pub fn selected_index(&self, rows: &[&ProcRow]) -> usize {
+        match self.selected {
+            None => 0,
+            Some(pid) => rows.iter().position(|r| r.pid == pid).map_or(0, |i| i + 1),
+        }
+    }
+
+    fn select_index(&mut self, i: usize) {
+        let pid = {
+            let rows = self.rows();
+            if i == 0 {
+                None
+            } else {
+                rows.get(i.min(rows.len()) - 1).map(|r| r.pid)
+            }
+        };
+        self.selected = pid;
+    }
+
+    fn move_by(&mut self, delta: isize) {
+        let (cur, len) = {
+            let rows = self.rows();
+            (self.selected_index(&rows), rows.len())
+        };
+        let next = (cur as isize + delta).clamp(0, len as isize) as usize;
+        self.select_index(next);
+    }
+
+    /// A selected process that left the table falls back to "all"; a
+    /// detail view stays open (it shows the process's last state).
+    fn fix_selection(&mut self) {
+        if let Some(pid) = self.selected {
+            if !self.frame.processes.iter().any(|r| r.pid == pid) {
+                self.selected = None;
+            }
+        }
+    }
+
+    pub fn update(&mut self, action: Action) {
+        match action {
+            Action::Quit => self.quit = true,
+            Action::Sample(frame) => {
+                if self.paused {
+                    self.held = Some(frame);
+                } else {
+                    self.frame = *frame;
+                    self.fix_selection();
+                    self.promoter = self.promoter_source.as_ref().map(|s| s.read());
+                }
+            }
+            Action::Up => self.move_by(-1),
+            Action::Down => self.move_by(1),
+            Action::PageUp => self.move_by(-(self.page.max(1) as isize)),
+            Action::PageDown => self.move_by(self.page.max(1) as isize),
+            Action::Home => self.selected = None,
+            Action::End => self.move_by(isize::MAX / 2),
+            Action::Enter => {
+                if self.editing.is_some() {
+                    self.update(Action::FilterAccept);
+                } else if let (View::Table, Some(pid)) = (self.view, self.selected) {
+                    self.view = View::Detail(pid);
+                }
+            }
+            Action::Back => {
+                if self.view != View::Table {
+                    self.view = View::Table;
+                } else if !self.filter.is_empty() {
+                    self.filter.clear();
+                }
+            }
+            Action::NextSort => {
+                self.sort = self.sort.next();
+                self.sort_desc = self.sort.default_desc();
+            }
+            Action::ToggleSortDir => self.sort_desc = !self.sort_desc,
+            Action::StartFilter => {
+                self.view = View::Table;
+                self.editing = Some(self.filter.clone());
+            }
+            Action::FilterChar(c) => {
+                if let Some(e) = &mut self.editing {
+                    if e.chars().count() < 32 {
+                        e.push(c);
+                    }
+                }
+            }
+            Action::FilterBackspace => {
+                if let Some(e) = &mut self.editing {
+                    e.pop();
+                }
+            }
+            Action::FilterAccept => {
+                if let Some(e) = self.editing.take() {
+                    self.filter = e.trim().to_owned();
+                }
+                // Keep the selection visible: first match when it was filtered out.
+                let rows = self.rows();
+                if let Some(pid) = self.selected {
+                    if !rows.iter().any(|r| r.pid == pid) {
+                        let first = rows.first().map(|r| r.pid);
+                        self.selected = first;
+                    }
+                } else if !self.filter.is_empty() {
+                    let first = rows.first().map(|r| r.pid);
+                    self.selected = first;
+                }
+            }
+            Action::FilterCancel => self.editing = None,
+            Action::TogglePause => {
+                self.paused = !self.paused;
+                if !self.paused {
+                    if let Some(f) = self.held.take() {
+                        self.frame = *f;
+                        self.fix_selection();
+                    }
+                }
+            }
+            Action::SlowerRefresh => {
+                self.refresh_idx = (self.refresh_idx + 1).min(REFRESH_STEPS.len() - 1);
+            }
+            Action::FasterRefresh => self.refresh_idx = self.refresh_idx.saturating_sub(1),
+            Action::NextModel => {
+                let n = self.frame.models.len().max(1);
+                self.model = (self.model + 1) % n;
+            }
+            Action::ToggleHelp => self.help = !self.help,
+            Action::Redraw => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(pid: u32, comm: &str, faults_s: f64) -> ProcRow {
+        ProcRow {
+            pid,
+            comm: comm.into(),
+            faults_s,
+            model_s: vec![faults_s / 2.0, 1.0],
+            agree_pct: vec![Some(50.0), None],
+            lat_p50_ms: Some(faults_s / 10.0),
+            ..ProcRow::default()
+        }
+    }
+
+    fn app() -> App {
+        let mut a = App::default();
+        let frame = Frame {
+            processes: vec![
+                row(10, "hot-chunks", 500.0),
+                row(22, "postgres", 900.0),
+                row(3, "kswapd0", 5.0),
+            ],
+            models: vec![Default::default(), Default::default()],
+            ..Frame::default()
+        };
+        a.update(Action::Sample(Box::new(frame)));
+        a
+    }
+
+    fn pids(a: &App) -> Vec<u32> {
+        a.rows().iter().map(|r| r.pid).collect()
+    }
+
+    #[test]
+    fn sorts_by_every_column_and_direction() {
+        let mut a = app();
+        assert_eq!(pids(&a), vec![22, 10, 3]);
+        a.update(Action::ToggleSortDir);
+        assert_eq!(pids(&a), vec![3, 10, 22]);
+        // s cycles to the next column: faults -> promoted (all 0: by pid).
+        a.update(Action::NextSort);
+        assert_eq!(a.sort, SortKey::Promoted);
+        assert!(a.sort_desc);
+        assert_eq!(pids(&a), vec![3, 10, 22]);
+        // All the way round to pid (ascending) and comm.
+        while a.sort != SortKey::Pid {
+            a.update(Action::NextSort);
+        }
+        assert!(!a.sort_desc);
+        assert_eq!(pids(&a), vec![3, 10, 22]);
+        a.update(Action::NextSort);
+        assert_eq!(a.sort, SortKey::Comm);
+        assert_eq!(pids(&a), vec![10, 3, 22]);
+        // The model column follows the model `m` selects.
+        a.sort = SortKey::Model;
+        a.sort_desc = true;
+        assert_eq!(pids(&a), vec![22, 10, 3]);
+        a.update(Action::NextModel);
+        assert_eq!(a.model, 1);
+        assert_eq!(pids(&a), vec![3, 10, 22]); // all 1.0: by pid
+        a.update(Action::NextModel);
+        assert_eq!(a.model, 0);
+    }
+
+    #[test]
+    fn filters_by_name_or_pid_and_keeps_selection_visible() {
+        let mut a = app();
+        a.update(Action::Down);
+        assert_eq!(a.selected, Some(22));
+        a.update(Action::StartFilter);
+        for c in "HOT".chars() {
+            a.update(Action::FilterChar(c));
+        }
+        // Applies while typing.
+        assert_eq!(pids(&a), vec![10]);
+        a.update(Action::FilterAccept);
+        assert_eq!(a.filter, "HOT");
+        assert_eq!(a.selected, Some(10));
+        // By pid prefix.
+        a.update(Action::StartFilter);
+        a.update(Action::FilterBackspace);
+        a.update(Action::FilterBackspace);
+        a.update(Action::FilterBackspace);
+        a.update(Action::FilterChar('2'));
+        a.update(Action::FilterAccept);
+        assert_eq!(pids(&a), vec![22]);
+        // Esc clears the filter.
+        a.update(Action::Back);
+        assert_eq!(pids(&a).len(), 3);
+        // Cancel keeps the old filter.
+        a.update(Action::StartFilter);
+        a.update(Action::FilterChar('x'));
+        a.update(Action::FilterCancel);
+        assert_eq!(a.filter, "");
+    }
+
+    #[test]
+    fn selection_detail_pause_refresh_help() {
+        let mut a = app();
+        a.update(Action::Up);
+        assert_eq!(a.selected, None);
+        a.update(Action::Enter); // "all processes" has no detail
+        assert_eq!(a.view, View::Table);
+        a.update(Action::End);
+        assert_eq!(a.selected, Some(3));
+        a.update(Action::Down);
+        assert_eq!(a.selected, Some(3));
+        a.update(Action::Enter);
+        assert_eq!(a.view, View::Detail(3));
+        assert_eq!(
+            a.focus(),
+            Focus {
+                hist_pid: Some(3),
+                detail_pid: Some(3)
+            }
+        );
+        a.update(Action::Back);
+        assert_eq!(a.view, View::Table);
+        assert_eq!(a.focus().detail_pid, None);
+        // Pause holds new frames back until resumed.
+        a.update(Action::TogglePause);
+        a.update(Action::Sample(Box::new(Frame {
+            seq: 9,
+            ..Frame::default()
+        })));
+        assert_ne!(a.frame.seq, 9);
+        a.update(Action::TogglePause);
+        assert_eq!(a.frame.seq, 9);
+        // The selected process left: back to "all".
+        assert_eq!(a.selected, None);
+        assert_eq!(a.refresh(), Duration::from_secs(1));
+        a.update(Action::SlowerRefresh);
+        assert_eq!(a.refresh(), Duration::from_secs(2));
+        for _ in 0..10 {
+            a.update(Action::FasterRefresh);
+        }
+        assert_eq!(a.refresh(), Duration::from_millis(250));
+        a.update(Action::ToggleHelp);
+        assert_eq!(a.mode(), InputMode::Help);
+        a.update(Action::ToggleHelp);
+        assert_eq!(a.mode(), InputMode::Normal);
+        a.update(Action::Quit);
+        assert!(a.quit);
+    }
+}

@@ -1,0 +1,17 @@
+//! The terminal UI of `numatrace top`. Data flows one way:
+//!
+//! ```text
+//! source (probes | trace) -> agg::Aggregator (a pipeline Sink, background)
+//!     -> frame::Frame every refresh interval, over a channel
+//!     -> app::App (state; only `update(Action)` changes it) -> view (widgets)
+//! ```
+//!
+//! The draw loop never waits for the pipeline: it renders the latest frame
+//! it has and polls the keyboard with a short timeout.
+pub mod action;
+pub mod agg;
+pub mod app;
+pub mod frame;
+pub mod procfs;
+pub mod term;
+pub mod view;

@@ -1,0 +1,228 @@
+//! Kernel, balancing mode, attach plan, tiers, thresholds, drops.
+use ratatui::{
+    buffer::Buffer,
+    layout::Rect,
+    style::{Color, Modifier, Style},
+    text::{Line, Span},
+    widgets::{Paragraph, Widget},
+};
+
+use super::{fmt, title_style, DIM, RED};
+use crate::app::App;
+
+pub fn height(app: &App, _width: u16) -> u16 {
+    4 + u16::from(promoter_line(app).is_some())
+}
+
+/// One line about `numatrace promote` (its state file): moved/s,
+/// failures, queue depth; none when no state file exists.
+fn promoter_line(app: &App) -> Option<Line<'static>> {
+    use numa_host::promoter_state::{NotRunning, Reading};
+    let sep = || Span::styled(" │ ", Style::default().fg(DIM));
+    let s = match app.promoter.as_ref()? {
+        Reading::NotRunning(NotRunning::NoFile) => return None,
+        Reading::NotRunning(why) => {
+            return Some(Line::from(vec![
+                Span::styled("promoter ", title_style()),
+                Span::styled(format!("not running ({why})"), Style::default().fg(DIM)),
+            ]))
+        }
+        Reading::Running(s) => s,
+    };
+    let fails: Vec<String> = s
+        .failures_by_status
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| format!("{k} {}", fmt::count(*n)))
+        .collect();
+    // Most important first: a narrow terminal cuts the end.
+    let mut l = vec![Span::styled(
+        if s.dry_run {
+            "promoter (dry run) "
+        } else {
+            "promoter "
+        },
+        title_style(),
+    )];
+    if s.dry_run {
+        l.push(Span::raw(format!(
+            "would move {} pages",
+            fmt::count(s.would_move_pages)
+        )));
+    } else {
+        l.push(Span::styled(
+            format!(
+                "moved {}/s ({}, {})",
+                fmt::rate(s.moved_pages_per_s),
+                fmt::count(s.moved_pages),
+                fmt::bytes(s.moved_bytes)
+            ),
+            Style::default().fg(super::GREEN),
+        ));
+    }
+    l.push(sep());
+    l.push(Span::styled(
+        format!("failures {}", fmt::count(s.failures)),
+        if s.failures > 0 {
+            Style::default().fg(Color::Yellow)
+        } else {
+            Style::default()
+        },
+    ));
+    l.push(sep());
+    l.push(Span::raw(format!("queue {}", fmt::count(s.queue_depth))));
+    if s.queue_overflows > 0 {
+        l.push(Span::styled(
+            format!(" ({} overflowed)", fmt::count(s.queue_overflows)),
+            Style::default().fg(RED),
+        ));
+    }
+    if !fails.is_empty() {
+        l.push(sep());
+        l.push(Span::raw(fails.join(", ")));
+    }
+    l.push(sep());
+    l.push(Span::raw(format!("pid {} ({})", s.pid, s.scope)));
+    l.push(sep());
+    l.push(Span::raw(format!(
+        "rate limit {}",
+        if s.rate_limit_bytes_per_s == 0 {
+            "none".to_owned()
+        } else {
+            format!("{}/s", fmt::bytes(s.rate_limit_bytes_per_s))
+        }
+    )));
+    l.push(sep());
+    l.push(Span::raw(format!(
+        "batch {} pages/{}",
+        fmt::count(s.batch_pages),
+        fmt::ms(s.batch_ms)
+    )));
+    Some(Line::from(l))
+}
+
+fn mode_name(m: Option<u32>) -> String {
+    match m {
+        Some(0) => "0 (off)".into(),
+        Some(1) => "1 (normal)".into(),
+        Some(2) => "2 (tiering)".into(),
+        Some(3) => "3 (normal+tiering)".into(),
+        Some(n) => n.to_string(),
+        None => "?".into(),
+    }
+}
+
+pub fn lines(app: &App) -> Vec<Line<'static>> {
+    let f = &app.frame;
+    let h = &f.header;
+    let sep = || Span::styled(" │ ", Style::default().fg(DIM));
+    let warn = |on: bool| {
+        if on {
+            Style::default().fg(RED).add_modifier(Modifier::BOLD)
+        } else {
+            Style::default()
+        }
+    };
+    let mut l1 = vec![
+        Span::styled("numatrace top", title_style()),
+        sep(),
+        Span::raw(if h.kernel.is_empty() {
+            "kernel ?".to_owned()
+        } else {
+            h.kernel.clone()
+        }),
+        sep(),
+        Span::styled(
+            format!("numa_balancing={}", mode_name(h.numa_balancing)),
+            warn(!matches!(h.numa_balancing, Some(2) | Some(3))),
+        ),
+        sep(),
+        Span::raw(h.plan.clone()),
+        sep(),
+        Span::raw(f.source.clone()),
+    ];
+    if h.sample_every > 1 {
+        l1.push(sep());
+        l1.push(Span::raw(format!("sampling 1/{}", h.sample_every)));
+    }
+    let mut l2 = vec![Span::styled("tiers ", title_style())];
+    for (i, t) in h.tiers.iter().enumerate() {
+        if i > 0 {
+            l2.push(sep());
+        }
+        let nodes: Vec<String> = t
+            .nodes
+            .iter()
+            .map(|n| {
+                format!(
+                    "N{}{} {} used/{}",
+                    n.id,
+                    if n.cpus == 0 { " (no cpu)" } else { "" },
+                    fmt::kb(n.total_kb.saturating_sub(n.free_kb)),
+                    fmt::kb(n.total_kb)
+                )
+            })
+            .collect();
+        l2.push(Span::raw(format!("tier{}: {}", t.id, nodes.join(", "))));
+    }
+    let now: Vec<String> = h
+        .kernel_threshold_ms
+        .iter()
+        .map(|(n, t)| format!("N{n} {t}ms"))
+        .collect();
+    let l3 = vec![
+        Span::styled("hot_threshold ", title_style()),
+        Span::raw(fmt::opt(h.hot_threshold_ms, |v| format!("{v}ms"))),
+        Span::raw(if now.is_empty() {
+            String::new()
+        } else {
+            format!(" (in force: {})", now.join(", "))
+        }),
+        sep(),
+        Span::raw(format!(
+            "rate limit {}",
+            fmt::opt(h.rate_limit_mbps, |v| format!("{v} MB/s"))
+        )),
+        sep(),
+        Span::raw(format!("scan {}", h.scan)),
+    ];
+    let w = &f.warnings;
+    let mut l4 = vec![
+        Span::styled(
+            format!("ring drops {}", w.ring_drops),
+            warn(w.ring_drops > 0),
+        ),
+        sep(),
+        Span::styled(
+            format!("map evictions {}", w.evictions),
+            warn(w.evictions > 0),
+        ),
+        sep(),
+        Span::raw(format!("stamp misses {}", fmt::count(w.stamp_misses))),
+        sep(),
+        Span::raw(format!(
+            "{} events, {:.0}s",
+            fmt::count(f.events),
+            f.elapsed_s
+        )),
+    ];
+    if !h.degraded.is_empty() {
+        l4.push(sep());
+        l4.push(Span::styled(
+            format!("degraded: {}", h.degraded.join(", ")),
+            Style::default().fg(Color::Yellow),
+        ));
+    }
+    let mut lines = vec![
+        Line::from(l1),
+        Line::from(l2),
+        Line::from(l3),
+        Line::from(l4),
+    ];
+    lines.extend(promoter_line(app));
+    lines
+}
+
+pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
+    Paragraph::new(lines(app)).render(area, buf);
+}

@@ -1,0 +1,274 @@
+//! TestBackend snapshots of every pane at 80x24 and 200x50: the empty
+//! state, a replayed recording (table, histograms, detail, help) and the
+//! drops/evictions warning.
+use std::path::Path;
+
+use ratatui::{backend::TestBackend, style::Color, Terminal};
+
+use numa_core::model::policy::{build_all, KernelDefaults, ModelDefaults};
+
+use crate::{
+    action::Action,
+    agg::{Aggregator, Focus, Vma},
+    app::App,
+    frame::Frame,
+};
+
+const TRACE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../tests/testdata/hot-chunks-6.12.trace"
+);
+const SIZES: [(u16, u16); 2] = [(80, 24), (200, 50)];
+
+/// The recording replayed in one go, published with `focus`.
+fn replayed(focus: Focus, vmas: bool) -> Frame {
+    let header = numa_core::trace::Reader::open(Path::new(TRACE))
+        .expect("trace")
+        .header;
+    let k = KernelDefaults::from_tunables(&header.tunables);
+    let policies = build_all(&[], &ModelDefaults::default(), &k).expect("models");
+    let mut agg = Aggregator::new(policies, &header, "replay hot-chunks-6.12.trace x1".into());
+    numa_source::Source::File(TRACE.into())
+        .run_blocking(None, &mut [&mut agg])
+        .expect("replay");
+    if vmas {
+        agg.set_vmas(
+            173,
+            Some(vec![
+                Vma {
+                    start: 0x5555_6940_0000,
+                    end: 0x5555_6960_0000,
+                    perms: "r-xp".into(),
+                    path: "/bin/numatrace".into(),
+                },
+                Vma {
+                    start: 0x7fdb_d1a0_0000,
+                    end: 0x7fdb_d9a0_0000,
+                    perms: "rw-p".into(),
+                    path: String::new(),
+                },
+            ]),
+        );
+    }
+    agg.set_ended("end of trace".into());
+    agg.publish(None, focus)
+}
+
+fn empty_frame() -> Frame {
+    let header = numa_core::trace::Reader::open(Path::new(TRACE))
+        .expect("trace")
+        .header;
+    let policies =
+        build_all(&[], &ModelDefaults::default(), &KernelDefaults::default()).expect("models");
+    let mut agg = Aggregator::new(policies, &header, "live".into());
+    agg.publish(Some(1), Focus::default())
+}
+
+fn app_with(frame: Frame) -> App {
+    let mut app = App::default();
+    app.update(Action::Sample(Box::new(frame)));
+    app
+}
+
+fn draw(app: &App, w: u16, h: u16) -> Terminal<TestBackend> {
+    let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+    t.draw(|f| f.render_widget(app, f.area())).expect("draw");
+    t
+}
+
+fn text(t: &Terminal<TestBackend>) -> String {
+    t.backend().to_string()
+}
+
+#[test]
+fn empty_state() {
+    let app = app_with(empty_frame());
+    for (w, h) in SIZES {
+        let t = draw(&app, w, h);
+        let s = text(&t);
+        assert!(s.contains("no hint faults yet"), "{s}");
+        insta::assert_snapshot!(format!("empty_{w}x{h}"), t.backend());
+    }
+}
+
+#[test]
+fn replayed_table_and_histograms() {
+    let mut app = app_with(replayed(Focus::default(), false));
+    for (w, h) in SIZES {
+        let t = draw(&app, w, h);
+        let s = text(&t);
+        assert!(s.contains("hot-chunks"), "{s}");
+        assert!(s.contains("latency [all processes]"), "{s}");
+        insta::assert_snapshot!(format!("table_{w}x{h}"), t.backend());
+    }
+    // Selecting the process focuses the histogram on it; `m` switches the
+    // model column.
+    app.update(Action::Down);
+    app.update(Action::NextModel);
+    let frame = replayed(app.focus(), false);
+    app.update(Action::Sample(Box::new(frame)));
+    for (w, h) in SIZES {
+        let t = draw(&app, w, h);
+        let s = text(&t);
+        assert!(s.contains("[173 hot-chunks]"), "{s}");
+        assert!(s.contains("fcount/s"), "{s}");
+        insta::assert_snapshot!(format!("selected_{w}x{h}"), t.backend());
+    }
+}
+
+#[test]
+fn detail_view() {
+    let mut app = app_with(replayed(Focus::default(), false));
+    app.update(Action::Down);
+    app.update(Action::Enter);
+    assert_eq!(app.focus().detail_pid, Some(173));
+    app.update(Action::Sample(Box::new(replayed(app.focus(), false))));
+    for (w, h) in SIZES {
+        let t = draw(&app, w, h);
+        let s = text(&t);
+        assert!(s.contains("address-space heat"), "{s}");
+        assert!(s.contains("scanned ranges"), "{s}");
+        insta::assert_snapshot!(format!("detail_replay_{w}x{h}"), t.backend());
+    }
+    // Live: the VMAs from /proc/PID/maps with their scan coverage.
+    app.update(Action::Sample(Box::new(replayed(app.focus(), true))));
+    for (w, h) in SIZES {
+        let t = draw(&app, w, h);
+        let s = text(&t);
+        assert!(s.contains("VMAs"), "{s}");
+        assert!(s.contains("/bin/numatrace"), "{s}");
+        insta::assert_snapshot!(format!("detail_vmas_{w}x{h}"), t.backend());
+    }
+}
+
+#[test]
+fn help_overlay_and_filter_prompt() {
+    let mut app = app_with(replayed(Focus::default(), false));
+    app.update(Action::ToggleHelp);
+    for (w, h) in SIZES {
+        let t = draw(&app, w, h);
+        assert!(text(&t).contains("numatrace top: keys"));
+        insta::assert_snapshot!(format!("help_{w}x{h}"), t.backend());
+    }
+    app.update(Action::ToggleHelp);
+    app.update(Action::StartFilter);
+    for c in "zzz".chars() {
+        app.update(Action::FilterChar(c));
+    }
+    let t = draw(&app, 80, 24);
+    let s = text(&t);
+    assert!(s.contains("filter: zzz_"), "{s}");
+    assert!(s.contains("no process matches the filter"), "{s}");
+}
+
+#[test]
+fn drops_and_evictions_are_red() {
+    let mut frame = replayed(Focus::default(), false);
+    frame.warnings.ring_drops = 1234;
+    frame.warnings.evictions = 56;
+    let app = app_with(frame);
+    for (w, h) in SIZES {
+        let t = draw(&app, w, h);
+        let buf = t.backend().buffer();
+        let line: String = (0..w).map(|x| buf[(x, 3)].symbol().to_owned()).collect();
+        assert!(line.starts_with("ring drops 1234"), "{line}");
+        assert_eq!(buf[(0, 3)].fg, Color::Red);
+        let ev = line.find("map evictions 56").expect("evictions shown");
+        let ev_x = line[..ev].chars().count() as u16;
+        assert_eq!(buf[(ev_x, 3)].fg, Color::Red);
+        insta::assert_snapshot!(format!("warnings_{w}x{h}"), t.backend());
+    }
+    // Zero is not a warning.
+    let app = app_with(replayed(Focus::default(), false));
+    let t = draw(&app, 80, 24);
+    assert_ne!(t.backend().buffer()[(0, 3)].fg, Color::Red);
+}
+
+#[test]
+fn every_size_down_to_80x24_draws_without_overlap() {
+    let mut app = app_with(replayed(Focus::default(), false));
+    for (w, h) in [
+        (80, 24),
+        (100, 30),
+        (132, 43),
+        (200, 50),
+        (300, 80),
+        (60, 15),
+        (20, 5),
+    ] {
+        let a = super::layout(ratatui::layout::Rect::new(0, 0, w, h), &app);
+        let total =
+            a.header.height + a.rates.height + a.table.height + a.hist.height + a.status.height;
+        assert!(total <= h, "{w}x{h}: {a:?}");
+        let _ = draw(&app, w, h);
+        if w >= 80 && h >= 24 {
+            assert!(a.table.height >= 5, "{w}x{h}: table {:?}", a.table);
+        }
+    }
+    app.update(Action::Down);
+    app.update(Action::Enter);
+    for (w, h) in [(80, 24), (20, 5), (200, 50)] {
+        let _ = draw(&app, w, h);
+    }
+}
+
+#[test]
+fn header_shows_a_running_promoter() {
+    use numa_host::promoter_state::{NotRunning, PromoterState, Reading};
+    let mut app = app_with(empty_frame());
+    let four = super::layout(ratatui::layout::Rect::new(0, 0, 80, 24), &app).header;
+    assert_eq!(four.height, 4, "no promoter line without a state file");
+    app.promoter = Some(Reading::Running(Box::new(PromoterState {
+        pid: 4242,
+        scope: "pid 173".into(),
+        moved_pages: 123_456,
+        moved_bytes: 123_456 * 4096,
+        moved_pages_per_s: 512.0,
+        failures: 3,
+        failures_by_status: [
+            ("ebusy".to_owned(), 2),
+            ("enomem".to_owned(), 1),
+            ("efault".to_owned(), 0),
+        ]
+        .into_iter()
+        .collect(),
+        queue_depth: 17,
+        rate_limit_bytes_per_s: 256 << 20,
+        batch_ms: 20.0,
+        batch_pages: 2048,
+        ..PromoterState::default()
+    })));
+    for (w, h) in SIZES {
+        let a = super::layout(ratatui::layout::Rect::new(0, 0, w, h), &app);
+        assert_eq!(a.header.height, 5);
+        let t = draw(&app, w, h);
+        let s = text(&t);
+        let line = s.lines().nth(4).unwrap_or_default();
+        // Moved/s, failures and queue depth fit 80 columns.
+        assert!(
+            line.contains("promoter moved 512/s (123k, 482M) │ failures 3 │ queue 17 │"),
+            "{line}"
+        );
+        if w >= 100 {
+            assert!(
+                line.contains("ebusy 2, enomem 1 │ pid 4242 (pid 173)"),
+                "{line}"
+            );
+        }
+        insta::assert_snapshot!(format!("promoter_{w}x{h}"), t.backend());
+    }
+    app.promoter = Some(Reading::NotRunning(NotRunning::Exited { pid: 4242 }));
+    let t = draw(&app, 80, 24);
+    let s = text(&t);
+    assert!(
+        s.lines()
+            .nth(4)
+            .is_some_and(|l| l.contains("promoter not running (pid 4242 exited)")),
+        "{s}"
+    );
+    app.promoter = Some(Reading::NotRunning(NotRunning::NoFile));
+    assert_eq!(
+        super::layout(ratatui::layout::Rect::new(0, 0, 80, 24), &app).header,
+        four
+    );
+}
