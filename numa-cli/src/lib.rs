@@ -8,6 +8,7 @@ pub mod dump;
 pub mod evaluate;
 pub mod export;
 pub mod hist;
+pub mod move_pages;
 pub mod promote;
 pub mod report;
 pub mod stats;

@@ -9,7 +9,9 @@ use anyhow::Result;
 use clap::Parser;
 
 // Every module lives in the library (lib.rs): add new ones there.
-use numa_cli::{cli, dump, evaluate, export, hist, promote, report, stats, top, workload};
+use numa_cli::{
+    cli, dump, evaluate, export, hist, move_pages, promote, report, stats, top, workload,
+};
 use numa_probe::doctor;
 
 fn run(cli: cli::Cli) -> Result<ExitCode> {
@@ -40,7 +42,7 @@ fn run(cli: cli::Cli) -> Result<ExitCode> {
         cli::Command::Top(args) => top::run(&args),
         cli::Command::Workload(cli::Workload::HotChunks(args)) => workload::hot_chunks(&args),
         cli::Command::Promote(args) => promote::run(&args),
-        cli::Command::Workload(cli::Workload::MovePages(args)) => promote::bench::move_pages(&args),
+        cli::Command::Workload(cli::Workload::MovePages(args)) => move_pages::move_pages(&args),
     }
 }
 

@@ -18,7 +18,7 @@ use std::{
 };
 
 use export_common::*;
-use numa_cli::promoter_state::{pid_start_ticks, PromoterState, Writer, ENV};
+use numa_host::promoter_state::{pid_start_ticks, PromoterState, Writer, ENV};
 
 /// The single value of an instant query (`NaN` when empty).
 fn scalar(prom: SocketAddr, q: &str) -> f64 {

@@ -384,7 +384,7 @@ fn without_a_terminal_top_suggests_once() {
 
 #[test]
 fn once_shows_a_running_promoter_from_its_state_file() {
-    use numa_cli::promoter_state::{pid_start_ticks, PromoterState, Writer, ENV};
+    use numa_host::promoter_state::{pid_start_ticks, PromoterState, Writer, ENV};
     let dir = std::env::temp_dir().join(format!("numatrace-top-promoter-{}", std::process::id()));
     let state_path = dir.join("promoter.json");
     let run = |args: &[&str]| {

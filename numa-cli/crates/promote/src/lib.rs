@@ -1,5 +1,5 @@
-//! `numatrace promote`: the only code that changes the system. It runs the
-//! event pipeline into a [`PromoteSink`], which asks a shadow policy about
+//! The promoter, the only code that changes the system. A pipeline feeds a
+//! [`PromoteSink`], which asks a shadow policy about
 //! every tiering decision on a slow-node page of a process in scope; when
 //! the model says promote and the kernel did not (it refused, or its
 //! migration failed), the page goes on a bounded channel to the
@@ -11,7 +11,6 @@
 //! call in flight, and prints a report (moves, failures by status, time in
 //! move_pages, the kernel's own promotions in the same window, agreement).
 pub mod batch;
-pub mod bench;
 pub mod bucket;
 pub mod floor;
 pub mod mover;
@@ -22,33 +21,28 @@ pub mod sys;
 use std::{
     collections::BTreeMap,
     io::Write,
-    process::ExitCode,
     sync::{
-        atomic::{AtomicBool, Ordering},
-        mpsc::{sync_channel, SyncSender, TrySendError},
+        atomic::Ordering,
+        mpsc::{SyncSender, TrySendError},
         Arc,
     },
-    time::Duration,
 };
 
-use anyhow::{bail, Context, Result};
-use numa_core::topology::{MemoryTier, Node};
-use numa_ebpf_common::{fault_flags as ff, FaultEvent, Outcome};
-use serde::Serialize;
-
-use numa_core::sink::Sink;
-
-use crate::{
-    cli::{ProbeArgs, PromoteArgs},
+use anyhow::Result;
+use numa_core::{
     decode::{comm, Event, Snapshot},
     model::{
-        policy::{self, FaultView, KernelDefaults, ModelDefaults, Policy},
+        policy::{FaultView, Policy},
         scans::ScanIndex,
         shadow::Agreement,
     },
-    promoter_state, system,
+    sink::Sink,
+    topology::{MemoryTier, Node},
 };
-use mover::{Mover, MoverConfig, MoverReport, Shared, SysEnv};
+use numa_ebpf_common::{fault_flags as ff, FaultEvent, Outcome};
+use serde::Serialize;
+
+use mover::{MoverReport, Shared};
 use queue::Request;
 use scope::Scope;
 
@@ -332,6 +326,83 @@ pub struct PromoteReport {
     pub processes: Vec<ProcRow>,
 }
 
+/// What a promote run's report states besides what the sink and the mover
+/// counted.
+pub struct RunFacts {
+    pub stopped: String,
+    pub dry_run: bool,
+    pub scope: String,
+    pub model: String,
+    pub model_params: BTreeMap<String, String>,
+    pub rate_limit_bytes_per_s: u64,
+    pub min_free: String,
+    pub batch_ms: f64,
+    pub max_retries: u32,
+}
+
+impl PromoteSink {
+    /// The run's report: the sink's counts over its snapshot window, the
+    /// mover's per-process moves and the kernel's own promotions meanwhile.
+    pub fn report(&self, facts: RunFacts, mover_report: MoverReport) -> PromoteReport {
+        let window_ns = match (&self.first, &self.last) {
+            (Some(a), Some(b)) => b.ts_ns.saturating_sub(a.ts_ns),
+            _ => 0,
+        };
+        let duration_s = window_ns as f64 / 1e9;
+        let mut processes: Vec<ProcRow> = self.procs.values().cloned().collect();
+        for p in &mut processes {
+            if let Some(m) = mover_report.per_process.get(&p.pid) {
+                p.moves = m.clone();
+            }
+        }
+        processes.sort_by_key(|p| (!p.in_scope, std::cmp::Reverse(p.hint_faults)));
+        let mb = |bytes: u64, s: f64| if s > 0.0 { bytes as f64 / 1e6 / s } else { 0.0 };
+        let mib = |bytes: u64, s: f64| {
+            if s > 0.0 {
+                bytes as f64 / (1u64 << 20) as f64 / s
+            } else {
+                0.0
+            }
+        };
+        PromoteReport {
+            duration_s,
+            stopped: facts.stopped,
+            dry_run: facts.dry_run,
+            scope: facts.scope,
+            model: facts.model,
+            model_params: facts.model_params,
+            rate_limit_bytes_per_s: facts.rate_limit_bytes_per_s,
+            min_free: facts.min_free,
+            batch_ms: facts.batch_ms,
+            max_retries: facts.max_retries,
+            agreement_pct: self.counts.agreement.agree_pct(),
+            events: self.counts.clone(),
+            moved_pages: mover_report.statuses.moved,
+            moved_bytes: mover_report.moved_bytes,
+            mb_per_s: mb(mover_report.moved_bytes, duration_s),
+            mb_per_s_in_calls: mb(mover_report.moved_bytes, mover_report.move_ns as f64 / 1e9),
+            move_pages_s: mover_report.move_ns as f64 / 1e9,
+            query_s: mover_report.query_ns as f64 / 1e9,
+            failures: mover_report.statuses.failures(),
+            rate_needed_mib_per_s: mib(mover_report.would_move_bytes, duration_s),
+            peak_rate_needed_mib_per_s: mover_report.would_move_peak_bytes_per_s as f64
+                / (1u64 << 20) as f64,
+            kernel_pgpromote_success: vm_delta(
+                self.first.as_ref(),
+                self.last.as_ref(),
+                &["pgpromote_success"],
+            ),
+            kernel_pgdemote: vm_delta(
+                self.first.as_ref(),
+                self.last.as_ref(),
+                &["pgdemote_kswapd", "pgdemote_direct", "pgdemote_khugepaged"],
+            ),
+            mover: mover_report,
+            processes,
+        }
+    }
+}
+
 fn vm_delta(first: Option<&Snapshot>, last: Option<&Snapshot>, keys: &[&str]) -> u64 {
     let (Some(a), Some(b)) = (first, last) else {
         return 0;
@@ -345,217 +416,6 @@ fn vm_delta(first: Option<&Snapshot>, last: Option<&Snapshot>, keys: &[&str]) ->
                 .saturating_sub(a.vmstat.get(*k).copied().unwrap_or(0))
         })
         .sum()
-}
-
-fn config(a: &PromoteArgs, targets: &Targets, nodes: &[Node]) -> Result<MoverConfig> {
-    let rate = bucket::parse_rate(&a.rate_limit).with_context(|| {
-        format!(
-            "--rate-limit {:?}: use bytes per second like 256MiB/s, 1GB/s, or 0 for unlimited",
-            a.rate_limit
-        )
-    })?;
-    let min_free = floor::MinFree::parse(&a.min_free).with_context(|| {
-        format!(
-            "--min-free {:?}: use a share of the node (5%) or an amount (200MiB)",
-            a.min_free
-        )
-    })?;
-    if !(a.batch_ms > 0.0 && a.batch_ms.is_finite()) {
-        bail!("--batch-ms must be a positive number of milliseconds");
-    }
-    Ok(MoverConfig {
-        rate_bytes_per_s: rate,
-        min_free,
-        batch_ms: a.batch_ms,
-        max_retries: a.max_retries,
-        retry_backoff_ms: 200,
-        dry_run: a.dry_run,
-        tier_of: targets.tier_of.clone(),
-        cpus_of: nodes.iter().map(|n| (n.id, n.cpus.len() as u64)).collect(),
-    })
-}
-
-fn require_cap_sys_nice() -> Result<()> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    if !scope::has_cap_sys_nice(&status) {
-        bail!(
-            "moving other processes' pages needs CAP_SYS_NICE (run as root, or \
-             `setcap cap_sys_nice,cap_bpf,cap_perfmon+ep numatrace`); --dry-run needs none"
-        );
-    }
-    Ok(())
-}
-
-pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
-    let scope = if !a.pids.is_empty() {
-        Scope::pids(&a.pids)?
-    } else if let Some(dir) = &a.cgroup {
-        Scope::cgroup(dir)?
-    } else {
-        Scope::All
-    };
-    if !a.dry_run {
-        require_cap_sys_nice()?;
-    }
-    let nodes = system::nodes();
-    let tiers = system::memory_tiers();
-    let targets = Targets::new(
-        &nodes,
-        &tiers,
-        numa_core::params::toptier_mask(&tiers, &nodes),
-    );
-    if targets.is_empty() || tiers.len() < 2 {
-        bail!(
-            "no memory tiers to promote between (found {} tier(s)); `numatrace doctor` shows the topology",
-            tiers.len()
-        );
-    }
-    let cfg = config(a, &targets, &nodes)?;
-    // One pid or a cgroup: let BPF filter; several pids: filter here.
-    let probe_args = ProbeArgs {
-        pid: (a.pids.len() == 1).then(|| a.pids[0]),
-        cgroup: a.cgroup.clone(),
-        sample: 1,
-        max_folios: a.max_folios,
-        ring_mb: a.ring_mb,
-        duration: a.duration,
-        bpf_stats: false,
-        empty_programs: false,
-        command: Vec::new(),
-    };
-    let probes = numa_probe::session::attach(&probe_args.options())?;
-    let header = numa_probe::session::header(&probes);
-    let k = KernelDefaults::from_tunables(&header.tunables);
-    let d = ModelDefaults {
-        threshold: a.threshold,
-        counter: a.counter.clone(),
-        stamp: a.stamp.clone(),
-        window_ms: a.window_ms,
-        rate_limit: None,
-    };
-    let policy = policy::build(&a.model, &d, &k)?;
-    let (model, model_params) = (policy.name(), policy.params());
-
-    let shared = Arc::new(Shared::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = sync_channel(a.queue.max(1));
-    let mover = Mover::new(cfg.clone(), scope.clone(), SysEnv, shared.clone());
-    // `top` and `export` show the promoter through its state file.
-    let state = match promoter_state::Writer::open() {
-        Ok(writer) => {
-            let pid = std::process::id();
-            Some(mover::StatePublisher::new(
-                writer,
-                promoter_state::PromoterState {
-                    pid,
-                    pid_start_ticks: promoter_state::pid_start_ticks(pid),
-                    started_unix_s: promoter_state::unix_now(),
-                    dry_run: a.dry_run,
-                    scope: scope.describe(),
-                    model: model.clone(),
-                    ..promoter_state::PromoterState::default()
-                },
-            ))
-        }
-        Err(e) => {
-            eprintln!("numatrace: warning: top and export will not show this promoter: {e}");
-            None
-        }
-    };
-    if let Some(p) = &state {
-        eprintln!(
-            "numatrace: publishing the promoter's state to {}",
-            p.writer.path.display()
-        );
-    }
-    let handle =
-        mover::spawn(mover, rx, stop.clone(), state).context("starting the mover thread")?;
-    let mut sink = PromoteSink::new(policy, scope.clone(), targets, tx, shared.clone());
-    eprintln!(
-        "numatrace: promote{} {} with {model}; Ctrl-C stops",
-        if a.dry_run { " (dry run)" } else { "" },
-        scope.describe()
-    );
-    let result = probe_args
-        .live(probes, Duration::from_secs(1))
-        .run_blocking(probe_args.until(), &mut [&mut sink])
-        .map(|f| f.reason);
-    // Stop the mover after its call in flight, whatever ended the pipeline.
-    stop.store(true, Ordering::Release);
-    sink.close();
-    let mover_report = handle
-        .join()
-        .map_err(|_| anyhow::anyhow!("the mover thread panicked"))?;
-    let reason = result?;
-
-    let window_ns = match (&sink.first, &sink.last) {
-        (Some(a), Some(b)) => b.ts_ns.saturating_sub(a.ts_ns),
-        _ => 0,
-    };
-    let duration_s = window_ns as f64 / 1e9;
-    let mut processes: Vec<ProcRow> = sink.procs.values().cloned().collect();
-    for p in &mut processes {
-        if let Some(m) = mover_report.per_process.get(&p.pid) {
-            p.moves = m.clone();
-        }
-    }
-    processes.sort_by_key(|p| (!p.in_scope, std::cmp::Reverse(p.hint_faults)));
-    let mb = |bytes: u64, s: f64| if s > 0.0 { bytes as f64 / 1e6 / s } else { 0.0 };
-    let mib = |bytes: u64, s: f64| {
-        if s > 0.0 {
-            bytes as f64 / (1u64 << 20) as f64 / s
-        } else {
-            0.0
-        }
-    };
-    let report = PromoteReport {
-        duration_s,
-        stopped: reason.describe(),
-        dry_run: a.dry_run,
-        scope: scope.describe(),
-        model,
-        model_params,
-        rate_limit_bytes_per_s: cfg.rate_bytes_per_s,
-        min_free: a.min_free.clone(),
-        batch_ms: a.batch_ms,
-        max_retries: a.max_retries,
-        agreement_pct: sink.counts.agreement.agree_pct(),
-        events: sink.counts.clone(),
-        moved_pages: mover_report.statuses.moved,
-        moved_bytes: mover_report.moved_bytes,
-        mb_per_s: mb(mover_report.moved_bytes, duration_s),
-        mb_per_s_in_calls: mb(mover_report.moved_bytes, mover_report.move_ns as f64 / 1e9),
-        move_pages_s: mover_report.move_ns as f64 / 1e9,
-        query_s: mover_report.query_ns as f64 / 1e9,
-        failures: mover_report.statuses.failures(),
-        rate_needed_mib_per_s: mib(mover_report.would_move_bytes, duration_s),
-        peak_rate_needed_mib_per_s: mover_report.would_move_peak_bytes_per_s as f64
-            / (1u64 << 20) as f64,
-        kernel_pgpromote_success: vm_delta(
-            sink.first.as_ref(),
-            sink.last.as_ref(),
-            &["pgpromote_success"],
-        ),
-        kernel_pgdemote: vm_delta(
-            sink.first.as_ref(),
-            sink.last.as_ref(),
-            &["pgdemote_kswapd", "pgdemote_direct", "pgdemote_khugepaged"],
-        ),
-        mover: mover_report,
-        processes,
-    };
-    let mut buf = Vec::new();
-    if a.json {
-        serde_json::to_writer_pretty(&mut buf, &report)?;
-        writeln!(buf)?;
-    } else {
-        write_human(&report, &mut buf)?;
-    }
-    match &a.output {
-        Some(p) => std::fs::write(p, &buf).with_context(|| format!("writing {}", p.display()))?,
-        None => std::io::stdout().lock().write_all(&buf)?,
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -725,8 +585,9 @@ pub fn write_human(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::mpsc::Receiver;
+    use std::sync::mpsc::{sync_channel, Receiver};
 
+    use numa_core::model::policy::{self, KernelDefaults, ModelDefaults};
     use numa_ebpf_common::fault_flags as ff;
 
     use super::*;

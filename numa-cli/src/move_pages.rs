@@ -11,18 +11,17 @@ use std::{io::Write, process::ExitCode, sync::Arc};
 use anyhow::{ensure, Context, Result};
 use serde::Serialize;
 
-use super::{
+use numa_host::{clock::monotonic_ns, system};
+use numa_promote::{
     bucket, floor,
     mover::{Mover, MoverConfig, Shared, Step, SysEnv, PAGE},
     queue::Request,
     scope::Scope,
     sys,
 };
-use numa_host::clock::monotonic_ns;
 
 use crate::{
     cli::{MovePagesArgs, MoveVia},
-    system,
     workload::{Region, MPOL_BIND, MPOL_DEFAULT},
 };
 

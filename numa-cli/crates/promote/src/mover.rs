@@ -31,7 +31,7 @@ use std::{
 
 use serde::Serialize;
 
-use crate::promoter_state::{PromoterState, Writer, PUBLISH_EVERY_S};
+use numa_host::promoter_state::{PromoterState, Writer, PUBLISH_EVERY_S};
 
 use super::{
     batch::BatchSizer,
@@ -227,7 +227,7 @@ pub struct Shared {
 
 /// A snapshot of promoter activity in this process. Other processes
 /// (`numatrace top`, the exporter) see it through the state file the mover
-/// thread publishes ([`crate::promoter_state`], [`Mover::fill_state`]).
+/// thread publishes ([`numa_host::promoter_state`], [`Mover::fill_state`]).
 #[derive(Debug, Default, Clone, Copy, Serialize, PartialEq)]
 pub struct PromoterStats {
     pub ts_ns: u64,
@@ -936,7 +936,7 @@ mod tests {
     };
 
     use super::*;
-    use crate::promote::sys::{fake, Syscall};
+    use crate::sys::{fake, Syscall};
 
     /// A kernel with one DRAM node 0 (tier 4) and slow node 1 (tier 22).
     #[derive(Default)]
@@ -1210,7 +1210,7 @@ mod tests {
         let sizes: Vec<usize> = w.kernel.borrow().moves.iter().map(|(_, n)| *n).collect();
         let r = m.finish();
         fake::clear();
-        assert_eq!(sizes[0], crate::promote::batch::INITIAL_PAGES);
+        assert_eq!(sizes[0], crate::batch::INITIAL_PAGES);
         // 10 us per page in the fake: 20 ms = 2000 pages.
         assert!(sizes.iter().all(|&n| n <= 2000), "{sizes:?}");
         assert!(sizes.contains(&2000), "{sizes:?}");
