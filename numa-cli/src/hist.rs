@@ -10,7 +10,7 @@
 use std::{collections::HashMap, io::Write, process::ExitCode, time::Duration};
 
 use anyhow::{bail, Result};
-use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome, HIST_BUCKETS};
+use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome};
 use serde::Serialize;
 
 use numa_core::sink::Sink;
@@ -162,35 +162,21 @@ impl<W: Write> HistSink<W> {
     /// every outcome), `slot` 0 for latency, 1 for the delta.
     fn kernel(from: &Snapshot, to: &Snapshot, outcome: Option<Outcome>, slot: usize) -> Log2Hist {
         let mut h = Log2Hist::default();
-        let pick = |s: &Snapshot| -> Vec<u64> {
-            if slot == 0 {
-                s.hist_latency.clone()
-            } else {
-                s.hist_delta.clone()
-            }
+        let which: fn(&Snapshot) -> &Vec<u64> = if slot == 0 {
+            |s| &s.hist_latency
+        } else {
+            |s| &s.hist_delta
         };
-        let (a, b) = (pick(from), pick(to));
         for o in Outcome::ALL {
             if outcome.is_some_and(|want| want != o) {
                 continue;
             }
-            let row = o as usize * HIST_BUCKETS;
-            for (i, bucket) in h.buckets.iter_mut().enumerate() {
-                let d = b
-                    .get(row + i)
-                    .copied()
-                    .unwrap_or(0)
-                    .saturating_sub(a.get(row + i).copied().unwrap_or(0));
+            let row = to.hist_row_since(from, which, o as usize);
+            for (bucket, d) in h.buckets.iter_mut().zip(row) {
                 *bucket += d;
                 h.count += d;
             }
-            let s = o as usize * 2 + slot;
-            h.sum += to
-                .hist_sum
-                .get(s)
-                .copied()
-                .unwrap_or(0)
-                .saturating_sub(from.hist_sum.get(s).copied().unwrap_or(0));
+            h.sum += to.hist_sum_since(from, o as usize * 2 + slot);
         }
         h
     }
@@ -249,14 +235,7 @@ impl<W: Write> HistSink<W> {
         let start_s = from.ts_ns.saturating_sub(t0) as f64 / 1e9;
         let end_s = to.ts_ns.saturating_sub(t0) as f64 / 1e9;
         let from_events = matches!(self.by, Some(HistBy::Process | HistBy::Node));
-        let drops = {
-            let i = Counter::RingDrops as usize;
-            to.counters
-                .get(i)
-                .copied()
-                .unwrap_or(0)
-                .saturating_sub(from.counters.get(i).copied().unwrap_or(0))
-        };
+        let drops = to.counter_since(from, Counter::RingDrops as usize);
         let note = if from_events && (self.sample_every > 1 || drops > 0) {
             Some(format!(
                 "from fault events: sampled 1 in {}, {drops} ring drops (the in-kernel histograms, without --by, are exact)",
@@ -488,21 +467,23 @@ pub fn run(args: &HistArgs) -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
+    use numa_ebpf_common::{hist_slot, HIST_SLOTS};
+
     use super::*;
     use crate::decode::fixtures::fault;
 
     fn snap(ts_s: u64, latency: &[(Outcome, usize, u64)]) -> Snapshot {
-        let mut hist_latency = vec![0; HIST_BUCKETS * 7];
+        let mut hist_latency = vec![0; HIST_SLOTS];
         let mut hist_sum = vec![0; 14];
         for (o, b, n) in latency {
-            hist_latency[*o as usize * HIST_BUCKETS + b] += n;
+            hist_latency[hist_slot(*o as usize, *b)] += n;
             hist_sum[*o as usize * 2] += n * upper_bound(*b);
         }
         Snapshot {
             ts_ns: ts_s * 1_000_000_000,
             counters: vec![0; 32],
             hist_latency,
-            hist_delta: vec![0; HIST_BUCKETS * 7],
+            hist_delta: vec![0; HIST_SLOTS],
             hist_sum,
             ..Snapshot::default()
         }

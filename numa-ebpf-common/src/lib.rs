@@ -252,6 +252,16 @@ pub fn log2_bucket(v: u64) -> usize {
     }
 }
 
+/// The slot of `bucket` in a per-outcome histogram map (`HIST_LATENCY`,
+/// `HIST_DELTA`, `HIST_SUM`): one row of [`HIST_BUCKETS`] per outcome.
+#[inline(always)]
+pub const fn hist_slot(outcome: usize, bucket: usize) -> usize {
+    outcome * HIST_BUCKETS + bucket
+}
+
+/// Slots of every outcome's histogram row.
+pub const HIST_SLOTS: usize = OUTCOMES * HIST_BUCKETS;
+
 /// Flags in [`FaultEvent::flags`].
 pub mod fault_flags {
     /// The folio had a first-scan stamp: latency and deltas are valid.

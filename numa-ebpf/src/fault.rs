@@ -10,8 +10,8 @@ use aya_ebpf::{
     programs::{FEntryContext, ProbeContext},
 };
 use numa_ebpf_common::{
-    fault_flags as ff, log2_bucket, tnf, Counter, EventKind, FaultEvent, Outcome, ACCESS_UNKNOWN,
-    HIST_BUCKETS, OUTCOME_BASE,
+    fault_flags as ff, hist_slot, log2_bucket, tnf, Counter, EventKind, FaultEvent, Outcome,
+    ACCESS_UNKNOWN, OUTCOME_BASE,
 };
 
 use crate::maps::{
@@ -104,19 +104,12 @@ fn hist(outcome: u8, ev: &FaultEvent) {
     }
     let o = outcome as u32;
     let latency = ev.ts_ns.saturating_sub(ev.scan_ns);
-    add(
-        &HIST_LATENCY,
-        o * HIST_BUCKETS as u32 + log2_bucket(latency) as u32,
-        1,
-    );
+    let slot = |v: u64| hist_slot(outcome as usize, log2_bucket(v)) as u32;
+    add(&HIST_LATENCY, slot(latency), 1);
     add(&HIST_SUM, o * 2, latency);
     if ev.flags & ff::STAMP_OTHER_MM == 0 {
         let delta = ev.seq_mm.saturating_sub(ev.scan_seq_mm);
-        add(
-            &HIST_DELTA,
-            o * HIST_BUCKETS as u32 + log2_bucket(delta) as u32,
-            1,
-        );
+        add(&HIST_DELTA, slot(delta), 1);
         add(&HIST_SUM, o * 2 + 1, delta);
     }
 }

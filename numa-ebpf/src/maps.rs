@@ -20,7 +20,7 @@ use aya_ebpf::{
 };
 use numa_ebpf_common::{
     Counter, FaultEvent, Stamp, COUNTER_SLOTS, DEFAULT_RING_BYTES, DEFAULT_STAMP_ENTRIES,
-    HIST_BUCKETS, MAX_CPUS, MIGRATE_REASONS, MM_SEQ_ENTRIES, OUTCOMES,
+    HIST_SLOTS, MAX_CPUS, MIGRATE_REASONS, MM_SEQ_ENTRIES, OUTCOMES,
 };
 
 /// Per-CPU event counters, indexed by [`Counter`]; userspace sums the CPUs.
@@ -119,13 +119,11 @@ impl<T> TaskStorage<T> {
 #[map(name = "CPU_NODE")]
 pub static CPU_NODE: Array<u32> = Array::with_max_entries(MAX_CPUS, 0);
 
-/// Log2 histograms, `outcome * HIST_BUCKETS + bucket`.
+/// Log2 histograms, slot `numa_ebpf_common::hist_slot(outcome, bucket)`.
 #[map(name = "HIST_LATENCY")]
-pub static HIST_LATENCY: PerCpuArray<u64> =
-    PerCpuArray::with_max_entries((OUTCOMES * HIST_BUCKETS) as u32, 0);
+pub static HIST_LATENCY: PerCpuArray<u64> = PerCpuArray::with_max_entries(HIST_SLOTS as u32, 0);
 #[map(name = "HIST_DELTA")]
-pub static HIST_DELTA: PerCpuArray<u64> =
-    PerCpuArray::with_max_entries((OUTCOMES * HIST_BUCKETS) as u32, 0);
+pub static HIST_DELTA: PerCpuArray<u64> = PerCpuArray::with_max_entries(HIST_SLOTS as u32, 0);
 /// Sums for the histograms: `outcome * 2` latency ns, `outcome * 2 + 1` delta.
 #[map(name = "HIST_SUM")]
 pub static HIST_SUM: PerCpuArray<u64> = PerCpuArray::with_max_entries((OUTCOMES * 2) as u32, 0);

@@ -6,3 +6,4 @@ pub mod policy;
 pub mod scans;
 pub mod shadow;
 pub mod totals;
+pub mod window;

@@ -13,6 +13,7 @@ use super::{
     pagetable::{self, PageTable},
     policy::{FaultView, Policy},
     scans::ScanIndex,
+    window::Window,
 };
 use crate::decode::{comm, Event, Snapshot};
 
@@ -365,8 +366,7 @@ pub struct Shadow {
     /// RefCell so that `report(&self)` can first apply the events still in
     /// the lookahead window.
     engine: RefCell<(Engine, Lookahead)>,
-    first: Option<Snapshot>,
-    last: Option<Snapshot>,
+    window: Window,
     top_n: usize,
 }
 
@@ -515,8 +515,7 @@ impl Shadow {
                 },
                 Lookahead::new(),
             )),
-            first: None,
-            last: None,
+            window: Window::default(),
             top_n,
         }
     }
@@ -545,17 +544,14 @@ impl Shadow {
     }
 
     pub fn snapshot(&mut self, s: &Snapshot) {
-        if self.first.is_none() {
-            self.first = Some(s.clone());
-        }
-        self.last = Some(s.clone());
+        self.window.push(s);
     }
 
     #[inline]
     pub fn event(&mut self, ev: &Event) {
         let ts = ev.ts_ns();
         // Same window rule as the totals: nothing before the first snapshot.
-        if self.first.as_ref().is_some_and(|s| ts < s.ts_ns) {
+        if self.window.first().is_some_and(|s| ts < s.ts_ns) {
             return;
         }
         if matches!(ev, Event::Skip(_)) {
@@ -568,27 +564,14 @@ impl Shadow {
 
     pub fn report(&self) -> ShadowReport {
         let e = self.applied();
-        let drops = match (&self.first, &self.last) {
-            (Some(a), Some(b)) => {
-                let i = Counter::RingDrops as usize;
-                b.counters
-                    .get(i)
-                    .copied()
-                    .unwrap_or(0)
-                    .saturating_sub(a.counters.get(i).copied().unwrap_or(0))
-            }
-            _ => 0,
-        };
+        let drops = self.window.count(Counter::RingDrops);
         let mut processes: Vec<ProcessRow> = e.processes.rows.clone();
         processes.sort_by(|a, b| b.hint_faults.cmp(&a.hint_faults).then(a.pid.cmp(&b.pid)));
         processes.truncate(self.top_n);
         let mut node_pairs: Vec<NodePairRow> = e.node_pairs.rows.clone();
         node_pairs.sort_by_key(|p| (p.src_node, p.dst_node));
         ShadowReport {
-            duration_s: match (&self.first, &self.last) {
-                (Some(a), Some(b)) => b.ts_ns.saturating_sub(a.ts_ns) as f64 / 1e9,
-                _ => 0.0,
-            },
+            duration_s: self.window.span_ns() as f64 / 1e9,
             hint_faults: e.hint_faults,
             decisions: e.decisions,
             kernel: e.kernel.clone(),

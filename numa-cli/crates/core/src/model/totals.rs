@@ -2,14 +2,13 @@
 //! events and kernel snapshots, never reads the clock or the system.
 use std::collections::BTreeMap;
 
-use numa_ebpf_common::{
-    fault_flags as ff, Counter, FaultEvent, Outcome, HIST_BUCKETS, OUTCOMES, OUTCOME_BASE,
-};
+use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome, OUTCOMES, OUTCOME_BASE};
 use serde::Serialize;
 
 use super::{
     hist::{BucketCount, Log2Hist},
     scans::ScanIndex,
+    window::Window,
 };
 use crate::decode::{Event, Snapshot};
 
@@ -44,8 +43,7 @@ pub struct Totals {
     /// Rejections on latency whose kernel latency was below the threshold.
     pub latency_rejects_below_threshold: u64,
     pub scans: ScanIndex,
-    pub first_snapshot: Option<Snapshot>,
-    pub last_snapshot: Option<Snapshot>,
+    pub window: Window,
     /// Nodes the kernel treats as top tier (bit per node).
     pub toptier_mask: u64,
     /// Hint faults on folios of lower-tier nodes.
@@ -128,7 +126,7 @@ impl Totals {
         // Events from before the first snapshot precede the window the
         // kernel counters and vmstat deltas describe (the attach itself).
         let ts = ev.ts_ns();
-        if self.first_snapshot.as_ref().is_some_and(|s| ts < s.ts_ns) {
+        if self.window.first().is_some_and(|s| ts < s.ts_ns) {
             return;
         }
         match ev {
@@ -209,43 +207,7 @@ impl Totals {
     }
 
     pub fn snapshot(&mut self, s: &Snapshot) {
-        if self.first_snapshot.is_none() {
-            self.first_snapshot = Some(s.clone());
-        }
-        self.last_snapshot = Some(s.clone());
-    }
-
-    fn counter_delta(&self, c: u32) -> u64 {
-        let get = |s: &Option<Snapshot>| {
-            s.as_ref()
-                .and_then(|s| s.counters.get(c as usize).copied())
-                .unwrap_or(0)
-        };
-        get(&self.last_snapshot).saturating_sub(get(&self.first_snapshot))
-    }
-
-    fn kernel_hist(&self, which: fn(&Snapshot) -> &Vec<u64>, o: usize) -> Vec<u64> {
-        let row = |s: &Option<Snapshot>| -> Vec<u64> {
-            s.as_ref()
-                .map(|s| {
-                    which(s)
-                        .iter()
-                        .skip(o * HIST_BUCKETS)
-                        .take(HIST_BUCKETS)
-                        .copied()
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let (a, b) = (row(&self.first_snapshot), row(&self.last_snapshot));
-        (0..HIST_BUCKETS)
-            .map(|i| {
-                b.get(i)
-                    .copied()
-                    .unwrap_or(0)
-                    .saturating_sub(a.get(i).copied().unwrap_or(0))
-            })
-            .collect()
+        self.window.push(s);
     }
 
     /// `stamp_capacity` is the STAMPS map size, for the eviction estimate;
@@ -254,7 +216,7 @@ impl Totals {
         let mut all_latency = Log2Hist::default();
         let mut all_delta = Log2Hist::default();
         let mut by_outcome = BTreeMap::new();
-        let mut hist_match = self.first_snapshot.is_some();
+        let mut hist_match = self.window.first().is_some();
         for o in Outcome::ALL {
             let i = o as usize;
             all_latency.merge(&self.latency_ns[i]);
@@ -262,16 +224,13 @@ impl Totals {
             if self.latency_ns[i].count > 0 {
                 by_outcome.insert(o.name(), self.latency_ns[i].rows(1e6));
             }
-            hist_match &= self.kernel_hist(|s| &s.hist_latency, i)
+            hist_match &= self.window.hist_row(|s| &s.hist_latency, i)
                 == self.latency_ns[i].buckets.to_vec()
-                && self.kernel_hist(|s| &s.hist_delta, i) == self.delta_mm[i].buckets.to_vec();
+                && self.window.hist_row(|s| &s.hist_delta, i) == self.delta_mm[i].buckets.to_vec();
         }
         let oc = |o: Outcome| self.outcomes[o as usize];
-        let vmstat_delta = match (&self.first_snapshot, &self.last_snapshot) {
-            (Some(a), Some(b)) => crate::topology::vmstat_delta(&a.vmstat, &b.vmstat),
-            _ => BTreeMap::new(),
-        };
-        let kc = |c: Counter| self.counter_delta(c as u32);
+        let vmstat_delta = self.window.vmstat_all();
+        let kc = |c: Counter| self.window.count(c);
         let kernel_counters = BTreeMap::from([
             ("hint_faults", kc(Counter::HintFaults)),
             ("decisions", kc(Counter::Decisions)),
@@ -279,11 +238,13 @@ impl Totals {
             ("decision_reject", kc(Counter::DecisionReject)),
             (
                 "reject_latency",
-                self.counter_delta(OUTCOME_BASE + Outcome::RejectLatency as u32),
+                self.window
+                    .counter((OUTCOME_BASE + Outcome::RejectLatency as u32) as usize),
             ),
             (
                 "reject_rate_limit",
-                self.counter_delta(OUTCOME_BASE + Outcome::RejectRateLimit as u32),
+                self.window
+                    .counter((OUTCOME_BASE + Outcome::RejectRateLimit as u32) as usize),
             ),
             ("migrate_success", kc(Counter::MigrateSuccess)),
             ("migrate_fail", kc(Counter::MigrateFail)),
@@ -293,11 +254,10 @@ impl Totals {
             ("fault_account", kc(Counter::FaultAccount)),
             ("faults_without_context", kc(Counter::FaultWithoutContext)),
         ]);
-        let inserts = kc(Counter::StampInserts);
         Report {
-            duration_s: match (&self.first_snapshot, &self.last_snapshot) {
-                (Some(a), Some(b)) => b.ts_ns.saturating_sub(a.ts_ns) as f64 / 1e9,
-                _ => {
+            duration_s: match self.window.first() {
+                Some(_) => self.window.span_ns() as f64 / 1e9,
+                None => {
                     self.last_ts_ns
                         .saturating_sub(self.first_ts_ns.unwrap_or(0)) as f64
                         / 1e9
@@ -323,7 +283,7 @@ impl Totals {
             scan_ptes_updated: self.scan_ptes,
             vma_skips: self.vma_skips.clone(),
             drops: kc(Counter::RingDrops),
-            evictions: inserts.saturating_sub(stamp_capacity),
+            evictions: self.window.evictions(stamp_capacity),
             stamp_misses: kc(Counter::StampMisses),
             vmstat_delta,
             latency_ms: all_latency.rows(1e6),
@@ -333,7 +293,7 @@ impl Totals {
             kernel_histograms_match: hist_match,
             bpf_programs: Vec::new(),
             checks: Checks {
-                since_attach_s: self.last_snapshot.as_ref().map_or(0.0, |s| {
+                since_attach_s: self.window.last().map_or(0.0, |s| {
                     s.ts_ns.saturating_sub(attach_started_ns) as f64 / 1e9
                 }),
                 slow_node_faults: self.slow_faults,
