@@ -31,7 +31,7 @@ pub fn event_json(ev: &Event) -> serde_json::Value {
         }),
         Event::Skip(s) => json!({
             "type": "vma_skip", "ts_ns": s.ts_ns, "pid": s.pid_tgid >> 32,
-            "reason": numa_ebpf_common::VMA_SKIP_REASONS.get(s.reason as usize).copied().unwrap_or("?"),
+            "reason": numa_core::decode::skip_reason(s.reason).unwrap_or("?"),
             "vm_start": format!("{:#x}", s.vm_start), "vm_end": format!("{:#x}", s.vm_end),
         }),
     }

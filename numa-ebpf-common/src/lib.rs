@@ -5,8 +5,10 @@
 //! `aya::Pod` impls userspace needs to read these types out of maps.
 #![no_std]
 
-/// Bumped whenever a layout in this crate changes; the BPF object carries it
-/// in `ABI_VERSION` and userspace refuses an object with another value.
+/// Bumped whenever a record layout in this crate changes. The BPF object is
+/// built into the same binary as the userspace that reads it, so only
+/// traces can disagree: every trace header carries it and the trace reader
+/// refuses a trace with another value.
 pub const ABI_VERSION: u32 = 1;
 
 /// Indices into the per-CPU `COUNTERS` array. Each BPF program bumps the
@@ -46,16 +48,16 @@ pub enum Counter {
     TrialHits = 14,
     /// Ring buffer reservations that failed (events lost).
     RingDrops = 15,
-    /// Per-folio state entries evicted before use.
-    MapEvictions = 16,
+    // Slot 16 is unused: evictions are derived from StampInserts.
     /// Hint faults whose folio had no pending scan stamp.
     StampMisses = 17,
     /// New folios entered into `STAMPS` (evictions >= inserts - capacity).
     StampInserts = 18,
     /// Access-time stamps the scanner made (tiering, slow-node folios).
     ScanStamps = 19,
-    /// Per-thread context map full: a fault could not be tracked.
-    ThreadCtxFull = 20,
+    /// The thread's task-local context could not be had (task storage
+    /// allocation failed): a fault or scan could not be tracked.
+    ThreadCtxUnavailable = 20,
     /// task_numa_fault without a hint fault seen first (attach races).
     FaultWithoutContext = 21,
     /// mm_migrate_pages pages succeeded with reason numa_misplaced/demotion

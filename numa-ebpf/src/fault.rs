@@ -28,7 +28,7 @@ fn on_hint_fault(folio: u64, addr: u64) {
     let tgid = (key >> 32) as u32;
     let (seq_global, seq_mm) = next_fault_seqs(tgid);
     let Some(ctx) = thread_ctx() else {
-        count(Counter::ThreadCtxFull, 1);
+        count(Counter::ThreadCtxUnavailable, 1);
         return;
     };
     // SAFETY: `ctx` points to this thread's storage; only this thread

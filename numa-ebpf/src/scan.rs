@@ -103,7 +103,7 @@ pub fn kprobe_scan_stamp(ctx: ProbeContext) -> u32 {
 #[inline(always)]
 fn on_scan_entry(start: u64, end: u64) {
     let Some(ctx) = thread_ctx() else {
-        return count(Counter::ThreadCtxFull, 1);
+        return count(Counter::ThreadCtxUnavailable, 1);
     };
     // SAFETY: this thread's storage.
     let ctx = unsafe { &mut *ctx };

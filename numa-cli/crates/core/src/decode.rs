@@ -79,6 +79,19 @@ pub fn comm(raw: &[u8; 16]) -> String {
     String::from_utf8_lossy(&raw[..end]).into_owned()
 }
 
+/// The kernel's name of a VMA-skip reason, if this numatrace knows it.
+pub fn skip_reason(reason: u32) -> Option<&'static str> {
+    numa_ebpf_common::VMA_SKIP_REASONS
+        .get(reason as usize)
+        .copied()
+}
+
+/// The name of a VMA-skip reason, `reason_N` for one this numatrace does
+/// not know (a newer kernel's).
+pub fn skip_reason_name(reason: u32) -> String {
+    skip_reason(reason).map_or_else(|| format!("reason_{reason}"), str::to_owned)
+}
+
 /// Kernel-side counters and histograms at one moment (all cumulative since
 /// attach), and the vmstat NUMA counters. Recorded periodically in traces.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]

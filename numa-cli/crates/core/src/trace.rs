@@ -205,6 +205,15 @@ impl<R: Read> Reader<R> {
         }
         let header: Header =
             serde_json::from_slice(&json).context("trace header is not valid JSON")?;
+        if header.abi_version != numa_ebpf_common::ABI_VERSION {
+            bail!(
+                "trace records use layout version {}, this numatrace reads version {}: \
+                 read it with the numatrace that recorded it ({})",
+                header.abi_version,
+                numa_ebpf_common::ABI_VERSION,
+                header.numatrace_version
+            );
+        }
         if header.record_sizes != record_sizes() {
             bail!(
                 "trace records have sizes {:?}, this numatrace expects {:?}: recorded by an incompatible build",
@@ -323,7 +332,7 @@ mod tests {
         Header {
             format_version: FORMAT_VERSION,
             numatrace_version: "test".into(),
-            abi_version: 1,
+            abi_version: numa_ebpf_common::ABI_VERSION,
             kernel_release: "6.12.0-test".into(),
             attach_plan: None,
             nodes: vec![],
@@ -508,6 +517,23 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("not a numatrace trace"), "{err}");
+    }
+
+    #[test]
+    fn another_record_layout_is_refused_with_the_remedy() {
+        let h = Header {
+            abi_version: numa_ebpf_common::ABI_VERSION + 1,
+            ..header()
+        };
+        let bytes = Writer::new(Vec::new(), &h)
+            .and_then(|w| w.finish(1, "duration"))
+            .expect("trace");
+        let err = Reader::new(&bytes[..])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("layout version"), "{err}");
+        assert!(err.contains("read it with the numatrace that recorded it (test)"), "{err}");
     }
 
     #[test]

@@ -139,10 +139,10 @@ impl Totals {
                 self.seen(s.ts_ns);
             }
             Event::Skip(s) => {
-                let name = numa_ebpf_common::VMA_SKIP_REASONS
-                    .get(s.reason as usize)
-                    .map_or_else(|| format!("reason_{}", s.reason), |n| (*n).to_owned());
-                *self.vma_skips.entry(name).or_default() += 1;
+                *self
+                    .vma_skips
+                    .entry(crate::decode::skip_reason_name(s.reason))
+                    .or_default() += 1;
                 self.seen(s.ts_ns);
             }
         }
@@ -253,6 +253,14 @@ impl Totals {
             ("stamp_inserts", kc(Counter::StampInserts)),
             ("fault_account", kc(Counter::FaultAccount)),
             ("faults_without_context", kc(Counter::FaultWithoutContext)),
+            ("thread_ctx_unavailable", kc(Counter::ThreadCtxUnavailable)),
+            ("cpupid_xchg", kc(Counter::CpupidXchg)),
+            ("scan_ptes_updated", kc(Counter::ScanPtesUpdated)),
+            ("thp_faults", kc(Counter::ThpFaults)),
+            ("thp_scans", kc(Counter::ThpScans)),
+            ("vma_skips", kc(Counter::VmaSkips)),
+            ("migrate_tp_events", kc(Counter::MigrateTpEvents)),
+            ("migrate_tp_pages", kc(Counter::MigrateTpPages)),
         ]);
         Report {
             duration_s: match self.window.first() {
