@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context, Result};
 use aya::{
     maps::{Array, PerCpuArray, RingBuf},
-    programs::{FEntry, FExit, KProbe, TracePoint},
+    programs::{FEntry, FExit, KProbe, KProbeError, ProgramError, TracePoint},
     Btf, Ebpf, EbpfLoader,
 };
 use numa_ebpf_common::{maps, programs as p, Counter, MigrateRet};
@@ -165,21 +165,56 @@ fn attach_one(
     Ok(())
 }
 
+/// Why the kernel refused, read from the error's evidence: the probe file
+/// aya could not open, and the errno of the failed call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    NoKprobes,
+    NoTracefs,
+    Eperm,
+}
+
+fn refusal(e: &anyhow::Error) -> Option<Refusal> {
+    for cause in e.chain() {
+        let kprobe = match cause.downcast_ref::<ProgramError>() {
+            Some(ProgramError::KProbeError(k)) => Some(k),
+            _ => cause.downcast_ref::<KProbeError>(),
+        };
+        if let Some(KProbeError::FileError { filename, .. }) = kprobe {
+            if filename.to_string_lossy().contains("kprobe") {
+                return Some(Refusal::NoKprobes);
+            }
+        }
+        let Some(io) = cause.downcast_ref::<std::io::Error>() else {
+            continue;
+        };
+        match io.raw_os_error() {
+            Some(libc::EPERM) => return Some(Refusal::Eperm),
+            // aya's own error when it cannot find tracefs carries no errno.
+            None if io.kind() == std::io::ErrorKind::Other
+                && io.to_string() == "tracefs not found" =>
+            {
+                return Some(Refusal::NoTracefs)
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Puts the kernel's answer in plain words, keeping the raw error.
 pub fn explain(mechanism: Mechanism, e: &anyhow::Error) -> String {
     let raw = format!("{e:#}");
-    let plain = if raw.contains("kprobe/type") || raw.contains("kprobe_events") {
-        "the kernel has no kprobes (CONFIG_KPROBES off)"
-    } else if raw.contains("Operation not permitted")
-        && matches!(mechanism, Mechanism::Fentry | Mechanism::Fexit)
-    {
-        "the kernel refuses tracing programs (fentry/fexit: EPERM)"
-    } else if raw.contains("Operation not permitted") {
-        "permission denied (EPERM): run as root"
-    } else if raw.contains("tracefs not found") {
-        "tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)"
-    } else {
-        return raw;
+    let plain = match refusal(e) {
+        Some(Refusal::NoKprobes) => "the kernel has no kprobes (CONFIG_KPROBES off)",
+        Some(Refusal::Eperm) if matches!(mechanism, Mechanism::Fentry | Mechanism::Fexit) => {
+            "the kernel refuses tracing programs (fentry/fexit: EPERM)"
+        }
+        Some(Refusal::Eperm) => "permission denied (EPERM): run as root",
+        Some(Refusal::NoTracefs) => {
+            "tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)"
+        }
+        None => return raw,
     };
     format!("{plain} [{raw}]")
 }
@@ -484,6 +519,24 @@ pub fn trial(mechanism: Mechanism, target: &str) -> Trial {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn refusals_are_read_from_the_evidence() {
+        use super::*;
+        let no_kprobes = anyhow::Error::from(ProgramError::KProbeError(KProbeError::FileError {
+            filename: "/sys/bus/event_source/devices/kprobe/type".into(),
+            io_error: std::io::Error::from_raw_os_error(libc::ENOENT),
+        }));
+        assert!(explain(Mechanism::Kprobe, &no_kprobes).starts_with("the kernel has no kprobes"));
+        let eperm = anyhow::Error::from(std::io::Error::from_raw_os_error(libc::EPERM))
+            .context("loading fentry_hint_fault");
+        assert!(explain(Mechanism::Fentry, &eperm).contains("refuses tracing programs"));
+        assert!(explain(Mechanism::Tracepoint, &eperm).starts_with("permission denied"));
+        let tracefs = anyhow::Error::from(std::io::Error::other("tracefs not found"));
+        assert!(explain(Mechanism::Tracepoint, &tracefs).starts_with("tracefs is not mounted"));
+        let other = anyhow::anyhow!("BTF is broken");
+        assert_eq!(explain(Mechanism::Fentry, &other), "BTF is broken");
+    }
+
     use super::*;
 
     /// Whether the BPF object names a symbol `name` (NUL-terminated in its
