@@ -362,7 +362,7 @@ pub struct HistArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Workload {
-    /// The seeds' microbenchmark: memory on DRAM and on the slow node, random
+    /// The pghot RFC's microbenchmark: memory on DRAM and on the slow node, random
     /// 4K accesses to one chunk at a time, idle gaps between chunks.
     HotChunks(HotChunksArgs),
     /// Move a slow-node buffer to DRAM with move_pages(2), either in one

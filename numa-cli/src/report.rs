@@ -521,6 +521,9 @@ mod tests {
             html.matches("http://www.w3.org/").count(),
             "the report refers to something outside itself"
         );
-        assert!(!html.contains("https://"), "the report loads something from the web");
+        assert!(
+            !html.contains("https://"),
+            "the report loads something from the web"
+        );
     }
 }

@@ -72,13 +72,13 @@ enum Cmd {
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum BenchKind {
-    /// Probe overhead on a hint-fault-bound workload (issue: probes).
+    /// Probe overhead on a hint-fault-bound workload.
     Overhead,
     /// `numatrace top` CPU and memory on a replayed 200k events/s stream.
     Top,
-    /// `numatrace promote`'s mover against one big move_pages call (issue 7).
+    /// `numatrace promote`'s mover against one big move_pages call.
     Promote,
-    /// The seeds' table: numa_balancing 0, 2, 2 + `numatrace promote` (issue 7).
+    /// The pghot RFC's results table: numa_balancing 0, 2, 2 + `numatrace promote`.
     Table,
 }
 

@@ -1,4 +1,4 @@
-//! `cargo xtask bench table`: the seeds' table (pghot-v3-results.txt) on
+//! `cargo xtask bench table`: the results table of the pghot RFC (v3) on
 //! the test bed.
 use std::path::Path;
 
@@ -13,7 +13,7 @@ fn ns_per_access(w: &Value) -> Result<f64> {
     Ok(num(w, "score_us")? * 1000.0 / num(w, "accesses")?.max(1.0))
 }
 
-/// `cargo xtask bench table`: the seeds' table (pghot-v3-results.txt) on
+/// `cargo xtask bench table`: the results table of the pghot RFC (v3) on
 /// the test bed, in one boot: the same hot-chunks run with DRAM filled,
 /// (a) numa_balancing=0, (b) =2, (c) =2 plus `numatrace promote`.
 pub fn script() -> String {

@@ -1,4 +1,4 @@
-//! The seeds' scenario: DRAM filled by another process (so promotion
+//! The pghot RFC's scenario: DRAM filled by another process (so promotion
 //! must pass the latency threshold), hot chunks with idle gaps on the
 //! slow node. One live shadow run records the trace the other checks
 //! read; replay must reproduce the live report. --min-faults 20000: the

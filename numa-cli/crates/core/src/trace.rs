@@ -533,7 +533,10 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("layout version"), "{err}");
-        assert!(err.contains("read it with the numatrace that recorded it (test)"), "{err}");
+        assert!(
+            err.contains("read it with the numatrace that recorded it (test)"),
+            "{err}"
+        );
     }
 
     #[test]
