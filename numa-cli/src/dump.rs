@@ -5,7 +5,7 @@ use std::{io::Write, path::Path, process::ExitCode};
 use anyhow::Result;
 use serde_json::json;
 
-use crate::{
+use numa_core::{
     decode::{comm, Event},
     trace::{Item, Reader},
 };

@@ -6,8 +6,8 @@ use anyhow::{bail, Context, Result};
 
 use numa_core::sink::Sink;
 
-use crate::{
-    cli::{ModelArgs, ReplayArgs, ShadowArgs},
+use crate::cli::{ModelArgs, ReplayArgs, ShadowArgs};
+use numa_core::{
     decode::{Event, Snapshot},
     model::{
         policy::{self, KernelDefaults},
@@ -133,18 +133,19 @@ pub fn write_human(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()
         out,
         "  outcome evidence: refused pages that faulted again (were still hot)"
     )?;
-    let ev_line = |out: &mut dyn Write, label: &str, e: &crate::model::shadow::RefaultReport| {
-        writeln!(
-            out,
-            "  {:<40} {:>8} pages, {:>8} refaulted ({:>5.1}%), delay p50 {} ms, p90 {} ms",
-            label,
-            e.pages,
-            e.refaulted,
-            e.refaulted_pct,
-            e.delay_ms_p50.map_or("-".into(), |v| format!("<={v}")),
-            e.delay_ms_p90.map_or("-".into(), |v| format!("<={v}"))
-        )
-    };
+    let ev_line =
+        |out: &mut dyn Write, label: &str, e: &numa_core::model::shadow::RefaultReport| {
+            writeln!(
+                out,
+                "  {:<40} {:>8} pages, {:>8} refaulted ({:>5.1}%), delay p50 {} ms, p90 {} ms",
+                label,
+                e.pages,
+                e.refaulted,
+                e.refaulted_pct,
+                e.delay_ms_p50.map_or("-".into(), |v| format!("<={v}")),
+                e.delay_ms_p90.map_or("-".into(), |v| format!("<={v}"))
+            )
+        };
     for m in &r.models {
         ev_line(
             out,

@@ -15,8 +15,8 @@ use serde::Serialize;
 
 use numa_core::sink::Sink;
 
-use crate::{
-    cli::{HistArgs, HistBy},
+use crate::cli::{HistArgs, HistBy};
+use numa_core::{
     decode::{comm, Event, Snapshot},
     histtext,
     model::hist::{upper_bound, Log2Hist},
@@ -470,7 +470,7 @@ mod tests {
     use numa_ebpf_common::{hist_slot, HIST_SLOTS};
 
     use super::*;
-    use crate::decode::fixtures::fault;
+    use numa_core::decode::fixtures::fault;
 
     fn snap(ts_s: u64, latency: &[(Outcome, usize, u64)]) -> Snapshot {
         let mut hist_latency = vec![0; HIST_SLOTS];

@@ -11,8 +11,8 @@ use plotters::prelude::*;
 use numa_core::sink::Sink;
 use numa_source::Source;
 
-use crate::{
-    cli::ReportArgs,
+use crate::cli::ReportArgs;
+use numa_core::{
     decode::{Event, Snapshot},
     model::{
         hist::{upper_bound, Log2Hist},

@@ -8,8 +8,8 @@ use numa_core::sink::Sink;
 use numa_probe::session;
 use numa_source::{Source, StopReason};
 
-use crate::{
-    cli::{ProbeArgs, RecordArgs, StatsArgs},
+use crate::cli::{ProbeArgs, RecordArgs, StatsArgs};
+use numa_core::{
     model::totals::{Report, Totals},
     trace,
 };
@@ -142,11 +142,11 @@ fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         r.drops, r.evictions
     )?;
     writeln!(out, "\n  scan-to-fault latency (ms)")?;
-    crate::histtext::write(out, &r.latency_ms, "ms")?;
+    numa_core::histtext::write(out, &r.latency_ms, "ms")?;
     writeln!(
         out,
         "\n  fault-count delta (per-process hint faults between scan and fault)"
     )?;
-    crate::histtext::write(out, &r.fault_delta, "")?;
+    numa_core::histtext::write(out, &r.fault_delta, "")?;
     Ok(())
 }
