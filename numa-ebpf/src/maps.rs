@@ -231,7 +231,8 @@ pub fn pid_tgid() -> u64 {
 fn next_seq(slot: *mut u64) -> u64 {
     // SAFETY: `slot` points into a map value. SeqCst, not Relaxed: with
     // Relaxed LLVM emits a plain `lock add` and the returned old value is
-    // garbage (toolchain.md); SeqCst emits BPF atomic_fetch_add.
+    // garbage (the BPF backend has no fetching relaxed add); SeqCst emits
+    // BPF atomic_fetch_add.
     unsafe {
         core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::SeqCst }>(
             slot, 1,

@@ -80,7 +80,8 @@ impl Hook {
     /// name each implies. Tracepoint hooks return `[]`.
     fn functions(self) -> &'static [(&'static str, &'static str)] {
         match self {
-            // do_numa_page is inlined on every kernel we know (kernel-hooks.md);
+            // do_numa_page is inlined on every kernel we know (ARCHITECTURE.md,
+            // "Hooks per kernel");
             // it stays first so a kernel that keeps it gets the direct hook.
             Hook::HintFault => &[
                 ("do_numa_page", "vmf"),
@@ -327,7 +328,8 @@ pub struct ProgramStat {
 pub(crate) mod tests {
     use super::*;
 
-    /// Facts as read from Debian's 6.1.192 and 6.12.117 images (kernel-hooks.md).
+    /// Facts as read from Debian's 6.1.192 and 6.12.117 images (kallsyms and
+    /// available_filter_functions).
     pub(crate) fn facts(version: &str) -> KernelFacts {
         let folio = |n: &[&str]| FuncFacts {
             in_kallsyms: true,
