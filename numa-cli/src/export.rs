@@ -183,7 +183,7 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
     };
     if let Some((p, _)) = &textfile {
         // Fail now, not at the first tick, when the file cannot be written.
-        textfile::write_atomic(p, &prometheus_text(rx.borrow().clone())?)?;
+        textfile::write(p, &prometheus_text(rx.borrow().clone())?)?;
     }
     let exporter = Exporter::start(listener, rx, page, textfile)?;
     if let Some(a) = listen {
