@@ -4,7 +4,9 @@
 
 use std::{
     net::SocketAddr,
+    path::{Path, PathBuf},
     process::ExitCode,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -15,12 +17,14 @@ use numa_core::{
 };
 use numa_export::{
     attach_mode, index_html,
-    metrics::Info,
+    metrics::{Info, MetricsState},
     prometheus_text,
-    publish::{Options, Publisher},
+    publish::{NodeVmstat, Options, Publisher},
     textfile, Exporter,
 };
+use numa_probe::load::Probes;
 use numa_source::{signals::wait_for_stop, Replay, Source, StopReason};
+use tokio::sync::watch;
 
 use crate::cli::{ExportArgs, ModelSel};
 
@@ -90,7 +94,8 @@ fn shadow(models: &[String], k: &KernelDefaults) -> Result<Option<(Shadow, Vec<S
     Ok(Some((Shadow::new(policies, 0), labels)))
 }
 
-pub fn run(args: &ExportArgs) -> Result<ExitCode> {
+/// The flags `clap` cannot check alone.
+fn check_args(args: &ExportArgs) -> Result<()> {
     if args.per_process > MAX_PER_PROCESS {
         bail!(
             "--per-process {}: at most {MAX_PER_PROCESS} processes get their own series \
@@ -110,82 +115,111 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
             args.speed
         );
     }
-    // HTTP unless only a textfile was asked for.
-    let listen = match (&args.listen, &args.textfile) {
-        (Some(l), _) => Some(parse_listen(l)?),
-        (None, None) => Some(parse_listen(DEFAULT_LISTEN)?),
-        (None, Some(_)) => None,
-    };
-    let listener = listen.map(bind).transpose()?;
-    let textfile = args
+    Ok(())
+}
+
+/// Where to serve HTTP: unless only a textfile was asked for.
+fn listen_address(args: &ExportArgs) -> Result<Option<SocketAddr>> {
+    match (&args.listen, &args.textfile) {
+        (Some(l), _) => Ok(Some(parse_listen(l)?)),
+        (None, None) => Ok(Some(parse_listen(DEFAULT_LISTEN)?)),
+        (None, Some(_)) => Ok(None),
+    }
+}
+
+/// The textfile and how often to rewrite it; warns when the collector
+/// would not read it.
+fn textfile_target(args: &ExportArgs) -> Option<(PathBuf, Duration)> {
+    let (p, every) = args
         .textfile
         .clone()
-        .map(|p| (p, Duration::from_secs_f64(args.interval)));
-    if let Some((p, _)) = &textfile {
-        if p.extension().is_none_or(|e| e != "prom") {
-            eprintln!(
-                "numatrace: warning: node_exporter's textfile collector only reads *.prom files; {} will be ignored by it",
-                p.display()
-            );
-        }
+        .map(|p| (p, Duration::from_secs_f64(args.interval)))?;
+    if p.extension().is_none_or(|e| e != "prom") {
+        eprintln!(
+            "numatrace: warning: node_exporter's textfile collector only reads *.prom files; {} will be ignored by it",
+            p.display()
+        );
     }
-    let rt = numa_source::runtime()?;
-    let version = env!("CARGO_PKG_VERSION").to_owned();
-    let duration = args.probe.until();
+    Some((p, every))
+}
 
-    let (mut publisher, rx, page, live) = match &args.replay {
-        Some(path) => {
-            let header = trace::Reader::open(path)?.header;
-            let mode = header.attach_plan.as_ref().map_or("none", attach_mode);
-            let (publisher, rx) = Publisher::new(Options {
-                info: Info {
-                    version,
-                    kernel: header.kernel_release.clone(),
-                    attach_mode: format!("replay:{mode}"),
-                },
-                shadow: shadow(
-                    &args.models,
-                    &KernelDefaults::from_tunables(&header.tunables),
-                )?,
-                per_process: args.per_process,
-                sample_every: header.sample_every,
-                stamp_capacity: u64::from(header.stamp_entries),
-                node_vmstat: None,
-            });
-            let page = index_html(
-                &format!("replay of {} at speed {}", path.display(), args.speed),
-                &header.kernel_release,
-                header.attach_plan.as_ref(),
-            );
-            (publisher, rx, page, None)
-        }
-        None => {
-            let probes = numa_probe::session::attach(&args.probe.options())?;
-            let header = numa_probe::session::header(&probes);
-            let (publisher, rx) = Publisher::new(Options {
-                info: Info {
-                    version,
-                    kernel: header.kernel_release.clone(),
-                    attach_mode: attach_mode(&probes.plan).to_owned(),
-                },
-                shadow: shadow(
-                    &args.models,
-                    &KernelDefaults::from_tunables(&header.tunables),
-                )?,
-                per_process: args.per_process,
-                sample_every: probes.options.sample_every,
-                stamp_capacity: u64::from(probes.options.stamp_entries),
-                node_vmstat: Some(numa_host::system::node_vmstat),
-            });
-            let page = index_html("live probes", &header.kernel_release, Some(&probes.plan));
-            (publisher, rx, page, Some(probes))
-        }
-    };
-    if let Some((p, _)) = &textfile {
-        // Fail now, not at the first tick, when the file cannot be written.
-        textfile::write_atomic(p, &prometheus_text(rx.borrow().clone())?)?;
-    }
-    let exporter = Exporter::start(listener, rx, page, textfile)?;
+/// The publisher's options for a run whose kernel `header` describes
+/// (sampling and map sizes as recorded; live runs override them).
+fn options(
+    args: &ExportArgs,
+    header: &trace::Header,
+    attach_mode: String,
+    node_vmstat: Option<NodeVmstat>,
+) -> Result<Options> {
+    Ok(Options {
+        info: Info {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            kernel: header.kernel_release.clone(),
+            attach_mode,
+        },
+        shadow: shadow(
+            &args.models,
+            &KernelDefaults::from_tunables(&header.tunables),
+        )?,
+        per_process: args.per_process,
+        sample_every: header.sample_every,
+        stamp_capacity: u64::from(header.stamp_entries),
+        node_vmstat,
+    })
+}
+
+/// What the exporter serves from: the publisher, the channel its states
+/// come out of, the index page, and the probes of a live run.
+struct Pipeline {
+    publisher: Publisher,
+    rx: watch::Receiver<Arc<MetricsState>>,
+    page: String,
+    live: Option<Probes>,
+}
+
+/// A replayed recording: the publisher describes the recorded kernel.
+fn replay_pipeline(args: &ExportArgs, path: &Path) -> Result<Pipeline> {
+    let header = trace::Reader::open(path)?.header;
+    let mode = header.attach_plan.as_ref().map_or("none", attach_mode);
+    let (publisher, rx) = Publisher::new(options(args, &header, format!("replay:{mode}"), None)?);
+    let page = index_html(
+        &format!("replay of {} at speed {}", path.display(), args.speed),
+        &header.kernel_release,
+        header.attach_plan.as_ref(),
+    );
+    Ok(Pipeline {
+        publisher,
+        rx,
+        page,
+        live: None,
+    })
+}
+
+/// Live probes, attached now.
+fn live_pipeline(args: &ExportArgs) -> Result<Pipeline> {
+    let probes = numa_probe::session::attach(&args.probe.options())?;
+    let header = numa_probe::session::header(&probes);
+    let (publisher, rx) = Publisher::new(Options {
+        sample_every: probes.options.sample_every,
+        stamp_capacity: u64::from(probes.options.stamp_entries),
+        ..options(
+            args,
+            &header,
+            attach_mode(&probes.plan).to_owned(),
+            Some(numa_host::system::node_vmstat),
+        )?
+    });
+    let page = index_html("live probes", &header.kernel_release, Some(&probes.plan));
+    Ok(Pipeline {
+        publisher,
+        rx,
+        page,
+        live: Some(probes),
+    })
+}
+
+/// Says where the metrics go.
+fn announce(listen: Option<SocketAddr>, args: &ExportArgs) {
     if let Some(a) = listen {
         if !a.ip().is_loopback() {
             eprintln!("numatrace: note: serving {a} beyond this host, as asked by --listen");
@@ -199,41 +233,76 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
             args.interval
         );
     }
+}
+
+/// Replays `path` into the publisher; then, when serving HTTP, keeps the
+/// final state up until stopped.
+async fn replay(
+    args: &ExportArgs,
+    path: &Path,
+    publisher: &mut Publisher,
+    serving: bool,
+) -> Result<()> {
+    let duration = args.probe.until();
+    let start = tokio::time::Instant::now();
+    let wall = Instant::now();
+    let mut source = Source::Replay(Replay {
+        path: path.to_owned(),
+        speed: args.speed,
+        repeat: false,
+    });
+    let finished = source.run(duration, &mut [publisher]).await?;
+    if let Some(w) = &finished.warning {
+        eprintln!("numatrace: warning: {w}");
+    }
+    eprintln!(
+        "numatrace: replay finished: {:.3} s of trace in {:.3} s at speed {} ({})",
+        publisher.window_s(),
+        wall.elapsed().as_secs_f64(),
+        args.speed,
+        finished.reason.describe()
+    );
+    if finished.reason == StopReason::EndOfTrace && serving {
+        eprintln!("numatrace: serving the final state until Ctrl-C");
+        let reason = wait_for_stop(duration.map(|d| start + d)).await?;
+        eprintln!("numatrace: export stopped: {}", reason.describe());
+    }
+    Ok(())
+}
+
+pub fn run(args: &ExportArgs) -> Result<ExitCode> {
+    check_args(args)?;
+    let listen = listen_address(args)?;
+    let listener = listen.map(bind).transpose()?;
+    let textfile = textfile_target(args);
+    let rt = numa_source::runtime()?;
+    let Pipeline {
+        mut publisher,
+        rx,
+        page,
+        live,
+    } = match &args.replay {
+        Some(path) => replay_pipeline(args, path)?,
+        None => live_pipeline(args)?,
+    };
+    if let Some((p, _)) = &textfile {
+        // Fail now, not at the first tick, when the file cannot be written.
+        textfile::write(p, &prometheus_text(rx.borrow().clone())?)?;
+    }
+    let exporter = Exporter::start(listener, rx, page, textfile)?;
+    announce(listen, args);
 
     let result = rt.block_on(async {
         match (live, &args.replay) {
             (Some(probes), _) => {
                 let mut source = args.probe.live(probes, Duration::from_secs(1));
-                let finished = source.run(duration, &mut [&mut publisher]).await?;
+                let finished = source
+                    .run(args.probe.until(), &mut [&mut publisher])
+                    .await?;
                 eprintln!("numatrace: export stopped: {}", finished.reason.describe());
                 Ok(())
             }
-            (None, Some(path)) => {
-                let start = tokio::time::Instant::now();
-                let wall = Instant::now();
-                let mut source = Source::Replay(Replay {
-                    path: path.clone(),
-                    speed: args.speed,
-                    repeat: false,
-                });
-                let finished = source.run(duration, &mut [&mut publisher]).await?;
-                if let Some(w) = &finished.warning {
-                    eprintln!("numatrace: warning: {w}");
-                }
-                eprintln!(
-                    "numatrace: replay finished: {:.3} s of trace in {:.3} s at speed {} ({})",
-                    publisher.window_s(),
-                    wall.elapsed().as_secs_f64(),
-                    args.speed,
-                    finished.reason.describe()
-                );
-                if finished.reason == StopReason::EndOfTrace && listen.is_some() {
-                    eprintln!("numatrace: serving the final state until Ctrl-C");
-                    let reason = wait_for_stop(duration.map(|d| start + d)).await?;
-                    eprintln!("numatrace: export stopped: {}", reason.describe());
-                }
-                Ok(())
-            }
+            (None, Some(path)) => replay(args, path, &mut publisher, listen.is_some()).await,
             (None, None) => Ok(()),
         }
     });

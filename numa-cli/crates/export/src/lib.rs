@@ -173,7 +173,7 @@ async fn write_textfiles(
             _ = stop.wait_for(|s| *s) => break,
         }
         let state = rx.borrow().clone();
-        match prometheus_text(state).and_then(|t| textfile::write_atomic(path, &t)) {
+        match prometheus_text(state).and_then(|t| textfile::write(path, &t)) {
             Ok(()) => last_error = None,
             Err(e) => {
                 let msg = format!("{e:#}");
@@ -185,7 +185,7 @@ async fn write_textfiles(
         }
     }
     let state = rx.borrow().clone();
-    textfile::write_atomic(path, &prometheus_text(state)?)
+    textfile::write(path, &prometheus_text(state)?)
 }
 
 #[cfg(test)]

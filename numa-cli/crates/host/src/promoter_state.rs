@@ -15,8 +15,8 @@
 use std::{
     collections::BTreeMap,
     fs,
-    io::{self, Read, Write},
-    os::unix::fs::{MetadataExt, OpenOptionsExt},
+    io::{self, Read},
+    os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
 };
 
@@ -298,33 +298,6 @@ fn ensure_dir(dir: &Path, private: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes `bytes` to `path` atomically: a new temporary file beside it,
-/// then rename over `path`.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "promoter.json".into());
-    let tmp = dir
-        .unwrap_or(Path::new("."))
-        .join(format!(".{name}.{}.tmp", std::process::id()));
-    let _ = fs::remove_file(&tmp);
-    let result = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
-
 /// The promoter's side: where it publishes, and the previous publication
 /// for the rate.
 #[derive(Debug)]
@@ -382,13 +355,14 @@ impl Writer {
             updated_unix_s: unix_now(),
             ..PromoterState::default()
         })
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        // The error names the path already.
+        .map_err(|e| e.to_string())?;
         Ok(w)
     }
 
     fn write(&self, s: &PromoterState) -> io::Result<()> {
         let bytes = serde_json::to_vec(s).map_err(io::Error::other)?;
-        write_atomic(&self.path, &bytes)
+        crate::fs::write_atomic(&self.path, &bytes, 0o644)
     }
 
     /// Stamps `s` (version, update time, rate since the last publication)

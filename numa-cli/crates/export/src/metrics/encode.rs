@@ -1,0 +1,466 @@
+//! The OpenMetrics encoding of a [`MetricsState`] (and the promoter's
+//! state file) through `prometheus-client`'s encoder: one function per
+//! group of families, in the order they are exposed.
+use std::fmt::Write as _;
+
+use prometheus_client::{
+    collector::Collector,
+    encoding::{
+        DescriptorEncoder, EncodeGaugeValue, EncodeLabelSet, EncodeLabelValue, LabelValueEncoder,
+        NoLabelSet,
+    },
+    metrics::MetricType,
+    registry::{Registry, Unit},
+};
+
+use numa_host::promoter_state::{PromoterState, Reading};
+
+use super::{prometheus_buckets, KernelMetrics, MetricsState, OutcomeHist};
+
+/// A label value escaped as both text formats require (`\`, `"`, newline):
+/// comms come from processes and can contain anything. `prometheus-client`
+/// writes label values verbatim.
+struct Esc<'a>(&'a str);
+
+impl EncodeLabelValue for Esc<'_> {
+    fn encode(&self, enc: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        let mut rest = self.0;
+        while let Some(i) = rest.find(['\\', '"', '\n']) {
+            enc.write_str(&rest[..i])?;
+            enc.write_str(match rest.as_bytes()[i] {
+                b'\\' => "\\\\",
+                b'"' => "\\\"",
+                _ => "\\n",
+            })?;
+            rest = &rest[i + 1..];
+        }
+        enc.write_str(rest)
+    }
+}
+
+#[derive(Debug)]
+struct StateCollector(std::sync::Arc<MetricsState>, Option<Reading>);
+
+/// The state in the OpenMetrics text format, `# EOF` included.
+pub fn encode_openmetrics(state: std::sync::Arc<MetricsState>) -> Result<String, std::fmt::Error> {
+    encode_openmetrics_with(state, None)
+}
+
+/// [`encode_openmetrics`] plus the promoter's metrics when `promoter` is
+/// given (the exporter reads the state file per scrape and textfile tick).
+pub fn encode_openmetrics_with(
+    state: std::sync::Arc<MetricsState>,
+    promoter: Option<Reading>,
+) -> Result<String, std::fmt::Error> {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(StateCollector(state, promoter)));
+    let mut out = String::with_capacity(128 << 10);
+    prometheus_client::encoding::text::encode(&mut out, &registry)?;
+    Ok(out)
+}
+
+fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> std::fmt::Result {
+    enc.encode_descriptor(name, help, None, MetricType::Counter)?
+        .encode_counter::<NoLabelSet, _, u64>(&v, None)
+}
+
+/// One counter family, a sample per `(labels, value)` row.
+fn counters<L: EncodeLabelSet>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: impl IntoIterator<Item = (L, u64)>,
+) -> std::fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, v) in rows {
+        m.encode_family(&labels)?
+            .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+    }
+    Ok(())
+}
+
+fn gauge(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    v: impl EncodeGaugeValue,
+) -> std::fmt::Result {
+    enc.encode_descriptor(name, help, unit, MetricType::Gauge)?
+        .encode_gauge(&v)
+}
+
+fn histograms(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    scale: f64,
+    hists: &[OutcomeHist],
+) -> std::fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, unit, MetricType::Histogram)?;
+    for h in hists {
+        let labels = [("outcome", Esc(h.outcome))];
+        m.encode_family(&labels)?.encode_histogram::<NoLabelSet>(
+            h.sum as f64 / scale,
+            h.count(),
+            &prometheus_buckets(&h.buckets, scale),
+            None,
+        )?;
+    }
+    Ok(())
+}
+
+impl Collector for StateCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let s = &*self.0;
+        info(&mut enc, s)?;
+        if let Some(k) = &s.kernel {
+            kernel(&mut enc, k)?;
+        }
+        decisions(&mut enc, s)?;
+        models(&mut enc, s)?;
+        processes(&mut enc, s)?;
+        vmstat(&mut enc, s)?;
+        if let Some(r) = &self.1 {
+            promoter(&mut enc, r)?;
+        }
+        exporter(&mut enc, s)
+    }
+}
+
+/// `numatrace_info`.
+fn info(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result {
+    let info = [
+        ("version", Esc(&s.info.version)),
+        ("kernel", Esc(&s.info.kernel)),
+        ("attach_mode", Esc(&s.info.attach_mode)),
+    ];
+    enc.encode_descriptor(
+        "numatrace",
+        "numatrace build, the kernel it watches and how its probes are attached.",
+        None,
+        MetricType::Info,
+    )?
+    .encode_info(&info)
+}
+
+/// The BPF counters and histograms.
+fn kernel(enc: &mut DescriptorEncoder, k: &KernelMetrics) -> std::fmt::Result {
+    counter(
+        enc,
+        "numatrace_hint_faults",
+        "NUMA hint faults (in-kernel counter, exact even when events are sampled).",
+        k.hint_faults,
+    )?;
+    counters(
+        enc,
+        "numatrace_migrations",
+        "migrate_misplaced_folio/page results (in-kernel counter).",
+        [
+            ("success", k.migrations_success),
+            ("fail", k.migrations_fail),
+        ]
+        .map(|(result, v)| ([("result", Esc(result))], v)),
+    )?;
+    counter(
+        enc,
+        "numatrace_ring_drops",
+        "Fault records lost because the ring buffer was full (counters and histograms stay exact).",
+        k.ring_drops,
+    )?;
+    counter(
+        enc,
+        "numatrace_map_evictions",
+        "Per-folio scan stamps evicted from the LRU map before their fault (lower bound: inserts - capacity).",
+        k.map_evictions,
+    )?;
+    histograms(
+        enc,
+        "numatrace_scan_to_fault_latency",
+        "Time from the scanner protecting a slow-memory folio to its hint fault, by the kernel's decision; in-kernel log2 buckets.",
+        Some(&Unit::Seconds),
+        1e9,
+        &k.latency_ns,
+    )?;
+    histograms(
+        enc,
+        "numatrace_fault_count_delta",
+        "Hint faults of the process between the scan and the fault (the fault-count RFC's measure), by the kernel's decision; in-kernel log2 buckets.",
+        None,
+        1.0,
+        &k.fault_delta,
+    )
+}
+
+/// `numatrace_promotion_decisions`, when there are any.
+fn decisions(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result {
+    if s.decisions.is_empty() {
+        return Ok(());
+    }
+    let nodes: Vec<(String, String)> = s
+        .decisions
+        .iter()
+        .map(|d| (d.src_node.to_string(), d.dst_node.to_string()))
+        .collect();
+    counters(
+        enc,
+        "numatrace_promotion_decisions",
+        "should_numa_migrate_memory decisions by result, reason and node pair (from fault events; exact unless sampled or dropped).",
+        s.decisions.iter().zip(&nodes).map(|(d, (src, dst))| {
+            let labels = [
+                ("result", Esc(if d.promote { "promote" } else { "reject" })),
+                ("reason", Esc(d.reason)),
+                ("src_node", Esc(src)),
+                ("dst_node", Esc(dst)),
+            ];
+            (labels, d.count)
+        }),
+    )
+}
+
+/// The shadow models' verdicts, when models run.
+fn models(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result {
+    if s.models.is_empty() {
+        return Ok(());
+    }
+    counters(
+        enc,
+        "numatrace_model_promote",
+        "Decisions a shadow policy would have promoted.",
+        s.models
+            .iter()
+            .map(|r| ([("model", Esc(&r.model))], r.promote)),
+    )?;
+    counters(
+        enc,
+        "numatrace_model_agreement",
+        "Decisions by (kernel, model) verdict: both promote, kernel_only, model_only, neither.",
+        s.models.iter().flat_map(|r| {
+            [
+                ("both", r.both),
+                ("kernel_only", r.kernel_only),
+                ("model_only", r.model_only),
+                ("neither", r.neither),
+            ]
+            .map(|(cell, v)| ([("model", Esc(&r.model)), ("cell", Esc(cell))], v))
+        }),
+    )
+}
+
+/// The top processes (`--per-process`), when asked for.
+fn processes(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result {
+    if s.processes.is_empty() {
+        return Ok(());
+    }
+    let pids: Vec<String> = s.processes.iter().map(|p| p.pid.to_string()).collect();
+    counters(
+        enc,
+        "numatrace_process_hint_faults",
+        "Hint faults of the top processes (--per-process), from fault events.",
+        s.processes
+            .iter()
+            .zip(&pids)
+            .map(|(p, pid)| ([("pid", Esc(pid)), ("comm", Esc(&p.comm))], p.hint_faults)),
+    )?;
+    counters(
+        enc,
+        "numatrace_process_promotion_decisions",
+        "Promotion decisions of the top processes (--per-process) by result, from fault events.",
+        s.processes.iter().zip(&pids).flat_map(|(p, pid)| {
+            [("promote", p.promote), ("reject", p.reject)].map(|(result, v)| {
+                let labels = [
+                    ("pid", Esc(pid)),
+                    ("comm", Esc(&p.comm)),
+                    ("result", Esc(result)),
+                ];
+                (labels, v)
+            })
+        }),
+    )
+}
+
+/// The system-wide and per-node vmstat counters, when read.
+fn vmstat(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result {
+    if !s.vmstat.is_empty() {
+        counters(
+            enc,
+            "numatrace_vmstat",
+            "NUMA balancing and tiering counters of /proc/vmstat (since boot).",
+            s.vmstat
+                .iter()
+                .map(|(name, v)| ([("counter", Esc(name))], *v)),
+        )?;
+    }
+    if s.node_vmstat.is_empty() {
+        return Ok(());
+    }
+    let nodes: Vec<String> = s.node_vmstat.iter().map(|(n, _)| n.to_string()).collect();
+    counters(
+        enc,
+        "numatrace_node_vmstat",
+        "Per-node promotion, demotion and migration counters of /sys/devices/system/node/nodeN/vmstat (since boot; node_exporter has no per-node vmstat).",
+        s.node_vmstat
+            .iter()
+            .zip(&nodes)
+            .flat_map(|((_, counters), node)| {
+                counters
+                    .iter()
+                    .map(move |(name, v)| ([("node", Esc(node)), ("counter", Esc(name))], *v))
+            }),
+    )
+}
+
+/// The exporter's own health.
+fn exporter(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result {
+    counter(
+        enc,
+        "numatrace_exporter_snapshots",
+        "Kernel snapshots the exporter's pipeline has published.",
+        s.snapshots,
+    )?;
+    counter(
+        enc,
+        "numatrace_exporter_events",
+        "Kernel events the exporter's pipeline has processed.",
+        s.events,
+    )?;
+    gauge(
+        enc,
+        "numatrace_exporter_last_snapshot_timestamp",
+        "Wall-clock time of the last published snapshot (alert when it stops moving).",
+        Some(&Unit::Seconds),
+        s.last_snapshot_unix_s,
+    )
+}
+
+/// `numatrace_promoter_*`: what a running `numatrace promote` published in
+/// its state file (numa_host::promoter_state); only `numatrace_promoter_up 0`
+/// when none runs.
+fn promoter(enc: &mut DescriptorEncoder, r: &Reading) -> std::fmt::Result {
+    let s = r.running();
+    gauge(
+        enc,
+        "numatrace_promoter_up",
+        "1 while a `numatrace promote` publishes its state (pid alive, file fresh), else 0.",
+        None,
+        i64::from(s.is_some()),
+    )?;
+    let Some(s) = s else {
+        return Ok(());
+    };
+    promoter_identity(enc, s)?;
+    promoter_moves(enc, s)?;
+    promoter_mover(enc, s)
+}
+
+/// Who the running promoter is and since when.
+fn promoter_identity(enc: &mut DescriptorEncoder, s: &PromoterState) -> std::fmt::Result {
+    let (pid, dry_run) = (s.pid.to_string(), s.dry_run.to_string());
+    enc.encode_descriptor(
+        "numatrace_promoter",
+        "The running promoter: pid, scope, model, dry run.",
+        None,
+        MetricType::Info,
+    )?
+    .encode_info(&[
+        ("pid", Esc(&pid)),
+        ("scope", Esc(&s.scope)),
+        ("model", Esc(&s.model)),
+        ("dry_run", Esc(&dry_run)),
+    ])?;
+    gauge(
+        enc,
+        "numatrace_promoter_start_time",
+        "When the running promoter started (Unix time).",
+        Some(&Unit::Seconds),
+        s.started_unix_s,
+    )
+}
+
+/// What the promoter moved, failed to move, and queued.
+fn promoter_moves(enc: &mut DescriptorEncoder, s: &PromoterState) -> std::fmt::Result {
+    counter(
+        enc,
+        "numatrace_promoter_moved_pages",
+        "Pages the promoter moved to a higher tier with move_pages(2).",
+        s.moved_pages,
+    )?;
+    counter(
+        enc,
+        "numatrace_promoter_moved_bytes",
+        "Bytes the promoter moved to a higher tier.",
+        s.moved_bytes,
+    )?;
+    counter(
+        enc,
+        "numatrace_promoter_already_on_target",
+        "Queued pages found already on their target (or a tier no lower) when moved.",
+        s.already_on_target,
+    )?;
+    counters(
+        enc,
+        "numatrace_promoter_failures",
+        "Page moves that failed, by move_pages status.",
+        s.failures_by_status
+            .iter()
+            .map(|(status, v)| ([("status", Esc(status))], *v)),
+    )?;
+    gauge(
+        enc,
+        "numatrace_promoter_queue_depth",
+        "Pages waiting for the mover (channel plus coalesced queue).",
+        None,
+        s.queue_depth,
+    )?;
+    counter(
+        enc,
+        "numatrace_promoter_queue_overflows",
+        "Requests dropped because the mover's channel was full.",
+        s.queue_overflows,
+    )?;
+    counter(
+        enc,
+        "numatrace_promoter_would_move_pages",
+        "Dry run: pages the promoter would have moved.",
+        s.would_move_pages,
+    )
+}
+
+/// How the mover paces itself: rate limit, batch size, time in move_pages.
+fn promoter_mover(enc: &mut DescriptorEncoder, s: &PromoterState) -> std::fmt::Result {
+    gauge(
+        enc,
+        "numatrace_promoter_rate_limit_bytes_per_second",
+        "The promoter's --rate-limit (0: unlimited).",
+        None,
+        s.rate_limit_bytes_per_s,
+    )?;
+    gauge(
+        enc,
+        "numatrace_promoter_batch_target",
+        "The time each move_pages call aims for (--batch-ms).",
+        Some(&Unit::Seconds),
+        s.batch_ms / 1e3,
+    )?;
+    gauge(
+        enc,
+        "numatrace_promoter_batch_pages",
+        "Pages the mover's next move_pages call takes (adaptive).",
+        None,
+        s.batch_pages,
+    )?;
+    counter(
+        enc,
+        "numatrace_promoter_move_pages_calls",
+        "move_pages(2) calls that moved pages.",
+        s.move_calls,
+    )?;
+    enc.encode_descriptor(
+        "numatrace_promoter_move_pages",
+        "Time the promoter spent inside move_pages(2).",
+        Some(&Unit::Seconds),
+        MetricType::Counter,
+    )?
+    .encode_counter::<NoLabelSet, _, f64>(&s.move_pages_seconds, None)
+}
