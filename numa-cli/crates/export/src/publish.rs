@@ -10,7 +10,7 @@ use std::{
 };
 
 use anyhow::Result;
-use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome, HIST_BUCKETS};
+use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome};
 use tokio::sync::watch;
 
 use super::metrics::{
@@ -18,7 +18,7 @@ use super::metrics::{
 };
 use numa_core::{
     decode::{comm, Event, Snapshot},
-    model::shadow::Shadow,
+    model::{shadow::Shadow, window::Window},
     sink::Sink,
 };
 
@@ -54,8 +54,7 @@ pub struct Options {
 pub struct Publisher {
     tx: watch::Sender<Arc<MetricsState>>,
     opts: Options,
-    first: Option<Snapshot>,
-    last_ts_ns: u64,
+    window: Window,
     decisions: BTreeMap<(bool, u8, i32, i32), u64>,
     processes: HashMap<u32, ProcessCounts>,
     snapshots: u64,
@@ -75,8 +74,7 @@ impl Publisher {
             Publisher {
                 tx,
                 opts,
-                first: None,
-                last_ts_ns: 0,
+                window: Window::default(),
                 decisions: BTreeMap::new(),
                 processes: HashMap::new(),
                 snapshots: 0,
@@ -88,9 +86,7 @@ impl Publisher {
 
     /// Seconds from the first to the last snapshot (trace time).
     pub fn window_s(&self) -> f64 {
-        self.first.as_ref().map_or(0.0, |f| {
-            self.last_ts_ns.saturating_sub(f.ts_ns) as f64 / 1e9
-        })
+        self.window.span_ns() as f64 / 1e9
     }
 
     fn fault(&mut self, f: &FaultEvent) {
@@ -133,42 +129,26 @@ impl Publisher {
         self.processes.retain(|_, p| p.hint_faults > median);
     }
 
-    fn kernel(&self, s: &Snapshot) -> KernelMetrics {
-        let first = self.first.as_ref();
-        let delta = |cur: &[u64], base: Option<&Vec<u64>>, i: usize| {
-            cur.get(i)
-                .copied()
-                .unwrap_or(0)
-                .saturating_sub(base.and_then(|b| b.get(i)).copied().unwrap_or(0))
-        };
-        let c = |i: u32| delta(&s.counters, first.map(|f| &f.counters), i as usize);
-        let hist = |cur: &Vec<u64>, base: Option<&Vec<u64>>, sum_slot: usize| {
+    fn kernel(&self) -> KernelMetrics {
+        let w = &self.window;
+        let hist = |which: fn(&Snapshot) -> &Vec<u64>, sum_slot: usize| {
             Outcome::ALL
                 .iter()
-                .map(|o| {
-                    let row = *o as usize * HIST_BUCKETS;
-                    OutcomeHist {
-                        outcome: o.name(),
-                        buckets: (0..HIST_BUCKETS)
-                            .map(|b| delta(cur, base, row + b))
-                            .collect(),
-                        sum: delta(
-                            &s.hist_sum,
-                            first.map(|f| &f.hist_sum),
-                            *o as usize * 2 + sum_slot,
-                        ),
-                    }
+                .map(|o| OutcomeHist {
+                    outcome: o.name(),
+                    buckets: w.hist_row(which, *o as usize),
+                    sum: w.hist_sum(*o as usize * 2 + sum_slot),
                 })
                 .collect()
         };
         KernelMetrics {
-            hint_faults: c(Counter::HintFaults as u32),
-            migrations_success: c(Counter::MigrateSuccess as u32),
-            migrations_fail: c(Counter::MigrateFail as u32),
-            ring_drops: c(Counter::RingDrops as u32),
-            map_evictions: c(Counter::StampInserts as u32).saturating_sub(self.opts.stamp_capacity),
-            latency_ns: hist(&s.hist_latency, first.map(|f| &f.hist_latency), 0),
-            fault_delta: hist(&s.hist_delta, first.map(|f| &f.hist_delta), 1),
+            hint_faults: w.count(Counter::HintFaults),
+            migrations_success: w.count(Counter::MigrateSuccess),
+            migrations_fail: w.count(Counter::MigrateFail),
+            ring_drops: w.count(Counter::RingDrops),
+            map_evictions: w.evictions(self.opts.stamp_capacity),
+            latency_ns: hist(|s| &s.hist_latency, 0),
+            fault_delta: hist(|s| &s.hist_delta, 1),
         }
     }
 
@@ -219,7 +199,7 @@ impl Publisher {
         MetricsState {
             generation: self.snapshots,
             info: self.opts.info.clone(),
-            kernel: Some(self.kernel(s)),
+            kernel: Some(self.kernel()),
             decisions,
             models,
             processes,
@@ -242,7 +222,7 @@ impl Sink for Publisher {
         }
         // The window of `numatrace stats`: nothing before the first snapshot.
         if let Event::Fault(f) = ev {
-            if self.first.as_ref().is_none_or(|s| f.ts_ns >= s.ts_ns) {
+            if self.window.first().is_none_or(|s| f.ts_ns >= s.ts_ns) {
                 self.fault(f);
             }
         }
@@ -253,11 +233,8 @@ impl Sink for Publisher {
         if let Some((shadow, _)) = &mut self.opts.shadow {
             shadow.snapshot(s);
         }
-        if self.first.is_none() {
-            self.first = Some(s.clone());
-        }
+        self.window.push(s);
         self.snapshots += 1;
-        self.last_ts_ns = s.ts_ns;
         let state = self.state(s);
         self.tx.send_replace(Arc::new(state));
         Ok(())
@@ -266,6 +243,8 @@ impl Sink for Publisher {
 
 #[cfg(test)]
 mod tests {
+    use numa_ebpf_common::{hist_slot, HIST_SLOTS};
+
     use numa_ebpf_common::OUTCOME_BASE;
 
     use super::*;
@@ -279,13 +258,13 @@ mod tests {
         let mut counters = vec![0; 32];
         counters[Counter::HintFaults as usize] = hint_faults;
         counters[outcome_counter(Outcome::RejectLatency)] = hint_faults;
-        let mut hist_latency = vec![0; HIST_BUCKETS * 7];
-        hist_latency[Outcome::RejectLatency as usize * HIST_BUCKETS + latency_bucket] = n;
+        let mut hist_latency = vec![0; HIST_SLOTS];
+        hist_latency[hist_slot(Outcome::RejectLatency as usize, latency_bucket)] = n;
         Snapshot {
             ts_ns,
             counters,
             hist_latency,
-            hist_delta: vec![0; HIST_BUCKETS * 7],
+            hist_delta: vec![0; HIST_SLOTS],
             hist_sum: vec![0; 14],
             ..Snapshot::default()
         }

@@ -110,6 +110,11 @@ impl Window {
         }
     }
 
+    /// `HIST_SUM` slot `slot` over the window.
+    pub fn hist_sum(&self, slot: usize) -> u64 {
+        self.pair().map_or(0, |(a, b)| b.hist_sum_since(a, slot))
+    }
+
     /// The named vmstat counters summed over the window.
     pub fn vmstat(&self, keys: &[&str]) -> u64 {
         self.pair().map_or(0, |(a, b)| b.vmstat_since(a, keys))
