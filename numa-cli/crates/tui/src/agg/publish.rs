@@ -7,7 +7,12 @@ use numa_ebpf_common::Counter;
 
 use crate::frame::{Axis, Frame, HistView, ModelView, ProcRow, RateSeries, Warnings};
 
-use super::{header::tier_views, hists::Hists, procs::Proc, Aggregator, Focus, MAX_ROWS};
+use super::{
+    header::tier_views,
+    hists::Hists,
+    procs::{Proc, Rates},
+    Aggregator, Focus, MAX_ROWS,
+};
 
 pub(super) const BASE_SERIES: [&str; 9] = [
     "hint faults",
@@ -165,43 +170,20 @@ impl Aggregator {
             .collect()
     }
 
-    fn quantiles(h: &Hists) -> (Option<f64>, Option<f64>, Option<u64>) {
-        (
-            h.lat_all.quantile(0.5).map(|v| v as f64 / 1e6),
-            h.lat_all.quantile(0.99).map(|v| v as f64 / 1e6),
-            h.delta_all.quantile(0.5),
-        )
-    }
-
     fn row(&self, p: &Proc) -> ProcRow {
-        let r = &p.rates.counts;
-        let (p50, p99, d50) = Self::quantiles(&p.hists);
         ProcRow {
-            pid: p.pid,
-            comm: p.comm.clone(),
-            faults_s: r[0],
-            local_pct: (r[0] > 0.0).then(|| 100.0 * r[1] / r[0]),
-            decisions_s: r[2],
-            promoted_s: r[3],
-            rej_latency_s: r[4],
-            rej_rate_limit_s: r[5],
-            model_s: p.rates.models.clone(),
             agree_pct: p
                 .model_agree
                 .iter()
                 .map(|a| pct(*a, p.counts.decisions))
                 .collect(),
-            lat_p50_ms: p50,
-            lat_p99_ms: p99,
-            delta_p50: d50,
             faults_total: p.counts.faults,
             resident: p.resident.clone(),
+            ..rates_row(p.pid, p.comm.clone(), &p.rates, &p.hists)
         }
     }
 
     fn system_row(&self) -> ProcRow {
-        let r = &self.sys_rates.counts;
-        let (p50, p99, d50) = Self::quantiles(&self.sys_hists);
         let mut resident: BTreeMap<u32, u64> = BTreeMap::new();
         let mut any = false;
         for p in self.procs.iter() {
@@ -211,25 +193,14 @@ impl Aggregator {
             }
         }
         ProcRow {
-            pid: 0,
-            comm: "all processes".into(),
-            faults_s: r[0],
-            local_pct: (r[0] > 0.0).then(|| 100.0 * r[1] / r[0]),
-            decisions_s: r[2],
-            promoted_s: r[3],
-            rej_latency_s: r[4],
-            rej_rate_limit_s: r[5],
-            model_s: self.sys_rates.models.clone(),
             agree_pct: self
                 .models
                 .iter()
                 .map(|m| pct(m.agree, self.sys_decided))
                 .collect(),
-            lat_p50_ms: p50,
-            lat_p99_ms: p99,
-            delta_p50: d50,
             faults_total: self.sys.faults,
             resident: any.then(|| resident.into_iter().collect()),
+            ..rates_row(0, "all processes".into(), &self.sys_rates, &self.sys_hists)
         }
     }
 
@@ -252,5 +223,28 @@ impl Aggregator {
                 .map(|v| u64::from(*v))
                 .or(self.st.header.hot_threshold_ms),
         }
+    }
+}
+
+/// The rates and percentiles of a table row; the caller fills in the
+/// agreement, the total and the resident pages.
+fn rates_row(pid: u32, comm: String, rates: &Rates, h: &Hists) -> ProcRow {
+    let r = &rates.counts;
+    ProcRow {
+        pid,
+        comm,
+        faults_s: r[0],
+        local_pct: (r[0] > 0.0).then(|| 100.0 * r[1] / r[0]),
+        decisions_s: r[2],
+        promoted_s: r[3],
+        rej_latency_s: r[4],
+        rej_rate_limit_s: r[5],
+        model_s: rates.models.clone(),
+        agree_pct: Vec::new(),
+        lat_p50_ms: h.lat_all.quantile(0.5).map(|v| v as f64 / 1e6),
+        lat_p99_ms: h.lat_all.quantile(0.99).map(|v| v as f64 / 1e6),
+        delta_p50: h.delta_all.quantile(0.5),
+        faults_total: 0,
+        resident: None,
     }
 }
