@@ -9,7 +9,7 @@ use ratatui::{
     widgets::{Paragraph, Widget},
 };
 
-use super::{fmt, title_style, DIM};
+use super::{dim, fmt, title_style, titled, DIM};
 use crate::{
     app::App,
     frame::{Detail, VmaRow},
@@ -20,20 +20,14 @@ const LABEL_W: u16 = 19;
 
 fn heat_rows(d: &Detail, area: Rect, buf: &mut Buffer) {
     let heat = &d.heat;
-    let title = Line::from(vec![
-        Span::styled("address-space heat", title_style()),
-        Span::styled(
-            "  hint faults per region per interval, oldest → newest; · scanned without faults",
-            Style::default().fg(DIM),
-        ),
-    ]);
+    let title = titled(
+        "address-space heat",
+        "  hint faults per region per interval, oldest → newest; · scanned without faults",
+    );
     Paragraph::new(title).render(Rect::new(area.x, area.y, area.width, 1), buf);
     if heat.rows.is_empty() {
-        Paragraph::new(Span::styled(
-            "  no faults or scans recorded for this process yet",
-            Style::default().fg(DIM),
-        ))
-        .render(Rect::new(area.x, area.y + 1, area.width, 1), buf);
+        Paragraph::new(dim("  no faults or scans recorded for this process yet"))
+            .render(Rect::new(area.x, area.y + 1, area.width, 1), buf);
         return;
     }
     let cells_w = area.width.saturating_sub(LABEL_W) as usize;
@@ -88,18 +82,15 @@ fn head_style() -> Style {
 fn vma_lines(d: &Detail, vmas: &[VmaRow]) -> Vec<Line<'static>> {
     let mut lines: Vec<Line> = Vec::new();
     let scanned = vmas.iter().filter(|v| v.scan_passes > 0).count();
-    lines.push(Line::from(vec![
-        Span::styled("VMAs", title_style()),
-        Span::styled(
-            format!(
-                "  {} mappings, {} scanned since start (/proc/{}/maps; faults per 2 MiB chunk)",
-                vmas.len(),
-                scanned,
-                d.pid
-            ),
-            Style::default().fg(DIM),
+    lines.push(titled(
+        "VMAs",
+        format!(
+            "  {} mappings, {} scanned since start (/proc/{}/maps; faults per 2 MiB chunk)",
+            vmas.len(),
+            scanned,
+            d.pid
         ),
-    ]));
+    ));
     lines.push(Line::styled(
         format!(
             "{:<12} {:>6} {:<4} {:>7} {:>6} {:>7} {:<16} {}",
@@ -142,13 +133,10 @@ fn vma_lines(d: &Detail, vmas: &[VmaRow]) -> Vec<Line<'static>> {
 /// The scanner's passes over the process (replay has no /proc).
 fn range_lines(d: &Detail) -> Vec<Line<'static>> {
     let mut lines: Vec<Line> = Vec::new();
-    lines.push(Line::from(vec![
-        Span::styled("scanned ranges", title_style()),
-        Span::styled(
-            "  (VMAs need /proc: live only; these are the scanner's passes)",
-            Style::default().fg(DIM),
-        ),
-    ]));
+    lines.push(titled(
+        "scanned ranges",
+        "  (VMAs need /proc: live only; these are the scanner's passes)",
+    ));
     lines.push(Line::styled(
         format!(
             "{:<12} {:>6} {:>6} {:>7} {:>7} {:>7} {}",
@@ -213,7 +201,7 @@ pub fn render(app: &App, pid: u32, area: Rect, buf: &mut Buffer) {
                 skips.join(", ")
             }
         )),
-        Span::styled("  (Esc back)", Style::default().fg(DIM)),
+        dim("  (Esc back)"),
     ]);
     Paragraph::new(head).render(Rect::new(area.x, area.y, area.width, 1), buf);
     let rest = area.height - 1;

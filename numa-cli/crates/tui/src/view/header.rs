@@ -7,7 +7,7 @@ use ratatui::{
     widgets::{Paragraph, Widget},
 };
 
-use super::{fmt, title_style, DIM, RED};
+use super::{dim, fmt, title_style, titled, RED};
 use numa_host::promoter_state::PromoterState;
 
 use crate::{
@@ -20,7 +20,7 @@ pub fn height(app: &App, _width: u16) -> u16 {
 }
 
 fn sep() -> Span<'static> {
-    Span::styled(" │ ", Style::default().fg(DIM))
+    dim(" │ ")
 }
 
 /// Bold red when `on`: a figure that signals trouble.
@@ -39,10 +39,7 @@ fn promoter_line(app: &App) -> Option<Line<'static>> {
     let s = match app.promoter.as_ref()? {
         Reading::NotRunning(NotRunning::NoFile) => return None,
         Reading::NotRunning(why) => {
-            return Some(Line::from(vec![
-                Span::styled("promoter ", title_style()),
-                Span::styled(format!("not running ({why})"), Style::default().fg(DIM)),
-            ]))
+            return Some(titled("promoter ", format!("not running ({why})")))
         }
         Reading::Running(s) => s,
     };

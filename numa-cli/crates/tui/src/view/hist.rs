@@ -10,7 +10,7 @@ use ratatui::{
     widgets::{Paragraph, Widget},
 };
 
-use super::{fmt, title_style, DIM, GREEN, RED};
+use super::{dim, fmt, title_style, DIM, GREEN, RED};
 use crate::{
     agg::{bucket_le, threshold_bucket},
     app::App,
@@ -124,11 +124,8 @@ fn draw_one(
         .unwrap_or(0);
     let base_y = area.y + 1 + bars_h; // row below the bars
     if total == 0 {
-        Paragraph::new(Span::styled(
-            "no decided faults yet",
-            Style::default().fg(DIM),
-        ))
-        .render(Rect::new(area.x, area.y + 1, area.width, 1), buf);
+        Paragraph::new(dim("no decided faults yet"))
+            .render(Rect::new(area.x, area.y + 1, area.width, 1), buf);
     }
     for (j, b) in (lo..=hi).enumerate() {
         let x0 = area.x + (j * col_w) as u16;

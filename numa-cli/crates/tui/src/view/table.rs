@@ -8,7 +8,7 @@ use ratatui::{
     widgets::{Paragraph, Widget},
 };
 
-use super::{fmt, title_style, DIM};
+use super::{dim, fmt, title_style};
 use crate::{
     app::{App, SortKey},
     frame::ProcRow,
@@ -230,7 +230,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         } else {
             "no process matches the filter (Esc clears it)"
         };
-        Paragraph::new(Span::styled(format!("  {msg}"), Style::default().fg(DIM)))
+        Paragraph::new(dim(format!("  {msg}")))
             .render(Rect::new(area.x, area.y + 3, area.width, 1), buf);
     }
 }
