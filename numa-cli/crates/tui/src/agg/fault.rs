@@ -13,28 +13,13 @@ impl Aggregator {
         let promoted = f.decision == 1;
         let local = f.flags & ff::HAS_FAULT_HOOK != 0 && f.tnf_flags & tnf::FAULT_LOCAL != 0;
         let mig_fail = f.flags & ff::MIGRATE_TRIED != 0 && f.migrate_ok == 0;
-        if f.flags & ff::KERNEL_LATENCY != 0
-            && f.threshold_ms > 0
-            && self.last_threshold != Some((f.dst_nid, f.threshold_ms))
-        {
-            self.last_threshold = Some((f.dst_nid, f.threshold_ms));
-            self.kernel_threshold.insert(f.dst_nid, f.threshold_ms);
-        }
+        self.note_threshold(f);
         // The models decide first (they need &mut self.models and the scans).
-        let mut verdicts: [bool; 8] = [false; 8];
-        if decided && !self.models.is_empty() {
-            let view = FaultView {
-                latest_scan: self.scans.latest(tgid, f.addr, f.ts_ns),
-            };
-            for (i, m) in self.models.iter_mut().enumerate() {
-                let v = m.policy.decide(f, &view).promote;
-                m.promote += u64::from(v);
-                m.agree += u64::from(v == promoted);
-                if let Some(slot) = verdicts.get_mut(i) {
-                    *slot = v;
-                }
-            }
-        }
+        let verdicts = if decided {
+            self.shadow_verdicts(f, tgid, promoted)
+        } else {
+            [false; 8]
+        };
         self.sys_decided += u64::from(decided);
         let bump = |c: &mut Counts| {
             c.faults += 1;
@@ -84,5 +69,39 @@ impl Aggregator {
             ch.cur = ch.cur.saturating_add(1);
         }
         self.last_pid = Some(tgid);
+    }
+
+    /// The hot threshold the kernel reported per node (most faults repeat
+    /// the last one: no map lookup).
+    fn note_threshold(&mut self, f: &FaultEvent) {
+        if f.flags & ff::KERNEL_LATENCY != 0
+            && f.threshold_ms > 0
+            && self.last_threshold != Some((f.dst_nid, f.threshold_ms))
+        {
+            self.last_threshold = Some((f.dst_nid, f.threshold_ms));
+            self.kernel_threshold.insert(f.dst_nid, f.threshold_ms);
+        }
+    }
+
+    /// Each shadow model's verdict on a decided fault, counted system-wide
+    /// with its agreement with the kernel; the first eight are returned for
+    /// the process's counts.
+    fn shadow_verdicts(&mut self, f: &FaultEvent, tgid: u32, promoted: bool) -> [bool; 8] {
+        let mut verdicts = [false; 8];
+        if self.models.is_empty() {
+            return verdicts;
+        }
+        let view = FaultView {
+            latest_scan: self.scans.latest(tgid, f.addr, f.ts_ns),
+        };
+        for (i, m) in self.models.iter_mut().enumerate() {
+            let v = m.policy.decide(f, &view).promote;
+            m.promote += u64::from(v);
+            m.agree += u64::from(v == promoted);
+            if let Some(slot) = verdicts.get_mut(i) {
+                *slot = v;
+            }
+        }
+        verdicts
     }
 }
