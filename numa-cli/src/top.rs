@@ -146,6 +146,63 @@ fn send(tx: &SyncSender<Msg>, frame: Frame) {
     let _ = tx.try_send(Msg::Frame(Box::new(frame)));
 }
 
+/// When to read procfs: numa_maps every [`PROCFS_EVERY`], and at once for
+/// a process that just became one of the busiest; maps on every tick.
+struct ProcfsSchedule {
+    next: tokio::time::Instant,
+    polled: std::collections::HashSet<u32>,
+}
+
+impl ProcfsSchedule {
+    fn tick(&mut self, agg: &RefCell<Aggregator>, focus: Focus, now: tokio::time::Instant) {
+        let fresh = agg
+            .borrow()
+            .busiest(RESIDENT_PROCS)
+            .iter()
+            .any(|p| !self.polled.contains(p));
+        if now >= self.next || fresh {
+            self.next = now + PROCFS_EVERY;
+            if self.polled.len() > 4096 {
+                self.polled.clear();
+            }
+            self.polled.extend(agg.borrow().busiest(RESIDENT_PROCS));
+            poll_procfs(agg, focus, true);
+        } else {
+            poll_procfs(agg, focus, false);
+        }
+    }
+}
+
+/// The source ended: a signal stops the loop; otherwise the last frame is
+/// published with why it ended, and the UI told. Returns the reason and
+/// whether to stop.
+fn source_ended(
+    r: StopReason,
+    agg: &RefCell<Aggregator>,
+    live: bool,
+    focus: Focus,
+    tx: &SyncSender<Msg>,
+    exit_when_done: bool,
+) -> (String, bool) {
+    if let StopReason::Signal(s) = r {
+        let _ = tx.send(Msg::Signal(s));
+        return (r.describe(), true);
+    }
+    let why = reason_text(&r);
+    let frame = {
+        let mut a = agg.borrow_mut();
+        if a.ended().is_none() {
+            a.set_ended(why.clone());
+        }
+        a.publish(now_for(live), focus)
+    };
+    send(tx, frame);
+    let _ = tx.send(Msg::Ended {
+        exit: exit_when_done,
+    });
+    (why, false)
+}
+
 /// The background side: source + aggregator + publication ticks, until the
 /// UI quits or a signal arrives.
 async fn background(
@@ -160,9 +217,11 @@ async fn background(
     let mut signals = Signals::new()?;
     let mut c = *ctl.borrow();
     let mut next_tick = tokio::time::Instant::now() + c.refresh;
-    let mut next_procfs = tokio::time::Instant::now();
+    let mut procfs = ProcfsSchedule {
+        next: tokio::time::Instant::now(),
+        polled: std::collections::HashSet::new(),
+    };
     let mut reason: Option<String> = None;
-    let mut polled: std::collections::HashSet<u32> = std::collections::HashSet::new();
     {
         let pipeline = run_source(&mut source, until, &agg);
         tokio::pin!(pipeline);
@@ -176,43 +235,18 @@ async fn background(
             tokio::select! {
                 r = &mut pipeline, if running => {
                     running = false;
-                    let r = r?;
-                    if let StopReason::Signal(s) = r {
-                        let _ = tx.send(Msg::Signal(s));
-                        reason = Some(r.describe());
+                    let (why, stop) = source_ended(r?, &agg, live, c.focus, &tx, exit_when_done);
+                    reason = Some(why);
+                    if stop {
                         break;
                     }
-                    let why = reason_text(&r);
-                    let frame = {
-                        let mut a = agg.borrow_mut();
-                        if a.ended().is_none() {
-                            a.set_ended(why.clone());
-                        }
-                        a.publish(now_for(live), c.focus)
-                    };
-                    reason = Some(why);
-                    send(&tx, frame);
-                    let _ = tx.send(Msg::Ended { exit: exit_when_done });
                 }
                 _ = &mut tick => {
-                    next_tick += c.refresh;
                     let now = tokio::time::Instant::now();
-                    if next_tick < now {
-                        next_tick = now + c.refresh;
-                    }
+                    next_tick = reschedule(next_tick, c.refresh, now);
                     tick.as_mut().reset(next_tick);
-                    // numa_maps every PROCFS_EVERY, and at once for a process
-                    // that just became one of the busiest.
-                    let fresh = live && agg.borrow().busiest(RESIDENT_PROCS).iter().any(|p| !polled.contains(p));
-                    if live && (now >= next_procfs || fresh) {
-                        next_procfs = now + PROCFS_EVERY;
-                        if polled.len() > 4096 {
-                            polled.clear();
-                        }
-                        polled.extend(agg.borrow().busiest(RESIDENT_PROCS));
-                        poll_procfs(&agg, c.focus, true);
-                    } else if live {
-                        poll_procfs(&agg, c.focus, false);
+                    if live {
+                        procfs.tick(&agg, c.focus, now);
                     }
                     if running {
                         let frame = agg.borrow_mut().publish(now_for(live), c.focus);
@@ -234,12 +268,7 @@ async fn background(
                     let refocus = new.focus != c.focus;
                     c = new;
                     if refocus {
-                        // Show the new selection's histogram/detail now.
-                        if live {
-                            poll_procfs(&agg, c.focus, false);
-                        }
-                        let frame = agg.borrow_mut().peek(c.focus);
-                        send(&tx, frame);
+                        show_focus(&agg, live, c.focus, &tx);
                     }
                 }
                 s = signals.recv() => {
@@ -250,14 +279,44 @@ async fn background(
             }
         }
     }
-    let a = agg.borrow_mut().publish(None, c.focus);
-    Ok(Summary {
+    Ok(summary(&agg, c.focus, reason))
+}
+
+/// The next publication tick after `last`; a late one (a slow turn of the
+/// loop) restarts the period from `now` instead of firing in a burst.
+fn reschedule(
+    last: tokio::time::Instant,
+    refresh: Duration,
+    now: tokio::time::Instant,
+) -> tokio::time::Instant {
+    let next = last + refresh;
+    if next < now {
+        now + refresh
+    } else {
+        next
+    }
+}
+
+/// Shows the new selection's histogram/detail now, without waiting for the
+/// next tick.
+fn show_focus(agg: &RefCell<Aggregator>, live: bool, focus: Focus, tx: &SyncSender<Msg>) {
+    if live {
+        poll_procfs(agg, focus, false);
+    }
+    let frame = agg.borrow_mut().peek(focus);
+    send(tx, frame);
+}
+
+/// The [`Summary`] from a last publication over the whole run.
+fn summary(agg: &RefCell<Aggregator>, focus: Focus, reason: Option<String>) -> Summary {
+    let a = agg.borrow_mut().publish(None, focus);
+    Summary {
         events: a.events,
         elapsed_s: a.elapsed_s,
         ring_drops: a.warnings.ring_drops,
         evictions: a.warnings.evictions,
         reason: reason.unwrap_or_else(|| "quit".into()),
-    })
+    }
 }
 
 /// Prepares the source and how long it runs: attaches the probes (live)

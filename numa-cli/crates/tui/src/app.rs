@@ -268,38 +268,74 @@ impl App {
         }
     }
 
+    /// A new frame: shown now, or held while paused.
+    fn sample(&mut self, frame: Box<Frame>) {
+        if self.paused {
+            self.held = Some(frame);
+        } else {
+            self.frame = *frame;
+            self.fix_selection();
+            self.promoter = self.promoter_source.as_ref().map(|s| s.read());
+        }
+    }
+
+    /// Accepts the filter being edited, or opens the selected process.
+    fn enter(&mut self) {
+        if self.editing.is_some() {
+            self.accept_filter();
+        } else if let (View::Table, Some(pid)) = (self.view, self.selected) {
+            self.view = View::Detail(pid);
+        }
+    }
+
+    /// Back to the table, then clears the filter.
+    fn back(&mut self) {
+        if self.view != View::Table {
+            self.view = View::Table;
+        } else if !self.filter.is_empty() {
+            self.filter.clear();
+        }
+    }
+
+    fn accept_filter(&mut self) {
+        if let Some(e) = self.editing.take() {
+            self.filter = e.trim().to_owned();
+        }
+        // Keep the selection visible: first match when it was filtered out.
+        let rows = self.rows();
+        let visible = match self.selected {
+            Some(pid) => rows.iter().any(|r| r.pid == pid),
+            None => self.filter.is_empty(),
+        };
+        if !visible {
+            let first = rows.first().map(|r| r.pid);
+            self.selected = first;
+        }
+    }
+
+    /// Unpausing shows the frame held while paused.
+    fn toggle_pause(&mut self) {
+        self.paused = !self.paused;
+        if !self.paused {
+            if let Some(f) = self.held.take() {
+                self.frame = *f;
+                self.fix_selection();
+            }
+        }
+    }
+
     pub fn update(&mut self, action: Action) {
         match action {
             Action::Quit => self.quit = true,
-            Action::Sample(frame) => {
-                if self.paused {
-                    self.held = Some(frame);
-                } else {
-                    self.frame = *frame;
-                    self.fix_selection();
-                    self.promoter = self.promoter_source.as_ref().map(|s| s.read());
-                }
-            }
+            Action::Sample(frame) => self.sample(frame),
             Action::Up => self.move_by(-1),
             Action::Down => self.move_by(1),
             Action::PageUp => self.move_by(-(self.page.max(1) as isize)),
             Action::PageDown => self.move_by(self.page.max(1) as isize),
             Action::Home => self.selected = None,
             Action::End => self.move_by(isize::MAX / 2),
-            Action::Enter => {
-                if self.editing.is_some() {
-                    self.update(Action::FilterAccept);
-                } else if let (View::Table, Some(pid)) = (self.view, self.selected) {
-                    self.view = View::Detail(pid);
-                }
-            }
-            Action::Back => {
-                if self.view != View::Table {
-                    self.view = View::Table;
-                } else if !self.filter.is_empty() {
-                    self.filter.clear();
-                }
-            }
+            Action::Enter => self.enter(),
+            Action::Back => self.back(),
             Action::NextSort => {
                 self.sort = self.sort.next();
                 self.sort_desc = self.sort.default_desc();
@@ -321,32 +357,9 @@ impl App {
                     e.pop();
                 }
             }
-            Action::FilterAccept => {
-                if let Some(e) = self.editing.take() {
-                    self.filter = e.trim().to_owned();
-                }
-                // Keep the selection visible: first match when it was filtered out.
-                let rows = self.rows();
-                if let Some(pid) = self.selected {
-                    if !rows.iter().any(|r| r.pid == pid) {
-                        let first = rows.first().map(|r| r.pid);
-                        self.selected = first;
-                    }
-                } else if !self.filter.is_empty() {
-                    let first = rows.first().map(|r| r.pid);
-                    self.selected = first;
-                }
-            }
+            Action::FilterAccept => self.accept_filter(),
             Action::FilterCancel => self.editing = None,
-            Action::TogglePause => {
-                self.paused = !self.paused;
-                if !self.paused {
-                    if let Some(f) = self.held.take() {
-                        self.frame = *f;
-                        self.fix_selection();
-                    }
-                }
-            }
+            Action::TogglePause => self.toggle_pause(),
             Action::SlowerRefresh => {
                 self.refresh_idx = (self.refresh_idx + 1).min(REFRESH_STEPS.len() - 1);
             }

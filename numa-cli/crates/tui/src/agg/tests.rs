@@ -3,6 +3,7 @@
 use numa_ebpf_common::{fault_flags as ff, tnf, Counter, EventKind, Outcome, ScanEvent, SkipEvent};
 
 use super::*;
+use crate::frame::{Axis, Warnings};
 use numa_core::{
     decode::fixtures::fault,
     model::policy::{build, KernelDefaults, ModelDefaults},

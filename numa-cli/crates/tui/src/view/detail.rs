@@ -9,28 +9,25 @@ use ratatui::{
     widgets::{Paragraph, Widget},
 };
 
-use super::{fmt, title_style, DIM};
-use crate::{app::App, frame::Detail};
+use super::{dim, fmt, title_style, titled, DIM};
+use crate::{
+    app::App,
+    frame::{Detail, VmaRow},
+};
 
 const SHADES: [&str; 4] = ["░", "▒", "▓", "█"];
 const LABEL_W: u16 = 19;
 
 fn heat_rows(d: &Detail, area: Rect, buf: &mut Buffer) {
     let heat = &d.heat;
-    let title = Line::from(vec![
-        Span::styled("address-space heat", title_style()),
-        Span::styled(
-            "  hint faults per region per interval, oldest → newest; · scanned without faults",
-            Style::default().fg(DIM),
-        ),
-    ]);
+    let title = titled(
+        "address-space heat",
+        "  hint faults per region per interval, oldest → newest; · scanned without faults",
+    );
     Paragraph::new(title).render(Rect::new(area.x, area.y, area.width, 1), buf);
     if heat.rows.is_empty() {
-        Paragraph::new(Span::styled(
-            "  no faults or scans recorded for this process yet",
-            Style::default().fg(DIM),
-        ))
-        .render(Rect::new(area.x, area.y + 1, area.width, 1), buf);
+        Paragraph::new(dim("  no faults or scans recorded for this process yet"))
+            .render(Rect::new(area.x, area.y + 1, area.width, 1), buf);
         return;
     }
     let cells_w = area.width.saturating_sub(LABEL_W) as usize;
@@ -70,96 +67,102 @@ fn table(d: &Detail, area: Rect, buf: &mut Buffer) {
     if area.height < 2 {
         return;
     }
-    let head_style = Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED);
-    let mut lines: Vec<Line> = Vec::new();
-    match &d.vmas {
-        Some(vmas) => {
-            let scanned = vmas.iter().filter(|v| v.scan_passes > 0).count();
-            lines.push(Line::from(vec![
-                Span::styled("VMAs", title_style()),
-                Span::styled(
-                    format!(
-                        "  {} mappings, {} scanned since start (/proc/{}/maps; faults per 2 MiB chunk)",
-                        vmas.len(),
-                        scanned,
-                        d.pid
-                    ),
-                    Style::default().fg(DIM),
-                ),
-            ]));
-            lines.push(Line::styled(
-                format!(
-                    "{:<12} {:>6} {:<4} {:>7} {:>6} {:>7} {:<16} {}",
-                    "START", "SIZE", "PERM", "FAULTS", "SCANS", "PTES", "PATH", "SKIP"
-                ),
-                head_style,
-            ));
-            let mut v: Vec<_> = vmas.iter().collect();
-            // Busy mappings first, then scanned ones, then the rest by address.
-            v.sort_by(|a, b| {
-                b.faults
-                    .cmp(&a.faults)
-                    .then(b.scan_passes.cmp(&a.scan_passes))
-                    .then(a.start.cmp(&b.start))
-            });
-            for m in v {
-                let style = if m.scan_passes == 0 && m.faults == 0 {
-                    Style::default().fg(DIM)
-                } else {
-                    Style::default()
-                };
-                lines.push(Line::styled(
-                    format!(
-                        "{:>12x} {:>6} {:<4} {:>7} {:>6} {:>7} {:<16} {}",
-                        m.start,
-                        fmt::bytes(m.end.saturating_sub(m.start)),
-                        fmt::fit(&m.perms, 4),
-                        fmt::count(m.faults),
-                        fmt::count(m.scan_passes),
-                        fmt::count(m.ptes_updated),
-                        fmt::fit(if m.path.is_empty() { "[anon]" } else { &m.path }, 16),
-                        m.skip.as_deref().unwrap_or("-")
-                    ),
-                    style,
-                ));
-            }
-        }
-        None => {
-            lines.push(Line::from(vec![
-                Span::styled("scanned ranges", title_style()),
-                Span::styled(
-                    "  (VMAs need /proc: live only; these are the scanner's passes)",
-                    Style::default().fg(DIM),
-                ),
-            ]));
-            lines.push(Line::styled(
-                format!(
-                    "{:<12} {:>6} {:>6} {:>7} {:>7} {:>7} {}",
-                    "START", "SIZE", "SCANS", "PTES", "FAULTS", "AGE", "SKIP"
-                ),
-                head_style,
-            ));
-            if d.ranges.is_empty() {
-                lines.push(Line::styled(
-                    "  no scan passes seen for this process",
-                    Style::default().fg(DIM),
-                ));
-            }
-            for r in &d.ranges {
-                lines.push(Line::from(format!(
-                    "{:>12x} {:>6} {:>6} {:>7} {:>7} {:>7} {}",
-                    r.start,
-                    fmt::bytes(r.end.saturating_sub(r.start)),
-                    fmt::count(r.passes),
-                    fmt::count(r.ptes_updated),
-                    fmt::count(r.faults),
-                    fmt::ms(r.age_s * 1e3),
-                    r.skip.as_deref().unwrap_or("-")
-                )));
-            }
-        }
-    }
+    let lines = match &d.vmas {
+        Some(vmas) => vma_lines(d, vmas),
+        None => range_lines(d),
+    };
     Paragraph::new(lines).render(area, buf);
+}
+
+fn head_style() -> Style {
+    Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
+}
+
+/// The process's mappings (live): busy ones first.
+fn vma_lines(d: &Detail, vmas: &[VmaRow]) -> Vec<Line<'static>> {
+    let mut lines: Vec<Line> = Vec::new();
+    let scanned = vmas.iter().filter(|v| v.scan_passes > 0).count();
+    lines.push(titled(
+        "VMAs",
+        format!(
+            "  {} mappings, {} scanned since start (/proc/{}/maps; faults per 2 MiB chunk)",
+            vmas.len(),
+            scanned,
+            d.pid
+        ),
+    ));
+    lines.push(Line::styled(
+        format!(
+            "{:<12} {:>6} {:<4} {:>7} {:>6} {:>7} {:<16} {}",
+            "START", "SIZE", "PERM", "FAULTS", "SCANS", "PTES", "PATH", "SKIP"
+        ),
+        head_style(),
+    ));
+    let mut v: Vec<_> = vmas.iter().collect();
+    // Busy mappings first, then scanned ones, then the rest by address.
+    v.sort_by(|a, b| {
+        b.faults
+            .cmp(&a.faults)
+            .then(b.scan_passes.cmp(&a.scan_passes))
+            .then(a.start.cmp(&b.start))
+    });
+    for m in v {
+        let style = if m.scan_passes == 0 && m.faults == 0 {
+            Style::default().fg(DIM)
+        } else {
+            Style::default()
+        };
+        lines.push(Line::styled(
+            format!(
+                "{:>12x} {:>6} {:<4} {:>7} {:>6} {:>7} {:<16} {}",
+                m.start,
+                fmt::bytes(m.end.saturating_sub(m.start)),
+                fmt::fit(&m.perms, 4),
+                fmt::count(m.faults),
+                fmt::count(m.scan_passes),
+                fmt::count(m.ptes_updated),
+                fmt::fit(if m.path.is_empty() { "[anon]" } else { &m.path }, 16),
+                m.skip.as_deref().unwrap_or("-")
+            ),
+            style,
+        ));
+    }
+    lines
+}
+
+/// The scanner's passes over the process (replay has no /proc).
+fn range_lines(d: &Detail) -> Vec<Line<'static>> {
+    let mut lines: Vec<Line> = Vec::new();
+    lines.push(titled(
+        "scanned ranges",
+        "  (VMAs need /proc: live only; these are the scanner's passes)",
+    ));
+    lines.push(Line::styled(
+        format!(
+            "{:<12} {:>6} {:>6} {:>7} {:>7} {:>7} {}",
+            "START", "SIZE", "SCANS", "PTES", "FAULTS", "AGE", "SKIP"
+        ),
+        head_style(),
+    ));
+    if d.ranges.is_empty() {
+        lines.push(Line::styled(
+            "  no scan passes seen for this process",
+            Style::default().fg(DIM),
+        ));
+    }
+    for r in &d.ranges {
+        lines.push(Line::from(format!(
+            "{:>12x} {:>6} {:>6} {:>7} {:>7} {:>7} {}",
+            r.start,
+            fmt::bytes(r.end.saturating_sub(r.start)),
+            fmt::count(r.passes),
+            fmt::count(r.ptes_updated),
+            fmt::count(r.faults),
+            fmt::ms(r.age_s * 1e3),
+            r.skip.as_deref().unwrap_or("-")
+        )));
+    }
+    lines
 }
 
 pub fn render(app: &App, pid: u32, area: Rect, buf: &mut Buffer) {
@@ -198,7 +201,7 @@ pub fn render(app: &App, pid: u32, area: Rect, buf: &mut Buffer) {
                 skips.join(", ")
             }
         )),
-        Span::styled("  (Esc back)", Style::default().fg(DIM)),
+        dim("  (Esc back)"),
     ]);
     Paragraph::new(head).render(Rect::new(area.x, area.y, area.width, 1), buf);
     let rest = area.height - 1;

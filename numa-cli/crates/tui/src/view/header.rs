@@ -7,35 +7,51 @@ use ratatui::{
     widgets::{Paragraph, Widget},
 };
 
-use super::{fmt, title_style, DIM, RED};
-use crate::app::App;
+use super::{dim, fmt, title_style, titled, RED};
+use numa_host::promoter_state::PromoterState;
+
+use crate::{
+    app::App,
+    frame::{Frame, HeaderView},
+};
 
 pub fn height(app: &App, _width: u16) -> u16 {
     4 + u16::from(promoter_line(app).is_some())
+}
+
+fn sep() -> Span<'static> {
+    dim(" │ ")
+}
+
+/// Bold red when `on`: a figure that signals trouble.
+fn warn(on: bool) -> Style {
+    if on {
+        Style::default().fg(RED).add_modifier(Modifier::BOLD)
+    } else {
+        Style::default()
+    }
 }
 
 /// One line about `numatrace promote` (its state file): moved/s,
 /// failures, queue depth; none when no state file exists.
 fn promoter_line(app: &App) -> Option<Line<'static>> {
     use numa_host::promoter_state::{NotRunning, Reading};
-    let sep = || Span::styled(" │ ", Style::default().fg(DIM));
     let s = match app.promoter.as_ref()? {
         Reading::NotRunning(NotRunning::NoFile) => return None,
         Reading::NotRunning(why) => {
-            return Some(Line::from(vec![
-                Span::styled("promoter ", title_style()),
-                Span::styled(format!("not running ({why})"), Style::default().fg(DIM)),
-            ]))
+            return Some(titled("promoter ", format!("not running ({why})")))
         }
         Reading::Running(s) => s,
     };
-    let fails: Vec<String> = s
-        .failures_by_status
-        .iter()
-        .filter(|(_, n)| **n > 0)
-        .map(|(k, n)| format!("{k} {}", fmt::count(*n)))
-        .collect();
     // Most important first: a narrow terminal cuts the end.
+    let mut l = promoter_progress(s);
+    l.extend(promoter_trouble(s));
+    l.extend(promoter_settings(s));
+    Some(Line::from(l))
+}
+
+/// The title and what was moved (or would be, in a dry run).
+fn promoter_progress(s: &PromoterState) -> Vec<Span<'static>> {
     let mut l = vec![Span::styled(
         if s.dry_run {
             "promoter (dry run) "
@@ -60,17 +76,30 @@ fn promoter_line(app: &App) -> Option<Line<'static>> {
             Style::default().fg(super::GREEN),
         ));
     }
-    l.push(sep());
-    l.push(Span::styled(
-        format!("failures {}", fmt::count(s.failures)),
-        if s.failures > 0 {
-            Style::default().fg(Color::Yellow)
-        } else {
-            Style::default()
-        },
-    ));
-    l.push(sep());
-    l.push(Span::raw(format!("queue {}", fmt::count(s.queue_depth))));
+    l
+}
+
+/// Failures, the queue and its overflows, failures by status.
+fn promoter_trouble(s: &PromoterState) -> Vec<Span<'static>> {
+    let fails: Vec<String> = s
+        .failures_by_status
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| format!("{k} {}", fmt::count(*n)))
+        .collect();
+    let mut l = vec![
+        sep(),
+        Span::styled(
+            format!("failures {}", fmt::count(s.failures)),
+            if s.failures > 0 {
+                Style::default().fg(Color::Yellow)
+            } else {
+                Style::default()
+            },
+        ),
+        sep(),
+        Span::raw(format!("queue {}", fmt::count(s.queue_depth))),
+    ];
     if s.queue_overflows > 0 {
         l.push(Span::styled(
             format!(" ({} overflowed)", fmt::count(s.queue_overflows)),
@@ -81,24 +110,30 @@ fn promoter_line(app: &App) -> Option<Line<'static>> {
         l.push(sep());
         l.push(Span::raw(fails.join(", ")));
     }
-    l.push(sep());
-    l.push(Span::raw(format!("pid {} ({})", s.pid, s.scope)));
-    l.push(sep());
-    l.push(Span::raw(format!(
-        "rate limit {}",
-        if s.rate_limit_bytes_per_s == 0 {
-            "none".to_owned()
-        } else {
-            format!("{}/s", fmt::bytes(s.rate_limit_bytes_per_s))
-        }
-    )));
-    l.push(sep());
-    l.push(Span::raw(format!(
-        "batch {} pages/{}",
-        fmt::count(s.batch_pages),
-        fmt::ms(s.batch_ms)
-    )));
-    Some(Line::from(l))
+    l
+}
+
+/// Pid and scope, rate limit, batch size.
+fn promoter_settings(s: &PromoterState) -> [Span<'static>; 6] {
+    [
+        sep(),
+        Span::raw(format!("pid {} ({})", s.pid, s.scope)),
+        sep(),
+        Span::raw(format!(
+            "rate limit {}",
+            if s.rate_limit_bytes_per_s == 0 {
+                "none".to_owned()
+            } else {
+                format!("{}/s", fmt::bytes(s.rate_limit_bytes_per_s))
+            }
+        )),
+        sep(),
+        Span::raw(format!(
+            "batch {} pages/{}",
+            fmt::count(s.batch_pages),
+            fmt::ms(s.batch_ms)
+        )),
+    ]
 }
 
 fn mode_name(m: Option<u32>) -> String {
@@ -114,16 +149,20 @@ fn mode_name(m: Option<u32>) -> String {
 
 pub fn lines(app: &App) -> Vec<Line<'static>> {
     let f = &app.frame;
+    let mut lines = vec![
+        source_line(f),
+        tiers_line(&f.header),
+        thresholds_line(&f.header),
+        warnings_line(f),
+    ];
+    lines.extend(promoter_line(app));
+    lines
+}
+
+/// Kernel, balancing mode, attach plan, source, sampling.
+fn source_line(f: &Frame) -> Line<'static> {
     let h = &f.header;
-    let sep = || Span::styled(" │ ", Style::default().fg(DIM));
-    let warn = |on: bool| {
-        if on {
-            Style::default().fg(RED).add_modifier(Modifier::BOLD)
-        } else {
-            Style::default()
-        }
-    };
-    let mut l1 = vec![
+    let mut l = vec![
         Span::styled("numatrace top", title_style()),
         sep(),
         Span::raw(if h.kernel.is_empty() {
@@ -142,13 +181,18 @@ pub fn lines(app: &App) -> Vec<Line<'static>> {
         Span::raw(f.source.clone()),
     ];
     if h.sample_every > 1 {
-        l1.push(sep());
-        l1.push(Span::raw(format!("sampling 1/{}", h.sample_every)));
+        l.push(sep());
+        l.push(Span::raw(format!("sampling 1/{}", h.sample_every)));
     }
-    let mut l2 = vec![Span::styled("tiers ", title_style())];
+    Line::from(l)
+}
+
+/// Each tier's nodes with memory used and total.
+fn tiers_line(h: &HeaderView) -> Line<'static> {
+    let mut l = vec![Span::styled("tiers ", title_style())];
     for (i, t) in h.tiers.iter().enumerate() {
         if i > 0 {
-            l2.push(sep());
+            l.push(sep());
         }
         let nodes: Vec<String> = t
             .nodes
@@ -163,14 +207,19 @@ pub fn lines(app: &App) -> Vec<Line<'static>> {
                 )
             })
             .collect();
-        l2.push(Span::raw(format!("tier{}: {}", t.id, nodes.join(", "))));
+        l.push(Span::raw(format!("tier{}: {}", t.id, nodes.join(", "))));
     }
+    Line::from(l)
+}
+
+/// The hot threshold (set and in force), rate limit and scan tunables.
+fn thresholds_line(h: &HeaderView) -> Line<'static> {
     let now: Vec<String> = h
         .kernel_threshold_ms
         .iter()
         .map(|(n, t)| format!("N{n} {t}ms"))
         .collect();
-    let l3 = vec![
+    Line::from(vec![
         Span::styled("hot_threshold ", title_style()),
         Span::raw(fmt::opt(h.hot_threshold_ms, |v| format!("{v}ms"))),
         Span::raw(if now.is_empty() {
@@ -185,9 +234,13 @@ pub fn lines(app: &App) -> Vec<Line<'static>> {
         )),
         sep(),
         Span::raw(format!("scan {}", h.scan)),
-    ];
-    let w = &f.warnings;
-    let mut l4 = vec![
+    ])
+}
+
+/// Drops, evictions, stamp misses, event count, degraded hooks.
+fn warnings_line(f: &Frame) -> Line<'static> {
+    let (h, w) = (&f.header, &f.warnings);
+    let mut l = vec![
         Span::styled(
             format!("ring drops {}", w.ring_drops),
             warn(w.ring_drops > 0),
@@ -207,20 +260,13 @@ pub fn lines(app: &App) -> Vec<Line<'static>> {
         )),
     ];
     if !h.degraded.is_empty() {
-        l4.push(sep());
-        l4.push(Span::styled(
+        l.push(sep());
+        l.push(Span::styled(
             format!("degraded: {}", h.degraded.join(", ")),
             Style::default().fg(Color::Yellow),
         ));
     }
-    let mut lines = vec![
-        Line::from(l1),
-        Line::from(l2),
-        Line::from(l3),
-        Line::from(l4),
-    ];
-    lines.extend(promoter_line(app));
-    lines
+    Line::from(l)
 }
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {

@@ -10,7 +10,7 @@ use ratatui::{
     widgets::{Paragraph, Widget},
 };
 
-use super::{fmt, title_style, DIM, GREEN, RED};
+use super::{dim, fmt, title_style, DIM, GREEN, RED};
 use crate::{
     agg::{bucket_le, threshold_bucket},
     app::App,
@@ -124,49 +124,23 @@ fn draw_one(
         .unwrap_or(0);
     let base_y = area.y + 1 + bars_h; // row below the bars
     if total == 0 {
-        Paragraph::new(Span::styled(
-            "no decided faults yet",
-            Style::default().fg(DIM),
-        ))
-        .render(Rect::new(area.x, area.y + 1, area.width, 1), buf);
+        Paragraph::new(dim("no decided faults yet"))
+            .render(Rect::new(area.x, area.y + 1, area.width, 1), buf);
     }
     for (j, b) in (lo..=hi).enumerate() {
         let x0 = area.x + (j * col_w) as u16;
-        let bar_w = if col_w > 1 { col_w - 1 } else { 1 };
+        let bar = Bar {
+            x: x0,
+            base_y,
+            width: if col_w > 1 { col_w - 1 } else { 1 },
+            height: bars_h,
+        };
         let (p, r) = (
             promoted.get(b).copied().unwrap_or(0),
             rejected.get(b).copied().unwrap_or(0),
         );
         if max > 0 && p + r > 0 {
-            let scale = |v: u64| -> usize {
-                let e = (v as f64 / max as f64 * f64::from(bars_h) * 8.0).round() as usize;
-                if v > 0 {
-                    e.max(1)
-                } else {
-                    0
-                }
-            };
-            let (re, pe) = (scale(r), scale(p));
-            // Rejected from the bottom; promoted above, from the next cell.
-            let r_cells = re.div_ceil(8);
-            for row in 0..bars_h as usize {
-                let y = base_y - 1 - row as u16;
-                let (sym, color) = if row < r_cells {
-                    let filled = (re - row * 8).min(8);
-                    (EIGHTHS[filled], RED)
-                } else {
-                    let prow = row - r_cells;
-                    if prow * 8 >= pe {
-                        continue;
-                    }
-                    (EIGHTHS[(pe - prow * 8).min(8)], GREEN)
-                };
-                for dx in 0..bar_w {
-                    if let Some(c) = buf.cell_mut((x0 + dx as u16, y)) {
-                        c.set_symbol(sym).set_style(Style::default().fg(color));
-                    }
-                }
-            }
+            draw_bar(buf, &bar, p, r, max);
         }
         // Marks sharing a bucket sit side by side.
         for (k, m) in marks.iter().filter(|m| m.bucket == b).enumerate() {
@@ -175,7 +149,61 @@ fn draw_one(
             }
         }
     }
-    // Axis labels, left to right where they fit.
+    draw_axis(buf, area, base_y + 1, (lo, hi), col_w, label);
+    draw_legend(buf, Rect::new(area.x, base_y + 2, area.width, 1), marks);
+}
+
+/// Where one bucket's bar goes: `height` rows above `base_y`.
+struct Bar {
+    x: u16,
+    base_y: u16,
+    width: usize,
+    height: u16,
+}
+
+/// One bucket's bar scaled to `max`, in eighths of a cell.
+fn draw_bar(buf: &mut Buffer, bar: &Bar, promoted: u64, rejected: u64, max: u64) {
+    let scale = |v: u64| -> usize {
+        let e = (v as f64 / max as f64 * f64::from(bar.height) * 8.0).round() as usize;
+        if v > 0 {
+            e.max(1)
+        } else {
+            0
+        }
+    };
+    let (re, pe) = (scale(rejected), scale(promoted));
+    // Rejected from the bottom; promoted above, from the next cell.
+    let r_cells = re.div_ceil(8);
+    for row in 0..bar.height as usize {
+        let y = bar.base_y - 1 - row as u16;
+        let (sym, color) = if row < r_cells {
+            let filled = (re - row * 8).min(8);
+            (EIGHTHS[filled], RED)
+        } else {
+            let prow = row - r_cells;
+            if prow * 8 >= pe {
+                continue;
+            }
+            (EIGHTHS[(pe - prow * 8).min(8)], GREEN)
+        };
+        for dx in 0..bar.width {
+            if let Some(c) = buf.cell_mut((bar.x + dx as u16, y)) {
+                c.set_symbol(sym).set_style(Style::default().fg(color));
+            }
+        }
+    }
+}
+
+/// Axis labels of buckets `lo..=hi` on row `y`, left to right where they
+/// fit.
+fn draw_axis(
+    buf: &mut Buffer,
+    area: Rect,
+    y: u16,
+    (lo, hi): (usize, usize),
+    col_w: usize,
+    label: &dyn Fn(u64) -> String,
+) {
     let mut next_free = 0usize;
     for (j, b) in (lo..=hi).enumerate() {
         let x = j * col_w;
@@ -186,9 +214,12 @@ fn draw_one(
         if x + s.len() > area.width as usize {
             break;
         }
-        buf.set_string(area.x + x as u16, base_y + 1, &s, Style::default().fg(DIM));
+        buf.set_string(area.x + x as u16, y, &s, Style::default().fg(DIM));
         next_free = x + s.len() + 1;
     }
+}
+
+fn draw_legend(buf: &mut Buffer, area: Rect, marks: &[Mark]) {
     let mut legend = vec![
         Span::styled("█ promoted ", Style::default().fg(GREEN)),
         Span::styled("█ rejected ", Style::default().fg(RED)),
@@ -199,7 +230,7 @@ fn draw_one(
             Style::default().fg(m.color),
         ));
     }
-    Paragraph::new(Line::from(legend)).render(Rect::new(area.x, base_y + 2, area.width, 1), buf);
+    Paragraph::new(Line::from(legend)).render(area, buf);
 }
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {

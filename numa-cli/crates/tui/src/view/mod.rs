@@ -8,6 +8,8 @@ pub mod hist;
 pub mod rates;
 pub mod table;
 
+use std::borrow::Cow;
+
 use ratatui::{
     buffer::Buffer,
     layout::Rect,
@@ -24,6 +26,16 @@ pub const DIM: Color = Color::DarkGray;
 
 pub fn title_style() -> Style {
     Style::default().add_modifier(Modifier::BOLD)
+}
+
+/// Secondary text: notes, separators, empty-state messages.
+pub fn dim(text: impl Into<Cow<'static, str>>) -> Span<'static> {
+    Span::styled(text, Style::default().fg(DIM))
+}
+
+/// A pane's title line: its name in bold, then a dim note.
+pub fn titled(name: &'static str, note: impl Into<Cow<'static, str>>) -> Line<'static> {
+    Line::from(vec![Span::styled(name, title_style()), dim(note)])
 }
 
 /// The panes' areas for a terminal of `area`.

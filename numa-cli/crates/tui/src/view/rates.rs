@@ -7,7 +7,7 @@ use ratatui::{
     widgets::{Paragraph, Widget},
 };
 
-use super::{fmt, title_style, DIM, GREEN, RED};
+use super::{dim, fmt, titled, GREEN, RED};
 use crate::app::App;
 
 const CELL_MIN: u16 = 26;
@@ -40,23 +40,16 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     }
     let f = &app.frame;
     let points = f.rates.first().map_or(0, |r| r.history.len());
-    let title = Line::from(vec![
-        Span::styled("rates per second", title_style()),
-        Span::styled(
-            format!(
-                "  (last {} points, {:.1}s each; demoted from vmstat)",
-                points, f.interval_s
-            ),
-            Style::default().fg(DIM),
+    let title = titled(
+        "rates per second",
+        format!(
+            "  (last {} points, {:.1}s each; demoted from vmstat)",
+            points, f.interval_s
         ),
-    ]);
+    );
     Paragraph::new(title).render(Rect::new(area.x, area.y, area.width, 1), buf);
     if f.rates.is_empty() {
-        Paragraph::new(Span::styled(
-            "  waiting for the first interval...",
-            Style::default().fg(DIM),
-        ))
-        .render(
+        Paragraph::new(dim("  waiting for the first interval...")).render(
             Rect::new(
                 area.x,
                 area.y + 1,

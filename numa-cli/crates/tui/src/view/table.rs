@@ -8,7 +8,7 @@ use ratatui::{
     widgets::{Paragraph, Widget},
 };
 
-use super::{fmt, title_style, DIM};
+use super::{dim, fmt, title_style};
 use crate::{
     app::{App, SortKey},
     frame::ProcRow,
@@ -34,116 +34,113 @@ fn resident(r: &ProcRow) -> String {
     }
 }
 
-/// The columns that fit `width`, in display order.
+impl Col {
+    /// A right-aligned column (numbers).
+    fn right(
+        title: impl Into<String>,
+        width: usize,
+        key: SortKey,
+        cell: impl Fn(&ProcRow) -> String + 'static,
+    ) -> Col {
+        Col {
+            title: title.into(),
+            width,
+            key,
+            left: false,
+            cell: Box::new(cell),
+        }
+    }
+
+    /// A left-aligned column (text).
+    fn left(
+        title: impl Into<String>,
+        width: usize,
+        key: SortKey,
+        cell: impl Fn(&ProcRow) -> String + 'static,
+    ) -> Col {
+        Col {
+            left: true,
+            ..Col::right(title, width, key, cell)
+        }
+    }
+}
+
+/// The columns that fit `width`, in display order: the identity and rate
+/// columns, then the model's, then latency and the resident pages when wide.
 fn columns(app: &App, width: u16) -> Vec<Col> {
+    let w = width as usize;
+    let (wide, wider) = (w >= 110, w >= 130);
+    let mut cols = rate_columns(wide, wider);
+    cols.extend(model_columns(app));
+    cols.extend(latency_columns());
+    if wide {
+        cols.push(Col::left(
+            "RESIDENT PAGES",
+            if wider { 24 } else { 18 },
+            SortKey::Resident,
+            resident,
+        ));
+    }
+    cols
+}
+
+fn rate_columns(wide: bool, wider: bool) -> Vec<Col> {
+    let pid = |r: &ProcRow| {
+        if r.pid == 0 {
+            "-".into()
+        } else {
+            r.pid.to_string()
+        }
+    };
+    let mut cols = vec![
+        Col::right("PID", 7, SortKey::Pid, pid),
+        Col::left("COMM", if wide { 16 } else { 12 }, SortKey::Comm, |r| {
+            r.comm.clone()
+        }),
+        Col::right("FLT/s", 7, SortKey::Faults, |r| fmt::rate(r.faults_s)),
+    ];
+    if wider {
+        cols.push(Col::right("LOC%", 5, SortKey::Faults, |r| {
+            fmt::opt(r.local_pct, |v| format!("{v:.0}"))
+        }));
+    }
+    cols.push(Col::right("PRM/s", 7, SortKey::Promoted, |r| {
+        fmt::rate(r.promoted_s)
+    }));
+    cols.push(Col::right("RLAT/s", 7, SortKey::RejLatency, |r| {
+        fmt::rate(r.rej_latency_s)
+    }));
+    cols
+}
+
+/// The selected model's would-promote rate and agreement.
+fn model_columns(app: &App) -> [Col; 2] {
     let model = app.model;
     let short = app
         .frame
         .models
         .get(model)
         .map_or("model".to_owned(), |m| m.short.clone());
-    let w = width as usize;
-    let wide = w >= 110;
-    let wider = w >= 130;
-    let mut cols = vec![Col {
-        title: "PID".into(),
-        width: 7,
-        key: SortKey::Pid,
-        left: false,
-        cell: Box::new(|r| {
-            if r.pid == 0 {
-                "-".into()
-            } else {
-                r.pid.to_string()
-            }
+    [
+        Col::right(format!("{short}/s"), 8, SortKey::Model, move |r| {
+            fmt::rate(r.model_s.get(model).copied().unwrap_or(0.0))
         }),
-    }];
-    cols.push(Col {
-        title: "COMM".into(),
-        width: if wide { 16 } else { 12 },
-        key: SortKey::Comm,
-        left: true,
-        cell: Box::new(|r| r.comm.clone()),
-    });
-    cols.push(Col {
-        title: "FLT/s".into(),
-        width: 7,
-        key: SortKey::Faults,
-        left: false,
-        cell: Box::new(|r| fmt::rate(r.faults_s)),
-    });
-    if wider {
-        cols.push(Col {
-            title: "LOC%".into(),
-            width: 5,
-            key: SortKey::Faults,
-            left: false,
-            cell: Box::new(|r| fmt::opt(r.local_pct, |v| format!("{v:.0}"))),
-        });
-    }
-    cols.push(Col {
-        title: "PRM/s".into(),
-        width: 7,
-        key: SortKey::Promoted,
-        left: false,
-        cell: Box::new(|r| fmt::rate(r.promoted_s)),
-    });
-    cols.push(Col {
-        title: "RLAT/s".into(),
-        width: 7,
-        key: SortKey::RejLatency,
-        left: false,
-        cell: Box::new(|r| fmt::rate(r.rej_latency_s)),
-    });
-    cols.push(Col {
-        title: format!("{short}/s"),
-        width: 8,
-        key: SortKey::Model,
-        left: false,
-        cell: Box::new(move |r| fmt::rate(r.model_s.get(model).copied().unwrap_or(0.0))),
-    });
-    cols.push(Col {
-        title: "AGR%".into(),
-        width: 5,
-        key: SortKey::Agree,
-        left: false,
-        cell: Box::new(move |r| {
+        Col::right("AGR%", 5, SortKey::Agree, move |r| {
             fmt::opt(r.agree_pct.get(model).copied().flatten(), |v| {
                 format!("{v:.0}")
             })
         }),
-    });
-    cols.push(Col {
-        title: "P50".into(),
-        width: 6,
-        key: SortKey::P50,
-        left: false,
-        cell: Box::new(|r| fmt::opt(r.lat_p50_ms, fmt::ms)),
-    });
-    cols.push(Col {
-        title: "P99".into(),
-        width: 6,
-        key: SortKey::P99,
-        left: false,
-        cell: Box::new(|r| fmt::opt(r.lat_p99_ms, fmt::ms)),
-    });
-    cols.push(Col {
-        title: "ΔFLT".into(),
-        width: 6,
-        key: SortKey::Delta,
-        left: false,
-        cell: Box::new(|r| fmt::opt(r.delta_p50, fmt::count)),
-    });
-    if wide {
-        cols.push(Col {
-            title: "RESIDENT PAGES".into(),
-            width: if wider { 24 } else { 18 },
-            key: SortKey::Resident,
-            left: true,
-            cell: Box::new(resident),
-        });
-    }
-    cols
+    ]
+}
+
+fn latency_columns() -> [Col; 3] {
+    [
+        Col::right("P50", 6, SortKey::P50, |r| fmt::opt(r.lat_p50_ms, fmt::ms)),
+        Col::right("P99", 6, SortKey::P99, |r| fmt::opt(r.lat_p99_ms, fmt::ms)),
+        Col::right("ΔFLT", 6, SortKey::Delta, |r| {
+            fmt::opt(r.delta_p50, fmt::count)
+        }),
+    ]
 }
 
 fn cell(text: &str, width: usize, left: bool) -> String {
@@ -155,17 +152,9 @@ fn cell(text: &str, width: usize, left: bool) -> String {
     }
 }
 
-pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
-    if area.height == 0 {
-        return;
-    }
-    let rows = app.rows();
-    let f = &app.frame;
-    let model = f.models.get(app.model);
-    let mut title = vec![Span::styled(
-        format!("processes ({})", rows.len()),
-        title_style(),
-    )];
+/// "processes (N)" with the active filter, the sort and the model.
+fn title_line(app: &App, n: usize) -> Line<'static> {
+    let mut title = vec![Span::styled(format!("processes ({n})"), title_style())];
     if !app.active_filter().is_empty() {
         title.push(Span::styled(
             format!("  filter: {}", app.active_filter()),
@@ -177,10 +166,20 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         app.sort.name(),
         if app.sort_desc { "▼" } else { "▲" }
     )));
-    if let Some(m) = model {
+    if let Some(m) = app.frame.models.get(app.model) {
         title.push(Span::raw(format!("  model: {} ({})", m.name, m.params)));
     }
-    Paragraph::new(Line::from(title)).render(Rect::new(area.x, area.y, area.width, 1), buf);
+    Line::from(title)
+}
+
+pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
+    if area.height == 0 {
+        return;
+    }
+    let rows = app.rows();
+    let f = &app.frame;
+    let title = title_line(app, rows.len());
+    Paragraph::new(title).render(Rect::new(area.x, area.y, area.width, 1), buf);
     if area.height < 2 {
         return;
     }
@@ -231,7 +230,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         } else {
             "no process matches the filter (Esc clears it)"
         };
-        Paragraph::new(Span::styled(format!("  {msg}"), Style::default().fg(DIM)))
+        Paragraph::new(dim(format!("  {msg}")))
             .render(Rect::new(area.x, area.y + 3, area.width, 1), buf);
     }
 }

@@ -200,7 +200,12 @@ fn every_size_down_to_80x24_draws_without_overlap() {
         let total =
             a.header.height + a.rates.height + a.table.height + a.hist.height + a.status.height;
         assert!(total <= h, "{w}x{h}: {a:?}");
-        let _ = draw(&app, w, h);
+        let t = draw(&app, w, h);
+        assert_frame(&t, &a, w, h);
+        if a.table.height >= 2 {
+            let head = row(&t, a.table.y + 1);
+            assert!(head.trim_start().starts_with("PID"), "{w}x{h}: {head:?}");
+        }
         if w >= 80 && h >= 24 {
             assert!(a.table.height >= 5, "{w}x{h}: table {:?}", a.table);
         }
@@ -208,8 +213,35 @@ fn every_size_down_to_80x24_draws_without_overlap() {
     app.update(Action::Down);
     app.update(Action::Enter);
     for (w, h) in [(80, 24), (20, 5), (200, 50)] {
-        let _ = draw(&app, w, h);
+        let a = super::layout(ratatui::layout::Rect::new(0, 0, w, h), &app);
+        let t = draw(&app, w, h);
+        assert_frame(&t, &a, w, h);
+        if a.table.height + a.hist.height >= 1 {
+            let title = row(&t, a.table.y);
+            assert!(
+                title.starts_with("173 hot-chunks: detail"),
+                "{w}x{h}: {title:?}"
+            );
+        }
     }
+}
+
+/// Row `y` of the screen as text.
+fn row(t: &Terminal<TestBackend>, y: u16) -> String {
+    let buf = t.backend().buffer();
+    (0..buf.area.width)
+        .map(|x| buf[(x, y)].symbol().to_owned())
+        .collect()
+}
+
+/// The title starts the first row and the key help the last, at any size
+/// (cut to the width).
+fn assert_frame(t: &Terminal<TestBackend>, a: &super::Areas, w: u16, h: u16) {
+    let title = row(t, 0);
+    assert!(title.starts_with("numatrace top"), "{w}x{h}: {title:?}");
+    assert_eq!(a.status.height, 1, "{w}x{h}: {a:?}");
+    let keys = row(t, h - 1);
+    assert!(keys.starts_with("q quit"), "{w}x{h}: {keys:?}");
 }
 
 #[test]

@@ -1,0 +1,107 @@
+//! Hint faults: counts, shadow-model verdicts, histograms and heat.
+use numa_core::{decode::comm, model::policy::FaultView};
+use numa_ebpf_common::{fault_flags as ff, tnf, FaultEvent, Outcome};
+
+use super::{hists::HistPoint, Aggregator, Counts, CHUNK_SHIFT};
+
+impl Aggregator {
+    pub(super) fn fault(&mut self, f: &FaultEvent) {
+        let tgid = (f.pid_tgid >> 32) as u32;
+        let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
+        let decided = f.flags & ff::DECIDED != 0
+            && !matches!(outcome, Outcome::NoDecision | Outcome::NotTiering);
+        let promoted = f.decision == 1;
+        let local = f.flags & ff::HAS_FAULT_HOOK != 0 && f.tnf_flags & tnf::FAULT_LOCAL != 0;
+        let mig_fail = f.flags & ff::MIGRATE_TRIED != 0 && f.migrate_ok == 0;
+        self.note_threshold(f);
+        // The models decide first (they need &mut self.models and the scans).
+        let verdicts = if decided {
+            self.shadow_verdicts(f, tgid, promoted)
+        } else {
+            [false; 8]
+        };
+        self.sys_decided += u64::from(decided);
+        let bump = |c: &mut Counts| {
+            c.faults += 1;
+            c.local += u64::from(local);
+            c.migrate_fail += u64::from(mig_fail);
+            if decided {
+                c.decisions += 1;
+                c.promoted += u64::from(promoted);
+                match outcome {
+                    Outcome::RejectLatency => c.rej_latency += 1,
+                    Outcome::RejectRateLimit => c.rej_rate_limit += 1,
+                    Outcome::RejectOther => c.rej_other += 1,
+                    _ => {}
+                }
+            }
+        };
+        bump(&mut self.sys);
+        let point = HistPoint::of(f, decided.then_some(promoted));
+        if let Some(pt) = &point {
+            self.sys_hists.add(pt);
+        }
+        let n_models = self.models.len();
+        let Some(p) = self.proc_mut(tgid) else {
+            return;
+        };
+        bump(&mut p.counts);
+        if let Some(pt) = &point {
+            p.hists.add(pt);
+        }
+        p.last_ts = f.ts_ns;
+        if p.comm.is_empty() {
+            p.comm = comm(&f.comm);
+        }
+        if decided {
+            for ((v, prom), agree) in verdicts
+                .iter()
+                .zip(p.model_promote.iter_mut())
+                .zip(p.model_agree.iter_mut())
+                .take(n_models)
+            {
+                *prom += u64::from(*v);
+                *agree += u64::from(*v == promoted);
+            }
+        }
+        if let Some(ch) = p.chunk(f.addr >> CHUNK_SHIFT) {
+            ch.faults += 1;
+            ch.cur = ch.cur.saturating_add(1);
+        }
+        self.last_pid = Some(tgid);
+    }
+
+    /// The hot threshold the kernel reported per node (most faults repeat
+    /// the last one: no map lookup).
+    fn note_threshold(&mut self, f: &FaultEvent) {
+        if f.flags & ff::KERNEL_LATENCY != 0
+            && f.threshold_ms > 0
+            && self.last_threshold != Some((f.dst_nid, f.threshold_ms))
+        {
+            self.last_threshold = Some((f.dst_nid, f.threshold_ms));
+            self.kernel_threshold.insert(f.dst_nid, f.threshold_ms);
+        }
+    }
+
+    /// Each shadow model's verdict on a decided fault, counted system-wide
+    /// with its agreement with the kernel; the first eight are returned for
+    /// the process's counts.
+    fn shadow_verdicts(&mut self, f: &FaultEvent, tgid: u32, promoted: bool) -> [bool; 8] {
+        let mut verdicts = [false; 8];
+        if self.models.is_empty() {
+            return verdicts;
+        }
+        let view = FaultView {
+            latest_scan: self.scans.latest(tgid, f.addr, f.ts_ns),
+        };
+        for (i, m) in self.models.iter_mut().enumerate() {
+            let v = m.policy.decide(f, &view).promote;
+            m.promote += u64::from(v);
+            m.agree += u64::from(v == promoted);
+            if let Some(slot) = verdicts.get_mut(i) {
+                *slot = v;
+            }
+        }
+        verdicts
+    }
+}

@@ -1,0 +1,272 @@
+//! The aggregation behind `top`: a pipeline sink that keeps cumulative
+//! counts per process and system-wide, runs the shadow policies on every
+//! decision (the same `Policy::decide` calls as `model::shadow`), and turns
+//! them into a [`Frame`] of per-second rates at each publication.
+//!
+//! Pure like `model`: time comes from the events and snapshots (or the
+//! caller's `now`), procfs facts are handed in by the caller. Memory is
+//! bounded: fixed-length histories, capped per-process maps, idle processes
+//! pruned.
+mod coverage;
+mod fault;
+mod header;
+mod heat;
+mod hists;
+mod procs;
+mod publish;
+mod roll;
+
+use std::collections::{BTreeMap, VecDeque};
+
+use numa_core::{
+    decode::{Event, Snapshot},
+    model::{policy::Policy, scans::ScanIndex},
+    sink::Sink,
+    topology::Node,
+    trace,
+};
+
+use crate::frame::Frame;
+
+use header::{header_view, Static};
+use hists::Hists;
+use procs::{Proc, Procs, Rates};
+use publish::BASE_SERIES;
+
+pub use heat::regions;
+pub use hists::{bucket_le, threshold_bucket};
+pub use publish::short_name;
+
+/// Points of history per rate (5 minutes at the default 1 s refresh).
+pub const HISTORY: usize = 300;
+/// Columns of the address-space heat strip (publications).
+pub const HEAT_SLOTS: usize = 60;
+/// Rows of the heat strip at most.
+pub const HEAT_ROWS: usize = 16;
+const CHUNK_SHIFT: u32 = 21;
+const MAX_CHUNKS_PER_PROC: usize = 65_536;
+const MAX_SLOT_ENTRIES: usize = 4096;
+const MAX_RANGES_PER_PROC: usize = 4096;
+const MAX_CHUNKS_PER_SCAN: u64 = 512;
+const MAX_PROCS: usize = 4096;
+/// Processes without events for this long (event time) are forgotten.
+const IDLE_PRUNE_NS: u64 = 300_000_000_000;
+/// Publications closer than this in event time do not start a new point.
+const MIN_ROLL_NS: u64 = 1_000_000;
+const MAX_ROWS: usize = 1000;
+
+/// What the UI asks the aggregator to detail.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Focus {
+    /// Histogram of this process (None: all processes).
+    pub hist_pid: Option<u32>,
+    /// Process detail view open for this process.
+    pub detail_pid: Option<u32>,
+}
+
+/// A VMA from /proc/PID/maps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Vma {
+    pub start: u64,
+    pub end: u64,
+    pub perms: String,
+    pub path: String,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub faults: u64,
+    pub local: u64,
+    pub decisions: u64,
+    pub promoted: u64,
+    pub rej_latency: u64,
+    pub rej_rate_limit: u64,
+    pub rej_other: u64,
+    pub migrate_fail: u64,
+}
+
+struct ModelSlot {
+    policy: Box<dyn Policy>,
+    promote: u64,
+    prev_promote: u64,
+    agree: u64,
+}
+
+pub struct Aggregator {
+    source: String,
+    models: Vec<ModelSlot>,
+    scans: ScanIndex,
+    procs: Procs,
+    last_pid: Option<u32>,
+    sys: Counts,
+    sys_prev: Counts,
+    sys_rates: Rates,
+    sys_decided: u64,
+    sys_hists: Hists,
+    history: Vec<VecDeque<f64>>,
+    demoted_rate: f64,
+    kernel_threshold: BTreeMap<i32, u32>,
+    /// The last (node, threshold) put in `kernel_threshold` (most faults
+    /// repeat it: no map lookup).
+    last_threshold: Option<(i32, u32)>,
+    first_snapshot: Option<Snapshot>,
+    last_snapshot: Option<Snapshot>,
+    snap_at_roll: Option<(u64, u64)>,
+    first_ts: Option<u64>,
+    now_ts: u64,
+    last_roll_ts: Option<u64>,
+    last_dt_s: f64,
+    events: u64,
+    seq: u64,
+    ended: Option<String>,
+    st: Static,
+}
+
+impl Aggregator {
+    pub fn new(policies: Vec<Box<dyn Policy>>, header: &trace::Header, source: String) -> Self {
+        let n_series = BASE_SERIES.len() + policies.len();
+        Aggregator {
+            source,
+            models: policies
+                .into_iter()
+                .map(|policy| ModelSlot {
+                    policy,
+                    promote: 0,
+                    prev_promote: 0,
+                    agree: 0,
+                })
+                .collect(),
+            scans: ScanIndex::default(),
+            procs: Procs::default(),
+            last_pid: None,
+            sys: Counts::default(),
+            sys_prev: Counts::default(),
+            sys_rates: Rates::default(),
+            sys_decided: 0,
+            sys_hists: Hists::default(),
+            history: vec![VecDeque::with_capacity(HISTORY); n_series],
+            demoted_rate: 0.0,
+            kernel_threshold: BTreeMap::new(),
+            last_threshold: None,
+            first_snapshot: None,
+            last_snapshot: None,
+            snap_at_roll: None,
+            first_ts: None,
+            now_ts: 0,
+            last_roll_ts: None,
+            last_dt_s: 0.0,
+            events: 0,
+            seq: 0,
+            ended: None,
+            st: Static {
+                header: header_view(header),
+                nodes: header.nodes.clone(),
+                tiers: header.memory_tiers.clone(),
+                stamp_capacity: u64::from(header.stamp_entries),
+            },
+        }
+    }
+
+    /// Fresh node memory figures (live).
+    pub fn set_nodes(&mut self, nodes: Vec<Node>) {
+        if !nodes.is_empty() {
+            self.st.nodes = nodes;
+        }
+    }
+
+    pub fn set_resident(&mut self, pid: u32, pages: Option<Vec<(u32, u64)>>) {
+        if let Some(p) = self.procs.get_mut(pid) {
+            p.resident = pages;
+        }
+    }
+
+    pub fn set_vmas(&mut self, pid: u32, vmas: Option<Vec<Vma>>) {
+        if let Some(p) = self.procs.get_mut(pid) {
+            p.vmas = vmas;
+        }
+    }
+
+    pub fn set_ended(&mut self, why: String) {
+        self.ended = Some(why);
+    }
+
+    pub fn ended(&self) -> Option<&str> {
+        self.ended.as_deref()
+    }
+
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// The `n` processes with the most hint faults per second.
+    pub fn busiest(&self, n: usize) -> Vec<u32> {
+        let mut v: Vec<(f64, u64, u32)> = self
+            .procs
+            .iter()
+            .filter(|p| p.counts.faults > 0)
+            .map(|p| (p.rates.counts[0], p.counts.faults, p.pid))
+            .collect();
+        v.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+        v.into_iter().take(n).map(|x| x.2).collect()
+    }
+
+    pub fn snapshot(&mut self, s: &Snapshot) {
+        if self.first_snapshot.is_none() {
+            self.first_snapshot = Some(s.clone());
+            self.first_ts.get_or_insert(s.ts_ns);
+        }
+        self.now_ts = self.now_ts.max(s.ts_ns);
+        self.last_snapshot = Some(s.clone());
+    }
+
+    pub fn event(&mut self, ev: &Event) {
+        let ts = ev.ts_ns();
+        // Same window rule as the totals: nothing before the first snapshot.
+        if self.first_snapshot.as_ref().is_some_and(|s| ts < s.ts_ns) {
+            return;
+        }
+        self.events += 1;
+        self.first_ts.get_or_insert(ts);
+        self.now_ts = self.now_ts.max(ts);
+        match ev {
+            Event::Fault(f) => self.fault(f),
+            Event::Scan(s) => self.scan(s),
+            Event::Skip(s) => self.skip(s),
+        }
+    }
+
+    fn proc_mut(&mut self, tgid: u32) -> Option<&mut Proc> {
+        let n = self.models.len();
+        self.procs
+            .get_or_insert(tgid, MAX_PROCS, || Proc::new(tgid, n))
+    }
+
+    /// Publishes a frame. `now` is the current time on the events' clock
+    /// (live); `None` uses the latest event or snapshot time (replay).
+    pub fn publish(&mut self, now: Option<u64>, focus: Focus) -> Frame {
+        let now = now.unwrap_or(self.now_ts).max(self.now_ts);
+        self.roll(now);
+        self.frame(now, focus)
+    }
+
+    /// The current state for a new focus, without starting a new interval
+    /// (the rates and histories stay those of the last publication).
+    pub fn peek(&mut self, focus: Focus) -> Frame {
+        let now = self.last_roll_ts.unwrap_or(self.now_ts);
+        self.frame(now, focus)
+    }
+}
+
+impl Sink for Aggregator {
+    fn event(&mut self, ev: &Event) -> anyhow::Result<()> {
+        Aggregator::event(self, ev);
+        Ok(())
+    }
+    fn snapshot(&mut self, s: &Snapshot) -> anyhow::Result<()> {
+        Aggregator::snapshot(self, s);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,250 @@
+//! Publication: the aggregator's state as a [`Frame`] of rates, rows,
+//! histograms and the focused process's detail.
+use std::collections::BTreeMap;
+
+use numa_core::decode::Snapshot;
+use numa_ebpf_common::Counter;
+
+use crate::frame::{Axis, Frame, HistView, ModelView, ProcRow, RateSeries, Warnings};
+
+use super::{
+    header::tier_views,
+    hists::Hists,
+    procs::{Proc, Rates},
+    Aggregator, Focus, MAX_ROWS,
+};
+
+pub(super) const BASE_SERIES: [&str; 9] = [
+    "hint faults",
+    "decisions",
+    "promoted",
+    "rej latency",
+    "rej rate lim",
+    "rej other",
+    "demoted",
+    "migrate fail",
+    "local %",
+];
+
+pub fn short_name(name: &str) -> &'static str {
+    match name {
+        "kernel-time" => "ktime",
+        "fault-count" => "fcount",
+        "two-touch" => "2touch",
+        _ => "model",
+    }
+}
+
+fn axis_of(name: &str) -> Axis {
+    match name {
+        "fault-count" => Axis::FaultDelta,
+        "two-touch" => Axis::WindowMs,
+        _ => Axis::LatencyMs,
+    }
+}
+
+fn pct(part: u64, whole: u64) -> Option<f64> {
+    (whole > 0).then(|| 100.0 * part as f64 / whole as f64)
+}
+
+impl Aggregator {
+    pub(super) fn frame(&mut self, now: u64, focus: Focus) -> Frame {
+        self.seq += 1;
+        let rows: Vec<ProcRow> = {
+            let mut v: Vec<&Proc> = self.procs.iter().filter(|p| p.counts.faults > 0).collect();
+            v.sort_by(|a, b| {
+                b.rates.counts[0]
+                    .total_cmp(&a.rates.counts[0])
+                    .then(b.counts.faults.cmp(&a.counts.faults))
+                    .then(a.pid.cmp(&b.pid))
+            });
+            v.into_iter().take(MAX_ROWS).map(|p| self.row(p)).collect()
+        };
+        let mut header = self.st.header.clone();
+        header.tiers = tier_views(&self.st.tiers, &self.st.nodes);
+        header.kernel_threshold_ms = self.kernel_threshold.clone();
+        Frame {
+            seq: self.seq,
+            source: self.source.clone(),
+            ended: self.ended.clone(),
+            elapsed_s: match (
+                self.first_snapshot
+                    .as_ref()
+                    .map(|s| s.ts_ns)
+                    .or(self.first_ts),
+                now,
+            ) {
+                (Some(a), b) => b.saturating_sub(a) as f64 / 1e9,
+                _ => 0.0,
+            },
+            interval_s: self.last_dt_s,
+            events: self.events,
+            header,
+            warnings: self.warnings(),
+            rates: self.rate_series(),
+            models: self.model_views(),
+            system: self.system_row(),
+            processes: rows,
+            hist: self.hist_view(focus.hist_pid),
+            detail: focus.detail_pid.and_then(|pid| self.detail(pid)),
+        }
+    }
+
+    fn counter_delta(&self, c: Counter) -> u64 {
+        let get = |s: &Option<Snapshot>| {
+            s.as_ref()
+                .and_then(|s| s.counters.get(c as usize).copied())
+                .unwrap_or(0)
+        };
+        get(&self.last_snapshot).saturating_sub(get(&self.first_snapshot))
+    }
+
+    fn warnings(&self) -> Warnings {
+        Warnings {
+            ring_drops: self.counter_delta(Counter::RingDrops),
+            evictions: self
+                .counter_delta(Counter::StampInserts)
+                .saturating_sub(self.st.stamp_capacity),
+            stamp_misses: self.counter_delta(Counter::StampMisses),
+        }
+    }
+
+    fn rate_series(&self) -> Vec<RateSeries> {
+        let names = BASE_SERIES.iter().map(|s| (*s).to_owned()).chain(
+            self.model_views()
+                .into_iter()
+                .map(|m| format!("{} would", m.short)),
+        );
+        names
+            .zip(&self.history)
+            .enumerate()
+            .map(|(i, (name, h))| RateSeries {
+                name,
+                current: h.back().copied().unwrap_or(0.0),
+                history: h.iter().copied().collect(),
+                note: if i == 0 {
+                    let r = &self.sys_rates.counts;
+                    if r[0] > 0.0 {
+                        format!("{:.0}% local", 100.0 * r[1] / r[0])
+                    } else {
+                        String::new()
+                    }
+                } else {
+                    String::new()
+                },
+            })
+            .collect()
+    }
+
+    fn model_views(&self) -> Vec<ModelView> {
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        self.models
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let name = m.policy.name();
+                let base = short_name(&name);
+                let k = seen.entry(base).or_default();
+                *k += 1;
+                let short = if *k == 1 {
+                    base.to_owned()
+                } else {
+                    format!("{}{}", &base[..base.len().min(5)], k)
+                };
+                let params: Vec<String> = m
+                    .policy
+                    .params()
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                ModelView {
+                    axis: axis_of(&name),
+                    name,
+                    short,
+                    params: params.join(","),
+                    threshold: m.policy.threshold(),
+                    promote_s: self.sys_rates.models.get(i).copied().unwrap_or(0.0),
+                    agree_pct: pct(m.agree, self.sys_decided),
+                }
+            })
+            .collect()
+    }
+
+    fn row(&self, p: &Proc) -> ProcRow {
+        ProcRow {
+            agree_pct: p
+                .model_agree
+                .iter()
+                .map(|a| pct(*a, p.counts.decisions))
+                .collect(),
+            faults_total: p.counts.faults,
+            resident: p.resident.clone(),
+            ..rates_row(p.pid, p.comm.clone(), &p.rates, &p.hists)
+        }
+    }
+
+    fn system_row(&self) -> ProcRow {
+        let mut resident: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut any = false;
+        for p in self.procs.iter() {
+            for (n, pages) in p.resident.iter().flatten() {
+                any = true;
+                *resident.entry(*n).or_default() += pages;
+            }
+        }
+        ProcRow {
+            agree_pct: self
+                .models
+                .iter()
+                .map(|m| pct(m.agree, self.sys_decided))
+                .collect(),
+            faults_total: self.sys.faults,
+            resident: any.then(|| resident.into_iter().collect()),
+            ..rates_row(0, "all processes".into(), &self.sys_rates, &self.sys_hists)
+        }
+    }
+
+    fn hist_view(&self, pid: Option<u32>) -> HistView {
+        let (title, h) = match pid.and_then(|pid| self.procs.get(pid)) {
+            Some(p) => (format!("{} {}", p.pid, p.comm), &p.hists),
+            None => ("all processes".to_owned(), &self.sys_hists),
+        };
+        HistView {
+            title,
+            pid: pid.filter(|p| self.procs.contains(*p)),
+            latency_promoted: h.latency[0].to_vec(),
+            latency_rejected: h.latency[1].to_vec(),
+            delta_promoted: h.delta[0].to_vec(),
+            delta_rejected: h.delta[1].to_vec(),
+            kernel_threshold_ms: self
+                .kernel_threshold
+                .values()
+                .max()
+                .map(|v| u64::from(*v))
+                .or(self.st.header.hot_threshold_ms),
+        }
+    }
+}
+
+/// The rates and percentiles of a table row; the caller fills in the
+/// agreement, the total and the resident pages.
+fn rates_row(pid: u32, comm: String, rates: &Rates, h: &Hists) -> ProcRow {
+    let r = &rates.counts;
+    ProcRow {
+        pid,
+        comm,
+        faults_s: r[0],
+        local_pct: (r[0] > 0.0).then(|| 100.0 * r[1] / r[0]),
+        decisions_s: r[2],
+        promoted_s: r[3],
+        rej_latency_s: r[4],
+        rej_rate_limit_s: r[5],
+        model_s: rates.models.clone(),
+        agree_pct: Vec::new(),
+        lat_p50_ms: h.lat_all.quantile(0.5).map(|v| v as f64 / 1e6),
+        lat_p99_ms: h.lat_all.quantile(0.99).map(|v| v as f64 / 1e6),
+        delta_p50: h.delta_all.quantile(0.5),
+        faults_total: 0,
+        resident: None,
+    }
+}
