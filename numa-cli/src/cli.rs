@@ -193,8 +193,15 @@ impl ModelSel {
         }
     }
 
-    /// The models asked for (none named: the default three).
+    /// The models asked for: none named, the default three; `none` alone,
+    /// no model at all.
     pub fn policies(&self, k: &KernelDefaults) -> anyhow::Result<Vec<Box<dyn Policy>>> {
+        if self.models.iter().any(|m| m == "none") {
+            if self.models.len() > 1 {
+                anyhow::bail!("--model none runs no shadow model: give it alone");
+            }
+            return Ok(Vec::new());
+        }
         policy::build_all(&self.models, &self.defaults(), k)
     }
 }

@@ -70,17 +70,14 @@ fn bind(addr: SocketAddr) -> Result<std::net::TcpListener> {
 /// The shadow engine for `--model` (default: the three policies `shadow`
 /// runs; `none`: no model metrics) and the `model` label of each policy.
 fn shadow(models: &[String], k: &KernelDefaults) -> Result<Option<(Shadow, Vec<String>)>> {
-    if models.iter().any(|m| m == "none") {
-        if models.len() > 1 {
-            bail!("--model none excludes other --model options");
-        }
-        return Ok(None);
-    }
     let model_args = ModelSel {
         models: models.to_vec(),
         ..ModelSel::default()
     };
     let policies = model_args.policies(k)?;
+    if policies.is_empty() {
+        return Ok(None);
+    }
     let labels: Vec<String> = if models.is_empty() {
         policies.iter().map(|p| p.name()).collect()
     } else {

@@ -24,12 +24,13 @@ use numa_tui::{
     view::screen_text,
 };
 
-use crate::{
-    cli::{ModelSel, TopArgs},
+use crate::cli::{ModelSel, TopArgs};
+use numa_core::{
     decode::{Event, Snapshot},
     model::policy::{KernelDefaults, Policy},
-    system, trace,
+    trace,
 };
+use numa_host::system;
 
 /// Shadow models `top` can show at once (one column each in memory).
 const MAX_MODELS: usize = 8;
@@ -37,14 +38,8 @@ const MAX_MODELS: usize = 8;
 const RESIDENT_PROCS: usize = 16;
 const PROCFS_EVERY: Duration = Duration::from_secs(5);
 
-/// The shadow policies `--model` asks for (`none`: no models).
-fn policies(a: &ModelSel, k: &KernelDefaults) -> Result<Vec<Box<dyn Policy>>> {
-    if a.models.iter().any(|m| m == "none") {
-        if a.models.len() > 1 {
-            bail!("--model none runs no shadow model: give it alone");
-        }
-        return Ok(Vec::new());
-    }
+/// The shadow policies `--model` asks for, as many as `top` shows.
+fn top_policies(a: &ModelSel, k: &KernelDefaults) -> Result<Vec<Box<dyn Policy>>> {
     let p = a.policies(k)?;
     if p.len() > MAX_MODELS {
         bail!("top shows at most {MAX_MODELS} models, {} given", p.len());
@@ -367,7 +362,7 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         );
     }
     // Validate the model specs before attaching anything.
-    let _ = policies(&args.sel, &KernelDefaults::default())?;
+    let _ = top_policies(&args.sel, &KernelDefaults::default())?;
     let (source, until, header) = prepare(args)?;
     let k = KernelDefaults::from_tunables(&header.tunables);
     let label = source_label(args);
@@ -388,7 +383,7 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         .name("numatrace-agg".into())
         .spawn(move || -> Result<Summary> {
             // Policies are not Send: built here, on the thread that runs them.
-            let policies = policies(&models, &k)?;
+            let policies = top_policies(&models, &k)?;
             let agg = RefCell::new(Aggregator::new(policies, &header, label));
             numa_source::runtime()?.block_on(background(
                 source,
@@ -451,7 +446,7 @@ fn once(
     label: String,
 ) -> Result<ExitCode> {
     let live = source.is_live();
-    let agg = RefCell::new(Aggregator::new(policies(&args.sel, k)?, header, label));
+    let agg = RefCell::new(Aggregator::new(top_policies(&args.sel, k)?, header, label));
     let reason = numa_source::runtime()?.block_on(run_source(&mut source, until, &agg))?;
     if live {
         poll_procfs(&agg, Focus::default(), true);
@@ -462,7 +457,7 @@ fn once(
     let mut out = std::io::stdout().lock();
     // A running promoter, as the header line shows it (live and replay alike:
     // it is this host's promoter, not the trace's).
-    let promoter = crate::promoter_state::Source::from_env().read();
+    let promoter = numa_host::promoter_state::Source::from_env().read();
     if args.json {
         let mut value = serde_json::to_value(&frame)?;
         if let Some(obj) = value.as_object_mut() {
@@ -482,8 +477,8 @@ fn once(
 }
 
 /// `{"running": true, "state": {...}}` or `{"running": false, "reason": "..."}`.
-fn promoter_json(reading: &crate::promoter_state::Reading) -> Result<serde_json::Value> {
-    use crate::promoter_state::Reading;
+fn promoter_json(reading: &numa_host::promoter_state::Reading) -> Result<serde_json::Value> {
+    use numa_host::promoter_state::Reading;
     Ok(match reading {
         Reading::Running(state) => {
             serde_json::json!({"running": true, "state": serde_json::to_value(state)?})

@@ -1,6 +1,7 @@
 //! Scan coverage: the ranges NUMA balancing scanned in each process, the
 //! VMAs it skipped and why, and the per-process detail built from them.
-use numa_ebpf_common::{ScanEvent, SkipEvent, VMA_SKIP_REASONS};
+use numa_core::decode::skip_reason_name;
+use numa_ebpf_common::{ScanEvent, SkipEvent};
 
 use crate::frame::{Detail, RangeRow, VmaRow};
 
@@ -41,7 +42,7 @@ impl Aggregator {
         let Some(p) = self.proc_mut(tgid) else {
             return;
         };
-        *p.skips.entry(skip_name(s.reason)).or_default() += 1;
+        *p.skips.entry(skip_reason_name(s.reason)).or_default() += 1;
         if p.skip_by_start.len() < MAX_RANGES_PER_PROC || p.skip_by_start.contains_key(&s.vm_start)
         {
             p.skip_by_start.insert(s.vm_start, s.reason);
@@ -61,7 +62,7 @@ impl Aggregator {
                 ptes_updated: r.ptes,
                 faults: p.chunk_faults(*start, r.end),
                 age_s: now.saturating_sub(r.last_ts) as f64 / 1e9,
-                skip: p.skip_by_start.get(start).map(|r| skip_name(*r)),
+                skip: p.skip_by_start.get(start).map(|r| skip_reason_name(*r)),
             })
             .collect();
         ranges.sort_by(|a, b| a.age_s.total_cmp(&b.age_s).then(a.start.cmp(&b.start)));
@@ -82,7 +83,7 @@ impl Aggregator {
                         faults: p.chunk_faults(v.start, v.end),
                         scan_passes: passes,
                         ptes_updated: ptes,
-                        skip: p.skip_by_start.get(&v.start).map(|r| skip_name(*r)),
+                        skip: p.skip_by_start.get(&v.start).map(|r| skip_reason_name(*r)),
                     }
                 })
                 .collect()
@@ -121,10 +122,4 @@ impl Proc {
                 .sum()
         }
     }
-}
-
-fn skip_name(reason: u32) -> String {
-    VMA_SKIP_REASONS
-        .get(reason as usize)
-        .map_or_else(|| format!("reason_{reason}"), |n| (*n).to_owned())
 }

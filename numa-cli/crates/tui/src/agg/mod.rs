@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use numa_core::{
     decode::{Event, Snapshot},
-    model::{policy::Policy, scans::ScanIndex},
+    model::{policy::Policy, scans::ScanIndex, window::Window},
     sink::Sink,
     topology::Node,
     trace,
@@ -109,8 +109,7 @@ pub struct Aggregator {
     /// The last (node, threshold) put in `kernel_threshold` (most faults
     /// repeat it: no map lookup).
     last_threshold: Option<(i32, u32)>,
-    first_snapshot: Option<Snapshot>,
-    last_snapshot: Option<Snapshot>,
+    window: Window,
     snap_at_roll: Option<(u64, u64)>,
     first_ts: Option<u64>,
     now_ts: u64,
@@ -148,8 +147,7 @@ impl Aggregator {
             demoted_rate: 0.0,
             kernel_threshold: BTreeMap::new(),
             last_threshold: None,
-            first_snapshot: None,
-            last_snapshot: None,
+            window: Window::default(),
             snap_at_roll: None,
             first_ts: None,
             now_ts: 0,
@@ -211,18 +209,17 @@ impl Aggregator {
     }
 
     pub fn snapshot(&mut self, s: &Snapshot) {
-        if self.first_snapshot.is_none() {
-            self.first_snapshot = Some(s.clone());
+        if self.window.first().is_none() {
             self.first_ts.get_or_insert(s.ts_ns);
         }
         self.now_ts = self.now_ts.max(s.ts_ns);
-        self.last_snapshot = Some(s.clone());
+        self.window.push(s);
     }
 
     pub fn event(&mut self, ev: &Event) {
         let ts = ev.ts_ns();
         // Same window rule as the totals: nothing before the first snapshot.
-        if self.first_snapshot.as_ref().is_some_and(|s| ts < s.ts_ns) {
+        if self.window.first().is_some_and(|s| ts < s.ts_ns) {
             return;
         }
         self.events += 1;

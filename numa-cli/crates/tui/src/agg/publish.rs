@@ -2,7 +2,6 @@
 //! histograms and the focused process's detail.
 use std::collections::BTreeMap;
 
-use numa_core::decode::Snapshot;
 use numa_ebpf_common::Counter;
 
 use crate::frame::{Axis, Frame, HistView, ModelView, ProcRow, RateSeries, Warnings};
@@ -67,13 +66,7 @@ impl Aggregator {
             seq: self.seq,
             source: self.source.clone(),
             ended: self.ended.clone(),
-            elapsed_s: match (
-                self.first_snapshot
-                    .as_ref()
-                    .map(|s| s.ts_ns)
-                    .or(self.first_ts),
-                now,
-            ) {
+            elapsed_s: match (self.window.first().map(|s| s.ts_ns).or(self.first_ts), now) {
                 (Some(a), b) => b.saturating_sub(a) as f64 / 1e9,
                 _ => 0.0,
             },
@@ -90,22 +83,11 @@ impl Aggregator {
         }
     }
 
-    fn counter_delta(&self, c: Counter) -> u64 {
-        let get = |s: &Option<Snapshot>| {
-            s.as_ref()
-                .and_then(|s| s.counters.get(c as usize).copied())
-                .unwrap_or(0)
-        };
-        get(&self.last_snapshot).saturating_sub(get(&self.first_snapshot))
-    }
-
     fn warnings(&self) -> Warnings {
         Warnings {
-            ring_drops: self.counter_delta(Counter::RingDrops),
-            evictions: self
-                .counter_delta(Counter::StampInserts)
-                .saturating_sub(self.st.stamp_capacity),
-            stamp_misses: self.counter_delta(Counter::StampMisses),
+            ring_drops: self.window.count(Counter::RingDrops),
+            evictions: self.window.evictions(self.st.stamp_capacity),
+            stamp_misses: self.window.count(Counter::StampMisses),
         }
     }
 

@@ -11,8 +11,8 @@ impl Aggregator {
         let last = match self.last_roll_ts {
             Some(t) => t,
             None => self
-                .first_snapshot
-                .as_ref()
+                .window
+                .first()
                 .map(|s| s.ts_ns)
                 .or(self.first_ts)
                 .unwrap_or(now),
@@ -34,7 +34,7 @@ impl Aggregator {
                 r
             })
             .collect();
-        if let Some(s) = &self.last_snapshot {
+        if let Some(s) = self.window.last() {
             let d = demoted(s);
             if let Some((t0, d0)) = self.snap_at_roll {
                 if s.ts_ns > t0 {
