@@ -23,7 +23,7 @@ use numa_promote::{
 
 use crate::{
     cli::{MovePagesArgs, MoveVia},
-    workload::{Region, MPOL_BIND, MPOL_DEFAULT},
+    workload::{slow_and_dram_nodes, Region},
 };
 
 #[derive(Debug, Serialize)]
@@ -56,42 +56,11 @@ struct MoverTimes {
     verify_s: f64,
 }
 
-/// The slow node to place the buffer on and the DRAM node to move it to.
-fn pick_nodes(a: &MovePagesArgs, nodes: &[Node]) -> Result<(u32, u32)> {
-    let slow = match a.slow_node {
-        Some(n) => n,
-        None => nodes
-            .iter()
-            .find(|n| n.cpus.is_empty() && n.mem_total_kb > 0)
-            .map(|n| n.id)
-            .context("no CPU-less memory node found: pass --slow-node N")?,
-    };
-    let dram = a.dram_node.unwrap_or_else(|| {
-        nodes
-            .iter()
-            .find(|n| n.cpus.contains(&0))
-            .map_or(0, |n| n.id)
-    });
-    Ok((slow, dram))
-}
-
-/// Pages of `region` on `node`.
-fn pages_on(region: &Region, node: u32) -> u64 {
-    region
-        .page_nodes()
-        .iter()
-        .filter(|&&n| n == node as i32)
-        .count() as u64
-}
-
 /// A buffer of `--mb` touched on `slow`, and the address of each page.
 fn place_on_slow(a: &MovePagesArgs, slow: u32) -> Result<(Region, Vec<u64>)> {
     ensure!(a.mb > 0, "--mb must be at least 1");
-    let region = Region::new(a.mb as usize * (1 << 20), false)?;
-    region.mbind(MPOL_BIND, Some(slow))?;
-    region.touch_all();
-    region.mbind(MPOL_DEFAULT, None)?;
-    let on_slow = pages_on(&region, slow);
+    let region = Region::placed_then_released(a.mb as usize * (1 << 20), false, slow)?;
+    let on_slow = region.pages_on(slow) as u64;
     let pages: Vec<u64> = (0..region.len as u64)
         .step_by(PAGE as usize)
         .map(|o| region.ptr as u64 + o)
@@ -183,7 +152,7 @@ fn via_mover(
 
 pub fn move_pages(a: &MovePagesArgs) -> Result<ExitCode> {
     let nodes = system::nodes();
-    let (slow, dram) = pick_nodes(a, &nodes)?;
+    let (slow, dram) = slow_and_dram_nodes(a.slow_node, a.dram_node, &nodes, "")?;
     let (region, pages) = place_on_slow(a, slow)?;
     let pid = std::process::id();
     let t0 = monotonic_ns();
@@ -201,7 +170,7 @@ pub fn move_pages(a: &MovePagesArgs) -> Result<ExitCode> {
         }
     };
     let secs = t_end.unwrap_or_else(monotonic_ns).saturating_sub(t0) as f64 / 1e9;
-    let on_dram = pages_on(&region, dram);
+    let on_dram = region.pages_on(dram) as u64;
     let bytes = moved * PAGE;
     let r = Result1 {
         via: a.via,
