@@ -2,7 +2,7 @@
 //! move itself, and the accounting of every page's status.
 use std::{io, sync::atomic::Ordering};
 
-use super::{exit::all_gone, retry::p_retry, Env, Mover, MAX_VERIFY, PAGE};
+use super::{exit::all_gone, Env, Mover, MAX_VERIFY, PAGE};
 use crate::{queue::Pending, sys};
 
 /// Pages of one process, by address, as taken off the queue.
@@ -165,7 +165,8 @@ impl<E: Env> Mover<E> {
     /// remembered for the final check, failed ones retried when worth it.
     fn account_moves(&mut self, pid: u32, target: u32, to_move: Batch, status: &[i32], now: u64) {
         let (mut moved, mut moved_bytes, mut failed) = (0u64, 0u64, 0u64);
-        let verify = self.moved.entry(pid).or_default();
+        // Out of the map while the loop retries pages on `self`.
+        let mut verify = self.moved.remove(&pid).unwrap_or_default();
         for ((addr, p), &s) in to_move.into_iter().zip(status) {
             if s == target as i32 {
                 // Also a page the kernel promoted itself since the fault
@@ -188,17 +189,10 @@ impl<E: Env> Mover<E> {
                 self.report.statuses.fail(-s)
             };
             if retry {
-                p_retry(
-                    &mut self.queue,
-                    &mut self.report,
-                    &self.cfg,
-                    pid,
-                    addr,
-                    p,
-                    now,
-                );
+                self.retry_or_give_up(pid, addr, p, now);
             }
         }
+        self.moved.insert(pid, verify);
         self.report.statuses.moved += moved;
         self.report.moved_bytes += moved_bytes;
         self.shared.moved_pages.fetch_add(moved, Ordering::Relaxed);
