@@ -24,8 +24,6 @@ mod exit;
 mod publish;
 mod report;
 mod retry;
-#[cfg(test)]
-mod tests;
 mod thread;
 
 use std::{
@@ -304,3 +302,6 @@ impl<E: Env> Mover<E> {
             .store(self.queue.len() as u64, Ordering::Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests;
