@@ -11,6 +11,7 @@ use std::{io::Write, process::ExitCode, sync::Arc};
 use anyhow::{ensure, Context, Result};
 use serde::Serialize;
 
+use numa_core::topology::Node;
 use numa_host::{clock::monotonic_ns, system};
 use numa_promote::{
     bucket, floor,
@@ -22,7 +23,7 @@ use numa_promote::{
 
 use crate::{
     cli::{MovePagesArgs, MoveVia},
-    workload::{Region, MPOL_BIND, MPOL_DEFAULT},
+    workload::{slow_and_dram_nodes, Region},
 };
 
 #[derive(Debug, Serialize)]
@@ -55,32 +56,11 @@ struct MoverTimes {
     verify_s: f64,
 }
 
-pub fn move_pages(a: &MovePagesArgs) -> Result<ExitCode> {
-    let nodes = system::nodes();
-    let slow = match a.slow_node {
-        Some(n) => n,
-        None => nodes
-            .iter()
-            .find(|n| n.cpus.is_empty() && n.mem_total_kb > 0)
-            .map(|n| n.id)
-            .context("no CPU-less memory node found: pass --slow-node N")?,
-    };
-    let dram = a.dram_node.unwrap_or_else(|| {
-        nodes
-            .iter()
-            .find(|n| n.cpus.contains(&0))
-            .map_or(0, |n| n.id)
-    });
+/// A buffer of `--mb` touched on `slow`, and the address of each page.
+fn place_on_slow(a: &MovePagesArgs, slow: u32) -> Result<(Region, Vec<u64>)> {
     ensure!(a.mb > 0, "--mb must be at least 1");
-    let region = Region::new(a.mb as usize * (1 << 20), false)?;
-    region.mbind(MPOL_BIND, Some(slow))?;
-    region.touch_all();
-    region.mbind(MPOL_DEFAULT, None)?;
-    let on_slow = region
-        .page_nodes()
-        .iter()
-        .filter(|&&n| n == slow as i32)
-        .count() as u64;
+    let region = Region::placed_then_released(a.mb as usize * (1 << 20), false, slow)?;
+    let on_slow = region.pages_on(slow) as u64;
     let pages: Vec<u64> = (0..region.len as u64)
         .step_by(PAGE as usize)
         .map(|o| region.ptr as u64 + o)
@@ -90,6 +70,90 @@ pub fn move_pages(a: &MovePagesArgs) -> Result<ExitCode> {
         "only {on_slow} of {} pages landed on node {slow}",
         pages.len()
     );
+    Ok((region, pages))
+}
+
+/// One move_pages call for every page: pages moved, calls made.
+fn via_baseline(pid: u32, pages: &[u64], dram: u32) -> Result<(u64, u64)> {
+    let nodes = vec![dram as i32; pages.len()];
+    let mut status = vec![i32::MIN; pages.len()];
+    sys::move_pages(pid, pages, &nodes, &mut status).context("move_pages")?;
+    Ok((
+        status.iter().filter(|&&s| s == dram as i32).count() as u64,
+        1,
+    ))
+}
+
+fn mover_config(a: &MovePagesArgs, nodes: &[Node]) -> Result<MoverConfig> {
+    Ok(MoverConfig {
+        rate_bytes_per_s: bucket::parse_rate(&a.rate_limit)
+            .context("--rate-limit: e.g. 256MiB/s or 0")?,
+        min_free: floor::MinFree::parse(&a.min_free).context("--min-free: e.g. 5% or 200MiB")?,
+        batch_ms: a.batch_ms,
+        max_retries: 3,
+        retry_backoff_ms: 200,
+        dry_run: false,
+        tier_of: system::memory_tiers()
+            .iter()
+            .flat_map(|t| t.nodes.iter().map(move |n| (*n as i32, t.id)))
+            .collect(),
+        cpus_of: nodes.iter().map(|n| (n.id, n.cpus.len() as u64)).collect(),
+    })
+}
+
+/// Promote's mover fed one request per page, stepped until idle. Returns
+/// the pages moved, the calls made, when the moving ended (the final check
+/// of where the pages are comes after) and where the time went.
+fn via_mover(
+    a: &MovePagesArgs,
+    nodes: &[Node],
+    pid: u32,
+    pages: &[u64],
+    (slow, dram): (u32, u32),
+) -> Result<(u64, u64, u64, MoverTimes)> {
+    let cfg = mover_config(a, nodes)?;
+    let shared = Arc::new(Shared::default());
+    let mut m = Mover::new(cfg, Scope::Pids([pid].into()), SysEnv, shared);
+    for &addr in pages {
+        m.push(Request {
+            pid,
+            addr,
+            src_node: slow as i32,
+            target: dram,
+            nr_pages: 1,
+            ts_ns: 0,
+        });
+    }
+    loop {
+        match m.step() {
+            Step::Worked => {}
+            Step::Idle => break,
+            Step::Wait(ns) => {
+                std::thread::sleep(std::time::Duration::from_nanos(ns.min(50_000_000)))
+            }
+        }
+    }
+    let t_end = monotonic_ns();
+    let r = m.finish();
+    let verify_s = monotonic_ns().saturating_sub(t_end) as f64 / 1e9;
+    let times = MoverTimes {
+        verify_s,
+        move_calls: r.move_calls,
+        move_s: r.move_ns as f64 / 1e9,
+        query_calls: r.query_calls,
+        query_s: r.query_ns as f64 / 1e9,
+        meminfo_reads: r.meminfo_reads,
+        batch_pages: r.batch_pages,
+        ns_per_page: r.ns_per_page,
+        fixed_ns_per_call: r.fixed_ns_per_call,
+    };
+    Ok((r.statuses.moved, r.move_calls + r.query_calls, t_end, times))
+}
+
+pub fn move_pages(a: &MovePagesArgs) -> Result<ExitCode> {
+    let nodes = system::nodes();
+    let (slow, dram) = slow_and_dram_nodes(a.slow_node, a.dram_node, &nodes, "")?;
+    let (region, pages) = place_on_slow(a, slow)?;
     let pid = std::process::id();
     let t0 = monotonic_ns();
     let mut times = None;
@@ -97,75 +161,16 @@ pub fn move_pages(a: &MovePagesArgs) -> Result<ExitCode> {
     // where they are is reported apart (`verify_s`), not timed.
     let mut t_end = None;
     let (moved, calls) = match a.via {
-        MoveVia::Baseline => {
-            let nodes = vec![dram as i32; pages.len()];
-            let mut status = vec![i32::MIN; pages.len()];
-            sys::move_pages(pid, &pages, &nodes, &mut status).context("move_pages")?;
-            (
-                status.iter().filter(|&&s| s == dram as i32).count() as u64,
-                1,
-            )
-        }
+        MoveVia::Baseline => via_baseline(pid, &pages, dram)?,
         MoveVia::Mover => {
-            let cfg = MoverConfig {
-                rate_bytes_per_s: bucket::parse_rate(&a.rate_limit)
-                    .context("--rate-limit: e.g. 256MiB/s or 0")?,
-                min_free: floor::MinFree::parse(&a.min_free)
-                    .context("--min-free: e.g. 5% or 200MiB")?,
-                batch_ms: a.batch_ms,
-                max_retries: 3,
-                retry_backoff_ms: 200,
-                dry_run: false,
-                tier_of: system::memory_tiers()
-                    .iter()
-                    .flat_map(|t| t.nodes.iter().map(move |n| (*n as i32, t.id)))
-                    .collect(),
-                cpus_of: nodes.iter().map(|n| (n.id, n.cpus.len() as u64)).collect(),
-            };
-            let shared = Arc::new(Shared::default());
-            let mut m = Mover::new(cfg, Scope::Pids([pid].into()), SysEnv, shared);
-            for &addr in &pages {
-                m.push(Request {
-                    pid,
-                    addr,
-                    src_node: slow as i32,
-                    target: dram,
-                    nr_pages: 1,
-                    ts_ns: 0,
-                });
-            }
-            loop {
-                match m.step() {
-                    Step::Worked => {}
-                    Step::Idle => break,
-                    Step::Wait(ns) => {
-                        std::thread::sleep(std::time::Duration::from_nanos(ns.min(50_000_000)))
-                    }
-                }
-            }
-            t_end = Some(monotonic_ns());
-            let r = m.finish();
-            let verify_s = monotonic_ns().saturating_sub(t_end.unwrap_or(0)) as f64 / 1e9;
-            times = Some(MoverTimes {
-                verify_s,
-                move_calls: r.move_calls,
-                move_s: r.move_ns as f64 / 1e9,
-                query_calls: r.query_calls,
-                query_s: r.query_ns as f64 / 1e9,
-                meminfo_reads: r.meminfo_reads,
-                batch_pages: r.batch_pages,
-                ns_per_page: r.ns_per_page,
-                fixed_ns_per_call: r.fixed_ns_per_call,
-            });
-            (r.statuses.moved, r.move_calls + r.query_calls)
+            let (moved, calls, end, t) = via_mover(a, &nodes, pid, &pages, (slow, dram))?;
+            t_end = Some(end);
+            times = Some(t);
+            (moved, calls)
         }
     };
     let secs = t_end.unwrap_or_else(monotonic_ns).saturating_sub(t0) as f64 / 1e9;
-    let on_dram = region
-        .page_nodes()
-        .iter()
-        .filter(|&&n| n == dram as i32)
-        .count() as u64;
+    let on_dram = region.pages_on(dram) as u64;
     let bytes = moved * PAGE;
     let r = Result1 {
         via: a.via,

@@ -14,7 +14,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use numa_core::{
-    model::policy::{self, KernelDefaults, ModelDefaults},
+    model::policy::{self, KernelDefaults, ModelDefaults, Policy},
     topology::Node,
 };
 use numa_host::{promoter_state, system};
@@ -22,7 +22,7 @@ use numa_promote::{
     bucket, floor,
     mover::{self, Mover, MoverConfig, Shared, SysEnv},
     scope::{self, Scope},
-    write_human, PromoteSink, RunFacts, Targets,
+    write_human, PromoteReport, PromoteSink, RunFacts, Targets,
 };
 
 use crate::cli::{ProbeArgs, PromoteArgs};
@@ -66,17 +66,19 @@ fn require_cap_sys_nice() -> Result<()> {
     Ok(())
 }
 
-pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
-    let scope = if !a.pids.is_empty() {
+fn scope_of(a: &PromoteArgs) -> Result<Scope> {
+    Ok(if !a.pids.is_empty() {
         Scope::pids(&a.pids)?
     } else if let Some(dir) = &a.cgroup {
         Scope::cgroup(dir)?
     } else {
         Scope::All
-    };
-    if !a.dry_run {
-        require_cap_sys_nice()?;
-    }
+    })
+}
+
+/// The nodes and where a page of each may be promoted to; an error when
+/// the system has no tiers to promote between.
+fn promotion_targets() -> Result<(Vec<Node>, Targets)> {
     let nodes = system::nodes();
     let tiers = system::memory_tiers();
     let targets = Targets::new(
@@ -90,9 +92,12 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
             tiers.len()
         );
     }
-    let cfg = config(a, &targets, &nodes)?;
+    Ok((nodes, targets))
+}
+
+fn probe_args(a: &PromoteArgs) -> ProbeArgs {
     // One pid or a cgroup: let BPF filter; several pids: filter here.
-    let probe_args = ProbeArgs {
+    ProbeArgs {
         pid: (a.pids.len() == 1).then(|| a.pids[0]),
         cgroup: a.cgroup.clone(),
         sample: 1,
@@ -102,9 +107,13 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
         bpf_stats: false,
         empty_programs: false,
         command: Vec::new(),
-    };
-    let probes = numa_probe::session::attach(&probe_args.options())?;
-    let header = numa_probe::session::header(&probes);
+    }
+}
+
+/// The model the flags ask for, with the running kernel's tunables as its
+/// defaults.
+fn policy_of(a: &PromoteArgs, probes: &numa_probe::load::Probes) -> Result<Box<dyn Policy>> {
+    let header = numa_probe::session::header(probes);
     let k = KernelDefaults::from_tunables(&header.tunables);
     let d = ModelDefaults {
         threshold: a.threshold,
@@ -113,14 +122,12 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
         window_ms: a.window_ms,
         rate_limit: None,
     };
-    let policy = policy::build(&a.model, &d, &k)?;
-    let (model, model_params) = (policy.name(), policy.params());
+    policy::build(&a.model, &d, &k)
+}
 
-    let shared = Arc::new(Shared::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = sync_channel(a.queue.max(1));
-    let mover = Mover::new(cfg.clone(), scope.clone(), SysEnv, shared.clone());
-    // `top` and `export` show the promoter through its state file.
+/// `top` and `export` show the promoter through its state file; without
+/// one the run goes on unseen by them.
+fn state_publisher(a: &PromoteArgs, scope: &Scope, model: &str) -> Option<mover::StatePublisher> {
     let state = match promoter_state::Writer::open() {
         Ok(writer) => {
             let pid = std::process::id();
@@ -132,7 +139,7 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
                     started_unix_s: promoter_state::unix_now(),
                     dry_run: a.dry_run,
                     scope: scope.describe(),
-                    model: model.clone(),
+                    model: model.to_owned(),
                     ..promoter_state::PromoterState::default()
                 },
             ))
@@ -148,6 +155,41 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
             p.writer.path.display()
         );
     }
+    state
+}
+
+fn write_report(a: &PromoteArgs, report: &PromoteReport) -> Result<()> {
+    let mut buf = Vec::new();
+    if a.json {
+        serde_json::to_writer_pretty(&mut buf, report)?;
+        writeln!(buf)?;
+    } else {
+        write_human(report, &mut buf)?;
+    }
+    match &a.output {
+        Some(p) => std::fs::write(p, &buf).with_context(|| format!("writing {}", p.display()))?,
+        None => std::io::stdout().lock().write_all(&buf)?,
+    }
+    Ok(())
+}
+
+pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
+    let scope = scope_of(a)?;
+    if !a.dry_run {
+        require_cap_sys_nice()?;
+    }
+    let (nodes, targets) = promotion_targets()?;
+    let cfg = config(a, &targets, &nodes)?;
+    let probe_args = probe_args(a);
+    let probes = numa_probe::session::attach(&probe_args.options())?;
+    let policy = policy_of(a, &probes)?;
+    let (model, model_params) = (policy.name(), policy.params());
+
+    let shared = Arc::new(Shared::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = sync_channel(a.queue.max(1));
+    let mover = Mover::new(cfg.clone(), scope.clone(), SysEnv, shared.clone());
+    let state = state_publisher(a, &scope, &model);
     let handle =
         mover::spawn(mover, rx, stop.clone(), state).context("starting the mover thread")?;
     let mut sink = PromoteSink::new(policy, scope.clone(), targets, tx, shared.clone());
@@ -182,16 +224,6 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
         },
         mover_report,
     );
-    let mut buf = Vec::new();
-    if a.json {
-        serde_json::to_writer_pretty(&mut buf, &report)?;
-        writeln!(buf)?;
-    } else {
-        write_human(&report, &mut buf)?;
-    }
-    match &a.output {
-        Some(p) => std::fs::write(p, &buf).with_context(|| format!("writing {}", p.display()))?,
-        None => std::io::stdout().lock().write_all(&buf)?,
-    }
+    write_report(a, &report)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -13,9 +13,12 @@ use std::{
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
+use numa_core::topology::Node;
+
 use crate::{cli::HotChunksArgs, rng::Rng, system};
 
 const PAGE: usize = 4096;
+const MIB: usize = 1 << 20;
 pub(crate) const MPOL_DEFAULT: libc::c_long = 0;
 pub(crate) const MPOL_BIND: libc::c_long = 2;
 
@@ -90,6 +93,25 @@ impl Region {
         }
     }
 
+    /// A mapping of `len` bytes placed on `node` and touched there, then
+    /// with its policy reset to the default so NUMA balancing (or a
+    /// move_pages call) may move it.
+    pub(crate) fn placed_then_released(len: usize, thp: bool, node: u32) -> Result<Self> {
+        let r = Region::new(len, thp)?;
+        r.mbind(MPOL_BIND, Some(node))?;
+        r.touch_all();
+        r.mbind(MPOL_DEFAULT, None)?;
+        Ok(r)
+    }
+
+    /// Pages of the mapping on `node`.
+    pub(crate) fn pages_on(&self, node: u32) -> usize {
+        self.page_nodes()
+            .iter()
+            .filter(|&&n| n == node as i32)
+            .count()
+    }
+
     /// Node of each page (move_pages with null nodes = query).
     pub(crate) fn page_nodes(&self) -> Vec<i32> {
         let pages: Vec<*mut libc::c_void> = (0..self.len)
@@ -157,77 +179,67 @@ fn cpu_times_ms() -> (f64, f64) {
     (ms(ru.ru_utime), ms(ru.ru_stime))
 }
 
-pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
-    // Show up as "hot-chunks" in top/ps, not as another numatrace.
-    // SAFETY: PR_SET_NAME with a NUL-terminated buffer of <= 16 bytes.
-    unsafe { libc::prctl(libc::PR_SET_NAME, c"hot-chunks".as_ptr()) };
-    let nodes = system::nodes();
-    let slow_node = match a.slow_node {
+/// The slow node (`slow`, or the first CPU-less node with memory) and the
+/// DRAM node (`dram`, or CPU 0's node); `hint` ends the error message when
+/// there is no slow node.
+pub(crate) fn slow_and_dram_nodes(
+    slow: Option<u32>,
+    dram: Option<u32>,
+    nodes: &[Node],
+    hint: &str,
+) -> Result<(u32, u32)> {
+    let slow = match slow {
         Some(n) => n,
         None => nodes
             .iter()
             .find(|n| n.cpus.is_empty() && n.mem_total_kb > 0)
             .map(|n| n.id)
-            .context(
-                "no CPU-less memory node found: pass --slow-node N (see `numatrace doctor`)",
-            )?,
+            .with_context(|| format!("no CPU-less memory node found: pass --slow-node N{hint}"))?,
     };
-    let dram_node = a.dram_node.unwrap_or_else(|| {
+    let dram = dram.unwrap_or_else(|| {
         nodes
             .iter()
             .find(|n| n.cpus.contains(&0))
             .map_or(0, |n| n.id)
     });
-    if a.slow_mb > 0 && (a.chunk_mb == 0 || a.slow_mb < a.chunk_mb) {
-        bail!("--chunk-mb must be between 1 and --slow-mb ({})", a.slow_mb);
-    }
-    let mb = 1 << 20;
-    let _dram = if a.dram_mb > 0 {
-        let r = Region::new(a.dram_mb as usize * mb, a.thp)?;
-        r.mbind(MPOL_BIND, Some(dram_node))?;
-        r.touch_all();
-        Some(r)
-    } else {
-        None
-    };
-    if a.slow_mb == 0 {
-        // DRAM filler only: hold the memory idle for the duration.
-        std::thread::sleep(Duration::from_secs_f64(a.duration));
-        writeln!(
-            std::io::stdout(),
-            "{{\"dram_mb\":{},\"dram_node\":{dram_node}}}",
-            a.dram_mb
-        )?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let slow = Region::new(a.slow_mb as usize * mb, a.thp)?;
-    slow.mbind(MPOL_BIND, Some(slow_node))?;
-    slow.touch_all();
-    slow.mbind(MPOL_DEFAULT, None)?;
-    let at_start = slow
-        .page_nodes()
-        .iter()
-        .filter(|&&n| n == slow_node as i32)
-        .count();
+    Ok((slow, dram))
+}
 
-    let chunk_pages = (a.chunk_mb as usize * mb) / PAGE;
-    let chunks = a.slow_mb / a.chunk_mb;
-    let mut rng = Rng::new(a.seed);
-    let (user0, sys0) = cpu_times_ms();
-    let faults0 = system::vmstat()
+/// System-wide NUMA hint faults so far.
+fn hint_faults() -> u64 {
+    system::vmstat()
         .get("numa_hint_faults")
         .copied()
-        .unwrap_or(0);
-    let start = Instant::now();
+        .unwrap_or(0)
+}
+
+/// The DRAM filler, touched on `dram_node`, when `--dram-mb` asks for one.
+fn dram_filler(a: &HotChunksArgs, dram_node: u32) -> Result<Option<Region>> {
+    if a.dram_mb == 0 {
+        return Ok(None);
+    }
+    let r = Region::new(a.dram_mb as usize * MIB, a.thp)?;
+    r.mbind(MPOL_BIND, Some(dram_node))?;
+    r.touch_all();
+    Ok(Some(r))
+}
+
+/// What the access phase did.
+struct Accessed {
+    visits: u64,
+    accesses: u64,
+    busy: Duration,
+}
+
+/// Random accesses to random chunks of `slow` until `--duration` (or, with
+/// `--min-faults`, until that many hint faults or `--max-duration`).
+fn access_chunks(a: &HotChunksArgs, slow: &Region, start: Instant, faults0: u64) -> Accessed {
+    let chunk_pages = (a.chunk_mb as usize * MIB) / PAGE;
+    let chunks = a.slow_mb / a.chunk_mb;
+    let mut rng = Rng::new(a.seed);
     let deadline = start + Duration::from_secs_f64(a.duration);
     let hard_deadline = start + Duration::from_secs_f64(a.max_duration.max(a.duration));
-    let faults_so_far = || {
-        system::vmstat()
-            .get("numa_hint_faults")
-            .copied()
-            .unwrap_or(0)
-            .saturating_sub(faults0)
-    };
+    let faults_so_far = || hint_faults().saturating_sub(faults0);
     let (mut visits, mut accesses, mut busy) = (0u64, 0u64, Duration::ZERO);
     loop {
         let now = Instant::now();
@@ -253,16 +265,58 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
             std::thread::sleep(Duration::from_millis(a.idle_ms));
         }
     }
+    Accessed {
+        visits,
+        accesses,
+        busy,
+    }
+}
+
+fn write_summary(a: &HotChunksArgs, summary: &Summary) -> Result<()> {
+    let json = serde_json::to_string(summary)?;
+    match &a.summary {
+        Some(path) => {
+            std::fs::write(path, &json).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => writeln!(std::io::stdout(), "{json}")?,
+    }
+    Ok(())
+}
+
+pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
+    // Show up as "hot-chunks" in top/ps, not as another numatrace.
+    // SAFETY: PR_SET_NAME with a NUL-terminated buffer of <= 16 bytes.
+    unsafe { libc::prctl(libc::PR_SET_NAME, c"hot-chunks".as_ptr()) };
+    let (slow_node, dram_node) = slow_and_dram_nodes(
+        a.slow_node,
+        a.dram_node,
+        &system::nodes(),
+        " (see `numatrace doctor`)",
+    )?;
+    if a.slow_mb > 0 && (a.chunk_mb == 0 || a.slow_mb < a.chunk_mb) {
+        bail!("--chunk-mb must be between 1 and --slow-mb ({})", a.slow_mb);
+    }
+    let _dram = dram_filler(a, dram_node)?;
+    if a.slow_mb == 0 {
+        // DRAM filler only: hold the memory idle for the duration.
+        std::thread::sleep(Duration::from_secs_f64(a.duration));
+        writeln!(
+            std::io::stdout(),
+            "{{\"dram_mb\":{},\"dram_node\":{dram_node}}}",
+            a.dram_mb
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let slow = Region::placed_then_released(a.slow_mb as usize * MIB, a.thp, slow_node)?;
+    let at_start = slow.pages_on(slow_node);
+
+    let (user0, sys0) = cpu_times_ms();
+    let faults0 = hint_faults();
+    let start = Instant::now();
+    let done = access_chunks(a, &slow, start, faults0);
     let (user1, sys1) = cpu_times_ms();
-    let faults1 = system::vmstat()
-        .get("numa_hint_faults")
-        .copied()
-        .unwrap_or(0);
-    let at_end = slow
-        .page_nodes()
-        .iter()
-        .filter(|&&n| n == dram_node as i32)
-        .count();
+    let faults1 = hint_faults();
+    let at_end = slow.pages_on(dram_node);
     let summary = Summary {
         pid: std::process::id(),
         slow_node,
@@ -270,20 +324,14 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
         slow_pages: slow.len / PAGE,
         slow_pages_on_slow_node_at_start: at_start,
         slow_pages_on_dram_node_at_end: at_end,
-        chunk_visits: visits,
-        accesses,
+        chunk_visits: done.visits,
+        accesses: done.accesses,
         elapsed_s: start.elapsed().as_secs_f64(),
-        score_us: busy.as_micros() as u64,
+        score_us: done.busy.as_micros() as u64,
         user_ms: user1 - user0,
         sys_ms: sys1 - sys0,
         numa_hint_faults: faults1.saturating_sub(faults0),
     };
-    let json = serde_json::to_string(&summary)?;
-    match &a.summary {
-        Some(path) => {
-            std::fs::write(path, &json).with_context(|| format!("writing {}", path.display()))?
-        }
-        None => writeln!(std::io::stdout(), "{json}")?,
-    }
+    write_summary(a, &summary)?;
     Ok(ExitCode::SUCCESS)
 }

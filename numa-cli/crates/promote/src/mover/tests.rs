@@ -1,0 +1,444 @@
+use std::{
+    cell::{Cell, RefCell},
+    collections::HashMap,
+    io,
+    rc::Rc,
+};
+
+use super::*;
+use crate::sys::{fake, Syscall};
+
+/// A kernel with one DRAM node 0 (tier 4) and slow node 1 (tier 22).
+#[derive(Default)]
+struct Kernel {
+    /// (pid, addr) -> node
+    pages: HashMap<(u32, u64), i32>,
+    /// (pid, addr) -> errno the move reports for the page
+    errors: HashMap<(u32, u64), i32>,
+    alive: Vec<u32>,
+    moves: Vec<(u32, usize)>,
+    /// Abort a move after this many pages (positive return).
+    abort_after: Option<usize>,
+    /// Killed, its memory released, its pid not yet gone.
+    exiting: Vec<u32>,
+    /// In do_exit, unmapping: every page of a call is EFAULT.
+    unmapping: Vec<u32>,
+    /// Every call fails with EINVAL.
+    einval: bool,
+}
+
+struct World {
+    kernel: Rc<RefCell<Kernel>>,
+    now: Rc<Cell<u64>>,
+    free_kb: Rc<Cell<u64>>,
+}
+
+struct FakeEnv {
+    now: Rc<Cell<u64>>,
+    free_kb: Rc<Cell<u64>>,
+    kernel: Rc<RefCell<Kernel>>,
+}
+
+impl Env for FakeEnv {
+    fn now_ns(&self) -> u64 {
+        self.now.get()
+    }
+    fn node_meminfo(&self, node: u32) -> Option<(u64, u64)> {
+        let _ = node;
+        Some((self.free_kb.get(), 1 << 20))
+    }
+    fn process_has_no_memory(&self, pid: u32) -> bool {
+        let k = self.kernel.borrow();
+        k.exiting.contains(&pid) || k.unmapping.contains(&pid)
+    }
+}
+
+fn cfg() -> MoverConfig {
+    MoverConfig {
+        rate_bytes_per_s: 0,
+        min_free: MinFree::Bytes(100 << 20),
+        batch_ms: 20.0,
+        max_retries: 2,
+        retry_backoff_ms: 10,
+        dry_run: false,
+        tier_of: [(0, 4), (1, 22), (2, 4)].into_iter().collect(),
+        cpus_of: [(0, 1)].into_iter().collect(),
+    }
+}
+
+/// Installs the fake kernel on this thread; 10 us per page moved.
+fn world(free_kb: u64) -> World {
+    let kernel = Rc::new(RefCell::new(Kernel::default()));
+    let now = Rc::new(Cell::new(1_000_000_000));
+    let free = Rc::new(Cell::new(free_kb));
+    let (k, n, f) = (kernel.clone(), now.clone(), free.clone());
+    fake::set(move |call| {
+        let Syscall::MovePages {
+            pid,
+            pages,
+            nodes,
+            status,
+            ..
+        } = call;
+        let mut k = k.borrow_mut();
+        if !k.alive.contains(pid) {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        if k.exiting.contains(pid) || k.einval {
+            // No mm (being killed), or a bad call.
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        if k.unmapping.contains(pid) {
+            status.iter_mut().for_each(|s| *s = -libc::EFAULT);
+            return Ok(0);
+        }
+        let Some(nodes) = nodes else {
+            for (a, s) in pages.iter().zip(status.iter_mut()) {
+                *s = k.pages.get(&(*pid, *a)).copied().unwrap_or(-libc::EFAULT);
+            }
+            return Ok(0);
+        };
+        k.moves.push((*pid, pages.len()));
+        n.set(n.get() + pages.len() as u64 * 10_000);
+        for (i, (a, s)) in pages.iter().zip(status.iter_mut()).enumerate() {
+            if k.abort_after.is_some_and(|m| i >= m) {
+                return Ok((pages.len() - i) as i64);
+            }
+            if let Some(e) = k.errors.get(&(*pid, *a)) {
+                *s = -e;
+                continue;
+            }
+            if !k.pages.contains_key(&(*pid, *a)) {
+                *s = -libc::EFAULT;
+                continue;
+            }
+            k.pages.insert((*pid, *a), nodes[i]);
+            f.set(f.get() - 4);
+            *s = nodes[i];
+        }
+        Ok(0)
+    });
+    World {
+        kernel,
+        now,
+        free_kb: free,
+    }
+}
+
+fn mover(w: &World, cfg: MoverConfig, scope: &[u32]) -> Mover<FakeEnv> {
+    Mover::new(
+        cfg,
+        Scope::Pids(scope.iter().copied().collect()),
+        FakeEnv {
+            now: w.now.clone(),
+            free_kb: w.free_kb.clone(),
+            kernel: w.kernel.clone(),
+        },
+        Arc::new(Shared::default()),
+    )
+}
+
+fn req(pid: u32, page: u64) -> Request {
+    Request {
+        pid,
+        addr: page * PAGE,
+        src_node: 1,
+        target: 0,
+        nr_pages: 1,
+        ts_ns: 0,
+    }
+}
+
+/// Steps until idle (time jumps over waits); at most `max` steps.
+fn run(m: &mut Mover<FakeEnv>, now: &Rc<Cell<u64>>, max: usize) -> Vec<Step> {
+    let mut steps = Vec::new();
+    for _ in 0..max {
+        let s = m.step();
+        steps.push(s);
+        match s {
+            Step::Idle => break,
+            Step::Wait(ns) => now.set(now.get() + ns),
+            Step::Worked => {}
+        }
+    }
+    steps
+}
+
+fn slow_pages(w: &World, pid: u32, pages: std::ops::Range<u64>) {
+    let mut k = w.kernel.borrow_mut();
+    if !k.alive.contains(&pid) {
+        k.alive.push(pid);
+    }
+    for p in pages {
+        k.pages.insert((pid, p * PAGE), 1);
+    }
+}
+
+#[test]
+fn statuses_are_accounted_per_page() {
+    let w = world(1 << 20);
+    slow_pages(&w, 7, 0..10);
+    {
+        let mut k = w.kernel.borrow_mut();
+        k.pages.insert((7, 2 * PAGE), 0); // already on DRAM
+        k.pages.insert((7, 3 * PAGE), 2); // another top-tier node
+        k.pages.remove(&(7, 4 * PAGE)); // unmapped: EFAULT at query
+        k.errors.insert((7, 5 * PAGE), libc::EBUSY);
+        k.errors.insert((7, 6 * PAGE), libc::ENOMEM);
+        k.errors.insert((7, 7 * PAGE), libc::EACCES);
+        k.errors.insert((7, 8 * PAGE), libc::ENOENT);
+        k.errors.insert((7, 9 * PAGE), libc::EIO);
+    }
+    let mut m = mover(&w, cfg(), &[7]);
+    for p in 0..10 {
+        m.push(req(7, p));
+    }
+    m.push(req(7, 0)); // duplicate
+    run(&mut m, &w.now, 100);
+    let r = m.finish();
+    fake::clear();
+    let s = &r.statuses;
+    assert_eq!(s.moved, 2, "pages 0 and 1");
+    assert_eq!(s.already_on_target, 2);
+    assert_eq!(s.efault, 1);
+    // EBUSY, ENOMEM and EIO are retried twice after the first try.
+    assert_eq!((s.ebusy, s.enomem, s.other), (3, 3, 3));
+    assert_eq!((s.eacces, s.enoent), (1, 1));
+    assert_eq!(r.gave_up, 3);
+    assert_eq!(r.queue.coalesced, 1);
+    assert_eq!(r.per_process[&7].moved, 2);
+    assert_eq!(r.moved_bytes, 2 * PAGE);
+    assert_eq!(r.verify.on_target, 2);
+    assert_eq!(r.left_in_queue, 0);
+}
+
+#[test]
+fn aborted_calls_leave_pages_for_retry() {
+    let w = world(1 << 20);
+    slow_pages(&w, 7, 0..4);
+    w.kernel.borrow_mut().abort_after = Some(2);
+    let mut m = mover(&w, cfg(), &[7]);
+    (0..4).for_each(|p| m.push(req(7, p)));
+    assert_eq!(m.step(), Step::Worked);
+    w.kernel.borrow_mut().abort_after = None;
+    run(&mut m, &w.now, 100);
+    let r = m.finish();
+    fake::clear();
+    assert_eq!(r.statuses.not_migrated, 2);
+    assert_eq!(r.statuses.moved, 4);
+    assert_eq!(r.gave_up, 0);
+}
+
+#[test]
+fn free_floor_is_never_crossed() {
+    // 100 MiB floor + 500 KiB drift margin; 2 MiB of headroom = 512 pages.
+    let floor_kb = 100 << 10;
+    let w = world(floor_kb + 500 + 2048);
+    slow_pages(&w, 7, 0..5000);
+    let mut m = mover(&w, cfg(), &[7]);
+    (0..5000).for_each(|p| m.push(req(7, p)));
+    let steps = run(&mut m, &w.now, 200);
+    assert!(
+        steps.contains(&Step::Wait(100_000_000)),
+        "waits at the floor"
+    );
+    assert!(w.free_kb.get() >= floor_kb + 500, "{}", w.free_kb.get());
+    let r = m.finish();
+    fake::clear();
+    assert_eq!(r.statuses.moved, 512);
+    assert!(r.floor_waits > 0);
+    assert_eq!(r.min_headroom_kb[&0], 0);
+    assert_eq!(r.left_in_queue, 5000 - 512);
+}
+
+#[test]
+fn rate_limit_spaces_the_batches() {
+    let w = world(1 << 30);
+    slow_pages(&w, 7, 0..2560);
+    let mut c = cfg();
+    c.rate_bytes_per_s = 1 << 20; // 256 pages/s, burst 25 pages
+    let mut m = mover(&w, c, &[7]);
+    (0..2560).for_each(|p| m.push(req(7, p)));
+    let t0 = w.now.get();
+    run(&mut m, &w.now, 10_000);
+    let secs = (w.now.get() - t0) as f64 / 1e9;
+    let r = m.finish();
+    fake::clear();
+    assert_eq!(r.statuses.moved, 2560);
+    // 10 MiB at 1 MiB/s, minus the initial burst.
+    assert!((9.0..10.5).contains(&secs), "{secs} s");
+    assert!(r.rate_waits > 0);
+}
+
+#[test]
+fn batches_adapt_to_the_target_time() {
+    let w = world(1 << 30);
+    slow_pages(&w, 7, 0..20_000);
+    let mut m = mover(&w, cfg(), &[7]);
+    (0..20_000).for_each(|p| m.push(req(7, p)));
+    run(&mut m, &w.now, 1000);
+    let sizes: Vec<usize> = w.kernel.borrow().moves.iter().map(|(_, n)| *n).collect();
+    let r = m.finish();
+    fake::clear();
+    assert_eq!(sizes[0], crate::batch::INITIAL_PAGES);
+    // 10 us per page in the fake: 20 ms = 2000 pages.
+    assert!(sizes.iter().all(|&n| n <= 2000), "{sizes:?}");
+    assert!(sizes.contains(&2000), "{sizes:?}");
+    assert_eq!(r.statuses.moved, 20_000);
+    // Far above the floor, one meminfo reading serves its 200 ms.
+    assert!(r.move_calls >= 10, "{}", r.move_calls);
+    assert!(r.meminfo_reads <= 2, "{} reads", r.meminfo_reads);
+}
+
+#[test]
+fn sole_top_tier_target_moves_without_a_query() {
+    let w = world(1 << 20);
+    slow_pages(&w, 7, 0..10);
+    {
+        let mut k = w.kernel.borrow_mut();
+        k.pages.insert((7, 2 * PAGE), 0); // the kernel promoted it since
+        k.pages.remove(&(7, 4 * PAGE)); // unmapped since
+        k.errors.insert((7, 5 * PAGE), libc::EBUSY);
+    }
+    let mut c = cfg();
+    c.tier_of = [(0, 4), (1, 22)].into_iter().collect();
+    let mut m = mover(&w, c, &[7]);
+    (0..10).for_each(|p| m.push(req(7, p)));
+    run(&mut m, &w.now, 100);
+    let r = m.finish();
+    fake::clear();
+    assert_eq!(r.query_calls, 0, "no location query before the moves");
+    // The move's statuses: on node 0 (moved, or there already), gone, busy.
+    assert_eq!(r.statuses.moved, 8);
+    assert_eq!(r.statuses.efault, 1);
+    assert_eq!(r.statuses.ebusy, 3, "tried 1 + 2 retries");
+    assert_eq!(r.gave_up, 1);
+    assert_eq!(r.verify.on_target, 8);
+    let k = w.kernel.borrow();
+    assert!(k.pages.iter().all(|((_, a), n)| *n == 0 || *a == 5 * PAGE));
+    assert_eq!(k.moves.iter().map(|(_, n)| n).sum::<usize>(), 10 + 2);
+    // With two top-tier nodes every batch is queried first.
+    assert!(sole_top_nodes(&cfg().tier_of).is_empty());
+    assert_eq!(
+        sole_top_nodes(&[(0, 4), (1, 22), (2, 22)].into_iter().collect()),
+        [0].into()
+    );
+}
+
+#[test]
+fn exited_process_is_dropped_quietly() {
+    let w = world(1 << 20);
+    slow_pages(&w, 7, 0..10);
+    slow_pages(&w, 8, 0..10);
+    let mut m = mover(&w, cfg(), &[7, 8]);
+    (0..10).for_each(|p| m.push(req(8, p)));
+    (0..5).for_each(|p| m.push(req(7, p)));
+    w.kernel.borrow_mut().alive.retain(|p| *p != 8);
+    run(&mut m, &w.now, 100);
+    m.push(req(8, 11)); // late request of the dead process
+    run(&mut m, &w.now, 100);
+    let r = m.finish();
+    fake::clear();
+    assert_eq!(r.processes_exited, 1);
+    assert_eq!(r.dropped_exited, 10);
+    assert!(r.per_process[&8].exited);
+    assert_eq!(r.statuses.moved, 5);
+    assert_eq!(r.statuses.failures(), 0, "ESRCH is not a page failure");
+}
+
+#[test]
+fn a_killed_process_without_memory_is_dropped_not_failed() {
+    let w = world(1 << 20);
+    slow_pages(&w, 7, 0..10);
+    slow_pages(&w, 8, 0..10);
+    let mut c = cfg();
+    c.tier_of = [(0, 4), (1, 22)].into_iter().collect();
+    let mut m = mover(&w, c, &[7, 8]);
+    (0..10).for_each(|p| m.push(req(8, p)));
+    (0..5).for_each(|p| m.push(req(7, p)));
+    // 8 was SIGKILLed: its mm is gone, its pid not yet.
+    w.kernel.borrow_mut().exiting.push(8);
+    run(&mut m, &w.now, 100);
+    let r = m.finish();
+    assert_eq!(r.processes_exited, 1);
+    assert_eq!(r.dropped_exited, 10);
+    assert!(r.per_process[&8].exited);
+    assert_eq!(r.statuses.failures(), 0, "not page failures");
+    assert_eq!(r.statuses.moved, 5);
+    // 8 in do_exit, unmapping: every page EFAULT, also dropped as exited.
+    let mut m = mover(&w, cfg(), &[7, 8]);
+    w.kernel.borrow_mut().exiting.clear();
+    w.kernel.borrow_mut().unmapping.push(8);
+    (0..10).for_each(|p| m.push(req(8, p)));
+    run(&mut m, &w.now, 100);
+    let r = m.finish();
+    assert_eq!(r.processes_exited, 1);
+    assert_eq!(r.dropped_exited, 10);
+    assert_eq!(r.statuses.failures(), 0, "unmapping pages are not failures");
+    w.kernel.borrow_mut().unmapping.clear();
+    // EINVAL from a process that still has its memory is a failure.
+    w.kernel.borrow_mut().einval = true;
+    let mut m = mover(&w, cfg(), &[7]);
+    m.push(req(7, 6));
+    run(&mut m, &w.now, 100);
+    let r = m.finish();
+    fake::clear();
+    assert_eq!(r.processes_exited, 0);
+    assert_eq!(r.statuses.other, 3, "tried 1 + 2 retries");
+    assert_eq!(r.gave_up, 1);
+}
+
+#[test]
+fn exiting_flag_from_proc_stat() {
+    let line = |flags: u64| format!("42 (a (b) c) R 1 42 42 0 -1 {flags} 0 0 0 0");
+    assert!(super::exit::stat_says_exiting(&line(0x404044)));
+    assert!(!super::exit::stat_says_exiting(&line(0x400040)));
+    assert!(!super::exit::stat_says_exiting("garbage"));
+    assert!(super::exit::all_gone(&[-libc::EFAULT, -libc::ENOENT]));
+    assert!(!super::exit::all_gone(&[-libc::EFAULT, 0]));
+    assert!(!super::exit::all_gone(&[]));
+}
+
+#[test]
+fn out_of_scope_and_dry_run_move_nothing() {
+    let w = world(1 << 20);
+    slow_pages(&w, 9, 0..10);
+    let mut m = mover(&w, cfg(), &[7]);
+    (0..10).for_each(|p| m.push(req(9, p)));
+    run(&mut m, &w.now, 10);
+    let r = m.finish();
+    assert_eq!(r.dropped_out_of_scope, 10);
+    let mut c = cfg();
+    c.dry_run = true;
+    let mut m = mover(&w, c, &[9]);
+    (0..10).for_each(|p| m.push(req(9, p)));
+    m.push(req(9, 3));
+    run(&mut m, &w.now, 10);
+    let r = m.finish();
+    assert_eq!(r.would_move_pages, 10);
+    assert_eq!(r.would_move_bytes, 10 * PAGE);
+    assert_eq!(r.per_process[&9].would_move, 10);
+    assert!(w.kernel.borrow().moves.is_empty(), "no move_pages call");
+    fake::clear();
+}
+
+#[test]
+fn never_to_a_lower_or_equal_tier() {
+    let w = world(1 << 20);
+    slow_pages(&w, 7, 0..2);
+    let mut m = mover(&w, cfg(), &[7]);
+    // Target node 1 (slow) for a page that is on node 0 and one on node 1.
+    w.kernel.borrow_mut().pages.insert((7, 0), 0);
+    let mut r0 = req(7, 0);
+    r0.target = 1;
+    let mut r1 = req(7, 1);
+    r1.target = 1;
+    m.push(r0);
+    m.push(r1);
+    run(&mut m, &w.now, 10);
+    let r = m.finish();
+    fake::clear();
+    assert_eq!(r.statuses.moved, 0);
+    assert_eq!(r.statuses.already_on_target, 2);
+    assert!(w.kernel.borrow().moves.is_empty());
+}
