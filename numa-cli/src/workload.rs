@@ -1,4 +1,4 @@
-//! `numatrace workload hot-chunks`: the seeds' microbenchmark, so that the
+//! `numatrace workload hot-chunks`: the pghot RFC's microbenchmark, so that the
 //! test bed (and a user on an emulated CXL box) has a workload that makes
 //! the kernel's latency threshold reject hot pages.
 //!
@@ -15,7 +15,9 @@ use serde::Serialize;
 
 use numa_core::topology::Node;
 
-use crate::{cli::HotChunksArgs, rng::Rng, system};
+use crate::cli::HotChunksArgs;
+use numa_core::rng::Rng;
+use numa_host::system;
 
 const PAGE: usize = 4096;
 const MIB: usize = 1 << 20;
@@ -159,7 +161,7 @@ struct Summary {
     chunk_visits: u64,
     accesses: u64,
     elapsed_s: f64,
-    /// Microseconds spent accessing (idle gaps excluded): the seeds' "score".
+    /// Microseconds spent accessing (idle gaps excluded): the RFC's "score".
     score_us: u64,
     /// CPU time of the access phase: system time is where hint faults
     /// (and any probe on them) are paid.

@@ -35,6 +35,7 @@ use numa_core::{
         policy::{FaultView, Policy},
         scans::ScanIndex,
         shadow::Agreement,
+        window::Window,
     },
     sink::Sink,
     topology::{MemoryTier, Node},
@@ -134,8 +135,7 @@ pub struct PromoteSink {
     targets: Targets,
     tx: Option<SyncSender<Request>>,
     shared: Arc<Shared>,
-    first: Option<Snapshot>,
-    last: Option<Snapshot>,
+    window: Window,
     pub counts: SinkCounts,
     procs: BTreeMap<u32, ProcRow>,
 }
@@ -175,8 +175,7 @@ impl PromoteSink {
             targets,
             tx: Some(tx),
             shared,
-            first: None,
-            last: None,
+            window: Window::default(),
             counts: SinkCounts::default(),
             procs: BTreeMap::new(),
         }
@@ -273,7 +272,7 @@ impl Sink for PromoteSink {
     fn event(&mut self, ev: &Event) -> Result<()> {
         let ts = ev.ts_ns();
         // The same window as the vmstat delta: nothing before the first snapshot.
-        if self.first.as_ref().is_some_and(|s| ts < s.ts_ns) {
+        if self.window.first().is_some_and(|s| ts < s.ts_ns) {
             return Ok(());
         }
         match ev {
@@ -285,10 +284,7 @@ impl Sink for PromoteSink {
     }
 
     fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
-        if self.first.is_none() {
-            self.first = Some(s.clone());
-        }
-        self.last = Some(s.clone());
+        self.window.push(s);
         Ok(())
     }
 }
@@ -344,11 +340,7 @@ impl PromoteSink {
     /// The run's report: the sink's counts over its snapshot window, the
     /// mover's per-process moves and the kernel's own promotions meanwhile.
     pub fn report(&self, facts: RunFacts, mover_report: MoverReport) -> PromoteReport {
-        let window_ns = match (&self.first, &self.last) {
-            (Some(a), Some(b)) => b.ts_ns.saturating_sub(a.ts_ns),
-            _ => 0,
-        };
-        let duration_s = window_ns as f64 / 1e9;
+        let duration_s = self.window.span_ns() as f64 / 1e9;
         let mut processes: Vec<ProcRow> = self.procs.values().cloned().collect();
         for p in &mut processes {
             if let Some(m) = mover_report.per_process.get(&p.pid) {
@@ -387,37 +379,16 @@ impl PromoteSink {
             rate_needed_mib_per_s: mib(mover_report.would_move_bytes, duration_s),
             peak_rate_needed_mib_per_s: mover_report.would_move_peak_bytes_per_s as f64
                 / (1u64 << 20) as f64,
-            kernel_pgpromote_success: vm_delta(
-                self.first.as_ref(),
-                self.last.as_ref(),
-                &["pgpromote_success"],
-            ),
-            kernel_pgdemote: vm_delta(
-                self.first.as_ref(),
-                self.last.as_ref(),
-                &["pgdemote_kswapd", "pgdemote_direct", "pgdemote_khugepaged"],
-            ),
+            kernel_pgpromote_success: self.window.vmstat(&["pgpromote_success"]),
+            kernel_pgdemote: self.window.vmstat(&[
+                "pgdemote_kswapd",
+                "pgdemote_direct",
+                "pgdemote_khugepaged",
+            ]),
             mover: mover_report,
             processes,
         }
     }
-}
-
-/// A counter missing from the first snapshot counts from zero here;
-/// `numa_core::topology::vmstat_delta` would leave it out.
-fn vm_delta(first: Option<&Snapshot>, last: Option<&Snapshot>, keys: &[&str]) -> u64 {
-    let (Some(a), Some(b)) = (first, last) else {
-        return 0;
-    };
-    keys.iter()
-        .map(|k| {
-            b.vmstat
-                .get(*k)
-                .copied()
-                .unwrap_or(0)
-                .saturating_sub(a.vmstat.get(*k).copied().unwrap_or(0))
-        })
-        .sum()
 }
 
 fn mib(bytes: u64) -> f64 {

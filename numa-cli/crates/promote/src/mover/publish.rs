@@ -74,8 +74,7 @@ impl StatePublisher {
         if let Err(e) = self.writer.publish(&mut self.base) {
             if !self.warned {
                 eprintln!(
-                    "numatrace: warning: cannot publish the promoter state to {}: {e} (top and export will not show it)",
-                    self.writer.path.display()
+                    "numatrace: warning: cannot publish the promoter state: {e} (top and export will not show it)"
                 );
                 self.warned = true;
             }
