@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, fmt::Write as _, path::Path, process::ExitCode}
 
 use anyhow::{Context, Result};
 use numa_ebpf_common::{fault_flags as ff, Outcome, OUTCOMES};
-use plotters::prelude::*;
+use plotters::{coord::Shift, prelude::*};
 
 use numa_core::sink::Sink;
 use numa_source::Source;
@@ -55,6 +55,43 @@ fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow::anyhow!("drawing a chart: {e:?}")
 }
 
+/// Draws one chart into a white SVG of `size`; `draw` builds and fills it.
+fn svg_chart(
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<()>,
+) -> Result<Svg> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        draw(&root)?;
+        root.present().map_err(plot_err)?;
+    }
+    Ok(svg)
+}
+
+/// The legend box every chart shares.
+fn draw_legend<'a, 'b: 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
+) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_err)
+}
+
+/// Legend mark of a bar series: a filled square.
+fn box_legend(color: RGBColor) -> impl Fn((i32, i32)) -> Rectangle<(i32, i32)> {
+    move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
+}
+
+/// Legend mark of a line series: a short line.
+fn line_legend(color: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color)
+}
+
 const COLORS: [RGBColor; OUTCOMES] = [
     RGBColor(44, 160, 44),
     RGBColor(152, 223, 138),
@@ -75,11 +112,8 @@ fn stacked_hist(title: &str, x_desc: &str, hists: &[Log2Hist; OUTCOMES], unit: f
     let first = all.buckets.iter().position(|c| *c > 0).unwrap_or(0);
     let last = all.buckets.iter().rposition(|c| *c > 0).unwrap_or(0);
     let max = all.buckets.iter().copied().max().unwrap_or(0).max(1);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 380)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
+    svg_chart((900, 380), |root| {
+        let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(48)
@@ -120,19 +154,10 @@ fn stacked_hist(title: &str, x_desc: &str, hists: &[Log2Hist; OUTCOMES], unit: f
                 .draw_series(bars)
                 .map_err(plot_err)?
                 .label(o.name())
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
-                });
+                .legend(box_legend(color));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
+        draw_legend(&mut chart)
+    })
 }
 
 fn format_bound(v: f64) -> String {
@@ -157,11 +182,8 @@ fn threshold_chart(t: &ThresholdTimeline, hot_ms: u64) -> Result<Svg> {
         .unwrap_or(0)
         .max(hot_ms as u32)
         .max(1);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 320)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
+    svg_chart((900, 320), |root| {
+        let mut chart = ChartBuilder::on(root)
             .caption("kernel promotion threshold over time", ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(40)
@@ -181,7 +203,7 @@ fn threshold_chart(t: &ThresholdTimeline, hot_ms: u64) -> Result<Svg> {
             ))
             .map_err(plot_err)?
             .label("threshold used (nbp_threshold or hot_threshold_ms)")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED));
+            .legend(line_legend(RED));
         chart
             .draw_series(LineSeries::new(
                 [(0, hot_ms as u32), (last_s + 1, hot_ms as u32)],
@@ -189,16 +211,9 @@ fn threshold_chart(t: &ThresholdTimeline, hot_ms: u64) -> Result<Svg> {
             ))
             .map_err(plot_err)?
             .label("hot_threshold_ms")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE));
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
+            .legend(line_legend(BLUE));
+        draw_legend(&mut chart)
+    })
 }
 
 fn agreement_chart(r: &ShadowReport) -> Result<Svg> {
@@ -224,12 +239,9 @@ fn agreement_chart(r: &ShadowReport) -> Result<Svg> {
         .max()
         .unwrap_or(0)
         .max(1);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 360)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
+    svg_chart((900, 360), |root| {
         let names: Vec<String> = r.models.iter().map(|m| m.name.clone()).collect();
-        let mut chart = ChartBuilder::on(&root)
+        let mut chart = ChartBuilder::on(root)
             .caption("agreement with the kernel per model", ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(40)
@@ -265,19 +277,10 @@ fn agreement_chart(r: &ShadowReport) -> Result<Svg> {
                 .draw_series(bars)
                 .map_err(plot_err)?
                 .label(*cell)
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
-                });
+                .legend(box_legend(color));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
+        draw_legend(&mut chart)
+    })
 }
 
 fn sweep_chart(r: &ShadowReport) -> Result<Svg> {
@@ -298,11 +301,8 @@ fn sweep_chart(r: &ShadowReport) -> Result<Svg> {
         })
         .collect();
     let (lo, hi) = (SWEEP[0].log10() - 0.5, SWEEP[SWEEP.len() - 1].log10() + 0.5);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 360)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
+    svg_chart((900, 360), |root| {
+        let mut chart = ChartBuilder::on(root)
             .caption("fault-count threshold sweep", ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(40)
@@ -330,7 +330,7 @@ fn sweep_chart(r: &ShadowReport) -> Result<Svg> {
             )
             .map_err(plot_err)?
             .label("fault-count would promote")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], GREEN));
+            .legend(line_legend(GREEN));
         chart
             .draw_series(LineSeries::new(
                 [(lo, r.kernel.promote), (hi, r.kernel.promote)],
@@ -338,7 +338,7 @@ fn sweep_chart(r: &ShadowReport) -> Result<Svg> {
             ))
             .map_err(plot_err)?
             .label("kernel promoted")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED));
+            .legend(line_legend(RED));
         chart
             .draw_secondary_series(
                 LineSeries::new(points.iter().map(|p| (p.0, p.2)), BLUE.stroke_width(2))
@@ -346,16 +346,9 @@ fn sweep_chart(r: &ShadowReport) -> Result<Svg> {
             )
             .map_err(plot_err)?
             .label("agreement % (right axis)")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE));
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
+            .legend(line_legend(BLUE));
+        draw_legend(&mut *chart)
+    })
 }
 
 fn esc(s: &str) -> String {
