@@ -63,6 +63,23 @@ fn svg_chart(
     Ok(svg)
 }
 
+/// A chart on `root` with the caption style and margin every chart shares
+/// and room for the axis labels.
+fn chart_builder<'a, 'b, 'c>(
+    root: &'a DrawingArea<SVGBackend<'c>, Shift>,
+    title: &str,
+    x_label_area: u32,
+    y_label_area: u32,
+) -> ChartBuilder<'a, 'b, SVGBackend<'c>> {
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(x_label_area)
+        .y_label_area_size(y_label_area);
+    builder
+}
+
 /// The legend box every chart shares.
 fn draw_legend<'a, 'b: 'a, CT: CoordTranslate>(
     chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
@@ -106,11 +123,7 @@ fn stacked_hist(title: &str, x_desc: &str, hists: &[Log2Hist; OUTCOMES], unit: f
     let last = all.buckets.iter().rposition(|c| *c > 0).unwrap_or(0);
     let max = all.buckets.iter().copied().max().unwrap_or(0).max(1);
     svg_chart((900, 380), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(48)
-            .y_label_area_size(70)
+        let mut chart = chart_builder(root, title, 48, 70)
             .build_cartesian_2d(first as u32..(last as u32 + 1), 0u64..max + max / 10 + 1)
             .map_err(plot_err)?;
         chart
@@ -176,11 +189,7 @@ fn threshold_chart(t: &ThresholdTimeline, hot_ms: u64) -> Result<Svg> {
         .max(hot_ms as u32)
         .max(1);
     svg_chart((900, 320), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption("kernel promotion threshold over time", ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
+        let mut chart = chart_builder(root, "kernel promotion threshold over time", 40, 60)
             .build_cartesian_2d(0u64..last_s + 1, 0u32..max + max / 5)
             .map_err(plot_err)?;
         chart
@@ -234,11 +243,7 @@ fn agreement_chart(r: &ShadowReport) -> Result<Svg> {
         .max(1);
     svg_chart((900, 360), |root| {
         let names: Vec<String> = r.models.iter().map(|m| m.name.clone()).collect();
-        let mut chart = ChartBuilder::on(root)
-            .caption("agreement with the kernel per model", ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
+        let mut chart = chart_builder(root, "agreement with the kernel per model", 40, 70)
             .build_cartesian_2d(0u32..n * 5, 0u64..max + max / 10 + 1)
             .map_err(plot_err)?;
         chart
@@ -295,11 +300,7 @@ fn sweep_chart(r: &ShadowReport) -> Result<Svg> {
         .collect();
     let (lo, hi) = (SWEEP[0].log10() - 0.5, SWEEP[SWEEP.len() - 1].log10() + 0.5);
     svg_chart((900, 360), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption("fault-count threshold sweep", ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
+        let mut chart = chart_builder(root, "fault-count threshold sweep", 40, 70)
             .right_y_label_area_size(50)
             .build_cartesian_2d(lo..hi, 0u64..max + max / 10 + 1)
             .map_err(plot_err)?
