@@ -11,7 +11,7 @@ use numa_core::{
     decode::{Event, Snapshot},
     model::{
         policy::{self, KernelDefaults},
-        shadow::{Shadow, ShadowReport},
+        shadow::{RefaultReport, Shadow, ShadowReport},
     },
     trace,
 };
@@ -79,6 +79,17 @@ pub fn write_human(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()
         r.duration_s, r.hint_faults, r.decisions, r.drops
     )?;
     writeln!(out)?;
+    write_policies(r, out)?;
+    writeln!(out)?;
+    write_agreement(r, out)?;
+    writeln!(out)?;
+    write_evidence(r, out)?;
+    writeln!(out)?;
+    write_processes(r, out)
+}
+
+/// What the kernel and each model decided, by reason.
+fn write_policies(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
     writeln!(
         out,
         "  {:<34} {:>10} {:>10} {:>10} {:>10} {:>10}",
@@ -114,8 +125,10 @@ pub fn write_human(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()
         out,
         "  migrations: {} succeeded, {} failed",
         k.migrate_success, k.migrate_fail
-    )?;
-    writeln!(out)?;
+    )
+}
+
+fn write_agreement(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
     writeln!(
         out,
         "  agreement with the kernel        both  kernel_only  model_only     neither"
@@ -128,32 +141,24 @@ pub fn write_human(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()
             m.name, a.both, a.kernel_only, a.model_only, a.neither
         )?;
     }
-    writeln!(out)?;
+    Ok(())
+}
+
+/// Whether refused pages were still hot, and the latencies the kernel
+/// rejected against its threshold.
+fn write_evidence(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
     writeln!(
         out,
         "  outcome evidence: refused pages that faulted again (were still hot)"
     )?;
-    let ev_line =
-        |out: &mut dyn Write, label: &str, e: &numa_core::model::shadow::RefaultReport| {
-            writeln!(
-                out,
-                "  {:<40} {:>8} pages, {:>8} refaulted ({:>5.1}%), delay p50 {} ms, p90 {} ms",
-                label,
-                e.pages,
-                e.refaulted,
-                e.refaulted_pct,
-                e.delay_ms_p50.map_or("-".into(), |v| format!("<={v}")),
-                e.delay_ms_p90.map_or("-".into(), |v| format!("<={v}"))
-            )
-        };
     for m in &r.models {
-        ev_line(
+        write_refault(
             out,
             &format!("{} wanted, kernel refused", m.name),
             &m.refault_after_model_only,
         )?;
     }
-    ev_line(
+    write_refault(
         out,
         "kernel refused, no model wanted",
         &r.refault_after_neither,
@@ -166,7 +171,24 @@ pub fn write_human(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()
             writeln!(out, "  {:>24} {:>10}", s.latency_ms, s.threshold_ms)?;
         }
     }
-    writeln!(out)?;
+    Ok(())
+}
+
+fn write_refault(out: &mut impl Write, label: &str, e: &RefaultReport) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "  {:<40} {:>8} pages, {:>8} refaulted ({:>5.1}%), delay p50 {} ms, p90 {} ms",
+        label,
+        e.pages,
+        e.refaulted,
+        e.refaulted_pct,
+        e.delay_ms_p50.map_or("-".into(), |v| format!("<={v}")),
+        e.delay_ms_p90.map_or("-".into(), |v| format!("<={v}"))
+    )
+}
+
+/// Per process, then per node pair.
+fn write_processes(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
     writeln!(
         out,
         "  {:>7} {:<16} {:>10} {:>10} {:>10} {:>10}  model would-promote",
@@ -214,9 +236,14 @@ fn emit(r: &ShadowReport, a: &ModelArgs) -> Result<()> {
     } else {
         write_human(r, &mut buf)?;
     }
+    write_output(a, &buf)
+}
+
+/// Writes a finished report to `--output`, or to stdout without it.
+fn write_output(a: &ModelArgs, buf: &[u8]) -> Result<()> {
     match &a.output {
-        Some(p) => std::fs::write(p, &buf).with_context(|| format!("writing {}", p.display()))?,
-        None => std::io::stdout().lock().write_all(&buf)?,
+        Some(p) => std::fs::write(p, buf).with_context(|| format!("writing {}", p.display()))?,
+        None => std::io::stdout().lock().write_all(buf)?,
     }
     Ok(())
 }
@@ -268,19 +295,7 @@ fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitC
         .cloned()
         .unwrap_or_else(|| "fault-count".into());
     let (name, opts) = base.split_once(':').unwrap_or((&base, ""));
-    let mut specs = Vec::new();
-    for v in values.split(',').filter(|v| !v.is_empty()) {
-        v.trim()
-            .parse::<f64>()
-            .with_context(|| format!("sweep value {v:?} is not a number"))?;
-        let mut o: Vec<&str> = opts
-            .split(',')
-            .filter(|o| !o.is_empty() && !o.starts_with(&format!("{param}=")))
-            .collect();
-        let kv = format!("{param}={}", v.trim());
-        o.push(&kv);
-        specs.push(format!("{name}:{}", o.join(",")));
-    }
+    let specs = sweep_specs(name, opts, param, values)?;
     if specs.is_empty() {
         bail!("--sweep {sweep}: no values");
     }
@@ -294,50 +309,81 @@ fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitC
     let r = engine.report();
     let mut buf = Vec::new();
     if args.models.json {
-        let rows: Vec<serde_json::Value> = r
-            .models
-            .iter()
-            .map(|m| {
-                serde_json::json!({
-                    "param": param, "value": m.params.get(param), "promote": m.promote, "reject": m.reject,
-                    "agreement": m.agreement, "agreement_pct": m.agreement_pct,
-                    "refault_after_model_only": m.refault_after_model_only,
-                })
-            })
-            .collect();
-        serde_json::to_writer_pretty(&mut buf, &rows)?;
-        writeln!(buf)?;
+        write_sweep_json(&r, param, &mut buf)?;
     } else if args.models.csv {
         write_csv(&r, &mut buf)?;
     } else {
-        writeln!(
-            buf,
-            "sweep of {name} {param} over {} decisions (kernel promoted {})",
-            r.decisions, r.kernel.promote
-        )?;
-        writeln!(
-            buf,
-            "  {:>12} {:>10} {:>10} {:>10} {:>12} {:>10} {:>10}",
-            param, "promote", "agree%", "model_only", "kernel_only", "refault%", "refaulted"
-        )?;
-        for m in &r.models {
-            let e = &m.refault_after_model_only;
-            writeln!(
-                buf,
-                "  {:>12} {:>10} {:>9.1}% {:>10} {:>12} {:>9.1}% {:>10}",
-                m.params.get(param).map_or("?", String::as_str),
-                m.promote,
-                m.agreement_pct,
-                m.agreement.model_only,
-                m.agreement.kernel_only,
-                e.refaulted_pct,
-                e.refaulted
-            )?;
-        }
+        write_sweep_human(&r, name, param, &mut buf)?;
     }
-    match &args.models.output {
-        Some(p) => std::fs::write(p, &buf).with_context(|| format!("writing {}", p.display()))?,
-        None => std::io::stdout().lock().write_all(&buf)?,
-    }
+    write_output(&args.models, &buf)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// One model spec per sweep value: the base model's options with `param`
+/// set to that value.
+fn sweep_specs(name: &str, opts: &str, param: &str, values: &str) -> Result<Vec<String>> {
+    let mut specs = Vec::new();
+    for v in values.split(',').filter(|v| !v.is_empty()) {
+        v.trim()
+            .parse::<f64>()
+            .with_context(|| format!("sweep value {v:?} is not a number"))?;
+        let mut o: Vec<&str> = opts
+            .split(',')
+            .filter(|o| !o.is_empty() && !o.starts_with(&format!("{param}=")))
+            .collect();
+        let kv = format!("{param}={}", v.trim());
+        o.push(&kv);
+        specs.push(format!("{name}:{}", o.join(",")));
+    }
+    Ok(specs)
+}
+
+fn write_sweep_json(r: &ShadowReport, param: &str, buf: &mut Vec<u8>) -> Result<()> {
+    let rows: Vec<serde_json::Value> = r
+        .models
+        .iter()
+        .map(|m| {
+            serde_json::json!({
+                "param": param, "value": m.params.get(param), "promote": m.promote, "reject": m.reject,
+                "agreement": m.agreement, "agreement_pct": m.agreement_pct,
+                "refault_after_model_only": m.refault_after_model_only,
+            })
+        })
+        .collect();
+    serde_json::to_writer_pretty(&mut *buf, &rows)?;
+    writeln!(buf)?;
+    Ok(())
+}
+
+fn write_sweep_human(
+    r: &ShadowReport,
+    name: &str,
+    param: &str,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    writeln!(
+        buf,
+        "sweep of {name} {param} over {} decisions (kernel promoted {})",
+        r.decisions, r.kernel.promote
+    )?;
+    writeln!(
+        buf,
+        "  {:>12} {:>10} {:>10} {:>10} {:>12} {:>10} {:>10}",
+        param, "promote", "agree%", "model_only", "kernel_only", "refault%", "refaulted"
+    )?;
+    for m in &r.models {
+        let e = &m.refault_after_model_only;
+        writeln!(
+            buf,
+            "  {:>12} {:>10} {:>9.1}% {:>10} {:>12} {:>9.1}% {:>10}",
+            m.params.get(param).map_or("?", String::as_str),
+            m.promote,
+            m.agreement_pct,
+            m.agreement.model_only,
+            m.agreement.kernel_only,
+            e.refaulted_pct,
+            e.refaulted
+        )?;
+    }
+    Ok(())
 }

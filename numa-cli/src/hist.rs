@@ -50,6 +50,16 @@ struct Row {
     delta: Log2Hist,
 }
 
+/// One interval's rows with what is printed around them.
+struct Batch {
+    rows: Vec<Row>,
+    /// Groups left out by --top.
+    omitted: usize,
+    start_s: f64,
+    end_s: f64,
+    note: Option<String>,
+}
+
 #[derive(Serialize)]
 struct JsonBucket {
     min: u64,
@@ -92,6 +102,39 @@ fn bucket_range(b: usize) -> (u64, u64) {
         (0, 1)
     } else {
         (upper_bound(b - 1) + 1, upper_bound(b))
+    }
+}
+
+fn by_name(by: Option<HistBy>) -> &'static str {
+    match by {
+        None => "all",
+        Some(HistBy::Outcome) => "outcome",
+        Some(HistBy::Process) => "process",
+        Some(HistBy::Node) => "node",
+    }
+}
+
+/// The non-empty bucket span of `h`, with each bucket's integer range.
+fn json_hist(h: &Log2Hist) -> JsonHist {
+    JsonHist {
+        count: h.count,
+        sum: h.sum,
+        buckets: match (
+            h.buckets.iter().position(|c| *c > 0),
+            h.buckets.iter().rposition(|c| *c > 0),
+        ) {
+            (Some(a), Some(b)) => (a..=b)
+                .map(|i| {
+                    let (min, max) = bucket_range(i);
+                    JsonBucket {
+                        min,
+                        max,
+                        count: h.buckets[i],
+                    }
+                })
+                .collect(),
+            _ => Vec::new(),
+        },
     }
 }
 
@@ -232,129 +275,132 @@ impl<W: Write> HistSink<W> {
         self.intervals += 1;
         let (rows, omitted) = self.rows(from, to);
         let t0 = self.first.as_ref().map_or(from.ts_ns, |f| f.ts_ns);
-        let start_s = from.ts_ns.saturating_sub(t0) as f64 / 1e9;
-        let end_s = to.ts_ns.saturating_sub(t0) as f64 / 1e9;
-        let from_events = matches!(self.by, Some(HistBy::Process | HistBy::Node));
+        let batch = Batch {
+            rows,
+            omitted,
+            start_s: from.ts_ns.saturating_sub(t0) as f64 / 1e9,
+            end_s: to.ts_ns.saturating_sub(t0) as f64 / 1e9,
+            note: self.note(from, to),
+        };
+        match self.output {
+            Output::Text => self.write_text(&batch)?,
+            Output::Json => self.write_json(&batch)?,
+            Output::Csv => self.write_csv(&batch)?,
+        }
+        self.out.flush()?;
+        Ok(())
+    }
+
+    /// Whether the groups come from fault events rather than the in-kernel
+    /// histograms.
+    fn groups_from_events(&self) -> bool {
+        matches!(self.by, Some(HistBy::Process | HistBy::Node))
+    }
+
+    /// Says when event-based groups undercount: sampling or ring drops.
+    fn note(&self, from: &Snapshot, to: &Snapshot) -> Option<String> {
         let drops = to.counter_since(from, Counter::RingDrops as usize);
-        let note = if from_events && (self.sample_every > 1 || drops > 0) {
+        if self.groups_from_events() && (self.sample_every > 1 || drops > 0) {
             Some(format!(
                 "from fault events: sampled 1 in {}, {drops} ring drops (the in-kernel histograms, without --by, are exact)",
                 self.sample_every
             ))
         } else {
             None
+        }
+    }
+
+    fn write_text(&mut self, b: &Batch) -> Result<()> {
+        let out = &mut self.out;
+        if self.interval_ns.is_some() {
+            writeln!(
+                out,
+                "interval {}: {:.1} s -> {:.1} s",
+                self.intervals, b.start_s, b.end_s
+            )?;
+        } else {
+            writeln!(out, "numatrace hist over {:.1} s", b.end_s - b.start_s)?;
+        }
+        if b.rows.is_empty() {
+            writeln!(out, "     (no samples)")?;
+        }
+        for r in &b.rows {
+            let key = if self.by.is_none() {
+                String::new()
+            } else {
+                format!(", {}", r.key)
+            };
+            writeln!(out, "\n  scan-to-fault latency (ms){key}")?;
+            histtext::write(out, &r.latency_ns.rows(1e6), "ms")?;
+            writeln!(
+                out,
+                "\n  fault-count delta (hint faults between scan and fault){key}"
+            )?;
+            histtext::write(out, &r.delta.rows(1.0), "")?;
+        }
+        if b.omitted > 0 {
+            writeln!(out, "\n  ... {} more (--top)", b.omitted)?;
+        }
+        if let Some(n) = &b.note {
+            writeln!(out, "\n  note: {n}")?;
+        }
+        writeln!(out)?;
+        Ok(())
+    }
+
+    fn write_json(&mut self, b: &Batch) -> Result<()> {
+        let line = JsonInterval {
+            kind: "hist",
+            interval: self.intervals,
+            start_s: b.start_s,
+            end_s: b.end_s,
+            by: by_name(self.by),
+            source: if self.groups_from_events() {
+                "events"
+            } else {
+                "kernel"
+            },
+            data: JsonData {
+                latency_ns: b
+                    .rows
+                    .iter()
+                    .map(|r| (r.key.clone(), json_hist(&r.latency_ns)))
+                    .collect(),
+                fault_delta: b
+                    .rows
+                    .iter()
+                    .map(|r| (r.key.clone(), json_hist(&r.delta)))
+                    .collect(),
+            },
+            omitted: b.omitted,
+            note: b.note.as_deref(),
         };
-        let by = match self.by {
-            None => "all",
-            Some(HistBy::Outcome) => "outcome",
-            Some(HistBy::Process) => "process",
-            Some(HistBy::Node) => "node",
-        };
-        match self.output {
-            Output::Text => {
-                let out = &mut self.out;
-                if self.interval_ns.is_some() {
-                    writeln!(
-                        out,
-                        "interval {}: {start_s:.1} s -> {end_s:.1} s",
-                        self.intervals
-                    )?;
-                } else {
-                    writeln!(out, "numatrace hist over {:.1} s", end_s - start_s)?;
-                }
-                if rows.is_empty() {
-                    writeln!(out, "     (no samples)")?;
-                }
-                for r in &rows {
-                    let key = if self.by.is_none() {
-                        String::new()
-                    } else {
-                        format!(", {}", r.key)
-                    };
-                    writeln!(out, "\n  scan-to-fault latency (ms){key}")?;
-                    histtext::write(out, &r.latency_ns.rows(1e6), "ms")?;
-                    writeln!(
-                        out,
-                        "\n  fault-count delta (hint faults between scan and fault){key}"
-                    )?;
-                    histtext::write(out, &r.delta.rows(1.0), "")?;
-                }
-                if omitted > 0 {
-                    writeln!(out, "\n  ... {omitted} more (--top)")?;
-                }
-                if let Some(n) = &note {
-                    writeln!(out, "\n  note: {n}")?;
-                }
-                writeln!(out)?;
-            }
-            Output::Json => {
-                let hist = |h: &Log2Hist| JsonHist {
-                    count: h.count,
-                    sum: h.sum,
-                    buckets: match (
-                        h.buckets.iter().position(|c| *c > 0),
-                        h.buckets.iter().rposition(|c| *c > 0),
-                    ) {
-                        (Some(a), Some(b)) => (a..=b)
-                            .map(|i| {
-                                let (min, max) = bucket_range(i);
-                                JsonBucket {
-                                    min,
-                                    max,
-                                    count: h.buckets[i],
-                                }
-                            })
-                            .collect(),
-                        _ => Vec::new(),
-                    },
-                };
-                let line = JsonInterval {
-                    kind: "hist",
-                    interval: self.intervals,
-                    start_s,
-                    end_s,
-                    by,
-                    source: if from_events { "events" } else { "kernel" },
-                    data: JsonData {
-                        latency_ns: rows
-                            .iter()
-                            .map(|r| (r.key.clone(), hist(&r.latency_ns)))
-                            .collect(),
-                        fault_delta: rows
-                            .iter()
-                            .map(|r| (r.key.clone(), hist(&r.delta)))
-                            .collect(),
-                    },
-                    omitted,
-                    note: note.as_deref(),
-                };
-                serde_json::to_writer(&mut self.out, &line)?;
-                writeln!(self.out)?;
-            }
-            Output::Csv => {
-                if !self.csv_header {
+        serde_json::to_writer(&mut self.out, &line)?;
+        writeln!(self.out)?;
+        Ok(())
+    }
+
+    fn write_csv(&mut self, b: &Batch) -> Result<()> {
+        if !self.csv_header {
+            writeln!(
+                self.out,
+                "interval,start_s,end_s,histogram,key,min,max,count"
+            )?;
+            self.csv_header = true;
+        }
+        for r in &b.rows {
+            let key = csv_field(&r.key);
+            for (name, h) in [("latency_ns", &r.latency_ns), ("fault_delta", &r.delta)] {
+                for (bucket, c) in h.buckets.iter().enumerate().filter(|(_, c)| **c > 0) {
+                    let (min, max) = bucket_range(bucket);
                     writeln!(
                         self.out,
-                        "interval,start_s,end_s,histogram,key,min,max,count"
+                        "{},{:.3},{:.3},{name},{key},{min},{max},{c}",
+                        self.intervals, b.start_s, b.end_s
                     )?;
-                    self.csv_header = true;
-                }
-                for r in &rows {
-                    let key = csv_field(&r.key);
-                    for (name, h) in [("latency_ns", &r.latency_ns), ("fault_delta", &r.delta)] {
-                        for (b, c) in h.buckets.iter().enumerate().filter(|(_, c)| **c > 0) {
-                            let (min, max) = bucket_range(b);
-                            writeln!(
-                                self.out,
-                                "{},{start_s:.3},{end_s:.3},{name},{key},{min},{max},{c}",
-                                self.intervals
-                            )?;
-                        }
-                    }
                 }
             }
         }
-        self.out.flush()?;
         Ok(())
     }
 
@@ -426,17 +472,13 @@ pub fn run(args: &HistArgs) -> Result<ExitCode> {
         Output::Text
     };
     let stdout = std::io::stdout().lock();
+    // The sample rate is the recording's or the live probes' own.
+    let new_sink =
+        |sample_every| HistSink::new(stdout, output, args.by, args.top, interval, sample_every);
     match &args.from {
         Some(path) => {
             let header = trace::Reader::open(path)?.header;
-            let mut sink = HistSink::new(
-                stdout,
-                output,
-                args.by,
-                args.top,
-                interval,
-                header.sample_every,
-            );
+            let mut sink = new_sink(header.sample_every);
             crate::read_trace(path, &mut [&mut sink])?;
             sink.finish()?;
         }
@@ -445,14 +487,7 @@ pub fn run(args: &HistArgs) -> Result<ExitCode> {
             let snapshot_every = interval.map_or(Duration::from_secs(1), |i| {
                 i.clamp(Duration::from_millis(100), Duration::from_secs(1))
             });
-            let mut sink = HistSink::new(
-                stdout,
-                output,
-                args.by,
-                args.top,
-                interval,
-                probes.options.sample_every,
-            );
+            let mut sink = new_sink(probes.options.sample_every);
             let reason = args
                 .probe
                 .live(probes, snapshot_every)

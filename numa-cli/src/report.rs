@@ -2,368 +2,24 @@
 //! SVG from plotters, no scripts, no network) with the latency and
 //! fault-delta distributions by outcome, the kernel threshold over time,
 //! each model's agreement with the kernel and a fault-count threshold sweep.
-use std::{collections::BTreeMap, fmt::Write as _, path::Path, process::ExitCode};
+mod charts;
+mod page;
+
+use std::{path::Path, process::ExitCode};
 
 use anyhow::{Context, Result};
-use numa_ebpf_common::{fault_flags as ff, Outcome, OUTCOMES};
-use plotters::prelude::*;
-
-use numa_core::sink::Sink;
 use numa_source::Source;
 
 use crate::cli::ReportArgs;
+use charts::{ThresholdTimeline, SWEEP};
 use numa_core::{
-    decode::{Event, Snapshot},
     model::{
-        hist::{upper_bound, Log2Hist},
         policy::{self, KernelDefaults, ModelDefaults},
         shadow::{Shadow, ShadowReport},
-        totals::Totals,
+        totals::{Report, Totals},
     },
-    trace,
+    trace::{self, Header},
 };
-
-/// The kernel's threshold over time: the largest threshold seen per second.
-#[derive(Default)]
-struct ThresholdTimeline {
-    t0: Option<u64>,
-    per_second: BTreeMap<u64, u32>,
-}
-
-impl Sink for ThresholdTimeline {
-    fn event(&mut self, ev: &Event) -> Result<()> {
-        if let Event::Fault(f) = ev {
-            if f.flags & ff::KERNEL_LATENCY != 0 {
-                let t0 = *self.t0.get_or_insert(f.ts_ns);
-                let sec = f.ts_ns.saturating_sub(t0) / 1_000_000_000;
-                let e = self.per_second.entry(sec).or_default();
-                *e = (*e).max(f.threshold_ms);
-            }
-        }
-        Ok(())
-    }
-    fn snapshot(&mut self, _s: &Snapshot) -> Result<()> {
-        Ok(())
-    }
-}
-
-const SWEEP: [f64; 6] = [1e2, 1e3, 1e4, 1e5, 1e6, 1e7];
-
-type Svg = String;
-
-fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
-    anyhow::anyhow!("drawing a chart: {e:?}")
-}
-
-const COLORS: [RGBColor; OUTCOMES] = [
-    RGBColor(44, 160, 44),
-    RGBColor(152, 223, 138),
-    RGBColor(214, 39, 40),
-    RGBColor(255, 127, 14),
-    RGBColor(148, 103, 189),
-    RGBColor(127, 127, 127),
-    RGBColor(199, 199, 199),
-];
-
-/// Stacked bars of one log2 histogram per outcome; `unit` divides the
-/// bucket bounds for the axis labels.
-fn stacked_hist(title: &str, x_desc: &str, hists: &[Log2Hist; OUTCOMES], unit: f64) -> Result<Svg> {
-    let mut all = Log2Hist::default();
-    for h in hists {
-        all.merge(h);
-    }
-    let first = all.buckets.iter().position(|c| *c > 0).unwrap_or(0);
-    let last = all.buckets.iter().rposition(|c| *c > 0).unwrap_or(0);
-    let max = all.buckets.iter().copied().max().unwrap_or(0).max(1);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 380)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(48)
-            .y_label_area_size(70)
-            .build_cartesian_2d(first as u32..(last as u32 + 1), 0u64..max + max / 10 + 1)
-            .map_err(plot_err)?;
-        chart
-            .configure_mesh()
-            .x_desc(x_desc)
-            .y_desc("hint faults")
-            .x_labels((last - first + 1).min(24))
-            .x_label_formatter(&|b| format_bound(upper_bound(*b as usize) as f64 / unit))
-            .draw()
-            .map_err(plot_err)?;
-        let mut base = vec![0u64; all.buckets.len()];
-        for o in Outcome::ALL {
-            let h = &hists[o as usize];
-            if h.count == 0 {
-                continue;
-            }
-            let color = COLORS[o as usize];
-            let bars: Vec<Rectangle<(u32, u64)>> = (first..=last)
-                .filter(|b| h.buckets[*b] > 0)
-                .map(|b| {
-                    let (lo, hi) = (base[b], base[b] + h.buckets[b]);
-                    Rectangle::new([(b as u32, lo), (b as u32 + 1, hi)], color.filled())
-                })
-                .collect();
-            for (acc, n) in base
-                .iter_mut()
-                .zip(h.buckets.iter())
-                .skip(first)
-                .take(last - first + 1)
-            {
-                *acc += n;
-            }
-            chart
-                .draw_series(bars)
-                .map_err(plot_err)?
-                .label(o.name())
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
-                });
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
-}
-
-fn format_bound(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.0}M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.0}k", v / 1e3)
-    } else if v >= 1.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
-fn threshold_chart(t: &ThresholdTimeline, hot_ms: u64) -> Result<Svg> {
-    let last_s = t.per_second.keys().last().copied().unwrap_or(1).max(1);
-    let max = t
-        .per_second
-        .values()
-        .copied()
-        .max()
-        .unwrap_or(0)
-        .max(hot_ms as u32)
-        .max(1);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 320)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption("kernel promotion threshold over time", ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0u64..last_s + 1, 0u32..max + max / 5)
-            .map_err(plot_err)?;
-        chart
-            .configure_mesh()
-            .x_desc("seconds")
-            .y_desc("ms")
-            .draw()
-            .map_err(plot_err)?;
-        chart
-            .draw_series(LineSeries::new(
-                t.per_second.iter().map(|(s, th)| (*s, *th)),
-                RED.stroke_width(2),
-            ))
-            .map_err(plot_err)?
-            .label("threshold used (nbp_threshold or hot_threshold_ms)")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED));
-        chart
-            .draw_series(LineSeries::new(
-                [(0, hot_ms as u32), (last_s + 1, hot_ms as u32)],
-                BLUE.mix(0.6),
-            ))
-            .map_err(plot_err)?
-            .label("hot_threshold_ms")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE));
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
-}
-
-fn agreement_chart(r: &ShadowReport) -> Result<Svg> {
-    let cells = ["both", "kernel_only", "model_only", "neither"];
-    let colors = [
-        RGBColor(44, 160, 44),
-        RGBColor(31, 119, 180),
-        RGBColor(255, 127, 14),
-        RGBColor(160, 160, 160),
-    ];
-    let n = r.models.len().max(1) as u32;
-    let max = r
-        .models
-        .iter()
-        .flat_map(|m| {
-            [
-                m.agreement.both,
-                m.agreement.kernel_only,
-                m.agreement.model_only,
-                m.agreement.neither,
-            ]
-        })
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 360)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let names: Vec<String> = r.models.iter().map(|m| m.name.clone()).collect();
-        let mut chart = ChartBuilder::on(&root)
-            .caption("agreement with the kernel per model", ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0u32..n * 5, 0u64..max + max / 10 + 1)
-            .map_err(plot_err)?;
-        chart
-            .configure_mesh()
-            .x_labels(n as usize * 5)
-            .x_label_formatter(&|x| {
-                if x % 5 == 2 {
-                    names.get((x / 5) as usize).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            })
-            .y_desc("decisions")
-            .draw()
-            .map_err(plot_err)?;
-        for (c, (cell, color)) in cells.iter().zip(colors).enumerate() {
-            let bars: Vec<Rectangle<(u32, u64)>> = r
-                .models
-                .iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    let a = &m.agreement;
-                    let v = [a.both, a.kernel_only, a.model_only, a.neither][c];
-                    let x = i as u32 * 5 + c as u32;
-                    Rectangle::new([(x, 0), (x + 1, v)], color.filled())
-                })
-                .collect();
-            chart
-                .draw_series(bars)
-                .map_err(plot_err)?
-                .label(*cell)
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
-                });
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
-}
-
-fn sweep_chart(r: &ShadowReport) -> Result<Svg> {
-    let max = r
-        .models
-        .iter()
-        .map(|m| m.promote)
-        .max()
-        .unwrap_or(0)
-        .max(r.kernel.promote)
-        .max(1);
-    let points: Vec<(f64, u64, f64)> = r
-        .models
-        .iter()
-        .filter_map(|m| {
-            let th: f64 = m.params.get("threshold")?.parse().ok()?;
-            Some((th.log10(), m.promote, m.agreement_pct))
-        })
-        .collect();
-    let (lo, hi) = (SWEEP[0].log10() - 0.5, SWEEP[SWEEP.len() - 1].log10() + 0.5);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 360)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption("fault-count threshold sweep", ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .right_y_label_area_size(50)
-            .build_cartesian_2d(lo..hi, 0u64..max + max / 10 + 1)
-            .map_err(plot_err)?
-            .set_secondary_coord(lo..hi, 0.0..100.0);
-        chart
-            .configure_mesh()
-            .x_desc("threshold (hint faults between scan and fault)")
-            .x_label_formatter(&|x| format!("1e{x:.0}"))
-            .y_desc("would promote")
-            .draw()
-            .map_err(plot_err)?;
-        chart
-            .configure_secondary_axes()
-            .y_desc("agreement %")
-            .draw()
-            .map_err(plot_err)?;
-        chart
-            .draw_series(
-                LineSeries::new(points.iter().map(|p| (p.0, p.1)), GREEN.stroke_width(2))
-                    .point_size(4),
-            )
-            .map_err(plot_err)?
-            .label("fault-count would promote")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], GREEN));
-        chart
-            .draw_series(LineSeries::new(
-                [(lo, r.kernel.promote), (hi, r.kernel.promote)],
-                RED,
-            ))
-            .map_err(plot_err)?
-            .label("kernel promoted")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED));
-        chart
-            .draw_secondary_series(
-                LineSeries::new(points.iter().map(|p| (p.0, p.2)), BLUE.stroke_width(2))
-                    .point_size(4),
-            )
-            .map_err(plot_err)?
-            .label("agreement % (right axis)")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE));
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 pub fn run(args: &ReportArgs) -> Result<ExitCode> {
     let html = render(&args.trace, &args.models.sel.models)?;
@@ -381,6 +37,31 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
 pub fn render(path: &Path, model_specs: &[String]) -> Result<String> {
     let header = trace::Reader::open(path)?.header;
     let k = KernelDefaults::from_tunables(&header.tunables);
+    let g = gather(path, &header, &k, model_specs)?;
+    let charts = charts::all(&g, k.hot_threshold_ms)?;
+    Ok(page::page(path, &header, &g, &charts))
+}
+
+/// What one pass over the trace gathers for the page.
+struct Gathered {
+    totals: Totals,
+    stats: Report,
+    warning: Option<String>,
+    /// The chosen models against the kernel.
+    models: ShadowReport,
+    /// The fault-count model at each threshold of `SWEEP`.
+    sweep: ShadowReport,
+    timeline: ThresholdTimeline,
+}
+
+/// Replays the trace once into the totals, the chosen models (the three
+/// defaults without `--model`), the threshold sweep and the timeline.
+fn gather(
+    path: &Path,
+    header: &Header,
+    k: &KernelDefaults,
+    model_specs: &[String],
+) -> Result<Gathered> {
     let d = ModelDefaults::default();
     let specs: Vec<String> = if model_specs.is_empty() {
         vec![
@@ -393,11 +74,11 @@ pub fn render(path: &Path, model_specs: &[String]) -> Result<String> {
     };
     let models = specs
         .iter()
-        .map(|s| policy::build(s, &d, &k))
+        .map(|s| policy::build(s, &d, k))
         .collect::<Result<Vec<_>>>()?;
     let sweep = SWEEP
         .iter()
-        .map(|t| policy::build(&format!("fault-count:threshold={t}"), &d, &k))
+        .map(|t| policy::build(&format!("fault-count:threshold={t}"), &d, k))
         .collect::<Result<Vec<_>>>()?;
     let mut totals = Totals::new(header.params.as_ref().map_or(1, |p| p.toptier_mask));
     let mut shadow = Shadow::new(models, 10);
@@ -413,83 +94,14 @@ pub fn render(path: &Path, model_specs: &[String]) -> Result<String> {
         u64::from(header.stamp_entries),
         header.attach_started_mono_ns,
     );
-    let sr = shadow.report();
-    let sw = sweeper.report();
-    let charts = [
-        (
-            "Scan-to-fault latency by kernel outcome",
-            stacked_hist(
-                "scan-to-fault latency (first-scan stamp)",
-                "latency upper bound (ms)",
-                &totals.latency_ns,
-                1e6,
-            )?,
-        ),
-        (
-            "Fault-count delta by kernel outcome",
-            stacked_hist(
-                "hint faults of the process between scan and fault",
-                "delta upper bound",
-                &totals.delta_mm,
-                1.0,
-            )?,
-        ),
-        (
-            "Kernel threshold over time",
-            threshold_chart(&timeline, k.hot_threshold_ms)?,
-        ),
-        ("Agreement matrices", agreement_chart(&sr)?),
-        ("Threshold sweep", sweep_chart(&sw)?),
-    ];
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>numatrace report</title><style>\
-         body{{font-family:sans-serif;max-width:960px;margin:2em auto;color:#222}}\
-         table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}\
-         th{{background:#f3f3f3}}.note{{color:#555;font-size:90%}}</style></head><body>\
-         <h1>numatrace report</h1><p>{} &middot; kernel {} &middot; {:.1} s &middot; {} hint faults &middot; {} decisions &middot; {} ring drops</p>",
-        esc(&path.display().to_string()),
-        esc(&header.kernel_release),
-        stats.duration_s,
-        stats.hint_faults,
-        stats.decisions,
-        stats.drops
-    );
-    if let Some(w) = warning {
-        let _ = write!(h, "<p><b>warning:</b> {}</p>", esc(&w));
-    }
-    let _ = write!(
-        h,
-        "<h2>Kernel decisions</h2><table><tr><th>promote</th><th>free space</th><th>reject latency</th><th>reject rate limit</th><th>reject other</th><th>migrations ok</th><th>failed</th></tr>\
-         <tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>",
-        sr.kernel.promote, sr.kernel.free_space, sr.kernel.reject_latency, sr.kernel.reject_rate_limit, sr.kernel.reject_other, sr.kernel.migrate_success, sr.kernel.migrate_fail
-    );
-    let _ = write!(h, "<h2>Models</h2><table><tr><th>model</th><th>params</th><th>promote</th><th>both</th><th>kernel only</th><th>model only</th><th>neither</th><th>agree %</th><th>refaulted after model-only</th></tr>");
-    for m in &sr.models {
-        let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let a = &m.agreement;
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{} / {}</td></tr>",
-            esc(&m.name),
-            esc(&params.join(", ")),
-            m.promote,
-            a.both,
-            a.kernel_only,
-            a.model_only,
-            a.neither,
-            m.agreement_pct,
-            m.refault_after_model_only.refaulted,
-            m.refault_after_model_only.pages
-        );
-    }
-    let _ = write!(h, "</table><p class=\"note\">{}</p>", esc(sr.evidence_note));
-    for (title, svg) in &charts {
-        let _ = write!(h, "<h2>{}</h2><div class=\"chart\">{svg}</div>", esc(title));
-    }
-    h.push_str("<p class=\"note\">Generated by numatrace. Histogram buckets are the in-kernel log2 buckets: a bar labelled x holds values in (x/2, x].</p></body></html>\n");
-    Ok(h)
+    Ok(Gathered {
+        stats,
+        warning,
+        models: shadow.report(),
+        sweep: sweeper.report(),
+        totals,
+        timeline,
+    })
 }
 
 #[cfg(test)]

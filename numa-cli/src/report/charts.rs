@@ -1,0 +1,376 @@
+//! The report's charts: inline SVG drawn with plotters.
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use numa_ebpf_common::{fault_flags as ff, Outcome, OUTCOMES};
+use plotters::{coord::Shift, prelude::*};
+
+use super::Gathered;
+use numa_core::{
+    decode::{Event, Snapshot},
+    model::{
+        hist::{upper_bound, Log2Hist},
+        shadow::ShadowReport,
+    },
+    sink::Sink,
+};
+
+/// The kernel's threshold over time: the largest threshold seen per second.
+#[derive(Default)]
+pub(super) struct ThresholdTimeline {
+    t0: Option<u64>,
+    per_second: BTreeMap<u64, u32>,
+}
+
+impl Sink for ThresholdTimeline {
+    fn event(&mut self, ev: &Event) -> Result<()> {
+        if let Event::Fault(f) = ev {
+            if f.flags & ff::KERNEL_LATENCY != 0 {
+                let t0 = *self.t0.get_or_insert(f.ts_ns);
+                let sec = f.ts_ns.saturating_sub(t0) / 1_000_000_000;
+                let e = self.per_second.entry(sec).or_default();
+                *e = (*e).max(f.threshold_ms);
+            }
+        }
+        Ok(())
+    }
+    fn snapshot(&mut self, _s: &Snapshot) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The fault-count thresholds of the sweep chart.
+pub(super) const SWEEP: [f64; 6] = [1e2, 1e3, 1e4, 1e5, 1e6, 1e7];
+
+pub(super) type Svg = String;
+
+fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+    anyhow::anyhow!("drawing a chart: {e:?}")
+}
+
+/// Draws one chart into a white SVG of `size`; `draw` builds and fills it.
+fn svg_chart(
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<()>,
+) -> Result<Svg> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        draw(&root)?;
+        root.present().map_err(plot_err)?;
+    }
+    Ok(svg)
+}
+
+/// A chart on `root` with the caption style and margin every chart shares
+/// and room for the axis labels.
+fn chart_builder<'a, 'b, 'c>(
+    root: &'a DrawingArea<SVGBackend<'c>, Shift>,
+    title: &str,
+    x_label_area: u32,
+    y_label_area: u32,
+) -> ChartBuilder<'a, 'b, SVGBackend<'c>> {
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(x_label_area)
+        .y_label_area_size(y_label_area);
+    builder
+}
+
+/// The legend box every chart shares.
+fn draw_legend<'a, 'b: 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
+) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_err)
+}
+
+/// Legend mark of a bar series: a filled square.
+fn box_legend(color: RGBColor) -> impl Fn((i32, i32)) -> Rectangle<(i32, i32)> {
+    move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
+}
+
+/// Legend mark of a line series: a short line.
+fn line_legend(color: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color)
+}
+
+const COLORS: [RGBColor; OUTCOMES] = [
+    RGBColor(44, 160, 44),
+    RGBColor(152, 223, 138),
+    RGBColor(214, 39, 40),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(127, 127, 127),
+    RGBColor(199, 199, 199),
+];
+
+/// Stacked bars of one log2 histogram per outcome; `unit` divides the
+/// bucket bounds for the axis labels.
+fn stacked_hist(title: &str, x_desc: &str, hists: &[Log2Hist; OUTCOMES], unit: f64) -> Result<Svg> {
+    let mut all = Log2Hist::default();
+    for h in hists {
+        all.merge(h);
+    }
+    let first = all.buckets.iter().position(|c| *c > 0).unwrap_or(0);
+    let last = all.buckets.iter().rposition(|c| *c > 0).unwrap_or(0);
+    let max = all.buckets.iter().copied().max().unwrap_or(0).max(1);
+    svg_chart((900, 380), |root| {
+        let mut chart = chart_builder(root, title, 48, 70)
+            .build_cartesian_2d(first as u32..(last as u32 + 1), 0u64..max + max / 10 + 1)
+            .map_err(plot_err)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_desc("hint faults")
+            .x_labels((last - first + 1).min(24))
+            .x_label_formatter(&|b| format_bound(upper_bound(*b as usize) as f64 / unit))
+            .draw()
+            .map_err(plot_err)?;
+        let mut base = vec![0u64; all.buckets.len()];
+        for o in Outcome::ALL {
+            let h = &hists[o as usize];
+            if h.count == 0 {
+                continue;
+            }
+            let color = COLORS[o as usize];
+            let bars: Vec<Rectangle<(u32, u64)>> = (first..=last)
+                .filter(|b| h.buckets[*b] > 0)
+                .map(|b| {
+                    let (lo, hi) = (base[b], base[b] + h.buckets[b]);
+                    Rectangle::new([(b as u32, lo), (b as u32 + 1, hi)], color.filled())
+                })
+                .collect();
+            for (acc, n) in base
+                .iter_mut()
+                .zip(h.buckets.iter())
+                .skip(first)
+                .take(last - first + 1)
+            {
+                *acc += n;
+            }
+            chart
+                .draw_series(bars)
+                .map_err(plot_err)?
+                .label(o.name())
+                .legend(box_legend(color));
+        }
+        draw_legend(&mut chart)
+    })
+}
+
+fn format_bound(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.0}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.0}k", v / 1e3)
+    } else if v >= 1.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn threshold_chart(t: &ThresholdTimeline, hot_ms: u64) -> Result<Svg> {
+    let last_s = t.per_second.keys().last().copied().unwrap_or(1).max(1);
+    let max = t
+        .per_second
+        .values()
+        .copied()
+        .max()
+        .unwrap_or(0)
+        .max(hot_ms as u32)
+        .max(1);
+    svg_chart((900, 320), |root| {
+        let mut chart = chart_builder(root, "kernel promotion threshold over time", 40, 60)
+            .build_cartesian_2d(0u64..last_s + 1, 0u32..max + max / 5)
+            .map_err(plot_err)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds")
+            .y_desc("ms")
+            .draw()
+            .map_err(plot_err)?;
+        chart
+            .draw_series(LineSeries::new(
+                t.per_second.iter().map(|(s, th)| (*s, *th)),
+                RED.stroke_width(2),
+            ))
+            .map_err(plot_err)?
+            .label("threshold used (nbp_threshold or hot_threshold_ms)")
+            .legend(line_legend(RED));
+        chart
+            .draw_series(LineSeries::new(
+                [(0, hot_ms as u32), (last_s + 1, hot_ms as u32)],
+                BLUE.mix(0.6),
+            ))
+            .map_err(plot_err)?
+            .label("hot_threshold_ms")
+            .legend(line_legend(BLUE));
+        draw_legend(&mut chart)
+    })
+}
+
+fn agreement_chart(r: &ShadowReport) -> Result<Svg> {
+    let cells = ["both", "kernel_only", "model_only", "neither"];
+    let colors = [
+        RGBColor(44, 160, 44),
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(160, 160, 160),
+    ];
+    let n = r.models.len().max(1) as u32;
+    let max = r
+        .models
+        .iter()
+        .flat_map(|m| {
+            [
+                m.agreement.both,
+                m.agreement.kernel_only,
+                m.agreement.model_only,
+                m.agreement.neither,
+            ]
+        })
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    svg_chart((900, 360), |root| {
+        let names: Vec<String> = r.models.iter().map(|m| m.name.clone()).collect();
+        let mut chart = chart_builder(root, "agreement with the kernel per model", 40, 70)
+            .build_cartesian_2d(0u32..n * 5, 0u64..max + max / 10 + 1)
+            .map_err(plot_err)?;
+        chart
+            .configure_mesh()
+            .x_labels(n as usize * 5)
+            .x_label_formatter(&|x| {
+                if x % 5 == 2 {
+                    names.get((x / 5) as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc("decisions")
+            .draw()
+            .map_err(plot_err)?;
+        for (c, (cell, color)) in cells.iter().zip(colors).enumerate() {
+            let bars: Vec<Rectangle<(u32, u64)>> = r
+                .models
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let a = &m.agreement;
+                    let v = [a.both, a.kernel_only, a.model_only, a.neither][c];
+                    let x = i as u32 * 5 + c as u32;
+                    Rectangle::new([(x, 0), (x + 1, v)], color.filled())
+                })
+                .collect();
+            chart
+                .draw_series(bars)
+                .map_err(plot_err)?
+                .label(*cell)
+                .legend(box_legend(color));
+        }
+        draw_legend(&mut chart)
+    })
+}
+
+fn sweep_chart(r: &ShadowReport) -> Result<Svg> {
+    let max = r
+        .models
+        .iter()
+        .map(|m| m.promote)
+        .max()
+        .unwrap_or(0)
+        .max(r.kernel.promote)
+        .max(1);
+    let points: Vec<(f64, u64, f64)> = r
+        .models
+        .iter()
+        .filter_map(|m| {
+            let th: f64 = m.params.get("threshold")?.parse().ok()?;
+            Some((th.log10(), m.promote, m.agreement_pct))
+        })
+        .collect();
+    let (lo, hi) = (SWEEP[0].log10() - 0.5, SWEEP[SWEEP.len() - 1].log10() + 0.5);
+    svg_chart((900, 360), |root| {
+        let mut chart = chart_builder(root, "fault-count threshold sweep", 40, 70)
+            .right_y_label_area_size(50)
+            .build_cartesian_2d(lo..hi, 0u64..max + max / 10 + 1)
+            .map_err(plot_err)?
+            .set_secondary_coord(lo..hi, 0.0..100.0);
+        chart
+            .configure_mesh()
+            .x_desc("threshold (hint faults between scan and fault)")
+            .x_label_formatter(&|x| format!("1e{x:.0}"))
+            .y_desc("would promote")
+            .draw()
+            .map_err(plot_err)?;
+        chart
+            .configure_secondary_axes()
+            .y_desc("agreement %")
+            .draw()
+            .map_err(plot_err)?;
+        chart
+            .draw_series(
+                LineSeries::new(points.iter().map(|p| (p.0, p.1)), GREEN.stroke_width(2))
+                    .point_size(4),
+            )
+            .map_err(plot_err)?
+            .label("fault-count would promote")
+            .legend(line_legend(GREEN));
+        chart
+            .draw_series(LineSeries::new(
+                [(lo, r.kernel.promote), (hi, r.kernel.promote)],
+                RED,
+            ))
+            .map_err(plot_err)?
+            .label("kernel promoted")
+            .legend(line_legend(RED));
+        chart
+            .draw_secondary_series(
+                LineSeries::new(points.iter().map(|p| (p.0, p.2)), BLUE.stroke_width(2))
+                    .point_size(4),
+            )
+            .map_err(plot_err)?
+            .label("agreement % (right axis)")
+            .legend(line_legend(BLUE));
+        draw_legend(&mut *chart)
+    })
+}
+
+/// Every chart of the page, titled, in page order.
+pub(super) fn all(g: &Gathered, hot_ms: u64) -> Result<[(&'static str, Svg); 5]> {
+    Ok([
+        (
+            "Scan-to-fault latency by kernel outcome",
+            stacked_hist(
+                "scan-to-fault latency (first-scan stamp)",
+                "latency upper bound (ms)",
+                &g.totals.latency_ns,
+                1e6,
+            )?,
+        ),
+        (
+            "Fault-count delta by kernel outcome",
+            stacked_hist(
+                "hint faults of the process between scan and fault",
+                "delta upper bound",
+                &g.totals.delta_mm,
+                1.0,
+            )?,
+        ),
+        (
+            "Kernel threshold over time",
+            threshold_chart(&g.timeline, hot_ms)?,
+        ),
+        ("Agreement matrices", agreement_chart(&g.models)?),
+        ("Threshold sweep", sweep_chart(&g.sweep)?),
+    ])
+}
