@@ -416,7 +416,8 @@ impl<W: Write> HistSink<W> {
         Ok(())
     }
 
-    pub fn into_inner(self) -> W {
+    #[cfg(test)]
+    fn into_inner(self) -> W {
         self.out
     }
 }

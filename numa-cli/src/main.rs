@@ -1,18 +1,35 @@
-//! `numatrace`: parse -> run -> exit code.
-//!
-//! Data flows one way: kernel event -> decode -> model -> sinks. This crate
-//! holds the userspace half; the BPF programs live in `numa-ebpf` and are
-//! embedded at build time (see build.rs).
-use std::{io::Write, process::ExitCode};
+//! `numatrace`: parse -> run -> exit code. One module per command turns
+//! its flags (`cli`) into calls of the library crates under `crates/`,
+//! where the sources, models and sinks live.
+mod cli;
+mod dump;
+mod evaluate;
+mod export;
+mod hist;
+mod move_pages;
+mod promote;
+mod report;
+mod stats;
+mod top;
+mod workload;
+
+use std::{io::Write, path::Path, process::ExitCode};
 
 use anyhow::Result;
 use clap::Parser;
-
-// Every module lives in the library (lib.rs): add new ones there.
-use numa_cli::{
-    cli, dump, evaluate, export, hist, move_pages, promote, report, stats, top, workload,
-};
+use numa_core::sink::Sink;
 use numa_probe::doctor;
+use numa_source::Source;
+
+/// Feeds a trace file to `sinks` at full speed, warning on stderr about a
+/// truncated or damaged trace.
+fn read_trace(path: &Path, sinks: &mut [&mut dyn Sink]) -> Result<()> {
+    let finished = Source::File(path.to_owned()).run_blocking(None, sinks)?;
+    if let Some(w) = finished.warning {
+        eprintln!("numatrace: warning: {w}");
+    }
+    Ok(())
+}
 
 fn run(cli: cli::Cli) -> Result<ExitCode> {
     match cli.command {
