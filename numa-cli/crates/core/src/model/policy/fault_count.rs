@@ -11,10 +11,30 @@ pub enum Counter {
     Global,
 }
 
+impl Counter {
+    /// The spelling of the `counter` option.
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::Mm => "mm",
+            Counter::Global => "global",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StampKind {
     First,
     Latest,
+}
+
+impl StampKind {
+    /// The spelling of the `stamp` option.
+    pub fn name(self) -> &'static str {
+        match self {
+            StampKind::First => "first",
+            StampKind::Latest => "latest",
+        }
+    }
 }
 
 /// `fault-count` (the RFC): promote when fewer than `threshold` hint faults
@@ -69,24 +89,8 @@ impl Policy for FaultCount {
     fn params(&self) -> BTreeMap<String, String> {
         let mut p = BTreeMap::from([
             ("threshold".into(), self.threshold.to_string()),
-            (
-                "counter".into(),
-                if self.counter == Counter::Mm {
-                    "mm"
-                } else {
-                    "global"
-                }
-                .into(),
-            ),
-            (
-                "stamp".into(),
-                if self.stamp == StampKind::First {
-                    "first"
-                } else {
-                    "latest"
-                }
-                .into(),
-            ),
+            ("counter".into(), self.counter.name().into()),
+            ("stamp".into(), self.stamp.name().into()),
         ]);
         if let Some(r) = &self.rate {
             p.insert("rate_limit_pages_per_s".into(), r.pages_per_s.to_string());
