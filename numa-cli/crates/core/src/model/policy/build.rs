@@ -78,65 +78,80 @@ fn parse_num(v: &str) -> Result<f64> {
 /// Builds a policy from `name[:key=value,...]`.
 pub fn build(spec: &str, d: &ModelDefaults, k: &KernelDefaults) -> Result<Box<dyn Policy>> {
     let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
-    let mut kv: BTreeMap<&str, &str> = BTreeMap::new();
-    for pair in rest.split(',').filter(|p| !p.is_empty()) {
-        let (key, value) = pair
-            .split_once('=')
-            .with_context(|| format!("model option {pair:?} is not key=value"))?;
-        kv.insert(key.trim(), value.trim());
-    }
-    let get = |key: &str| kv.get(key).map(|v| (*v).to_owned());
+    let o = Options::parse(rest)?;
     let policy: Box<dyn Policy> = match name {
-        "kernel-time" => {
-            let th = match get("threshold") {
-                Some(v) => parse_num(&v)? as u64,
-                None => k.hot_threshold_ms,
-            };
-            let rate = match get("rate_limit") {
-                Some(v) => parse_num(&v)? as u64,
-                None => k.rate_limit_mbps,
-            };
-            Box::new(KernelTime::new(th, k.scan_period_max_ms, rate))
-        }
-        "fault-count" => {
-            let threshold = match get("threshold") {
-                Some(v) => parse_num(&v)?,
-                None => d.threshold.unwrap_or(1e6),
-            };
-            if threshold < 1.0 {
-                bail!("fault-count threshold must be >= 1");
-            }
-            let counter = match get("counter").or_else(|| d.counter.clone()).as_deref() {
-                None | Some("mm") => Counter::Mm,
-                Some("global") => Counter::Global,
-                Some(o) => bail!("--counter {o}: use mm or global"),
-            };
-            let stamp = match get("stamp").or_else(|| d.stamp.clone()).as_deref() {
-                None | Some("first") => StampKind::First,
-                Some("latest") => StampKind::Latest,
-                Some(o) => bail!("--stamp {o}: use first or latest"),
-            };
-            let rate_on = match get("rate_limit").as_deref() {
-                Some("on") | Some("true") => true,
-                Some("off") | Some("false") => false,
-                Some(o) => bail!("rate_limit={o}: use on or off"),
-                None => d.rate_limit.unwrap_or(false),
-            };
-            Box::new(FaultCount {
-                threshold: threshold as u64,
-                counter,
-                stamp,
-                rate: rate_on.then(|| RateLimiter::new(k.rate_limit_mbps)),
-            })
-        }
-        "two-touch" => {
-            let window = match get("window_ms") {
-                Some(v) => parse_num(&v)? as u64,
-                None => d.window_ms.unwrap_or(k.hot_threshold_ms * 2),
-            };
-            Box::new(TwoTouch::new(window, 1 << 22))
-        }
+        "kernel-time" => Box::new(kernel_time(&o, k)?),
+        "fault-count" => Box::new(fault_count(&o, d, k)?),
+        "two-touch" => Box::new(two_touch(&o, d, k)?),
         other => bail!("unknown model {other:?}: use kernel-time, fault-count or two-touch"),
     };
     Ok(policy)
+}
+
+/// The `key=value` options of one spec.
+struct Options<'a>(BTreeMap<&'a str, &'a str>);
+
+impl<'a> Options<'a> {
+    fn parse(rest: &'a str) -> Result<Self> {
+        let mut kv = BTreeMap::new();
+        for pair in rest.split(',').filter(|p| !p.is_empty()) {
+            let (key, value) = pair
+                .split_once('=')
+                .with_context(|| format!("model option {pair:?} is not key=value"))?;
+            kv.insert(key.trim(), value.trim());
+        }
+        Ok(Options(kv))
+    }
+
+    fn get(&self, key: &str) -> Option<&'a str> {
+        self.0.get(key).copied()
+    }
+
+    /// The number under `key`, when given.
+    fn num(&self, key: &str) -> Result<Option<f64>> {
+        self.get(key).map(parse_num).transpose()
+    }
+}
+
+fn kernel_time(o: &Options, k: &KernelDefaults) -> Result<KernelTime> {
+    let th = o.num("threshold")?.map_or(k.hot_threshold_ms, |v| v as u64);
+    let rate = o.num("rate_limit")?.map_or(k.rate_limit_mbps, |v| v as u64);
+    Ok(KernelTime::new(th, k.scan_period_max_ms, rate))
+}
+
+fn fault_count(o: &Options, d: &ModelDefaults, k: &KernelDefaults) -> Result<FaultCount> {
+    let threshold = o.num("threshold")?.unwrap_or(d.threshold.unwrap_or(1e6));
+    if threshold < 1.0 {
+        bail!("fault-count threshold must be >= 1");
+    }
+    let counter = match o.get("counter").or(d.counter.as_deref()) {
+        None | Some("mm") => Counter::Mm,
+        Some("global") => Counter::Global,
+        Some(v) => bail!("--counter {v}: use mm or global"),
+    };
+    let stamp = match o.get("stamp").or(d.stamp.as_deref()) {
+        None | Some("first") => StampKind::First,
+        Some("latest") => StampKind::Latest,
+        Some(v) => bail!("--stamp {v}: use first or latest"),
+    };
+    let rate_on = match o.get("rate_limit") {
+        Some("on") | Some("true") => true,
+        Some("off") | Some("false") => false,
+        Some(v) => bail!("rate_limit={v}: use on or off"),
+        None => d.rate_limit.unwrap_or(false),
+    };
+    Ok(FaultCount {
+        threshold: threshold as u64,
+        counter,
+        stamp,
+        rate: rate_on.then(|| RateLimiter::new(k.rate_limit_mbps)),
+    })
+}
+
+fn two_touch(o: &Options, d: &ModelDefaults, k: &KernelDefaults) -> Result<TwoTouch> {
+    let window = match o.num("window_ms")? {
+        Some(v) => v as u64,
+        None => d.window_ms.unwrap_or(k.hot_threshold_ms * 2),
+    };
+    Ok(TwoTouch::new(window, 1 << 22))
 }
