@@ -80,6 +80,11 @@ pub fn toptier_mask(tiers: &[MemoryTier], nodes: &[Node]) -> u64 {
 /// Parses a tracefs `format` file: field name -> offset, and the
 /// `__print_symbolic(REC->reason, {0,"compaction"}, ...)` table.
 pub fn parse_tp_format(text: &str) -> (BTreeMap<String, u32>, BTreeMap<u32, String>) {
+    (parse_tp_fields(text), parse_reason_symbols(text))
+}
+
+/// `field:<decl> <name>;\toffset:<n>;...` lines: name -> offset.
+fn parse_tp_fields(text: &str) -> BTreeMap<String, u32> {
     let mut fields = BTreeMap::new();
     for line in text.lines() {
         let Some(rest) = line.trim().strip_prefix("field:") else {
@@ -99,10 +104,15 @@ pub fn parse_tp_format(text: &str) -> (BTreeMap<String, u32>, BTreeMap<u32, Stri
             fields.insert(name.to_owned(), off);
         }
     }
+    fields
+}
+
+/// The `{n, "name"}` pairs of the `__print_symbolic` on `REC->reason`.
+fn parse_reason_symbols(text: &str) -> BTreeMap<u32, String> {
     let mut symbols = BTreeMap::new();
     if let Some(pos) = text.find("REC->reason") {
         let tail = &text[pos..];
-        for part in tail.split('{').skip(1) {
+        for part in tail.split("{").skip(1) {
             let Some((num, rest)) = part.split_once(',') else {
                 continue;
             };
@@ -114,7 +124,7 @@ pub fn parse_tp_format(text: &str) -> (BTreeMap<String, u32>, BTreeMap<u32, Stri
             }
         }
     }
-    (fields, symbols)
+    symbols
 }
 
 #[cfg(test)]

@@ -132,8 +132,17 @@ fn system_checks(
     tiers: &[numa_core::topology::MemoryTier],
     t: &numa_core::topology::Tunables,
 ) -> Vec<Check> {
-    let mut checks = Vec::new();
-    checks.push(match numa_balancing {
+    let mut checks = vec![
+        numa_balancing_check(numa_balancing),
+        numa_nodes_check(nodes),
+        memory_tiers_check(tiers),
+    ];
+    checks.extend(tunables_checks(t));
+    checks
+}
+
+fn numa_balancing_check(numa_balancing: Option<u32>) -> Check {
+    match numa_balancing {
         Some(2) | Some(3) => check(
             "numa_balancing",
             Status::Ok,
@@ -158,9 +167,16 @@ fn system_checks(
             "/proc/sys/kernel/numa_balancing missing: kernel without CONFIG_NUMA_BALANCING",
             "use a kernel built with CONFIG_NUMA_BALANCING=y",
         ),
-    });
-    checks.push(if nodes.len() >= 2 {
-        let cpuless: Vec<String> = nodes.iter().filter(|n| n.cpus.is_empty()).map(|n| n.id.to_string()).collect();
+    }
+}
+
+fn numa_nodes_check(nodes: &[numa_core::topology::Node]) -> Check {
+    if nodes.len() >= 2 {
+        let cpuless: Vec<String> = nodes
+            .iter()
+            .filter(|n| n.cpus.is_empty())
+            .map(|n| n.id.to_string())
+            .collect();
         check(
             "numa_nodes",
             Status::Ok,
@@ -174,13 +190,16 @@ fn system_checks(
             format!("{} NUMA node(s): nothing can be promoted between nodes", nodes.len()),
             "run on a host with slow memory (CXL/PMEM) or try the emulated one: `cargo xtask vm --shell`",
         )
-    });
+    }
+}
+
+fn memory_tiers_check(tiers: &[numa_core::topology::MemoryTier]) -> Check {
     let tier_list = tiers
         .iter()
         .map(|t| format!("{}={:?}", t.tier, t.nodes))
         .collect::<Vec<_>>()
         .join(" ");
-    checks.push(if tiers.len() >= 2 {
+    if tiers.len() >= 2 {
         check("memory_tiers", Status::Ok, tier_list, "")
     } else {
         check(
@@ -189,148 +208,148 @@ fn system_checks(
             format!("{} memory tier(s) [{tier_list}]: without a lower tier the kernel never promotes", tiers.len()),
             "slow memory must be onlined as its own tier (HMAT on 6.12+, dax kmem on 6.1: see `cargo xtask vm`)",
         )
-    });
-    checks.push(match t.demotion_enabled {
-        Some(true) => check("demotion_enabled", Status::Ok, "true", ""),
-        Some(false) => check(
-            "demotion_enabled",
-            Status::Warn,
-            "false: DRAM is not freed by demotion, so promotion stops once DRAM is full",
-            "echo true > /sys/kernel/mm/numa/demotion_enabled",
-        ),
-        None => check(
-            "demotion_enabled",
-            Status::Warn,
-            "unreadable",
-            "kernel without memory tiering sysfs",
-        ),
-    });
-    let fmt = |v: Option<u64>| v.map_or("?".to_owned(), |v| v.to_string());
-    checks.push(match t.hot_threshold_ms {
-        Some(ms) => check("hot_threshold_ms", Status::Ok, format!("{ms} ms"), ""),
-        None => check(
-            "hot_threshold_ms",
-            Status::Warn,
-            "unreadable (debugfs not mounted?)",
-            "mount -t debugfs none /sys/kernel/debug",
-        ),
-    });
-    checks.push(check(
-        "promote_rate_limit",
-        if t.promote_rate_limit_mbps.is_some() {
-            Status::Ok
-        } else {
-            Status::Warn
-        },
-        format!("{} MB/s", fmt(t.promote_rate_limit_mbps)),
-        if t.promote_rate_limit_mbps.is_some() {
-            ""
-        } else {
-            "kernel without numa_balancing_promote_rate_limit_MBps"
-        },
-    ));
-    checks.push(check(
-        "scan_settings",
-        if t.scan_period_min_ms.is_some() {
-            Status::Ok
-        } else {
-            Status::Warn
-        },
-        format!(
-            "delay {} ms, period {}..{} ms, size {} MB",
-            fmt(t.scan_delay_ms),
-            fmt(t.scan_period_min_ms),
-            fmt(t.scan_period_max_ms),
-            fmt(t.scan_size_mb)
-        ),
-        if t.scan_period_min_ms.is_some() {
-            ""
-        } else {
-            "mount -t debugfs none /sys/kernel/debug"
-        },
-    ));
-    checks
+    }
 }
 
-/// Runs every check. Attaches the plan for real when privileged.
-pub fn run() -> Report {
-    let mut checks = preflight();
-    let privileged = checks.first().is_some_and(|c| c.status == Status::Ok);
-    let facts = discover::discover();
-    let mut attach_plan = plan::build(&facts);
-    let mut trials = Vec::new();
-    let mut mechanisms = std::collections::BTreeMap::new();
-    if privileged {
-        let has_sys_enter = discover::tracefs().is_some_and(|t| {
-            std::path::Path::new(t)
-                .join("events/raw_syscalls/sys_enter")
-                .is_dir()
-        });
-        let tp_target = if has_sys_enter {
-            "raw_syscalls:sys_enter"
-        } else {
-            "sched:sched_switch"
-        };
-        for (m, target) in [
-            (Mechanism::Fentry, "vfs_read"),
-            (Mechanism::Kprobe, "vfs_read"),
-            (Mechanism::Tracepoint, tp_target),
-        ] {
-            let t = load::trial(m, target);
-            mechanisms.insert(
-                m.name(),
-                if t.ok {
-                    "ok".to_owned()
-                } else {
-                    format!("refused: {}", t.detail)
-                },
-            );
-            trials.push(t);
-        }
-        let fentry_ok = trials.first().is_some_and(|t| t.ok);
-        let kprobe_ok = trials.get(1).is_some_and(|t| t.ok);
-        checks.push(if fentry_ok {
-            check("function_probes", Status::Ok, "fentry/fexit work", "")
-        } else if kprobe_ok {
-            check(
-                "function_probes",
-                Status::Warn,
-                "fentry/fexit refused; kprobe/kretprobe fallback works",
-                "fentry needs CONFIG_DEBUG_INFO_BTF and BPF trampolines; kprobes are fine, slightly slower",
-            )
-        } else {
-            check(
-                "function_probes",
-                Status::Fail,
-                "tracing programs (fentry/fexit) are refused and kprobes are unavailable: no kernel function can be hooked",
-                "use a kernel with BPF trampolines (CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) or CONFIG_KPROBES; in a restricted VM/sandbox try the emulated test bed `cargo xtask vm`",
-            )
-        });
-        match load::attach(attach_plan.clone(), &load::LoadOptions::default()) {
-            Ok(probes) => attach_plan = probes.plan.clone(),
-            Err(e) => checks.push(check(
-                "bpf_object",
-                Status::Fail,
-                format!("{e:#}"),
-                "check `dmesg` and that BPF is enabled (CONFIG_BPF_SYSCALL)",
-            )),
-        }
+/// A check that is Ok when its knob could be read and otherwise a warning
+/// carrying `remedy`.
+fn readable_check(
+    name: &'static str,
+    readable: bool,
+    detail: String,
+    remedy: &'static str,
+) -> Check {
+    if readable {
+        check(name, Status::Ok, detail, "")
     } else {
-        for m in ["fentry", "kprobe", "tracepoint"] {
-            mechanisms.insert(m, "not tried: needs root".to_owned());
-        }
+        check(name, Status::Warn, detail, remedy)
     }
+}
+
+fn tunables_checks(t: &numa_core::topology::Tunables) -> [Check; 4] {
+    let fmt = |v: Option<u64>| v.map_or("?".to_owned(), |v| v.to_string());
+    [
+        match t.demotion_enabled {
+            Some(true) => check("demotion_enabled", Status::Ok, "true", ""),
+            Some(false) => check(
+                "demotion_enabled",
+                Status::Warn,
+                "false: DRAM is not freed by demotion, so promotion stops once DRAM is full",
+                "echo true > /sys/kernel/mm/numa/demotion_enabled",
+            ),
+            None => check(
+                "demotion_enabled",
+                Status::Warn,
+                "unreadable",
+                "kernel without memory tiering sysfs",
+            ),
+        },
+        match t.hot_threshold_ms {
+            Some(ms) => check("hot_threshold_ms", Status::Ok, format!("{ms} ms"), ""),
+            None => check(
+                "hot_threshold_ms",
+                Status::Warn,
+                "unreadable (debugfs not mounted?)",
+                "mount -t debugfs none /sys/kernel/debug",
+            ),
+        },
+        readable_check(
+            "promote_rate_limit",
+            t.promote_rate_limit_mbps.is_some(),
+            format!("{} MB/s", fmt(t.promote_rate_limit_mbps)),
+            "kernel without numa_balancing_promote_rate_limit_MBps",
+        ),
+        readable_check(
+            "scan_settings",
+            t.scan_period_min_ms.is_some(),
+            format!(
+                "delay {} ms, period {}..{} ms, size {} MB",
+                fmt(t.scan_delay_ms),
+                fmt(t.scan_period_min_ms),
+                fmt(t.scan_period_max_ms),
+                fmt(t.scan_size_mb)
+            ),
+            "mount -t debugfs none /sys/kernel/debug",
+        ),
+    ]
+}
+
+/// Mechanism name -> "ok" or "refused: <why>".
+type Mechanisms = std::collections::BTreeMap<&'static str, String>;
+
+/// Tries each attach mechanism on its own with a trivial program, so a
+/// refusal is reported against the mechanism rather than a particular hook.
+fn mechanism_trials() -> (Vec<Trial>, Mechanisms) {
+    let has_sys_enter = discover::tracefs().is_some_and(|t| {
+        std::path::Path::new(t)
+            .join("events/raw_syscalls/sys_enter")
+            .is_dir()
+    });
+    let tp_target = if has_sys_enter {
+        "raw_syscalls:sys_enter"
+    } else {
+        "sched:sched_switch"
+    };
+    let mut trials = Vec::new();
+    let mut mechanisms = Mechanisms::new();
+    for (m, target) in [
+        (Mechanism::Fentry, "vfs_read"),
+        (Mechanism::Kprobe, "vfs_read"),
+        (Mechanism::Tracepoint, tp_target),
+    ] {
+        let t = load::trial(m, target);
+        mechanisms.insert(
+            m.name(),
+            if t.ok {
+                "ok".to_owned()
+            } else {
+                format!("refused: {}", t.detail)
+            },
+        );
+        trials.push(t);
+    }
+    (trials, mechanisms)
+}
+
+/// Verdict on hooking kernel functions, from the fentry and kprobe trials.
+fn function_probes_check(trials: &[Trial]) -> Check {
+    let fentry_ok = trials.first().is_some_and(|t| t.ok);
+    let kprobe_ok = trials.get(1).is_some_and(|t| t.ok);
+    if fentry_ok {
+        check("function_probes", Status::Ok, "fentry/fexit work", "")
+    } else if kprobe_ok {
+        check(
+            "function_probes",
+            Status::Warn,
+            "fentry/fexit refused; kprobe/kretprobe fallback works",
+            "fentry needs CONFIG_DEBUG_INFO_BTF and BPF trampolines; kprobes are fine, slightly slower",
+        )
+    } else {
+        check(
+            "function_probes",
+            Status::Fail,
+            "tracing programs (fentry/fexit) are refused and kprobes are unavailable: no kernel function can be hooked",
+            "use a kernel with BPF trampolines (CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) or CONFIG_KPROBES; in a restricted VM/sandbox try the emulated test bed `cargo xtask vm`",
+        )
+    }
+}
+
+fn attach_plan_check(attach_plan: &AttachPlan, privileged: bool) -> Check {
     let bad: Vec<String> = attach_plan
         .hooks
         .iter()
         .filter(|h| h.required && !matches!(h.status, HookStatus::Attached | HookStatus::Resolved))
         .map(|h| format!("{} ({:?})", h.hook.name(), h.status).to_lowercase())
         .collect();
-    checks.push(if bad.is_empty() {
+    if bad.is_empty() {
         check(
             "attach_plan",
             if privileged { Status::Ok } else { Status::Warn },
-            if privileged { "every required hook attached" } else { "resolved, not attached (needs root)" },
+            if privileged {
+                "every required hook attached"
+            } else {
+                "resolved, not attached (needs root)"
+            },
             "",
         )
     } else {
@@ -340,7 +359,36 @@ pub fn run() -> Report {
             format!("required hooks not usable: {}", bad.join(", ")),
             "see each hook's detail below; a kernel that inlines these functions needs a newer numatrace",
         )
-    });
+    }
+}
+
+/// Runs every check. Attaches the plan for real when privileged.
+pub fn run() -> Report {
+    let mut checks = preflight();
+    let privileged = checks.first().is_some_and(|c| c.status == Status::Ok);
+    let facts = discover::discover();
+    let mut attach_plan = plan::build(&facts);
+    let (trials, mechanisms) = if privileged {
+        let (trials, mechanisms) = mechanism_trials();
+        checks.push(function_probes_check(&trials));
+        match load::attach(attach_plan.clone(), &load::LoadOptions::default()) {
+            Ok(probes) => attach_plan = probes.plan.clone(),
+            Err(e) => checks.push(check(
+                "bpf_object",
+                Status::Fail,
+                format!("{e:#}"),
+                "check `dmesg` and that BPF is enabled (CONFIG_BPF_SYSCALL)",
+            )),
+        }
+        (trials, mechanisms)
+    } else {
+        let mechanisms = ["fentry", "kprobe", "tracepoint"]
+            .into_iter()
+            .map(|m| (m, "not tried: needs root".to_owned()))
+            .collect();
+        (Vec::new(), mechanisms)
+    };
+    checks.push(attach_plan_check(&attach_plan, privileged));
     let numa_balancing = system::numa_balancing();
     let nodes = system::nodes();
     let memory_tiers = system::memory_tiers();

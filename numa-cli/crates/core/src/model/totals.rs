@@ -114,6 +114,15 @@ pub struct Checks {
     pub latest_scan_newer_than_stamp: u64,
 }
 
+/// The event-derived histograms of a report.
+struct Histograms {
+    all_latency: Log2Hist,
+    all_delta: Log2Hist,
+    by_outcome: BTreeMap<&'static str, Vec<BucketCount>>,
+    /// Every per-outcome histogram equals the in-kernel one.
+    kernel_match: bool,
+}
+
 impl Totals {
     pub fn new(toptier_mask: u64) -> Self {
         Totals {
@@ -213,10 +222,65 @@ impl Totals {
     /// `stamp_capacity` is the STAMPS map size, for the eviction estimate;
     /// `attach_started_ns` bounds every latency (no stamp is older).
     pub fn report(&self, stamp_capacity: u64, attach_started_ns: u64) -> Report {
+        let hists = self.histograms();
+        let oc = |o: Outcome| self.outcomes[o as usize];
+        let vmstat_delta = self.window.vmstat_all();
+        let kc = |c: Counter| self.window.count(c);
+        Report {
+            duration_s: self.duration_s(),
+            hint_faults: self.faults,
+            decisions: self.decisions,
+            kernel_promote: self.promotes,
+            kernel_reject: Rejects {
+                latency: oc(Outcome::RejectLatency),
+                rate_limit: oc(Outcome::RejectRateLimit),
+                other: oc(Outcome::RejectOther),
+            },
+            free_space_promote: oc(Outcome::PromoteFreeSpace),
+            not_tiering: oc(Outcome::NotTiering),
+            no_decision: oc(Outcome::NoDecision),
+            migrate: Migrations {
+                success: self.migrate_ok,
+                fail: self.migrate_fail,
+            },
+            scan_stamps: self.scan_stamps,
+            scan_ranges: self.scan_ranges,
+            scan_ptes_updated: self.scan_ptes,
+            vma_skips: self.vma_skips.clone(),
+            drops: kc(Counter::RingDrops),
+            evictions: self.window.evictions(stamp_capacity),
+            stamp_misses: kc(Counter::StampMisses),
+            vmstat_delta,
+            latency_ms: hists.all_latency.rows(1e6),
+            fault_delta: hists.all_delta.rows(1.0),
+            latency_ms_by_outcome: hists.by_outcome,
+            kernel_counters: self.kernel_counters(),
+            kernel_histograms_match: hists.kernel_match,
+            bpf_programs: Vec::new(),
+            checks: self.checks(attach_started_ns),
+        }
+    }
+
+    /// The snapshot window's span when there is one, else the span of the
+    /// events seen.
+    fn duration_s(&self) -> f64 {
+        match self.window.first() {
+            Some(_) => self.window.span_ns() as f64 / 1e9,
+            None => {
+                self.last_ts_ns
+                    .saturating_sub(self.first_ts_ns.unwrap_or(0)) as f64
+                    / 1e9
+            }
+        }
+    }
+
+    /// Merges the per-outcome histograms and compares each with the
+    /// in-kernel one.
+    fn histograms(&self) -> Histograms {
         let mut all_latency = Log2Hist::default();
         let mut all_delta = Log2Hist::default();
         let mut by_outcome = BTreeMap::new();
-        let mut hist_match = self.window.first().is_some();
+        let mut kernel_match = self.window.first().is_some();
         for o in Outcome::ALL {
             let i = o as usize;
             all_latency.merge(&self.latency_ns[i]);
@@ -224,14 +288,21 @@ impl Totals {
             if self.latency_ns[i].count > 0 {
                 by_outcome.insert(o.name(), self.latency_ns[i].rows(1e6));
             }
-            hist_match &= self.window.hist_row(|s| &s.hist_latency, i)
+            kernel_match &= self.window.hist_row(|s| &s.hist_latency, i)
                 == self.latency_ns[i].buckets.to_vec()
                 && self.window.hist_row(|s| &s.hist_delta, i) == self.delta_mm[i].buckets.to_vec();
         }
-        let oc = |o: Outcome| self.outcomes[o as usize];
-        let vmstat_delta = self.window.vmstat_all();
+        Histograms {
+            all_latency,
+            all_delta,
+            by_outcome,
+            kernel_match,
+        }
+    }
+
+    fn kernel_counters(&self) -> BTreeMap<&'static str, u64> {
         let kc = |c: Counter| self.window.count(c);
-        let kernel_counters = BTreeMap::from([
+        BTreeMap::from([
             ("hint_faults", kc(Counter::HintFaults)),
             ("decisions", kc(Counter::Decisions)),
             ("decision_promote", kc(Counter::DecisionPromote)),
@@ -261,58 +332,22 @@ impl Totals {
             ("vma_skips", kc(Counter::VmaSkips)),
             ("migrate_tp_events", kc(Counter::MigrateTpEvents)),
             ("migrate_tp_pages", kc(Counter::MigrateTpPages)),
-        ]);
-        Report {
-            duration_s: match self.window.first() {
-                Some(_) => self.window.span_ns() as f64 / 1e9,
-                None => {
-                    self.last_ts_ns
-                        .saturating_sub(self.first_ts_ns.unwrap_or(0)) as f64
-                        / 1e9
-                }
-            },
-            hint_faults: self.faults,
-            decisions: self.decisions,
-            kernel_promote: self.promotes,
-            kernel_reject: Rejects {
-                latency: oc(Outcome::RejectLatency),
-                rate_limit: oc(Outcome::RejectRateLimit),
-                other: oc(Outcome::RejectOther),
-            },
-            free_space_promote: oc(Outcome::PromoteFreeSpace),
-            not_tiering: oc(Outcome::NotTiering),
-            no_decision: oc(Outcome::NoDecision),
-            migrate: Migrations {
-                success: self.migrate_ok,
-                fail: self.migrate_fail,
-            },
-            scan_stamps: self.scan_stamps,
-            scan_ranges: self.scan_ranges,
-            scan_ptes_updated: self.scan_ptes,
-            vma_skips: self.vma_skips.clone(),
-            drops: kc(Counter::RingDrops),
-            evictions: self.window.evictions(stamp_capacity),
-            stamp_misses: kc(Counter::StampMisses),
-            vmstat_delta,
-            latency_ms: all_latency.rows(1e6),
-            fault_delta: all_delta.rows(1.0),
-            latency_ms_by_outcome: by_outcome,
-            kernel_counters,
-            kernel_histograms_match: hist_match,
-            bpf_programs: Vec::new(),
-            checks: Checks {
-                since_attach_s: self.window.last().map_or(0.0, |s| {
-                    s.ts_ns.saturating_sub(attach_started_ns) as f64 / 1e9
-                }),
-                slow_node_faults: self.slow_faults,
-                negative_latencies: self.negative_latencies,
-                max_latency_ms: self.max_latency_ns as f64 / 1e6,
-                max_kernel_latency_gap_ms: self.max_kernel_latency_gap_ms,
-                inconsistent_deltas: self.inconsistent_deltas,
-                latency_rejects_below_threshold: self.latency_rejects_below_threshold,
-                latest_scan_known: self.latest_scan_known,
-                latest_scan_newer_than_stamp: self.latest_scan_newer,
-            },
+        ])
+    }
+
+    fn checks(&self, attach_started_ns: u64) -> Checks {
+        Checks {
+            since_attach_s: self.window.last().map_or(0.0, |s| {
+                s.ts_ns.saturating_sub(attach_started_ns) as f64 / 1e9
+            }),
+            slow_node_faults: self.slow_faults,
+            negative_latencies: self.negative_latencies,
+            max_latency_ms: self.max_latency_ns as f64 / 1e6,
+            max_kernel_latency_gap_ms: self.max_kernel_latency_gap_ms,
+            inconsistent_deltas: self.inconsistent_deltas,
+            latency_rejects_below_threshold: self.latency_rejects_below_threshold,
+            latest_scan_known: self.latest_scan_known,
+            latest_scan_newer_than_stamp: self.latest_scan_newer,
         }
     }
 }

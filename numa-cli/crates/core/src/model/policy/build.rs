@@ -1,0 +1,157 @@
+//! Models by name: specs parsed into policies, with defaults from the
+//! kernel's tunables and the flat command-line options.
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context, Result};
+
+use super::{
+    fault_count::{Counter, FaultCount, StampKind},
+    kernel_time::KernelTime,
+    limits::RateLimiter,
+    two_touch::TwoTouch,
+    Policy,
+};
+use crate::topology::Tunables;
+
+/// Kernel tunables the models default to (from the trace header).
+#[derive(Debug, Clone, Copy)]
+pub struct KernelDefaults {
+    pub hot_threshold_ms: u64,
+    pub scan_period_max_ms: u64,
+    pub rate_limit_mbps: u64,
+}
+
+impl Default for KernelDefaults {
+    fn default() -> Self {
+        KernelDefaults {
+            hot_threshold_ms: 1000,
+            scan_period_max_ms: 60000,
+            rate_limit_mbps: 65536,
+        }
+    }
+}
+
+impl KernelDefaults {
+    /// The host's tunables where it had them (a trace header's), else the
+    /// kernel's defaults.
+    pub fn from_tunables(t: &Tunables) -> Self {
+        let d = KernelDefaults::default();
+        KernelDefaults {
+            hot_threshold_ms: t.hot_threshold_ms.unwrap_or(d.hot_threshold_ms),
+            scan_period_max_ms: t.scan_period_max_ms.unwrap_or(d.scan_period_max_ms),
+            rate_limit_mbps: t.promote_rate_limit_mbps.unwrap_or(d.rate_limit_mbps),
+        }
+    }
+}
+
+/// The models run when none is named.
+pub const DEFAULT_MODELS: [&str; 3] = ["kernel-time", "fault-count", "two-touch"];
+
+/// Builds every model in `specs`; none named: [`DEFAULT_MODELS`].
+pub fn build_all(
+    specs: &[String],
+    d: &ModelDefaults,
+    k: &KernelDefaults,
+) -> Result<Vec<Box<dyn Policy>>> {
+    if specs.is_empty() {
+        return DEFAULT_MODELS.iter().map(|s| build(s, d, k)).collect();
+    }
+    specs.iter().map(|s| build(s, d, k)).collect()
+}
+
+/// Flat model options (`--threshold 2e5 --counter global`) that apply to
+/// every model that does not set them in its spec.
+#[derive(Debug, Clone, Default)]
+pub struct ModelDefaults {
+    pub threshold: Option<f64>,
+    pub counter: Option<String>,
+    pub stamp: Option<String>,
+    pub window_ms: Option<u64>,
+    pub rate_limit: Option<bool>,
+}
+
+fn parse_num(v: &str) -> Result<f64> {
+    v.parse::<f64>()
+        .with_context(|| format!("{v:?} is not a number (1e6 and 1000000 both work)"))
+}
+
+/// Builds a policy from `name[:key=value,...]`.
+pub fn build(spec: &str, d: &ModelDefaults, k: &KernelDefaults) -> Result<Box<dyn Policy>> {
+    let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
+    let o = Options::parse(rest)?;
+    let policy: Box<dyn Policy> = match name {
+        "kernel-time" => Box::new(kernel_time(&o, k)?),
+        "fault-count" => Box::new(fault_count(&o, d, k)?),
+        "two-touch" => Box::new(two_touch(&o, d, k)?),
+        other => bail!("unknown model {other:?}: use kernel-time, fault-count or two-touch"),
+    };
+    Ok(policy)
+}
+
+/// The `key=value` options of one spec.
+struct Options<'a>(BTreeMap<&'a str, &'a str>);
+
+impl<'a> Options<'a> {
+    fn parse(rest: &'a str) -> Result<Self> {
+        let mut kv = BTreeMap::new();
+        for pair in rest.split(',').filter(|p| !p.is_empty()) {
+            let (key, value) = pair
+                .split_once('=')
+                .with_context(|| format!("model option {pair:?} is not key=value"))?;
+            kv.insert(key.trim(), value.trim());
+        }
+        Ok(Options(kv))
+    }
+
+    fn get(&self, key: &str) -> Option<&'a str> {
+        self.0.get(key).copied()
+    }
+
+    /// The number under `key`, when given.
+    fn num(&self, key: &str) -> Result<Option<f64>> {
+        self.get(key).map(parse_num).transpose()
+    }
+}
+
+fn kernel_time(o: &Options, k: &KernelDefaults) -> Result<KernelTime> {
+    let th = o.num("threshold")?.map_or(k.hot_threshold_ms, |v| v as u64);
+    let rate = o.num("rate_limit")?.map_or(k.rate_limit_mbps, |v| v as u64);
+    Ok(KernelTime::new(th, k.scan_period_max_ms, rate))
+}
+
+fn fault_count(o: &Options, d: &ModelDefaults, k: &KernelDefaults) -> Result<FaultCount> {
+    let threshold = o.num("threshold")?.unwrap_or(d.threshold.unwrap_or(1e6));
+    if threshold < 1.0 {
+        bail!("fault-count threshold must be >= 1");
+    }
+    let counter = match o.get("counter").or(d.counter.as_deref()) {
+        None | Some("mm") => Counter::Mm,
+        Some("global") => Counter::Global,
+        Some(v) => bail!("--counter {v}: use mm or global"),
+    };
+    let stamp = match o.get("stamp").or(d.stamp.as_deref()) {
+        None | Some("first") => StampKind::First,
+        Some("latest") => StampKind::Latest,
+        Some(v) => bail!("--stamp {v}: use first or latest"),
+    };
+    let rate_on = match o.get("rate_limit") {
+        Some("on") | Some("true") => true,
+        Some("off") | Some("false") => false,
+        Some(v) => bail!("rate_limit={v}: use on or off"),
+        None => d.rate_limit.unwrap_or(false),
+    };
+    Ok(FaultCount {
+        threshold: threshold as u64,
+        counter,
+        stamp,
+        rate: rate_on.then(|| RateLimiter::new(k.rate_limit_mbps)),
+    })
+}
+
+fn two_touch(o: &Options, d: &ModelDefaults, k: &KernelDefaults) -> Result<TwoTouch> {
+    let window = match o.num("window_ms")? {
+        Some(v) => v as u64,
+        None => d.window_ms.unwrap_or(k.hot_threshold_ms * 2),
+    };
+    Ok(TwoTouch::new(window, 1 << 22))
+}

@@ -1,0 +1,179 @@
+//! The `two-touch` model.
+use std::collections::BTreeMap;
+
+use numa_ebpf_common::FaultEvent;
+use rustc_hash::FxHashMap as HashMap;
+
+use super::{no, yes, FaultView, Policy, Verdict};
+use crate::model::pagetable::{self, PageTable};
+
+/// `two-touch` (pghot's hint-fault source): promote on the second hint
+/// fault on the same page within `window_ms`.
+#[derive(Debug, Clone)]
+pub struct TwoTouch {
+    pub window_ms: u64,
+    /// Last fault time (ms) per (tgid, page): `[packed key, ms]`; with
+    /// `wide`, bounded by `cap` entries.
+    last: PageTable<2>,
+    /// Keys that do not pack (see `pagetable`).
+    wide: HashMap<(u32, u64), u64>,
+    cap: usize,
+}
+
+impl TwoTouch {
+    pub fn new(window_ms: u64, cap: usize) -> Self {
+        TwoTouch {
+            window_ms,
+            last: PageTable::default(),
+            wide: HashMap::default(),
+            cap,
+        }
+    }
+
+    /// Before a new page is remembered: bounded memory, forget touches
+    /// older than the window, everything if that is not enough.
+    fn make_room(&mut self, now_ms: u64) {
+        if self.last.len() + self.wide.len() < self.cap {
+            return;
+        }
+        let window = self.window_ms;
+        self.last.retain(|e| now_ms.saturating_sub(e[1]) <= window);
+        self.wide.retain(|_, t| now_ms.saturating_sub(*t) <= window);
+        if self.last.len() + self.wide.len() >= self.cap {
+            self.last.clear();
+            self.wide.clear();
+        }
+    }
+}
+
+impl Policy for TwoTouch {
+    fn name(&self) -> String {
+        "two-touch".into()
+    }
+
+    fn params(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([("window_ms".into(), self.window_ms.to_string())])
+    }
+
+    fn prefetch(&self, ev: &FaultEvent) {
+        if let Some(key) = pagetable::pack((ev.pid_tgid >> 32) as u32, ev.addr) {
+            self.last.prefetch(key);
+        }
+    }
+
+    fn decide(&mut self, ev: &FaultEvent, _view: &FaultView) -> Verdict {
+        let tgid = (ev.pid_tgid >> 32) as u32;
+        let now_ms = ev.ts_ns / 1_000_000;
+        let Some(key) = pagetable::pack(tgid, ev.addr) else {
+            let key = (tgid, ev.addr);
+            if !self.wide.contains_key(&key) {
+                self.make_room(now_ms);
+            }
+            return match self.wide.insert(key, now_ms) {
+                Some(prev) if now_ms.saturating_sub(prev) <= self.window_ms => {
+                    self.wide.remove(&key);
+                    yes("second_touch")
+                }
+                _ => no("first_touch"),
+            };
+        };
+        if let Some(i) = self.last.find(key) {
+            let prev = self.last.slot(i)[1];
+            if now_ms.saturating_sub(prev) <= self.window_ms {
+                self.last.remove_at(i);
+                return yes("second_touch");
+            }
+            self.last.value_mut(i)[0] = now_ms;
+            return no("first_touch");
+        }
+        self.make_room(now_ms);
+        self.last.insert([key, now_ms]);
+        no("first_touch")
+    }
+
+    fn threshold(&self) -> Option<f64> {
+        Some(self.window_ms as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use numa_ebpf_common::Outcome;
+
+    use super::*;
+    use crate::decode::fixtures::fault;
+
+    /// two-touch as it was before the packed table.
+    struct RefTwoTouch {
+        window_ms: u64,
+        last: HashMap<(u32, u64), u64>,
+        cap: usize,
+    }
+
+    impl RefTwoTouch {
+        fn decide(&mut self, ev: &FaultEvent) -> Verdict {
+            let key = ((ev.pid_tgid >> 32) as u32, ev.addr);
+            let now_ms = ev.ts_ns / 1_000_000;
+            if self.last.len() >= self.cap && !self.last.contains_key(&key) {
+                let window = self.window_ms;
+                self.last.retain(|_, t| now_ms.saturating_sub(*t) <= window);
+                if self.last.len() >= self.cap {
+                    self.last.clear();
+                }
+            }
+            match self.last.insert(key, now_ms) {
+                Some(prev) if now_ms.saturating_sub(prev) <= self.window_ms => {
+                    self.last.remove(&key);
+                    yes("second_touch")
+                }
+                _ => no("first_touch"),
+            }
+        }
+    }
+
+    /// Same verdicts as the plain map, through the cap's forgetting and
+    /// clearing and with keys that do not pack.
+    #[test]
+    fn two_touch_matches_the_plain_map() {
+        for (cap, window, seed) in [(1usize << 20, 2000u64, 1u64), (64, 500, 2), (7, 100_000, 3)] {
+            let mut new = TwoTouch::new(window, cap);
+            let mut old = RefTwoTouch {
+                window_ms: window,
+                last: HashMap::default(),
+                cap,
+            };
+            let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ seed;
+            let mut next = || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            let view = FaultView::default();
+            let mut ev = fault(1, 1, 10, Outcome::RejectLatency);
+            let mut seconds = 0;
+            for _ in 0..200_000 {
+                ev.ts_ns = ev.ts_ns.wrapping_add(next() % 20_000_000);
+                if next() % 1000 == 0 {
+                    ev.ts_ns = ev.ts_ns.wrapping_sub(1 << 40);
+                }
+                let tgid = match next() % 40 {
+                    0 => u64::from(u32::MAX),
+                    1 => 1 << 22,
+                    n => n % 3,
+                };
+                ev.pid_tgid = tgid << 32;
+                ev.addr = match next() % 40 {
+                    0 => 0x7f00_0000_0001 + next() % 3,
+                    1 => u64::MAX - 4095,
+                    _ => 0x7f00_0000_0000 + (next() % 300) * 4096,
+                };
+                let v = new.decide(&ev, &view);
+                assert_eq!(v, old.decide(&ev));
+                seconds += u64::from(v.promote);
+                assert_eq!(new.last.len() + new.wide.len(), old.last.len());
+            }
+            assert!(seconds > 100, "{seconds} second touches");
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! Follows the pages the kernel refused: whether they fault again, and when,
+//! for each model's set at once.
+use rustc_hash::FxHashMap;
+
+use super::RefaultReport;
+use crate::model::{
+    hist::Log2Hist,
+    pagetable::{self, PageTable},
+};
+
+/// At most this many refused pages are followed per set (memory bound).
+const MAX_TRACKED: usize = 1 << 22;
+
+/// Follows refused pages: did they fault again (still hot), and when?
+/// One entry per refused page for all models at once, with the sets it
+/// counts in: bit `i` = model `i` wanted it, bit `models` = no model did.
+#[derive(Debug, Default)]
+pub(super) struct Refaults {
+    /// Pending refusals: `[packed (tgid, addr), packed (ts_ns, sets)]`,
+    /// 16 bytes each: the table is what every event touches.
+    table: PageTable<2>,
+    /// Pending refusals whose key or value does not pack (never a
+    /// kernel's key; a time beyond the packed range): exact, slower.
+    wide: FxHashMap<(u32, u64), Pending>,
+    sets: Vec<RefaultSet>,
+    /// Origin of the packed times (set at the first refusal).
+    base_ns: Option<u64>,
+    /// Low bits of a packed value: `ts_ns - base_ns`; high bits: sets.
+    ts_bits: u32,
+    /// How much older than the first refusal's a packed time may be.
+    slack_ns: u64,
+    /// At most this many pending ([`MAX_TRACKED`]; smaller in tests).
+    max_tracked: usize,
+}
+
+/// A packed time may be this much older than the first refusal's (less
+/// with many models: a sixteenth of the packed range).
+const BASE_SLACK_NS: u64 = 1 << 32;
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    ts_ns: u64,
+    sets: u64,
+}
+
+/// A page key, packed once per event.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Page {
+    tgid: u32,
+    addr: u64,
+    packed: Option<u64>,
+}
+
+impl Page {
+    #[inline]
+    pub(super) fn new(tgid: u32, addr: u64) -> Self {
+        Page {
+            tgid,
+            addr,
+            packed: pagetable::pack(tgid, addr),
+        }
+    }
+}
+
+/// The table slot of a pending refusal that a fault has just answered:
+/// logically removed, physically kept until [`Refaults::refused`] reuses
+/// it or [`Refaults::release`] frees it (one probe per event, not three).
+#[must_use]
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Held(Option<usize>);
+
+/// Models at once: their sets and the "no model wanted" set fit a u64.
+pub(super) const MAX_MODELS: usize = 63;
+
+#[derive(Debug, Default, Clone)]
+struct RefaultSet {
+    tracked: u64,
+    untracked: u64,
+    refaulted: u64,
+    delay_ms: Log2Hist,
+}
+
+impl Refaults {
+    pub(super) fn new(models: usize) -> Self {
+        Refaults {
+            table: PageTable::default(),
+            wide: FxHashMap::default(),
+            sets: vec![RefaultSet::default(); models + 1],
+            base_ns: None,
+            ts_bits: 64 - (models as u32 + 1),
+            slack_ns: BASE_SLACK_NS.min(1 << (64 - (models as u32 + 1)).saturating_sub(4)),
+            max_tracked: MAX_TRACKED,
+        }
+    }
+
+    /// Table slots allocated for pending refusals.
+    pub(super) fn capacity(&self) -> usize {
+        self.table.capacity()
+    }
+
+    /// Starts loading the table slot of a packed page key.
+    #[inline]
+    pub(super) fn prefetch(&self, key: u64) {
+        self.table.prefetch(key);
+    }
+
+    /// Refusals pending.
+    pub(super) fn len(&self) -> usize {
+        self.table.len() + self.wide.len()
+    }
+
+    #[inline]
+    fn pack_value(&mut self, ts_ns: u64, sets: u64) -> Option<u64> {
+        let base = *self
+            .base_ns
+            .get_or_insert(ts_ns.saturating_sub(self.slack_ns));
+        let off = ts_ns.checked_sub(base)?;
+        (off >> self.ts_bits == 0).then_some(off | sets << self.ts_bits)
+    }
+
+    #[inline]
+    fn unpack_value(&self, v: u64) -> (u64, u64) {
+        let off = v & ((1 << self.ts_bits) - 1);
+        (self.base_ns.unwrap_or(0) + off, v >> self.ts_bits)
+    }
+
+    /// A fault on `page`: answers a pending refusal of that page.
+    #[inline]
+    pub(super) fn fault(&mut self, page: &Page, ts_ns: u64) -> Held {
+        if let Some(i) = page.packed.and_then(|key| self.table.find(key)) {
+            let (then, sets) = self.unpack_value(self.table.slot(i)[1]);
+            self.answer(then, sets, ts_ns);
+            return Held(Some(i));
+        }
+        if !self.wide.is_empty() {
+            if let Some(p) = self.wide.remove(&(page.tgid, page.addr)) {
+                self.answer(p.ts_ns, p.sets, ts_ns);
+            }
+        }
+        Held(None)
+    }
+
+    #[inline]
+    fn answer(&mut self, then_ns: u64, sets: u64, ts_ns: u64) {
+        let delay = ts_ns.saturating_sub(then_ns) / 1_000_000;
+        for i in Bits(sets) {
+            let set = &mut self.sets[i as usize];
+            set.refaulted += 1;
+            set.delay_ms.add(delay);
+        }
+    }
+
+    /// Frees the slot of an answered refusal that is not renewed.
+    #[inline]
+    pub(super) fn release(&mut self, held: Held) {
+        if let Some(i) = held.0 {
+            self.table.remove_at(i);
+        }
+    }
+
+    /// The page was refused by the kernel; `sets` says who wanted it.
+    #[inline]
+    pub(super) fn refused(&mut self, held: Held, page: &Page, ts_ns: u64, sets: u64) {
+        if sets == 0 {
+            self.release(held);
+            return;
+        }
+        // The held entry is already answered: it does not count.
+        if self.len() - usize::from(held.0.is_some()) >= self.max_tracked {
+            self.release(held);
+            for i in Bits(sets) {
+                self.sets[i as usize].untracked += 1;
+            }
+            return;
+        }
+        match (page.packed, self.pack_value(ts_ns, sets), held.0) {
+            (Some(_), Some(v), Some(i)) => self.table.value_mut(i)[0] = v,
+            (Some(key), Some(v), None) => self.table.insert([key, v]),
+            _ => {
+                self.release(held);
+                self.wide
+                    .insert((page.tgid, page.addr), Pending { ts_ns, sets });
+            }
+        }
+        for i in Bits(sets) {
+            self.sets[i as usize].tracked += 1;
+        }
+    }
+
+    pub(super) fn report(&self, i: usize) -> RefaultReport {
+        let s = &self.sets[i];
+        RefaultReport {
+            pages: s.tracked,
+            refaulted: s.refaulted,
+            refaulted_pct: if s.tracked == 0 {
+                0.0
+            } else {
+                100.0 * s.refaulted as f64 / s.tracked as f64
+            },
+            delay_ms_p50: s.delay_ms.quantile(0.5),
+            delay_ms_p90: s.delay_ms.quantile(0.9),
+            untracked: s.untracked,
+        }
+    }
+}
+
+/// Iterates the set bits of a mask.
+struct Bits(u64);
+impl Iterator for Bits {
+    type Item = u32;
+    fn next(&mut self) -> Option<u32> {
+        if self.0 == 0 {
+            return None;
+        }
+        let b = self.0.trailing_zeros();
+        self.0 &= self.0 - 1;
+        Some(b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    /// The refusal tracking as it was before the packed table: one map
+    /// entry per pending refusal, removed by the next fault.
+    struct RefRefaults {
+        pending: FxHashMap<(u32, u64), (u64, u64)>,
+        sets: Vec<(u64, u64, u64, Log2Hist)>,
+        max: usize,
+    }
+
+    impl RefRefaults {
+        fn fault(&mut self, key: (u32, u64), ts: u64) {
+            if let Some((then, mask)) = self.pending.remove(&key) {
+                for i in Bits(mask) {
+                    let s = &mut self.sets[i as usize];
+                    s.2 += 1;
+                    s.3.add(ts.saturating_sub(then) / 1_000_000);
+                }
+            }
+        }
+        fn refused(&mut self, key: (u32, u64), ts: u64, mask: u64) {
+            let full = self.pending.len() >= self.max;
+            if !full {
+                self.pending.insert(key, (ts, mask));
+            }
+            for i in Bits(mask) {
+                let s = &mut self.sets[i as usize];
+                if full {
+                    s.1 += 1;
+                } else {
+                    s.0 += 1;
+                }
+            }
+        }
+    }
+
+    /// Random faults and refusals, with keys and times that do not pack
+    /// (huge tgids, unaligned or huge addresses, times before the base or
+    /// beyond the packed range), a full table, and few or many models.
+    #[test]
+    fn refaults_match_the_plain_map() {
+        for (models, max, seed) in [
+            (1usize, 1 << 20, 1u64),
+            (3, 300, 2),
+            (40, 1 << 20, 3),
+            (62, 50, 4),
+        ] {
+            let mut new = Refaults::new(models);
+            new.max_tracked = max;
+            let mut old = RefRefaults {
+                pending: FxHashMap::default(),
+                sets: vec![(0, 0, 0, Log2Hist::default()); models + 1],
+                max,
+            };
+            let mut r = Rng::new(0x2545_F491_4F6C_DD1D ^ seed);
+            let mut ts = 1u64 << 40;
+            let (mut saw_table, mut saw_wide) = (false, false);
+            for _ in 0..300_000 {
+                ts += r.next_u64() % 3_000_000;
+                let t = match r.next_u64() % 100 {
+                    0 => ts - (1 << 33),
+                    1 => u64::MAX - r.next_u64() % 1000,
+                    2 => ts + (1 << 50),
+                    _ => ts,
+                };
+                let tgid = match r.next_u64() % 50 {
+                    0 => u32::MAX,
+                    1 => 1 << 22,
+                    n => (n % 4) as u32,
+                };
+                let addr = match r.next_u64() % 50 {
+                    0 => 0x7f00_0000_0123,
+                    1 => !0xfff,
+                    _ => 0x7f00_0000_0000 + (r.next_u64() % 600) * 4096,
+                };
+                let page = Page::new(tgid, addr);
+                let held = new.fault(&page, t);
+                old.fault((tgid, addr), t);
+                if r.next_u64().is_multiple_of(4) {
+                    new.release(held);
+                } else {
+                    let sets = match r.next_u64() % (models as u64 + 2) {
+                        0 => 1 << models,
+                        _ => (r.next_u64() & ((1 << models) - 1)).max(1),
+                    };
+                    new.refused(held, &page, t, sets);
+                    old.refused((tgid, addr), t, sets);
+                }
+                assert_eq!(new.len(), old.pending.len());
+                saw_table |= !new.table.is_empty();
+                saw_wide |= !new.wide.is_empty();
+            }
+            assert!(saw_wide && (saw_table || models > 60), "{models} models");
+            for (i, o) in old.sets.iter().enumerate() {
+                let n = &new.sets[i];
+                assert_eq!(
+                    (n.tracked, n.untracked, n.refaulted),
+                    (o.0, o.1, o.2),
+                    "set {i}"
+                );
+                assert_eq!(n.delay_ms, o.3, "set {i}");
+            }
+        }
+    }
+}
