@@ -154,16 +154,10 @@ pub struct StatsArgs {
     pub probe: ProbeArgs,
 }
 
-/// Which shadow policies to run, with flat defaults for their options;
-/// shared by every command that runs models (`shadow`, `replay`, `report`,
-/// `top`, `export`).
+/// Flat model options: defaults for every model whose spec does not set
+/// them.
 #[derive(Debug, Args, Clone, Default)]
-pub struct ModelSel {
-    /// Policy to evaluate, repeatable: kernel-time, fault-count, two-touch,
-    /// optionally with options: `fault-count:threshold=2e5,counter=global`.
-    /// Default: all three with their defaults.
-    #[arg(long = "model")]
-    pub models: Vec<String>,
+pub struct ModelFlags {
     /// fault-count threshold (hint faults between scan and fault); RFC: 1e6.
     #[arg(long)]
     pub threshold: Option<f64>,
@@ -176,6 +170,33 @@ pub struct ModelSel {
     /// two-touch observation window in ms (default: 2 x hot_threshold_ms).
     #[arg(long)]
     pub window_ms: Option<u64>,
+}
+
+impl ModelFlags {
+    /// These options as the models' defaults.
+    pub fn defaults(&self, rate_limit: Option<bool>) -> ModelDefaults {
+        ModelDefaults {
+            threshold: self.threshold,
+            counter: self.counter.clone(),
+            stamp: self.stamp.clone(),
+            window_ms: self.window_ms,
+            rate_limit,
+        }
+    }
+}
+
+/// Which shadow policies to run, with flat defaults for their options;
+/// shared by every command that runs models (`shadow`, `replay`, `report`,
+/// `top`, `export`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct ModelSel {
+    /// Policy to evaluate, repeatable: kernel-time, fault-count, two-touch,
+    /// optionally with options: `fault-count:threshold=2e5,counter=global`.
+    /// Default: all three with their defaults.
+    #[arg(long = "model")]
+    pub models: Vec<String>,
+    #[command(flatten)]
+    pub options: ModelFlags,
     /// Apply the kernel's promotion rate limit to fault-count too.
     #[arg(long)]
     pub rate_limit: bool,
@@ -184,13 +205,7 @@ pub struct ModelSel {
 impl ModelSel {
     /// The flat options as the models' defaults.
     pub fn defaults(&self) -> ModelDefaults {
-        ModelDefaults {
-            threshold: self.threshold,
-            counter: self.counter.clone(),
-            stamp: self.stamp.clone(),
-            window_ms: self.window_ms,
-            rate_limit: self.rate_limit.then_some(true),
-        }
+        self.options.defaults(self.rate_limit.then_some(true))
     }
 
     /// The models asked for: none named, the default three; `none` alone,
@@ -434,18 +449,8 @@ pub struct PromoteArgs {
     /// (e.g. `fault-count:threshold=2e5`).
     #[arg(long, default_value = "fault-count")]
     pub model: String,
-    /// fault-count threshold (hint faults between scan and fault).
-    #[arg(long)]
-    pub threshold: Option<f64>,
-    /// fault-count counter: mm or global.
-    #[arg(long)]
-    pub counter: Option<String>,
-    /// fault-count stamp: first or latest.
-    #[arg(long)]
-    pub stamp: Option<String>,
-    /// two-touch observation window in ms.
-    #[arg(long)]
-    pub window_ms: Option<u64>,
+    #[command(flatten)]
+    pub options: ModelFlags,
     /// Promote pages of this process (repeatable).
     #[arg(long = "pid", value_name = "PID")]
     pub pids: Vec<u32>,

@@ -14,7 +14,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use numa_core::{
-    model::policy::{self, KernelDefaults, ModelDefaults, Policy},
+    model::policy::{self, KernelDefaults, Policy},
     topology::Node,
 };
 use numa_host::{promoter_state, system};
@@ -115,14 +115,7 @@ fn probe_args(a: &PromoteArgs) -> ProbeArgs {
 fn policy_of(a: &PromoteArgs, probes: &numa_probe::load::Probes) -> Result<Box<dyn Policy>> {
     let header = numa_probe::session::header(probes);
     let k = KernelDefaults::from_tunables(&header.tunables);
-    let d = ModelDefaults {
-        threshold: a.threshold,
-        counter: a.counter.clone(),
-        stamp: a.stamp.clone(),
-        window_ms: a.window_ms,
-        rate_limit: None,
-    };
-    policy::build(&a.model, &d, &k)
+    policy::build(&a.model, &a.options.defaults(None), &k)
 }
 
 /// `top` and `export` show the promoter through its state file; without
