@@ -19,7 +19,7 @@ use crate::cli::{HistArgs, HistBy};
 use numa_core::{
     decode::{comm, Event, Snapshot},
     histtext,
-    model::hist::{upper_bound, Log2Hist},
+    model::log2::{upper_bound, Log2Hist},
     trace,
 };
 

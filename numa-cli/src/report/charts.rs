@@ -9,7 +9,7 @@ use super::Gathered;
 use numa_core::{
     decode::{Event, Snapshot},
     model::{
-        hist::{upper_bound, Log2Hist},
+        log2::{upper_bound, Log2Hist},
         shadow::ShadowReport,
     },
     sink::Sink,

@@ -99,24 +99,7 @@ fn run(specs: &[&str], events: u64, folios: u64) -> Shadow {
 
 /// The same stream as a trace file's bytes.
 fn trace_bytes(events: u64) -> Vec<u8> {
-    let header = trace::Header {
-        format_version: trace::FORMAT_VERSION,
-        numatrace_version: "bench".into(),
-        abi_version: numa_ebpf_common::ABI_VERSION,
-        kernel_release: "bench".into(),
-        attach_plan: None,
-        nodes: vec![],
-        memory_tiers: vec![],
-        tunables: numa_core::topology::Tunables::default(),
-        numa_balancing: Some(2),
-        params: None,
-        started_unix_ns: 0,
-        started_mono_ns: 0,
-        attach_started_mono_ns: 0,
-        sample_every: 1,
-        stamp_entries: 0,
-        record_sizes: trace::record_sizes(),
-    };
+    let header = trace::fixtures::header();
     let mut w = trace::Writer::new(Vec::with_capacity(events as usize * 150), &header)
         .expect("trace writer");
     let mut g = Rng::new(0x9E37_79B9_7F4A_7C15);

@@ -1,7 +1,7 @@
 //! bcc-style text histograms: `low -> high : count |****|`.
 use std::io::Write;
 
-use crate::model::hist::BucketCount;
+use crate::model::log2::BucketCount;
 
 pub fn write(out: &mut impl Write, rows: &[BucketCount], unit: &str) -> std::io::Result<()> {
     let max = rows.iter().map(|r| r.count).max().unwrap_or(0);

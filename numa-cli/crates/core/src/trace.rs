@@ -321,14 +321,13 @@ impl<R: Read> Iterator for Reader<R> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use numa_ebpf_common::Outcome;
-
+/// Trace builders for tests and benchmarks.
+pub mod fixtures {
     use super::*;
-    use crate::decode::fixtures::fault;
 
-    pub(crate) fn header() -> Header {
+    /// A header of this numatrace's record layout for a synthetic trace
+    /// (no host facts, 1024 stamp entries, every event recorded).
+    pub fn header() -> Header {
         Header {
             format_version: FORMAT_VERSION,
             numatrace_version: "test".into(),
@@ -348,6 +347,14 @@ mod tests {
             record_sizes: record_sizes(),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use numa_ebpf_common::Outcome;
+
+    use super::{fixtures::header, *};
+    use crate::decode::fixtures::fault;
 
     fn sample_trace() -> Vec<u8> {
         let mut w = Writer::new(Vec::new(), &header()).expect("writer");

@@ -6,7 +6,7 @@ use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome, OUTCOMES
 use serde::Serialize;
 
 use super::{
-    hist::{BucketCount, Log2Hist},
+    log2::{BucketCount, Log2Hist},
     scans::ScanIndex,
     window::Window,
 };

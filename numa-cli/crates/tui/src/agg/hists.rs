@@ -1,6 +1,6 @@
 //! The latency and fault-count histograms, one per process and one
 //! system-wide, filled from each fault that carries a scan stamp.
-use numa_core::model::hist::{upper_bound, Log2Hist};
+use numa_core::model::log2::{upper_bound, Log2Hist};
 use numa_ebpf_common::{fault_flags as ff, log2_bucket, FaultEvent, HIST_BUCKETS};
 
 /// Latency (ns) and fault-count histograms split by the kernel's decision.

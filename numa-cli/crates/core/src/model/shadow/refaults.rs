@@ -4,7 +4,7 @@ use rustc_hash::FxHashMap;
 
 use super::RefaultReport;
 use crate::model::{
-    hist::Log2Hist,
+    log2::Log2Hist,
     pagetable::{self, PageTable},
 };
 
