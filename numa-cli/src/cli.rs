@@ -108,7 +108,8 @@ pub struct ProbeArgs {
     /// Only record events of this process (tgid). Counters stay system-wide.
     #[arg(long)]
     pub pid: Option<u32>,
-    /// Only record events of processes in this cgroup (v2 directory).
+    /// Only record events of processes in this cgroup (v2 directory) or in
+    /// any cgroup below it.
     #[arg(long)]
     pub cgroup: Option<PathBuf>,
     /// Emit one fault record in N (counters and histograms stay exact).

@@ -11,8 +11,8 @@ use aya_ebpf::{
     helpers::{
         bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
         generated::{
-            bpf_get_current_cgroup_id, bpf_get_current_task_btf, bpf_get_smp_processor_id,
-            bpf_task_storage_get,
+            bpf_get_current_ancestor_cgroup_id, bpf_get_current_cgroup_id,
+            bpf_get_current_task_btf, bpf_get_smp_processor_id, bpf_task_storage_get,
         },
     },
     macros::{btf_map, map},
@@ -177,6 +177,11 @@ static SAMPLE_EVERY: u64 = 1;
 static FILTER_TGID: u32 = 0;
 #[no_mangle]
 static FILTER_CGROUP: u64 = 0;
+/// Depth of `FILTER_CGROUP` below the cgroup v2 root (the root is 0): the
+/// task matches when its ancestor at this depth is that cgroup, so the
+/// filter takes in every descendant.
+#[no_mangle]
+static FILTER_CGROUP_LEVEL: u32 = 0;
 /// Pending bytes in `EVENTS` that wake the reader at once (see [`emit`]).
 #[no_mangle]
 static RING_WAKE_BYTES: u64 = (DEFAULT_RING_BYTES / 4) as u64;
@@ -219,6 +224,14 @@ pub fn cpu() -> u32 {
 pub fn cgroup_id() -> u64 {
     // SAFETY: helper without preconditions.
     unsafe { bpf_get_current_cgroup_id() }
+}
+
+/// The id of the current task's cgroup ancestor at `level` (its own cgroup
+/// when that is its depth; 0 when it is shallower).
+#[inline(always)]
+pub fn ancestor_cgroup_id(level: u32) -> u64 {
+    // SAFETY: helper without preconditions.
+    unsafe { bpf_get_current_ancestor_cgroup_id(level as i32) }
 }
 
 #[inline(always)]
@@ -400,7 +413,7 @@ pub fn wanted(tgid: u32, seq_global: u64) -> bool {
         return false;
     }
     let cg = setting!(FILTER_CGROUP);
-    if cg != 0 && cg != cgroup_id() {
+    if cg != 0 && cg != ancestor_cgroup_id(setting!(FILTER_CGROUP_LEVEL)) {
         return false;
     }
     let n = setting!(SAMPLE_EVERY);

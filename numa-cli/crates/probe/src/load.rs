@@ -238,6 +238,8 @@ pub struct LoadOptions {
     pub sample_every: u64,
     pub filter_tgid: u32,
     pub filter_cgroup: u64,
+    /// Depth of `filter_cgroup` below the cgroup v2 root.
+    pub filter_cgroup_level: u32,
     /// Attach the programs that do nothing instead (see numa-ebpf empty.rs).
     pub empty_programs: bool,
 }
@@ -250,6 +252,7 @@ impl Default for LoadOptions {
             sample_every: 1,
             filter_tgid: 0,
             filter_cgroup: 0,
+            filter_cgroup_level: 0,
             empty_programs: false,
         }
     }
@@ -299,6 +302,7 @@ fn load_object(
         .override_global("SAMPLE_EVERY", &o.sample_every.max(1), true)
         .override_global("FILTER_TGID", &o.filter_tgid, true)
         .override_global("FILTER_CGROUP", &o.filter_cgroup, true)
+        .override_global("FILTER_CGROUP_LEVEL", &o.filter_cgroup_level, true)
         .override_global("RING_WAKE_BYTES", &ring_wake_bytes, true)
         .override_global("TP_MIGRATE_SUCCEEDED_OFF", &tp_ok, true)
         .override_global("TP_MIGRATE_FAILED_OFF", &tp_failed, true)

@@ -1,7 +1,10 @@
 //! The one way a command attaches the probes: preflight with doctor's
 //! words, the attach plan, load and attach, refuse an incomplete plan; and
 //! the trace header that describes the session.
-use std::{os::unix::fs::MetadataExt, path::PathBuf};
+use std::{
+    os::unix::fs::MetadataExt,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{bail, Context, Result};
 use numa_core::{decode::Snapshot, plan::HookStatus, topology::NUMA_VMSTAT, trace};
@@ -49,16 +52,9 @@ pub fn require_preflight() -> Result<()> {
 }
 
 fn load_options(a: &ProbeOptions) -> Result<LoadOptions> {
-    let filter_cgroup = match &a.cgroup {
-        Some(p) => std::fs::metadata(p)
-            .with_context(|| {
-                format!(
-                    "--cgroup {}: not a cgroup v2 directory (try /sys/fs/cgroup/...)",
-                    p.display()
-                )
-            })?
-            .ino(),
-        None => 0,
+    let (filter_cgroup, filter_cgroup_level) = match &a.cgroup {
+        Some(p) => cgroup_filter(p)?,
+        None => (0, 0),
     };
     if let Some(pid) = a.pid {
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
@@ -71,8 +67,30 @@ fn load_options(a: &ProbeOptions) -> Result<LoadOptions> {
         sample_every: a.sample.max(1),
         filter_tgid: a.pid.unwrap_or(0),
         filter_cgroup,
+        filter_cgroup_level,
         empty_programs: a.empty_programs,
     })
+}
+
+/// The cgroup v2 directory `dir` as the BPF filter needs it: its id (the
+/// directory's inode) and its depth below the hierarchy's root.
+fn cgroup_filter(dir: &Path) -> Result<(u64, u32)> {
+    let not_cgroup = || {
+        format!(
+            "--cgroup {}: not a cgroup v2 directory (try /sys/fs/cgroup/...)",
+            dir.display()
+        )
+    };
+    let canonical = dir.canonicalize().with_context(not_cgroup)?;
+    let id = std::fs::metadata(&canonical)
+        .with_context(not_cgroup)?
+        .ino();
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .context("reading /proc/self/mountinfo to place --cgroup in its hierarchy")?;
+    let Some(level) = numa_core::procfs::cgroup_level(&mountinfo, &canonical) else {
+        bail!("{}: it is not below a cgroup2 mount", not_cgroup());
+    };
+    Ok((id, level))
 }
 
 /// Preflight, plan, attach; refuses an incomplete plan with the reasons.
