@@ -25,6 +25,11 @@ pub enum Command {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
+        /// Instead of the checks, list the BPF programs, maps and links
+        /// loaded in the kernel now (as bpftool does), numatrace's marked:
+        /// after numatrace exits none of its own may remain.
+        #[arg(long)]
+        loaded: bool,
     },
     /// Totals: hint faults, decisions by reason, migrations, histograms.
     Stats(StatsArgs),

@@ -31,9 +31,42 @@ fn read_trace(path: &Path, sinks: &mut [&mut dyn Sink]) -> Result<()> {
     Ok(())
 }
 
+/// `doctor --loaded`: the BPF objects in the kernel now.
+fn doctor_loaded(json: bool) -> Result<ExitCode> {
+    let loaded = numa_probe::loaded::scan()?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &loaded)?;
+        writeln!(out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (p, m, l) = loaded.numatrace_counts();
+    writeln!(
+        out,
+        "BPF objects loaded: {} programs, {} maps, {} links; numatrace's: {p} programs, {m} maps, {l} links",
+        loaded.programs.len(),
+        loaded.maps.len(),
+        loaded.links.len()
+    )?;
+    for o in &loaded.programs {
+        let mark = if o.numatrace { "numatrace" } else { "" };
+        writeln!(out, "  prog {:>6}  {:<16} {mark}", o.id, o.name)?;
+    }
+    for o in &loaded.maps {
+        let mark = if o.numatrace { "numatrace" } else { "" };
+        writeln!(out, "  map  {:>6}  {:<16} {mark}", o.id, o.name)?;
+    }
+    for k in &loaded.links {
+        let mark = if k.numatrace { "numatrace" } else { "" };
+        writeln!(out, "  link {:>6}  prog {:<11} {mark}", k.id, k.program_id)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn run(cli: cli::Cli) -> Result<ExitCode> {
     match cli.command {
-        cli::Command::Doctor { json } => {
+        cli::Command::Doctor { json, loaded: true } => doctor_loaded(json),
+        cli::Command::Doctor { json, .. } => {
             let report = doctor::run();
             let mut out = std::io::stdout().lock();
             if json {

@@ -8,5 +8,6 @@
 pub mod discover;
 pub mod doctor;
 pub mod load;
+pub mod loaded;
 pub mod params;
 pub mod session;
