@@ -328,7 +328,8 @@ pub struct ExportArgs {
     #[arg(long = "model")]
     pub models: Vec<String>,
     /// Export per-process counters for the TOPN processes with the most
-    /// hint faults (at most 100; 0: none).
+    /// hint faults (at most 100; 0: none). A process without a hint fault
+    /// for 10 minutes is taken to have exited: its series end.
     #[arg(long, value_name = "TOPN", default_value_t = 0)]
     pub per_process: usize,
     /// Serve a recorded trace, paced as recorded, instead of attaching.
