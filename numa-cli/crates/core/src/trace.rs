@@ -164,6 +164,14 @@ impl Reader<BufReader<File>> {
     }
 }
 
+/// Every node id a header names: nodes, tier members, the CPU -> node map.
+fn header_node_ids(h: &Header) -> impl Iterator<Item = u32> + '_ {
+    let nodes = h.nodes.iter().map(|n| n.id);
+    let tiers = h.memory_tiers.iter().flat_map(|t| t.nodes.iter().copied());
+    let cpus = h.params.iter().flat_map(|p| p.cpu_node.values().copied());
+    nodes.chain(tiers).chain(cpus)
+}
+
 /// Fills `buf`; Ok(false) on a clean EOF before the first byte.
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
     let mut got = 0;
@@ -212,6 +220,13 @@ impl<R: Read> Reader<R> {
                 header.abi_version,
                 numa_ebpf_common::ABI_VERSION,
                 header.numatrace_version
+            );
+        }
+        if let Some(id) = header_node_ids(&header).find(|&id| id >= topology::MAX_NUMNODES) {
+            bail!(
+                "trace header names node {id}: node ids are below {} (MAX_NUMNODES), \
+                 so the header is corrupt or crafted",
+                topology::MAX_NUMNODES
             );
         }
         if header.record_sizes != record_sizes() {
@@ -554,5 +569,44 @@ mod tests {
             .map(|e| format!("{e:#}"))
             .unwrap_or_default();
         assert!(err.contains("truncated"), "{err}");
+    }
+
+    #[test]
+    fn crafted_node_ids_are_refused_before_anything_is_kept_per_node() {
+        let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+        for nid in 0..4096 {
+            let mut f = fault(nid as u64 + 1, 1, 1, Outcome::PromoteHot);
+            (f.src_nid, f.dst_nid) = (nid, 0);
+            w.event(&Event::Fault(f)).expect("event");
+        }
+        let bytes = w.finish(9, "duration").expect("finish");
+        let mut r = Reader::new(&bytes[..]).expect("reader");
+        let (mut events, mut refused) = (0, 0);
+        for item in r.by_ref() {
+            match item {
+                Ok(Item::Event(_)) => events += 1,
+                Ok(_) => {}
+                Err(e) => {
+                    assert!(e.to_string().contains("MAX_NUMNODES"), "{e}");
+                    refused += 1;
+                }
+            }
+        }
+        assert_eq!((events, refused), (1024, 3072));
+
+        let mut h = header();
+        h.memory_tiers = vec![topology::MemoryTier {
+            tier: "memory_tier4".into(),
+            id: 4,
+            nodes: vec![0, 70_000],
+        }];
+        let bytes = Writer::new(Vec::new(), &h)
+            .and_then(|w| w.finish(1, "duration"))
+            .expect("trace");
+        let err = Reader::new(&bytes[..])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("trace header names node 70000"), "{err}");
     }
 }
