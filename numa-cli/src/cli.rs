@@ -151,6 +151,9 @@ pub struct StatsArgs {
     /// Also write the evaluated events to this trace file (with --live).
     #[arg(long, requires = "live")]
     pub record: Option<PathBuf>,
+    /// Replace the --record file if it exists (never overwritten otherwise).
+    #[arg(long, requires = "record")]
+    pub overwrite: bool,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }
@@ -251,6 +254,9 @@ pub struct ShadowArgs {
     /// Also record the evaluated events to this trace file.
     #[arg(long)]
     pub record: Option<PathBuf>,
+    /// Replace the --record file if it exists (never overwritten otherwise).
+    #[arg(long, requires = "record")]
+    pub overwrite: bool,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }
@@ -307,9 +313,12 @@ pub struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// Trace file to write.
+    /// Trace file to write (owner-only: it holds kernel addresses).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Replace the trace file if it exists (never overwritten otherwise).
+    #[arg(long)]
+    pub overwrite: bool,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }
