@@ -156,6 +156,9 @@ pub struct StatsArgs {
     /// Also write the evaluated events to this trace file (with --live).
     #[arg(long, requires = "live")]
     pub record: Option<PathBuf>,
+    /// Replace the --record file if it exists (never overwritten otherwise).
+    #[arg(long, requires = "record")]
+    pub overwrite: bool,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }
@@ -256,6 +259,9 @@ pub struct ShadowArgs {
     /// Also record the evaluated events to this trace file.
     #[arg(long)]
     pub record: Option<PathBuf>,
+    /// Replace the --record file if it exists (never overwritten otherwise).
+    #[arg(long, requires = "record")]
+    pub overwrite: bool,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }
@@ -312,9 +318,12 @@ pub struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// Trace file to write.
+    /// Trace file to write (owner-only: it holds kernel addresses).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Replace the trace file if it exists (never overwritten otherwise).
+    #[arg(long)]
+    pub overwrite: bool,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }
@@ -333,7 +342,8 @@ pub struct ExportArgs {
     #[arg(long = "model")]
     pub models: Vec<String>,
     /// Export per-process counters for the TOPN processes with the most
-    /// hint faults (at most 100; 0: none).
+    /// hint faults (at most 100; 0: none). A process without a hint fault
+    /// for 10 minutes is taken to have exited: its series end.
     #[arg(long, value_name = "TOPN", default_value_t = 0)]
     pub per_process: usize,
     /// Serve a recorded trace, paced as recorded, instead of attaching.

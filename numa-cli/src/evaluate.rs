@@ -241,14 +241,13 @@ fn emit(r: &ShadowReport, a: &ModelArgs) -> Result<()> {
 
 /// Writes a finished report to `--output`, or to stdout without it.
 fn write_output(a: &ModelArgs, buf: &[u8]) -> Result<()> {
-    match &a.output {
-        Some(p) => std::fs::write(p, buf).with_context(|| format!("writing {}", p.display()))?,
-        None => std::io::stdout().lock().write_all(buf)?,
-    }
-    Ok(())
+    crate::write_output(a.output.as_deref(), buf)
 }
 
 pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
+    if let Some(path) = &args.record {
+        numa_source::check_new_trace(path, args.overwrite)?;
+    }
     let probes = numa_probe::session::attach(&args.probe.options())?;
     let probes_header = numa_probe::session::header(&probes);
     let k = KernelDefaults::from_tunables(&probes_header.tunables);
@@ -260,7 +259,11 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
             last_ns: None,
             json: args.models.json,
         };
-        let output = args.record.as_deref().map(|p| (p, &probes_header));
+        let output = args.record.as_deref().map(|path| numa_source::Recording {
+            path,
+            header: &probes_header,
+            overwrite: args.overwrite,
+        });
         args.probe
             .live(probes, Duration::from_secs(1))
             .run_recorded(args.probe.report_until(), output, &mut [&mut interval])?

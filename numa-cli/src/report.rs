@@ -7,7 +7,7 @@ mod page;
 
 use std::{path::Path, process::ExitCode};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use numa_source::Source;
 
 use crate::cli::ReportArgs;
@@ -28,7 +28,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
         .output
         .clone()
         .unwrap_or_else(|| "report.html".into());
-    std::fs::write(&out, html).with_context(|| format!("writing {}", out.display()))?;
+    crate::write_output(Some(&out), html.as_bytes())?;
     eprintln!("numatrace: wrote {}", out.display());
     Ok(ExitCode::SUCCESS)
 }

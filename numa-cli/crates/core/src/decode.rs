@@ -28,7 +28,23 @@ pub enum DecodeError {
     Short(usize),
     #[error("unknown record kind {0} (BPF object and numatrace versions differ?)")]
     UnknownKind(u32),
+    #[error(
+        "fault record names node {nid} as its {which} node: node ids are -1 (none) \
+         to {max} (MAX_NUMNODES), so the record is corrupt or crafted",
+        max = crate::topology::MAX_NUMNODES - 1
+    )]
+    NodeOutOfRange { which: &'static str, nid: i32 },
+    #[error(
+        "VMA skip record has reason {0}: the kernel has a handful (below {MAX_SKIP_REASON}), \
+         so the record is corrupt or crafted"
+    )]
+    SkipReasonOutOfRange(u32),
 }
+
+/// Skip reasons are below this: the kernel's `numa_vmaskip_reason` has 7,
+/// and a newer kernel's extra ones show as `reason_N`; more would be one
+/// count per value kept for a corrupt or crafted record.
+pub const MAX_SKIP_REASON: u32 = 64;
 
 fn read<T: Copy + Default>(bytes: &[u8]) -> Result<T, DecodeError> {
     if bytes.len() < std::mem::size_of::<T>() {
@@ -44,11 +60,37 @@ fn read<T: Copy + Default>(bytes: &[u8]) -> Result<T, DecodeError> {
 pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
     let kind: u32 = read::<u32>(bytes)?;
     match kind {
-        k if k == EventKind::Fault as u32 => Ok(Event::Fault(read(bytes)?)),
+        k if k == EventKind::Fault as u32 => fault(read(bytes)?).map(Event::Fault),
         k if k == EventKind::Scan as u32 => Ok(Event::Scan(read(bytes)?)),
-        k if k == EventKind::VmaSkip as u32 => Ok(Event::Skip(read(bytes)?)),
+        k if k == EventKind::VmaSkip as u32 => {
+            let s: SkipEvent = read(bytes)?;
+            if s.reason >= MAX_SKIP_REASON {
+                return Err(DecodeError::SkipReasonOutOfRange(s.reason));
+            }
+            Ok(Event::Skip(s))
+        }
         k => Err(DecodeError::UnknownKind(k)),
     }
+}
+
+/// A fault whose node ids are node ids: everything downstream that keeps
+/// counts per node (pair) is then bounded by [`crate::topology::MAX_NUMNODES`].
+fn fault(f: FaultEvent) -> Result<FaultEvent, DecodeError> {
+    let valid =
+        |nid: i32| nid == -1 || u32::try_from(nid).is_ok_and(|n| n < crate::topology::MAX_NUMNODES);
+    if !valid(f.src_nid) {
+        return Err(DecodeError::NodeOutOfRange {
+            which: "source",
+            nid: f.src_nid,
+        });
+    }
+    if !valid(f.dst_nid) {
+        return Err(DecodeError::NodeOutOfRange {
+            which: "destination",
+            nid: f.dst_nid,
+        });
+    }
+    Ok(f)
 }
 
 /// The raw bytes of an event, as written to trace files (no copy).
@@ -185,5 +227,44 @@ mod tests {
     fn comm_stops_at_nul() {
         assert_eq!(comm(b"hot-chunks\0\0\0\0\0\0"), "hot-chunks");
         assert_eq!(comm(&[b'a'; 16]), "a".repeat(16));
+    }
+
+    #[test]
+    fn node_ids_and_skip_reasons_beyond_the_kernels_are_refused() {
+        let ok = |src, dst| {
+            let mut f = fault(1, 1, 1, Outcome::PromoteHot);
+            (f.src_nid, f.dst_nid) = (src, dst);
+            decode(&encode(&Event::Fault(f)))
+        };
+        for (src, dst) in [(-1, -1), (0, 1023), (1023, 0)] {
+            assert!(ok(src, dst).is_ok(), "{src} -> {dst}");
+        }
+        let skip = |reason| {
+            decode(&encode(&Event::Skip(SkipEvent {
+                kind: EventKind::VmaSkip as u32,
+                reason,
+                ..Default::default()
+            })))
+        };
+        assert!(skip(MAX_SKIP_REASON - 1).is_ok());
+        assert_eq!(
+            skip(MAX_SKIP_REASON),
+            Err(DecodeError::SkipReasonOutOfRange(MAX_SKIP_REASON))
+        );
+        for (src, dst, which, nid) in [
+            (1024, 0, "source", 1024),
+            (-2, 0, "source", -2),
+            (0, i32::MAX, "destination", i32::MAX),
+            (0, i32::MIN, "destination", i32::MIN),
+        ] {
+            let err = ok(src, dst).expect_err("out of range");
+            assert_eq!(err, DecodeError::NodeOutOfRange { which, nid });
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("node {nid} as its {which}")),
+                "{text}"
+            );
+            assert!(text.contains("-1 (none) to 1023 (MAX_NUMNODES)"), "{text}");
+        }
     }
 }

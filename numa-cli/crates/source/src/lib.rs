@@ -5,13 +5,11 @@
 //! here once; sinks cannot tell the sources apart.
 mod live;
 mod looped;
+mod record;
 mod replay;
 pub mod signals;
 
-use std::{
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{path::PathBuf, time::Duration};
 
 use anyhow::Result;
 pub use live::LiveOptions;
@@ -23,6 +21,7 @@ use numa_core::{
 };
 use numa_host::clock::monotonic_ns;
 use numa_probe::load::Probes;
+pub use record::{check_new as check_new_trace, Recording};
 pub use replay::{item_ts, Pacer, REPLAY_BATCH};
 
 /// Why a run stopped.
@@ -111,16 +110,17 @@ impl Source {
     }
 
     /// [`Source::run_blocking`] into `sinks` and, when `output` is given,
-    /// into a new trace file with `header` (a live source's: a replay is not
-    /// recorded again), finished with the stop reason.
+    /// into a new trace file (see [`Recording`]; a live source's header: a
+    /// replay is not recorded again), finished with the stop reason and
+    /// flushed to disk.
     pub fn run_recorded(
         &mut self,
         until: Option<Duration>,
-        output: Option<(&Path, &trace::Header)>,
+        output: Option<Recording>,
         sinks: &mut [&mut dyn Sink],
     ) -> Result<Finished> {
         let mut recorder = Recorder(match output {
-            Some((path, header)) => Some(trace::create(path, header)?),
+            Some(r) => Some(r.create()?),
             None => None,
         });
         let finished = {
@@ -132,7 +132,7 @@ impl Source {
             self.run_blocking(until, &mut all)?
         };
         if let Some(w) = recorder.0.take() {
-            w.finish(monotonic_ns(), &finished.reason.describe())?;
+            record::finish(w, monotonic_ns(), &finished.reason.describe())?;
         }
         Ok(finished)
     }

@@ -182,6 +182,10 @@ impl Totals {
         if (0..64).contains(&f.src_nid) && self.toptier_mask >> f.src_nid & 1 == 0 {
             self.slow_faults += 1;
         }
+        // Looked up for every fault, stamped or not: each one tells the
+        // index its process is still there.
+        let tgid = (f.pid_tgid >> 32) as u32;
+        let latest_scan = self.scans.latest(tgid, f.addr, f.ts_ns);
         if f.flags & ff::HAS_STAMP != 0 {
             if f.scan_ns > f.ts_ns {
                 self.negative_latencies += 1;
@@ -202,8 +206,7 @@ impl Totals {
                 let gap = ours_ms.abs_diff(u64::from(f.kernel_latency_ms));
                 self.max_kernel_latency_gap_ms = self.max_kernel_latency_gap_ms.max(gap);
             }
-            let tgid = (f.pid_tgid >> 32) as u32;
-            if let Some(s) = self.scans.latest(tgid, f.addr, f.ts_ns) {
+            if let Some(s) = latest_scan {
                 self.latest_scan_known += 1;
                 if s.ts_ns > f.scan_ns {
                     self.latest_scan_newer += 1;
