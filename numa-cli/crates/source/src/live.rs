@@ -88,6 +88,16 @@ async fn exited(child: &mut Option<Child>) -> StopReason {
     }
 }
 
+/// Test hook: the live pipeline panics this many seconds after attaching,
+/// so a test can check what a crash leaves behind (nothing: no BPF object,
+/// no state file). Not a flag, so it is in no `--help`.
+pub const TEST_PANIC_ENV: &str = "NUMATRACE_TEST_PANIC_AFTER_S";
+
+fn test_panic_after() -> Option<Duration> {
+    let s: f64 = std::env::var(TEST_PANIC_ENV).ok()?.parse().ok()?;
+    Duration::try_from_secs_f64(s).ok()
+}
+
 /// Runs the live pipeline until `until` has passed (None: no deadline), a
 /// stop signal arrives or the command exits. Always ends with a drained
 /// ring and a final snapshot.
@@ -102,6 +112,7 @@ pub(crate) async fn run(
     let mut child = spawn(&opts.command)?;
     let mut signals = Signals::new()?;
     let deadline = crate::deadline(until);
+    let panic_at = crate::deadline(test_panic_after());
     let mut tick = tokio::time::interval(opts.snapshot_every);
     tick.tick().await;
     // The probes wake this reader at most every 20 ms (and when a quarter of
@@ -122,6 +133,7 @@ pub(crate) async fn run(
             _ = crate::sleep_until(deadline) => break StopReason::Duration,
             s = signals.recv() => break StopReason::Signal(s),
             r = exited(&mut child) => break r,
+            _ = crate::sleep_until(panic_at) => panic!("{TEST_PANIC_ENV}: the test panic"),
         }
     };
     if let Some(c) = child.as_mut() {
