@@ -12,8 +12,9 @@ use numa_ebpf_common::maps;
 use numa_host::{clock::monotonic_ns, system};
 
 use crate::{
-    discover, doctor,
+    discover,
     load::{self, LoadOptions, Probes},
+    preflight,
 };
 
 /// The ranges [`ProbeOptions`] must lie in; the flags that set them state
@@ -47,14 +48,16 @@ pub struct ProbeOptions {
     pub empty_programs: bool,
 }
 
-/// Refuses to go on when a prerequisite fails, with doctor's words.
+/// Refuses to go on when a prerequisite fails (what is wrong and the
+/// remedy, in doctor's words); warns in one line each about what would
+/// leave the numbers empty, such as NUMA balancing being off.
 pub fn require_preflight() -> Result<()> {
-    let failed: Vec<String> = doctor::preflight()
-        .into_iter()
-        .filter(|c| c.status == doctor::Status::Fail)
-        .map(|c| format!("{}: {} (remedy: {})", c.name, c.detail, c.remedy))
-        .collect();
-    if !failed.is_empty() {
+    let verdict = preflight::decide(&preflight::HostFacts::host());
+    for w in &verdict.warnings {
+        eprintln!("numatrace: warning: {}", preflight::one_line(w));
+    }
+    if !verdict.fatal.is_empty() {
+        let failed: Vec<String> = verdict.fatal.iter().map(preflight::one_line).collect();
         bail!(
             "cannot attach probes:\n  {}\n(`numatrace doctor` checks everything)",
             failed.join("\n  ")
