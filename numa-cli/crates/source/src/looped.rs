@@ -12,7 +12,7 @@ use numa_core::{
 
 use crate::{
     dispatch, dispatch_snapshot,
-    replay::{item_ts, replay_items},
+    replay::{self, item_ts, replay_items},
     StopReason,
 };
 
@@ -62,14 +62,15 @@ impl Sink for Shifted<'_, '_> {
 
 /// Replays `path` over and over until `deadline` or a signal. The file is
 /// read once: later passes replay the first pass's records from memory
-/// when there are at most `cache_max` of them, else re-read it.
+/// when there are at most `cache_max` of them, else re-read it. Returns
+/// why it stopped and a warning of the damaged records skipped.
 pub(crate) async fn run(
     path: &Path,
     speed: f64,
     deadline: Option<tokio::time::Instant>,
     cache_max: usize,
     sinks: &mut [&mut dyn Sink],
-) -> Result<StopReason> {
+) -> Result<(StopReason, Option<String>)> {
     // One clock for all passes: pass k is due from start + offset_k / speed,
     // so the batches' lateness does not add up from pass to pass.
     let t0 = first_ts(path)?;
@@ -90,10 +91,13 @@ pub(crate) async fn run(
             c.push(it.clone());
         }
     });
-    let mut reason = replay_items(items, speed, origin_at(0), deadline, &mut [&mut sink]).await?;
+    let first = replay_items(items, speed, origin_at(0), deadline, &mut [&mut sink]).await?;
+    // Damaged records are skipped on every pass; the first pass counts them.
+    let warning = replay::warning(None, first.bad_records);
+    let mut reason = first.reason;
     let Some(t0) = t0 else {
         // Nothing to loop over.
-        return Ok(reason);
+        return Ok((reason, warning));
     };
     while reason == StopReason::EndOfTrace {
         sink.offset = (sink.last_ts + 1_000_000).saturating_sub(t0);
@@ -106,9 +110,10 @@ pub(crate) async fn run(
                 let mut r = trace::Reader::open(path)?;
                 replay_items(r.by_ref(), speed, origin, deadline, &mut [&mut sink]).await?
             }
-        };
+        }
+        .reason;
     }
-    Ok(reason)
+    Ok((reason, warning))
 }
 
 /// When a looped pass shifted by `offset` ns starts: (wall time, trace time
@@ -126,12 +131,19 @@ fn pass_origin(
     Some((start.checked_add(d)?, t0))
 }
 
-/// Timestamp of the first record of a trace (the replay's time origin).
+/// Timestamp of the first record of a trace (the replay's time origin;
+/// damaged records are passed over, as the replay skips them).
 fn first_ts(path: &Path) -> Result<Option<u64>> {
     let mut r = trace::Reader::open(path)?;
     for item in r.by_ref() {
-        if let Some(ts) = item_ts(&item?) {
-            return Ok(Some(ts));
+        match item {
+            Ok(item) => {
+                if let Some(ts) = item_ts(&item) {
+                    return Ok(Some(ts));
+                }
+            }
+            Err(e) if !replay::is_damaged_record(&e) => return Err(e),
+            Err(_) => {}
         }
     }
     Ok(None)
@@ -198,7 +210,7 @@ mod tests {
     /// Loops for `ms` of wall time at a speed that makes a pass ~25 ms.
     fn looped(cache_max: usize, ms: u64) -> (StopReason, u64, f64) {
         let mut s = Span::default();
-        let reason = rt()
+        let (reason, _) = rt()
             .block_on(async {
                 let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
                 run(

@@ -9,17 +9,21 @@ use crate::{deliver, signals::Signals, StopReason};
 
 /// Feeds a recorded trace to the sinks as fast as it reads; no signal
 /// handling (Ctrl-C ends the process as usual). Returns the reader's
-/// truncation warning.
+/// truncation warning and the damaged records skipped.
 pub(crate) fn file(path: &Path, sinks: &mut [&mut dyn Sink]) -> Result<Option<String>> {
     let mut reader = trace::Reader::open(path)?;
+    let mut bad = 0;
     for item in reader.by_ref() {
-        deliver(sinks, &item?)?;
+        match item {
+            Ok(item) => deliver(sinks, &item)?,
+            Err(e) => skip_damaged(e, &mut bad)?,
+        }
     }
-    Ok(reader.warning.clone())
+    Ok(warning(reader.warning.clone(), bad))
 }
 
-/// Replays a trace once (see [`replay_items`]); at the end of the trace,
-/// the reader's truncation warning.
+/// Replays a trace once (see [`replay_items`]); the damaged records
+/// skipped and, at the end of the trace, the reader's truncation warning.
 pub(crate) async fn once(
     path: &Path,
     speed: f64,
@@ -27,12 +31,50 @@ pub(crate) async fn once(
     sinks: &mut [&mut dyn Sink],
 ) -> Result<(StopReason, Option<String>)> {
     let mut reader = trace::Reader::open(path)?;
-    let reason = replay_items(reader.by_ref(), speed, None, deadline, sinks).await?;
-    let warning = match reason {
+    let r = replay_items(reader.by_ref(), speed, None, deadline, sinks).await?;
+    let truncated = match r.reason {
         StopReason::EndOfTrace => reader.warning.clone(),
         _ => None,
     };
-    Ok((reason, warning))
+    Ok((r.reason, warning(truncated, r.bad_records)))
+}
+
+/// Whether a trace reader's error is a damaged record (unknown tag, wrong
+/// size, bad JSON), which the reader has already passed by the length in
+/// its header, rather than a failing read.
+pub fn is_damaged_record(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<std::io::Error>().is_none()
+}
+
+/// Counts a damaged record in `bad`; a failing read ends the run.
+fn skip_damaged(e: anyhow::Error, bad: &mut u64) -> Result<()> {
+    if !is_damaged_record(&e) {
+        return Err(e);
+    }
+    *bad += 1;
+    Ok(())
+}
+
+/// The reader's warning and the damaged records skipped, as one warning.
+pub fn warning(reader: Option<String>, bad_records: u64) -> Option<String> {
+    let skipped = (bad_records > 0).then(|| {
+        format!(
+            "skipped {bad_records} damaged record{} (each could not be decoded)",
+            if bad_records == 1 { "" } else { "s" }
+        )
+    });
+    match (reader, skipped) {
+        (Some(r), Some(s)) => Some(format!("{r}; {s}")),
+        (r, s) => r.or(s),
+    }
+}
+
+/// How a replay of trace items ended.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Replayed {
+    pub reason: StopReason,
+    /// Damaged records skipped.
+    pub bad_records: u64,
 }
 
 /// How long a replay sleeps at least once it is ahead of the trace: the
@@ -121,20 +163,33 @@ pub(crate) async fn replay_items<T: std::borrow::Borrow<trace::Item>>(
     origin: Option<(tokio::time::Instant, u64)>,
     deadline: Option<tokio::time::Instant>,
     sinks: &mut [&mut dyn Sink],
-) -> Result<StopReason> {
+) -> Result<Replayed> {
     let mut signals = Signals::new()?;
     let start = origin.map_or_else(tokio::time::Instant::now, |o| o.0);
     let mut pacer = (speed > 0.0).then(|| Pacer::new(speed, origin.map(|o| o.1)));
     let mut since_yield = 0u32;
+    let mut bad_records = 0;
+    let done = |reason, bad_records| {
+        Ok(Replayed {
+            reason,
+            bad_records,
+        })
+    };
     for item in items {
-        let item = item?;
+        let item = match item {
+            Ok(item) => item,
+            Err(e) => {
+                skip_damaged(e, &mut bad_records)?;
+                continue;
+            }
+        };
         let item = item.borrow();
         let Some(ts) = item_ts(item) else { continue };
         if let Some(p) = pacer.as_mut() {
             if !p.due(ts) {
                 let now = tokio::time::Instant::now();
                 if deadline.is_some_and(|d| now >= d) {
-                    return Ok(StopReason::Duration);
+                    return done(StopReason::Duration, bad_records);
                 }
                 if let Some(at) = p.wake_at(ts, now.saturating_duration_since(start), REPLAY_BATCH)
                 {
@@ -142,12 +197,12 @@ pub(crate) async fn replay_items<T: std::borrow::Borrow<trace::Item>>(
                     let wake = deadline.map_or(wake, |d| wake.min(d));
                     tokio::select! {
                         _ = tokio::time::sleep_until(wake) => {}
-                        s = signals.recv() => return Ok(StopReason::Signal(s)),
+                        s = signals.recv() => return done(StopReason::Signal(s), bad_records),
                     }
                     since_yield = 0;
                     let now = tokio::time::Instant::now();
                     if deadline.is_some_and(|d| now >= d) {
-                        return Ok(StopReason::Duration);
+                        return done(StopReason::Duration, bad_records);
                     }
                     // Everything due by now goes out without reading the
                     // clock again.
@@ -161,13 +216,13 @@ pub(crate) async fn replay_items<T: std::borrow::Borrow<trace::Item>>(
             // runtime's other tasks run and check the deadline.
             since_yield = 0;
             if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
-                return Ok(StopReason::Duration);
+                return done(StopReason::Duration, bad_records);
             }
             tokio::task::yield_now().await;
         }
         deliver(sinks, item)?;
     }
-    Ok(StopReason::EndOfTrace)
+    done(StopReason::EndOfTrace, bad_records)
 }
 
 #[cfg(test)]
@@ -330,7 +385,7 @@ mod tests {
                 &mut [&mut c],
             ))
             .expect("replay");
-        assert_eq!(r, StopReason::EndOfTrace);
+        assert_eq!(r.reason, StopReason::EndOfTrace);
         assert_eq!((c.0, c.1), (40_000, 1));
         assert!(c.2.windows(2).all(|w| w[0] < w[1]));
     }
@@ -351,7 +406,7 @@ mod tests {
             ))
             .expect("replay");
         let took = t.elapsed();
-        assert_eq!(r, StopReason::EndOfTrace);
+        assert_eq!(r.reason, StopReason::EndOfTrace);
         assert_eq!(c.0, 601);
         assert!(took >= Duration::from_millis(29), "{took:?}");
         assert!(took < Duration::from_secs(5), "{took:?}");
@@ -369,15 +424,77 @@ mod tests {
                 replay_items(v.iter().map(Ok), 1.0, None, Some(d), &mut [&mut c]).await
             })
             .expect("replay");
-        assert_eq!(r, StopReason::Duration);
+        assert_eq!(r.reason, StopReason::Duration);
         assert!(c.0 >= 1 && c.0 < 10, "{}", c.0);
     }
 
+    fn scan_at(ts_ns: u64) -> trace::Item {
+        trace::Item::Event(Event::Scan(numa_ebpf_common::ScanEvent {
+            ts_ns,
+            ..Default::default()
+        }))
+    }
+
     #[test]
-    fn replay_passes_errors_on() {
-        let v: Vec<Result<trace::Item>> = vec![Err(anyhow::anyhow!("bad record"))];
+    fn damaged_records_are_skipped_and_counted() {
+        let v: Vec<Result<trace::Item>> = vec![
+            Ok(scan_at(T0)),
+            Err(anyhow::anyhow!("unknown record tag 9")),
+            Ok(scan_at(T0 + MS)),
+            Err(anyhow::anyhow!("record too short")),
+            Ok(scan_at(T0 + 2 * MS)),
+        ];
         let mut c = Count(0, 0, Vec::new());
-        let r = rt().block_on(replay_items(v.into_iter(), 1.0, None, None, &mut [&mut c]));
-        assert!(r.is_err());
+        let r = rt()
+            .block_on(replay_items(v.into_iter(), 1.0, None, None, &mut [&mut c]))
+            .expect("a damaged record does not end the replay");
+        assert_eq!((r.reason, r.bad_records), (StopReason::EndOfTrace, 2));
+        assert_eq!(c.2, [T0, T0 + MS, T0 + 2 * MS]);
+    }
+
+    #[test]
+    fn a_failing_read_ends_the_replay() {
+        let v: Vec<Result<trace::Item>> = vec![
+            Ok(scan_at(T0)),
+            Err(std::io::Error::other("disk gone").into()),
+            Ok(scan_at(T0 + MS)),
+        ];
+        let mut c = Count(0, 0, Vec::new());
+        let r = rt().block_on(replay_items(v.into_iter(), 0.0, None, None, &mut [&mut c]));
+        assert!(r.is_err_and(|e| e.to_string().contains("disk gone")));
+    }
+
+    #[test]
+    fn a_damaged_record_in_a_file_is_skipped_with_a_warning() {
+        use numa_core::decode::{fixtures::fault, raw_bytes};
+        let events: Vec<Event> = (1..=3)
+            .map(|i| Event::Fault(fault(i, i, 5, numa_ebpf_common::Outcome::PromoteHot)))
+            .collect();
+        let mut w = trace::Writer::new(Vec::new(), &trace::fixtures::header()).expect("writer");
+        for ev in &events {
+            w.event(ev).expect("event");
+        }
+        let mut bytes = w.finish(T0, "duration").expect("finish");
+        // The middle record's tag (before its u32 length) becomes unknown.
+        let payload = raw_bytes(&events[1]);
+        let at = bytes
+            .windows(payload.len())
+            .position(|x| x == payload)
+            .expect("the record's payload");
+        bytes[at - 5] = 9;
+        let path =
+            std::env::temp_dir().join(format!("numatrace-damaged-{}.trace", std::process::id()));
+        std::fs::write(&path, &bytes).expect("write the trace");
+        let mut c = Count(0, 0, Vec::new());
+        let warning = file(&path, &mut [&mut c]);
+        let _ = std::fs::remove_file(&path);
+        let warning = warning.expect("the damaged record does not end the read");
+        assert_eq!(c.0, 2, "the records around the damaged one");
+        assert!(
+            warning
+                .as_deref()
+                .is_some_and(|w| w.contains("skipped 1 damaged record")),
+            "{warning:?}"
+        );
     }
 }
