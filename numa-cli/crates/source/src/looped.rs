@@ -71,8 +71,10 @@ pub(crate) async fn run(
     cache_max: usize,
     sinks: &mut [&mut dyn Sink],
 ) -> Result<(StopReason, Option<String>)> {
-    // One clock for all passes: pass k is due from start + offset_k / speed,
-    // so the batches' lateness does not add up from pass to pass.
+    // One clock for all passes: pass k is due from start + paced_k / speed,
+    // where paced_k is the paced trace time of the passes before it (their
+    // gaps longer than MAX_GAP shortened, as the pacer waited them out), so
+    // the batches' lateness does not add up from pass to pass.
     let t0 = first_ts(path)?;
     let start = tokio::time::Instant::now();
     let origin_at = |offset: u64| pass_origin(start, t0?, offset, speed);
@@ -92,17 +94,19 @@ pub(crate) async fn run(
         }
     });
     let first = replay_items(items, speed, origin_at(0), deadline, &mut [&mut sink]).await?;
-    // Damaged records are skipped on every pass; the first pass counts them.
-    let warning = replay::warning(None, first.bad_records);
+    // Damaged records and long gaps recur on every pass; the first counts.
+    let warning = first.warning(None);
     let mut reason = first.reason;
+    let mut paced = first.paced_ns;
     let Some(t0) = t0 else {
         // Nothing to loop over.
         return Ok((reason, warning));
     };
     while reason == StopReason::EndOfTrace {
         sink.offset = (sink.last_ts + 1_000_000).saturating_sub(t0);
-        let origin = origin_at(sink.offset);
-        reason = match &cache {
+        paced = paced.saturating_add(1_000_000);
+        let origin = origin_at(paced);
+        let pass = match &cache {
             Some(c) => {
                 replay_items(c.iter().map(Ok), speed, origin, deadline, &mut [&mut sink]).await?
             }
@@ -110,8 +114,9 @@ pub(crate) async fn run(
                 let mut r = trace::Reader::open(path)?;
                 replay_items(r.by_ref(), speed, origin, deadline, &mut [&mut sink]).await?
             }
-        }
-        .reason;
+        };
+        reason = pass.reason;
+        paced = paced.saturating_add(pass.paced_ns);
     }
     Ok((reason, warning))
 }
@@ -224,6 +229,45 @@ mod tests {
             })
             .expect("replay");
         (reason, s.events, s.span_s())
+    }
+
+    #[test]
+    fn an_outlier_timestamp_does_not_stall_the_next_pass() {
+        // 10 ms of trace with one record a year late, looped at x4: each
+        // pass waits out MAX_GAP (0.5 s at x4) once, not a year.
+        const MS: u64 = 1_000_000;
+        let t0 = 5_000 * MS;
+        let scan = |ts_ns| {
+            Event::Scan(numa_ebpf_common::ScanEvent {
+                kind: numa_ebpf_common::EventKind::Scan as u32,
+                ts_ns,
+                ..Default::default()
+            })
+        };
+        let mut w = trace::Writer::new(Vec::new(), &trace::fixtures::header()).expect("writer");
+        for i in 0..10 {
+            w.event(&scan(t0 + i * MS)).expect("event");
+            if i == 3 {
+                w.event(&scan(t0 + 365 * 86_400_000 * MS)).expect("outlier");
+            }
+        }
+        let bytes = w.finish(t0, "duration").expect("finish");
+        let path =
+            std::env::temp_dir().join(format!("numatrace-outlier-{}.trace", std::process::id()));
+        std::fs::write(&path, bytes).expect("write the trace");
+        let mut s = Span::default();
+        let result = rt().block_on(async {
+            let deadline = tokio::time::Instant::now() + Duration::from_millis(1800);
+            run(&path, 4.0, Some(deadline), LOOP_CACHE_ITEMS, &mut [&mut s]).await
+        });
+        let _ = std::fs::remove_file(&path);
+        let (reason, warning) = result.expect("replay");
+        assert_eq!(
+            warning.as_deref(),
+            Some("shortened 1 gap of more than 2 s between records to 2 s")
+        );
+        assert_eq!(reason, StopReason::Duration);
+        assert!(s.events >= 3 * 11, "{} events: the loop stalled", s.events);
     }
 
     #[test]
