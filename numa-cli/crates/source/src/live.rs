@@ -148,12 +148,34 @@ fn spawn(command: &[String]) -> Result<Option<Child>> {
     let Some((prog, args)) = command.split_first() else {
         return Ok(None);
     };
-    let child = tokio::process::Command::new(prog)
-        .args(args)
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("starting {prog}"))?;
+    let mut cmd = tokio::process::Command::new(prog);
+    cmd.args(args).kill_on_drop(true);
+    die_with_parent(&mut cmd);
+    let child = cmd.spawn().with_context(|| format!("starting {prog}"))?;
     Ok(Some(child))
+}
+
+/// The command gets SIGKILL when the thread that starts it ends, even when
+/// numatrace itself is killed by SIGKILL and `kill_on_drop` never runs
+/// (PR_SET_PDEATHSIG). A live run starts it on the thread that runs the
+/// whole run, so it ends with the run or with numatrace.
+fn die_with_parent(cmd: &mut tokio::process::Command) {
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: between fork and exec the closure calls only prctl and
+    // getppid, both async-signal-safe, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Died before the prctl: nobody would send the signal.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
 }
 
 async fn exited(child: &mut Option<Child>) -> StopReason {
@@ -297,6 +319,75 @@ mod tests {
         fn next_record(&mut self, f: &mut dyn FnMut(&[u8]) -> Result<()>) -> Option<Result<()>> {
             Some(f(&self.record))
         }
+    }
+
+    const PDEATHSIG_OUT: &str = "NUMATRACE_TEST_PDEATHSIG_OUT";
+
+    /// Run by `the_command_dies_with_a_killed_numatrace` in a process of
+    /// its own: starts `sleep 60` as a live run's command does, writes its
+    /// pid, and waits to be killed.
+    #[test]
+    #[ignore = "a helper process, started by the_command_dies_with_a_killed_numatrace"]
+    fn pdeathsig_helper() {
+        let out = std::env::var_os(PDEATHSIG_OUT).expect("started by the pdeathsig test");
+        let rt = crate::runtime().expect("runtime");
+        let child = rt
+            .block_on(async { spawn(&["sleep".to_owned(), "60".to_owned()]) })
+            .expect("spawn")
+            .expect("a command");
+        let pid = child.id().expect("a pid");
+        std::fs::write(out, pid.to_string()).expect("write the pid");
+        std::thread::sleep(Duration::from_secs(60));
+        drop(child);
+    }
+
+    /// Whether `pid` still runs (a zombie, dead but not yet reaped, does not).
+    fn running(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| Some(s.get(s.rfind(')')? + 2..)?.starts_with(['Z', 'X'])))
+            .is_some_and(|dead| !dead)
+    }
+
+    #[test]
+    fn the_command_dies_with_a_killed_numatrace() {
+        let out = std::env::temp_dir().join(format!("numatrace-pdeathsig-{}", std::process::id()));
+        let _ = std::fs::remove_file(&out);
+        let mut helper = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args(["--ignored", "--exact", "live::tests::pdeathsig_helper"])
+            .env(PDEATHSIG_OUT, &out)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("starting the helper");
+        let start = std::time::Instant::now();
+        let pid = loop {
+            if let Some(pid) = std::fs::read_to_string(&out)
+                .ok()
+                .and_then(|s| s.parse::<u32>().ok())
+            {
+                break pid;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the helper wrote no pid"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let _ = std::fs::remove_file(&out);
+        assert!(running(pid), "the command did not start");
+        // SIGKILL: no destructor runs, only the kernel can end the command.
+        helper.kill().expect("SIGKILL the helper");
+        helper.wait().expect("reap the helper");
+        let killed = std::time::Instant::now();
+        while running(pid) && killed.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let survived = running(pid);
+        if survived {
+            // SAFETY: kill(2) on the pid of the sleep this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        assert!(!survived, "the command outlived a SIGKILLed numatrace");
     }
 
     #[derive(Default)]
