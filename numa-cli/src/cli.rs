@@ -317,7 +317,7 @@ pub struct ModelArgs {
 pub struct ShadowArgs {
     #[command(flatten)]
     pub models: ModelArgs,
-    /// Also print a report every this many seconds (0.1 or more).
+    /// Also print a report every this many seconds (0.01 or more).
     #[arg(long, value_parser = ranges::interval_seconds)]
     pub interval: Option<f64>,
     /// Also record the evaluated events to this trace file.
@@ -363,7 +363,7 @@ pub struct TopArgs {
     /// With --once: the snapshot as JSON (default: the screen as text).
     #[arg(long, requires = "once")]
     pub json: bool,
-    /// Refresh interval in seconds, 0.1 or more (`+`/`-` change it).
+    /// Refresh interval in seconds, 0.01 or more (`+`/`-` change it).
     #[arg(long, default_value_t = 1.0, value_parser = ranges::interval_seconds)]
     pub interval: f64,
     /// Shadow policies (as in `shadow`; `--model none`: no models, cheapest).
@@ -426,7 +426,7 @@ pub struct ExportArgs {
     /// collector (atomically replaced; name it *.prom).
     #[arg(long, value_name = "PATH")]
     pub textfile: Option<PathBuf>,
-    /// Seconds between textfile writes (0.1 or more).
+    /// Seconds between textfile writes (0.01 or more).
     #[arg(long, default_value_t = 15.0, requires = "textfile",
           value_parser = ranges::interval_seconds)]
     pub interval: f64,
@@ -449,7 +449,7 @@ pub struct HistArgs {
     /// Read a recording instead of attaching the probes.
     #[arg(long, value_name = "TRACE")]
     pub from: Option<PathBuf>,
-    /// Print the histograms of every interval of this many seconds (0.1 or
+    /// Print the histograms of every interval of this many seconds (0.01 or
     /// more; trace time with --from) instead of once for the whole run.
     #[arg(long, value_parser = ranges::interval_seconds)]
     pub interval: Option<f64>,

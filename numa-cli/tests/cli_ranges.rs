@@ -39,7 +39,7 @@ fn values_that_used_to_panic_exit_2_with_the_range() {
                 "--interval",
                 "1e-10",
             ],
-            "from 0.1 to 31536000",
+            "from 0.01 to 31536000",
         ),
         (
             &["record", "-o", "t", "--ring-mb", "2049"],
@@ -51,7 +51,7 @@ fn values_that_used_to_panic_exit_2_with_the_range() {
         ),
         (
             &["hist", "--from", TRACE, "--interval", "-inf"],
-            "from 0.1 to 31536000",
+            "from 0.01 to 31536000",
         ),
         (
             &["workload", "hot-chunks", "--duration", "1e19"],

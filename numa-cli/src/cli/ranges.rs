@@ -74,7 +74,7 @@ pub fn run_seconds(s: &str) -> Result<f64, String> {
 
 /// How often something repeats while running, in seconds.
 pub fn interval_seconds(s: &str) -> Result<f64, String> {
-    real(0.1, MAX_RUN_S, "seconds")(s)
+    real(0.01, MAX_RUN_S, "seconds")(s)
 }
 
 /// A replay speed: 0 (as fast as possible) or a factor in [`SPEED`].

@@ -31,7 +31,7 @@ const fn case(
 const RUN_S: &[&str] = &["-1", "nan", "inf", "1e19", "0", "1e-10", "ten"];
 const RUN_RANGE: &str = "from 0.001 to 31536000";
 const INTERVAL_S: &[&str] = &["1e-10", "0", "-1", "nan", "inf", "-inf", "1e19"];
-const INTERVAL_RANGE: &str = "from 0.1 to 31536000";
+const INTERVAL_RANGE: &str = "from 0.01 to 31536000";
 const SPEED: &[&str] = &["-1", "nan", "inf", "1e-300", "1e7", "fast"];
 const SPEED_RANGE: &str = "or a factor from 0.001 to 1000000";
 const RING_MB: &[&str] = &["0", "2049", "-1", "4294967296", "1.5"];
