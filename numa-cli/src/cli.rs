@@ -2,7 +2,7 @@
 //! libraries' options (the only place flags meet library types).
 use std::{path::PathBuf, time::Duration};
 
-use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use numa_core::model::policy::{self, KernelDefaults, ModelDefaults, Policy};
 use numa_probe::load::Probes;
 use numa_source::{LiveOptions, Source};
@@ -10,6 +10,7 @@ use numa_source::{LiveOptions, Source};
 use crate::export::MAX_PER_PROCESS;
 
 pub mod ranges;
+pub use ranges::try_parse_from;
 #[cfg(test)]
 mod tests;
 
@@ -70,53 +71,6 @@ pub enum Command {
     /// Synthetic workloads for trying numatrace (the test bed uses them).
     #[command(subcommand)]
     Workload(Workload),
-}
-
-/// Whether `a` takes a number (its parser yields a numeric type).
-pub fn is_numeric(a: &clap::Arg) -> bool {
-    use std::any::TypeId;
-    let t = a.get_value_parser().type_id();
-    [
-        TypeId::of::<u8>(),
-        TypeId::of::<u16>(),
-        TypeId::of::<u32>(),
-        TypeId::of::<u64>(),
-        TypeId::of::<usize>(),
-        TypeId::of::<i32>(),
-        TypeId::of::<i64>(),
-        TypeId::of::<f32>(),
-        TypeId::of::<f64>(),
-    ]
-    .into_iter()
-    .any(|id| t == id)
-}
-
-/// The command line, where a numeric option's value may start with '-':
-/// `--duration -1` or `--interval -inf` then reaches the range check and
-/// its message instead of clap's "unexpected argument".
-pub fn command() -> clap::Command {
-    fn negatives(cmd: clap::Command) -> clap::Command {
-        cmd.mut_args(|a| {
-            if is_numeric(&a) && !a.is_positional() {
-                a.allow_hyphen_values(true)
-            } else {
-                a
-            }
-        })
-        .mut_subcommands(negatives)
-    }
-    negatives(Cli::command())
-}
-
-/// Parses `argv`; the error exits with status 2 and states the problem.
-pub fn try_parse_from<I, T>(argv: I) -> Result<Cli, clap::Error>
-where
-    I: IntoIterator<Item = T>,
-    T: Into<std::ffi::OsString> + Clone,
-{
-    let mut cmd = command();
-    let matches = cmd.try_get_matches_from_mut(argv)?;
-    Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
 }
 
 impl ProbeArgs {

@@ -1,10 +1,14 @@
 //! Parse-time checks of the numeric flags: a value must parse, be finite
 //! and lie in a stated range, and the error states that range. clap adds
 //! the flag's name to the message and exits with status 2, so a bad value
-//! never reaches a `Duration`, a timer or the BPF loader.
+//! never reaches a `Duration`, a timer or the BPF loader. Also the command
+//! line these checks are part of.
 use std::{fmt::Display, str::FromStr};
 
+use clap::{CommandFactory, FromArgMatches};
 use numa_probe::session::limits;
+
+use super::Cli;
 
 /// The longest run any flag may ask for: 365 days. Far beyond a useful
 /// measurement, far below where `Duration` and the runtime's timers
@@ -134,4 +138,51 @@ pub fn min_free(s: &str) -> Result<String, String> {
     numa_promote::floor::MinFree::parse(s)
         .map(|_| s.to_owned())
         .ok_or_else(|| "give a share of the node from 0% to 100% or an amount like 200MiB".into())
+}
+
+/// Whether `a` takes a number (its parser yields a numeric type).
+pub fn is_numeric(a: &clap::Arg) -> bool {
+    use std::any::TypeId;
+    let t = a.get_value_parser().type_id();
+    [
+        TypeId::of::<u8>(),
+        TypeId::of::<u16>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<u64>(),
+        TypeId::of::<usize>(),
+        TypeId::of::<i32>(),
+        TypeId::of::<i64>(),
+        TypeId::of::<f32>(),
+        TypeId::of::<f64>(),
+    ]
+    .into_iter()
+    .any(|id| t == id)
+}
+
+/// The command line, where a numeric option's value may start with '-':
+/// `--duration -1` or `--interval -inf` then reaches the range check and
+/// its message instead of clap's "unexpected argument".
+pub fn command() -> clap::Command {
+    fn negatives(cmd: clap::Command) -> clap::Command {
+        cmd.mut_args(|a| {
+            if is_numeric(&a) && !a.is_positional() {
+                a.allow_hyphen_values(true)
+            } else {
+                a
+            }
+        })
+        .mut_subcommands(negatives)
+    }
+    negatives(Cli::command())
+}
+
+/// Parses `argv`; the error exits with status 2 and states the problem.
+pub fn try_parse_from<I, T>(argv: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let mut cmd = command();
+    let matches = cmd.try_get_matches_from_mut(argv)?;
+    Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
 }

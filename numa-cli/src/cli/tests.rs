@@ -2,7 +2,10 @@
 //! its range; and no numeric flag is left without such a check.
 use clap::{error::ErrorKind, CommandFactory};
 
-use super::{is_numeric, try_parse_from, Cli};
+use super::{
+    ranges::{is_numeric, try_parse_from},
+    Cli,
+};
 
 /// One flag of one subcommand: the arguments that make the rest of the
 /// command line valid, the flag, values it must refuse and the range its
