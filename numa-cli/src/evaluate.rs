@@ -327,9 +327,10 @@ fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitC
 fn sweep_specs(name: &str, opts: &str, param: &str, values: &str) -> Result<Vec<String>> {
     let mut specs = Vec::new();
     for v in values.split(',').filter(|v| !v.is_empty()) {
-        v.trim()
-            .parse::<f64>()
-            .with_context(|| format!("sweep value {v:?} is not a number"))?;
+        let finite = v.trim().parse::<f64>().ok().filter(|x| x.is_finite());
+        if finite.is_none() {
+            bail!("--sweep: value {v:?} is not a finite number (1e4 and 10000 both work)");
+        }
         let mut o: Vec<&str> = opts
             .split(',')
             .filter(|o| !o.is_empty() && !o.starts_with(&format!("{param}=")))
@@ -389,4 +390,28 @@ fn write_sweep_human(
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweep_values_must_be_finite_numbers() {
+        let specs = sweep_specs("fault-count", "counter=global", "threshold", "1e4, 1e5")
+            .expect("two values");
+        assert_eq!(
+            specs,
+            [
+                "fault-count:counter=global,threshold=1e4",
+                "fault-count:counter=global,threshold=1e5"
+            ]
+        );
+        for bad in ["nan", "inf", "1e4,-inf", "ten"] {
+            let err = sweep_specs("fault-count", "", "threshold", bad)
+                .expect_err(bad)
+                .to_string();
+            assert!(err.contains("finite number"), "{bad}: {err}");
+        }
+    }
 }

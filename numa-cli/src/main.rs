@@ -16,7 +16,6 @@ mod workload;
 use std::{io::Write, path::Path, process::ExitCode};
 
 use anyhow::Result;
-use clap::Parser;
 use numa_core::sink::Sink;
 use numa_probe::doctor;
 use numa_source::Source;
@@ -112,7 +111,7 @@ fn run(cli: cli::Cli) -> Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = cli::try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit());
     match run(cli) {
         Ok(code) => code,
         Err(e) => {

@@ -59,8 +59,11 @@ fn require_cap_sys_nice() -> Result<()> {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     if !scope::has_cap_sys_nice(&status) {
         bail!(
-            "moving other processes' pages needs CAP_SYS_NICE (run as root, or \
-             `setcap cap_sys_nice,cap_bpf,cap_perfmon+ep numatrace`); --dry-run needs none"
+            "moving other processes' pages needs CAP_SYS_NICE: run as root \
+             (`sudo numatrace promote ...`); --dry-run needs none. CAP_SYS_NICE lets a \
+             process move any process's memory and the probes' CAP_BPF + CAP_PERFMON let it \
+             read all kernel memory: never set them as file capabilities on a binary other \
+             users can run"
         );
     }
     Ok(())

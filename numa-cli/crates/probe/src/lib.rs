@@ -10,4 +10,5 @@ pub mod doctor;
 pub mod load;
 pub mod loaded;
 pub mod params;
+pub mod preflight;
 pub mod session;

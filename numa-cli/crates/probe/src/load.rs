@@ -286,7 +286,11 @@ fn load_object(
     let convention = migrate_convention(plan) as u32;
     let misplaced = misplaced.unwrap_or(u32::MAX);
     let (tp_ok, tp_failed, tp_reason) = k.tp_migrate.unwrap_or((8, 16, 0));
-    let ring_bytes = o.ring_bytes.max(4096).next_power_of_two();
+    let ring_bytes = o
+        .ring_bytes
+        .max(4096)
+        .checked_next_power_of_two()
+        .unwrap_or(1 << 31);
     // The ring wakes its reader once this much is pending (else on a timer).
     let ring_wake_bytes = u64::from(ring_bytes / 4);
     let mut ebpf = EbpfLoader::new()

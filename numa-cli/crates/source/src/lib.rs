@@ -22,7 +22,7 @@ use numa_core::{
 use numa_host::clock::monotonic_ns;
 use numa_probe::load::Probes;
 pub use record::{check_new as check_new_trace, Recording};
-pub use replay::{item_ts, Pacer, REPLAY_BATCH};
+pub use replay::{is_damaged_record, item_ts, warning as trace_warning, Pacer, REPLAY_BATCH};
 
 /// Why a run stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,7 +72,8 @@ pub enum Source {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finished {
     pub reason: StopReason,
-    /// The trace reader's complaint about a truncated or damaged trace.
+    /// The trace reader's complaint about a truncated or damaged trace
+    /// (damaged records are skipped and counted here).
     pub warning: Option<String>,
 }
 
@@ -101,8 +102,7 @@ impl Source {
             Source::File(path) => (StopReason::EndOfTrace, replay::file(path, sinks)?),
             Source::Replay(r) if r.repeat => {
                 let d = deadline(until);
-                let reason = looped::run(&r.path, r.speed, d, LOOP_CACHE_ITEMS, sinks).await?;
-                (reason, None)
+                looped::run(&r.path, r.speed, d, LOOP_CACHE_ITEMS, sinks).await?
             }
             Source::Replay(r) => replay::once(&r.path, r.speed, deadline(until), sinks).await?,
         };
