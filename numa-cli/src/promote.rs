@@ -49,6 +49,7 @@ fn config(a: &PromoteArgs, targets: &Targets, nodes: &[Node]) -> Result<MoverCon
         batch_ms: a.batch_ms,
         max_retries: a.max_retries,
         retry_backoff_ms: 200,
+        max_queued_pages: a.queue,
         dry_run: a.dry_run,
         tier_of: targets.tier_of.clone(),
         cpus_of: nodes.iter().map(|n| (n.id, n.cpus.len() as u64)).collect(),

@@ -46,16 +46,18 @@ impl TokenBucket {
             return u64::MAX;
         }
         self.refill(now_ns);
-        self.tokens as u64
+        self.tokens.max(0.0) as u64
     }
 
-    /// Spends `bytes` (never more than available: callers size to it).
+    /// Spends `bytes`. Callers size batches to what is available; only a
+    /// folio larger than the burst, taken when the bucket is full, spends
+    /// more, and the debt delays what follows, so the long-run rate holds.
     pub fn take(&mut self, now_ns: u64, bytes: u64) {
         if self.unlimited() {
             return;
         }
         self.refill(now_ns);
-        self.tokens = (self.tokens - bytes as f64).max(0.0);
+        self.tokens -= bytes as f64;
     }
 
     /// Nanoseconds until `bytes` (capped at the burst) are available.

@@ -458,8 +458,8 @@ fn write_header(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> 
     )?;
     writeln!(
         out,
-        "  queue       {} requests, {} new pages, {} duplicates coalesced, {} overflows, {} without target",
-        e.requested, m.queue.queued, m.queue.coalesced, e.queue_overflows, e.no_target
+        "  queue       {} requests, {} new pages, {} duplicates coalesced, {} without target; dropped: {} channel full, {} queue full",
+        e.requested, m.queue.queued, m.queue.coalesced, e.no_target, e.queue_overflows, m.queue.dropped_full
     )?;
     Ok(())
 }
@@ -476,6 +476,13 @@ fn write_would_move(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<
         r.peak_rate_needed_mib_per_s,
         rate_limit_text(r.rate_limit_bytes_per_s)
     )?;
+    if m.queue.dropped_full > 0 {
+        writeln!(
+            out,
+            "              at least: {} requests for pages beyond the first {} were not counted (--queue)",
+            m.queue.dropped_full, m.queue.queued
+        )?;
+    }
     for (node, n) in &m.would_move_by_target {
         writeln!(out, "              to node {node}: {n} pages")?;
     }

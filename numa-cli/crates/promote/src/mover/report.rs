@@ -91,6 +91,9 @@ pub struct Shared {
     pub sent: AtomicU64,
     /// Requests dropped because the channel was full.
     pub overflows: AtomicU64,
+    /// Requests (and waiting pages) dropped because the mover's queue was
+    /// full.
+    pub dropped: AtomicU64,
     pub received: AtomicU64,
     /// Pages waiting in the mover's queue.
     pub pending: AtomicU64,
@@ -111,6 +114,7 @@ pub struct PromoterStats {
     pub failures: u64,
     /// Requests on the channel plus pages in the mover's queue.
     pub queue_depth: u64,
+    /// Requests dropped because the channel or the mover's queue was full.
     pub queue_overflows: u64,
 }
 
@@ -126,7 +130,8 @@ impl PromoterStats {
             moved_bytes: s.moved_bytes.load(Ordering::Relaxed),
             failures: s.failures.load(Ordering::Relaxed),
             queue_depth: in_channel + s.pending.load(Ordering::Relaxed),
-            queue_overflows: s.overflows.load(Ordering::Relaxed),
+            queue_overflows: s.overflows.load(Ordering::Relaxed)
+                + s.dropped.load(Ordering::Relaxed),
         }
     }
 
