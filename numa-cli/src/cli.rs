@@ -102,6 +102,7 @@ impl ProbeArgs {
             LiveOptions {
                 command: self.command.clone(),
                 snapshot_every,
+                stop_when: None,
             },
         )
     }

@@ -115,7 +115,7 @@ fn via_mover(
 ) -> Result<(u64, u64, u64, MoverTimes)> {
     let cfg = mover_config(a, nodes)?;
     let shared = Arc::new(Shared::default());
-    let mut m = Mover::new(cfg, Scope::Pids([pid].into()), SysEnv, shared);
+    let mut m = Mover::new(cfg, Scope::pids(&[pid])?, SysEnv, shared);
     for &addr in pages {
         m.push(Request {
             pid,

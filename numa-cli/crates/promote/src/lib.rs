@@ -14,6 +14,7 @@ pub mod batch;
 pub mod bucket;
 pub mod floor;
 pub mod mover;
+pub mod process;
 pub mod queue;
 pub mod scope;
 pub mod sys;
@@ -678,7 +679,7 @@ mod tests {
         let (tx, rx) = sync_channel(cap);
         let s = PromoteSink::new(
             policy,
-            Scope::Pids(scope.iter().copied().collect()),
+            Scope::Pids(scope.iter().map(|p| (*p, 0)).collect()),
             targets(),
             tx,
             Arc::new(Shared::default()),

@@ -1,6 +1,6 @@
 //! The live source: the probes' ring buffer, drained into the sinks, with a
 //! counter snapshot at the start, every `snapshot_every` and at the end.
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
 use aya::maps::{MapData, RingBuf};
@@ -20,6 +20,21 @@ pub struct LiveOptions {
     pub command: Vec<String>,
     /// How often counters and histograms are read.
     pub snapshot_every: Duration,
+    /// Stop when this says why (looked at every 100 ms, as the ring is
+    /// drained).
+    pub stop_when: Option<StopWhen>,
+}
+
+/// A reason to end a live run that another part of the command sees (the
+/// promoter's mover: every process it serves has exited): None while the
+/// run should go on, else the reason, which the run ends with.
+#[derive(Clone)]
+pub struct StopWhen(pub Arc<dyn Fn() -> Option<String> + Send + Sync>);
+
+impl std::fmt::Debug for StopWhen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StopWhen(..)")
+    }
 }
 
 /// The ring buffer, polled by the runtime, and what it could not decode.
@@ -114,7 +129,12 @@ pub(crate) async fn run(
     let reason = loop {
         tokio::select! {
             r = ring.readable(sinks) => r?,
-            _ = flush.tick() => ring.drain(sinks)?,
+            _ = flush.tick() => {
+                ring.drain(sinks)?;
+                if let Some(why) = opts.stop_when.as_ref().and_then(|s| (s.0)()) {
+                    break StopReason::Condition(why);
+                }
+            }
             _ = tick.tick() => {
                 ring.drain(sinks)?;
                 dispatch_snapshot(sinks, &session::snapshot(probes)?)?;

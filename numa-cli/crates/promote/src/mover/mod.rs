@@ -26,6 +26,7 @@ mod dry;
 mod env;
 mod execute;
 mod exit;
+mod procs;
 mod publish;
 mod report;
 mod retry;
@@ -120,6 +121,8 @@ pub struct Mover<E: Env> {
     last_target: Option<u32>,
     /// A dry run's pages, each counted once.
     seen: HashSet<(u32, u64)>,
+    /// The processes served, pinned.
+    procs: procs::Procs,
     /// Buffers of the calls, reused.
     addrs: Vec<u64>,
     nodes: Vec<i32>,
@@ -144,13 +147,15 @@ fn sole_top_nodes(tier_of: &BTreeMap<i32, u32>) -> BTreeSet<u32> {
 }
 
 impl<E: Env> Mover<E> {
+    /// A mover for `scope`; the processes of a `--pid` scope are pinned now.
     pub fn new(cfg: MoverConfig, scope: Scope, env: E, shared: Arc<Shared>) -> Self {
-        Mover {
+        let mut m = Mover {
             free: BTreeMap::new(),
             sole_top: sole_top_nodes(&cfg.tier_of),
             blocked: BTreeMap::new(),
             last_target: None,
             seen: HashSet::new(),
+            procs: procs::Procs::default(),
             addrs: Vec::new(),
             nodes: Vec::new(),
             status: Vec::new(),
@@ -169,17 +174,14 @@ impl<E: Env> Mover<E> {
             moved_len: 0,
             would_by_second: BTreeMap::new(),
             shared,
-        }
+        };
+        m.pin_scope();
+        m
     }
 
     pub fn push(&mut self, r: Request) {
         self.shared.received.fetch_add(1, Ordering::Relaxed);
-        if self
-            .report
-            .per_process
-            .get(&r.pid)
-            .is_some_and(|p| p.exited || p.refused)
-        {
+        if !self.admit(&r) {
             return;
         }
         if self.cfg.dry_run {

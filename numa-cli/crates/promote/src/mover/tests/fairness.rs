@@ -64,6 +64,7 @@ fn a_process_whose_calls_fail_does_not_block_another() {
 fn the_queue_is_bounded_and_what_it_drops_is_counted() {
     let w = world(AT_FLOOR_KB);
     slow_pages(&w, 7, 0..5000);
+    slow_pages(&w, 8, 0..10);
     let mut c = cfg();
     c.max_queued_pages = 1000;
     let mut m = mover(&w, c.clone(), &[7, 8]);
@@ -72,7 +73,6 @@ fn the_queue_is_bounded_and_what_it_drops_is_counted() {
     assert_eq!(m.shared.pending.load(Ordering::Relaxed), 1000);
     // A full queue still takes a page for a target that can move: a page
     // waiting for the blocked one makes room.
-    slow_pages(&w, 8, 0..10);
     (0..10).for_each(|p| m.push(req_to(8, p, 2)));
     run(&mut m, &w.now, 20);
     let live = PromoterStats::read(&m.shared, 0);

@@ -27,6 +27,10 @@ struct Kernel {
     einval: bool,
     /// Every call for these processes fails with EINVAL.
     einval_pids: Vec<u32>,
+    /// The process behind each pid: bumped when the pid is reused.
+    generation: HashMap<u32, u64>,
+    /// Every call: (pid, the generation of its process then).
+    calls: Vec<(u32, u64)>,
 }
 
 struct World {
@@ -68,6 +72,22 @@ impl Env for FakeEnv {
         let k = self.kernel.borrow();
         k.exiting.contains(&pid) || k.unmapping.contains(&pid)
     }
+    fn pin(&self, pid: u32, _pidfd: bool) -> Option<crate::process::Pinned> {
+        let k = self.kernel.borrow();
+        k.alive
+            .contains(&pid)
+            .then(|| crate::process::Pinned::with_start(pid, k.gen(pid)))
+    }
+    fn alive(&self, p: &crate::process::Pinned) -> bool {
+        let k = self.kernel.borrow();
+        k.alive.contains(&p.pid) && k.gen(p.pid) == p.start_ticks
+    }
+}
+
+impl Kernel {
+    fn gen(&self, pid: u32) -> u64 {
+        self.generation.get(&pid).copied().unwrap_or(0)
+    }
 }
 
 fn cfg() -> MoverConfig {
@@ -105,6 +125,8 @@ fn world(free_kb: u64) -> World {
             ..
         } = call;
         let mut k = k.borrow_mut();
+        let g = k.gen(*pid);
+        k.calls.push((*pid, g));
         if !k.alive.contains(pid) {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
@@ -154,10 +176,19 @@ fn world(free_kb: u64) -> World {
     }
 }
 
+/// A mover for the processes `scope` names now.
 fn mover(w: &World, cfg: MoverConfig, scope: &[u32]) -> Mover<FakeEnv> {
+    let pinned = scope
+        .iter()
+        .map(|p| (*p, w.kernel.borrow().gen(*p)))
+        .collect();
+    mover_in(w, cfg, Scope::Pids(pinned))
+}
+
+fn mover_in(w: &World, cfg: MoverConfig, scope: Scope) -> Mover<FakeEnv> {
     Mover::new(
         cfg,
-        Scope::Pids(scope.iter().copied().collect()),
+        scope,
         FakeEnv {
             now: w.now.clone(),
             free_kb: w.free_kb.clone(),
@@ -370,7 +401,7 @@ fn exited_process_is_dropped_quietly() {
     let r = m.finish();
     fake::clear();
     assert_eq!(r.processes_exited, 1);
-    assert_eq!(r.dropped_exited, 10);
+    assert_eq!(r.dropped_exited, 11, "its 10 pages and the late request");
     assert!(r.per_process[&8].exited);
     assert_eq!(r.statuses.moved, 5);
     assert_eq!(r.statuses.failures(), 0, "ESRCH is not a page failure");
@@ -474,3 +505,4 @@ fn never_to_a_lower_or_equal_tier() {
 }
 
 mod fairness;
+mod identity;
