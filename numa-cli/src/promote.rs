@@ -206,6 +206,13 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
     }
     let (nodes, targets) = promotion_targets()?;
     let cfg = config(a, &targets, &nodes);
+    // The model's options are checked before anything is loaded; it is
+    // built again on the running kernel's tunables once attached.
+    policy::build(
+        &a.model,
+        &a.options.defaults(None),
+        &KernelDefaults::default(),
+    )?;
     let probe_args = probe_args(a);
     let probes = numa_probe::session::attach(&probe_args.options())?;
     let policy = policy_of(a, &probes)?;
