@@ -70,6 +70,12 @@ impl Procs {
     pub(super) fn pin(&self, pid: u32) -> Option<&Pinned> {
         self.map.get(&pid)?.pin.as_ref()
     }
+
+    /// Processes remembered.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.map.len()
+    }
 }
 
 impl<E: Env> Mover<E> {
@@ -136,23 +142,33 @@ impl<E: Env> Mover<E> {
     }
 
     /// Forgets processes without queued pages once many are remembered
-    /// (`--all` meets every process that faults).
+    /// (`--all` meets every process that faults). One with moved pages
+    /// still to be checked at the end is kept, without its pidfd.
     fn forget_idle(&mut self) {
         let p = &mut self.procs;
         if p.map.len() < p.forget_above.max(MAX_TRACKED) {
             return;
         }
-        let queue = &self.queue;
+        let (queue, moved) = (&self.queue, &self.moved);
         let before = p.map.len();
         let mut freed = 0;
         p.map.retain(|pid, t| {
-            let keep = queue.has_process(*pid);
-            freed += usize::from(!keep && t.pin.as_ref().is_some_and(Pinned::has_pidfd));
-            keep
+            if queue.has_process(*pid) {
+                return true;
+            }
+            let fd = t.pin.as_ref().is_some_and(Pinned::has_pidfd);
+            freed += usize::from(fd);
+            if !moved.contains_key(pid) {
+                return false;
+            }
+            if fd {
+                t.pin = Some(Pinned::with_start(*pid, t.start_ticks));
+            }
+            true
         });
         p.pidfds -= freed;
         // Not again before the table has doubled: forgetting stays cheap
-        // per request even when every process remembered has pages queued.
+        // per request even when every process remembered is kept.
         p.forget_above = 2 * p.map.len().max(before / 2);
     }
 

@@ -176,3 +176,26 @@ fn the_mover_thread_says_when_its_pid_scope_has_exited() {
     let r = h.join().expect("the mover thread");
     assert_eq!(r.processes_exited, 1);
 }
+
+#[test]
+fn processes_forgotten_under_all_keep_their_moved_pages_checked() {
+    let w = world(1 << 30);
+    slow_pages(&w, 1, 0..10);
+    let mut m = mover_in(&w, cfg(), Scope::All);
+    (0..10).for_each(|p| m.push(req(1, p)));
+    run(&mut m, &w.now, 100);
+    // Many more processes, whose pages are gone by the time they would
+    // move: idle, they are forgotten to bound the table.
+    for pid in 2..5002 {
+        w.kernel.borrow_mut().alive.push(pid);
+        m.push(req(pid, 0));
+        if pid % 100 == 0 {
+            run(&mut m, &w.now, 1000);
+        }
+    }
+    assert!(m.procs.len() < 5001, "{} remembered", m.procs.len());
+    let r = m.finish();
+    fake::clear();
+    assert_eq!(r.per_process[&1].moved, 10);
+    assert_eq!(r.verify.on_target, 10, "{:?}", r.verify);
+}
