@@ -8,8 +8,9 @@
 //! above a free-memory floor. A full channel is counted, never waited on.
 //!
 //! Stops on `--duration`, SIGINT, SIGTERM or SIGHUP after the move_pages
-//! call in flight, and prints a report (moves, failures by status, time in
-//! move_pages, the kernel's own promotions in the same window, agreement).
+//! call in flight, or once every process of a `--pid` scope has exited,
+//! and prints a report (moves, failures by status, time in move_pages, the
+//! kernel's own promotions in the same window, agreement).
 pub mod batch;
 pub mod bucket;
 pub mod floor;
