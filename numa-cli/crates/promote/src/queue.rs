@@ -57,40 +57,50 @@ pub enum Pushed {
     Dropped,
 }
 
-/// Where a waiting page is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Slot {
-    /// In its target's lane, ready.
-    Ready { target: u32 },
-    /// Backing off; the key of its entry in [`Queue::backoff`].
-    Backoff { seq: u64 },
+/// One process's waiting pages.
+#[derive(Debug, Default)]
+struct Proc {
+    /// Ready pages by (target node, address).
+    ready: BTreeMap<(u32, u64), Pending>,
+    /// Ready pages per target node (a process's pages mostly go to one).
+    per_target: BTreeMap<u32, usize>,
+    /// Pages backing off: address -> the sequence of its entry in
+    /// [`Queue::backoff`].
+    backoff: HashMap<u64, u64>,
 }
 
-/// The ready pages of one target node.
+impl Proc {
+    fn len(&self) -> usize {
+        self.ready.len() + self.backoff.len()
+    }
+
+    fn contains(&self, addr: u64) -> bool {
+        self.backoff.contains_key(&addr)
+            || self
+                .per_target
+                .keys()
+                .any(|t| self.ready.contains_key(&(*t, addr)))
+    }
+
+    /// The addresses of `target`'s ready pages, in order.
+    fn range(&self, target: u32) -> impl DoubleEndedIterator<Item = (&(u32, u64), &Pending)> {
+        self.ready.range((target, 0)..=(target, u64::MAX))
+    }
+}
+
+/// The processes with ready pages for one target node, in turn order
+/// (each once), and how many pages they hold.
 #[derive(Debug, Default)]
 struct Lanes {
-    by_pid: HashMap<u32, BTreeMap<u64, Pending>>,
-    /// Processes with ready pages, in turn order (each exactly once).
     turn: VecDeque<u32>,
     ready: usize,
-}
-
-impl Lanes {
-    fn insert(&mut self, pid: u32, addr: u64, p: Pending) {
-        let lane = self.by_pid.entry(pid).or_default();
-        if lane.is_empty() {
-            self.turn.push_back(pid);
-        }
-        lane.insert(addr, p);
-        self.ready += 1;
-    }
 }
 
 #[derive(Debug)]
 pub struct Queue {
     cap: usize,
-    /// Every waiting page, by process and address.
-    pages: BTreeMap<(u32, u64), Slot>,
+    len: usize,
+    procs: HashMap<u32, Proc>,
     lanes: BTreeMap<u32, Lanes>,
     /// Pages backing off, by (due time, sequence). An entry whose page was
     /// dropped meanwhile is stale and skipped when due.
@@ -104,7 +114,8 @@ impl Queue {
     pub fn new(cap: usize) -> Self {
         Queue {
             cap: cap.max(1),
-            pages: BTreeMap::new(),
+            len: 0,
+            procs: HashMap::new(),
             lanes: BTreeMap::new(),
             backoff: BTreeMap::new(),
             seq: 0,
@@ -113,11 +124,11 @@ impl Queue {
     }
 
     pub fn len(&self) -> usize {
-        self.pages.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.pages.is_empty()
+        self.len == 0
     }
 
     /// Adds a request; a page already waiting keeps its place, target and
@@ -126,11 +137,11 @@ impl Queue {
     /// page to a request for another target; a request for that target
     /// itself is dropped.
     pub fn push(&mut self, r: &Request) -> Pushed {
-        if self.pages.contains_key(&(r.pid, r.addr)) {
+        if self.procs.get(&r.pid).is_some_and(|p| p.contains(r.addr)) {
             self.counts.coalesced += 1;
             return Pushed::Coalesced;
         }
-        if self.pages.len() >= self.cap && !self.evict_for(r.target) {
+        if self.len >= self.cap && !self.evict_for(r.target) {
             self.counts.dropped_full += 1;
             return Pushed::Dropped;
         }
@@ -140,19 +151,48 @@ impl Queue {
             tries: 0,
             due_ns: 0,
         };
-        self.pages
-            .insert((r.pid, r.addr), Slot::Ready { target: r.target });
-        self.lanes
-            .entry(r.target)
-            .or_default()
-            .insert(r.pid, r.addr, p);
+        self.insert_ready(r.pid, r.addr, p);
+        self.len += 1;
         self.counts.queued += 1;
         Pushed::New
     }
 
+    fn insert_ready(&mut self, pid: u32, addr: u64, p: Pending) {
+        let proc = self.procs.entry(pid).or_default();
+        proc.ready.insert((p.target, addr), p);
+        let n = proc.per_target.entry(p.target).or_default();
+        *n += 1;
+        let lanes = self.lanes.entry(p.target).or_default();
+        if *n == 1 {
+            lanes.turn.push_back(pid);
+        }
+        lanes.ready += 1;
+    }
+
+    /// Takes `n` ready pages' worth of bookkeeping off `pid` at `target`.
+    fn ready_taken(&mut self, pid: u32, target: u32, n: usize) -> bool {
+        let Some(proc) = self.procs.get_mut(&pid) else {
+            return true;
+        };
+        let left = proc.per_target.get(&target).map_or(0, |c| c - n);
+        if left == 0 {
+            proc.per_target.remove(&target);
+        } else {
+            proc.per_target.insert(target, left);
+        }
+        if let Some(l) = self.lanes.get_mut(&target) {
+            l.ready -= n;
+        }
+        self.len -= n;
+        if proc.len() == 0 {
+            self.procs.remove(&pid);
+        }
+        left == 0
+    }
+
     /// Drops one ready page of the fullest target unless that is `target`.
     fn evict_for(&mut self, target: u32) -> bool {
-        let Some((&fullest, lanes)) = self.lanes.iter_mut().max_by_key(|(_, l)| l.ready) else {
+        let Some((&fullest, lanes)) = self.lanes.iter().max_by_key(|(_, l)| l.ready) else {
             return false;
         };
         if fullest == target || lanes.ready == 0 {
@@ -161,31 +201,32 @@ impl Queue {
         let Some(&pid) = lanes.turn.back() else {
             return false;
         };
-        let Some(lane) = lanes.by_pid.get_mut(&pid) else {
+        let Some(proc) = self.procs.get_mut(&pid) else {
             return false;
         };
-        let Some((addr, _)) = lane.pop_last() else {
+        let Some(key) = proc.range(fullest).next_back().map(|(k, _)| *k) else {
             return false;
         };
-        if lane.is_empty() {
-            lanes.by_pid.remove(&pid);
-            lanes.turn.pop_back();
+        proc.ready.remove(&key);
+        if self.ready_taken(pid, fullest, 1) {
+            if let Some(l) = self.lanes.get_mut(&fullest) {
+                l.turn.pop_back();
+            }
         }
-        lanes.ready -= 1;
-        self.pages.remove(&(pid, addr));
         self.counts.dropped_full += 1;
         true
     }
 
     /// Puts back a page that failed, ready again at `p.due_ns`.
     pub fn retry(&mut self, pid: u32, addr: u64, p: Pending) {
-        if self.pages.contains_key(&(pid, addr)) {
+        let proc = self.procs.entry(pid).or_default();
+        if proc.contains(addr) {
             return;
         }
         self.seq += 1;
+        proc.backoff.insert(addr, self.seq);
         self.backoff.insert((p.due_ns, self.seq), (pid, addr, p));
-        self.pages
-            .insert((pid, addr), Slot::Backoff { seq: self.seq });
+        self.len += 1;
     }
 
     /// Moves the pages due by `now_ns` from backoff to their lanes.
@@ -195,14 +236,14 @@ impl Queue {
                 break;
             }
             let ((_, seq), (pid, addr, p)) = e.remove_entry();
-            let Some(slot) = self.pages.get_mut(&(pid, addr)) else {
+            let Some(proc) = self.procs.get_mut(&pid) else {
                 continue;
             };
-            if *slot != (Slot::Backoff { seq }) {
+            if proc.backoff.get(&addr) != Some(&seq) {
                 continue;
             }
-            *slot = Slot::Ready { target: p.target };
-            self.lanes.entry(p.target).or_default().insert(pid, addr, p);
+            proc.backoff.remove(&addr);
+            self.insert_ready(pid, addr, p);
         }
     }
 
@@ -225,9 +266,8 @@ impl Queue {
     /// The process whose turn it is at `target`, and the base pages of its
     /// first ready folio.
     pub fn front(&self, target: u32) -> Option<(u32, u32)> {
-        let lanes = self.lanes.get(&target)?;
-        let pid = *lanes.turn.front()?;
-        let (_, p) = lanes.by_pid.get(&pid)?.first_key_value()?;
+        let pid = *self.lanes.get(&target)?.turn.front()?;
+        let (_, p) = self.procs.get(&pid)?.range(target).next()?;
         Some((pid, p.nr_pages))
     }
 
@@ -236,64 +276,63 @@ impl Queue {
     /// back of the turn. Empty when its first folio alone is over budget.
     pub fn take_batch(&mut self, target: u32, budget_pages: u64) -> (u32, Vec<(u64, Pending)>) {
         let mut out = Vec::new();
-        let Some(lanes) = self.lanes.get_mut(&target) else {
+        let Some(pid) = self.lanes.get_mut(&target).and_then(|l| l.turn.pop_front()) else {
             return (0, out);
         };
-        let Some(pid) = lanes.turn.pop_front() else {
-            return (0, out);
-        };
-        let Some(lane) = lanes.by_pid.get_mut(&pid) else {
+        let Some(proc) = self.procs.get_mut(&pid) else {
             return (pid, out);
         };
         let mut used = 0u64;
-        while let Some(e) = lane.first_entry() {
-            let n = u64::from(e.get().nr_pages);
+        let mut cut = None;
+        for (key, p) in proc.range(target) {
+            let n = u64::from(p.nr_pages);
             if used + n > budget_pages {
+                cut = Some(*key);
                 break;
             }
             used += n;
-            out.push(e.remove_entry());
+            out.push((key.1, *p));
         }
-        if lane.is_empty() {
-            lanes.by_pid.remove(&pid);
-        } else if out.is_empty() {
-            lanes.turn.push_front(pid);
+        if proc.per_target.len() == 1 {
+            // Every ready page is for `target`: the batch is a prefix of
+            // the map, split off at once rather than removed page by page.
+            let rest = cut.map_or_else(BTreeMap::new, |c| proc.ready.split_off(&c));
+            proc.ready = rest;
         } else {
-            lanes.turn.push_back(pid);
+            for (addr, _) in &out {
+                proc.ready.remove(&(target, *addr));
+            }
         }
-        lanes.ready -= out.len();
-        for (addr, _) in &out {
-            self.pages.remove(&(pid, *addr));
+        let emptied = self.ready_taken(pid, target, out.len());
+        if let Some(l) = self.lanes.get_mut(&target) {
+            match (emptied, out.is_empty()) {
+                (true, _) => {}
+                (false, true) => l.turn.push_front(pid),
+                (false, false) => l.turn.push_back(pid),
+            }
         }
         (pid, out)
     }
 
     /// Drops every page of `pid`; returns how many.
     pub fn drop_process(&mut self, pid: u32) -> usize {
-        let keys: Vec<(u32, u64)> = self
-            .pages
-            .range((pid, 0)..=(pid, u64::MAX))
-            .map(|(k, _)| *k)
-            .collect();
-        for k in &keys {
-            self.pages.remove(k);
-        }
-        // Ready pages leave with their lanes; backoff entries go stale.
-        for lanes in self.lanes.values_mut() {
-            if let Some(lane) = lanes.by_pid.remove(&pid) {
-                lanes.ready -= lane.len();
-                lanes.turn.retain(|p| *p != pid);
+        let Some(proc) = self.procs.remove(&pid) else {
+            return 0;
+        };
+        // Its backoff entries go stale.
+        for (target, n) in &proc.per_target {
+            if let Some(l) = self.lanes.get_mut(target) {
+                l.ready -= n;
+                l.turn.retain(|p| *p != pid);
             }
         }
-        keys.len()
+        self.len -= proc.len();
+        proc.len()
     }
 
     /// Has `pid` pages waiting?
     pub fn has_process(&self, pid: u32) -> bool {
-        self.pages
-            .range((pid, 0)..=(pid, u64::MAX))
-            .next()
-            .is_some()
+        self.procs.contains_key(&pid)
     }
 }
 

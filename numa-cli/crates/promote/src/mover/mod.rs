@@ -196,8 +196,8 @@ impl<E: Env> Mover<E> {
         self.cfg.tier_of.get(&node).copied()
     }
 
-    /// Bytes that may still go to `target` without crossing its floor, and
-    /// whether that comes from a meminfo read just now.
+    /// Bytes that may still go to `target` without crossing its floor,
+    /// at least `want_pages` when a fresh reading allows.
     ///
     /// Reading the node's meminfo before every batch costs about as much as
     /// a small move under emulation, so a reading is reused for up to
@@ -205,8 +205,8 @@ impl<E: Env> Mover<E> {
     /// half its headroom, minus every byte sent to the node since (whether
     /// it moved or not), so other allocations on the node have the other
     /// half. A batch that does not fit the estimate reads the node again;
-    /// right after a read the whole headroom may be used, as before.
-    fn headroom(&mut self, target: u32, now: u64, want_pages: u64) -> Option<(u64, bool)> {
+    /// right after a read the whole headroom may be used.
+    fn headroom(&mut self, target: u32, now: u64, want_pages: u64) -> Option<u64> {
         let cpus = self.cfg.cpus_of.get(&target).copied().unwrap_or(1);
         if let Some(e) = self.free.get(&target) {
             if now.saturating_sub(e.read_ns) < MEMINFO_MAX_AGE_NS {
@@ -214,7 +214,7 @@ impl<E: Env> Mover<E> {
                 let h = (floor::headroom_bytes(e.free_kb, floor_kb, cpus) / 2)
                     .saturating_sub(e.sent_bytes);
                 if h >= want_pages * PAGE {
-                    return Some((h, false));
+                    return Some(h);
                 }
             }
         }
@@ -241,7 +241,7 @@ impl<E: Env> Mover<E> {
             .entry(target)
             .or_insert(u64::MAX);
         *m = (*m).min(headroom / 1024);
-        Some((headroom, true))
+        Some(headroom)
     }
 
     fn sync_pending(&self) {

@@ -90,7 +90,7 @@ impl<E: Env> Mover<E> {
         }
         let head = u64::from(head);
         let want = self.sizer.pages() as u64;
-        let Some((headroom, _)) = self.headroom(target, now, want.max(head)) else {
+        let Some(headroom) = self.headroom(target, now, want.max(head)) else {
             // Without the node's free memory the floor cannot be kept.
             self.report.meminfo_errors += 1;
             return self.block(target, now, MEMINFO_RETRY_NS);
