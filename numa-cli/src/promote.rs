@@ -187,16 +187,7 @@ fn write_report(a: &PromoteArgs, report: &PromoteReport) -> Result<()> {
     } else {
         write_human(report, &mut buf)?;
     }
-    emit(a.output.as_deref(), &buf)
-}
-
-/// The report to `-o FILE`, else to stdout.
-fn emit(output: Option<&std::path::Path>, bytes: &[u8]) -> Result<()> {
-    match output {
-        Some(p) => numa_host::fs::write_atomic(p, bytes, 0o644)?,
-        None => std::io::stdout().lock().write_all(bytes)?,
-    }
-    Ok(())
+    crate::write_output(a.output.as_deref(), &buf)
 }
 
 pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
@@ -378,7 +369,29 @@ mod tests {
         std::fs::write(&victim, "keep").expect("victim");
         let out = dir.join("report.json");
         std::os::unix::fs::symlink(&victim, &out).expect("symlink");
-        emit(Some(&out), b"{}\n").expect("written");
+        let out_arg = out.to_string_lossy().into_owned();
+        let a = parse(&["--json", "-o", &out_arg]).expect("flags");
+        let policy = policy::build(
+            "fault-count",
+            &a.options.defaults(None),
+            &KernelDefaults::default(),
+        )
+        .expect("model");
+        let (tx, _rx) = sync_channel(1);
+        let shared = Arc::new(Shared::default());
+        let sink = PromoteSink::new(policy, Scope::All, Targets::default(), tx, shared);
+        let facts = RunFacts {
+            stopped: "duration elapsed".into(),
+            dry_run: false,
+            scope: "--all".into(),
+            model: "fault-count".into(),
+            model_params: Default::default(),
+            rate_limit_bytes_per_s: a.rate_limit,
+            min_free: a.min_free.to_string(),
+            batch_ms: a.batch_ms,
+            max_retries: a.max_retries,
+        };
+        write_report(&a, &sink.report(facts, Default::default())).expect("written");
         let kept = std::fs::read_to_string(&victim).expect("victim");
         let written = std::fs::read_to_string(&out).expect("report");
         let is_link = std::fs::symlink_metadata(&out)
@@ -390,7 +403,7 @@ mod tests {
             kept, "keep",
             "the file behind a planted symlink is untouched"
         );
-        assert_eq!(written, "{}\n");
+        assert!(written.contains("\"moved_pages\": 0"), "{written}");
         assert!(!is_link);
     }
 }
