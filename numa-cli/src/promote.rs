@@ -19,40 +19,55 @@ use numa_core::{
 };
 use numa_host::{promoter_state, system};
 use numa_promote::{
-    bucket, floor,
     mover::{self, Mover, MoverConfig, Shared, SysEnv},
     scope::{self, Scope},
     write_human, PromoteReport, PromoteSink, RunFacts, Targets,
 };
+use numa_source::{Source, StopReason, StopWhen};
 
 use crate::cli::{ProbeArgs, PromoteArgs};
 
-fn config(a: &PromoteArgs, targets: &Targets, nodes: &[Node]) -> Result<MoverConfig> {
-    let rate = bucket::parse_rate(&a.rate_limit).with_context(|| {
-        format!(
-            "--rate-limit {:?}: use bytes per second like 256MiB/s, 1GB/s, or 0 for unlimited",
-            a.rate_limit
-        )
-    })?;
-    let min_free = floor::MinFree::parse(&a.min_free).with_context(|| {
-        format!(
-            "--min-free {:?}: use a share of the node (5%) or an amount (200MiB)",
-            a.min_free
-        )
-    })?;
-    if !(a.batch_ms > 0.0 && a.batch_ms.is_finite()) {
-        bail!("--batch-ms must be a positive number of milliseconds");
+/// The most `--queue` may be (4 GiB of 4 KiB pages).
+const MAX_QUEUE: u64 = 1 << 20;
+
+/// A count flag: a whole number from `min` to `max` (`65536`, `1e5`).
+pub fn whole<T: TryFrom<u64>>(
+    min: u64,
+    max: u64,
+) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        let v = s.trim().parse::<f64>().ok();
+        v.filter(|v| v.fract() == 0.0 && (min as f64..=max as f64).contains(v))
+            .and_then(|v| T::try_from(v as u64).ok())
+            .ok_or_else(|| format!("use a whole number from {min} to {max}"))
     }
-    Ok(MoverConfig {
-        rate_bytes_per_s: rate,
-        min_free,
+}
+
+/// `--queue`: 1 to [`MAX_QUEUE`] requests.
+pub fn queue_flag() -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
+    whole(1, MAX_QUEUE)
+}
+
+/// `--batch-ms`: 0.1 to 1000 ms.
+pub fn batch_ms_flag(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.1..=1000.0).contains(&v) => Ok(v),
+        _ => Err("use 0.1 to 1000 milliseconds".into()),
+    }
+}
+
+fn config(a: &PromoteArgs, targets: &Targets, nodes: &[Node]) -> MoverConfig {
+    MoverConfig {
+        rate_bytes_per_s: a.rate_limit,
+        min_free: a.min_free,
         batch_ms: a.batch_ms,
         max_retries: a.max_retries,
         retry_backoff_ms: 200,
+        max_queued_pages: a.queue,
         dry_run: a.dry_run,
         tier_of: targets.tier_of.clone(),
         cpus_of: nodes.iter().map(|n| (n.id, n.cpus.len() as u64)).collect(),
-    })
+    }
 }
 
 fn require_cap_sys_nice() -> Result<()> {
@@ -60,10 +75,10 @@ fn require_cap_sys_nice() -> Result<()> {
     if !scope::has_cap_sys_nice(&status) {
         bail!(
             "moving other processes' pages needs CAP_SYS_NICE: run as root \
-             (`sudo numatrace promote ...`); --dry-run needs none. CAP_SYS_NICE lets a \
-             process move any process's memory and the probes' CAP_BPF + CAP_PERFMON let it \
-             read all kernel memory: never set them as file capabilities on a binary other \
-             users can run"
+             (`sudo numatrace promote ...`); --dry-run needs no CAP_SYS_NICE (it still \
+             loads BPF: CAP_BPF and CAP_PERFMON). CAP_SYS_NICE lets a process move any \
+             process's memory and the probes' CAP_BPF + CAP_PERFMON let it read all kernel \
+             memory: never set them as file capabilities on a binary other users can run"
         );
     }
     Ok(())
@@ -162,11 +177,7 @@ fn write_report(a: &PromoteArgs, report: &PromoteReport) -> Result<()> {
     } else {
         write_human(report, &mut buf)?;
     }
-    match &a.output {
-        Some(p) => std::fs::write(p, &buf).with_context(|| format!("writing {}", p.display()))?,
-        None => std::io::stdout().lock().write_all(&buf)?,
-    }
-    Ok(())
+    crate::write_output(a.output.as_deref(), &buf)
 }
 
 pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
@@ -175,7 +186,14 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
         require_cap_sys_nice()?;
     }
     let (nodes, targets) = promotion_targets()?;
-    let cfg = config(a, &targets, &nodes)?;
+    let cfg = config(a, &targets, &nodes);
+    // The model's options are checked before anything is loaded; it is
+    // built again on the running kernel's tunables once attached.
+    policy::build(
+        &a.model,
+        &a.options.defaults(None),
+        &KernelDefaults::default(),
+    )?;
     let probe_args = probe_args(a);
     let probes = numa_probe::session::attach(&probe_args.options())?;
     let policy = policy_of(a, &probes)?;
@@ -194,8 +212,17 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
         if a.dry_run { " (dry run)" } else { "" },
         scope.describe()
     );
-    let result = probe_args
-        .live(probes, Duration::from_secs(1))
+    let mut source = probe_args.live(probes, Duration::from_secs(1));
+    if let Source::Live(_, opts) = &mut source {
+        let shared = shared.clone();
+        opts.stop_when = Some(StopWhen(Arc::new(move || {
+            shared
+                .scope_exited
+                .load(Ordering::Acquire)
+                .then(|| "every --pid process exited".to_owned())
+        })));
+    }
+    let result = source
         .run_blocking(probe_args.until(), &mut [&mut sink])
         .map(|f| f.reason);
     // Stop the mover after its call in flight, whatever ended the pipeline.
@@ -205,6 +232,9 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
         .join()
         .map_err(|_| anyhow::anyhow!("the mover thread panicked"))?;
     let reason = result?;
+    if let StopReason::Condition(why) = &reason {
+        eprintln!("numatrace: {why}: nothing left to promote");
+    }
 
     let report = sink.report(
         RunFacts {
@@ -214,7 +244,7 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
             model,
             model_params,
             rate_limit_bytes_per_s: cfg.rate_bytes_per_s,
-            min_free: a.min_free.clone(),
+            min_free: a.min_free.to_string(),
             batch_ms: a.batch_ms,
             max_retries: a.max_retries,
         },
@@ -222,4 +252,148 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
     );
     write_report(a, &report)?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(flags: &[&str]) -> Result<PromoteArgs, String> {
+        let argv = ["numatrace", "promote", "--all"].iter().chain(flags);
+        match Cli::try_parse_from(argv) {
+            Ok(Cli {
+                command: Command::Promote(a),
+            }) => Ok(a),
+            Ok(_) => Err("not promote".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn numeric_flags_out_of_range_are_refused_with_the_range() {
+        for (flag, value, range) in [
+            ("--rate-limit", "0.5", "4KiB/s"),
+            ("--rate-limit", "100TiB/s", "1TiB/s"),
+            ("--min-free", "101%", "100%"),
+            ("--min-free", "NaN%", "100%"),
+            ("--min-free", "100PiB", "1PiB"),
+            ("--batch-ms", "0", "1000"),
+            ("--batch-ms", "inf", "1000"),
+            ("--batch-ms", "NaN", "1000"),
+            ("--max-retries", "1000", "100"),
+            ("--queue", "0", "1048576"),
+            ("--queue", "10000000000", "1048576"),
+            ("--queue", "1e10", "1048576"),
+            ("--queue", "1.5", "1048576"),
+            ("--max-retries", "many", "100"),
+            ("--ring-mb", "x", "1024"),
+            ("--duration", "-1", "seconds"),
+            ("--duration", "NaN", "seconds"),
+            ("--duration", "inf", "seconds"),
+            ("--duration", "1e19", "seconds"),
+            ("--max-folios", "100", "67108864"),
+            ("--max-folios", "4000000000", "67108864"),
+            ("--ring-mb", "0", "1024"),
+            ("--ring-mb", "3000", "1024"),
+        ] {
+            let e = parse(&[flag, value]).expect_err(&format!("{flag} {value} accepted"));
+            assert!(e.contains(flag) && e.contains(range), "{flag} {value}: {e}");
+        }
+    }
+
+    #[test]
+    fn numeric_flags_in_range_parse() {
+        let a = parse(&[
+            "--rate-limit",
+            "1MiB/s",
+            "--min-free",
+            "200MiB",
+            "--batch-ms",
+            "0.5",
+            "--queue",
+            "1e6",
+            "--duration",
+            "2.5",
+            "--max-folios",
+            "1024",
+            "--ring-mb",
+            "1024",
+        ])
+        .expect("valid flags");
+        assert_eq!(a.rate_limit, 1 << 20);
+        assert_eq!(a.min_free.to_string(), "200 MiB");
+        assert_eq!(a.duration, Some(2.5));
+        assert_eq!((a.queue, a.max_folios, a.ring_mb), (1_000_000, 1024, 1024));
+        let a = parse(&["--rate-limit", "unlimited", "--min-free", "0%"]).expect("valid");
+        assert_eq!(a.rate_limit, 0);
+    }
+
+    #[test]
+    fn dry_run_help_says_what_it_needs() {
+        let mut cmd = Cli::command();
+        let help = cmd
+            .find_subcommand_mut("promote")
+            .expect("promote")
+            .render_long_help()
+            .to_string();
+        let dry = help
+            .split("--dry-run")
+            .nth(1)
+            .expect("--dry-run in the help");
+        let dry = &dry[..dry.find("\n  -").unwrap_or(dry.len())];
+        assert!(
+            dry.contains("CAP_BPF") && dry.contains("CAP_SYS_NICE"),
+            "{dry}"
+        );
+    }
+
+    #[test]
+    fn the_report_file_is_replaced_not_written_through() {
+        let dir = std::env::temp_dir().join(format!("numatrace-promote-o-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).expect("temp dir");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "keep").expect("victim");
+        let out = dir.join("report.json");
+        std::os::unix::fs::symlink(&victim, &out).expect("symlink");
+        let out_arg = out.to_string_lossy().into_owned();
+        let a = parse(&["--json", "-o", &out_arg]).expect("flags");
+        let policy = policy::build(
+            "fault-count",
+            &a.options.defaults(None),
+            &KernelDefaults::default(),
+        )
+        .expect("model");
+        let (tx, _rx) = sync_channel(1);
+        let shared = Arc::new(Shared::default());
+        let sink = PromoteSink::new(policy, Scope::All, Targets::default(), tx, shared);
+        let facts = RunFacts {
+            stopped: "duration elapsed".into(),
+            dry_run: false,
+            scope: "--all".into(),
+            model: "fault-count".into(),
+            model_params: Default::default(),
+            rate_limit_bytes_per_s: a.rate_limit,
+            min_free: a.min_free.to_string(),
+            batch_ms: a.batch_ms,
+            max_retries: a.max_retries,
+        };
+        write_report(&a, &sink.report(facts, Default::default())).expect("written");
+        let kept = std::fs::read_to_string(&victim).expect("victim");
+        let written = std::fs::read_to_string(&out).expect("report");
+        let is_link = std::fs::symlink_metadata(&out)
+            .expect("report")
+            .file_type()
+            .is_symlink();
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+        assert_eq!(
+            kept, "keep",
+            "the file behind a planted symlink is untouched"
+        );
+        assert!(written.contains("\"moved_pages\": 0"), "{written}");
+        assert!(!is_link);
+    }
 }

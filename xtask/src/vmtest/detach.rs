@@ -32,6 +32,7 @@ case_() {
 	numatrace doctor --loaded --json > "$1.during.json"
 	[ -n "$2" ] && kill -"$2" $pid
 	wait $pid; echo $? > "$1.rc"
+	echo "$1 $(cat /proc/uptime)" >> times
 	# The kernel frees objects after an RCU grace period: poll a little.
 	i=0; while [ "$(ours)" != 0 ] && [ $i -lt 20 ]; do sleep 0.5; i=$((i+1)); done
 	numatrace doctor --loaded --json > "$1.after.json"
@@ -40,8 +41,8 @@ case_() {
 for c in INT TERM HUP; do case_ "$c" "$c"; done
 case_ panic ""
 case_ KILL KILL
-numatrace top --once --json > KILL.top.json 2> KILL.top.err
-numatrace promote --all --duration 3 > again.out 2>&1; echo $? > again.rc
+timeout -s KILL 60 numatrace top --once --json > KILL.top.json 2> KILL.top.err
+timeout -s KILL 90 numatrace promote --all --duration 3 > again.out 2>&1; echo $? > again.rc
 [ -e $state ] && echo 1 > again.state-after || echo 0 > again.state-after
 kill $load
 "#;

@@ -1,6 +1,6 @@
 //! The live source: the probes' ring buffer, drained into the sinks, with a
 //! counter snapshot at the start, every `snapshot_every` and at the end.
-use std::{os::fd::AsRawFd, time::Duration};
+use std::{os::fd::AsRawFd, sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
 use aya::maps::{MapData, RingBuf};
@@ -35,6 +35,21 @@ pub struct LiveOptions {
     pub command: Vec<String>,
     /// How often counters and histograms are read.
     pub snapshot_every: Duration,
+    /// Stop when this says why (looked at every 100 ms, as the ring is
+    /// drained).
+    pub stop_when: Option<StopWhen>,
+}
+
+/// A reason to end a live run that another part of the command sees (the
+/// promoter's mover: every process it serves has exited): None while the
+/// run should go on, else the reason, which the run ends with.
+#[derive(Clone)]
+pub struct StopWhen(pub Arc<dyn Fn() -> Option<String> + Send + Sync>);
+
+impl std::fmt::Debug for StopWhen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StopWhen(..)")
+    }
 }
 
 /// Where ring records come from: the probes' ring buffer (a fake in
@@ -212,6 +227,7 @@ pub(crate) async fn run(
         snapshot_every: opts.snapshot_every,
         deadline: crate::deadline(until),
         panic_at: crate::deadline(test_panic_after()),
+        stop_when: opts.stop_when.clone(),
     };
     let reason = pump(
         &mut ring,
@@ -248,6 +264,8 @@ struct LoopOptions {
     deadline: Option<tokio::time::Instant>,
     /// See [`TEST_PANIC_ENV`].
     panic_at: Option<tokio::time::Instant>,
+    /// Asked after each timed drain.
+    stop_when: Option<StopWhen>,
 }
 
 /// Drains `ring` into the sinks and takes a `snapshot` every
@@ -275,6 +293,9 @@ async fn pump<R: Records>(
             r = ring.readable(sinks) => r?,
             _ = flush.tick() => {
                 ring.drain(sinks)?;
+                if let Some(why) = o.stop_when.as_ref().and_then(|s| (s.0)()) {
+                    break StopReason::Condition(why);
+                }
             }
             _ = tick.tick() => {
                 ring.drain(sinks)?;
@@ -435,6 +456,7 @@ mod tests {
                     snapshot_every: Duration::from_millis(50),
                     deadline: crate::deadline(Some(Duration::from_millis(400))),
                     panic_at: None,
+                    stop_when: None,
                 };
                 let reason = pump(
                     &mut ring,
