@@ -204,6 +204,7 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
     let (tx, rx) = sync_channel(a.queue.max(1));
     let mover = Mover::new(cfg.clone(), scope.clone(), SysEnv, shared.clone());
     let state = state_publisher(a, &scope, &model);
+    let _state_cleanup = state.as_ref().map(|s| s.writer.panic_guard());
     let handle =
         mover::spawn(mover, rx, stop.clone(), state).context("starting the mover thread")?;
     let mut sink = PromoteSink::new(policy, scope.clone(), targets, tx, shared.clone());

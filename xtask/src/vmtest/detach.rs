@@ -27,8 +27,10 @@ case_() {
 		numatrace promote --all --duration 60 > "$1.out" 2>&1 &
 	fi
 	pid=$!
-	i=0; while [ ! -e $state ] && [ $i -lt 150 ]; do sleep 0.2; i=$((i+1)); done
-	[ -e $state ] && echo 1 > "$1.state-during" || echo 0 > "$1.state-during"
+	# Wait for this run's own state file (a SIGKILLed run leaves its own).
+	mine() { grep -q "\"pid\": *$pid[^0-9]" $state 2>/dev/null; }
+	i=0; while ! mine && [ $i -lt 150 ]; do sleep 0.2; i=$((i+1)); done
+	mine && echo 1 > "$1.state-during" || echo 0 > "$1.state-during"
 	numatrace doctor --loaded --json > "$1.during.json"
 	[ -n "$2" ] && kill -"$2" $pid
 	wait $pid; echo $? > "$1.rc"
