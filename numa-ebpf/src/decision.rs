@@ -5,7 +5,9 @@
 //! (see ARCHITECTURE.md "How exact is the reason"): in tiering mode for a
 //! slow-node folio the kernel exchanges the folio's access time
 //! (folio_xchg_last_cpupid) only after the free-space shortcut, and then
-//! compares `(now - last) & mask` with `pgdat->nbp_threshold ?: hot_threshold`.
+//! compares `(now - last) & mask` with `pgdat->nbp_threshold ?: hot_threshold`
+//! (on the fault-count RFC's kernel: `count - (last << 16)` hint faults with
+//! `fault_count_threshold`).
 //!
 //! The value the exchange takes out is the access time the scanner stored,
 //! kept in the folio's stamp (see scan.rs); the exchange itself is
@@ -21,8 +23,8 @@ use aya_ebpf::{
 use numa_ebpf_common::{fault_flags as ff, Counter, EventKind, Outcome, ACCESS_UNKNOWN};
 
 use crate::maps::{
-    count, cpu_node, existing_thread_ctx, is_toptier, kernel_latency_ms, kernel_threshold_ms,
-    numa_balancing_mode,
+    count, cpu_node, existing_thread_ctx, fault_count_kernel, is_toptier,
+    kernel_fault_count_latency, kernel_latency_ms, kernel_threshold_ms, numa_balancing_mode,
 };
 
 const NUMA_BALANCING_MEMORY_TIERING: u32 = 2;
@@ -83,17 +85,7 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
         } else {
             Outcome::RejectOther
         }
-    } else if ctx.stamp_access == ACCESS_UNKNOWN {
-        // The threshold path ran, but what it exchanged out is unknown (the
-        // folio was not stamped by a scan numatrace saw since its last
-        // fault), so the kernel's latency is too.
-        if promote {
-            Outcome::PromoteHot
-        } else {
-            Outcome::RejectOther
-        }
-    } else {
-        let latency = kernel_latency_ms(ctx.xchg_new, ctx.stamp_access);
+    } else if let Some(latency) = kernel_latency(ctx.xchg_new, ctx.stamp_access) {
         let th = kernel_threshold_ms(ev.dst_nid);
         ev.kernel_latency_ms = latency;
         ev.threshold_ms = th;
@@ -105,8 +97,28 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
         } else {
             Outcome::RejectRateLimit
         }
+    } else if promote {
+        Outcome::PromoteHot
+    } else {
+        Outcome::RejectOther
     };
     ev.outcome = outcome as u8;
+}
+
+/// What should_numa_migrate_memory compared with its threshold, from the
+/// values its exchange put in (`new`) and took out (`old`): ms on mainline,
+/// hint faults on the fault-count RFC's kernel. None when `old` is unknown
+/// (the folio was not stamped by a scan numatrace saw since its last
+/// fault): the threshold path ran, but the kernel's latency is unknown.
+#[inline(always)]
+fn kernel_latency(new: u32, old: u32) -> Option<u32> {
+    if old == ACCESS_UNKNOWN {
+        None
+    } else if fault_count_kernel() {
+        kernel_fault_count_latency(old)
+    } else {
+        Some(kernel_latency_ms(new, old))
+    }
 }
 
 #[fexit]

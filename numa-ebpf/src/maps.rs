@@ -11,7 +11,7 @@ use aya_ebpf::{
     helpers::{
         bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
         generated::{
-            bpf_get_current_ancestor_cgroup_id, bpf_get_current_cgroup_id,
+            bpf_get_current_ancestor_cgroup_id, bpf_get_current_cgroup_id, bpf_get_current_task,
             bpf_get_current_task_btf, bpf_get_smp_processor_id, bpf_task_storage_get,
         },
     },
@@ -171,6 +171,12 @@ static TOPTIER_MASK: u64 = 1;
 static CPUPID_MASK: u32 = (1 << 21) - 1;
 #[no_mangle]
 static ACCESS_TIME_BUCKETS: u32 = 0;
+/// task_struct.mm and mm_struct.hint_faults on the fault-count RFC's
+/// kernel; OFF_MM_HINT_FAULTS 0 on every other kernel.
+#[no_mangle]
+static OFF_TASK_MM: u32 = 0;
+#[no_mangle]
+static OFF_MM_HINT_FAULTS: u32 = 0;
 #[no_mangle]
 static SAMPLE_EVERY: u64 = 1;
 #[no_mangle]
@@ -403,6 +409,37 @@ pub fn kernel_latency_ms(new: u32, old: u32) -> u32 {
     let b = setting!(ACCESS_TIME_BUCKETS) & 31;
     let mask = setting!(CPUPID_MASK) << b;
     (new << b).wrapping_sub(old << b) & mask
+}
+
+/// PAGE_FAULT_COUNT_BUCKETS of the fault-count RFC.
+const FAULT_COUNT_BUCKETS: u32 = 16;
+
+/// Whether the kernel is the fault-count RFC's (its threshold counts hint
+/// faults, not milliseconds).
+#[inline(always)]
+pub fn fault_count_kernel() -> bool {
+    setting!(OFF_MM_HINT_FAULTS) != 0
+}
+
+/// The fault-count RFC's `count - folio_xchg_fault_count(folio, count)`:
+/// `count` is current->mm->hint_faults (the decision runs in the faulting
+/// task and reads it there), `old` what the exchange took out. None when
+/// the counter cannot be read.
+#[inline(always)]
+pub fn kernel_fault_count_latency(old: u32) -> Option<u32> {
+    let off = setting!(OFF_MM_HINT_FAULTS);
+    if off == 0 {
+        return None;
+    }
+    // SAFETY: a helper without preconditions.
+    let task = unsafe { bpf_get_current_task() };
+    let mm_field = task + u64::from(setting!(OFF_TASK_MM));
+    // SAFETY: bpf_probe_read_kernel copes with any address.
+    let mm = unsafe { bpf_probe_read_kernel(mm_field as *const u64) }
+        .ok()
+        .filter(|mm| *mm != 0)?;
+    let count = read_kernel_u32(mm + u64::from(off))?;
+    Some(count.wrapping_sub((old & setting!(CPUPID_MASK)) << FAULT_COUNT_BUCKETS))
 }
 
 /// Whether this fault's record goes to the ring buffer (filters, sampling).

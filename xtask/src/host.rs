@@ -209,11 +209,16 @@ impl Setup {
 
     /// Debian packages for the QEMU test bed.
     pub fn host_packages(&mut self) -> Result<()> {
-        let missing = missing_packages(HOST_PACKAGES)?;
+        self.packages(HOST_PACKAGES)
+    }
+
+    /// Installs those of `packages` that are missing.
+    pub fn packages(&mut self, packages: &[&str]) -> Result<()> {
+        let missing = missing_packages(packages)?;
         if missing.is_empty() {
             self.skip(&format!(
                 "apt packages {} (already present)",
-                HOST_PACKAGES.join(" ")
+                packages.join(" ")
             ));
             return Ok(());
         }

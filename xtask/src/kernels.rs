@@ -28,6 +28,10 @@ pub enum Series {
     /// Newest offered, if the apt lists have one (optional).
     #[value(name = "7.2")]
     V7_2,
+    /// Debian's 6.12 source with the fault-count RFC's patches, built here
+    /// (rfc_kernel.rs); not in [`Series::ALL`], which are Debian's images.
+    #[value(name = "6.12-rfc")]
+    V6_12Rfc,
 }
 
 /// How the guest gets its slow, CPU-less node into a lower memory tier.
@@ -49,18 +53,19 @@ impl Series {
             Series::V6_1 => "6.1",
             Series::V6_12 => "6.12",
             Series::V7_2 => "7.2",
+            Series::V6_12Rfc => "6.12-rfc",
         }
     }
 
     /// A required series that cannot be fetched is a failure, not a skip.
     pub fn required(self) -> bool {
-        !matches!(self, Series::V7_2)
+        !matches!(self, Series::V7_2 | Series::V6_12Rfc)
     }
 
     pub fn tiering(self) -> Tiering {
         match self {
             Series::V6_1 => Tiering::SoftReserved,
-            Series::V6_12 | Series::V7_2 => Tiering::Hmat,
+            Series::V6_12 | Series::V7_2 | Series::V6_12Rfc => Tiering::Hmat,
         }
     }
 
@@ -70,6 +75,7 @@ impl Series {
             Series::V6_1 => r"^linux-image-6\.1\.0-[0-9]+-amd64-unsigned$",
             Series::V6_12 => r"^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$",
             Series::V7_2 => r"^linux-image-7\.2\.[0-9]+\+deb14-amd64",
+            Series::V6_12Rfc => r"^linux-source-6\.12$",
         }
     }
 
@@ -108,6 +114,7 @@ impl Series {
                 };
                 Some((number(patch)?, unsigned))
             }
+            Series::V6_12Rfc => None,
         }
     }
 }
@@ -277,6 +284,9 @@ fn cached(series: Series) -> Vec<Kernel> {
 /// A cached kernel of `series` if there is one (no apt look-ups: they take
 /// seconds), else [`ensure`].
 pub fn present(series: Series, setup: &mut Setup) -> Result<Availability> {
+    if series == Series::V6_12Rfc {
+        return crate::rfc_kernel::present(setup);
+    }
     match cached(series).into_iter().next() {
         Some(kernel) => Ok(Availability::Ready(kernel)),
         None => ensure(series, setup),
@@ -286,6 +296,9 @@ pub fn present(series: Series, setup: &mut Setup) -> Result<Availability> {
 /// Makes the newest kernel of `series` that the apt lists offer available
 /// in the cache. Falls back to a cached one when apt knows none (or fails).
 pub fn ensure(series: Series, setup: &mut Setup) -> Result<Availability> {
+    if series == Series::V6_12Rfc {
+        return crate::rfc_kernel::ensure(setup);
+    }
     let resolved = match resolve(series, setup) {
         Ok(r) => r,
         Err(err) => match cached(series).into_iter().next() {

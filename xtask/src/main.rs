@@ -11,6 +11,7 @@ mod host;
 mod initramfs;
 mod kernels;
 mod results;
+mod rfc_kernel;
 mod setup;
 mod test;
 mod vm;
@@ -46,7 +47,7 @@ enum Cmd {
             long,
             value_enum,
             value_delimiter = ',',
-            default_value = "6.1,6.12,7.2"
+            default_value = "6.1,6.12,7.2,6.12-rfc"
         )]
         kernels: Vec<Series>,
     },

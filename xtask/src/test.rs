@@ -23,7 +23,7 @@ pub struct TestArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "6.1,6.12,7.2"
+        default_value = "6.1,6.12,7.2,6.12-rfc"
     )]
     pub kernels: Vec<Series>,
     /// Skip the VM tests (and fetching kernels).

@@ -26,7 +26,59 @@ pub struct KernelParams {
     pub tp_migrate: Option<(u32, u32, u32)>,
     /// mm_migrate_pages reason numbers by name (from its print fmt).
     pub migrate_reasons: BTreeMap<u32, String>,
+    /// What the kernel's promotion threshold measures.
+    #[serde(default)]
+    pub hotness: KernelHotness,
+    /// Byte offsets of task_struct.mm and mm_struct.hint_faults (the
+    /// fault-count RFC's per-process counter; 0: not that kernel).
+    #[serde(default)]
+    pub off_task_mm: u32,
+    #[serde(default)]
+    pub off_mm_hint_faults: u32,
 }
+
+/// What a kernel compares with its promotion threshold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelHotness {
+    /// Mainline: scan-to-fault time in ms against `hot_threshold_ms`.
+    #[default]
+    Latency,
+    /// The fault-count RFC (patch 1/2): hint faults of the process between
+    /// the scan and the fault against `fault_count_threshold`; the kernel's
+    /// BTF has `mm_struct.hint_faults`.
+    FaultCount,
+}
+
+impl KernelHotness {
+    /// The kernel's rejection on its threshold, as a reason.
+    pub fn reject_reason(self) -> &'static str {
+        match self {
+            KernelHotness::Latency => "latency over threshold",
+            KernelHotness::FaultCount => "fault count over threshold",
+        }
+    }
+
+    /// The unit of the kernel's own latency and threshold.
+    pub fn unit(self) -> &'static str {
+        match self {
+            KernelHotness::Latency => "ms",
+            KernelHotness::FaultCount => "faults",
+        }
+    }
+
+    /// The kernel's threshold knob.
+    pub fn knob(self) -> &'static str {
+        match self {
+            KernelHotness::Latency => "hot_threshold_ms",
+            KernelHotness::FaultCount => "fault_count_threshold",
+        }
+    }
+}
+
+/// PAGE_FAULT_COUNT_BUCKETS of the fault-count RFC: the folio keeps the
+/// process's hint-fault count shifted right by this much.
+pub const FAULT_COUNT_BUCKETS: u32 = 16;
 
 impl KernelParams {
     /// The mm_migrate_pages reason number of NUMA-balancing migrations.

@@ -59,6 +59,9 @@ pub struct MemoryTier {
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct Tunables {
     pub hot_threshold_ms: Option<u64>,
+    /// The fault-count RFC's threshold (hint faults); absent on mainline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_count_threshold: Option<u64>,
     pub promote_rate_limit_mbps: Option<u64>,
     pub demotion_enabled: Option<bool>,
     pub scan_delay_ms: Option<u64>,

@@ -114,6 +114,7 @@ pub fn tunables() -> Tunables {
     Tunables {
         hot_threshold_ms: read_num("/proc/sys/kernel/numa_balancing_hot_threshold_ms")
             .or_else(|| dbg("hot_threshold_ms")),
+        fault_count_threshold: dbg("fault_count_threshold"),
         promote_rate_limit_mbps: read_num(
             "/proc/sys/kernel/numa_balancing_promote_rate_limit_MBps",
         ),

@@ -4,13 +4,14 @@ use std::io::Write;
 
 use serde::Serialize;
 
+use numa_core::params::KernelHotness;
 use numa_core::plan::{self, AttachPlan, HookStatus, Mechanism};
 use numa_host::system;
 
 use crate::{
     discover,
     load::{self, Trial},
-    preflight,
+    params, preflight,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -56,6 +57,8 @@ pub struct Report {
     pub nodes: Vec<numa_core::topology::Node>,
     pub numa_balancing: Option<u32>,
     pub tunables: numa_core::topology::Tunables,
+    /// What the kernel's promotion threshold measures.
+    pub kernel_hotness: KernelHotness,
 }
 
 fn numa_nodes_check(nodes: &[numa_core::topology::Node]) -> Check {
@@ -96,7 +99,41 @@ fn readable_check(
     }
 }
 
-fn tunables_checks(t: &numa_core::topology::Tunables) -> [Check; 4] {
+/// What the kernel promotes on: mainline's scan-to-fault time, or the
+/// fault-count RFC's hint-fault count (a patched kernel).
+fn hotness_check(hotness: KernelHotness, evidence: &str) -> Check {
+    let what = match hotness {
+        KernelHotness::Latency => "latency: scan-to-fault time (ms) against hot_threshold_ms",
+        KernelHotness::FaultCount => {
+            "fault count: the fault-count RFC's patched kernel, hint faults since the scan \
+             against fault_count_threshold; its rejections read \"fault count over threshold\""
+        }
+    };
+    check(
+        "kernel_hotness",
+        Status::Ok,
+        format!("{what} ({evidence})"),
+        "",
+    )
+}
+
+fn threshold_check(t: &numa_core::topology::Tunables, hotness: KernelHotness) -> Check {
+    let (name, value, unit) = match hotness {
+        KernelHotness::Latency => ("hot_threshold_ms", t.hot_threshold_ms, "ms"),
+        KernelHotness::FaultCount => ("fault_count_threshold", t.fault_count_threshold, "faults"),
+    };
+    match value {
+        Some(v) => check(name, Status::Ok, format!("{v} {unit}"), ""),
+        None => check(
+            name,
+            Status::Warn,
+            "unreadable (debugfs not mounted?)",
+            "mount -t debugfs none /sys/kernel/debug",
+        ),
+    }
+}
+
+fn tunables_checks(t: &numa_core::topology::Tunables, hotness: KernelHotness) -> [Check; 4] {
     let fmt = |v: Option<u64>| v.map_or("?".to_owned(), |v| v.to_string());
     [
         match t.demotion_enabled {
@@ -114,15 +151,7 @@ fn tunables_checks(t: &numa_core::topology::Tunables) -> [Check; 4] {
                 "kernel without memory tiering sysfs",
             ),
         },
-        match t.hot_threshold_ms {
-            Some(ms) => check("hot_threshold_ms", Status::Ok, format!("{ms} ms"), ""),
-            None => check(
-                "hot_threshold_ms",
-                Status::Warn,
-                "unreadable (debugfs not mounted?)",
-                "mount -t debugfs none /sys/kernel/debug",
-            ),
-        },
+        threshold_check(t, hotness),
         readable_check(
             "promote_rate_limit",
             t.promote_rate_limit_mbps.is_some(),
@@ -263,8 +292,10 @@ pub fn run() -> Report {
     checks.push(attach_plan_check(&attach_plan, privileged));
     let nodes = system::nodes();
     let tunables = system::tunables();
+    let (kernel_hotness, evidence) = params::kernel_hotness();
     checks.push(numa_nodes_check(&nodes));
-    checks.extend(tunables_checks(&tunables));
+    checks.push(hotness_check(kernel_hotness, &evidence));
+    checks.extend(tunables_checks(&tunables, kernel_hotness));
     Report {
         ok: checks.iter().all(|c| c.status != Status::Fail),
         kernel_release: host.kernel_release,
@@ -276,6 +307,7 @@ pub fn run() -> Report {
         nodes,
         numa_balancing: host.numa_balancing,
         tunables,
+        kernel_hotness,
     }
 }
 
@@ -340,4 +372,43 @@ pub fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         }
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use numa_core::topology::Tunables;
+
+    #[test]
+    fn the_threshold_check_follows_the_kernels_hotness() {
+        let t = Tunables {
+            hot_threshold_ms: Some(1000),
+            fault_count_threshold: Some(6000),
+            ..Tunables::default()
+        };
+        let latency = threshold_check(&t, KernelHotness::Latency);
+        assert_eq!(
+            (latency.name, latency.detail.as_str()),
+            ("hot_threshold_ms", "1000 ms")
+        );
+        let rfc = threshold_check(&t, KernelHotness::FaultCount);
+        assert_eq!(
+            (rfc.name, rfc.status, rfc.detail.as_str()),
+            ("fault_count_threshold", Status::Ok, "6000 faults")
+        );
+        let unreadable = Tunables::default();
+        assert_eq!(
+            threshold_check(&unreadable, KernelHotness::FaultCount).status,
+            Status::Warn
+        );
+    }
+
+    #[test]
+    fn the_hotness_check_names_the_patched_kernel() {
+        let c = hotness_check(KernelHotness::FaultCount, "evidence");
+        assert!(c.detail.contains("fault count over threshold") && c.detail.contains("evidence"));
+        assert!(!hotness_check(KernelHotness::Latency, "")
+            .detail
+            .contains("fault count"));
+    }
 }

@@ -4,7 +4,9 @@
 use std::{collections::BTreeMap, fs, path::Path};
 
 use btf_rs::{Btf, Type};
-pub use numa_core::params::{cpupid_layout, parse_tp_format, toptier_mask, KernelParams};
+pub use numa_core::params::{
+    cpupid_layout, parse_tp_format, toptier_mask, KernelHotness, KernelParams,
+};
 use numa_host::system;
 
 use crate::discover;
@@ -30,12 +32,79 @@ fn member_offset(btf: &Btf, strukt: &str, member: &str) -> Option<u32> {
         .ok()?
         .iter()
         .find_map(|t| match t {
-            Type::Struct(s) => s.members.iter().find_map(|m| {
-                (btf.resolve_name(m).ok()? == member && m.bitfield_size().unwrap_or(0) == 0)
-                    .then(|| m.bit_offset() / 8)
-            }),
+            Type::Struct(s) => struct_member_offset(btf, &s.members, member, 0),
             _ => None,
         })
+}
+
+/// Byte offset of `member` among `members`, looking into anonymous
+/// structs and unions (mm_struct keeps its fields in one).
+fn struct_member_offset(
+    btf: &Btf,
+    members: &[btf_rs::Member],
+    member: &str,
+    depth: u32,
+) -> Option<u32> {
+    if depth > 4 {
+        return None;
+    }
+    members.iter().find_map(|m| {
+        let name = btf.resolve_name(m).ok()?;
+        if name == member && m.bitfield_size().unwrap_or(0) == 0 {
+            return Some(m.bit_offset() / 8);
+        }
+        if !name.is_empty() {
+            return None;
+        }
+        let inner = match btf.resolve_chained_type(m).ok()? {
+            Type::Struct(s) | Type::Union(s) => s.members,
+            _ => return None,
+        };
+        struct_member_offset(btf, &inner, member, depth + 1).map(|o| m.bit_offset() / 8 + o)
+    })
+}
+
+/// The fault-count RFC's kernel: its per-process hint-fault counter in BTF
+/// and its threshold variable in kallsyms. Returns the two offsets the
+/// BPF side reads the counter through (task_struct.mm, mm_struct.hint_faults).
+fn fault_count_kernel(btf: Option<&Btf>, threshold_sym: Option<u64>) -> Option<(u32, u32)> {
+    let btf = btf?;
+    threshold_sym?;
+    let hint_faults = member_offset(btf, "mm_struct", "hint_faults")?;
+    let mm = member_offset(btf, "task_struct", "mm")?;
+    Some((mm, hint_faults))
+}
+
+/// Which threshold the running kernel promotes on, and the evidence: the
+/// fault-count RFC's kernel has `mm_struct.hint_faults` in its BTF and
+/// `sysctl_numa_balancing_fault_count_threshold` in kallsyms.
+pub fn kernel_hotness() -> (KernelHotness, String) {
+    let btf = Btf::from_file(discover::BTF_VMLINUX).ok();
+    let in_btf = btf
+        .as_ref()
+        .and_then(|b| member_offset(b, "mm_struct", "hint_faults"))
+        .is_some();
+    let sym = data_symbols(&["sysctl_numa_balancing_fault_count_threshold"])
+        .into_values()
+        .next();
+    match (in_btf, sym) {
+        (true, Some(_)) => (
+            KernelHotness::FaultCount,
+            "mm_struct.hint_faults in BTF, sysctl_numa_balancing_fault_count_threshold in kallsyms"
+                .to_owned(),
+        ),
+        (true, None) => (
+            KernelHotness::Latency,
+            "mm_struct.hint_faults in BTF but no sysctl_numa_balancing_fault_count_threshold \
+             in kallsyms (kptr_restrict?)"
+                .to_owned(),
+        ),
+        (false, _) if btf.is_none() => (KernelHotness::Latency, "no BTF".to_owned()),
+        (false, _) => (
+            KernelHotness::Latency,
+            "no mm_struct.hint_faults in BTF".to_owned(),
+        ),
+    }
 }
 
 /// The top-tier node mask of the running system.
@@ -47,6 +116,7 @@ pub fn resolve() -> KernelParams {
     let syms = data_symbols(&[
         "sysctl_numa_balancing_mode",
         "sysctl_numa_balancing_hot_threshold",
+        "sysctl_numa_balancing_fault_count_threshold",
         "node_data",
     ]);
     let btf = Btf::from_file(discover::BTF_VMLINUX).ok();
@@ -78,6 +148,18 @@ pub fn resolve() -> KernelParams {
             .collect(),
         ..KernelParams::default()
     };
+    let fc_sym = syms
+        .get("sysctl_numa_balancing_fault_count_threshold")
+        .copied();
+    if let Some((mm, hint_faults)) = fault_count_kernel(btf.as_ref(), fc_sym) {
+        // The patched decision compares with the sysctl alone
+        // (no per-node nbp_threshold adjustment).
+        params.hotness = KernelHotness::FaultCount;
+        params.sym_hot_threshold = fc_sym.unwrap_or(0);
+        params.off_nbp_threshold = 0;
+        params.off_task_mm = mm;
+        params.off_mm_hint_faults = hint_faults;
+    }
     if let Some(root) = discover::tracefs() {
         let path = Path::new(root).join("events/migrate/mm_migrate_pages/format");
         if let Ok(text) = fs::read_to_string(path) {
