@@ -42,10 +42,12 @@ fn run_live(
 /// The totals of a live run, with its probes' figures.
 fn live_report(totals: &Totals, source: &Source) -> Result<Report> {
     let probes = source.probes().context("a live run without probes")?;
-    let mut r = totals.report(
-        u64::from(probes.options.stamp_entries),
-        probes.attach_started_ns,
-    );
+    let mut r = totals
+        .report(
+            u64::from(probes.options.stamp_entries),
+            probes.attach_started_ns,
+        )
+        .with_hotness(probes.params.hotness);
     r.bpf_programs = probes.program_stats();
     Ok(r)
 }
@@ -75,10 +77,12 @@ pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
         let header = trace::Reader::open(path)?.header;
         let mut totals = Totals::new(header.params.as_ref().map_or(1, |p| p.toptier_mask));
         crate::read_trace(path, &mut [&mut totals])?;
-        totals.report(
-            u64::from(header.stamp_entries),
-            header.attach_started_mono_ns,
-        )
+        totals
+            .report(
+                u64::from(header.stamp_entries),
+                header.attach_started_mono_ns,
+            )
+            .with_hotness(header.params.as_ref().map_or_else(Default::default, |p| p.hotness))
     };
     print(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
@@ -117,8 +121,8 @@ fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     )?;
     writeln!(
         out,
-        "    reject latency     {:>12}",
-        r.kernel_reject.latency
+        "    reject threshold   {:>12}   ({})",
+        r.kernel_reject.latency, r.kernel_threshold_reason
     )?;
     writeln!(
         out,

@@ -72,6 +72,15 @@ enum Cmd {
         /// `top`: seconds to run (the issue asks for 10 minutes).
         #[arg(long, default_value_t = 600)]
         seconds: u64,
+        /// `rfc`: the kernels to boot (the stock 6.12 gives Default and
+        /// Predicted, 6.12-rfc Patched; a column not run shows `-`).
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "6.12,6.12-rfc"
+        )]
+        kernels: Vec<Series>,
     },
 }
 
@@ -85,6 +94,9 @@ enum BenchKind {
     Promote,
     /// The pghot RFC's results table: numa_balancing 0, 2, 2 + `numatrace promote`.
     Table,
+    /// The fault-count RFC's table: stock 6.12, the patched kernel, and
+    /// numatrace's fault-count shadow of the stock run.
+    Rfc,
 }
 
 /// What `cargo xtask demo` runs in the emulated CXL box: doctor, then the
@@ -116,15 +128,15 @@ fn main() -> ExitCode {
     }
 }
 
-/// Boots the 6.12 test bed once with a benchmark script (the same runner
-/// as `cargo xtask vm`); results land in `out`.
-fn bench_vm(out: &std::path::Path, script: &str, cpus: u32) -> Result<ExitCode> {
+/// Boots the `kernel` test bed once with a benchmark script (the same
+/// runner as `cargo xtask vm`); results land in `out`.
+fn bench_vm(out: &std::path::Path, script: &str, cpus: u32, kernel: Series) -> Result<ExitCode> {
     let cpus = cpus.to_string();
     let cli = Cli::parse_from([
         "cargo xtask",
         "vm",
         "--kernel",
-        "6.12",
+        kernel.name(),
         "--cpus",
         &cpus,
         "--timeout",
@@ -162,6 +174,7 @@ fn run(command: Cmd) -> Result<ExitCode> {
         Cmd::Bench {
             which: BenchKind::Top,
             seconds,
+            ..
         } => {
             bench::top::run(seconds)?;
             Ok(ExitCode::SUCCESS)
@@ -177,7 +190,7 @@ fn run(command: Cmd) -> Result<ExitCode> {
                 ("table", bench::table::script())
             };
             let out = cmd::target_dir().join("bench").join(name);
-            let code = bench_vm(&out, &script, 2)?;
+            let code = bench_vm(&out, &script, 2, Series::V6_12)?;
             if code != ExitCode::SUCCESS {
                 return Ok(code);
             }
@@ -189,12 +202,17 @@ fn run(command: Cmd) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Bench {
+            which: BenchKind::Rfc,
+            kernels,
+            ..
+        } => bench_rfc(&kernels),
+        Cmd::Bench {
             which: BenchKind::Overhead,
             ..
         } => {
             let out = cmd::target_dir().join("bench/overhead");
             let script = bench::overhead::script();
-            let code = bench_vm(&out, &script, bench::overhead::CPUS)?;
+            let code = bench_vm(&out, &script, bench::overhead::CPUS, Series::V6_12)?;
             if code != ExitCode::SUCCESS {
                 return Ok(code);
             }
@@ -202,4 +220,29 @@ fn run(command: Cmd) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `cargo xtask bench rfc`: one boot per kernel, then the table.
+fn bench_rfc(kernels: &[Series]) -> Result<ExitCode> {
+    if let Some(other) = kernels
+        .iter()
+        .find(|k| !matches!(k, Series::V6_12 | Series::V6_12Rfc))
+    {
+        anyhow::bail!("bench rfc compares 6.12 and 6.12-rfc; {other} is neither");
+    }
+    let root = cmd::target_dir().join("bench/rfc");
+    let mut dirs = [None, None];
+    for (slot, series) in [(0, Series::V6_12), (1, Series::V6_12Rfc)] {
+        if !kernels.contains(&series) {
+            continue;
+        }
+        let out = root.join(series.name());
+        let code = bench_vm(&out, &bench::rfc::script(), 2, series)?;
+        if code != ExitCode::SUCCESS {
+            return Ok(code);
+        }
+        dirs[slot] = Some(out);
+    }
+    bench::rfc::report(dirs[0].as_deref(), dirs[1].as_deref())?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -11,6 +11,7 @@ use crate::results::read_json;
 
 pub mod overhead;
 pub mod promote;
+pub mod rfc;
 pub mod table;
 pub mod top;
 

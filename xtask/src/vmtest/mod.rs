@@ -15,6 +15,7 @@ mod export;
 mod probe_count;
 mod promote;
 mod recording;
+mod rfc;
 mod shadow;
 mod top;
 
@@ -97,6 +98,15 @@ pub const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         timeout_s: 300,
         check: detach::check,
+    },
+    // The patched kernel's own test: doctor, counters and the fault-count
+    // model's agreement with its decisions.
+    VmTest {
+        name: "rfc_fault_count",
+        script: rfc::SCRIPT,
+        kernels: &[Series::V6_12Rfc],
+        timeout_s: 400,
+        check: rfc::check,
     },
 ];
 

@@ -11,6 +11,7 @@ use super::{
     window::Window,
 };
 use crate::decode::{Event, Snapshot};
+use crate::params::KernelHotness;
 
 /// Aggregates events; `report` turns them into [`Report`].
 #[derive(Debug, Default)]
@@ -72,6 +73,10 @@ pub struct Report {
     pub decisions: u64,
     pub kernel_promote: u64,
     pub kernel_reject: Rejects,
+    /// What the kernel's threshold measures, and so what its rejections on
+    /// it (`kernel_reject.latency`) mean: see [`Report::with_hotness`].
+    pub kernel_hotness: KernelHotness,
+    pub kernel_threshold_reason: &'static str,
     pub free_space_promote: u64,
     pub not_tiering: u64,
     pub no_decision: u64,
@@ -97,6 +102,16 @@ pub struct Report {
     pub checks: Checks,
     /// Run count and time of each BPF program (live with --bpf-stats).
     pub bpf_programs: Vec<crate::plan::ProgramStat>,
+}
+
+impl Report {
+    /// The report of a kernel whose threshold measures `hotness` (the
+    /// fault-count RFC's kernel rejects on a hint-fault count, not a time).
+    pub fn with_hotness(mut self, hotness: KernelHotness) -> Report {
+        self.kernel_hotness = hotness;
+        self.kernel_threshold_reason = hotness.reject_reason();
+        self
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -239,6 +254,8 @@ impl Totals {
                 rate_limit: oc(Outcome::RejectRateLimit),
                 other: oc(Outcome::RejectOther),
             },
+            kernel_hotness: KernelHotness::Latency,
+            kernel_threshold_reason: KernelHotness::Latency.reject_reason(),
             free_space_promote: oc(Outcome::PromoteFreeSpace),
             not_tiering: oc(Outcome::NotTiering),
             no_decision: oc(Outcome::NoDecision),

@@ -1,0 +1,243 @@
+//! `cargo xtask bench rfc`: the fault-count RFC's microbenchmark table
+//! (shared/seeds/fault-count-hint-latency-rfc.txt) on the test bed: the
+//! same hot-chunks run on the stock 6.12 kernel (Default), on the RFC's
+//! patched kernel (Patched), and numatrace's `fault-count` shadow of the
+//! stock run (Predicted: what the patched decision would have done with
+//! the stock kernel's hint faults).
+//!
+//! The seed's shape, scaled to the test bed: memory on DRAM and on the
+//! slow node in one process, DRAM full (1400 of its ~1.9 GiB free taken by
+//! the process's idle part), the slow part accessed in randomly chosen
+//! chunks of random 4K pages, repeated, with idle gaps; demotion on, as on
+//! the seed's machine (its table has pgdemote_kswapd), default thresholds
+//! (hot_threshold_ms 1000, fault_count_threshold 1e6).
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+
+use crate::results::{read_json, text};
+
+/// The guest script, the same on both kernels.
+pub fn script() -> String {
+    let w = "numatrace workload hot-chunks --dram-mb 1400 --slow-mb 256 --chunk-mb 8 --accesses 20000 --idle-ms 100 --duration 60 --seed 1 --summary workload.json";
+    format!(
+        r#"cd /results
+echo true > /sys/kernel/mm/numa/demotion_enabled || exit 1
+echo 2 > /proc/sys/kernel/numa_balancing
+cat /proc/vmstat > vmstat0.txt
+numatrace shadow --json -o shadow.json --model fault-count:stamp=latest -- {w} || exit 1
+cat /proc/vmstat > vmstat1.txt
+"#
+    )
+}
+
+/// The RFC table's vmstat rows, in its order.
+const VMSTAT_ROWS: [&str; 8] = [
+    "numa_pte_updates",
+    "numa_hint_faults",
+    "numa_hint_faults_local",
+    "numa_pages_migrated",
+    "pgpromote_success",
+    "pgpromote_candidate",
+    "pgdemote_kswapd",
+    "pgdemote_direct",
+];
+
+/// Rows the shadow cannot change (it does not touch the scanner): the
+/// Predicted column repeats the stock kernel's figure.
+const SCAN_ROWS: [&str; 3] = [
+    "numa_pte_updates",
+    "numa_hint_faults",
+    "numa_hint_faults_local",
+];
+
+/// One boot's results.
+struct Run {
+    score_us: u64,
+    vmstat: BTreeMap<String, u64>,
+    shadow: Value,
+}
+
+impl Run {
+    fn read(dir: &Path) -> Result<Run> {
+        let w = read_json(dir, "workload.json")?;
+        let score_us = w["score_us"]
+            .as_f64()
+            .with_context(|| format!("score_us missing in {}", dir.display()))?
+            as u64;
+        let parse = |name: &str| -> Result<BTreeMap<String, u64>> {
+            Ok(text(dir, name)?
+                .lines()
+                .filter_map(|l| {
+                    let (k, v) = l.split_once(' ')?;
+                    Some((k.to_owned(), v.trim().parse().ok()?))
+                })
+                .collect())
+        };
+        let (a, b) = (parse("vmstat0.txt")?, parse("vmstat1.txt")?);
+        let vmstat = b
+            .iter()
+            .map(|(k, v)| (k.clone(), v.saturating_sub(a.get(k).copied().unwrap_or(0))))
+            .collect();
+        Ok(Run {
+            score_us,
+            vmstat,
+            shadow: read_json(dir, "shadow.json")?,
+        })
+    }
+
+    fn vm(&self, key: &str) -> Option<u64> {
+        self.vmstat.get(key).copied()
+    }
+
+    fn decisions(&self) -> Option<u64> {
+        self.shadow["decisions"].as_u64()
+    }
+
+    /// The kernel's rejections on its own threshold (latency or fault count).
+    fn threshold_rejects(&self) -> Option<u64> {
+        self.shadow["kernel"]["reject_latency"].as_u64()
+    }
+
+    /// The `fault-count` model of this run's shadow.
+    fn model(&self) -> Option<&Value> {
+        self.shadow["models"]
+            .as_array()?
+            .iter()
+            .find(|m| m["name"] == "fault-count")
+    }
+}
+
+/// The three columns of one row.
+type Row = (String, Option<u64>, Option<u64>, Option<String>);
+
+fn rows(stock: Option<&Run>, patched: Option<&Run>) -> Vec<Row> {
+    let model = stock.and_then(Run::model);
+    let model_promote = model.and_then(|m| m["promote"].as_u64());
+    let mut rows: Vec<Row> = vec![(
+        "Benchmark score (us, lower is better)".into(),
+        stock.map(|r| r.score_us),
+        patched.map(|r| r.score_us),
+        None,
+    )];
+    for key in VMSTAT_ROWS {
+        let predicted = if SCAN_ROWS.contains(&key) {
+            stock.and_then(|r| r.vm(key)).map(|v| format!("{v}*"))
+        } else if matches!(
+            key,
+            "numa_pages_migrated" | "pgpromote_success" | "pgpromote_candidate"
+        ) {
+            model_promote.map(|v| v.to_string())
+        } else {
+            None
+        };
+        rows.push((
+            key.into(),
+            stock.and_then(|r| r.vm(key)),
+            patched.and_then(|r| r.vm(key)),
+            predicted,
+        ));
+    }
+    rows.push((
+        "should_numa_migrate_memory calls".into(),
+        stock.and_then(Run::decisions),
+        patched.and_then(Run::decisions),
+        stock.and_then(Run::decisions).map(|v| format!("{v}*")),
+    ));
+    rows.push((
+        "rejected on the threshold".into(),
+        stock.and_then(Run::threshold_rejects),
+        patched.and_then(Run::threshold_rejects),
+        model
+            .and_then(|m| m["reasons"]["fault_count"].as_u64().or(Some(0)))
+            .map(|v| v.to_string()),
+    ));
+    rows
+}
+
+/// Prints the table from the two boots' results (`None`: that half was
+/// not run, shown as `-`).
+pub fn report(stock: Option<&Path>, patched: Option<&Path>) -> Result<()> {
+    let stock = stock.map(Run::read).transpose()?;
+    let patched = patched.map(Run::read).transpose()?;
+    let dash = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
+    println!("hot-chunks: 1400 MiB idle on DRAM + 256 MiB on the slow node in 8 MiB chunks,");
+    println!("20000 random 4K accesses per visit, 100 ms idle gaps, 60 s; demotion on; QEMU TCG");
+    println!();
+    println!(
+        "{:<40} {:>14} {:>14} {:>14}",
+        "", "Default", "Patched", "Predicted"
+    );
+    println!("{}", "-".repeat(85));
+    for (name, d, p, pred) in rows(stock.as_ref(), patched.as_ref()) {
+        println!(
+            "{:<40} {:>14} {:>14} {:>14}",
+            name,
+            dash(d),
+            dash(p),
+            pred.unwrap_or_else(|| "-".into())
+        );
+    }
+    println!("{}", "-".repeat(85));
+    println!("Default: stock 6.12 (latency threshold); Patched: 6.12 + the RFC's two patches");
+    println!("(fault-count threshold); Predicted: numatrace's fault-count:stamp=latest shadow of the");
+    println!("Default run (every promotion counted as a success). * the shadow does not change");
+    println!("scanning: the Default run's figure.");
+    for (name, run) in [("Default", &stock), ("Patched", &patched)] {
+        if let Some(m) = run.as_ref().and_then(Run::model) {
+            println!(
+                "fault-count agrees with the {name} kernel's decisions on {:.2}%",
+                m["agreement_pct"].as_f64().unwrap_or(f64::NAN)
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(score: u64, faults: u64, promote: u64) -> Run {
+        Run {
+            score_us: score,
+            vmstat: BTreeMap::from([
+                ("numa_hint_faults".to_owned(), faults),
+                ("pgpromote_success".to_owned(), promote),
+            ]),
+            shadow: json!({"decisions": faults, "kernel": {"reject_latency": faults - promote},
+                "models": [{"name": "fault-count", "promote": 70, "reasons": {"fault_count": 30},
+                "agreement_pct": 50.0}]}),
+        }
+    }
+
+    #[test]
+    fn columns_come_from_their_runs() {
+        let (s, p) = (run(1000, 100, 10), run(900, 120, 90));
+        let rows = rows(Some(&s), Some(&p));
+        let row = |n: &str| rows.iter().find(|r| r.0 == n).cloned().expect(n);
+        let score = row("Benchmark score (us, lower is better)");
+        assert_eq!((score.1, score.2, score.3), (Some(1000), Some(900), None));
+        let faults = row("numa_hint_faults");
+        assert_eq!(
+            (faults.1, faults.2, faults.3.as_deref()),
+            (Some(100), Some(120), Some("100*"))
+        );
+        let ok = row("pgpromote_success");
+        assert_eq!((ok.1, ok.2, ok.3.as_deref()), (Some(10), Some(90), Some("70")));
+        let rej = row("rejected on the threshold");
+        assert_eq!((rej.1, rej.2, rej.3.as_deref()), (Some(90), Some(30), Some("30")));
+        assert_eq!(row("pgdemote_direct").3, None);
+    }
+
+    #[test]
+    fn a_half_not_run_is_empty() {
+        let p = run(900, 120, 90);
+        let rows = rows(None, Some(&p));
+        assert!(rows.iter().all(|r| r.1.is_none() && r.3.is_none()));
+        assert!(rows.iter().any(|r| r.2 == Some(900)));
+    }
+}

@@ -1,0 +1,203 @@
+//! The fault-count RFC's patched kernel (series 6.12-rfc): numatrace
+//! recognises it, reads its reasons as fault counts, and the `fault-count`
+//! model decides as the patched kernel does.
+//!
+//! The seed's scenario: DRAM filled by another process (so promotion takes
+//! the threshold path), hot chunks on the slow node with idle gaps. The
+//! patched kernel compares `count - (count_at_scan >> 16 << 16)` with
+//! `fault_count_threshold`; while a process has made fewer than 65536 hint
+//! faults that is its fault count itself, so the default threshold (1e6)
+//! would promote everything. The script sets it to 6000: the run's first
+//! faults pass, the later ones are rejected, and a model that gets the
+//! counter, the stamp or the threshold wrong disagrees on thousands of
+//! decisions.
+use std::path::Path;
+
+use anyhow::{ensure, Context, Result};
+use serde_json::Value;
+
+use crate::kernels::Series;
+use crate::results::{read_json, text, u};
+
+/// The threshold the script gives the kernel and the models.
+pub const THRESHOLD: u64 = 6000;
+
+pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
+knob=/sys/kernel/debug/sched/numa_balancing/fault_count_threshold
+echo 6000 > $knob || exit 1
+cat $knob > threshold
+numatrace doctor --json > doctor.json
+echo $? > doctor.rc
+numatrace workload hot-chunks --dram-mb 1400 --slow-mb 0 --duration 300 > filler.json &
+filler=$!
+sleep 8
+numatrace shadow --json -o shadow.json --record t.trace --model fault-count:threshold=6000 --model fault-count:threshold=6000,stamp=latest -- numatrace workload hot-chunks --slow-mb 128 --chunk-mb 8 --accesses 20000 --idle-ms 100 --duration 25 --min-faults 20000 --max-duration 150 --summary workload.json || exit 1
+kill $filler
+numatrace stats t.trace --json > stats.json
+numatrace stats t.trace > stats.txt
+"#;
+
+/// The model spec that is the patched kernel: patch 1/2 (per-process
+/// count) with 2/2 (every scan pass re-stamps).
+const KERNEL_MODEL: &str = "stamp=latest";
+/// Agreement the kernel's own model must reach.
+const MIN_AGREEMENT_PCT: f64 = 99.0;
+
+pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+    let threshold = text(dir, "threshold")?;
+    ensure!(
+        threshold.trim() == THRESHOLD.to_string(),
+        "fault_count_threshold reads {:?}, the script set {THRESHOLD}",
+        threshold.trim()
+    );
+    check_doctor(&read_json(dir, "doctor.json")?)?;
+    check_counters(&read_json(dir, "stats.json")?)?;
+    let human = text(dir, "stats.txt")?;
+    ensure!(
+        human.contains("fault count over threshold") && !human.contains("latency over threshold"),
+        "`numatrace stats` does not give the kernel's reason as \"fault count over threshold\":\n{human}"
+    );
+    check_agreement(&read_json(dir, "shadow.json")?)
+}
+
+/// doctor recognises the patched kernel and its knob.
+fn check_doctor(doc: &Value) -> Result<()> {
+    ensure!(
+        doc["ok"] == Value::Bool(true),
+        "numatrace doctor is not ok on the patched kernel: {}",
+        doc["checks"]
+    );
+    ensure!(
+        doc["kernel_hotness"] == "fault_count",
+        "doctor's kernel_hotness is {}, want \"fault_count\"",
+        doc["kernel_hotness"]
+    );
+    let checks = doc["checks"].as_array().context("checks is not an array")?;
+    let knob = checks
+        .iter()
+        .find(|c| c["name"] == "fault_count_threshold")
+        .context("doctor has no fault_count_threshold check")?;
+    ensure!(
+        knob["status"] == "ok" && knob["detail"] == format!("{THRESHOLD} faults"),
+        "doctor's fault_count_threshold check: {knob}"
+    );
+    Ok(())
+}
+
+/// numatrace's counts equal the kernel's own (vmstat), and both kinds of
+/// threshold decision happened, read as fault counts.
+fn check_counters(s: &Value) -> Result<()> {
+    let vm = |k: &str| u(s, &["vmstat_delta", k]);
+    let faults = u(s, &["hint_faults"])?;
+    ensure!(faults > 0, "no hint faults recorded");
+    ensure!(
+        faults == vm("numa_hint_faults")?,
+        "hint faults {faults} != vmstat numa_hint_faults {}",
+        vm("numa_hint_faults")?
+    );
+    let ok = u(s, &["migrate", "success"])?;
+    ensure!(
+        ok == vm("pgpromote_success")?,
+        "successful migrations {ok} != vmstat pgpromote_success {}",
+        vm("pgpromote_success")?
+    );
+    let decisions = u(s, &["decisions"])?;
+    let slow = u(s, &["checks", "slow_node_faults"])?;
+    ensure!(
+        decisions == slow,
+        "decisions {decisions} != hint faults on slow-node folios {slow}"
+    );
+    ensure!(
+        s["kernel_hotness"] == "fault_count"
+            && s["kernel_threshold_reason"] == "fault count over threshold",
+        "stats reads the kernel as {} / {}",
+        s["kernel_hotness"],
+        s["kernel_threshold_reason"]
+    );
+    ensure!(
+        u(s, &["kernel_promote"])? > 0 && u(s, &["kernel_reject", "latency"])? > 0,
+        "want promotions and rejections on the fault-count threshold, got {} and {}",
+        s["kernel_promote"],
+        s["kernel_reject"]["latency"]
+    );
+    ensure!(
+        u(s, &["checks", "latency_rejects_below_threshold"])? == 0,
+        "rejections on the threshold whose kernel fault count < threshold"
+    );
+    ensure!(u(s, &["drops"])? == 0, "ring buffer drops at default sizes");
+    ensure!(
+        s["kernel_histograms_match"] == Value::Bool(true),
+        "in-kernel histograms differ from the events'"
+    );
+    Ok(())
+}
+
+/// Each fault-count model's agreement; the patched kernel's own model
+/// (1/2 + 2/2) must agree on >= 99% of decisions.
+fn check_agreement(shadow: &Value) -> Result<()> {
+    let models = shadow["models"]
+        .as_array()
+        .context("models is not an array")?;
+    let mut kernel_model = None;
+    for m in models.iter().filter(|m| m["name"] == "fault-count") {
+        let pct = m["agreement_pct"]
+            .as_f64()
+            .with_context(|| format!("agreement_pct of {} is not a number", m["params"]))?;
+        println!(
+            "    fault-count {} agrees with the patched kernel on {pct:.2}% of decisions ({})",
+            m["params"], m["agreement"]
+        );
+        if m["params"]["stamp"] == "latest" {
+            kernel_model = Some(pct);
+        }
+    }
+    let pct = kernel_model.with_context(|| {
+        format!("no fault-count model with {KERNEL_MODEL} in the shadow report")
+    })?;
+    ensure!(
+        pct >= MIN_AGREEMENT_PCT,
+        "fault-count ({KERNEL_MODEL}) agrees with the patched kernel on {pct:.2}% < {MIN_AGREEMENT_PCT}% of decisions"
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn script_and_check_use_one_threshold() {
+        let set = format!("echo {THRESHOLD} > $knob");
+        assert!(SCRIPT.contains(&set));
+        assert_eq!(
+            SCRIPT.matches(&format!("threshold={THRESHOLD}")).count(),
+            2,
+            "both models take the kernel's threshold"
+        );
+    }
+
+    #[test]
+    fn agreement_is_judged_on_the_kernels_own_model() {
+        let report = |first: f64, latest: f64| {
+            json!({"models": [
+                {"name": "fault-count", "params": {"stamp": "first"}, "agreement_pct": first, "agreement": {}},
+                {"name": "fault-count", "params": {"stamp": "latest"}, "agreement_pct": latest, "agreement": {}},
+            ]})
+        };
+        assert!(check_agreement(&report(50.0, 99.5)).is_ok());
+        assert!(check_agreement(&report(100.0, 98.9)).is_err());
+        assert!(check_agreement(&json!({"models": []})).is_err());
+    }
+
+    #[test]
+    fn doctor_must_name_the_fault_count_kernel() {
+        let doc = |hotness: &str, detail: &str| {
+            json!({"ok": true, "kernel_hotness": hotness, "checks": [
+                {"name": "fault_count_threshold", "status": "ok", "detail": detail}]})
+        };
+        assert!(check_doctor(&doc("fault_count", "6000 faults")).is_ok());
+        assert!(check_doctor(&doc("latency", "6000 faults")).is_err());
+        assert!(check_doctor(&doc("fault_count", "1000000 faults")).is_err());
+    }
+}
