@@ -184,6 +184,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn params_without_hotness_are_a_latency_kernel() {
+        let old = serde_json::to_value(KernelParams::default()).expect("serialise");
+        let mut old = old.as_object().cloned().expect("object");
+        for key in ["hotness", "off_task_mm", "off_mm_hint_faults"] {
+            old.remove(key);
+        }
+        let k: KernelParams =
+            serde_json::from_value(serde_json::Value::Object(old)).expect("older header");
+        assert_eq!(k.hotness, KernelHotness::Latency);
+        let rfc = KernelParams {
+            hotness: KernelHotness::FaultCount,
+            ..KernelParams::default()
+        };
+        let json = serde_json::to_value(&rfc).expect("serialise");
+        assert_eq!(json["hotness"], "fault_count");
+        assert_eq!(
+            KernelHotness::FaultCount.reject_reason(),
+            "fault count over threshold"
+        );
+        assert_eq!(KernelHotness::Latency.knob(), "hot_threshold_ms");
+    }
+
+    #[test]
     fn cpupid_layout_matches_debian() {
         // Debian amd64: CONFIG_NR_CPUS=8192 -> LAST_CPUPID_SHIFT = 8 + 13.
         assert_eq!(cpupid_layout(8192), ((1 << 21) - 1, 0));
