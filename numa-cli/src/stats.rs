@@ -82,7 +82,12 @@ pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
                 u64::from(header.stamp_entries),
                 header.attach_started_mono_ns,
             )
-            .with_hotness(header.params.as_ref().map_or_else(Default::default, |p| p.hotness))
+            .with_hotness(
+                header
+                    .params
+                    .as_ref()
+                    .map_or_else(Default::default, |p| p.hotness),
+            )
     };
     print(&report, args.json)?;
     Ok(ExitCode::SUCCESS)

@@ -182,7 +182,9 @@ pub fn report(stock: Option<&Path>, patched: Option<&Path>) -> Result<()> {
     }
     println!("{}", "-".repeat(85));
     println!("Default: stock 6.12 (latency threshold); Patched: 6.12 + the RFC's two patches");
-    println!("(fault-count threshold); Predicted: numatrace's fault-count:stamp=latest shadow of the");
+    println!(
+        "(fault-count threshold); Predicted: numatrace's fault-count:stamp=latest shadow of the"
+    );
     println!("Default run (every promotion counted as a success). * the shadow does not change");
     println!("scanning: the Default run's figure.");
     for (name, run) in [("Default", &stock), ("Patched", &patched)] {
@@ -227,9 +229,15 @@ mod tests {
             (Some(100), Some(120), Some("100*"))
         );
         let ok = row("pgpromote_success");
-        assert_eq!((ok.1, ok.2, ok.3.as_deref()), (Some(10), Some(90), Some("70")));
+        assert_eq!(
+            (ok.1, ok.2, ok.3.as_deref()),
+            (Some(10), Some(90), Some("70"))
+        );
         let rej = row("rejected on the threshold");
-        assert_eq!((rej.1, rej.2, rej.3.as_deref()), (Some(90), Some(30), Some("30")));
+        assert_eq!(
+            (rej.1, rej.2, rej.3.as_deref()),
+            (Some(90), Some(30), Some("30"))
+        );
         assert_eq!(row("pgdemote_direct").3, None);
     }
 
