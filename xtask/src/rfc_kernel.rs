@@ -100,10 +100,11 @@ fn inputs_key(version: &str, base_config: &str, fragment: &str, patches: &[Vec<u
     format!("{h:016x}")
 }
 
-/// Whether this process may start the build, and if not why.
-fn may_build() -> Result<(), String> {
-    match std::env::var("CI") {
-        Ok(v) if !v.is_empty() && v != "false" && v != "0" => Err(format!(
+/// Whether this process may start the build (`ci`: the `CI` variable),
+/// and if not why.
+fn may_build(ci: Option<&str>) -> Result<(), String> {
+    match ci {
+        Some(v) if !v.is_empty() && v != "false" && v != "0" => Err(format!(
             "not built on this machine, and CI does not start the kernel build \
              ({BUILD_TIME}); build it once with `{BUILD_COMMAND}` and the tests run"
         )),
@@ -191,7 +192,7 @@ pub fn ensure(setup: &mut Setup) -> Result<Availability> {
         ));
         return load(&dir).map(Availability::Ready);
     }
-    if let Err(why) = may_build() {
+    if let Err(why) = may_build(std::env::var("CI").ok().as_deref()) {
         println!("skip: kernel {SERIES_NAME} ({why})");
         return Ok(Availability::Unavailable(why));
     }
@@ -293,7 +294,15 @@ fn source_version(setup: &mut Setup) -> Result<String> {
 /// Downloads, patches, configures and builds; caches the product in `dir`.
 fn build(setup: &mut Setup, inputs: &Inputs, dir: &Path) -> Result<Kernel> {
     setup.packages(BUILD_PACKAGES)?;
-    let tree = kernels::cache_root()?.join("build/linux-6.12-rfc.partial");
+    let build_dir = kernels::cache_root()?.join("build");
+    fs::create_dir_all(&build_dir)
+        .with_context(|| format!("cannot create {}", build_dir.display()))?;
+    let _lock = lock_build(&build_dir.join("linux-6.12-rfc.lock"))?;
+    if dir.join(INFO_FILE).is_file() {
+        // Another run built it while this one waited for the lock.
+        return load(dir);
+    }
+    let tree = build_dir.join("linux-6.12-rfc.partial");
     let stamp = tree.join(INPUTS_FILE);
     let resumable = fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == inputs.key);
     if resumable {
@@ -326,6 +335,30 @@ fn build(setup: &mut Setup, inputs: &Inputs, dir: &Path) -> Result<Kernel> {
     fs::remove_dir_all(&tree)
         .with_context(|| format!("cannot remove the build tree {}", tree.display()))?;
     Ok(kernel)
+}
+
+/// Holds the build tree for this process: a second run (another `cargo
+/// xtask` on the same machine) waits instead of building into it too.
+fn lock_build(path: &Path) -> Result<fs::File> {
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => return Ok(file),
+        Err(fs::TryLockError::WouldBlock) => println!(
+            "kernel {SERIES_NAME}: another run is building it ({} is locked); waiting",
+            path.display()
+        ),
+        Err(fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("cannot lock {}", path.display()))
+        }
+    }
+    file.lock()
+        .with_context(|| format!("cannot lock {}", path.display()))?;
+    Ok(file)
 }
 
 /// A fresh source tree in `tree`: unpacked, patched, configured.
@@ -544,6 +577,15 @@ mod tests {
             ),
             ["CONFIG_A=y", "CONFIG_B=n", "CONFIG_L=\"-rfc\""]
         );
+    }
+
+    #[test]
+    fn ci_never_starts_the_build_and_says_how_to() {
+        assert!(may_build(None).is_ok());
+        assert!(may_build(Some("")).is_ok());
+        assert!(may_build(Some("false")).is_ok());
+        let why = may_build(Some("true")).expect_err("CI=true");
+        assert!(why.contains(BUILD_COMMAND), "{why}");
     }
 
     #[test]
