@@ -212,6 +212,8 @@ pub fn ensure(setup: &mut Setup) -> Result<Availability> {
 
 /// What a build is made from.
 struct Inputs {
+    /// Fingerprint of the source version and the patches (the tree).
+    tree_key: String,
     /// Candidate version of linux-source-6.12.
     version: String,
     /// Debian's 6.12 image config.
@@ -245,13 +247,20 @@ impl Inputs {
             .map(|p| fs::read(p).with_context(|| format!("cannot read {}", p.display())))
             .collect::<Result<Vec<_>>>()?;
         let key = inputs_key(&version, &base_config, &fragment, &bytes);
+        let tree_key = inputs_key(&version, "", "", &bytes);
         Ok(Inputs {
+            tree_key,
             version,
             base_config,
             fragment,
             patches,
             key,
         })
+    }
+
+    /// The build tree's record of its inputs: the tree's, then everything's.
+    fn stamp(&self) -> String {
+        format!("tree={}\nall={}\n", self.tree_key, self.key)
     }
 
     fn product_dir(&self) -> Result<PathBuf> {
@@ -304,16 +313,21 @@ fn build(setup: &mut Setup, inputs: &Inputs, dir: &Path) -> Result<Kernel> {
     }
     let tree = build_dir.join("linux-6.12-rfc.partial");
     let stamp = tree.join(INPUTS_FILE);
-    let resumable = fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == inputs.key);
-    if resumable {
+    let want = inputs.stamp();
+    let have = fs::read_to_string(&stamp).unwrap_or_default();
+    if have == want {
         println!(
             "kernel {SERIES_NAME}: resuming the build in {}",
             tree.display()
         );
     } else {
-        prepare_tree(inputs, &tree)?;
-        fs::write(&stamp, format!("{}\n", inputs.key))
-            .with_context(|| format!("cannot write {}", stamp.display()))?;
+        // The source and patches decide the tree; a new config alone
+        // rebuilds only what it changes.
+        if have.lines().next() != want.lines().next() {
+            prepare_tree(inputs, &tree)?;
+        }
+        configure(inputs, &tree)?;
+        fs::write(&stamp, &want).with_context(|| format!("cannot write {}", stamp.display()))?;
     }
     let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
     println!(
@@ -361,7 +375,7 @@ fn lock_build(path: &Path) -> Result<fs::File> {
     Ok(file)
 }
 
-/// A fresh source tree in `tree`: unpacked, patched, configured.
+/// A fresh source tree in `tree`: unpacked and patched.
 fn prepare_tree(inputs: &Inputs, tree: &Path) -> Result<()> {
     if tree.exists() {
         fs::remove_dir_all(tree)
@@ -413,6 +427,12 @@ fn prepare_tree(inputs: &Inputs, tree: &Path) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// Writes the tree's .config (Debian's, modules off, the fragment on top)
+/// and checks that `make olddefconfig` kept the fragment.
+fn configure(inputs: &Inputs, tree: &Path) -> Result<()> {
     let config = merged_config(&inputs.base_config, &inputs.fragment);
     fs::write(tree.join(".config"), config)?;
     cmd::run(
