@@ -42,7 +42,7 @@ enum Cmd {
     /// host packages and guest kernels. Idempotent. Kernels are cached in
     /// $NUMATRACE_CACHE/kernels (default ~/.cache/numatrace/kernels).
     Setup {
-        /// Guest kernels to fetch.
+        /// Guest kernels to fetch (6.12-rfc: to build, once).
         #[arg(
             long,
             value_enum,

@@ -18,7 +18,8 @@ use crate::vmtest;
 #[derive(clap::Args, Debug)]
 pub struct TestArgs {
     /// Guest kernels for the VM tests (6.1 and 6.12 must be fetchable; 7.2
-    /// is skipped when the apt lists offer none).
+    /// is skipped when the apt lists offer none; 6.12-rfc is built when
+    /// missing, except with CI set, where it is skipped).
     #[arg(
         long,
         value_enum,
