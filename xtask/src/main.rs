@@ -41,12 +41,7 @@ enum Cmd {
     /// $NUMATRACE_CACHE/kernels (default ~/.cache/numatrace/kernels).
     Setup {
         /// Guest kernels to fetch.
-        #[arg(
-            long,
-            value_enum,
-            value_delimiter = ',',
-            default_value = "6.1,6.12,7.2"
-        )]
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "6.1,6.12,7")]
         kernels: Vec<Series>,
     },
     /// Build numatrace as a static musl binary and print its path.

@@ -12,19 +12,13 @@ use anyhow::Result;
 use crate::binary;
 use crate::cmd;
 use crate::host::Setup;
-use crate::kernels::{self, Availability, Series};
+use crate::kernels::{self, Kernel, Series};
 use crate::vmtest;
 
 #[derive(clap::Args, Debug)]
 pub struct TestArgs {
-    /// Guest kernels for the VM tests (6.1 and 6.12 must be fetchable; 7.2
-    /// is skipped when the apt lists offer none).
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "6.1,6.12,7.2"
-    )]
+    /// Guest kernels for the VM tests; each must be fetchable (or cached).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "6.1,6.12,7")]
     pub kernels: Vec<Series>,
     /// Skip the VM tests (and fetching kernels).
     #[arg(long)]
@@ -123,7 +117,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     let mut setup = Setup::new(true);
 
     report.step("setup: toolchain", || setup.toolchain());
-    let kernels: Vec<(Series, Availability)> = if args.no_vm {
+    let kernels: Vec<(Series, Result<Kernel, String>)> = if args.no_vm {
         Vec::new()
     } else {
         report.step("setup: host packages", || setup.host_packages());
@@ -141,8 +135,8 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
             Duration::ZERO,
         );
     }
-    for (series, availability) in kernels {
-        vm_steps(&mut report, series, availability, numatrace.as_deref());
+    for (series, kernel) in kernels {
+        vm_steps(&mut report, series, kernel, numatrace.as_deref());
     }
 
     Ok(if report.print() {
@@ -152,26 +146,21 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     })
 }
 
-/// Fetches the guest kernel of `series` as a step; a missing optional
-/// series is skipped, a missing required one fails.
-fn kernel_step(report: &mut Report, setup: &mut Setup, series: Series) -> Availability {
+/// Fetches the guest kernel of `series` as a step.
+fn kernel_step(report: &mut Report, setup: &mut Setup, series: Series) -> Result<Kernel, String> {
     let name = format!("setup: kernel {series}");
     println!("\n==> {name}");
     let start = Instant::now();
-    let availability = match kernels::ensure(series, setup) {
-        Ok(a) => a,
-        Err(e) => Availability::Unavailable(format!("{e:#}")),
-    };
-    let status = match &availability {
-        Availability::Ready(k) => {
+    let kernel = kernels::ensure(series, setup).map_err(|e| format!("{e:#}"));
+    let status = match &kernel {
+        Ok(k) => {
             println!("kernel {series}: {} {}", k.package, k.version);
             Status::Pass
         }
-        Availability::Unavailable(why) if series.required() => Status::Fail(why.clone()),
-        Availability::Unavailable(why) => Status::Skipped(why.clone()),
+        Err(why) => Status::Fail(why.clone()),
     };
     report.push(&name, status, start.elapsed());
-    availability
+    kernel
 }
 
 /// rustfmt, clippy, the unit tests and the release musl build; returns the
@@ -209,7 +198,7 @@ fn cargo_steps(report: &mut Report, setup: &mut Setup) -> Option<PathBuf> {
 fn vm_steps(
     report: &mut Report,
     series: Series,
-    availability: Availability,
+    kernel: Result<Kernel, String>,
     numatrace: Option<&Path>,
 ) {
     let names: Vec<String> = vmtest::TESTS
@@ -217,14 +206,10 @@ fn vm_steps(
         .filter(|t| t.kernels.contains(&series))
         .map(|t| format!("vm {series}: {}", t.name))
         .collect();
-    let kernel = match availability {
-        Availability::Ready(k) => k,
-        Availability::Unavailable(why) => {
-            let status = if series.required() {
-                Status::Fail(format!("no {series} kernel: {why}"))
-            } else {
-                Status::Skipped(why)
-            };
+    let kernel = match kernel {
+        Ok(k) => k,
+        Err(why) => {
+            let status = Status::Fail(format!("no {series} kernel: {why}"));
             for n in &names {
                 report.push(n, status.clone(), Duration::ZERO);
             }

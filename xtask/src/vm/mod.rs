@@ -28,7 +28,7 @@ use crate::binary;
 use crate::cmd;
 use crate::host::Setup;
 use crate::initramfs::GuestFile;
-use crate::kernels::{self, Availability, Kernel, Series};
+use crate::kernels::{self, Kernel, Series};
 
 pub use boot::boot;
 pub use console::is_kernel_problem;
@@ -147,10 +147,7 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
 /// fails if the series cannot be fetched.
 pub fn ready_kernel(series: Series, setup: &mut Setup) -> Result<Kernel> {
     setup.host_packages()?;
-    match kernels::present(series, setup)? {
-        Availability::Ready(kernel) => Ok(kernel),
-        Availability::Unavailable(why) => bail!("no {series} guest kernel: {why}"),
-    }
+    kernels::present(series, setup)
 }
 
 /// The release musl numatrace: built now, or the existing one if `build` is false.

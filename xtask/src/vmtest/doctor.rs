@@ -79,7 +79,7 @@ fn check_json(doc: &Value, series: Series) -> Result<()> {
     let targets: Vec<&str> = hooks.iter().filter_map(|h| h["target"].as_str()).collect();
     let expected: &[&str] = match series {
         Series::V6_1 => &["numa_migrate_prep", "migrate_misplaced_page"],
-        Series::V6_12 | Series::V7_2 => &["numa_migrate_check", "migrate_misplaced_folio"],
+        Series::V6_12 | Series::V7 => &["numa_migrate_check", "migrate_misplaced_folio"],
     };
     for want in expected {
         ensure!(
