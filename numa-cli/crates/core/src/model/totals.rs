@@ -12,6 +12,9 @@ use super::{
 };
 use crate::decode::{Event, Snapshot};
 
+/// Kernel and numatrace latencies further apart than this are counted.
+pub const LATENCY_GAP_MS: u64 = 50;
+
 /// Aggregates events; `report` turns them into [`Report`].
 #[derive(Debug, Default)]
 pub struct Totals {
@@ -38,6 +41,10 @@ pub struct Totals {
     pub max_latency_ns: u64,
     /// |kernel latency - numatrace latency| in ms, max over stamped decisions.
     pub max_kernel_latency_gap_ms: u64,
+    /// Decisions with both latencies.
+    pub kernel_latencies: u64,
+    /// Decisions whose latencies differ by more than [`LATENCY_GAP_MS`].
+    pub kernel_latency_gaps: u64,
     /// Fault-count deltas inconsistent with sequence numbers (scan seq > fault seq).
     pub inconsistent_deltas: u64,
     /// Rejections on latency whose kernel latency was below the threshold.
@@ -108,6 +115,14 @@ pub struct Checks {
     pub negative_latencies: u64,
     pub max_latency_ms: f64,
     pub max_kernel_latency_gap_ms: u64,
+    /// Decisions with both latencies (the kernel's, from jiffies at the
+    /// decision, and numatrace's, from the clock at the fault's entry).
+    pub kernel_latencies: u64,
+    /// Decisions whose two latencies differ by more than 50 ms. Jiffies
+    /// roundings alone give 8 ms at HZ=250; more comes from a task
+    /// preempted between its fault's entry and the decision (7.x's
+    /// PREEMPT_LAZY) or from jiffies lagging the clock in a starved guest.
+    pub kernel_latency_gaps_over_50ms: u64,
     pub inconsistent_deltas: u64,
     pub latency_rejects_below_threshold: u64,
     pub latest_scan_known: u64,
@@ -198,9 +213,7 @@ impl Totals {
                 self.inconsistent_deltas += 1;
             }
             if f.flags & ff::KERNEL_LATENCY != 0 {
-                let ours_ms = latency / 1_000_000;
-                let gap = ours_ms.abs_diff(u64::from(f.kernel_latency_ms));
-                self.max_kernel_latency_gap_ms = self.max_kernel_latency_gap_ms.max(gap);
+                self.kernel_latency(latency / 1_000_000, u64::from(f.kernel_latency_ms));
             }
             let tgid = (f.pid_tgid >> 32) as u32;
             if let Some(s) = self.scans.latest(tgid, f.addr, f.ts_ns) {
@@ -300,6 +313,16 @@ impl Totals {
         }
     }
 
+    /// Compares numatrace's latency with the kernel's for one decision.
+    fn kernel_latency(&mut self, ours_ms: u64, kernel_ms: u64) {
+        self.kernel_latencies += 1;
+        let gap = ours_ms.abs_diff(kernel_ms);
+        self.max_kernel_latency_gap_ms = self.max_kernel_latency_gap_ms.max(gap);
+        if gap > LATENCY_GAP_MS {
+            self.kernel_latency_gaps += 1;
+        }
+    }
+
     fn kernel_counters(&self) -> BTreeMap<&'static str, u64> {
         let kc = |c: Counter| self.window.count(c);
         BTreeMap::from([
@@ -344,10 +367,31 @@ impl Totals {
             negative_latencies: self.negative_latencies,
             max_latency_ms: self.max_latency_ns as f64 / 1e6,
             max_kernel_latency_gap_ms: self.max_kernel_latency_gap_ms,
+            kernel_latencies: self.kernel_latencies,
+            kernel_latency_gaps_over_50ms: self.kernel_latency_gaps,
             inconsistent_deltas: self.inconsistent_deltas,
             latency_rejects_below_threshold: self.latency_rejects_below_threshold,
             latest_scan_known: self.latest_scan_known,
             latest_scan_newer_than_stamp: self.latest_scan_newer,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_latency_gaps_beyond_50_ms_are_counted() {
+        let mut t = Totals::new(1);
+        t.kernel_latency(1000, 1004); // jiffy rounding
+        t.kernel_latency(2000, 1996);
+        t.kernel_latency(3000, 3099); // decided 99 ms after the fault's entry
+        t.kernel_latency(4000, 4050);
+        t.kernel_latency(5037, 4986); // jiffies lagging the clock at the decision
+        let c = t.checks(0);
+        assert_eq!(c.kernel_latencies, 5);
+        assert_eq!(c.max_kernel_latency_gap_ms, 99);
+        assert_eq!(c.kernel_latency_gaps_over_50ms, 2);
     }
 }
