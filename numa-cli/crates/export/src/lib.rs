@@ -206,6 +206,7 @@ mod tests {
                     required: true,
                     status: HookStatus::Attached,
                     detail: "<script>".into(),
+                    design: None,
                 })
                 .collect(),
         }
