@@ -14,7 +14,9 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use numa_core::{
+    decode::{Event, Snapshot},
     model::policy::{self, KernelDefaults, Policy},
+    sink::Sink,
     topology::Node,
 };
 use numa_host::{promoter_state, system};
@@ -166,6 +168,27 @@ fn write_report(a: &PromoteArgs, report: &PromoteReport) -> Result<()> {
     Ok(())
 }
 
+/// Says the promoter runs once its window has begun (the first snapshot):
+/// hint faults before it are not counted, so a workload started on this
+/// line has every fault seen.
+struct Started<W: Write> {
+    notice: Option<String>,
+    out: W,
+}
+
+impl<W: Write> Sink for Started<W> {
+    fn event(&mut self, _ev: &Event) -> Result<()> {
+        Ok(())
+    }
+
+    fn snapshot(&mut self, _s: &Snapshot) -> Result<()> {
+        if let Some(notice) = self.notice.take() {
+            writeln!(self.out, "{notice}")?;
+        }
+        Ok(())
+    }
+}
+
 pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
     let scope = scope_of(a)?;
     if !a.dry_run {
@@ -186,14 +209,17 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
     let handle =
         mover::spawn(mover, rx, stop.clone(), state).context("starting the mover thread")?;
     let mut sink = PromoteSink::new(policy, scope.clone(), targets, tx, shared.clone());
-    eprintln!(
-        "numatrace: promote{} {} with {model}; Ctrl-C stops",
-        if a.dry_run { " (dry run)" } else { "" },
-        scope.describe()
-    );
+    let mut started = Started {
+        notice: Some(format!(
+            "numatrace: promote{} {} with {model}; Ctrl-C stops",
+            if a.dry_run { " (dry run)" } else { "" },
+            scope.describe()
+        )),
+        out: std::io::stderr(),
+    };
     let result = probe_args
         .live(probes, Duration::from_secs(1))
-        .run_blocking(probe_args.until(), &mut [&mut sink])
+        .run_blocking(probe_args.until(), &mut [&mut started, &mut sink])
         .map(|f| f.reason);
     // Stop the mover after its call in flight, whatever ended the pipeline.
     stop.store(true, Ordering::Release);
@@ -219,4 +245,24 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
     );
     write_report(a, &report)?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_start_notice_waits_for_the_first_snapshot() {
+        let mut started = Started {
+            notice: Some("numatrace: promote ...; Ctrl-C stops".to_owned()),
+            out: Vec::new(),
+        };
+        let fault = Event::Fault(Default::default());
+        started.event(&fault).expect("event");
+        assert!(started.out.is_empty(), "printed before the window began");
+        started.snapshot(&Snapshot::default()).expect("snapshot");
+        started.snapshot(&Snapshot::default()).expect("snapshot");
+        let text = String::from_utf8(started.out).expect("utf-8");
+        assert_eq!(text, "numatrace: promote ...; Ctrl-C stops\n");
+    }
 }
