@@ -105,6 +105,9 @@ pub mod programs {
     pub const FEXIT_SCAN_RANGE: &str = "fexit_scan_range";
     pub const KPROBE_SCAN_RANGE: &str = "kprobe_scan_range";
     pub const KRETPROBE_SCAN_RANGE: &str = "kretprobe_scan_range";
+    /// change_pte_range's entry; its exit is the `*_SCAN_RANGE` one.
+    pub const FENTRY_SCAN_PTE: &str = "fentry_scan_pte";
+    pub const KPROBE_SCAN_PTE: &str = "kprobe_scan_pte";
     pub const FEXIT_MIGRATE: &str = "fexit_migrate";
     pub const KRETPROBE_MIGRATE: &str = "kretprobe_migrate";
     pub const FENTRY_FAULT_ACCOUNT: &str = "fentry_fault_account";
@@ -113,6 +116,11 @@ pub mod programs {
     pub const KPROBE_THP_FAULT: &str = "kprobe_thp_fault";
     pub const FENTRY_THP_SCAN: &str = "fentry_thp_scan";
     pub const KPROBE_THP_SCAN: &str = "kprobe_thp_scan";
+    /// change_huge_pmd as a scan pass of its own (beside change_pte_range).
+    pub const FENTRY_THP_SCAN_PASS: &str = "fentry_thp_scan_pass";
+    pub const FEXIT_THP_SCAN_PASS: &str = "fexit_thp_scan_pass";
+    pub const KPROBE_THP_SCAN_PASS: &str = "kprobe_thp_scan_pass";
+    pub const KRETPROBE_THP_SCAN_PASS: &str = "kretprobe_thp_scan_pass";
     pub const TP_SKIP_VMA: &str = "tp_skip_vma";
     pub const TP_MIGRATE_PAGES: &str = "tp_migrate_pages";
     pub const TRIAL_FENTRY: &str = "trial_fentry";
@@ -120,13 +128,17 @@ pub mod programs {
     pub const TRIAL_TRACEPOINT: &str = "trial_tracepoint";
 
     /// Each fentry/fexit/tracepoint program and its twin that does nothing
-    /// (`--empty-programs`: what attaching alone costs).
-    pub const EMPTY_TWINS: [(&str, &str); 11] = [
+    /// (`--empty-programs`: what attaching alone costs). Programs that
+    /// never attach in the same run (a hook's variants) share a twin.
+    pub const EMPTY_TWINS: [(&str, &str); 14] = [
         (FENTRY_HINT_FAULT, "empty_fentry_hint_fault"),
         (FENTRY_SCAN_RANGE, "empty_fentry_scan_range"),
         (FENTRY_FAULT_ACCOUNT, "empty_fentry_fault_account"),
         (FENTRY_THP_FAULT, "empty_fentry_thp_fault"),
         (FENTRY_THP_SCAN, "empty_fentry_thp_scan"),
+        (FENTRY_SCAN_PTE, "empty_fentry_scan_range"),
+        (FENTRY_THP_SCAN_PASS, "empty_fentry_thp_scan"),
+        (FEXIT_THP_SCAN_PASS, "empty_fexit_thp_scan"),
         (FEXIT_DECISION, "empty_fexit_decision"),
         (FENTRY_SCAN_STAMP, "empty_fentry_scan_stamp"),
         (FEXIT_SCAN_RANGE, "empty_fexit_scan_range"),

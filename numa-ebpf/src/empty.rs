@@ -34,6 +34,7 @@ empty!(
     FExitContext,
     empty_fexit_decision,
     empty_fexit_scan_range,
+    empty_fexit_thp_scan,
     empty_fexit_migrate
 );
 empty!(

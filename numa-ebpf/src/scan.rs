@@ -1,11 +1,15 @@
-//! The NUMA scanner. `change_pte_range` is inlined on Debian 6.1/6.12, so
-//! the pass over a range is seen at `change_prot_numa(vma, start, end)`
-//! (it returns the number of PTEs made PROT_NONE), and the per-folio stamp
-//! at the access-time exchange the scanner makes for slow-node folios in
-//! tiering mode (`folio_xchg_last_cpupid`, `page_cpupid_xchg_last` on 6.1).
-//! The same exchange runs inside the promotion decision (the kernel reading
-//! its stamp) and on migration; calls are attributed by what the thread is
-//! doing. `change_huge_pmd` covers THP.
+//! The NUMA scanner. The pass over a range is seen at `change_pte_range`
+//! (one page table, <= 2 MiB, per call; its callers are inlined) where the
+//! kernel keeps it a function, else at `change_prot_numa(vma, start, end)`,
+//! the whole pass (Debian 6.1/6.12 inline `change_pte_range`). Both return
+//! the number of PTEs made PROT_NONE. The per-folio stamp is the access-time
+//! exchange the scanner makes for slow-node folios in tiering mode
+//! (`folio_xchg_last_cpupid`, `page_cpupid_xchg_last` on 6.1), attributed
+//! to the pass the thread is in. The same exchange runs inside the
+//! promotion decision (the kernel reading its stamp) and on migration;
+//! calls are attributed by what the thread is doing. `change_huge_pmd`
+//! covers THP: counted inside a whole pass, a pass of its own beside
+//! `change_pte_range` (the huge PMD's exchange is made outside it).
 //!
 //! The exchange is hooked at entry: it runs about four times per promoted
 //! hint fault, and an fexit trampoline (which calls the function itself)
@@ -13,6 +17,7 @@
 //! decision needs, is the one the scanner put in: kept in the folio's
 //! stamp (`Stamp::access`).
 use aya_ebpf::{
+    helpers::bpf_probe_read_kernel,
     macros::{fentry, fexit, kprobe, kretprobe},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
@@ -100,6 +105,13 @@ pub fn kprobe_scan_stamp(ctx: ProbeContext) -> u32 {
     0
 }
 
+/// `MM_CP_PROT_NUMA` (include/linux/mm.h, `1UL << 1` in 6.1 through 7.2;
+/// 7.2's change_prot_numa passes 2): the change_pte_range and
+/// change_huge_pmd calls of the NUMA scanner, not of mprotect.
+const MM_CP_PROT_NUMA: u64 = 1 << 1;
+/// HPAGE_PMD_SIZE on x86-64: the range one huge PMD maps.
+const HPAGE_PMD_SIZE: u64 = 2 << 20;
+
 #[inline(always)]
 fn on_scan_entry(start: u64, end: u64) {
     let Some(ctx) = thread_ctx() else {
@@ -118,10 +130,11 @@ fn on_scan_entry(start: u64, end: u64) {
     ctx.scan_start_ns = now_ns();
 }
 
+/// The pass ends. `ret` is the functions' PTE count; negative is a pass
+/// that did nothing (change_pte_range's -EAGAIN, retried by its caller as
+/// a new pass; see `thp_scan_ptes`) and records nothing.
 #[inline(always)]
-fn on_scan_exit(ptes_updated: u64) {
-    count(Counter::ScanRanges, 1);
-    count(Counter::ScanPtesUpdated, ptes_updated);
+fn on_scan_exit(ret: i64) {
     let Some(ctx) = existing_thread_ctx() else {
         return;
     };
@@ -131,6 +144,12 @@ fn on_scan_exit(ptes_updated: u64) {
         return;
     }
     ctx.scanning = 0;
+    if ret < 0 {
+        return;
+    }
+    let ptes_updated = ret as u64;
+    count(Counter::ScanRanges, 1);
+    count(Counter::ScanPtesUpdated, ptes_updated);
     let key = pid_tgid();
     let (seq_global, seq_mm) = current_seqs((key >> 32) as u32);
     let ev = ScanEvent {
@@ -148,15 +167,18 @@ fn on_scan_exit(ptes_updated: u64) {
     emit(&ev);
 }
 
+/// change_prot_numa(vma, start, end): the whole pass.
 #[fentry]
 pub fn fentry_scan_range(ctx: FEntryContext) -> u32 {
     on_scan_entry(ctx.arg(1), ctx.arg(2));
     0
 }
 
+/// Both passes' exit: change_prot_numa's unsigned long and
+/// change_pte_range's long PTE counts.
 #[fexit]
 pub fn fexit_scan_range(ctx: FExitContext) -> u32 {
-    on_scan_exit(ctx.ret().unwrap_or(0));
+    on_scan_exit(ctx.ret::<i64>().unwrap_or(0));
     0
 }
 
@@ -172,6 +194,31 @@ pub fn kretprobe_scan_range(ctx: RetProbeContext) -> u32 {
     0
 }
 
+/// change_pte_range(tlb, vma, pmd, addr, end, newprot, cp_flags): one page
+/// table of a pass; every mprotect comes here too, without MM_CP_PROT_NUMA.
+#[fentry]
+pub fn fentry_scan_pte(ctx: FEntryContext) -> u32 {
+    if ctx.arg::<u64>(6) & MM_CP_PROT_NUMA != 0 {
+        on_scan_entry(ctx.arg(3), ctx.arg(4));
+    }
+    0
+}
+
+/// cp_flags, the seventh argument, is on the stack: above the return
+/// address at function entry (the kernel's regs_get_kernel_argument).
+#[kprobe]
+pub fn kprobe_scan_pte(ctx: ProbeContext) -> u32 {
+    // SAFETY: the probe's own register frame.
+    let sp = unsafe { (*ctx.regs).rsp };
+    // SAFETY: a kernel stack slot, read through the checked helper.
+    let cp_flags = unsafe { bpf_probe_read_kernel((sp + 8) as *const u64) }.unwrap_or(0);
+    if cp_flags & MM_CP_PROT_NUMA != 0 {
+        on_scan_entry(ctx.arg(3).unwrap_or(0), ctx.arg(4).unwrap_or(0));
+    }
+    0
+}
+
+/// change_huge_pmd inside a whole pass: counted.
 #[fentry]
 pub fn fentry_thp_scan(_ctx: FEntryContext) -> u32 {
     count(Counter::ThpScans, 1);
@@ -181,5 +228,52 @@ pub fn fentry_thp_scan(_ctx: FEntryContext) -> u32 {
 #[kprobe]
 pub fn kprobe_thp_scan(_ctx: ProbeContext) -> u32 {
     count(Counter::ThpScans, 1);
+    0
+}
+
+/// change_huge_pmd(tlb, vma, pmd, addr, newprot, cp_flags) beside
+/// change_pte_range: a pass over one huge PMD.
+#[inline(always)]
+fn on_thp_scan_entry(addr: u64, cp_flags: u64) {
+    count(Counter::ThpScans, 1);
+    if cp_flags & MM_CP_PROT_NUMA != 0 {
+        on_scan_entry(addr, addr.wrapping_add(HPAGE_PMD_SIZE));
+    }
+}
+
+#[fentry]
+pub fn fentry_thp_scan_pass(ctx: FEntryContext) -> u32 {
+    on_thp_scan_entry(ctx.arg(3), ctx.arg(5));
+    0
+}
+
+/// change_huge_pmd returns HPAGE_PMD_NR when it changed the PMD, 1 when
+/// the PMD needed no change, 0 when it could not lock it (the caller then
+/// goes on to change_pte_range): PTEs updated as the kernel counts them
+/// (numa_pte_updates), and no pass for 0.
+#[inline(always)]
+fn thp_scan_ptes(ret: i32) -> i64 {
+    match ret {
+        1 => 0,
+        0 => -1,
+        n => i64::from(n),
+    }
+}
+
+#[fexit]
+pub fn fexit_thp_scan_pass(ctx: FExitContext) -> u32 {
+    on_scan_exit(thp_scan_ptes(ctx.ret::<i32>().unwrap_or(0)));
+    0
+}
+
+#[kprobe]
+pub fn kprobe_thp_scan_pass(ctx: ProbeContext) -> u32 {
+    on_thp_scan_entry(ctx.arg(3).unwrap_or(0), ctx.arg(5).unwrap_or(0));
+    0
+}
+
+#[kretprobe]
+pub fn kretprobe_thp_scan_pass(ctx: RetProbeContext) -> u32 {
+    on_scan_exit(thp_scan_ptes(ctx.ret::<i32>()));
     0
 }

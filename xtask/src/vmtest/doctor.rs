@@ -77,16 +77,22 @@ fn check_json(doc: &Value, series: Series) -> Result<()> {
         .as_array()
         .context("attach_plan.hooks is not an array")?;
     let targets: Vec<&str> = hooks.iter().filter_map(|h| h["target"].as_str()).collect();
+    // The design's change_pte_range where the kernel keeps it a function.
     let expected: &[&str] = match series {
         Series::V6_1 => &[
             "numa_migrate_prep",
             "migrate_misplaced_page",
             "change_prot_numa",
         ],
-        Series::V6_12 | Series::V7 => &[
+        Series::V6_12 => &[
             "numa_migrate_check",
             "migrate_misplaced_folio",
             "change_prot_numa",
+        ],
+        Series::V7 => &[
+            "numa_migrate_check",
+            "migrate_misplaced_folio",
+            "change_pte_range",
         ],
     };
     for want in expected {
@@ -200,12 +206,19 @@ mod tests {
             "change_prot_numa",
             "should_numa_migrate_memory",
         ];
+        let per_pte = [
+            "numa_migrate_check",
+            "migrate_misplaced_folio",
+            "change_pte_range",
+            "should_numa_migrate_memory",
+        ];
         assert!(check_json(&doctor(true, two_tiers(), &folio), Series::V6_12).is_ok());
         assert!(check_json(&doctor(true, two_tiers(), &page), Series::V6_1).is_ok());
         assert!(check_json(&doctor(true, two_tiers(), &folio), Series::V6_1).is_err());
-        assert!(check_json(&doctor(true, two_tiers(), &folio), Series::V7).is_ok());
+        assert!(check_json(&doctor(true, two_tiers(), &per_pte), Series::V7).is_ok());
+        assert!(check_json(&doctor(true, two_tiers(), &folio), Series::V7).is_err());
         // A design function left unused without a reason.
-        let mut silent = doctor(true, two_tiers(), &folio);
+        let mut silent = doctor(true, two_tiers(), &per_pte);
         silent["attach_plan"]["hooks"][0]["design"]["why_not"] = json!("");
         assert!(check_json(&silent, Series::V7).is_err());
         assert!(check_json(&doctor(false, two_tiers(), &folio), Series::V6_12).is_err());

@@ -14,7 +14,9 @@ use numa_ebpf_common::{maps, programs as p, Counter, MigrateRet};
 
 use numa_core::{
     params::KernelParams,
-    plan::{AttachPlan, Hook, HookStatus, Mechanism, PlannedHook, ProgramStat},
+    plan::{
+        AttachPlan, Hook, HookStatus, Mechanism, PlannedHook, ProgramStat, PMD_PASS, PTE_RANGE,
+    },
 };
 
 /// The BPF object built from `numa-ebpf` by build.rs.
@@ -27,13 +29,31 @@ enum Half {
     Exit,
 }
 
-/// The programs implementing `hook` in the family of `mechanism`
-/// (tracing: fentry/fexit; probes: kprobe/kretprobe).
-fn programs(hook: Hook, mechanism: Mechanism) -> &'static [(&'static str, Half)] {
+/// The programs implementing `hook` with argument `layout` in the family of
+/// `mechanism` (tracing: fentry/fexit; probes: kprobe/kretprobe).
+fn programs(
+    hook: Hook,
+    layout: Option<&str>,
+    mechanism: Mechanism,
+) -> &'static [(&'static str, Half)] {
     use Half::{Entry, Exit};
     use Hook as H;
     let tracing = matches!(mechanism, Mechanism::Fentry | Mechanism::Fexit);
     match (hook, tracing) {
+        (H::ScanRange, true) if layout == Some(PTE_RANGE) => {
+            &[(p::FENTRY_SCAN_PTE, Entry), (p::FEXIT_SCAN_RANGE, Exit)]
+        }
+        (H::ScanRange, false) if layout == Some(PTE_RANGE) => {
+            &[(p::KPROBE_SCAN_PTE, Entry), (p::KRETPROBE_SCAN_RANGE, Exit)]
+        }
+        (H::ThpScan, true) if layout == Some(PMD_PASS) => &[
+            (p::FENTRY_THP_SCAN_PASS, Entry),
+            (p::FEXIT_THP_SCAN_PASS, Exit),
+        ],
+        (H::ThpScan, false) if layout == Some(PMD_PASS) => &[
+            (p::KPROBE_THP_SCAN_PASS, Entry),
+            (p::KRETPROBE_THP_SCAN_PASS, Exit),
+        ],
         (H::HintFault, true) => &[(p::FENTRY_HINT_FAULT, Entry)],
         (H::HintFault, false) => &[(p::KPROBE_HINT_FAULT, Entry)],
         // fexit reads the arguments too; the decision's exchange is known
@@ -89,12 +109,12 @@ fn unload(ebpf: &mut Ebpf, name: &str, mechanism: Mechanism) {
 fn attach_family(
     ebpf: &mut Ebpf,
     btf: Option<&Btf>,
-    hook: Hook,
+    h: &PlannedHook,
     family: Mechanism,
     target: &str,
     empty: bool,
 ) -> Result<()> {
-    let progs = programs(hook, family)
+    let progs = programs(h.hook, h.layout.as_deref(), family)
         .iter()
         .map(|&(name, half)| {
             if !empty {
@@ -331,7 +351,7 @@ fn attach_hook(ebpf: &mut Ebpf, btf: Option<&Btf>, h: &mut PlannedHook, empty: b
     let mut errors = Vec::new();
     let mut mechanism = Some(first);
     while let Some(m) = mechanism {
-        match attach_family(ebpf, btf, h.hook, m, &target, empty) {
+        match attach_family(ebpf, btf, h, m, &target, empty) {
             Ok(()) => {
                 h.mechanism = Some(m);
                 h.status = HookStatus::Attached;
@@ -549,8 +569,9 @@ mod tests {
     #[test]
     fn every_tracing_program_has_an_empty_twin_in_the_object() {
         // The tracing family (tracepoint hooks have one family).
-        for hook in Hook::ALL {
-            for &(name, _) in programs(hook, Mechanism::Fentry) {
+        let layouts = [None, Some(PTE_RANGE), Some(PMD_PASS)];
+        for (hook, layout) in Hook::ALL.into_iter().flat_map(|h| layouts.map(|l| (h, l))) {
+            for &(name, _) in programs(hook, layout, Mechanism::Fentry) {
                 assert!(in_object(name), "{name} is not in the BPF object");
                 let twin =
                     p::empty_twin(name).unwrap_or_else(|| panic!("{name} has no empty twin"));

@@ -107,11 +107,20 @@ impl Hook {
                 c!("folio_xchg_last_cpupid", "folio", &[(0, FOLIO), (1, INT)]),
                 c!("page_cpupid_xchg_last", "page", &[(0, PAGE), (1, INT)]),
             ],
-            Hook::ScanRange => &[c!(
-                "change_prot_numa",
-                "vma,start,end",
-                &[(1, ULONG), (2, ULONG)]
-            )],
+            // change_pte_range runs once per page table (<= 2 MiB) for every
+            // mprotect too; the programs keep the calls with MM_CP_PROT_NUMA.
+            Hook::ScanRange => &[
+                c!(
+                    "change_pte_range",
+                    PTE_RANGE,
+                    &[(3, ULONG), (4, ULONG), (6, ULONG)],
+                ),
+                c!(
+                    "change_prot_numa",
+                    "vma,start,end",
+                    &[(1, ULONG), (2, ULONG)]
+                ),
+            ],
             Hook::Migrate => &[
                 c!("migrate_misplaced_folio", "folio", &[(0, FOLIO)]),
                 c!("migrate_misplaced_page", "page", &[(0, PAGE)]),
@@ -278,6 +287,10 @@ const FOLIO: &str = "struct folio *";
 const PAGE: &str = "struct page *";
 const ULONG: &str = "long unsigned int";
 const INT: &str = "int";
+/// ScanRange's layout on change_pte_range(tlb, vma, pmd, addr, end, newprot, cp_flags).
+pub const PTE_RANGE: &str = "pmd,addr,end,cp_flags";
+/// ThpScan's layout when it is a scan pass of its own (beside change_pte_range).
+pub const PMD_PASS: &str = "pmd,addr,cp_flags";
 
 /// Why `func` cannot be attached as a candidate reading `reads`, if it cannot.
 fn unusable(func: &str, reads: &[(usize, &str)], facts: &KernelFacts) -> Option<String> {
@@ -418,6 +431,46 @@ fn function_hook(hook: Hook, facts: &KernelFacts) -> PlannedHook {
     planned
 }
 
+/// With the scan pass per page table (change_pte_range), a transparent
+/// huge page is scanned outside any pass, in change_huge_pmd: that call
+/// becomes a pass of its own (its stamp would otherwise go unseen), read
+/// as change_huge_pmd(tlb, vma, pmd, addr, newprot, cp_flags).
+fn thp_scan_pass(plan: &mut AttachPlan, facts: &KernelFacts) {
+    let per_pte = plan
+        .hook(Hook::ScanRange)
+        .is_some_and(|h| h.layout.as_deref() == Some(PTE_RANGE));
+    let Some(thp) = plan.hooks.iter_mut().find(|h| h.hook == Hook::ThpScan) else {
+        return;
+    };
+    let Some(target) = thp.target.clone() else {
+        if per_pte {
+            thp.detail = format!("{}; huge pages' scan stamps are not seen", thp.detail);
+        }
+        return;
+    };
+    if !per_pte {
+        return;
+    }
+    if let Some(why) = unusable(&target, &[(3, ULONG), (5, ULONG)], facts) {
+        *thp = PlannedHook {
+            target: None,
+            mechanism: None,
+            layout: None,
+            status: HookStatus::Missing,
+            detail: format!("{why}; huge pages' scan stamps are not seen"),
+            ..thp.clone()
+        };
+        return;
+    }
+    thp.layout = Some(PMD_PASS.to_owned());
+    thp.mechanism = thp.mechanism.map(|m| match m {
+        Mechanism::Fentry => Mechanism::Fexit,
+        Mechanism::Kprobe => Mechanism::Kretprobe,
+        other => other,
+    });
+    thp.detail = "a scan pass of its own: huge PMDs are scanned outside change_pte_range".into();
+}
+
 /// Chooses a target and mechanism per hook. Pure: same facts, same plan.
 pub fn build(facts: &KernelFacts) -> AttachPlan {
     let hooks = Hook::ALL
@@ -431,6 +484,7 @@ pub fn build(facts: &KernelFacts) -> AttachPlan {
         complete: false,
         hooks,
     };
+    thp_scan_pass(&mut plan, facts);
     plan.refresh_complete();
     plan
 }

@@ -107,7 +107,7 @@ fn debian_6_1_uses_page_variants() {
 }
 
 #[test]
-fn debian_6_12_uses_folio_variants() {
+fn debian_6_12_uses_folio_variants_and_the_whole_scan_pass() {
     let plan = build(&facts("6.12"));
     assert!(plan.complete);
     assert_eq!(
@@ -131,6 +131,7 @@ fn debian_6_12_uses_folio_variants() {
             "vma,start,end".into()
         )
     );
+    // Inside change_prot_numa's pass: counted only.
     assert_eq!(target(&plan, Hook::ThpScan).2, "pmd");
     let scan = design(&plan, Hook::ScanRange);
     assert!(!scan.used);
@@ -140,20 +141,31 @@ fn debian_6_12_uses_folio_variants() {
 }
 
 #[test]
-fn debian_7_2_names_why_the_design_functions_are_not_used() {
+fn debian_7_2_scans_per_page_table_where_change_pte_range_is_traceable() {
     let plan = build(&facts("7.2"));
     assert!(plan.complete);
+    assert_eq!(
+        target(&plan, Hook::ScanRange),
+        ("change_pte_range".into(), "fexit".into(), PTE_RANGE.into())
+    );
+    assert!(design(&plan, Hook::ScanRange).used);
+    assert_eq!(
+        target(&plan, Hook::ThpScan),
+        ("change_huge_pmd".into(), "fexit".into(), PMD_PASS.into())
+    );
     assert_eq!(target(&plan, Hook::Migrate).2, "folio,args=2");
     let hint = design(&plan, Hook::HintFault);
     assert_eq!((hint.function.as_str(), hint.used), ("do_numa_page", false));
     assert_eq!(hint.why_not, "do_numa_page inlined/absent");
-    let scan = design(&plan, Hook::ScanRange);
-    assert_eq!(scan.why_not, "change_pte_range is traceable but not chosen");
+    // Where change_pte_range cannot be traced, the whole pass is used.
     let mut f = facts("7.2");
     if let Some(pte) = f.functions.get_mut("change_pte_range") {
         pte.traceable = Some(false);
     }
-    let scan = design(&build(&f), Hook::ScanRange);
+    let plan = build(&f);
+    assert_eq!(target(&plan, Hook::ScanRange).0, "change_prot_numa");
+    assert_eq!(target(&plan, Hook::ThpScan).2, "pmd");
+    let scan = design(&plan, Hook::ScanRange);
     assert_eq!(scan.why_not, "change_pte_range not traceable");
 }
 
@@ -183,21 +195,21 @@ fn a_traceable_do_numa_page_is_no_candidate() {
 #[test]
 fn a_candidate_whose_arguments_differ_is_not_attached() {
     let mut f = facts("7.2");
+    // change_pte_range without cp_flags: the programs would read past it.
+    if let Some(pte) = f.functions.get_mut("change_pte_range") {
+        pte.btf_params = Some(vec!["struct vm_area_struct *".into(); 6]);
+    }
     // numa_migrate_check taking the vm_fault first.
     if let Some(check) = f.functions.get_mut("numa_migrate_check") {
         check.btf_params = Some(vec!["struct vm_fault *".into(), ULONG.into()]);
     }
-    // change_prot_numa without its end.
-    if let Some(scan) = f.functions.get_mut("change_prot_numa") {
-        scan.btf_params = Some(vec!["struct vm_area_struct *".into(), ULONG.into()]);
-    }
     let plan = build(&f);
+    assert_eq!(target(&plan, Hook::ScanRange).0, "change_prot_numa");
     let scan = plan.hook(Hook::ScanRange).expect("scan_range");
-    assert_eq!(scan.status, HookStatus::Missing);
     assert!(
-        scan.detail.contains(
-            "change_prot_numa has another signature (argument 2 is nothing, not long unsigned int)"
-        ),
+        scan.detail
+            .contains("argument 3 is struct vm_area_struct *, not long unsigned int")
+            && scan.detail.contains("argument 6 is nothing"),
         "{}",
         scan.detail
     );
