@@ -250,7 +250,7 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
     }
     let probes = numa_probe::session::attach(&args.probe.options())?;
     let probes_header = numa_probe::session::header(&probes);
-    let k = KernelDefaults::from_tunables(&probes_header.tunables);
+    let k = KernelDefaults::from_host(&probes_header.tunables, probes_header.params.as_ref());
     let mut engine = Shadow::new(args.models.sel.policies(&k)?, args.models.top);
     let reason = {
         let mut interval = Interval {
@@ -276,7 +276,7 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
 
 pub fn replay(args: &ReplayArgs) -> Result<ExitCode> {
     let header = trace::Reader::open(&args.trace)?.header;
-    let k = KernelDefaults::from_tunables(&header.tunables);
+    let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
     if let Some(sweep) = &args.sweep {
         return run_sweep(args, sweep, &k);
     }

@@ -117,7 +117,7 @@ fn probe_args(a: &PromoteArgs) -> ProbeArgs {
 /// defaults.
 fn policy_of(a: &PromoteArgs, probes: &numa_probe::load::Probes) -> Result<Box<dyn Policy>> {
     let header = numa_probe::session::header(probes);
-    let k = KernelDefaults::from_tunables(&header.tunables);
+    let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
     policy::build(&a.model, &a.options.defaults(None), &k)
 }
 

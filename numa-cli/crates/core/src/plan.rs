@@ -32,10 +32,15 @@ pub enum Hook {
     VmaSkip,
     /// migrate:mm_migrate_pages, promotions vs demotions by reason.
     MigrateTracepoint,
+    /// init_numa_balancing: where the fault-count patch resets an mm's
+    /// counter (every clone of a process).
+    PcReset,
+    /// __mmdrop: an mm (and its fault-count counter) is freed.
+    PcDrop,
 }
 
 impl Hook {
-    pub const ALL: [Hook; 10] = [
+    pub const ALL: [Hook; 12] = [
         Hook::HintFault,
         Hook::Decision,
         Hook::ScanStamp,
@@ -46,6 +51,8 @@ impl Hook {
         Hook::ThpScan,
         Hook::VmaSkip,
         Hook::MigrateTracepoint,
+        Hook::PcReset,
+        Hook::PcDrop,
     ];
 
     pub fn name(self) -> &'static str {
@@ -60,6 +67,8 @@ impl Hook {
             Hook::ThpScan => "thp_scan",
             Hook::VmaSkip => "vma_skip",
             Hook::MigrateTracepoint => "migrate_tracepoint",
+            Hook::PcReset => "pc_reset",
+            Hook::PcDrop => "pc_drop",
         }
     }
 
@@ -101,6 +110,8 @@ impl Hook {
             Hook::FaultAccount => &[("task_numa_fault", "cpupid,node,pages,flags")],
             Hook::ThpFault => &[("do_huge_pmd_numa_page", "vmf")],
             Hook::ThpScan => &[("change_huge_pmd", "pmd")],
+            Hook::PcReset => &[("init_numa_balancing", "clone_flags,task")],
+            Hook::PcDrop => &[("__mmdrop", "mm")],
             Hook::VmaSkip | Hook::MigrateTracepoint => &[],
         }
     }
@@ -376,6 +387,8 @@ pub(crate) mod tests {
             "task_numa_fault",
             "do_huge_pmd_numa_page",
             "change_huge_pmd",
+            "init_numa_balancing",
+            "__mmdrop",
         ] {
             add(f, &["int"]);
         }

@@ -55,6 +55,10 @@ fn programs(hook: Hook, mechanism: Mechanism) -> &'static [(&'static str, Half)]
         (H::ThpFault, false) => &[(p::KPROBE_THP_FAULT, Entry)],
         (H::ThpScan, true) => &[(p::FENTRY_THP_SCAN, Entry)],
         (H::ThpScan, false) => &[(p::KPROBE_THP_SCAN, Entry)],
+        (H::PcReset, true) => &[(p::FENTRY_PC_RESET, Entry)],
+        (H::PcReset, false) => &[(p::KPROBE_PC_RESET, Entry)],
+        (H::PcDrop, true) => &[(p::FENTRY_PC_DROP, Entry)],
+        (H::PcDrop, false) => &[(p::KPROBE_PC_DROP, Entry)],
         (H::VmaSkip, _) => &[(p::TP_SKIP_VMA, Entry)],
         (H::MigrateTracepoint, _) => &[(p::TP_MIGRATE_PAGES, Entry)],
     }
@@ -300,6 +304,9 @@ fn load_object(
         .override_global("SYM_HOT_THRESHOLD", &k.sym_hot_threshold, true)
         .override_global("SYM_NODE_DATA", &k.sym_node_data, true)
         .override_global("OFF_NBP_THRESHOLD", &k.off_nbp_threshold, true)
+        .override_global("OFF_TASK_MM", &k.off_task_mm, true)
+        .override_global("OFF_VMF_ADDRESS", &k.off_vmf_address, true)
+        .override_global("OFF_PROMOTE_CANDIDATE", &k.off_promote_candidate, true)
         .override_global("TOPTIER_MASK", &k.toptier_mask, true)
         .override_global("CPUPID_MASK", &k.cpupid_mask, true)
         .override_global("ACCESS_TIME_BUCKETS", &k.access_time_buckets, true)
