@@ -186,7 +186,8 @@ pub struct ModelFlags {
     /// 1e18; RFC: 1e6.
     #[arg(long, value_parser = ranges::real(1.0, 1e18, "hint faults"))]
     pub threshold: Option<f64>,
-    /// fault-count counter: mm (the RFC's per-process) or global.
+    /// fault-count counter: mm (the RFC's per-process) or global (only with
+    /// fault-count:exact).
     #[arg(long, value_parser = ["mm", "global"])]
     pub counter: Option<String>,
     /// fault-count stamp: first (the kernel's) or latest (the RFC's patch 2/2).
@@ -216,14 +217,16 @@ impl ModelFlags {
 /// `top`, `export`).
 #[derive(Debug, Args, Clone, Default)]
 pub struct ModelSel {
-    /// Policy to evaluate, repeatable: kernel-time, fault-count, two-touch,
-    /// optionally with options: `fault-count:threshold=2e5,counter=global`.
+    /// Policy to evaluate, repeatable: kernel-time, fault-count (the RFC's
+    /// patched kernel), fault-count:exact (idealised deltas), two-touch,
+    /// optionally with options: `fault-count:threshold=2e5,stamp=latest`.
     /// Default: all three with their defaults.
     #[arg(long = "model")]
     pub models: Vec<String>,
     #[command(flatten)]
     pub options: ModelFlags,
-    /// Apply the kernel's promotion rate limit to fault-count too.
+    /// Apply the kernel's promotion rate limit to fault-count:exact too
+    /// (fault-count, the patched kernel, has it already).
     #[arg(long)]
     pub rate_limit: bool,
 }

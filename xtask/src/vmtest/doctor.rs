@@ -77,9 +77,21 @@ fn check_json(doc: &Value, series: Series) -> Result<()> {
         .as_array()
         .context("attach_plan.hooks is not an array")?;
     let targets: Vec<&str> = hooks.iter().filter_map(|h| h["target"].as_str()).collect();
+    // init_numa_balancing and __mmdrop: the fault-count patch's counter
+    // resets and mm teardowns.
     let expected: &[&str] = match series {
-        Series::V6_1 => &["numa_migrate_prep", "migrate_misplaced_page"],
-        Series::V6_12 | Series::V7_2 => &["numa_migrate_check", "migrate_misplaced_folio"],
+        Series::V6_1 => &[
+            "numa_migrate_prep",
+            "migrate_misplaced_page",
+            "init_numa_balancing",
+            "__mmdrop",
+        ],
+        Series::V6_12 | Series::V7_2 => &[
+            "numa_migrate_check",
+            "migrate_misplaced_folio",
+            "init_numa_balancing",
+            "__mmdrop",
+        ],
     };
     for want in expected {
         ensure!(
@@ -131,8 +143,18 @@ mod tests {
 
     #[test]
     fn doctor_json_checks() {
-        let folio = ["numa_migrate_check", "migrate_misplaced_folio"];
-        let page = ["numa_migrate_prep", "migrate_misplaced_page"];
+        let folio = [
+            "numa_migrate_check",
+            "migrate_misplaced_folio",
+            "init_numa_balancing",
+            "__mmdrop",
+        ];
+        let page = [
+            "numa_migrate_prep",
+            "migrate_misplaced_page",
+            "init_numa_balancing",
+            "__mmdrop",
+        ];
         assert!(check_json(&doctor(true, two_tiers(), &folio), Series::V6_12).is_ok());
         assert!(check_json(&doctor(true, two_tiers(), &page), Series::V6_1).is_ok());
         assert!(check_json(&doctor(true, two_tiers(), &folio), Series::V6_1).is_err());

@@ -662,8 +662,9 @@ mod tests {
     }
 
     fn sink(scope: &[u32], cap: usize) -> (PromoteSink, Receiver<Request>) {
+        // The idealised count: these faults carry numatrace's deltas only.
         let policy = policy::build(
-            "fault-count:threshold=100",
+            "fault-count:exact,threshold=100",
             &ModelDefaults::default(),
             &KernelDefaults::default(),
         )
