@@ -22,6 +22,7 @@ use numa_ebpf_common::{
     ext_flags as xf, fault_flags as ff, Counter, EventKind, Outcome, ACCESS_UNKNOWN,
 };
 
+use crate::fault::pc_exchange_unstamped;
 use crate::maps::{
     count, cpu_node, existing_thread_ctx, is_toptier, kernel_latency_ms, kernel_threshold_ms,
     node_candidates, numa_balancing_mode,
@@ -120,6 +121,9 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
         }
     };
     ev.outcome = outcome as u8;
+    if ctx.pc_exchanged == 2 && ctx.ev.ext_flags & xf::THRESHOLD_PATH != 0 {
+        pc_exchange_unstamped(ctx);
+    }
 }
 
 #[fexit]

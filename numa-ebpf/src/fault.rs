@@ -25,34 +25,24 @@ const PAGE_MASK: u64 = !0xfff;
 const HPAGE_PMD_MASK: u64 = !((2 << 20) - 1);
 
 /// The fault-count patch's exchange at this fault (folio_xchg_fault_count
-/// in its decision), written ahead: what the folio held goes into the
-/// event and `ctx` (restored at the fault's end if the decision made no
-/// exchange), the fault's count into the stamp. A folio without a stamp
-/// gets one that holds only the count (not pending: no scan stamp).
+/// in its decision), written ahead into the folio's stamp: what the folio
+/// held goes into the event and `ctx` (restored at the fault's end if the
+/// decision made no exchange), the fault's count into the stamp. A folio
+/// without a stamp gets one from the decision, once it is known to have
+/// exchanged (see `pc_exchange_unstamped`).
 #[inline(always)]
 fn pc_exchange(ctx: &mut ThreadCtx, stamp: Option<*mut Stamp>, pc: PcCounter, now: u64) {
-    ctx.pc_exchanged = 1;
-    let ev = &mut ctx.ev;
     let Some(stamp) = stamp else {
-        ctx.pc_prev_known = 0;
-        let fresh = Stamp {
-            scan_ns: now,
-            tgid: (ev.pid_tgid >> 32) as u32,
-            access: ACCESS_UNKNOWN,
-            pc_stored: pc.count,
-            pc_known: 1,
-            ..Stamp::default()
-        };
-        if STAMPS.insert(ev.folio, fresh, 0).is_ok() {
-            count(Counter::StampInserts, 1);
-        }
+        ctx.pc_exchanged = 2;
         return;
     };
+    ctx.pc_exchanged = 1;
     // SAFETY: map value pointer, see on_hint_fault.
     let stamp = unsafe { &mut *stamp };
     ctx.pc_prev_known = stamp.pc_known;
     ctx.pc_prev = stamp.pc_stored;
     ctx.pc_prev_ns = stamp.scan_ns;
+    let ev = &mut ctx.ev;
     if stamp.pc_known != 0 {
         ev.ext_flags |= xf::PC_STORED;
         ev.pc_stored = stamp.pc_stored;
@@ -62,6 +52,25 @@ fn pc_exchange(ctx: &mut ThreadCtx, stamp: Option<*mut Stamp>, pc: PcCounter, no
     stamp.pc_stored = pc.count;
     stamp.pc_known = 1;
     stamp.scan_ns = now;
+}
+
+/// The decision exchanged the fault's count into a folio numatrace had no
+/// stamp for (protected before attach, or evicted): a stamp that holds
+/// only the count (not pending: no scan stamp), for the next fault on it.
+#[inline(always)]
+pub fn pc_exchange_unstamped(ctx: &ThreadCtx) {
+    let ev = &ctx.ev;
+    let fresh = Stamp {
+        scan_ns: ev.ts_ns,
+        tgid: (ev.pid_tgid >> 32) as u32,
+        access: ACCESS_UNKNOWN,
+        pc_stored: ev.pc_count,
+        pc_known: 1,
+        ..Stamp::default()
+    };
+    if STAMPS.insert(ev.folio, fresh, 0).is_ok() {
+        count(Counter::StampInserts, 1);
+    }
 }
 
 /// The decision made no exchange (free-space shortcut, no decision, not
@@ -203,7 +212,7 @@ fn on_fault_account(mem_node: i32, pages: i32, flags: i32) {
     if ctx.ev.kind != EventKind::Fault as u32 {
         return count(Counter::FaultWithoutContext, 1);
     }
-    if ctx.pc_exchanged != 0
+    if ctx.pc_exchanged == 1
         && ctx.ev.ext_flags & xf::THRESHOLD_PATH == 0
         && flags as u32 & tnf::MIGRATED == 0
     {

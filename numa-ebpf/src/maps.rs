@@ -168,6 +168,8 @@ pub struct ThreadCtx {
     pub scan_pc_known: u32,
     /// The folio's fault-count field before this fault's exchange was
     /// written ahead of the decision: restored when the decision made none.
+    /// `pc_exchanged`: 0 no counter, 1 written ahead, 2 the folio has no
+    /// stamp (the decision makes one if it exchanges).
     pub pc_exchanged: u32,
     pub pc_prev_known: u32,
     pub pc_prev: u32,
@@ -396,16 +398,28 @@ pub fn pc_on_fault(mm: u64, pte: bool) -> Option<PcCounter> {
     })
 }
 
-/// The patch's counter of `mm` now (the scanner's atomic_read).
+/// The patch's counter of `mm` now (the scanner's atomic_read), made at 0
+/// for an mm numatrace has not seen fault yet: the scanner usually passes
+/// over a new mm before its first hint fault.
 #[inline(always)]
 pub fn pc_current(mm: u64) -> Option<PcCounter> {
     if mm == 0 {
         return None;
     }
+    let slot = match PC_COUNT.get_ptr(&mm) {
+        Some(p) => p,
+        None => {
+            // BPF_NOEXIST: a racing fault's insert wins.
+            let _ = PC_COUNT.insert(&mm, &PcCounter::default(), 1);
+            let Some(p) = PC_COUNT.get_ptr(&mm) else {
+                count(Counter::PcUnavailable, 1);
+                return None;
+            };
+            p
+        }
+    };
     // SAFETY: a read of a map value.
-    PC_COUNT
-        .get_ptr(&mm)
-        .map(|p| unsafe { core::ptr::read_volatile(p) })
+    Some(unsafe { core::ptr::read_volatile(slot) })
 }
 
 /// `node_page_state(NODE_DATA(nid), PGPROMOTE_CANDIDATE)`: the node's
