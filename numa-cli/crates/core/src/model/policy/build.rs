@@ -167,7 +167,7 @@ fn fault_count(o: &Options, d: &ModelDefaults, k: &KernelDefaults) -> Result<Fau
         None if mode == Mode::Patch => k.fault_count_threshold as f64,
         None => 1e6,
     };
-    if !(threshold >= 1.0) {
+    if threshold.is_nan() || threshold < 1.0 {
         bail!("fault-count threshold must be >= 1");
     }
     if mode == Mode::Patch && threshold > f64::from(u32::MAX) {
