@@ -386,7 +386,10 @@ fn specs_parse_and_bad_ones_explain() {
         .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(err.contains("not key=value"), "{err}");
-    for bad in ["fault-count:threshold=NaN", "fault-count:exact,threshold=0.5"] {
+    for bad in [
+        "fault-count:threshold=NaN",
+        "fault-count:exact,threshold=0.5",
+    ] {
         let err = build(bad, &ModelDefaults::default(), &k)
             .err()
             .map(|e| e.to_string())
