@@ -257,14 +257,14 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use clap::{CommandFactory, Parser};
+    use clap::CommandFactory;
 
     use super::*;
     use crate::cli::{Cli, Command};
 
     fn parse(flags: &[&str]) -> Result<PromoteArgs, String> {
         let argv = ["numatrace", "promote", "--all"].iter().chain(flags);
-        match Cli::try_parse_from(argv) {
+        match crate::cli::ranges::try_parse_from(argv) {
             Ok(Cli {
                 command: Command::Promote(a),
             }) => Ok(a),
@@ -290,15 +290,15 @@ mod tests {
             ("--queue", "1e10", "1048576"),
             ("--queue", "1.5", "1048576"),
             ("--max-retries", "many", "100"),
-            ("--ring-mb", "x", "1024"),
+            ("--ring-mb", "x", "2048"),
             ("--duration", "-1", "seconds"),
             ("--duration", "NaN", "seconds"),
             ("--duration", "inf", "seconds"),
             ("--duration", "1e19", "seconds"),
             ("--max-folios", "100", "67108864"),
             ("--max-folios", "4000000000", "67108864"),
-            ("--ring-mb", "0", "1024"),
-            ("--ring-mb", "3000", "1024"),
+            ("--ring-mb", "0", "2048"),
+            ("--ring-mb", "3000", "2048"),
         ] {
             let e = parse(&[flag, value]).expect_err(&format!("{flag} {value} accepted"));
             assert!(e.contains(flag) && e.contains(range), "{flag} {value}: {e}");

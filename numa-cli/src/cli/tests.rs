@@ -207,6 +207,7 @@ const CHECKED_ELSEWHERE: &[(&str, &str)] = &[
     ("promote", "--batch-ms"),
     ("promote", "--max-retries"),
     ("promote", "--queue"),
+    ("promote", "--rate-limit"),
 ];
 
 /// (subcommand path, `--flag`) of every numeric flag.
