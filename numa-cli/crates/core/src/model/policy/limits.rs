@@ -31,7 +31,7 @@ impl RateLimiter {
             return false;
         }
         let s = node_entry(&mut self.nodes, node, RlState::default);
-        s.nr_cand += nr;
+        s.nr_cand = s.nr_cand.saturating_add(nr);
         if now_ms.saturating_sub(s.start_ms) > 1000 {
             s.start_ms = now_ms;
             s.start_cand = s.nr_cand;
