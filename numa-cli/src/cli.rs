@@ -113,6 +113,7 @@ impl ProbeArgs {
             LiveOptions {
                 command: self.command.clone(),
                 snapshot_every,
+                stop_when: None,
             },
         )
     }
@@ -506,7 +507,7 @@ pub struct PromoteArgs {
     #[command(flatten)]
     pub options: ModelFlags,
     /// Promote pages of this process (repeatable).
-    #[arg(long = "pid", value_name = "PID")]
+    #[arg(long = "pid", value_name = "PID", value_parser = ranges::pid)]
     pub pids: Vec<u32>,
     /// Promote pages of every process in this cgroup v2 directory or below
     /// it, including processes started later.
@@ -515,28 +516,35 @@ pub struct PromoteArgs {
     /// Promote pages of any process.
     #[arg(long)]
     pub all: bool,
-    /// Bytes moved per second at most: 256MiB/s, 1GB/s, 0 = unlimited.
-    #[arg(long, default_value = "256MiB/s")]
-    pub rate_limit: String,
+    /// Bytes moved per second at most: 4KiB/s to 1TiB/s (like 256MiB/s,
+    /// 1GB/s), or 0 for unlimited.
+    #[arg(long, default_value = "256MiB/s", value_parser = numa_promote::bucket::parse_rate_limit)]
+    pub rate_limit: u64,
     /// Keep at least this much free on the target node: a share of its
-    /// memory (5%) or an amount (200MiB). Never crossed, even by one batch.
-    #[arg(long, default_value = "5%")]
-    pub min_free: String,
-    /// Target time per move_pages call in ms (batches adapt to it).
-    #[arg(long, default_value_t = 20.0)]
+    /// memory (0% to 100%, like 5%) or an amount (up to 1PiB, like 200MiB).
+    /// Never crossed, even by one batch.
+    #[arg(long, default_value = "5%", allow_hyphen_values = true,
+          value_parser = numa_promote::floor::MinFree::from_flag)]
+    pub min_free: numa_promote::floor::MinFree,
+    /// Target time per move_pages call in ms, 0.1 to 1000 (batches adapt
+    /// to it).
+    #[arg(long, default_value_t = 20.0, value_parser = ranges::real(0.1, 1000.0, "milliseconds"))]
     pub batch_ms: f64,
-    /// Retries of a page whose move failed (EBUSY, ENOMEM, ...).
-    #[arg(long, default_value_t = 3)]
+    /// Retries of a page whose move failed (EBUSY, ENOMEM, ...), 0 to 100.
+    #[arg(long, default_value_t = 3, value_parser = ranges::int(0u32, 100, "retries"))]
     pub max_retries: u32,
-    /// Capacity of the channel from the event pipeline to the mover;
-    /// requests beyond it are counted as overflows.
-    #[arg(long, default_value_t = 65536)]
+    /// Requests waiting at most, 1 to 1048576: on the channel from the
+    /// event pipeline to the mover, and pages in the mover's queue; beyond
+    /// either, requests are dropped and counted.
+    #[arg(long, default_value_t = 65536, value_parser = ranges::int(1usize, 1 << 20, "requests"))]
     pub queue: usize,
-    /// Print what would be moved, and the rate it would need; move nothing.
+    /// Move nothing: print what would be moved and the rate that would
+    /// need. Needs no CAP_SYS_NICE, but still loads the BPF probes to see
+    /// the hint faults, which needs root (CAP_BPF and CAP_PERFMON).
     #[arg(long)]
     pub dry_run: bool,
     /// Stop after this many seconds, 0.001 to 31536000 (default: on
-    /// Ctrl-C / SIGTERM).
+    /// Ctrl-C / SIGTERM, or once every --pid process has exited).
     #[arg(long, value_parser = ranges::run_seconds)]
     pub duration: Option<f64>,
     /// Machine-readable final report.

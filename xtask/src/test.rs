@@ -34,8 +34,9 @@ pub struct TestArgs {
     /// `cargo xtask test --kernels 6.12 --check promote DIR/promote`.
     #[arg(long, num_args = 2, value_names = ["TEST", "DIR"])]
     pub check: Vec<String>,
-    /// Seconds of fuzzing per fuzz target (0: skip fuzzing; at most 86400).
-    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(0..=86400))]
+    /// Fuzzing: a reproducible run of a fixed number of inputs per target,
+    /// at most this many seconds each (0: skip fuzzing; at most 86400).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=86400))]
     pub fuzz_time: u64,
 }
 
@@ -137,7 +138,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     };
     let numatrace = cargo_steps(&mut report, &mut setup);
     let fuzz_step = format!(
-        "fuzz ({} targets, {} s each)",
+        "fuzz ({} targets, seed 1, at most {} s each)",
         crate::fuzz::TARGETS.len(),
         args.fuzz_time
     );
@@ -150,6 +151,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     } else {
         let fuzz = crate::fuzz::FuzzArgs {
             time: args.fuzz_time,
+            seed: Some(1),
             only: Vec::new(),
         };
         report.step(&fuzz_step, || crate::fuzz::run(&fuzz, &mut setup));

@@ -95,7 +95,7 @@ pub const TESTS: &[VmTest] = &[
         name: "detach",
         script: detach::SCRIPT,
         kernels: &Series::ALL,
-        timeout_s: 300,
+        timeout_s: 420,
         check: detach::check,
     },
 ];

@@ -12,7 +12,7 @@ pub mod signals;
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::Result;
-pub use live::LiveOptions;
+pub use live::{LiveOptions, StopWhen};
 pub use looped::LOOP_CACHE_ITEMS;
 use numa_core::{
     decode::{Event, Snapshot},
@@ -33,6 +33,8 @@ pub enum StopReason {
     Signal(&'static str),
     /// The command run under the probes exited (its exit code).
     CommandExited(Option<i32>),
+    /// A live run's [`StopWhen`] said so, and why.
+    Condition(String),
     /// A trace source delivered its last record.
     EndOfTrace,
 }
@@ -43,6 +45,7 @@ impl StopReason {
             StopReason::Duration => "duration elapsed".into(),
             StopReason::Signal(s) => format!("{s} received"),
             StopReason::CommandExited(c) => format!("command exited ({c:?})"),
+            StopReason::Condition(why) => why.clone(),
             StopReason::EndOfTrace => "end of trace".into(),
         }
     }

@@ -1,6 +1,6 @@
 //! The live source: the probes' ring buffer, drained into the sinks, with a
 //! counter snapshot at the start, every `snapshot_every` and at the end.
-use std::{os::fd::AsRawFd, time::Duration};
+use std::{os::fd::AsRawFd, sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
 use aya::maps::{MapData, RingBuf};
@@ -35,6 +35,21 @@ pub struct LiveOptions {
     pub command: Vec<String>,
     /// How often counters and histograms are read.
     pub snapshot_every: Duration,
+    /// Stop when this says why (looked at every 100 ms, as the ring is
+    /// drained).
+    pub stop_when: Option<StopWhen>,
+}
+
+/// A reason to end a live run that another part of the command sees (the
+/// promoter's mover: every process it serves has exited): None while the
+/// run should go on, else the reason, which the run ends with.
+#[derive(Clone)]
+pub struct StopWhen(pub Arc<dyn Fn() -> Option<String> + Send + Sync>);
+
+impl std::fmt::Debug for StopWhen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StopWhen(..)")
+    }
 }
 
 /// Where ring records come from: the probes' ring buffer (a fake in
@@ -212,6 +227,7 @@ pub(crate) async fn run(
         snapshot_every: opts.snapshot_every,
         deadline: crate::deadline(until),
         panic_at: crate::deadline(test_panic_after()),
+        stop_when: opts.stop_when.clone(),
     };
     let reason = pump(
         &mut ring,
@@ -248,11 +264,12 @@ struct LoopOptions {
     deadline: Option<tokio::time::Instant>,
     /// See [`TEST_PANIC_ENV`].
     panic_at: Option<tokio::time::Instant>,
+    stop_when: Option<StopWhen>,
 }
 
 /// Drains `ring` into the sinks and takes a `snapshot` every
-/// `snapshot_every` until the deadline, a stop signal or the command's
-/// exit.
+/// `snapshot_every` until the deadline, a stop signal, the command's exit
+/// or the stop condition.
 async fn pump<R: Records>(
     ring: &mut Ring<R>,
     snapshot: &mut dyn FnMut() -> Result<Snapshot>,
@@ -275,6 +292,9 @@ async fn pump<R: Records>(
             r = ring.readable(sinks) => r?,
             _ = flush.tick() => {
                 ring.drain(sinks)?;
+                if let Some(why) = o.stop_when.as_ref().and_then(|s| (s.0)()) {
+                    break StopReason::Condition(why);
+                }
             }
             _ = tick.tick() => {
                 ring.drain(sinks)?;
@@ -404,6 +424,56 @@ mod tests {
         assert!(!survived, "the command outlived a SIGKILLed numatrace");
     }
 
+    /// A ring with nothing in it: its fd never polls readable.
+    struct Quiet {
+        fd: UnixStream,
+        _peer: UnixStream,
+    }
+
+    impl AsRawFd for Quiet {
+        fn as_raw_fd(&self) -> RawFd {
+            self.fd.as_raw_fd()
+        }
+    }
+
+    // SAFETY: the socket is owned by the Quiet and lives as long as it.
+    unsafe impl Records for Quiet {
+        fn next_record(&mut self, _f: &mut dyn FnMut(&[u8]) -> Result<()>) -> Option<Result<()>> {
+            None
+        }
+    }
+
+    #[test]
+    fn a_stop_condition_ends_the_run_with_its_reason() {
+        let rt = crate::runtime().expect("runtime");
+        let (fd, peer) = UnixStream::pair().expect("socket pair");
+        let t0 = std::time::Instant::now();
+        let reason = rt
+            .block_on(async {
+                let mut ring = Ring::new(Quiet { fd, _peer: peer })?;
+                let o = LoopOptions {
+                    snapshot_every: Duration::from_secs(1),
+                    deadline: crate::deadline(Some(Duration::from_secs(10))),
+                    panic_at: None,
+                    stop_when: Some(StopWhen(Arc::new(move || {
+                        (t0.elapsed() > Duration::from_millis(200)).then(|| "done".to_owned())
+                    }))),
+                };
+                pump(
+                    &mut ring,
+                    &mut || Ok(Snapshot::default()),
+                    &mut None,
+                    &o,
+                    &mut [&mut Count::default()],
+                )
+                .await
+            })
+            .expect("the live loop");
+        assert_eq!(reason, StopReason::Condition("done".into()));
+        assert_eq!(reason.describe(), "done");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    }
+
     #[derive(Default)]
     struct Count {
         events: u64,
@@ -435,6 +505,7 @@ mod tests {
                     snapshot_every: Duration::from_millis(50),
                     deadline: crate::deadline(Some(Duration::from_millis(400))),
                     panic_at: None,
+                    stop_when: None,
                 };
                 let reason = pump(
                     &mut ring,

@@ -389,12 +389,41 @@ impl Writer {
     /// Removes the file if it is still ours (readers then say "not running"
     /// at once instead of after the staleness delay).
     pub fn remove(&self) {
-        if let Ok(bytes) = read_shared(&self.path, MAX_BYTES, self.dir) {
-            if serde_json::from_slice::<PromoterState>(&bytes)
-                .is_ok_and(|s| s.pid == std::process::id())
-            {
-                let _ = fs::remove_file(&self.path);
-            }
+        remove_own(&self.path, self.dir);
+    }
+
+    /// A guard that removes this process's file if a panic unwinds past it:
+    /// the thread that owns the writer dies with the process without
+    /// cleaning up.
+    pub fn panic_guard(&self) -> PanicGuard {
+        PanicGuard {
+            path: self.path.clone(),
+            dir: self.dir,
+        }
+    }
+}
+
+/// See [`Writer::panic_guard`].
+pub struct PanicGuard {
+    path: PathBuf,
+    dir: Dir,
+}
+
+impl Drop for PanicGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            remove_own(&self.path, self.dir);
+        }
+    }
+}
+
+/// Removes the file at `path` if it is this process's state.
+fn remove_own(path: &Path, dir: Dir) {
+    if let Ok(bytes) = read_shared(path, MAX_BYTES, dir) {
+        if serde_json::from_slice::<PromoterState>(&bytes)
+            .is_ok_and(|s| s.pid == std::process::id())
+        {
+            let _ = fs::remove_file(path);
         }
     }
 }

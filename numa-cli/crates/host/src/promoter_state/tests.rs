@@ -280,3 +280,28 @@ fn the_fallback_directory_must_be_private_to_the_reader() {
     assert!(why.contains("a symbolic link (not followed)"), "{why}");
     let _ = fs::remove_dir_all(dir);
 }
+
+#[test]
+fn the_panic_guard_removes_the_file_only_when_a_panic_unwinds() {
+    let dir = tmp("guard");
+    let path = dir.join("promoter.json");
+    let mut w = Writer::at(&path, false).expect("writer");
+    w.publish(&mut state(std::process::id(), 0.0))
+        .expect("publish");
+    drop(w.panic_guard());
+    assert!(
+        path.exists(),
+        "a guard dropped without a panic removed the file"
+    );
+    let guard = w.panic_guard();
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _guard = guard;
+        panic!("the test panic");
+    }));
+    assert!(unwound.is_err());
+    assert!(
+        !path.exists(),
+        "a panic unwound past the guard and left the file"
+    );
+    let _ = fs::remove_dir_all(dir);
+}

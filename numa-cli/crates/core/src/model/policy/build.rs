@@ -99,10 +99,28 @@ fn parse_num(v: &str) -> Result<f64> {
         .with_context(|| format!("{v:?} is not a number (1e6 and 1000000 both work)"))
 }
 
+/// The kernel keeps these tunables in `unsigned int`s: a value above that
+/// (a damaged trace header) is clamped there, so no model arithmetic on
+/// them can overflow.
+fn kernel_clamped(k: &KernelDefaults) -> KernelDefaults {
+    let c = |v: u64| v.min(u64::from(u32::MAX));
+    KernelDefaults {
+        hot_threshold_ms: c(k.hot_threshold_ms),
+        scan_period_max_ms: c(k.scan_period_max_ms),
+        rate_limit_mbps: c(k.rate_limit_mbps),
+        fault_count_threshold: c(k.fault_count_threshold),
+        ..*k
+    }
+}
+
+/// The largest integer an f64 holds exactly.
+const EXACT_F64_MAX: f64 = 9_007_199_254_740_992.0;
+
 /// Builds a policy from `name[:key=value,...]`.
 pub fn build(spec: &str, d: &ModelDefaults, k: &KernelDefaults) -> Result<Box<dyn Policy>> {
     let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
     let o = Options::parse(rest)?;
+    let k = &kernel_clamped(k);
     let policy: Box<dyn Policy> = match name {
         "kernel-time" => Box::new(kernel_time(&o, k)?),
         "fault-count" => Box::new(fault_count(&o, d, k)?),
@@ -142,15 +160,23 @@ impl<'a> Options<'a> {
         self.0.get(key).copied()
     }
 
-    /// The number under `key`, when given.
-    fn num(&self, key: &str) -> Result<Option<f64>> {
-        self.get(key).map(parse_num).transpose()
+    /// The number under `key`, when given: finite and within `lo..=hi`.
+    fn num(&self, key: &str, lo: f64, hi: f64) -> Result<Option<f64>> {
+        let Some(v) = self.get(key).map(parse_num).transpose()? else {
+            return Ok(None);
+        };
+        if !(v.is_finite() && (lo..=hi).contains(&v)) {
+            bail!("model option {key}={v}: use a number from {lo} to {hi}");
+        }
+        Ok(Some(v))
     }
 }
 
 fn kernel_time(o: &Options, k: &KernelDefaults) -> Result<KernelTime> {
-    let th = o.num("threshold")?.map_or(k.hot_threshold_ms, |v| v as u64);
-    let rate = o.num("rate_limit")?.map_or(k.rate_limit_mbps, |v| v as u64);
+    let th = o.num("threshold", 0.0, f64::from(u32::MAX))?;
+    let rate = o.num("rate_limit", 0.0, f64::from(u32::MAX))?;
+    let th = th.map_or(k.hot_threshold_ms, |v| v as u64);
+    let rate = rate.map_or(k.rate_limit_mbps, |v| v as u64);
     Ok(KernelTime::new(th, k.scan_period_max_ms, rate)
         .with_access_time(k.cpupid_mask, k.access_time_buckets))
 }
@@ -162,13 +188,13 @@ fn fault_count(o: &Options, d: &ModelDefaults, k: &KernelDefaults) -> Result<Fau
     } else {
         Mode::Patch
     };
-    let threshold = match o.num("threshold")?.or(d.threshold) {
+    let threshold = match o.num("threshold", 1.0, EXACT_F64_MAX)?.or(d.threshold) {
         Some(v) => v,
         None if mode == Mode::Patch => k.fault_count_threshold as f64,
         None => 1e6,
     };
-    if threshold.is_nan() || threshold < 1.0 {
-        bail!("fault-count threshold must be >= 1");
+    if !(1.0..=EXACT_F64_MAX).contains(&threshold) {
+        bail!("fault-count threshold {threshold}: use a number from 1 to {EXACT_F64_MAX}");
     }
     if mode == Mode::Patch && threshold > f64::from(u32::MAX) {
         bail!(
@@ -211,7 +237,7 @@ fn fault_count(o: &Options, d: &ModelDefaults, k: &KernelDefaults) -> Result<Fau
 }
 
 fn two_touch(o: &Options, d: &ModelDefaults, k: &KernelDefaults) -> Result<TwoTouch> {
-    let window = match o.num("window_ms")? {
+    let window = match o.num("window_ms", 1.0, 86_400_000.0)? {
         Some(v) => v as u64,
         None => d.window_ms.unwrap_or(k.hot_threshold_ms * 2),
     };

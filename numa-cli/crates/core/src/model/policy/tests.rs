@@ -394,7 +394,7 @@ fn specs_parse_and_bad_ones_explain() {
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(err.contains("must be >= 1"), "{bad}: {err}");
+        assert!(err.contains("use a number from 1 to"), "{bad}: {err}");
     }
     // Above the patched kernel's unsigned int.
     let err = build("fault-count:threshold=5e9", &ModelDefaults::default(), &k)
@@ -412,4 +412,45 @@ fn specs_parse_and_bad_ones_explain() {
         m.params().get("threshold").map(String::as_str),
         Some("4242")
     );
+}
+
+#[test]
+fn spec_numbers_are_checked_and_kernel_values_cannot_overflow() {
+    let d = ModelDefaults::default();
+    let k = KernelDefaults::default();
+    for spec in [
+        "kernel-time:threshold=NaN",
+        "kernel-time:threshold=-1",
+        "kernel-time:rate_limit=inf",
+        "kernel-time:rate_limit=5e9",
+        "fault-count:threshold=0.5",
+        "fault-count:threshold=1e300",
+        "two-touch:window_ms=0",
+        "two-touch:window_ms=-inf",
+        "two-touch:window_ms=86400001",
+    ] {
+        let err = build(spec, &d, &k)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("use a number from"), "{spec}: {err:?}");
+    }
+    // A damaged trace header's tunables: every model still builds and
+    // judges, with the kernel's unsigned int limits.
+    let huge = KernelDefaults {
+        hot_threshold_ms: u64::MAX,
+        scan_period_max_ms: u64::MAX,
+        rate_limit_mbps: u64::MAX,
+        fault_count_threshold: u64::MAX,
+        ..KernelDefaults::default()
+    };
+    for spec in DEFAULT_MODELS {
+        let mut m = build(spec, &d, &huge).expect("model");
+        for (seq, now) in [0, u64::MAX / 2, u64::MAX].into_iter().enumerate() {
+            let mut ev = fault(seq as u64, 0x1000, 5000, Outcome::RejectLatency);
+            (ev.ts_ns, ev.scan_ns) = (now, 0);
+            ev.threshold_ms = u32::MAX;
+            let _ = m.decide(&ev, &FaultView::default());
+        }
+    }
 }
