@@ -295,15 +295,8 @@ impl Sink for PromoteSink {
 #[derive(Debug, Serialize)]
 pub struct PromoteReport {
     pub duration_s: f64,
-    pub stopped: String,
-    pub dry_run: bool,
-    pub scope: String,
-    pub model: String,
-    pub model_params: BTreeMap<String, String>,
-    pub rate_limit_bytes_per_s: u64,
-    pub min_free: String,
-    pub batch_ms: f64,
-    pub max_retries: u32,
+    #[serde(flatten)]
+    pub facts: RunFacts,
     pub events: SinkCounts,
     pub agreement_pct: f64,
     pub moved_pages: u64,
@@ -327,6 +320,7 @@ pub struct PromoteReport {
 
 /// What a promote run's report states besides what the sink and the mover
 /// counted.
+#[derive(Debug, Serialize)]
 pub struct RunFacts {
     pub stopped: String,
     pub dry_run: bool,
@@ -361,15 +355,7 @@ impl PromoteSink {
         };
         PromoteReport {
             duration_s,
-            stopped: facts.stopped,
-            dry_run: facts.dry_run,
-            scope: facts.scope,
-            model: facts.model,
-            model_params: facts.model_params,
-            rate_limit_bytes_per_s: facts.rate_limit_bytes_per_s,
-            min_free: facts.min_free,
-            batch_ms: facts.batch_ms,
-            max_retries: facts.max_retries,
+            facts,
             agreement_pct: self.counts.agreement.agree_pct(),
             events: self.counts.clone(),
             moved_pages: mover_report.statuses.moved,

@@ -193,8 +193,8 @@ impl Totals {
             Event::Fault(f) => self.fault(f),
             Event::Scan(s) => {
                 self.scan_ranges += 1;
-                self.scan_ptes += s.ptes_updated;
-                self.scan_stamps += s.stamps;
+                self.scan_ptes = self.scan_ptes.saturating_add(s.ptes_updated);
+                self.scan_stamps = self.scan_stamps.saturating_add(s.stamps);
                 self.scans.record(s);
                 self.seen(s.ts_ns);
             }
@@ -414,7 +414,7 @@ impl Totals {
 
 #[cfg(test)]
 mod tests {
-    use numa_ebpf_common::{ext_flags as xf, Outcome};
+    use numa_ebpf_common::{ext_flags as xf, Outcome, ScanEvent};
 
     use super::*;
     use crate::decode::fixtures::fault;
@@ -442,5 +442,21 @@ mod tests {
         none.ext_flags &= !xf::PC_COUNT;
         p.fault(&none);
         assert_eq!((p.faults_with_counter, p.faults_without_counter), (3, 1));
+    }
+
+    #[test]
+    fn scan_sums_saturate_on_damaged_records() {
+        let mut t = Totals::new(1);
+        let scan = ScanEvent {
+            ptes_updated: u64::MAX,
+            stamps: u64::MAX,
+            end: 4096,
+            ..ScanEvent::default()
+        };
+        t.event(&Event::Scan(scan));
+        t.event(&Event::Scan(scan));
+        let r = t.report(1 << 20, 0);
+        assert_eq!(r.scan_ptes_updated, u64::MAX);
+        assert_eq!(t.scan_stamps, u64::MAX);
     }
 }
