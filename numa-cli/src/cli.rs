@@ -7,6 +7,13 @@ use numa_core::model::policy::{self, KernelDefaults, ModelDefaults, Policy};
 use numa_probe::load::Probes;
 use numa_source::{LiveOptions, Source};
 
+use crate::export::MAX_PER_PROCESS;
+
+pub mod ranges;
+pub use ranges::try_parse_from;
+#[cfg(test)]
+mod tests;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "numatrace",
@@ -25,6 +32,11 @@ pub enum Command {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
+        /// Instead of the checks, list the BPF programs, maps and links
+        /// loaded in the kernel now (as bpftool does), numatrace's marked:
+        /// after numatrace exits none of its own may remain.
+        #[arg(long)]
+        loaded: bool,
     },
     /// Totals: hint faults, decisions by reason, migrations, histograms.
     Stats(StatsArgs),
@@ -78,7 +90,11 @@ impl ProbeArgs {
     /// How long a live run lasts: --duration, else until a stop signal or
     /// COMMAND exits.
     pub fn until(&self) -> Option<Duration> {
-        self.duration.map(Duration::from_secs_f64)
+        // The parser keeps --duration in range; the clamp keeps a value
+        // built some other way from panicking.
+        self.duration.and_then(|s| {
+            Duration::try_from_secs_f64(s.clamp(ranges::MIN_RUN_S, ranges::MAX_RUN_S)).ok()
+        })
     }
 
     /// How long a command that reports at the end runs: --duration, else
@@ -97,6 +113,7 @@ impl ProbeArgs {
             LiveOptions {
                 command: self.command.clone(),
                 snapshot_every,
+                stop_when: None,
             },
         )
     }
@@ -106,22 +123,27 @@ impl ProbeArgs {
 #[derive(Debug, Args, Clone)]
 pub struct ProbeArgs {
     /// Only record events of this process (tgid). Counters stay system-wide.
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::pid)]
     pub pid: Option<u32>,
-    /// Only record events of processes in this cgroup (v2 directory).
+    /// Only record events of processes in this cgroup (v2 directory) or in
+    /// any cgroup below it.
     #[arg(long)]
     pub cgroup: Option<PathBuf>,
-    /// Emit one fault record in N (counters and histograms stay exact).
-    #[arg(long, default_value_t = 1)]
+    /// Emit one fault record in N, 1 to 1000000 (counters and histograms
+    /// stay exact).
+    #[arg(long, default_value_t = 1, value_parser = ranges::sample)]
     pub sample: u64,
-    /// Size of the per-folio stamp map (folios tracked at once).
-    #[arg(long, default_value_t = numa_ebpf_common::DEFAULT_STAMP_ENTRIES)]
+    /// Size of the per-folio stamp map (folios tracked at once), 1024 to
+    /// 67108864.
+    #[arg(long, default_value_t = numa_ebpf_common::DEFAULT_STAMP_ENTRIES,
+          value_parser = ranges::max_folios)]
     pub max_folios: u32,
-    /// Ring buffer size in MiB (rounded up to a power of two).
-    #[arg(long, default_value_t = 16)]
+    /// Ring buffer size in MiB, 1 to 2048 (rounded up to a power of two).
+    #[arg(long, default_value_t = 16, value_parser = ranges::ring_mb)]
     pub ring_mb: u32,
-    /// Stop after this many seconds (default: when COMMAND exits, else 10 s).
-    #[arg(long)]
+    /// Stop after this many seconds, 0.001 to 31536000 (default: when
+    /// COMMAND exits, else 10 s).
+    #[arg(long, value_parser = ranges::run_seconds)]
     pub duration: Option<f64>,
     /// Measure the BPF programs' own run time (kernel BPF stats).
     #[arg(long)]
@@ -150,6 +172,9 @@ pub struct StatsArgs {
     /// Also write the evaluated events to this trace file (with --live).
     #[arg(long, requires = "live")]
     pub record: Option<PathBuf>,
+    /// Replace the --record file if it exists (never overwritten otherwise).
+    #[arg(long, requires = "record")]
+    pub overwrite: bool,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }
@@ -158,17 +183,20 @@ pub struct StatsArgs {
 /// them.
 #[derive(Debug, Args, Clone, Default)]
 pub struct ModelFlags {
-    /// fault-count threshold (hint faults between scan and fault); RFC: 1e6.
-    #[arg(long)]
+    /// fault-count threshold (hint faults between scan and fault), 1 to
+    /// 1e18; RFC: 1e6.
+    #[arg(long, value_parser = ranges::real(1.0, 1e18, "hint faults"))]
     pub threshold: Option<f64>,
-    /// fault-count counter: mm (the RFC's per-process) or global.
-    #[arg(long)]
+    /// fault-count counter: mm (the RFC's per-process) or global (only with
+    /// fault-count:exact).
+    #[arg(long, value_parser = ["mm", "global"])]
     pub counter: Option<String>,
     /// fault-count stamp: first (the kernel's) or latest (the RFC's patch 2/2).
-    #[arg(long)]
+    #[arg(long, value_parser = ["first", "latest"])]
     pub stamp: Option<String>,
-    /// two-touch observation window in ms (default: 2 x hot_threshold_ms).
-    #[arg(long)]
+    /// two-touch observation window in ms, 1 to 86400000 (default: 2 x
+    /// hot_threshold_ms).
+    #[arg(long, value_parser = ranges::int(1u64, 86_400_000, "milliseconds"))]
     pub window_ms: Option<u64>,
 }
 
@@ -190,14 +218,16 @@ impl ModelFlags {
 /// `top`, `export`).
 #[derive(Debug, Args, Clone, Default)]
 pub struct ModelSel {
-    /// Policy to evaluate, repeatable: kernel-time, fault-count, two-touch,
-    /// optionally with options: `fault-count:threshold=2e5,counter=global`.
+    /// Policy to evaluate, repeatable: kernel-time, fault-count (the RFC's
+    /// patched kernel), fault-count:exact (idealised deltas), two-touch,
+    /// optionally with options: `fault-count:threshold=2e5,stamp=latest`.
     /// Default: all three with their defaults.
     #[arg(long = "model")]
     pub models: Vec<String>,
     #[command(flatten)]
     pub options: ModelFlags,
-    /// Apply the kernel's promotion rate limit to fault-count too.
+    /// Apply the kernel's promotion rate limit to fault-count:exact too
+    /// (fault-count, the patched kernel, has it already).
     #[arg(long)]
     pub rate_limit: bool,
 }
@@ -226,8 +256,9 @@ impl ModelSel {
 pub struct ModelArgs {
     #[command(flatten)]
     pub sel: ModelSel,
-    /// Processes listed in the report.
-    #[arg(long, default_value_t = 10)]
+    /// Processes listed in the report (0 to 10000).
+    #[arg(long, default_value_t = 10,
+          value_parser = ranges::int(0, ranges::MAX_ROWS, "processes"))]
     pub top: usize,
     /// Machine-readable output.
     #[arg(long, conflicts_with = "csv")]
@@ -244,12 +275,15 @@ pub struct ModelArgs {
 pub struct ShadowArgs {
     #[command(flatten)]
     pub models: ModelArgs,
-    /// Also print a report every this many seconds.
-    #[arg(long)]
+    /// Also print a report every this many seconds (0.01 or more).
+    #[arg(long, value_parser = ranges::interval_seconds)]
     pub interval: Option<f64>,
     /// Also record the evaluated events to this trace file.
     #[arg(long)]
     pub record: Option<PathBuf>,
+    /// Replace the --record file if it exists (never overwritten otherwise).
+    #[arg(long, requires = "record")]
+    pub overwrite: bool,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }
@@ -271,8 +305,10 @@ pub struct TopArgs {
     /// BPF, no root needed).
     #[arg(long, value_name = "TRACE")]
     pub replay: Option<PathBuf>,
-    /// Replay speed: 2 plays twice as fast as recorded, 0 as fast as possible.
-    #[arg(long, default_value_t = 1.0, requires = "replay")]
+    /// Replay speed: 2 plays twice as fast as recorded, 0 as fast as
+    /// possible (0.001 to 1000000, or 0). A gap of more than 2 s between
+    /// records (a suspended host, a damaged timestamp) is shortened to 2 s.
+    #[arg(long, default_value_t = 1.0, requires = "replay", value_parser = ranges::speed)]
     pub speed: f64,
     /// Start the trace again when it ends (demos, benchmarks).
     #[arg(long = "loop", requires = "replay")]
@@ -285,8 +321,8 @@ pub struct TopArgs {
     /// With --once: the snapshot as JSON (default: the screen as text).
     #[arg(long, requires = "once")]
     pub json: bool,
-    /// Refresh interval in seconds (`+`/`-` change it).
-    #[arg(long, default_value_t = 1.0)]
+    /// Refresh interval in seconds, 0.01 or more (`+`/`-` change it).
+    #[arg(long, default_value_t = 1.0, value_parser = ranges::interval_seconds)]
     pub interval: f64,
     /// Shadow policies (as in `shadow`; `--model none`: no models, cheapest).
     #[command(flatten)]
@@ -306,9 +342,12 @@ pub struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// Trace file to write.
+    /// Trace file to write (owner-only: it holds kernel addresses).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Replace the trace file if it exists (never overwritten otherwise).
+    #[arg(long)]
+    pub overwrite: bool,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }
@@ -327,21 +366,27 @@ pub struct ExportArgs {
     #[arg(long = "model")]
     pub models: Vec<String>,
     /// Export per-process counters for the TOPN processes with the most
-    /// hint faults (at most 100; 0: none).
-    #[arg(long, value_name = "TOPN", default_value_t = 0)]
+    /// hint faults (at most 100, as each adds three series; 0: none). A
+    /// process without a hint fault for 10 minutes is taken to have
+    /// exited: its series end.
+    #[arg(long, value_name = "TOPN", default_value_t = 0,
+          value_parser = ranges::int(0, MAX_PER_PROCESS, "processes"))]
     pub per_process: usize,
     /// Serve a recorded trace, paced as recorded, instead of attaching.
     #[arg(long, value_name = "TRACE")]
     pub replay: Option<PathBuf>,
-    /// Replay speed: 1 as recorded, 2 twice as fast, 0 as fast as possible.
-    #[arg(long, default_value_t = 1.0, requires = "replay")]
+    /// Replay speed: 1 as recorded, 2 twice as fast, 0 as fast as possible
+    /// (0.001 to 1000000, or 0). A gap of more than 2 s between records (a
+    /// suspended host, a damaged timestamp) is shortened to 2 s.
+    #[arg(long, default_value_t = 1.0, requires = "replay", value_parser = ranges::speed)]
     pub speed: f64,
     /// Also write the metrics to this file for node_exporter's textfile
     /// collector (atomically replaced; name it *.prom).
     #[arg(long, value_name = "PATH")]
     pub textfile: Option<PathBuf>,
-    /// Seconds between textfile writes.
-    #[arg(long, default_value_t = 15.0, requires = "textfile")]
+    /// Seconds between textfile writes (0.01 or more).
+    #[arg(long, default_value_t = 15.0, requires = "textfile",
+          value_parser = ranges::interval_seconds)]
     pub interval: f64,
     #[command(flatten)]
     pub probe: ProbeArgs,
@@ -362,15 +407,17 @@ pub struct HistArgs {
     /// Read a recording instead of attaching the probes.
     #[arg(long, value_name = "TRACE")]
     pub from: Option<PathBuf>,
-    /// Print the histograms of every interval of this many seconds (trace
-    /// time with --from) instead of once for the whole run.
-    #[arg(long)]
+    /// Print the histograms of every interval of this many seconds (0.01 or
+    /// more; trace time with --from) instead of once for the whole run.
+    #[arg(long, value_parser = ranges::interval_seconds)]
     pub interval: Option<f64>,
     /// Split the histograms (default: all hint faults together).
     #[arg(long, value_enum)]
     pub by: Option<HistBy>,
-    /// Groups shown with --by process|node, the most faults first.
-    #[arg(long, default_value_t = 10)]
+    /// Groups shown with --by process|node, the most faults first (1 to
+    /// 10000).
+    #[arg(long, default_value_t = 10,
+          value_parser = ranges::int(1, ranges::MAX_ROWS, "groups"))]
     pub top: usize,
     /// One JSON object per interval (bpftrace-like).
     #[arg(long, conflicts_with = "csv")]
@@ -394,47 +441,55 @@ pub enum Workload {
 
 #[derive(Debug, Args, Clone)]
 pub struct HotChunksArgs {
-    /// MiB allocated on the slow (CPU-less) node and accessed in chunks
-    /// (0: only fill DRAM with --dram-mb and hold it for --duration).
-    #[arg(long, default_value_t = 256)]
+    /// MiB allocated on the slow (CPU-less) node and accessed in chunks,
+    /// up to 1048576 (0: only fill DRAM with --dram-mb and hold it for
+    /// --duration).
+    #[arg(long, default_value_t = 256,
+          value_parser = ranges::int(0, ranges::MAX_WORKLOAD_MB, "MiB"))]
     pub slow_mb: u64,
-    /// MiB allocated on the DRAM node and left idle (fills DRAM so promotion
-    /// must pass the kernel's hot threshold instead of the free-space shortcut).
-    #[arg(long, default_value_t = 0)]
+    /// MiB allocated on the DRAM node and left idle, up to 1048576 (fills
+    /// DRAM so promotion must pass the kernel's hot threshold instead of
+    /// the free-space shortcut).
+    #[arg(long, default_value_t = 0,
+          value_parser = ranges::int(0, ranges::MAX_WORKLOAD_MB, "MiB"))]
     pub dram_mb: u64,
     /// Chunk size in MiB.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16,
+          value_parser = ranges::int(1, ranges::MAX_WORKLOAD_MB, "MiB"))]
     pub chunk_mb: u64,
-    /// Random page accesses per chunk visit.
-    #[arg(long, default_value_t = 20000)]
+    /// Random page accesses per chunk visit (1 to 1e9).
+    #[arg(long, default_value_t = 20000,
+          value_parser = ranges::int(1u64, 1_000_000_000, "accesses"))]
     pub accesses: u64,
-    /// Idle time between chunk visits, in milliseconds.
-    #[arg(long, default_value_t = 0)]
+    /// Idle time between chunk visits, in milliseconds (up to an hour).
+    #[arg(long, default_value_t = 0,
+          value_parser = ranges::int(0u64, 3_600_000, "milliseconds"))]
     pub idle_ms: u64,
     /// Total run time in seconds.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, value_parser = ranges::run_seconds)]
     pub duration: f64,
     /// Keep running past --duration until the system has taken this many
     /// hint faults since the access phase began (vmstat numa_hint_faults),
     /// at most --max-duration: the NUMA scanner runs on the task's CPU
     /// time, so on a loaded host (or under emulation) a fixed wall-clock
     /// window may end before the scanner reaches the region.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0,
+          value_parser = ranges::int(0, u64::MAX, "hint faults"))]
     pub min_faults: u64,
     /// Upper bound in seconds when --min-faults extends the run.
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, default_value_t = 300.0, value_parser = ranges::run_seconds)]
     pub max_duration: f64,
     /// Slow node (default: the first CPU-less node).
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::node)]
     pub slow_node: Option<u32>,
     /// DRAM node (default: the node of CPU 0).
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::node)]
     pub dram_node: Option<u32>,
     /// Allow transparent huge pages (default: 4K pages via MADV_NOHUGEPAGE).
     #[arg(long)]
     pub thp: bool,
     /// Random seed.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = ranges::int(0, u64::MAX, "a seed"))]
     pub seed: u64,
     /// Write the JSON summary here instead of stdout.
     #[arg(long)]
@@ -452,7 +507,7 @@ pub struct PromoteArgs {
     #[command(flatten)]
     pub options: ModelFlags,
     /// Promote pages of this process (repeatable).
-    #[arg(long = "pid", value_name = "PID")]
+    #[arg(long = "pid", value_name = "PID", value_parser = ranges::pid)]
     pub pids: Vec<u32>,
     /// Promote pages of every process in this cgroup v2 directory or below
     /// it, including processes started later.
@@ -461,28 +516,36 @@ pub struct PromoteArgs {
     /// Promote pages of any process.
     #[arg(long)]
     pub all: bool,
-    /// Bytes moved per second at most: 256MiB/s, 1GB/s, 0 = unlimited.
-    #[arg(long, default_value = "256MiB/s")]
-    pub rate_limit: String,
+    /// Bytes moved per second at most: 4KiB/s to 1TiB/s (like 256MiB/s,
+    /// 1GB/s), or 0 for unlimited.
+    #[arg(long, default_value = "256MiB/s", value_parser = numa_promote::bucket::parse_rate_limit)]
+    pub rate_limit: u64,
     /// Keep at least this much free on the target node: a share of its
-    /// memory (5%) or an amount (200MiB). Never crossed, even by one batch.
-    #[arg(long, default_value = "5%")]
-    pub min_free: String,
-    /// Target time per move_pages call in ms (batches adapt to it).
-    #[arg(long, default_value_t = 20.0)]
+    /// memory (0% to 100%, like 5%) or an amount (up to 1PiB, like 200MiB).
+    /// Never crossed, even by one batch.
+    #[arg(long, default_value = "5%", allow_hyphen_values = true,
+          value_parser = numa_promote::floor::MinFree::from_flag)]
+    pub min_free: numa_promote::floor::MinFree,
+    /// Target time per move_pages call in ms, 0.1 to 1000 (batches adapt
+    /// to it).
+    #[arg(long, default_value_t = 20.0, value_parser = ranges::real(0.1, 1000.0, "milliseconds"))]
     pub batch_ms: f64,
-    /// Retries of a page whose move failed (EBUSY, ENOMEM, ...).
-    #[arg(long, default_value_t = 3)]
+    /// Retries of a page whose move failed (EBUSY, ENOMEM, ...), 0 to 100.
+    #[arg(long, default_value_t = 3, value_parser = ranges::int(0u32, 100, "retries"))]
     pub max_retries: u32,
-    /// Capacity of the channel from the event pipeline to the mover;
-    /// requests beyond it are counted as overflows.
-    #[arg(long, default_value_t = 65536)]
+    /// Requests waiting at most, 1 to 1048576: on the channel from the
+    /// event pipeline to the mover, and pages in the mover's queue; beyond
+    /// either, requests are dropped and counted.
+    #[arg(long, default_value_t = 65536, value_parser = ranges::int(1usize, 1 << 20, "requests"))]
     pub queue: usize,
-    /// Print what would be moved, and the rate it would need; move nothing.
+    /// Move nothing: print what would be moved and the rate that would
+    /// need. Needs no CAP_SYS_NICE, but still loads the BPF probes to see
+    /// the hint faults, which needs root (CAP_BPF and CAP_PERFMON).
     #[arg(long)]
     pub dry_run: bool,
-    /// Stop after this many seconds (default: on Ctrl-C / SIGTERM).
-    #[arg(long)]
+    /// Stop after this many seconds, 0.001 to 31536000 (default: on
+    /// Ctrl-C / SIGTERM, or once every --pid process has exited).
+    #[arg(long, value_parser = ranges::run_seconds)]
     pub duration: Option<f64>,
     /// Machine-readable final report.
     #[arg(long)]
@@ -490,11 +553,13 @@ pub struct PromoteArgs {
     /// Write the final report here instead of stdout.
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
-    /// Size of the per-folio stamp map (folios tracked at once).
-    #[arg(long, default_value_t = numa_ebpf_common::DEFAULT_STAMP_ENTRIES)]
+    /// Size of the per-folio stamp map (folios tracked at once), 1024 to
+    /// 67108864.
+    #[arg(long, default_value_t = numa_ebpf_common::DEFAULT_STAMP_ENTRIES,
+          value_parser = ranges::max_folios)]
     pub max_folios: u32,
-    /// Ring buffer size in MiB.
-    #[arg(long, default_value_t = 16)]
+    /// Ring buffer size in MiB, 1 to 2048.
+    #[arg(long, default_value_t = 16, value_parser = ranges::ring_mb)]
     pub ring_mb: u32,
 }
 
@@ -502,26 +567,28 @@ pub struct PromoteArgs {
 #[derive(Debug, Args, Clone)]
 pub struct MovePagesArgs {
     /// MiB placed on the slow node, then moved to the DRAM node.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256,
+          value_parser = ranges::int(1, ranges::MAX_WORKLOAD_MB, "MiB"))]
     pub mb: u64,
     /// `baseline`: one move_pages call for every page; `mover`: promote's
     /// mover (batches, rate limit, free floor, per-page accounting).
     #[arg(long, value_enum)]
     pub via: MoveVia,
     /// Mover: rate limit (as `promote --rate-limit`; default unlimited).
-    #[arg(long, default_value = "0")]
+    #[arg(long, default_value = "0", value_parser = ranges::rate)]
     pub rate_limit: String,
-    /// Mover: target ms per call.
-    #[arg(long, default_value_t = 20.0)]
+    /// Mover: target ms per call (0.1 to 60000).
+    #[arg(long, default_value_t = 20.0,
+          value_parser = ranges::real(0.1, 60_000.0, "milliseconds"))]
     pub batch_ms: f64,
     /// Mover: free floor on the DRAM node.
-    #[arg(long, default_value = "1%")]
+    #[arg(long, default_value = "1%", value_parser = ranges::min_free)]
     pub min_free: String,
     /// Slow node (default: the first CPU-less node).
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::node)]
     pub slow_node: Option<u32>,
     /// DRAM node (default: the node of CPU 0).
-    #[arg(long)]
+    #[arg(long, value_parser = ranges::node)]
     pub dram_node: Option<u32>,
 }
 

@@ -1,6 +1,10 @@
 //! `numatrace dump TRACE`: every record as one JSON line (like `perf script`),
 //! for ad-hoc analysis with jq or pandas.
-use std::{io::Write, path::Path, process::ExitCode};
+use std::{
+    io::{Read, Write},
+    path::Path,
+    process::ExitCode,
+};
 
 use anyhow::Result;
 use serde_json::json;
@@ -23,11 +27,14 @@ pub fn event_json(ev: &Event) -> serde_json::Value {
             "scan_count": f.scan_count,
             "outcome": numa_ebpf_common::Outcome::from_u8(f.outcome).map_or("?", |o| o.name()),
             "decision": f.decision, "migrate_ok": f.migrate_ok, "flags": f.flags,
+            "pc_count": f.pc_count, "pc_stored": f.pc_stored, "pc_stored_ns": f.pc_stored_ns,
+            "node_candidates": f.node_candidates, "ext_flags": f.ext_flags,
         }),
         Event::Scan(s) => json!({
             "type": "scan", "ts_ns": s.ts_ns, "cpu": s.cpu, "pid": s.pid_tgid >> 32,
             "start": format!("{:#x}", s.start), "end": format!("{:#x}", s.end),
             "ptes_updated": s.ptes_updated, "stamps": s.stamps, "seq_global": s.seq_global, "seq_mm": s.seq_mm,
+            "pc_count": s.pc_count, "ext_flags": s.ext_flags,
         }),
         Event::Skip(s) => json!({
             "type": "vma_skip", "ts_ns": s.ts_ns, "pid": s.pid_tgid >> 32,
@@ -38,24 +45,85 @@ pub fn event_json(ev: &Event) -> serde_json::Value {
 }
 
 pub fn run(path: &Path) -> Result<ExitCode> {
-    let mut reader = Reader::open(path)?;
+    let reader = Reader::open(path)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let warning = write(reader, &mut out)?;
+    out.flush()?;
+    if let Some(w) = warning {
+        eprintln!("numatrace: warning: {w}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the header and every record as JSON lines; damaged records are
+/// skipped. Returns the warning about what was skipped or cut short.
+fn write<R: Read>(mut reader: Reader<R>, out: &mut impl Write) -> Result<Option<String>> {
     writeln!(
         out,
         "{}",
         json!({"type": "header", "header": &reader.header})
     )?;
+    let mut damaged = 0;
     for item in reader.by_ref() {
-        let line = match item? {
-            Item::Event(ev) => event_json(&ev),
-            Item::Snapshot(s) => json!({"type": "snapshot", "snapshot": s}),
-            Item::Footer(f) => json!({"type": "footer", "footer": f}),
+        let line = match item {
+            Ok(Item::Event(ev)) => event_json(&ev),
+            Ok(Item::Snapshot(s)) => json!({"type": "snapshot", "snapshot": s}),
+            Ok(Item::Footer(f)) => json!({"type": "footer", "footer": f}),
+            Err(e) if numa_source::is_damaged_record(&e) => {
+                damaged += 1;
+                continue;
+            }
+            Err(e) => return Err(e),
         };
         writeln!(out, "{line}")?;
     }
-    out.flush()?;
-    if let Some(w) = &reader.warning {
-        eprintln!("numatrace: warning: {w}");
+    Ok(numa_source::trace_warning(reader.warning.clone(), damaged))
+}
+
+#[cfg(test)]
+mod tests {
+    use numa_core::{
+        decode::{fixtures::fault, raw_bytes},
+        trace::{fixtures::header, Writer},
+    };
+    use numa_ebpf_common::Outcome;
+
+    use super::*;
+
+    #[test]
+    fn a_damaged_record_is_skipped_and_counted() {
+        let events: Vec<Event> = (1..=3)
+            .map(|i| Event::Fault(fault(i, i, 5, Outcome::PromoteHot)))
+            .collect();
+        let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+        for ev in &events {
+            w.event(ev).expect("event");
+        }
+        let mut bytes = w.finish(9, "duration").expect("finish");
+        // The middle record's tag (before its u32 length) becomes unknown.
+        let payload = raw_bytes(&events[1]);
+        let at = bytes
+            .windows(payload.len())
+            .position(|x| x == payload)
+            .expect("the record's payload");
+        bytes[at - 5] = 9;
+        let mut out = Vec::new();
+        let warning = write(Reader::new(&bytes[..]).expect("reader"), &mut out)
+            .expect("a damaged record does not end the dump");
+        let types: Vec<String> = String::from_utf8(out)
+            .expect("utf8")
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).expect("json")["type"].to_string()
+            })
+            .collect();
+        assert_eq!(
+            types,
+            ["\"header\"", "\"fault\"", "\"fault\"", "\"footer\""]
+        );
+        assert!(
+            warning.is_some_and(|w| w.contains("skipped 1 damaged record")),
+            "the count is reported"
+        );
     }
-    Ok(ExitCode::SUCCESS)
 }

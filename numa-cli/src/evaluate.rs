@@ -81,6 +81,8 @@ pub fn write_human(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()
     writeln!(out)?;
     write_policies(r, out)?;
     writeln!(out)?;
+    write_projected(r, out)?;
+    writeln!(out)?;
     write_agreement(r, out)?;
     writeln!(out)?;
     write_evidence(r, out)?;
@@ -126,6 +128,24 @@ fn write_policies(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()>
         "  migrations: {} succeeded, {} failed",
         k.migrate_success, k.migrate_fail
     )
+}
+
+/// The benchmark counters each model projects (vmstat-like, pages where
+/// vmstat counts pages).
+fn write_projected(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "  projected                    promote_pages  candidates  rej:threshold  rej:rate_limit"
+    )?;
+    for m in &r.models {
+        let p = &m.projected;
+        writeln!(
+            out,
+            "  {:<28} {:>13} {:>11} {:>14} {:>15}",
+            m.name, p.promote_pages, p.candidate_pages, p.reject_threshold, p.reject_rate_limit
+        )?;
+    }
+    Ok(())
 }
 
 fn write_agreement(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
@@ -241,17 +261,16 @@ fn emit(r: &ShadowReport, a: &ModelArgs) -> Result<()> {
 
 /// Writes a finished report to `--output`, or to stdout without it.
 fn write_output(a: &ModelArgs, buf: &[u8]) -> Result<()> {
-    match &a.output {
-        Some(p) => std::fs::write(p, buf).with_context(|| format!("writing {}", p.display()))?,
-        None => std::io::stdout().lock().write_all(buf)?,
-    }
-    Ok(())
+    crate::write_output(a.output.as_deref(), buf)
 }
 
 pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
+    if let Some(path) = &args.record {
+        numa_source::check_new_trace(path, args.overwrite)?;
+    }
     let probes = numa_probe::session::attach(&args.probe.options())?;
     let probes_header = numa_probe::session::header(&probes);
-    let k = KernelDefaults::from_tunables(&probes_header.tunables);
+    let k = KernelDefaults::from_host(&probes_header.tunables, probes_header.params.as_ref());
     let mut engine = Shadow::new(args.models.sel.policies(&k)?, args.models.top);
     let reason = {
         let mut interval = Interval {
@@ -260,7 +279,11 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
             last_ns: None,
             json: args.models.json,
         };
-        let output = args.record.as_deref().map(|p| (p, &probes_header));
+        let output = args.record.as_deref().map(|path| numa_source::Recording {
+            path,
+            header: &probes_header,
+            overwrite: args.overwrite,
+        });
         args.probe
             .live(probes, Duration::from_secs(1))
             .run_recorded(args.probe.report_until(), output, &mut [&mut interval])?
@@ -273,7 +296,7 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
 
 pub fn replay(args: &ReplayArgs) -> Result<ExitCode> {
     let header = trace::Reader::open(&args.trace)?.header;
-    let k = KernelDefaults::from_tunables(&header.tunables);
+    let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
     if let Some(sweep) = &args.sweep {
         return run_sweep(args, sweep, &k);
     }
@@ -324,9 +347,10 @@ fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitC
 fn sweep_specs(name: &str, opts: &str, param: &str, values: &str) -> Result<Vec<String>> {
     let mut specs = Vec::new();
     for v in values.split(',').filter(|v| !v.is_empty()) {
-        v.trim()
-            .parse::<f64>()
-            .with_context(|| format!("sweep value {v:?} is not a number"))?;
+        let finite = v.trim().parse::<f64>().ok().filter(|x| x.is_finite());
+        if finite.is_none() {
+            bail!("--sweep: value {v:?} is not a finite number (1e4 and 10000 both work)");
+        }
         let mut o: Vec<&str> = opts
             .split(',')
             .filter(|o| !o.is_empty() && !o.starts_with(&format!("{param}=")))
@@ -347,6 +371,7 @@ fn write_sweep_json(r: &ShadowReport, param: &str, buf: &mut Vec<u8>) -> Result<
                 "param": param, "value": m.params.get(param), "promote": m.promote, "reject": m.reject,
                 "agreement": m.agreement, "agreement_pct": m.agreement_pct,
                 "refault_after_model_only": m.refault_after_model_only,
+                "projected": m.projected,
             })
         })
         .collect();
@@ -386,4 +411,28 @@ fn write_sweep_human(
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweep_values_must_be_finite_numbers() {
+        let specs = sweep_specs("fault-count", "counter=global", "threshold", "1e4, 1e5")
+            .expect("two values");
+        assert_eq!(
+            specs,
+            [
+                "fault-count:counter=global,threshold=1e4",
+                "fault-count:counter=global,threshold=1e5"
+            ]
+        );
+        for bad in ["nan", "inf", "1e4,-inf", "ten"] {
+            let err = sweep_specs("fault-count", "", "threshold", bad)
+                .expect_err(bad)
+                .to_string();
+            assert!(err.contains("finite number"), "{bad}: {err}");
+        }
+    }
 }

@@ -91,30 +91,6 @@ fn shadow(models: &[String], k: &KernelDefaults) -> Result<Option<(Shadow, Vec<S
     Ok(Some((Shadow::new(policies, 0), labels)))
 }
 
-/// The flags `clap` cannot check alone.
-fn check_args(args: &ExportArgs) -> Result<()> {
-    if args.per_process > MAX_PER_PROCESS {
-        bail!(
-            "--per-process {}: at most {MAX_PER_PROCESS} processes get their own series \
-             (each adds three; cardinality): use a smaller TOPN",
-            args.per_process
-        );
-    }
-    if !(args.interval.is_finite() && args.interval > 0.0) {
-        bail!(
-            "--interval {}: give a positive number of seconds",
-            args.interval
-        );
-    }
-    if !(args.speed.is_finite() && args.speed >= 0.0) {
-        bail!(
-            "--speed {}: give 1 for the recorded pace, 0 for as fast as possible",
-            args.speed
-        );
-    }
-    Ok(())
-}
-
 /// Where to serve HTTP: unless only a textfile was asked for.
 fn listen_address(args: &ExportArgs) -> Result<Option<SocketAddr>> {
     match (&args.listen, &args.textfile) {
@@ -156,7 +132,7 @@ fn options(
         },
         shadow: shadow(
             &args.models,
-            &KernelDefaults::from_tunables(&header.tunables),
+            &KernelDefaults::from_host(&header.tunables, header.params.as_ref()),
         )?,
         per_process: args.per_process,
         sample_every: header.sample_every,
@@ -268,7 +244,6 @@ async fn replay(
 }
 
 pub fn run(args: &ExportArgs) -> Result<ExitCode> {
-    check_args(args)?;
     let listen = listen_address(args)?;
     let listener = listen.map(bind).transpose()?;
     let textfile = textfile_target(args);

@@ -16,10 +16,24 @@ mod workload;
 use std::{io::Write, path::Path, process::ExitCode};
 
 use anyhow::Result;
-use clap::Parser;
 use numa_core::sink::Sink;
 use numa_probe::doctor;
 use numa_source::Source;
+
+/// Mode of the files numatrace writes for people to read (reports,
+/// summaries): they hold no kernel addresses, unlike traces.
+const OUTPUT_MODE: u32 = 0o644;
+
+/// Writes a finished output to `path`, replacing the file there atomically
+/// and never writing through a symlink (`numa_host::fs::write_atomic`), or
+/// to stdout without a path.
+fn write_output(path: Option<&Path>, bytes: &[u8]) -> Result<()> {
+    match path {
+        Some(p) => numa_host::fs::write_atomic(p, bytes, OUTPUT_MODE)?,
+        None => std::io::stdout().lock().write_all(bytes)?,
+    }
+    Ok(())
+}
 
 /// Feeds a trace file to `sinks` at full speed, warning on stderr about a
 /// truncated or damaged trace.
@@ -31,9 +45,42 @@ fn read_trace(path: &Path, sinks: &mut [&mut dyn Sink]) -> Result<()> {
     Ok(())
 }
 
+/// `doctor --loaded`: the BPF objects in the kernel now.
+fn doctor_loaded(json: bool) -> Result<ExitCode> {
+    let loaded = numa_probe::loaded::scan()?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &loaded)?;
+        writeln!(out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (p, m, l) = loaded.numatrace_counts();
+    writeln!(
+        out,
+        "BPF objects loaded: {} programs, {} maps, {} links; numatrace's: {p} programs, {m} maps, {l} links",
+        loaded.programs.len(),
+        loaded.maps.len(),
+        loaded.links.len()
+    )?;
+    for o in &loaded.programs {
+        let mark = if o.numatrace { "numatrace" } else { "" };
+        writeln!(out, "  prog {:>6}  {:<16} {mark}", o.id, o.name)?;
+    }
+    for o in &loaded.maps {
+        let mark = if o.numatrace { "numatrace" } else { "" };
+        writeln!(out, "  map  {:>6}  {:<16} {mark}", o.id, o.name)?;
+    }
+    for k in &loaded.links {
+        let mark = if k.numatrace { "numatrace" } else { "" };
+        writeln!(out, "  link {:>6}  prog {:<11} {mark}", k.id, k.program_id)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn run(cli: cli::Cli) -> Result<ExitCode> {
     match cli.command {
-        cli::Command::Doctor { json } => {
+        cli::Command::Doctor { json, loaded: true } => doctor_loaded(json),
+        cli::Command::Doctor { json, .. } => {
             let report = doctor::run();
             let mut out = std::io::stdout().lock();
             if json {
@@ -64,7 +111,7 @@ fn run(cli: cli::Cli) -> Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = cli::try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit());
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -77,5 +124,31 @@ fn main() -> ExitCode {
             eprintln!("numatrace: error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn outputs_replace_a_planted_symlink_with_a_readable_file() {
+        let dir =
+            std::env::temp_dir().join(format!("numatrace-write-output-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"precious").expect("victim");
+        let out = dir.join("summary.json");
+        std::os::unix::fs::symlink(&victim, &out).expect("symlink");
+        super::write_output(Some(&out), b"{}").expect("write");
+        let meta = std::fs::symlink_metadata(&out).expect("meta");
+        let (is_file, mode) = (meta.is_file(), meta.mode() & 0o777);
+        let (got, kept) = (std::fs::read(&out), std::fs::read(&victim));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(is_file);
+        // 0644 less the umask: never writable by others.
+        assert_eq!(mode & !0o644, 0, "{mode:o}");
+        assert_eq!(got.expect("read"), b"{}");
+        assert_eq!(kept.expect("victim"), b"precious");
     }
 }

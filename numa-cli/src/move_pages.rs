@@ -92,6 +92,8 @@ fn mover_config(a: &MovePagesArgs, nodes: &[Node]) -> Result<MoverConfig> {
         batch_ms: a.batch_ms,
         max_retries: 3,
         retry_backoff_ms: 200,
+        // Every page is queued before the first move.
+        max_queued_pages: usize::try_from(a.mb.saturating_mul(256)).unwrap_or(usize::MAX),
         dry_run: false,
         tier_of: system::memory_tiers()
             .iter()
@@ -113,7 +115,7 @@ fn via_mover(
 ) -> Result<(u64, u64, u64, MoverTimes)> {
     let cfg = mover_config(a, nodes)?;
     let shared = Arc::new(Shared::default());
-    let mut m = Mover::new(cfg, Scope::Pids([pid].into()), SysEnv, shared);
+    let mut m = Mover::new(cfg, Scope::pids(&[pid])?, SysEnv, shared);
     for &addr in pages {
         m.push(Request {
             pid,

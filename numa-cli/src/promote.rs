@@ -21,48 +21,38 @@ use numa_core::{
 };
 use numa_host::{promoter_state, system};
 use numa_promote::{
-    bucket, floor,
     mover::{self, Mover, MoverConfig, Shared, SysEnv},
     scope::{self, Scope},
     write_human, PromoteReport, PromoteSink, RunFacts, Targets,
 };
+use numa_source::{Source, StopReason, StopWhen};
 
 use crate::cli::{ProbeArgs, PromoteArgs};
 
-fn config(a: &PromoteArgs, targets: &Targets, nodes: &[Node]) -> Result<MoverConfig> {
-    let rate = bucket::parse_rate(&a.rate_limit).with_context(|| {
-        format!(
-            "--rate-limit {:?}: use bytes per second like 256MiB/s, 1GB/s, or 0 for unlimited",
-            a.rate_limit
-        )
-    })?;
-    let min_free = floor::MinFree::parse(&a.min_free).with_context(|| {
-        format!(
-            "--min-free {:?}: use a share of the node (5%) or an amount (200MiB)",
-            a.min_free
-        )
-    })?;
-    if !(a.batch_ms > 0.0 && a.batch_ms.is_finite()) {
-        bail!("--batch-ms must be a positive number of milliseconds");
-    }
-    Ok(MoverConfig {
-        rate_bytes_per_s: rate,
-        min_free,
+fn config(a: &PromoteArgs, targets: &Targets, nodes: &[Node]) -> MoverConfig {
+    MoverConfig {
+        rate_bytes_per_s: a.rate_limit,
+        min_free: a.min_free,
         batch_ms: a.batch_ms,
         max_retries: a.max_retries,
         retry_backoff_ms: 200,
+        max_queued_pages: a.queue,
         dry_run: a.dry_run,
         tier_of: targets.tier_of.clone(),
         cpus_of: nodes.iter().map(|n| (n.id, n.cpus.len() as u64)).collect(),
-    })
+    }
 }
 
 fn require_cap_sys_nice() -> Result<()> {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     if !scope::has_cap_sys_nice(&status) {
         bail!(
-            "moving other processes' pages needs CAP_SYS_NICE (run as root, or \
-             `setcap cap_sys_nice,cap_bpf,cap_perfmon+ep numatrace`); --dry-run needs none"
+            "moving other processes' pages needs CAP_SYS_NICE: run as root \
+             (`sudo numatrace promote ...`); --dry-run needs no CAP_SYS_NICE, but like every \
+             attaching command it loads BPF, which needs root too. CAP_SYS_NICE lets a \
+             process move any process's memory and the probes' CAP_BPF + CAP_PERFMON let it \
+             read all kernel memory: never set them as file capabilities on a binary other \
+             users can run"
         );
     }
     Ok(())
@@ -116,7 +106,7 @@ fn probe_args(a: &PromoteArgs) -> ProbeArgs {
 /// defaults.
 fn policy_of(a: &PromoteArgs, probes: &numa_probe::load::Probes) -> Result<Box<dyn Policy>> {
     let header = numa_probe::session::header(probes);
-    let k = KernelDefaults::from_tunables(&header.tunables);
+    let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
     policy::build(&a.model, &a.options.defaults(None), &k)
 }
 
@@ -161,11 +151,7 @@ fn write_report(a: &PromoteArgs, report: &PromoteReport) -> Result<()> {
     } else {
         write_human(report, &mut buf)?;
     }
-    match &a.output {
-        Some(p) => std::fs::write(p, &buf).with_context(|| format!("writing {}", p.display()))?,
-        None => std::io::stdout().lock().write_all(&buf)?,
-    }
-    Ok(())
+    crate::write_output(a.output.as_deref(), &buf)
 }
 
 /// Says the promoter runs once its window has begun (the first snapshot):
@@ -195,7 +181,14 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
         require_cap_sys_nice()?;
     }
     let (nodes, targets) = promotion_targets()?;
-    let cfg = config(a, &targets, &nodes)?;
+    let cfg = config(a, &targets, &nodes);
+    // The model's options are checked before anything is loaded; it is
+    // built again on the running kernel's tunables once attached.
+    policy::build(
+        &a.model,
+        &a.options.defaults(None),
+        &KernelDefaults::default(),
+    )?;
     let probe_args = probe_args(a);
     let probes = numa_probe::session::attach(&probe_args.options())?;
     let policy = policy_of(a, &probes)?;
@@ -206,6 +199,7 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
     let (tx, rx) = sync_channel(a.queue.max(1));
     let mover = Mover::new(cfg.clone(), scope.clone(), SysEnv, shared.clone());
     let state = state_publisher(a, &scope, &model);
+    let _state_cleanup = state.as_ref().map(|s| s.writer.panic_guard());
     let handle =
         mover::spawn(mover, rx, stop.clone(), state).context("starting the mover thread")?;
     let mut sink = PromoteSink::new(policy, scope.clone(), targets, tx, shared.clone());
@@ -217,8 +211,17 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
         )),
         out: std::io::stderr(),
     };
-    let result = probe_args
-        .live(probes, Duration::from_secs(1))
+    let mut source = probe_args.live(probes, Duration::from_secs(1));
+    if let Source::Live(_, opts) = &mut source {
+        let shared = shared.clone();
+        opts.stop_when = Some(StopWhen(Arc::new(move || {
+            shared
+                .scope_exited
+                .load(Ordering::Acquire)
+                .then(|| "every --pid process exited".to_owned())
+        })));
+    }
+    let result = source
         .run_blocking(probe_args.until(), &mut [&mut started, &mut sink])
         .map(|f| f.reason);
     // Stop the mover after its call in flight, whatever ended the pipeline.
@@ -228,6 +231,9 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
         .join()
         .map_err(|_| anyhow::anyhow!("the mover thread panicked"))?;
     let reason = result?;
+    if let StopReason::Condition(why) = &reason {
+        eprintln!("numatrace: {why}: nothing left to promote");
+    }
 
     let report = sink.report(
         RunFacts {
@@ -237,7 +243,7 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
             model,
             model_params,
             rate_limit_bytes_per_s: cfg.rate_bytes_per_s,
-            min_free: a.min_free.clone(),
+            min_free: a.min_free.to_string(),
             batch_ms: a.batch_ms,
             max_retries: a.max_retries,
         },
@@ -249,7 +255,117 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
+    use clap::CommandFactory;
+
     use super::*;
+    use crate::cli::{ranges::try_parse_from, Cli, Command};
+
+    /// The promote command line with `flags` (out-of-range values are
+    /// refused by the cases in `cli::tests`).
+    fn parse(flags: &[&str]) -> Result<PromoteArgs, String> {
+        let argv = ["numatrace", "promote", "--all"].iter().chain(flags);
+        match try_parse_from(argv) {
+            Ok(Cli {
+                command: Command::Promote(a),
+            }) => Ok(a),
+            Ok(_) => Err("not promote".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn numeric_flags_in_range_parse() {
+        let a = parse(&[
+            "--rate-limit",
+            "1MiB/s",
+            "--min-free",
+            "200MiB",
+            "--batch-ms",
+            "0.5",
+            "--queue",
+            "1000000",
+            "--duration",
+            "2.5",
+            "--max-folios",
+            "1024",
+            "--ring-mb",
+            "1024",
+        ])
+        .expect("valid flags");
+        assert_eq!(a.rate_limit, 1 << 20);
+        assert_eq!(a.min_free.to_string(), "200 MiB");
+        assert_eq!(a.duration, Some(2.5));
+        assert_eq!((a.queue, a.max_folios, a.ring_mb), (1_000_000, 1024, 1024));
+        assert_eq!(a.batch_ms, 0.5);
+        let a = parse(&["--rate-limit", "unlimited", "--min-free", "0%"]).expect("valid");
+        assert_eq!(a.rate_limit, 0);
+    }
+
+    #[test]
+    fn dry_run_help_says_what_it_needs() {
+        let mut cmd = Cli::command();
+        let help = cmd
+            .find_subcommand_mut("promote")
+            .expect("promote")
+            .render_long_help()
+            .to_string();
+        let dry = help
+            .split("--dry-run")
+            .nth(1)
+            .expect("--dry-run in the help");
+        let dry = &dry[..dry.find("\n  -").unwrap_or(dry.len())];
+        assert!(
+            dry.contains("CAP_BPF") && dry.contains("CAP_SYS_NICE"),
+            "{dry}"
+        );
+    }
+
+    #[test]
+    fn the_report_file_is_replaced_not_written_through() {
+        let dir = std::env::temp_dir().join(format!("numatrace-promote-o-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).expect("temp dir");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "keep").expect("victim");
+        let out = dir.join("report.json");
+        std::os::unix::fs::symlink(&victim, &out).expect("symlink");
+        let out_arg = out.to_string_lossy().into_owned();
+        let a = parse(&["--json", "-o", &out_arg]).expect("flags");
+        let policy = policy::build(
+            "fault-count",
+            &a.options.defaults(None),
+            &KernelDefaults::default(),
+        )
+        .expect("model");
+        let (tx, _rx) = sync_channel(1);
+        let shared = Arc::new(Shared::default());
+        let sink = PromoteSink::new(policy, Scope::All, Targets::default(), tx, shared);
+        let facts = RunFacts {
+            stopped: "duration elapsed".into(),
+            dry_run: false,
+            scope: "--all".into(),
+            model: "fault-count".into(),
+            model_params: Default::default(),
+            rate_limit_bytes_per_s: a.rate_limit,
+            min_free: a.min_free.to_string(),
+            batch_ms: a.batch_ms,
+            max_retries: a.max_retries,
+        };
+        write_report(&a, &sink.report(facts, Default::default())).expect("written");
+        let kept = std::fs::read_to_string(&victim).expect("victim");
+        let written = std::fs::read_to_string(&out).expect("report");
+        let is_link = std::fs::symlink_metadata(&out)
+            .expect("report")
+            .file_type()
+            .is_symlink();
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+        assert_eq!(
+            kept, "keep",
+            "the file behind a planted symlink is untouched"
+        );
+        assert!(written.contains("\"moved_pages\": 0"), "{written}");
+        assert!(!is_link);
+    }
 
     #[test]
     fn the_start_notice_waits_for_the_first_snapshot() {

@@ -7,7 +7,7 @@ mod page;
 
 use std::{path::Path, process::ExitCode};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use numa_source::Source;
 
 use crate::cli::ReportArgs;
@@ -28,7 +28,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
         .output
         .clone()
         .unwrap_or_else(|| "report.html".into());
-    std::fs::write(&out, html).with_context(|| format!("writing {}", out.display()))?;
+    crate::write_output(Some(&out), html.as_bytes())?;
     eprintln!("numatrace: wrote {}", out.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -36,7 +36,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
 /// Renders the report page for a trace.
 pub fn render(path: &Path, model_specs: &[String]) -> Result<String> {
     let header = trace::Reader::open(path)?.header;
-    let k = KernelDefaults::from_tunables(&header.tunables);
+    let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
     let g = gather(path, &header, &k, model_specs)?;
     let charts = charts::all(&g, k.hot_threshold_ms)?;
     Ok(page::page(path, &header, &g, &charts))

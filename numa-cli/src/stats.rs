@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 
 use numa_core::sink::Sink;
 use numa_probe::session;
-use numa_source::{Source, StopReason};
+use numa_source::{Recording, Source, StopReason};
 
 use crate::cli::{ProbeArgs, RecordArgs, StatsArgs};
 use numa_core::{
@@ -14,17 +14,28 @@ use numa_core::{
     trace,
 };
 
-/// Attaches and runs the live pipeline into `sinks` plus an optional trace;
-/// returns the live source with its probes, and why it stopped.
+/// Attaches and runs the live pipeline into `sinks` plus an optional trace
+/// (its path, and whether to replace an existing file); returns the live
+/// source with its probes, and why it stopped.
 fn run_live(
     a: &ProbeArgs,
-    output: Option<&Path>,
+    output: Option<(&Path, bool)>,
     sinks: &mut [&mut dyn Sink],
 ) -> Result<(Source, StopReason)> {
+    if let Some((path, overwrite)) = output {
+        numa_source::check_new_trace(path, overwrite)?;
+    }
     let probes = session::attach(&a.options())?;
     let header = output.map(|_| session::header(&probes));
+    let recording = output
+        .zip(header.as_ref())
+        .map(|((path, overwrite), header)| Recording {
+            path,
+            header,
+            overwrite,
+        });
     let mut source = a.live(probes, Duration::from_secs(1));
-    let finished = source.run_recorded(a.report_until(), output.zip(header.as_ref()), sinks)?;
+    let finished = source.run_recorded(a.report_until(), recording, sinks)?;
     Ok((source, finished.reason))
 }
 
@@ -53,7 +64,8 @@ fn print(report: &Report, json: bool) -> Result<()> {
 pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
     let report = if args.live {
         let mut totals = Totals::new(numa_probe::params::resolve_toptier());
-        let (source, _) = run_live(&args.probe, args.record.as_deref(), &mut [&mut totals])?;
+        let output = args.record.as_deref().map(|p| (p, args.overwrite));
+        let (source, _) = run_live(&args.probe, output, &mut [&mut totals])?;
         live_report(&totals, &source)?
     } else {
         let path = args
@@ -74,7 +86,8 @@ pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
 
 pub fn record(args: &RecordArgs) -> Result<ExitCode> {
     let mut totals = Totals::new(numa_probe::params::resolve_toptier());
-    let (source, reason) = run_live(&args.probe, Some(&args.output), &mut [&mut totals])?;
+    let output = Some((args.output.as_path(), args.overwrite));
+    let (source, reason) = run_live(&args.probe, output, &mut [&mut totals])?;
     let r = live_report(&totals, &source)?;
     eprintln!(
         "numatrace: recorded {} hint faults, {} scans to {} ({}); drops {}",

@@ -321,12 +321,6 @@ fn prepare(args: &TopArgs) -> Result<(Source, Option<Duration>, trace::Header)> 
     match &args.replay {
         Some(path) => {
             let header = trace::Reader::open(path)?.header;
-            if !args.speed.is_finite() || args.speed < 0.0 {
-                bail!(
-                    "--speed {}: give a positive factor (0 = as fast as possible)",
-                    args.speed
-                );
-            }
             let replay = Replay {
                 path: path.clone(),
                 speed: if args.once { 0.0 } else { args.speed },
@@ -352,9 +346,6 @@ fn prepare(args: &TopArgs) -> Result<(Source, Option<Duration>, trace::Header)> 
 }
 
 pub fn run(args: &TopArgs) -> Result<ExitCode> {
-    if !(args.interval.is_finite() && args.interval > 0.0) {
-        bail!("--interval {}: give seconds > 0", args.interval);
-    }
     if !args.once && !std::io::stdout().is_terminal() {
         bail!(
             "`numatrace top` draws on a terminal, but stdout is not one; \
@@ -364,7 +355,7 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
     // Validate the model specs before attaching anything.
     let _ = top_policies(&args.sel, &KernelDefaults::default())?;
     let (source, until, header) = prepare(args)?;
-    let k = KernelDefaults::from_tunables(&header.tunables);
+    let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
     let label = source_label(args);
     if args.once {
         return once(args, source, until, &header, &k, label);

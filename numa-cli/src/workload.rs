@@ -275,14 +275,11 @@ fn access_chunks(a: &HotChunksArgs, slow: &Region, start: Instant, faults0: u64)
 }
 
 fn write_summary(a: &HotChunksArgs, summary: &Summary) -> Result<()> {
-    let json = serde_json::to_string(summary)?;
-    match &a.summary {
-        Some(path) => {
-            std::fs::write(path, &json).with_context(|| format!("writing {}", path.display()))?
-        }
-        None => writeln!(std::io::stdout(), "{json}")?,
+    let mut json = serde_json::to_vec(summary)?;
+    if a.summary.is_none() {
+        json.push(b'\n');
     }
-    Ok(())
+    crate::write_output(a.summary.as_deref(), &json)
 }
 
 pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {

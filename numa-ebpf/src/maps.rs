@@ -11,16 +11,17 @@ use aya_ebpf::{
     helpers::{
         bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
         generated::{
-            bpf_get_current_cgroup_id, bpf_get_current_task_btf, bpf_get_smp_processor_id,
-            bpf_task_storage_get,
+            bpf_get_current_ancestor_cgroup_id, bpf_get_current_cgroup_id, bpf_get_current_task,
+            bpf_get_current_task_btf, bpf_get_smp_processor_id, bpf_task_storage_get,
         },
     },
     macros::{btf_map, map},
-    maps::{Array, LruHashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
 use numa_ebpf_common::{
-    Counter, FaultEvent, Stamp, COUNTER_SLOTS, DEFAULT_RING_BYTES, DEFAULT_STAMP_ENTRIES,
-    HIST_SLOTS, MAX_CPUS, MIGRATE_REASONS, MM_SEQ_ENTRIES, OUTCOMES,
+    Counter, FaultEvent, PcCounter, Stamp, COUNTER_SLOTS, DEFAULT_RING_BYTES,
+    DEFAULT_STAMP_ENTRIES, HIST_SLOTS, MAX_CPUS, MIGRATE_REASONS, MM_SEQ_ENTRIES, OUTCOMES,
+    PC_COUNT_ENTRIES,
 };
 
 /// Per-CPU event counters, indexed by [`Counter`]; userspace sums the CPUs.
@@ -43,6 +44,13 @@ pub static GLOBAL_SEQ: Array<u64> = Array::with_max_entries(1, 0);
 /// keyed by tgid: the scanner runs in a thread of the process it scans.
 #[map(name = "MM_SEQ")]
 pub static MM_SEQ: LruHashMap<u32, u64> = LruHashMap::with_max_entries(MM_SEQ_ENTRIES, 0);
+
+/// The fault-count patch's `mm->hint_faults`, per mm_struct address: a
+/// plain hash, not an LRU, so a counter is never silently restarted; an
+/// entry goes with its mm (`__mmdrop`), and a full map is counted
+/// (`PcUnavailable`) with the fault's counter unknown.
+#[map(name = "PC_COUNT")]
+pub static PC_COUNT: HashMap<u64, PcCounter> = HashMap::with_max_entries(PC_COUNT_ENTRIES, 0);
 
 /// What one thread is in the middle of: a hint fault being decided, or a
 /// scanner pass. Task local storage: the kernel hangs the value off the
@@ -152,6 +160,20 @@ pub struct ThreadCtx {
     pub scan_start_ns: u64,
     /// The decision's kprobe saves src_nid << 32 | dst_cpu for its kretprobe.
     pub saved_arg: u64,
+    /// do_huge_pmd_numa_page's `vmf->address & HPAGE_PMD_MASK`: the next
+    /// hint fault at that address is its PMD fault (0: none pending).
+    pub thp_haddr: u64,
+    /// The scanned mm's fault-count counter at the pass's start.
+    pub scan_pc: u32,
+    pub scan_pc_known: u32,
+    /// The folio's fault-count field before this fault's exchange was
+    /// written ahead of the decision: restored when the decision made none.
+    /// `pc_exchanged`: 0 no counter, 1 written ahead, 2 the folio has no
+    /// stamp (the decision makes one if it exchanges).
+    pub pc_exchanged: u32,
+    pub pc_prev_known: u32,
+    pub pc_prev: u32,
+    pub pc_prev_ns: u64,
 }
 
 // Settings (see module docs). `#[no_mangle]` keeps the names userspace sets.
@@ -171,12 +193,25 @@ static TOPTIER_MASK: u64 = 1;
 static CPUPID_MASK: u32 = (1 << 21) - 1;
 #[no_mangle]
 static ACCESS_TIME_BUCKETS: u32 = 0;
+/// task_struct.mm, vm_fault.address (inside its anonymous struct) and
+/// pglist_data.vm_stat[PGPROMOTE_CANDIDATE], from BTF (0: unknown).
+#[no_mangle]
+static OFF_TASK_MM: u32 = 0;
+#[no_mangle]
+static OFF_VMF_ADDRESS: u32 = 0;
+#[no_mangle]
+static OFF_PROMOTE_CANDIDATE: u32 = 0;
 #[no_mangle]
 static SAMPLE_EVERY: u64 = 1;
 #[no_mangle]
 static FILTER_TGID: u32 = 0;
 #[no_mangle]
 static FILTER_CGROUP: u64 = 0;
+/// Depth of `FILTER_CGROUP` below the cgroup v2 root (the root is 0): the
+/// task matches when its ancestor at this depth is that cgroup, so the
+/// filter takes in every descendant.
+#[no_mangle]
+static FILTER_CGROUP_LEVEL: u32 = 0;
 /// Pending bytes in `EVENTS` that wake the reader at once (see [`emit`]).
 #[no_mangle]
 static RING_WAKE_BYTES: u64 = (DEFAULT_RING_BYTES / 4) as u64;
@@ -219,6 +254,14 @@ pub fn cpu() -> u32 {
 pub fn cgroup_id() -> u64 {
     // SAFETY: helper without preconditions.
     unsafe { bpf_get_current_cgroup_id() }
+}
+
+/// The id of the current task's cgroup ancestor at `level` (its own cgroup
+/// when that is its depth; 0 when it is shallower).
+#[inline(always)]
+pub fn ancestor_cgroup_id(level: u32) -> u64 {
+    // SAFETY: helper without preconditions.
+    unsafe { bpf_get_current_ancestor_cgroup_id(level as i32) }
 }
 
 #[inline(always)]
@@ -273,6 +316,124 @@ pub fn current_seqs(tgid: u32) -> (u64, u64) {
         .get_ptr_mut(tgid)
         .map_or(0, |p| unsafe { core::ptr::read_volatile(p) });
     (g, m)
+}
+
+/// A u64 of kernel memory at `addr` (None for 0 or an unreadable address).
+#[inline(always)]
+pub fn read_kernel_u64(addr: u64) -> Option<u64> {
+    if addr == 0 {
+        return None;
+    }
+    // SAFETY: bpf_probe_read_kernel copes with any address.
+    unsafe { bpf_probe_read_kernel(addr as *const u64) }.ok()
+}
+
+/// `task->mm` (0 when unknown or a kernel thread).
+#[inline(always)]
+pub fn task_mm(task: u64) -> u64 {
+    let off = setting!(OFF_TASK_MM);
+    if off == 0 || task == 0 {
+        return 0;
+    }
+    read_kernel_u64(task + u64::from(off)).unwrap_or(0)
+}
+
+/// `current->mm`.
+#[inline(always)]
+pub fn current_mm() -> u64 {
+    // SAFETY: helper without preconditions.
+    task_mm(unsafe { bpf_get_current_task() })
+}
+
+/// `vmf->address` (0 when unknown).
+#[inline(always)]
+pub fn vmf_address(vmf: u64) -> u64 {
+    let off = setting!(OFF_VMF_ADDRESS);
+    if off == 0 || vmf == 0 {
+        return 0;
+    }
+    read_kernel_u64(vmf + u64::from(off)).unwrap_or(0)
+}
+
+/// The patch's counter of `mm` at a hint fault: do_numa_page's
+/// `atomic_inc(&mm->hint_faults)` for a PTE fault, a plain read for a PMD
+/// one (should_numa_migrate_memory's `atomic_read`). An mm numatrace has
+/// not seen yet starts at 0 (its counter before attach is not known).
+#[inline(always)]
+pub fn pc_on_fault(mm: u64, pte: bool) -> Option<PcCounter> {
+    if mm == 0 {
+        return None;
+    }
+    let slot = match PC_COUNT.get_ptr_mut(&mm) {
+        Some(p) => p,
+        None => {
+            // BPF_NOEXIST: a racing thread's insert wins.
+            let _ = PC_COUNT.insert(&mm, &PcCounter::default(), 1);
+            let Some(p) = PC_COUNT.get_ptr_mut(&mm) else {
+                count(Counter::PcUnavailable, 1);
+                return None;
+            };
+            p
+        }
+    };
+    // SAFETY: map value pointer; `count` is the first field.
+    let c = unsafe { &mut *slot };
+    let count = if pte {
+        // SAFETY: as above, an aligned u32 in the map value. SeqCst for
+        // a fetching add (see next_seq).
+        unsafe {
+            core::intrinsics::atomic_xadd::<u32, u32, { core::intrinsics::AtomicOrdering::SeqCst }>(
+                &mut c.count,
+                1,
+            )
+            .wrapping_add(1)
+        }
+    } else {
+        // SAFETY: as above.
+        unsafe { core::ptr::read_volatile(&c.count) }
+    };
+    Some(PcCounter {
+        count,
+        base_known: c.base_known,
+    })
+}
+
+/// The patch's counter of `mm` now (the scanner's atomic_read), made at 0
+/// for an mm numatrace has not seen fault yet: the scanner usually passes
+/// over a new mm before its first hint fault.
+#[inline(always)]
+pub fn pc_current(mm: u64) -> Option<PcCounter> {
+    if mm == 0 {
+        return None;
+    }
+    let slot = match PC_COUNT.get_ptr(&mm) {
+        Some(p) => p,
+        None => {
+            // BPF_NOEXIST: a racing fault's insert wins.
+            let _ = PC_COUNT.insert(&mm, &PcCounter::default(), 1);
+            let Some(p) = PC_COUNT.get_ptr(&mm) else {
+                count(Counter::PcUnavailable, 1);
+                return None;
+            };
+            p
+        }
+    };
+    // SAFETY: a read of a map value.
+    Some(unsafe { core::ptr::read_volatile(slot) })
+}
+
+/// `node_page_state(NODE_DATA(nid), PGPROMOTE_CANDIDATE)`: the node's
+/// folded count, clamped at 0 as the kernel does.
+#[inline(always)]
+pub fn node_candidates(nid: i32) -> Option<u64> {
+    let off = setting!(OFF_PROMOTE_CANDIDATE);
+    let node_data = setting!(SYM_NODE_DATA);
+    if off == 0 || node_data == 0 || !(0..1024).contains(&nid) {
+        return None;
+    }
+    let pgdat = read_kernel_u64(node_data + 8 * nid as u64)?;
+    let v = read_kernel_u64(pgdat + u64::from(off))? as i64;
+    Some(v.max(0) as u64)
 }
 
 /// The current thread's context, created zeroed if absent (ThreadCtx is
@@ -400,7 +561,7 @@ pub fn wanted(tgid: u32, seq_global: u64) -> bool {
         return false;
     }
     let cg = setting!(FILTER_CGROUP);
-    if cg != 0 && cg != cgroup_id() {
+    if cg != 0 && cg != ancestor_cgroup_id(setting!(FILTER_CGROUP_LEVEL)) {
         return false;
     }
     let n = setting!(SAMPLE_EVERY);

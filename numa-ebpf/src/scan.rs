@@ -21,11 +21,13 @@ use aya_ebpf::{
     macros::{fentry, fexit, kprobe, kretprobe},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
-use numa_ebpf_common::{fault_flags as ff, Counter, EventKind, ScanEvent, Stamp};
+use numa_ebpf_common::{
+    fault_flags as ff, scan_ext_flags, Counter, EventKind, PcCounter, ScanEvent, Stamp,
+};
 
 use crate::maps::{
-    count, cpu, current_seqs, emit, existing_thread_ctx, now_ns, pid_tgid, stored_cpupid,
-    thread_ctx, STAMPS,
+    count, cpu, current_mm, current_seqs, emit, existing_thread_ctx, now_ns, pc_current, pid_tgid,
+    stored_cpupid, task_mm, thread_ctx, PC_COUNT, STAMPS,
 };
 
 /// folio_xchg_last_cpupid(folio, new) is called. This runs several times
@@ -72,6 +74,8 @@ fn on_xchg(folio: u64, new: u32) {
             s.scan_count = s.scan_count.wrapping_add(1);
             s.pending = 1;
             s.access = access;
+            s.pc_stored = ctx.scan_pc;
+            s.pc_known = ctx.scan_pc_known;
         }
         None => {
             let stamp = Stamp {
@@ -82,6 +86,8 @@ fn on_xchg(folio: u64, new: u32) {
                 scan_count: 1,
                 pending: 1,
                 access,
+                pc_stored: ctx.scan_pc,
+                pc_known: ctx.scan_pc_known,
             };
             if STAMPS.insert(folio, stamp, 0).is_ok() {
                 count(Counter::StampInserts, 1);
@@ -128,6 +134,12 @@ fn on_scan_entry(start: u64, end: u64) {
     ctx.scan_end = end;
     ctx.scan_stamps = 0;
     ctx.scan_start_ns = now_ns();
+    // The patch stamps each folio with atomic_read(&mm->hint_faults); read
+    // once per pass here (the scanner runs in a thread of the mm it scans):
+    // faults of the mm's other threads during the pass are not in it.
+    let pc = pc_current(current_mm());
+    ctx.scan_pc = pc.map_or(0, |c| c.count);
+    ctx.scan_pc_known = u32::from(pc.is_some());
 }
 
 /// The pass ends. `ret` is the functions' PTE count; negative is a pass
@@ -163,6 +175,12 @@ fn on_scan_exit(ret: i64) {
         stamps: ctx.scan_stamps,
         seq_global,
         seq_mm,
+        pc_count: ctx.scan_pc,
+        ext_flags: if ctx.scan_pc_known != 0 {
+            scan_ext_flags::PC_COUNT
+        } else {
+            0
+        },
     };
     emit(&ev);
 }
@@ -275,5 +293,57 @@ pub fn kprobe_thp_scan_pass(ctx: ProbeContext) -> u32 {
 #[kretprobe]
 pub fn kretprobe_thp_scan_pass(ctx: RetProbeContext) -> u32 {
     on_scan_exit(thp_scan_ptes(ctx.ret::<i32>()));
+    0
+}
+
+/// init_numa_balancing(clone_flags, p), called by every clone/fork before
+/// the child gets its own mm: `p->mm` is still the parent's, whose counter
+/// the fault-count patch resets (`atomic_set(&mm->hint_faults, 0)`).
+#[inline(always)]
+fn on_pc_reset(task: u64) {
+    let mm = task_mm(task);
+    if mm == 0 {
+        return;
+    }
+    count(Counter::PcResets, 1);
+    let zero = PcCounter {
+        count: 0,
+        base_known: 1,
+    };
+    if PC_COUNT.insert(&mm, &zero, 0).is_err() {
+        count(Counter::PcUnavailable, 1);
+    }
+}
+
+#[fentry]
+pub fn fentry_pc_reset(ctx: FEntryContext) -> u32 {
+    on_pc_reset(ctx.arg(1));
+    0
+}
+
+#[kprobe]
+pub fn kprobe_pc_reset(ctx: ProbeContext) -> u32 {
+    on_pc_reset(ctx.arg(1).unwrap_or(0));
+    0
+}
+
+/// __mmdrop(mm): the mm is freed, and its counter with it (a new mm at the
+/// same address starts from 0, as mm_alloc's zeroed one does).
+#[inline(always)]
+fn on_pc_drop(mm: u64) {
+    if mm != 0 && PC_COUNT.remove(&mm).is_ok() {
+        count(Counter::PcDrops, 1);
+    }
+}
+
+#[fentry]
+pub fn fentry_pc_drop(ctx: FEntryContext) -> u32 {
+    on_pc_drop(ctx.arg(0));
+    0
+}
+
+#[kprobe]
+pub fn kprobe_pc_drop(ctx: ProbeContext) -> u32 {
+    on_pc_drop(ctx.arg(0).unwrap_or(0));
     0
 }

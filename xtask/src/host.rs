@@ -30,6 +30,9 @@ const HOST_PACKAGES: &[&str] = &[
 /// The bpf-linker release known to build against rustc's own LLVM 22.
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
+/// The cargo-fuzz release `cargo xtask fuzz` installs.
+const CARGO_FUZZ_VERSION: &str = "0.13.2";
+
 pub const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
 
 /// Progress printer plus the "apt-get update at most once" memory.
@@ -181,6 +184,26 @@ impl Setup {
         self.did(&format!(
             "cargo install bpf-linker {BPF_LINKER_VERSION} (llvm-{major}, {lib})"
         ));
+        Ok(())
+    }
+
+    /// cargo-fuzz, for `cargo xtask fuzz` (built with the pinned toolchain;
+    /// the fuzz targets themselves build with nightly).
+    pub fn cargo_fuzz(&mut self) -> Result<()> {
+        self.toolchain()?;
+        if cmd::succeeds(Command::new("cargo").args(["+nightly", "fuzz", "--version"])) {
+            self.skip("cargo-fuzz (already present)");
+            return Ok(());
+        }
+        let mut install = Command::new("cargo");
+        install.args(["install", "cargo-fuzz", "--locked", "--version"]);
+        install.arg(CARGO_FUZZ_VERSION);
+        println!(
+            "building cargo-fuzz (about a minute): {}",
+            cmd::describe(&install)
+        );
+        cmd::run(&mut install)?;
+        self.did(&format!("cargo install cargo-fuzz {CARGO_FUZZ_VERSION}"));
         Ok(())
     }
 

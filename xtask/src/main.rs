@@ -6,6 +6,7 @@
 mod bench;
 mod binary;
 mod cmd;
+mod fuzz;
 mod host;
 mod initramfs;
 mod kernels;
@@ -55,6 +56,9 @@ enum Cmd {
     Demo,
     /// Run every check CI runs and print a summary (the README's test command).
     Test(test::TestArgs),
+    /// Fuzz every parser of outside input (traces, ring records, procfs and
+    /// sysfs text, the promoter's state file, model specs) with cargo-fuzz.
+    Fuzz(fuzz::FuzzArgs),
     /// Benchmarks measured side by side in one VM boot.
     Bench {
         #[arg(value_enum)]
@@ -145,6 +149,10 @@ fn run(command: Cmd) -> Result<ExitCode> {
             run(cli.command)
         }
         Cmd::Test(args) => test::run(args),
+        Cmd::Fuzz(args) => {
+            fuzz::run(&args, &mut Setup::new(false))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Bench {
             which: BenchKind::Top,
             seconds,

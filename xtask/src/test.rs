@@ -1,6 +1,6 @@
 //! `cargo xtask test`: everything CI checks, in order, with one summary
 //! table at the end: setup, rustfmt, clippy, unit tests, the release musl
-//! build, then the VM tests (xtask/src/vmtest/) on each guest kernel.
+//! build, each fuzz target for a short fixed time, then the VM tests (xtask/src/vmtest/) on each guest kernel.
 //! A step failing does not stop the later ones (except what depends on it).
 
 use std::path::{Path, PathBuf};
@@ -28,6 +28,10 @@ pub struct TestArgs {
     /// `cargo xtask test --kernels 6.12 --check promote DIR/promote`.
     #[arg(long, num_args = 2, value_names = ["TEST", "DIR"])]
     pub check: Vec<String>,
+    /// Fuzzing: a reproducible run of a fixed number of inputs per target,
+    /// at most this many seconds each (0: skip fuzzing; at most 86400).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=86400))]
+    pub fuzz_time: u64,
 }
 
 #[derive(Clone)]
@@ -127,6 +131,25 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
             .collect()
     };
     let numatrace = cargo_steps(&mut report, &mut setup);
+    let fuzz_step = format!(
+        "fuzz ({} targets, seed 1, at most {} s each)",
+        crate::fuzz::TARGETS.len(),
+        args.fuzz_time
+    );
+    if args.fuzz_time == 0 {
+        report.push(
+            &fuzz_step,
+            Status::Skipped("--fuzz-time 0".into()),
+            Duration::ZERO,
+        );
+    } else {
+        let fuzz = crate::fuzz::FuzzArgs {
+            time: args.fuzz_time,
+            seed: Some(1),
+            only: Vec::new(),
+        };
+        report.step(&fuzz_step, || crate::fuzz::run(&fuzz, &mut setup));
+    }
 
     if args.no_vm {
         report.push(

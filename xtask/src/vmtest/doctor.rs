@@ -77,22 +77,30 @@ fn check_json(doc: &Value, series: Series) -> Result<()> {
         .as_array()
         .context("attach_plan.hooks is not an array")?;
     let targets: Vec<&str> = hooks.iter().filter_map(|h| h["target"].as_str()).collect();
-    // The design's change_pte_range where the kernel keeps it a function.
+    // The design's change_pte_range where the kernel keeps it a function;
+    // init_numa_balancing and __mmdrop: the fault-count patch's counter
+    // resets and mm teardowns.
     let expected: &[&str] = match series {
         Series::V6_1 => &[
             "numa_migrate_prep",
             "migrate_misplaced_page",
             "change_prot_numa",
+            "init_numa_balancing",
+            "__mmdrop",
         ],
         Series::V6_12 => &[
             "numa_migrate_check",
             "migrate_misplaced_folio",
             "change_prot_numa",
+            "init_numa_balancing",
+            "__mmdrop",
         ],
         Series::V7 => &[
             "numa_migrate_check",
             "migrate_misplaced_folio",
             "change_pte_range",
+            "init_numa_balancing",
+            "__mmdrop",
         ],
     };
     for want in expected {
@@ -165,6 +173,8 @@ mod tests {
             "migrate_misplaced_page" => {
                 json!({"function": "migrate_misplaced_folio", "used": false, "why_not": "migrate_misplaced_folio inlined/absent"})
             }
+            // Hooks the design names no function for.
+            "init_numa_balancing" | "__mmdrop" => Value::Null,
             used => json!({"function": used, "used": true, "why_not": ""}),
         };
         let hooks: Vec<Value> = targets
@@ -199,18 +209,24 @@ mod tests {
             "migrate_misplaced_folio",
             "change_prot_numa",
             "should_numa_migrate_memory",
+            "init_numa_balancing",
+            "__mmdrop",
         ];
         let page = [
             "numa_migrate_prep",
             "migrate_misplaced_page",
             "change_prot_numa",
             "should_numa_migrate_memory",
+            "init_numa_balancing",
+            "__mmdrop",
         ];
         let per_pte = [
             "numa_migrate_check",
             "migrate_misplaced_folio",
             "change_pte_range",
             "should_numa_migrate_memory",
+            "init_numa_balancing",
+            "__mmdrop",
         ];
         assert!(check_json(&doctor(true, two_tiers(), &folio), Series::V6_12).is_ok());
         assert!(check_json(&doctor(true, two_tiers(), &page), Series::V6_1).is_ok());

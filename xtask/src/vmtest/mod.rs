@@ -9,6 +9,7 @@
 //! Each test is a file here holding its guest script (`SCRIPT`) and its
 //! host-side check (`check`); [`TESTS`] lists them in run order.
 
+mod detach;
 mod doctor;
 mod export;
 mod probe_count;
@@ -91,6 +92,13 @@ pub const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         timeout_s: 300,
         check: promote::check,
+    },
+    VmTest {
+        name: "detach",
+        script: detach::SCRIPT,
+        kernels: &Series::ALL,
+        timeout_s: 420,
+        check: detach::check,
     },
 ];
 

@@ -1,7 +1,7 @@
 //! A probe attached through the plan counts should_numa_migrate_memory
 //! calls equal to vmstat's numa_hint_faults delta (a small workload);
 //! --empty-programs attaches programs that run once per hint fault and
-//! record nothing.
+//! record nothing; --cgroup takes in the cgroups below the one named.
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
@@ -13,6 +13,9 @@ use crate::results::{read_json, u};
 pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
 numatrace stats --live --json -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 6 --summary "$RESULTS/workload.json" > "$RESULTS/stats.json"
 numatrace stats --live --empty-programs --bpf-stats --json -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 6 --summary "$RESULTS/empty-workload.json" > "$RESULTS/empty.json"
+mkdir -p /sys/fs/cgroup/nt/child /sys/fs/cgroup/other
+sh -c 'echo $$ > /sys/fs/cgroup/nt/child/cgroup.procs && exec numatrace stats --live --json --cgroup /sys/fs/cgroup/nt -- numatrace workload hot-chunks --slow-mb 32 --chunk-mb 8 --accesses 2000 --duration 4 --summary "$RESULTS/cgroup-parent-workload.json"' > "$RESULTS/cgroup-parent.json"
+sh -c 'echo $$ > /sys/fs/cgroup/nt/child/cgroup.procs && exec numatrace stats --live --json --cgroup /sys/fs/cgroup/other -- numatrace workload hot-chunks --slow-mb 32 --chunk-mb 8 --accesses 2000 --duration 4 --summary "$RESULTS/cgroup-other-workload.json"' > "$RESULTS/cgroup-other.json"
 "#;
 
 /// A probe attached through the plan counts
@@ -34,7 +37,38 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         seen == vm_faults,
         "hint fault events {seen} != vmstat numa_hint_faults delta {vm_faults}"
     );
-    check_empty_programs(&read_json(dir, "empty.json")?)
+    check_empty_programs(&read_json(dir, "empty.json")?)?;
+    check_cgroup_filter(
+        &read_json(dir, "cgroup-parent.json")?,
+        &read_json(dir, "cgroup-other.json")?,
+    )
+}
+
+/// `--cgroup` of the workload's parent cgroup sees its hint faults; of a
+/// sibling cgroup, none.
+fn check_cgroup_filter(parent: &Value, other: &Value) -> Result<()> {
+    let vm_faults = u(parent, &["vmstat_delta", "numa_hint_faults"])?;
+    let seen = u(parent, &["hint_faults"])?;
+    ensure!(
+        vm_faults > 0,
+        "--cgroup PARENT: the workload caused no hint faults"
+    );
+    // Everything else in the guest is idle; allow its few faults.
+    ensure!(
+        seen <= vm_faults && seen * 10 >= vm_faults * 9,
+        "--cgroup PARENT saw {seen} of {vm_faults} hint faults of a workload in a child cgroup"
+    );
+    let other_vm = u(other, &["vmstat_delta", "numa_hint_faults"])?;
+    let other_seen = u(other, &["hint_faults"])?;
+    ensure!(
+        other_vm > 0,
+        "--cgroup SIBLING: the workload caused no hint faults"
+    );
+    ensure!(
+        other_seen == 0,
+        "--cgroup SIBLING saw {other_seen} hint faults of a workload outside it"
+    );
+    Ok(())
 }
 
 /// `--empty-programs --bpf-stats`: only the programs that do nothing ran,

@@ -84,6 +84,7 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         s["kernel_histograms_match"] == Value::Bool(true),
         "in-kernel histograms differ from the events'"
     );
+    check_patch_inputs(&s)?;
     check_kernel_latency(&s["checks"])?;
     Ok(())
 }
@@ -108,6 +109,33 @@ fn check_kernel_latency(checks: &Value) -> Result<()> {
     ensure!(
         max < 1000,
         "the kernel's own latency and numatrace's differ by {max} ms (>= 1 s: a stamp is wrong)"
+    );
+    Ok(())
+}
+
+/// The fault-count patch's inputs from the probes: every slow-node fault
+/// has the mm's counter, which steps as the patch's would for the
+/// single-threaded workload (+1 per PTE fault, 0 per PMD fault), and every
+/// decision past the free-space shortcut has the node's candidate count.
+fn check_patch_inputs(s: &Value) -> Result<()> {
+    let p = |k: &str| u(s, &["checks", "patch_inputs", k]);
+    ensure!(
+        p("faults_with_counter")? > 0 && p("faults_without_counter")? == 0,
+        "slow-node faults without the fault-count counter: {} of {}",
+        p("faults_without_counter")?,
+        p("faults_with_counter")? + p("faults_without_counter")?
+    );
+    ensure!(
+        p("steps_checked")? > 0 && p("steps_off")? == 0,
+        "the fault-count counter stepped wrongly {} times in {}",
+        p("steps_off")?,
+        p("steps_checked")?
+    );
+    ensure!(
+        p("threshold_path")? > 0 && p("threshold_path_without_node_count")? == 0,
+        "decisions past the free-space shortcut without the node's candidate count: {} of {}",
+        p("threshold_path_without_node_count")?,
+        p("threshold_path")?
     );
     Ok(())
 }

@@ -28,7 +28,23 @@ pub enum DecodeError {
     Short(usize),
     #[error("unknown record kind {0} (BPF object and numatrace versions differ?)")]
     UnknownKind(u32),
+    #[error(
+        "fault record names node {nid} as its {which} node: node ids are -1 (none) \
+         to {max} (MAX_NUMNODES), so the record is corrupt or crafted",
+        max = crate::topology::MAX_NUMNODES - 1
+    )]
+    NodeOutOfRange { which: &'static str, nid: i32 },
+    #[error(
+        "VMA skip record has reason {0}: the kernel has a handful (below {MAX_SKIP_REASON}), \
+         so the record is corrupt or crafted"
+    )]
+    SkipReasonOutOfRange(u32),
 }
+
+/// Skip reasons are below this: the kernel's `numa_vmaskip_reason` has 7,
+/// and a newer kernel's extra ones show as `reason_N`; more would be one
+/// count per value kept for a corrupt or crafted record.
+pub const MAX_SKIP_REASON: u32 = 64;
 
 fn read<T: Copy + Default>(bytes: &[u8]) -> Result<T, DecodeError> {
     if bytes.len() < std::mem::size_of::<T>() {
@@ -44,11 +60,94 @@ fn read<T: Copy + Default>(bytes: &[u8]) -> Result<T, DecodeError> {
 pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
     let kind: u32 = read::<u32>(bytes)?;
     match kind {
-        k if k == EventKind::Fault as u32 => Ok(Event::Fault(read(bytes)?)),
+        k if k == EventKind::Fault as u32 => fault(read(bytes)?).map(Event::Fault),
         k if k == EventKind::Scan as u32 => Ok(Event::Scan(read(bytes)?)),
-        k if k == EventKind::VmaSkip as u32 => Ok(Event::Skip(read(bytes)?)),
+        k if k == EventKind::VmaSkip as u32 => {
+            let s: SkipEvent = read(bytes)?;
+            if s.reason >= MAX_SKIP_REASON {
+                return Err(DecodeError::SkipReasonOutOfRange(s.reason));
+            }
+            Ok(Event::Skip(s))
+        }
         k => Err(DecodeError::UnknownKind(k)),
     }
+}
+
+/// A fault whose node ids are node ids: everything downstream that keeps
+/// counts per node (pair) is then bounded by [`crate::topology::MAX_NUMNODES`].
+fn fault(f: FaultEvent) -> Result<FaultEvent, DecodeError> {
+    let valid =
+        |nid: i32| nid == -1 || u32::try_from(nid).is_ok_and(|n| n < crate::topology::MAX_NUMNODES);
+    if !valid(f.src_nid) {
+        return Err(DecodeError::NodeOutOfRange {
+            which: "source",
+            nid: f.src_nid,
+        });
+    }
+    if !valid(f.dst_nid) {
+        return Err(DecodeError::NodeOutOfRange {
+            which: "destination",
+            nid: f.dst_nid,
+        });
+    }
+    Ok(f)
+}
+
+/// A record of a trace of ABI version 1, whose fault and scan records are
+/// prefixes of today's. What v1 lacks of the fault-count patch's inputs is
+/// stood in for by numatrace's own per-process counter (`seq_mm`: it also
+/// counts THP faults, starts at attach and never resets), so an old
+/// recording still gets a `fault-count` answer with the patch's
+/// arithmetic; the threshold path is inferred from the outcome. No
+/// node-wide candidate count (the rate limit counts the model's own).
+pub fn decode_v1(bytes: &[u8]) -> Result<Event, DecodeError> {
+    let kind: u32 = read::<u32>(bytes)?;
+    let sizes = numa_ebpf_common::RECORD_SIZES_V1;
+    match kind {
+        k if k == EventKind::Fault as u32 => {
+            fault(fault_from_v1(read_prefix(bytes, sizes[0])?)).map(Event::Fault)
+        }
+        k if k == EventKind::Scan as u32 => {
+            let mut s: ScanEvent = read_prefix(bytes, sizes[1])?;
+            s.pc_count = s.seq_mm as u32;
+            s.ext_flags = numa_ebpf_common::scan_ext_flags::PC_COUNT;
+            Ok(Event::Scan(s))
+        }
+        _ => decode(bytes),
+    }
+}
+
+/// The first `len` bytes of a `T`, the rest zero.
+fn read_prefix<T: Copy + Default>(bytes: &[u8], len: usize) -> Result<T, DecodeError> {
+    if bytes.len() < len || len > std::mem::size_of::<T>() {
+        return Err(DecodeError::Short(bytes.len()));
+    }
+    let mut v = T::default();
+    // SAFETY: `len` bytes are copied into a T of at least `len` bytes; T is
+    // a #[repr(C)] struct of integers for which any bit pattern is valid.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&mut v as *mut T).cast::<u8>(), len);
+    }
+    Ok(v)
+}
+
+fn fault_from_v1(mut f: FaultEvent) -> FaultEvent {
+    use numa_ebpf_common::{ext_flags as xf, fault_flags as ff, Outcome};
+    f.pc_count = f.seq_mm as u32;
+    f.ext_flags = xf::PC_COUNT;
+    if f.flags & ff::HAS_STAMP != 0 && f.flags & ff::STAMP_OTHER_MM == 0 {
+        f.pc_stored = f.scan_seq_mm as u32;
+        f.pc_stored_ns = f.scan_ns;
+        f.ext_flags |= xf::PC_STORED;
+    }
+    let past = matches!(
+        Outcome::from_u8(f.outcome),
+        Some(Outcome::PromoteHot | Outcome::RejectLatency | Outcome::RejectRateLimit)
+    );
+    if past || f.flags & ff::KERNEL_LATENCY != 0 {
+        f.ext_flags |= xf::THRESHOLD_PATH;
+    }
+    f
 }
 
 /// The raw bytes of an event, as written to trace files (no copy).
@@ -108,13 +207,18 @@ pub struct Snapshot {
 
 /// Event builders for tests (here and in the crates downstream).
 pub mod fixtures {
-    use numa_ebpf_common::{fault_flags, EventKind, FaultEvent, Outcome};
+    use numa_ebpf_common::{ext_flags, fault_flags, EventKind, FaultEvent, Outcome};
 
     /// A promoted or refused base-page hint fault of process 42 on folio
-    /// `folio`, `latency_ms` after its scan: the one fixture builder for
-    /// fault events in every crate's tests.
+    /// `folio`, `latency_ms` after its scan and 3 faults after it (on
+    /// numatrace's counters and the patch's alike): the one fixture
+    /// builder for fault events in every crate's tests.
     pub fn fault(seq: u64, folio: u64, latency_ms: u64, outcome: Outcome) -> FaultEvent {
         let ts_ns = 1_000_000_000_000 + seq * 1_000_000;
+        let mut ext_flags = ext_flags::PC_COUNT | ext_flags::PC_STORED;
+        if outcome != Outcome::PromoteFreeSpace {
+            ext_flags |= ext_flags::THRESHOLD_PATH;
+        }
         FaultEvent {
             kind: EventKind::Fault as u32,
             ts_ns,
@@ -138,6 +242,10 @@ pub mod fixtures {
                 | fault_flags::KERNEL_LATENCY
                 | fault_flags::HAS_FAULT_HOOK,
             comm: *b"hot-chunks\0\0\0\0\0\0",
+            pc_count: seq as u32,
+            pc_stored: seq.saturating_sub(3) as u32,
+            pc_stored_ns: ts_ns - latency_ms * 1_000_000,
+            ext_flags,
             ..FaultEvent::default()
         }
     }
@@ -182,8 +290,80 @@ mod tests {
     }
 
     #[test]
+    fn v1_records_read_with_stand_ins_for_the_patch_inputs() {
+        use numa_ebpf_common::{ext_flags as xf, RECORD_SIZES_V1};
+        let mut f = fault(70_000, 3, 1500, Outcome::RejectLatency);
+        f.scan_seq_mm = 69_000;
+        f.node_candidates = 5; // not in v1: must read as zero
+        let bytes = encode(&Event::Fault(f));
+        let Ok(Event::Fault(g)) = decode_v1(&bytes[..RECORD_SIZES_V1[0]]) else {
+            panic!("v1 fault did not decode");
+        };
+        assert_eq!((g.pc_count, g.pc_stored), (70_000, 69_000));
+        assert_eq!(g.pc_stored_ns, f.scan_ns);
+        assert_eq!(g.node_candidates, 0);
+        assert_eq!(
+            g.ext_flags,
+            xf::PC_COUNT | xf::PC_STORED | xf::THRESHOLD_PATH
+        );
+        assert_eq!(
+            decode_v1(&bytes[..RECORD_SIZES_V1[0] - 1]),
+            Err(DecodeError::Short(RECORD_SIZES_V1[0] - 1))
+        );
+        let s = ScanEvent {
+            kind: EventKind::Scan as u32,
+            seq_mm: 12,
+            ..Default::default()
+        };
+        let bytes = encode(&Event::Scan(s));
+        let Ok(Event::Scan(t)) = decode_v1(&bytes[..RECORD_SIZES_V1[1]]) else {
+            panic!("v1 scan did not decode");
+        };
+        assert_eq!(t.pc_count, 12);
+    }
+
+    #[test]
     fn comm_stops_at_nul() {
         assert_eq!(comm(b"hot-chunks\0\0\0\0\0\0"), "hot-chunks");
         assert_eq!(comm(&[b'a'; 16]), "a".repeat(16));
+    }
+
+    #[test]
+    fn node_ids_and_skip_reasons_beyond_the_kernels_are_refused() {
+        let ok = |src, dst| {
+            let mut f = fault(1, 1, 1, Outcome::PromoteHot);
+            (f.src_nid, f.dst_nid) = (src, dst);
+            decode(&encode(&Event::Fault(f)))
+        };
+        for (src, dst) in [(-1, -1), (0, 1023), (1023, 0)] {
+            assert!(ok(src, dst).is_ok(), "{src} -> {dst}");
+        }
+        let skip = |reason| {
+            decode(&encode(&Event::Skip(SkipEvent {
+                kind: EventKind::VmaSkip as u32,
+                reason,
+                ..Default::default()
+            })))
+        };
+        assert!(skip(MAX_SKIP_REASON - 1).is_ok());
+        assert_eq!(
+            skip(MAX_SKIP_REASON),
+            Err(DecodeError::SkipReasonOutOfRange(MAX_SKIP_REASON))
+        );
+        for (src, dst, which, nid) in [
+            (1024, 0, "source", 1024),
+            (-2, 0, "source", -2),
+            (0, i32::MAX, "destination", i32::MAX),
+            (0, i32::MIN, "destination", i32::MIN),
+        ] {
+            let err = ok(src, dst).expect_err("out of range");
+            assert_eq!(err, DecodeError::NodeOutOfRange { which, nid });
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("node {nid} as its {which}")),
+                "{text}"
+            );
+            assert!(text.contains("-1 (none) to 1023 (MAX_NUMNODES)"), "{text}");
+        }
     }
 }

@@ -12,6 +12,7 @@ pub mod histtext;
 pub mod model;
 pub mod params;
 pub mod plan;
+pub mod procfs;
 pub mod rng;
 pub mod sink;
 pub mod topology;

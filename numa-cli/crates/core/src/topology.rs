@@ -5,6 +5,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+/// Node ids are below this (the kernel's `MAX_NUMNODES` at its largest,
+/// `CONFIG_NODES_SHIFT=10`); a record or header naming another node is
+/// corrupt or crafted, and refused before anything is kept per node.
+pub const MAX_NUMNODES: u32 = 1024;
+
 /// Parses a kernel cpulist/nodelist such as `0-3,8,10-11`.
 pub fn parse_list(list: &str) -> Vec<u32> {
     let mut out = Vec::new();
@@ -60,6 +65,10 @@ pub struct Tunables {
     pub scan_period_min_ms: Option<u64>,
     pub scan_period_max_ms: Option<u64>,
     pub scan_size_mb: Option<u64>,
+    /// debugfs `fault_count_threshold`: only a kernel with the fault-count
+    /// patch has it.
+    #[serde(default)]
+    pub fault_count_threshold: Option<u64>,
 }
 
 pub fn parse_vmstat(text: &str) -> BTreeMap<String, u64> {

@@ -164,7 +164,9 @@ async fn write_textfiles(
     rx: watch::Receiver<Arc<MetricsState>>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<()> {
-    let mut tick = tokio::time::interval(every);
+    // A zero period panics inside the runtime (`--interval` is at least
+    // 0.1 s; this keeps any other caller from killing the thread).
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_error: Option<String> = None;
     loop {

@@ -18,12 +18,14 @@ use super::metrics::{
 };
 use numa_core::{
     decode::{comm, Event, Snapshot},
-    model::{shadow::Shadow, window::Window},
+    model::{shadow::Shadow, window::Window, GONE_AFTER_NS},
     sink::Sink,
 };
 
-/// Processes tracked for `--per-process` before the least active half is
-/// forgotten (bounded memory on hosts with many short-lived processes).
+/// Processes tracked for `--per-process` at most: past it, the least
+/// recently active half is forgotten. Gone processes (no hint fault for
+/// [`GONE_AFTER_NS`]) are forgotten anyway, so this holds only when more
+/// processes than this fault within that time.
 const MAX_TRACKED_PROCESSES: usize = 1 << 16;
 
 /// Reads the per-node vmstat counters (live runs only; IO stays out of the
@@ -36,6 +38,8 @@ struct ProcessCounts {
     hint_faults: u64,
     promote: u64,
     reject: u64,
+    /// Trace time of its latest hint fault.
+    last_ns: u64,
 }
 
 pub struct Options {
@@ -57,6 +61,10 @@ pub struct Publisher {
     window: Window,
     decisions: BTreeMap<(bool, u8, i32, i32), u64>,
     processes: HashMap<u32, ProcessCounts>,
+    /// The latest event or snapshot time seen.
+    now_ns: u64,
+    /// When the next look for gone processes is due.
+    next_sweep_ns: u64,
     snapshots: u64,
     events: u64,
 }
@@ -77,6 +85,8 @@ impl Publisher {
                 window: Window::default(),
                 decisions: BTreeMap::new(),
                 processes: HashMap::new(),
+                now_ns: 0,
+                next_sweep_ns: 0,
                 snapshots: 0,
                 events: 0,
             },
@@ -104,10 +114,17 @@ impl Publisher {
             return;
         }
         let tgid = (f.pid_tgid >> 32) as u32;
+        self.tick(f.ts_ns);
         if self.processes.len() >= MAX_TRACKED_PROCESSES && !self.processes.contains_key(&tgid) {
             self.forget_quiet_half();
         }
+        let now = self.now_ns;
         let p = self.processes.entry(tgid).or_default();
+        if now.saturating_sub(p.last_ns) >= GONE_AFTER_NS {
+            // New, or its pid's previous process is gone: a new process.
+            *p = ProcessCounts::default();
+        }
+        p.last_ns = now;
         if p.comm.is_empty() {
             p.comm = comm(&f.comm);
         }
@@ -121,12 +138,25 @@ impl Publisher {
         }
     }
 
+    /// Moves the clock to `ts_ns`; every quarter of [`GONE_AFTER_NS`],
+    /// forgets the processes gone by then (their series end).
+    fn tick(&mut self, ts_ns: u64) {
+        self.now_ns = self.now_ns.max(ts_ns);
+        if self.now_ns >= self.next_sweep_ns {
+            let now = self.now_ns;
+            self.processes
+                .retain(|_, p| now.saturating_sub(p.last_ns) < GONE_AFTER_NS);
+            self.next_sweep_ns = now.saturating_add(GONE_AFTER_NS / 4);
+        }
+    }
+
+    /// Forgets the least recently active half.
     fn forget_quiet_half(&mut self) {
-        let mut counts: Vec<u64> = self.processes.values().map(|p| p.hint_faults).collect();
-        let mid = counts.len() / 2;
-        let (_, median, _) = counts.select_nth_unstable(mid);
+        let mut last: Vec<u64> = self.processes.values().map(|p| p.last_ns).collect();
+        let mid = last.len() / 2;
+        let (_, median, _) = last.select_nth_unstable(mid);
         let median = *median;
-        self.processes.retain(|_, p| p.hint_faults > median);
+        self.processes.retain(|_, p| p.last_ns > median);
     }
 
     fn kernel(&self) -> KernelMetrics {
@@ -183,9 +213,11 @@ impl Publisher {
                 .collect(),
             None => Vec::new(),
         };
+        let now = self.now_ns;
         let mut processes: Vec<ProcessMetrics> = self
             .processes
             .iter()
+            .filter(|(_, p)| now.saturating_sub(p.last_ns) < GONE_AFTER_NS)
             .map(|(&pid, p)| ProcessMetrics {
                 pid,
                 comm: p.comm.clone(),
@@ -234,6 +266,7 @@ impl Sink for Publisher {
             shadow.snapshot(s);
         }
         self.window.push(s);
+        self.tick(s.ts_ns);
         self.snapshots += 1;
         let state = self.state(s);
         self.tx.send_replace(Arc::new(state));
@@ -315,7 +348,8 @@ mod tests {
         ] {
             p.event(&Event::Fault(ev)).expect("event");
         }
-        p.snapshot(&snap(2_000_000_000_000, 3, 0, 0))
+        // A second after the faults (their processes are not gone).
+        p.snapshot(&snap(1_001_000_000_000, 3, 0, 0))
             .expect("snapshot");
         let s = rx.borrow().clone();
         let got: Vec<(bool, &str, i32, i32, u64)> = s
@@ -346,5 +380,57 @@ mod tests {
             p.event(&Event::Fault(f)).expect("event");
         }
         assert!(p.processes.len() <= MAX_TRACKED_PROCESSES);
+    }
+
+    #[test]
+    fn pid_churn_is_forgotten_and_totals_stay_exact() {
+        const S: u64 = 1_000_000_000;
+        let (mut p, rx) = publisher(3, 1);
+        p.snapshot(&snap(S, 0, 0, 0)).expect("snapshot");
+        let fault_of = |pid: u64, ts: u64| {
+            let mut f = fault(ts / 1000, pid, 5000, Outcome::RejectLatency);
+            f.pid_tgid = pid << 32;
+            f.ts_ns = ts;
+            Event::Fault(f)
+        };
+        // A heavy process early, then 5 000 processes of 2 faults, one a
+        // second, beside one that faults throughout.
+        for k in 0..500 {
+            p.event(&fault_of(1, 2 * S + k)).expect("event");
+        }
+        let mut peak = 0;
+        for i in 0..5_000u64 {
+            let ts = 10 * S + i * S;
+            for k in 0..2 {
+                p.event(&fault_of(1000 + i, ts + k)).expect("event");
+            }
+            p.event(&fault_of(7, ts + 5)).expect("event");
+            p.snapshot(&snap(ts + 10, 0, 0, 0)).expect("snapshot");
+            peak = peak.max(p.processes.len());
+        }
+        // Bounded by the processes of the last ten minutes and a sweep.
+        let bound = ((GONE_AFTER_NS + GONE_AFTER_NS / 4) / S + 10) as usize;
+        assert!(peak <= bound, "{peak} processes tracked");
+        let s = rx.borrow().clone();
+        // Every decision counted, whatever was forgotten.
+        let decided: u64 = s.decisions.iter().map(|d| d.count).sum();
+        assert_eq!(decided, 500 + 5_000 * 3);
+        // The heavy process is gone: its series ended; the long runner
+        // leads, with all its faults.
+        let top: Vec<(u32, u64)> = s.processes.iter().map(|m| (m.pid, m.hint_faults)).collect();
+        assert_eq!(top[0], (7, 5_000));
+        assert!(top.iter().all(|(pid, _)| *pid != 1), "{top:?}");
+        // A pid that faults again after its process went is a new one.
+        let ts = 10 * S + 5_000 * S + GONE_AFTER_NS;
+        p.event(&fault_of(7, ts)).expect("event");
+        p.snapshot(&snap(ts + 1, 0, 0, 0)).expect("snapshot");
+        let s = rx.borrow().clone();
+        assert_eq!(
+            s.processes
+                .iter()
+                .map(|m| (m.pid, m.hint_faults))
+                .collect::<Vec<_>>(),
+            [(7, 1)]
+        );
     }
 }

@@ -5,16 +5,19 @@
 //! pipeline.
 //!
 //! Bounded per connection: at most [`MAX_CONNECTIONS`] at once (more wait in
-//! the listen backlog), a [`MAX_REQUEST_BUF`] request buffer, headers within
+//! the listen backlog) and [`MAX_CONNECTIONS_PER_PEER`] of one peer (more
+//! are closed at once), a [`MAX_REQUEST_BUF`] request buffer, headers within
 //! [`HEADER_READ_TIMEOUT`] (this also closes idle keep-alive connections),
 //! and a response write that makes no progress for [`WRITE_STALL_TIMEOUT`]
 //! drops the connection (a client that stops reading). Bodies are shared
 //! `Bytes` of one encoding per published state and format, never copied per
 //! connection.
 use std::{
+    collections::HashMap,
     convert::Infallible,
     future::Future,
     io,
+    net::{IpAddr, Ipv6Addr},
     pin::Pin,
     sync::{Arc, Mutex},
     task::{Context, Poll},
@@ -38,6 +41,10 @@ use super::metrics::{self, Format, MetricsState};
 use numa_host::promoter_state::{Reading, Source};
 
 pub const MAX_CONNECTIONS: usize = 512;
+/// Connections one peer may hold at once, so that one client cannot take
+/// every slot: a Prometheus server scrapes over one connection. Loopback
+/// peers are exempt: on one host every client has the same address.
+pub const MAX_CONNECTIONS_PER_PEER: usize = 16;
 /// hyper's minimum is 8 KiB; a scrape request is a few hundred bytes.
 pub const MAX_REQUEST_BUF: usize = 16 << 10;
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -241,14 +248,43 @@ impl AsyncWrite for StallGuard {
     }
 }
 
+/// How many connections the server holds at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// In all.
+    pub connections: usize,
+    /// From one peer address (an IPv6 peer: its /64).
+    pub per_peer: usize,
+    /// Whether loopback peers are held to `per_peer` too.
+    pub per_peer_on_loopback: bool,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            connections: MAX_CONNECTIONS,
+            per_peer: MAX_CONNECTIONS_PER_PEER,
+            per_peer_on_loopback: false,
+        }
+    }
+}
+
 /// Serves until `shutdown` turns true (or its sender is dropped).
-pub async fn serve(
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
+    serve_with(listener, shared, shutdown, Limits::default()).await;
+}
+
+/// [`serve`] within `limits`.
+pub async fn serve_with(
     listener: TcpListener,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
+    limits: Limits,
 ) {
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let permits = Arc::new(Semaphore::new(limits.connections));
+    let peers = Arc::new(PeerSlots::default());
     let mut accept_error_reported = false;
+    let mut peer_cap_reported = false;
     loop {
         let permit = tokio::select! {
             p = permits.clone().acquire_owned() => match p {
@@ -261,8 +297,8 @@ pub async fn serve(
             r = listener.accept() => r,
             _ = shutdown.wait_for(|stop| *stop) => return,
         };
-        let stream = match stream {
-            Ok((s, _)) => s,
+        let (stream, peer) = match stream {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // EMFILE and friends: report once, back off, keep serving.
                 if !accept_error_reported {
@@ -273,26 +309,107 @@ pub async fn serve(
                 continue;
             }
         };
+        let Ok(peer_slot) = peers.admit(peer.ip(), &limits) else {
+            // Closed at once: the slot and the permit go back.
+            if !peer_cap_reported {
+                eprintln!(
+                    "numatrace: warning: {} holds {} scrape connections, the most one peer may; \
+                     its further connections are closed",
+                    peer.ip(),
+                    limits.per_peer
+                );
+                peer_cap_reported = true;
+            }
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let shared = shared.clone();
         tokio::spawn(async move {
-            let _permit = permit;
-            let io = TokioIo::new(StallGuard {
-                inner: stream,
-                limit: WRITE_STALL_TIMEOUT,
-                stalled: None,
-            });
-            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let resp = handle(&req, &shared);
-                async move { Ok::<_, Infallible>(resp) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .max_buf_size(MAX_REQUEST_BUF)
-                .serve_connection(io, service)
-                .await;
+            let _slots = (permit, peer_slot);
+            serve_connection(stream, shared).await;
         });
+    }
+}
+
+async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
+    let io = TokioIo::new(StallGuard {
+        inner: stream,
+        limit: WRITE_STALL_TIMEOUT,
+        stalled: None,
+    });
+    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let resp = handle(&req, &shared);
+        async move { Ok::<_, Infallible>(resp) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(MAX_REQUEST_BUF)
+        .serve_connection(io, service)
+        .await;
+}
+
+/// Connections held per peer ([`peer_key`]).
+#[derive(Default)]
+struct PeerSlots {
+    held: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// A connection's place in its peer's count; given back on drop.
+struct PeerSlot {
+    slots: Arc<PeerSlots>,
+    peer: IpAddr,
+}
+
+impl PeerSlots {
+    /// A slot for a connection from `ip`, `Err` when its peer holds
+    /// `limits.per_peer` already; `Ok(None)` for a loopback peer that is
+    /// not counted.
+    fn admit(self: &Arc<Self>, ip: IpAddr, limits: &Limits) -> Result<Option<PeerSlot>, ()> {
+        let peer = peer_key(ip);
+        if !limits.per_peer_on_loopback && (ip.is_loopback() || peer.is_loopback()) {
+            return Ok(None);
+        }
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let n = held.entry(peer).or_insert(0);
+        if *n >= limits.per_peer {
+            return Err(());
+        }
+        *n += 1;
+        Ok(Some(PeerSlot {
+            slots: self.clone(),
+            peer,
+        }))
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut held = self.slots.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.peer) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                // Only peers with connections stay in the map.
+                held.remove(&self.peer);
+            }
+        }
+    }
+}
+
+/// The address a peer's connections are counted under: an IPv4 address
+/// (also when mapped into IPv6), or an IPv6 address's /64, which one host
+/// usually holds whole.
+fn peer_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let mut segments = v6.segments();
+                segments[4..].fill(0);
+                IpAddr::V6(Ipv6Addr::from(segments))
+            }
+        },
+        v4 => v4,
     }
 }
 
@@ -313,72 +430,4 @@ pub fn html_escape(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn encodes_once_per_generation() {
-        let (tx, rx) = watch::channel(Arc::new(MetricsState::default()));
-        let shared = Shared::new(rx, String::new());
-        let a = shared.body(Format::OpenMetrics).expect("encode");
-        let b = shared.body(Format::OpenMetrics).expect("encode");
-        assert_eq!(a.as_ptr(), b.as_ptr(), "second scrape reuses the encoding");
-        let p = shared.body(Format::Prometheus).expect("encode");
-        assert!(!p.ends_with(b"# EOF\n"));
-        tx.send_replace(Arc::new(MetricsState {
-            generation: 1,
-            snapshots: 1,
-            ..MetricsState::default()
-        }));
-        let c = shared.body(Format::OpenMetrics).expect("encode");
-        assert_ne!(a, c, "a new state is encoded anew");
-    }
-
-    #[test]
-    fn scrapes_follow_the_promoter_state_file() {
-        use numa_host::promoter_state::{pid_start_ticks, unix_now, PromoterState, Writer};
-        let dir = std::env::temp_dir().join(format!(
-            "numatrace-server-promoter-{}-{}",
-            std::process::id(),
-            unix_now().to_bits()
-        ));
-        let path = dir.join("promoter.json");
-        let (_tx, rx) = watch::channel(Arc::new(MetricsState::default()));
-        let shared = Shared::with_promoter(rx, String::new(), Some(Source::at(&path)));
-        let text = |f| String::from_utf8_lossy(&shared.body(f).expect("encode")).into_owned();
-        assert!(text(Format::Prometheus).contains("numatrace_promoter_up 0\n"));
-        let mut w = Writer::at(&path, false).expect("writer");
-        let mut s = PromoterState {
-            pid: std::process::id(),
-            pid_start_ticks: pid_start_ticks(std::process::id()),
-            moved_pages: 321,
-            queue_depth: 5,
-            failures_by_status: [("ebusy".to_owned(), 4)].into_iter().collect(),
-            ..PromoterState::default()
-        };
-        w.publish(&mut s).expect("publish");
-        // Same generation of the pipeline's state: the file alone refreshes it.
-        let t = text(Format::Prometheus);
-        assert!(t.contains("numatrace_promoter_up 1\n"), "{t}");
-        assert!(
-            t.contains("numatrace_promoter_moved_pages_total 321\n"),
-            "{t}"
-        );
-        assert!(
-            t.contains("numatrace_promoter_failures_total{status=\"ebusy\"} 4\n"),
-            "{t}"
-        );
-        assert!(t.contains("numatrace_promoter_queue_depth 5\n"), "{t}");
-        w.remove();
-        assert!(text(Format::OpenMetrics).contains("numatrace_promoter_up 0\n"));
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    #[test]
-    fn escapes_html() {
-        assert_eq!(
-            html_escape("<a href=\"x\">&'"),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
-        );
-    }
-}
+mod tests;

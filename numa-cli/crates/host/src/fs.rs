@@ -1,19 +1,32 @@
-//! Replacing a file atomically, for every file numatrace publishes (the
-//! promoter's state file, the node_exporter textfile): readers see the
-//! whole old file or the whole new one, never a half-written one.
+//! The one way numatrace creates files, and the one way it reads a file
+//! from a place other users may write to.
 //!
-//! The new contents go to a temporary file beside the target (a rename is
-//! only atomic within one filesystem), which is then renamed over it. The
-//! temporary name is random and the file is created exclusively without
-//! following symlinks: these directories may be shared (`/tmp`, a textfile
-//! directory other users write to), and a predictable name would let
-//! anyone who can write there plant a symlink or a file that numatrace
-//! then writes through.
+//! Published files (the promoter's state file, the node_exporter textfile,
+//! reports) are replaced atomically: readers see the whole old file or the
+//! whole new one, never a half-written one. The new contents go to a
+//! temporary file beside the target (a rename is only atomic within one
+//! filesystem), which is then renamed over it. The temporary name is random
+//! and the file is created exclusively without following symlinks: these
+//! directories may be shared (`/tmp`, a textfile directory other users
+//! write to), and a predictable name would let anyone who can write there
+//! plant a symlink or a file that numatrace then writes through.
+//!
+//! A stream (a trace being recorded) is created exclusively at its final
+//! name, so that whatever was written before a crash is readable there.
+//!
+//! Reading a shared file never follows a symlink, never blocks (a FIFO or
+//! device is refused before a byte is read), and trusts only a regular
+//! file of this user (or root) that nobody else may write, up to a size.
 use std::{
+    ffi::CString,
     fmt::Write as _,
     fs,
     io::{self, Read, Write},
-    os::unix::fs::OpenOptionsExt,
+    os::unix::{
+        ffi::OsStrExt,
+        fs::{MetadataExt, OpenOptionsExt},
+        io::{AsRawFd, FromRawFd, OwnedFd},
+    },
     path::{Path, PathBuf},
 };
 
@@ -34,12 +47,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 
 /// [`write_atomic`] with the source of temporary-name suffixes as a
 /// parameter, so tests can make the names predictable.
-fn write_atomic_named(
-    path: &Path,
-    bytes: &[u8],
-    mode: u32,
-    mut suffix: impl FnMut() -> io::Result<String>,
-) -> io::Result<()> {
+/// The directory `path` is in (`.` for a bare name) and its file name,
+/// the stem of the temporary names made beside it.
+fn dir_and_name(path: &Path) -> (&Path, String) {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -47,6 +57,16 @@ fn write_atomic_named(
     let name = path
         .file_name()
         .map_or_else(|| "numatrace".into(), |n| n.to_string_lossy().into_owned());
+    (dir, name)
+}
+
+fn write_atomic_named(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    mut suffix: impl FnMut() -> io::Result<String>,
+) -> io::Result<()> {
+    let (dir, name) = dir_and_name(path);
     let fail = |tmp: Option<&Path>, e: io::Error| {
         let via = tmp.map_or_else(String::new, |t| format!(" (via {})", t.display()));
         io::Error::new(
@@ -105,6 +125,198 @@ fn create_temporary(
         }
     }
     Err(last.unwrap_or_else(|| io::Error::other("no temporary name to try")))
+}
+
+/// Creates `path` for a stream of writes (a trace being recorded), with
+/// `mode` (less the umask): a new file only, never an existing one, and
+/// never through a symlink planted at the name. Created at its final name
+/// rather than renamed into place at the end: a recording cut short (the
+/// machine crashed, the process was killed) is still there and readable up
+/// to its last complete record. An existing name is an
+/// [`io::ErrorKind::AlreadyExists`] error; see [`create_replacing`].
+pub fn create_exclusive(path: &Path, mode: u32) -> io::Result<fs::File> {
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// [`create_exclusive`] for a caller asked to replace what is at `path`:
+/// the stream is created exclusively under a random temporary name beside
+/// it and at once renamed over `path`. The rename replaces the name itself
+/// (a symlink there is replaced, its target never written), and the file is
+/// at its final name from the start, as with [`create_exclusive`].
+pub fn create_replacing(path: &Path, mode: u32) -> io::Result<fs::File> {
+    let (dir, name) = dir_and_name(path);
+    let (tmp, file) = create_temporary(dir, &name, mode, &mut random_suffix)?;
+    if let Err(e) = fs::rename(&tmp, path) {
+        // Only ever the file created above: create_new guarantees it is ours.
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(file)
+}
+
+/// Where a file read with [`read_shared`] lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dir {
+    /// A directory the caller named (its environment, its flags).
+    Named,
+    /// A directory that must be this user's and writable by nobody else
+    /// (a per-user directory in a shared `/tmp`): checked too.
+    Private,
+}
+
+/// Why a shared file was not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    /// Nothing at the path (or no directory for it).
+    Missing,
+    /// Something is there but was refused or could not be read: why,
+    /// naming the path.
+    Refused(String),
+}
+
+/// Reads a small file from a place other users may write to, trusting only
+/// a regular file owned by this user or root, writable by nobody else, of
+/// at most `max_bytes`. It is opened without following a symlink and
+/// without blocking (`O_NOFOLLOW | O_NONBLOCK`: opening a FIFO returns at
+/// once) and its type is checked on the open descriptor before anything is
+/// read, so a FIFO, socket or device planted at the name is refused, never
+/// read from. What remains is reading at most `max_bytes` of a regular
+/// file, which does not wait for anyone.
+pub fn read_shared(path: &Path, max_bytes: u64, dir: Dir) -> Result<Vec<u8>, ReadError> {
+    read_shared_as(path, max_bytes, dir, euid())
+}
+
+/// This process's effective user id.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// [`read_shared`] for a reader of user id `euid`.
+pub(crate) fn read_shared_as(
+    path: &Path,
+    max_bytes: u64,
+    dir: Dir,
+    euid: u32,
+) -> Result<Vec<u8>, ReadError> {
+    let refuse = |why: String| ReadError::Refused(format!("{}: {why}", path.display()));
+    let file = open_shared(path, dir, euid)?;
+    let meta = file.metadata().map_err(|e| refuse(e.to_string()))?;
+    if !meta.file_type().is_file() {
+        return Err(refuse(format!("{}, not a regular file", kind(meta.mode()))));
+    }
+    trusted_owner(&meta, euid).map_err(refuse)?;
+    if meta.len() > max_bytes {
+        return Err(refuse(format!(
+            "{} bytes, more than the {max_bytes} read here",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::new();
+    file.take(max_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| refuse(e.to_string()))?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(refuse(format!("grew past {max_bytes} bytes while read")));
+    }
+    Ok(bytes)
+}
+
+/// Opens `path` for [`read_shared`]; for a private directory, the
+/// directory is opened (not following a symlink), checked, and the file
+/// opened relative to it, so the directory checked is the one read from.
+fn open_shared(path: &Path, dir: Dir, euid: u32) -> Result<fs::File, ReadError> {
+    const FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    let failed = |at: &Path, e: io::Error| match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ENOTDIR) => ReadError::Missing,
+        Some(libc::ELOOP) => {
+            ReadError::Refused(format!("{}: a symbolic link, not followed", at.display()))
+        }
+        Some(libc::ENXIO) => ReadError::Refused(format!(
+            "{}: a socket or device without a reader, not a regular file",
+            at.display()
+        )),
+        _ => ReadError::Refused(format!("{}: {e}", at.display())),
+    };
+    if dir == Dir::Named {
+        return fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(FLAGS)
+            .open(path)
+            .map_err(|e| failed(path, e));
+    }
+    let parent = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let d = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(parent)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOTDIR) => ReadError::Refused(format!(
+                "{}: not a directory, or a symbolic link (not followed)",
+                parent.display()
+            )),
+            _ => failed(parent, e),
+        })?;
+    let m = d.metadata().map_err(|e| failed(parent, e))?;
+    if m.uid() != euid || m.mode() & 0o022 != 0 {
+        return Err(ReadError::Refused(format!(
+            "{}: not a private directory of this user (owner uid {}, mode {:o})",
+            parent.display(),
+            m.uid(),
+            m.mode() & 0o7777
+        )));
+    }
+    let name = path
+        .file_name()
+        .and_then(|n| CString::new(n.as_bytes()).ok())
+        .ok_or_else(|| ReadError::Refused(format!("{}: not a file name", path.display())))?;
+    // SAFETY: `d` is an open directory and `name` a NUL-terminated string,
+    // both alive for the call.
+    let fd = unsafe { libc::openat(d.as_raw_fd(), name.as_ptr(), libc::O_RDONLY | FLAGS) };
+    if fd < 0 {
+        return Err(failed(path, io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` was just returned by openat and is owned by nothing else.
+    Ok(fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// Owned by `euid` or root, and writable by neither group nor others:
+/// nobody else could have written it.
+fn trusted_owner(meta: &fs::Metadata, euid: u32) -> Result<(), String> {
+    if meta.uid() != euid && meta.uid() != 0 {
+        return Err(format!(
+            "owned by uid {}, not by this user ({euid}) or root",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "writable by other users (mode {:o})",
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+/// What a non-regular file is, from its `st_mode`.
+fn kind(mode: u32) -> &'static str {
+    match mode & libc::S_IFMT {
+        libc::S_IFIFO => "a FIFO",
+        libc::S_IFSOCK => "a socket",
+        libc::S_IFCHR => "a character device",
+        libc::S_IFBLK => "a block device",
+        libc::S_IFDIR => "a directory",
+        libc::S_IFLNK => "a symbolic link",
+        _ => "a special file",
+    }
 }
 
 /// 64 random bits in hex, from the kernel.
@@ -253,6 +465,91 @@ mod tests {
         let err = write_atomic(&target, b"x", 0o644).expect_err("rename onto a directory");
         assert!(err.to_string().contains("(via "), "{err}");
         assert_eq!(names(&dir), [".x.json.same.tmp", "busy"]);
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn streams_are_created_exclusively_or_replaced_by_rename() {
+        let dir = tmp_dir("stream");
+        let victim = dir.join("victim");
+        fs::write(&victim, b"precious").expect("victim");
+        let link = dir.join("link.trace");
+        std::os::unix::fs::symlink(&victim, &link).expect("symlink");
+        let dangling = dir.join("dangling.trace");
+        std::os::unix::fs::symlink(dir.join("nowhere"), &dangling).expect("symlink");
+
+        // Exclusive: a new file of the mode; never an existing name, file
+        // or symlink (dangling or not), which is left as it was.
+        let path = dir.join("new.trace");
+        let mut f = create_exclusive(&path, 0o600).expect("create");
+        f.write_all(b"one").expect("write");
+        assert_eq!(fs::metadata(&path).expect("meta").mode() & 0o777, 0o600);
+        for taken in [&path, &link, &dangling, &victim] {
+            let err = create_exclusive(taken, 0o600).expect_err("taken");
+            assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{taken:?}");
+        }
+        assert_eq!(fs::read(&path).expect("read"), b"one");
+        assert_eq!(fs::read(&victim).expect("victim"), b"precious");
+        assert!(!dir.join("nowhere").exists());
+
+        // Replacing: the name now holds a new regular file; a symlink there
+        // is replaced, its target untouched.
+        for name in [&path, &link, &dangling] {
+            let mut f = create_replacing(name, 0o600).expect("replace");
+            f.write_all(b"two").expect("write");
+            let m = fs::symlink_metadata(name).expect("meta");
+            assert!(m.is_file(), "{name:?}");
+            assert_eq!(m.mode() & 0o777, 0o600);
+            assert_eq!(fs::read(name).expect("read"), b"two");
+        }
+        assert_eq!(fs::read(&victim).expect("victim"), b"precious");
+        assert!(!dir.join("nowhere").exists());
+        assert_eq!(
+            names(&dir),
+            ["dangling.trace", "link.trace", "new.trace", "victim"]
+        );
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn shared_reads_refuse_what_another_user_could_have_written() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tmp_dir("shared");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod");
+        let path = dir.join("state.json");
+        fs::write(&path, b"{}").expect("write");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).expect("chmod");
+        let me = euid();
+        assert_eq!(read_shared_as(&path, 2, Dir::Named, me), Ok(b"{}".to_vec()));
+        let refused = |r: Result<Vec<u8>, ReadError>| match r {
+            Err(ReadError::Refused(why)) => why,
+            other => panic!("{other:?}"),
+        };
+        // Over the size cap.
+        let why = refused(read_shared_as(&path, 1, Dir::Named, me));
+        assert!(why.contains("2 bytes, more than the 1 read here"), "{why}");
+        // Another reader: the file is not its own (unless it is root's).
+        if me != 0 {
+            let why = refused(read_shared_as(&path, 2, Dir::Named, me + 1));
+            assert!(why.contains("owned by uid"), "{why}");
+        }
+        // A private directory: this user's and writable by nobody else; a
+        // reader of another user id finds it is not theirs.
+        assert!(read_shared_as(&path, 2, Dir::Private, me).is_ok());
+        let why = refused(read_shared_as(&path, 2, Dir::Private, me + 1));
+        assert!(
+            why.contains("not a private directory of this user"),
+            "{why}"
+        );
+        // Nothing there, or no directory: missing, not refused.
+        assert_eq!(
+            read_shared_as(&dir.join("none"), 2, Dir::Named, me),
+            Err(ReadError::Missing)
+        );
+        assert_eq!(
+            read_shared_as(&dir.join("none/x"), 2, Dir::Private, me),
+            Err(ReadError::Missing)
+        );
         let _ = fs::remove_dir_all(dir);
     }
 }

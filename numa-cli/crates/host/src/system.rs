@@ -1,6 +1,8 @@
 //! Read-only views of the running kernel's NUMA state: nodes, memory tiers,
 //! sysctls and vmstat, from procfs, sysfs and debugfs. Every reader returns
 //! `None`/empty rather than failing: a missing file is a fact to report.
+//! The `*_at` readers take the root directory the files are under (`/` on
+//! the running system, a directory of fake files in tests).
 use std::{collections::BTreeMap, fs, path::Path};
 
 use numa_core::topology::{parse_list, parse_vmstat, MemoryTier, Node, Tunables, NUMA_VMSTAT};
@@ -13,13 +15,34 @@ fn read_num<T: std::str::FromStr>(path: impl AsRef<Path>) -> Option<T> {
     read_trim(path)?.parse().ok()
 }
 
+/// The root directory of the running system.
+pub const ROOT: &str = "/";
+
 pub fn kernel_release() -> String {
-    read_trim("/proc/sys/kernel/osrelease").unwrap_or_else(|| "unknown".into())
+    kernel_release_at(Path::new(ROOT))
+}
+
+pub fn kernel_release_at(root: &Path) -> String {
+    read_trim(root.join("proc/sys/kernel/osrelease")).unwrap_or_else(|| "unknown".into())
 }
 
 /// `/proc/sys/kernel/numa_balancing`: 0 off, 1 normal, 2 tiering, 3 both.
 pub fn numa_balancing() -> Option<u32> {
-    read_num("/proc/sys/kernel/numa_balancing")
+    numa_balancing_at(Path::new(ROOT))
+}
+
+pub fn numa_balancing_at(root: &Path) -> Option<u32> {
+    read_num(root.join("proc/sys/kernel/numa_balancing"))
+}
+
+/// The kernel lockdown mode (`none`, `integrity`, `confidentiality`): the
+/// bracketed word of `/sys/kernel/security/lockdown`; None without
+/// securityfs or a kernel without lockdown.
+pub fn lockdown_at(root: &Path) -> Option<String> {
+    let text = read_trim(root.join("sys/kernel/security/lockdown"))?;
+    let start = text.find('[')? + 1;
+    let len = text[start..].find(']')?;
+    Some(text[start..start + len].to_owned())
 }
 
 pub fn nodes() -> Vec<Node> {
@@ -56,7 +79,11 @@ pub fn nodes() -> Vec<Node> {
 }
 
 pub fn memory_tiers() -> Vec<MemoryTier> {
-    let base = Path::new("/sys/devices/virtual/memory_tiering");
+    memory_tiers_at(Path::new(ROOT))
+}
+
+pub fn memory_tiers_at(root: &Path) -> Vec<MemoryTier> {
+    let base = root.join("sys/devices/virtual/memory_tiering");
     let Ok(entries) = fs::read_dir(base) else {
         return Vec::new();
     };
@@ -96,6 +123,8 @@ pub fn tunables() -> Tunables {
         scan_period_min_ms: dbg("scan_period_min_ms"),
         scan_period_max_ms: dbg("scan_period_max_ms"),
         scan_size_mb: dbg("scan_size_mb"),
+        // The fault-count patch renames hot_threshold_ms to this.
+        fault_count_threshold: dbg("fault_count_threshold"),
     }
 }
 
@@ -125,4 +154,43 @@ pub fn node_vmstat() -> Vec<(u32, Vec<(String, u64)>)> {
             (!counters.is_empty()).then_some((n, counters))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readers_under_a_root_directory() {
+        let root = std::env::temp_dir().join(format!("numatrace-system-{}", std::process::id()));
+        let put = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            fs::write(p, text).expect("write");
+        };
+        assert_eq!(numa_balancing_at(&root), None);
+        assert_eq!(lockdown_at(&root), None);
+        assert_eq!(kernel_release_at(&root), "unknown");
+        put("proc/sys/kernel/numa_balancing", "2\n");
+        put("proc/sys/kernel/osrelease", "6.12.0-test\n");
+        put(
+            "sys/kernel/security/lockdown",
+            "none [integrity] confidentiality\n",
+        );
+        put(
+            "sys/devices/virtual/memory_tiering/memory_tier4/nodelist",
+            "0\n",
+        );
+        put(
+            "sys/devices/virtual/memory_tiering/memory_tier22/nodelist",
+            "1-2\n",
+        );
+        assert_eq!(numa_balancing_at(&root), Some(2));
+        assert_eq!(kernel_release_at(&root), "6.12.0-test");
+        assert_eq!(lockdown_at(&root).as_deref(), Some("integrity"));
+        let tiers = memory_tiers_at(&root);
+        assert_eq!(tiers.len(), 2);
+        assert_eq!((tiers[0].id, tiers[1].nodes.clone()), (4, vec![1, 2]));
+        let _ = fs::remove_dir_all(&root);
+    }
 }

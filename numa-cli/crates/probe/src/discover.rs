@@ -26,14 +26,22 @@ pub const FUNCTIONS: &[&str] = &[
     "task_numa_fault",
     "do_huge_pmd_numa_page",
     "change_huge_pmd",
+    "init_numa_balancing",
+    "__mmdrop",
 ];
 
 pub const TRACEPOINTS: &[&str] = &["sched:sched_skip_vma_numa", "migrate:mm_migrate_pages"];
 
 /// The tracefs mount, if any.
 pub fn tracefs() -> Option<&'static str> {
+    tracefs_at(Path::new("/"))
+}
+
+/// The tracefs mount of the system whose files are under `root`.
+pub fn tracefs_at(root: &Path) -> Option<&'static str> {
     TRACEFS.into_iter().find(|p| {
-        Path::new(p).join("available_events").exists() || Path::new(p).join("events").is_dir()
+        let dir = root.join(p.trim_start_matches('/'));
+        dir.join("available_events").exists() || dir.join("events").is_dir()
     })
 }
 

@@ -10,6 +10,7 @@ use numa_host::system;
 use crate::{
     discover,
     load::{self, Trial},
+    preflight,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -28,7 +29,7 @@ pub struct Check {
     pub remedy: String,
 }
 
-fn check(
+pub(crate) fn check(
     name: &'static str,
     status: Status,
     detail: impl Into<String>,
@@ -57,119 +58,6 @@ pub struct Report {
     pub tunables: numa_core::topology::Tunables,
 }
 
-/// CAP_PERFMON and CAP_BPF (bits 38, 39) or CAP_SYS_ADMIN (21) in CapEff.
-pub fn privileged() -> (bool, String) {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let cap_eff = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
-    let has = |bit: u32| cap_eff & (1u64 << bit) != 0;
-    let ok = has(21) || (has(38) && has(39));
-    (ok, format!("euid {euid}, CapEff {cap_eff:#x}"))
-}
-
-/// The checks that must pass before any probe is loaded; shared by every
-/// command that attaches (`stats --live`, `top`, ...), so they all explain a
-/// refusal the same way.
-pub fn preflight() -> Vec<Check> {
-    let mut checks = Vec::new();
-    let (priv_ok, who) = privileged();
-    checks.push(if priv_ok {
-        check("privileges", Status::Ok, who, "")
-    } else {
-        check(
-            "privileges",
-            Status::Fail,
-            format!("{who}: loading BPF programs needs CAP_BPF+CAP_PERFMON or CAP_SYS_ADMIN"),
-            "run as root: `sudo numatrace ...`",
-        )
-    });
-    let release = system::kernel_release();
-    checks.push(match numa_core::topology::parse_release(&release) {
-        Some((maj, min)) if (maj, min) >= (6, 1) => check("kernel", Status::Ok, release, ""),
-        Some((maj, min)) if (maj, min) >= (5, 18) => check(
-            "kernel",
-            Status::Warn,
-            format!("{release}: tiering mode exists but numatrace is tested on 6.1+"),
-            "use a 6.1 or newer kernel for supported results",
-        ),
-        _ => check(
-            "kernel",
-            Status::Fail,
-            format!("{release}: memory tiering promotion (numa_balancing=2) needs Linux 5.18+"),
-            "boot a 6.1 or newer kernel",
-        ),
-    });
-    checks.push(if std::path::Path::new(discover::BTF_VMLINUX).exists() {
-        check("btf", Status::Ok, discover::BTF_VMLINUX, "")
-    } else {
-        check(
-            "btf",
-            Status::Warn,
-            format!("{} missing: fentry/fexit unavailable, argument layouts guessed", discover::BTF_VMLINUX),
-            "use a kernel built with CONFIG_DEBUG_INFO_BTF=y (all Debian/Ubuntu/Fedora kernels are)",
-        )
-    });
-    checks.push(match discover::tracefs() {
-        Some(p) => check("tracefs", Status::Ok, p, ""),
-        None => check(
-            "tracefs",
-            Status::Warn,
-            "tracefs not mounted: cannot tell traceable functions or find tracepoints",
-            "mount -t tracefs nodev /sys/kernel/tracing",
-        ),
-    });
-    checks
-}
-
-fn system_checks(
-    numa_balancing: Option<u32>,
-    nodes: &[numa_core::topology::Node],
-    tiers: &[numa_core::topology::MemoryTier],
-    t: &numa_core::topology::Tunables,
-) -> Vec<Check> {
-    let mut checks = vec![
-        numa_balancing_check(numa_balancing),
-        numa_nodes_check(nodes),
-        memory_tiers_check(tiers),
-    ];
-    checks.extend(tunables_checks(t));
-    checks
-}
-
-fn numa_balancing_check(numa_balancing: Option<u32>) -> Check {
-    match numa_balancing {
-        Some(2) | Some(3) => check(
-            "numa_balancing",
-            Status::Ok,
-            format!("mode {} (tiering)", numa_balancing.unwrap_or(0)),
-            "",
-        ),
-        Some(1) => check(
-            "numa_balancing",
-            Status::Warn,
-            "mode 1 (normal): slow-tier pages are not promoted by the tiering policy",
-            "sysctl -w kernel.numa_balancing=2",
-        ),
-        Some(m) => check(
-            "numa_balancing",
-            Status::Fail,
-            format!("mode {m}: NUMA balancing is off, there are no hint faults to observe"),
-            "sysctl -w kernel.numa_balancing=2",
-        ),
-        None => check(
-            "numa_balancing",
-            Status::Fail,
-            "/proc/sys/kernel/numa_balancing missing: kernel without CONFIG_NUMA_BALANCING",
-            "use a kernel built with CONFIG_NUMA_BALANCING=y",
-        ),
-    }
-}
-
 fn numa_nodes_check(nodes: &[numa_core::topology::Node]) -> Check {
     if nodes.len() >= 2 {
         let cpuless: Vec<String> = nodes
@@ -189,24 +77,6 @@ fn numa_nodes_check(nodes: &[numa_core::topology::Node]) -> Check {
             Status::Fail,
             format!("{} NUMA node(s): nothing can be promoted between nodes", nodes.len()),
             "run on a host with slow memory (CXL/PMEM) or try the emulated one: `cargo xtask vm --shell`",
-        )
-    }
-}
-
-fn memory_tiers_check(tiers: &[numa_core::topology::MemoryTier]) -> Check {
-    let tier_list = tiers
-        .iter()
-        .map(|t| format!("{}={:?}", t.tier, t.nodes))
-        .collect::<Vec<_>>()
-        .join(" ");
-    if tiers.len() >= 2 {
-        check("memory_tiers", Status::Ok, tier_list, "")
-    } else {
-        check(
-            "memory_tiers",
-            Status::Fail,
-            format!("{} memory tier(s) [{tier_list}]: without a lower tier the kernel never promotes", tiers.len()),
-            "slow memory must be onlined as its own tier (HMAT on 6.12+, dax kmem on 6.1: see `cargo xtask vm`)",
         )
     }
 }
@@ -362,10 +232,12 @@ fn attach_plan_check(attach_plan: &AttachPlan, privileged: bool) -> Check {
     }
 }
 
-/// Runs every check. Attaches the plan for real when privileged.
+/// Runs every check: the attaching commands' preflight first. Attaches
+/// the plan for real when privileged.
 pub fn run() -> Report {
-    let mut checks = preflight();
-    let privileged = checks.first().is_some_and(|c| c.status == Status::Ok);
+    let host = preflight::HostFacts::host();
+    let mut checks = preflight::checks(&host);
+    let privileged = preflight::privileged(&host);
     let facts = discover::discover();
     let mut attach_plan = plan::build(&facts);
     let (trials, mechanisms) = if privileged {
@@ -389,26 +261,20 @@ pub fn run() -> Report {
         (Vec::new(), mechanisms)
     };
     checks.push(attach_plan_check(&attach_plan, privileged));
-    let numa_balancing = system::numa_balancing();
     let nodes = system::nodes();
-    let memory_tiers = system::memory_tiers();
     let tunables = system::tunables();
-    checks.extend(system_checks(
-        numa_balancing,
-        &nodes,
-        &memory_tiers,
-        &tunables,
-    ));
+    checks.push(numa_nodes_check(&nodes));
+    checks.extend(tunables_checks(&tunables));
     Report {
         ok: checks.iter().all(|c| c.status != Status::Fail),
-        kernel_release: system::kernel_release(),
+        kernel_release: host.kernel_release,
         checks,
         attach_plan,
         mechanisms,
         trials,
-        memory_tiers,
+        memory_tiers: host.memory_tiers,
         nodes,
-        numa_balancing,
+        numa_balancing: host.numa_balancing,
         tunables,
     }
 }

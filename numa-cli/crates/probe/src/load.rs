@@ -75,6 +75,10 @@ fn programs(
         (H::ThpFault, false) => &[(p::KPROBE_THP_FAULT, Entry)],
         (H::ThpScan, true) => &[(p::FENTRY_THP_SCAN, Entry)],
         (H::ThpScan, false) => &[(p::KPROBE_THP_SCAN, Entry)],
+        (H::PcReset, true) => &[(p::FENTRY_PC_RESET, Entry)],
+        (H::PcReset, false) => &[(p::KPROBE_PC_RESET, Entry)],
+        (H::PcDrop, true) => &[(p::FENTRY_PC_DROP, Entry)],
+        (H::PcDrop, false) => &[(p::KPROBE_PC_DROP, Entry)],
         (H::VmaSkip, _) => &[(p::TP_SKIP_VMA, Entry)],
         (H::MigrateTracepoint, _) => &[(p::TP_MIGRATE_PAGES, Entry)],
     }
@@ -258,6 +262,8 @@ pub struct LoadOptions {
     pub sample_every: u64,
     pub filter_tgid: u32,
     pub filter_cgroup: u64,
+    /// Depth of `filter_cgroup` below the cgroup v2 root.
+    pub filter_cgroup_level: u32,
     /// Attach the programs that do nothing instead (see numa-ebpf empty.rs).
     pub empty_programs: bool,
 }
@@ -270,6 +276,7 @@ impl Default for LoadOptions {
             sample_every: 1,
             filter_tgid: 0,
             filter_cgroup: 0,
+            filter_cgroup_level: 0,
             empty_programs: false,
         }
     }
@@ -303,7 +310,11 @@ fn load_object(
     let convention = migrate_convention(plan) as u32;
     let misplaced = misplaced.unwrap_or(u32::MAX);
     let (tp_ok, tp_failed, tp_reason) = k.tp_migrate.unwrap_or((8, 16, 0));
-    let ring_bytes = o.ring_bytes.max(4096).next_power_of_two();
+    let ring_bytes = o
+        .ring_bytes
+        .max(4096)
+        .checked_next_power_of_two()
+        .unwrap_or(1 << 31);
     // The ring wakes its reader once this much is pending (else on a timer).
     let ring_wake_bytes = u64::from(ring_bytes / 4);
     let mut ebpf = EbpfLoader::new()
@@ -313,12 +324,16 @@ fn load_object(
         .override_global("SYM_HOT_THRESHOLD", &k.sym_hot_threshold, true)
         .override_global("SYM_NODE_DATA", &k.sym_node_data, true)
         .override_global("OFF_NBP_THRESHOLD", &k.off_nbp_threshold, true)
+        .override_global("OFF_TASK_MM", &k.off_task_mm, true)
+        .override_global("OFF_VMF_ADDRESS", &k.off_vmf_address, true)
+        .override_global("OFF_PROMOTE_CANDIDATE", &k.off_promote_candidate, true)
         .override_global("TOPTIER_MASK", &k.toptier_mask, true)
         .override_global("CPUPID_MASK", &k.cpupid_mask, true)
         .override_global("ACCESS_TIME_BUCKETS", &k.access_time_buckets, true)
         .override_global("SAMPLE_EVERY", &o.sample_every.max(1), true)
         .override_global("FILTER_TGID", &o.filter_tgid, true)
         .override_global("FILTER_CGROUP", &o.filter_cgroup, true)
+        .override_global("FILTER_CGROUP_LEVEL", &o.filter_cgroup_level, true)
         .override_global("RING_WAKE_BYTES", &ring_wake_bytes, true)
         .override_global("TP_MIGRATE_SUCCEEDED_OFF", &tp_ok, true)
         .override_global("TP_MIGRATE_FAILED_OFF", &tp_failed, true)

@@ -25,17 +25,55 @@ fn data_symbols(names: &[&str]) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// The byte offset of `member` in `strukt`, looking into anonymous struct
+/// and union members (`vm_fault`'s `address` sits in one).
 fn member_offset(btf: &Btf, strukt: &str, member: &str) -> Option<u32> {
     btf.resolve_types_by_name(strukt)
         .ok()?
         .iter()
+        .find_map(|t| offset_in(btf, t, member, 0))
+}
+
+fn offset_in(btf: &Btf, ty: &Type, member: &str, depth: u32) -> Option<u32> {
+    let (Type::Struct(s) | Type::Union(s)) = ty else {
+        return None;
+    };
+    s.members.iter().find_map(|m| {
+        if m.bitfield_size().unwrap_or(0) != 0 {
+            return None;
+        }
+        let name = btf.resolve_name(m).ok()?;
+        if name == member {
+            return Some(m.bit_offset() / 8);
+        }
+        if !name.is_empty() || depth >= 4 {
+            return None;
+        }
+        let inner = btf.resolve_chained_type(m).ok()?;
+        offset_in(btf, &inner, member, depth + 1).map(|o| o + m.bit_offset() / 8)
+    })
+}
+
+/// The value of `name` in `enum enum_name`.
+fn enum_value(btf: &Btf, enum_name: &str, name: &str) -> Option<u32> {
+    btf.resolve_types_by_name(enum_name)
+        .ok()?
+        .iter()
         .find_map(|t| match t {
-            Type::Struct(s) => s.members.iter().find_map(|m| {
-                (btf.resolve_name(m).ok()? == member && m.bitfield_size().unwrap_or(0) == 0)
-                    .then(|| m.bit_offset() / 8)
-            }),
+            Type::Enum(e) => e
+                .members
+                .iter()
+                .find(|m| btf.resolve_name(*m).ok().as_deref() == Some(name))
+                .map(|m| m.val()),
             _ => None,
         })
+}
+
+/// pglist_data.vm_stat[PGPROMOTE_CANDIDATE] (`atomic_long_t`, 8 bytes).
+fn promote_candidate_offset(btf: &Btf) -> Option<u32> {
+    let base = member_offset(btf, "pglist_data", "vm_stat")?;
+    let idx = enum_value(btf, "node_stat_item", "PGPROMOTE_CANDIDATE")?;
+    base.checked_add(idx.checked_mul(8)?)
 }
 
 /// The top-tier node mask of the running system.
@@ -68,6 +106,15 @@ pub fn resolve() -> KernelParams {
             .as_ref()
             .and_then(|b| member_offset(b, "pglist_data", "nbp_threshold"))
             .unwrap_or(0),
+        off_task_mm: btf
+            .as_ref()
+            .and_then(|b| member_offset(b, "task_struct", "mm"))
+            .unwrap_or(0),
+        off_vmf_address: btf
+            .as_ref()
+            .and_then(|b| member_offset(b, "vm_fault", "address"))
+            .unwrap_or(0),
+        off_promote_candidate: btf.as_ref().and_then(promote_candidate_offset).unwrap_or(0),
         cpupid_mask,
         access_time_buckets,
         toptier_mask: toptier_mask(&tiers, &nodes),

@@ -1,7 +1,10 @@
 //! The one way a command attaches the probes: preflight with doctor's
 //! words, the attach plan, load and attach, refuse an incomplete plan; and
 //! the trace header that describes the session.
-use std::{os::unix::fs::MetadataExt, path::PathBuf};
+use std::{
+    os::unix::fs::MetadataExt,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{bail, Context, Result};
 use numa_core::{decode::Snapshot, plan::HookStatus, topology::NUMA_VMSTAT, trace};
@@ -9,9 +12,22 @@ use numa_ebpf_common::maps;
 use numa_host::{clock::monotonic_ns, system};
 
 use crate::{
-    discover, doctor,
+    discover,
     load::{self, LoadOptions, Probes},
+    preflight,
 };
+
+/// The ranges [`ProbeOptions`] must lie in; the flags that set them state
+/// the same ranges.
+pub mod limits {
+    /// Ring buffer MiB: a BPF ring buffer is a power of two below 4 GiB.
+    pub const RING_MB: (u32, u32) = (1, 2048);
+    /// Stamp map entries: the map's own minimum, and 64 Mi folios (256 GiB
+    /// of 4 KiB pages, about 6 GiB of preallocated kernel memory).
+    pub const STAMP_ENTRIES: (u32, u32) = (1024, 1 << 26);
+    /// One fault record in N.
+    pub const SAMPLE_EVERY: (u64, u64) = (1, 1_000_000);
+}
 
 /// What an attaching command asks of the probes.
 #[derive(Debug, Clone)]
@@ -32,14 +48,16 @@ pub struct ProbeOptions {
     pub empty_programs: bool,
 }
 
-/// Refuses to go on when a prerequisite fails, with doctor's words.
+/// Refuses to go on when a prerequisite fails (what is wrong and the
+/// remedy, in doctor's words); warns in one line each about what would
+/// leave the numbers empty, such as NUMA balancing being off.
 pub fn require_preflight() -> Result<()> {
-    let failed: Vec<String> = doctor::preflight()
-        .into_iter()
-        .filter(|c| c.status == doctor::Status::Fail)
-        .map(|c| format!("{}: {} (remedy: {})", c.name, c.detail, c.remedy))
-        .collect();
-    if !failed.is_empty() {
+    let verdict = preflight::decide(&preflight::HostFacts::host());
+    for w in &verdict.warnings {
+        eprintln!("numatrace: warning: {}", preflight::one_line(w));
+    }
+    if !verdict.fatal.is_empty() {
+        let failed: Vec<String> = verdict.fatal.iter().map(preflight::one_line).collect();
         bail!(
             "cannot attach probes:\n  {}\n(`numatrace doctor` checks everything)",
             failed.join("\n  ")
@@ -49,30 +67,62 @@ pub fn require_preflight() -> Result<()> {
 }
 
 fn load_options(a: &ProbeOptions) -> Result<LoadOptions> {
-    let filter_cgroup = match &a.cgroup {
-        Some(p) => std::fs::metadata(p)
-            .with_context(|| {
-                format!(
-                    "--cgroup {}: not a cgroup v2 directory (try /sys/fs/cgroup/...)",
-                    p.display()
-                )
-            })?
-            .ino(),
-        None => 0,
+    let (filter_cgroup, filter_cgroup_level) = match &a.cgroup {
+        Some(p) => cgroup_filter(p)?,
+        None => (0, 0),
     };
+    let within = |v: u64, (lo, hi): (u64, u64), flag: &str| {
+        if !(lo..=hi).contains(&v) {
+            bail!("{flag} {v}: give {lo} to {hi}");
+        }
+        Ok(())
+    };
+    let widen = |(lo, hi): (u32, u32)| (u64::from(lo), u64::from(hi));
+    within(u64::from(a.ring_mb), widen(limits::RING_MB), "--ring-mb")?;
+    within(
+        u64::from(a.max_folios),
+        widen(limits::STAMP_ENTRIES),
+        "--max-folios",
+    )?;
+    within(a.sample, limits::SAMPLE_EVERY, "--sample")?;
     if let Some(pid) = a.pid {
+        if pid == 0 {
+            bail!("--pid 0: give a process id of 1 or more");
+        }
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             bail!("--pid {pid}: no such process (it may have exited); check with `ps -p {pid}`");
         }
     }
     Ok(LoadOptions {
         stamp_entries: a.max_folios,
-        ring_bytes: a.ring_mb.saturating_mul(1 << 20),
-        sample_every: a.sample.max(1),
+        ring_bytes: a.ring_mb << 20,
+        sample_every: a.sample,
         filter_tgid: a.pid.unwrap_or(0),
         filter_cgroup,
+        filter_cgroup_level,
         empty_programs: a.empty_programs,
     })
+}
+
+/// The cgroup v2 directory `dir` as the BPF filter needs it: its id (the
+/// directory's inode) and its depth below the hierarchy's root.
+fn cgroup_filter(dir: &Path) -> Result<(u64, u32)> {
+    let not_cgroup = || {
+        format!(
+            "--cgroup {}: not a cgroup v2 directory (try /sys/fs/cgroup/...)",
+            dir.display()
+        )
+    };
+    let canonical = dir.canonicalize().with_context(not_cgroup)?;
+    let id = std::fs::metadata(&canonical)
+        .with_context(not_cgroup)?
+        .ino();
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .context("reading /proc/self/mountinfo to place --cgroup in its hierarchy")?;
+    let Some(level) = numa_core::procfs::cgroup_level(&mountinfo, &canonical) else {
+        bail!("{}: it is not below a cgroup2 mount", not_cgroup());
+    };
+    Ok((id, level))
 }
 
 /// Preflight, plan, attach; refuses an incomplete plan with the reasons.
@@ -144,4 +194,71 @@ pub fn snapshot(probes: &Probes) -> Result<Snapshot> {
             .filter(|(k, _)| NUMA_VMSTAT.contains(&k.as_str()))
             .collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> ProbeOptions {
+        ProbeOptions {
+            pid: None,
+            cgroup: None,
+            sample: 1,
+            max_folios: numa_ebpf_common::DEFAULT_STAMP_ENTRIES,
+            ring_mb: 16,
+            bpf_stats: false,
+            empty_programs: false,
+        }
+    }
+
+    #[test]
+    fn sizes_outside_the_limits_are_refused_with_the_flag() {
+        let largest = load_options(&ProbeOptions {
+            ring_mb: limits::RING_MB.1,
+            ..options()
+        })
+        .expect("2 GiB ring");
+        assert_eq!(largest.ring_bytes, 1 << 31);
+        for (bad, flag) in [
+            (
+                ProbeOptions {
+                    ring_mb: 2049,
+                    ..options()
+                },
+                "--ring-mb 2049: give 1 to 2048",
+            ),
+            (
+                ProbeOptions {
+                    ring_mb: 0,
+                    ..options()
+                },
+                "--ring-mb 0",
+            ),
+            (
+                ProbeOptions {
+                    max_folios: 1023,
+                    ..options()
+                },
+                "--max-folios 1023",
+            ),
+            (
+                ProbeOptions {
+                    sample: 0,
+                    ..options()
+                },
+                "--sample 0",
+            ),
+            (
+                ProbeOptions {
+                    pid: Some(0),
+                    ..options()
+                },
+                "--pid 0",
+            ),
+        ] {
+            let err = load_options(&bad).expect_err(flag).to_string();
+            assert!(err.contains(flag), "{err}");
+        }
+    }
 }

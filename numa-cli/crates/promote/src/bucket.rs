@@ -46,16 +46,18 @@ impl TokenBucket {
             return u64::MAX;
         }
         self.refill(now_ns);
-        self.tokens as u64
+        self.tokens.max(0.0) as u64
     }
 
-    /// Spends `bytes` (never more than available: callers size to it).
+    /// Spends `bytes`. Callers size batches to what is available; only a
+    /// folio larger than the burst, taken when the bucket is full, spends
+    /// more, and the debt delays what follows, so the long-run rate holds.
     pub fn take(&mut self, now_ns: u64, bytes: u64) {
         if self.unlimited() {
             return;
         }
         self.refill(now_ns);
-        self.tokens = (self.tokens - bytes as f64).max(0.0);
+        self.tokens -= bytes as f64;
     }
 
     /// Nanoseconds until `bytes` (capped at the burst) are available.
@@ -73,19 +75,45 @@ impl TokenBucket {
     }
 }
 
+/// The least a `--rate-limit` may be (one page per second): below it, a
+/// rate would round to nothing.
+pub const MIN_RATE: u64 = 4096;
+/// The most a `--rate-limit` may be (above any memory bandwidth).
+pub const MAX_RATE: u64 = 1 << 40;
+
 /// Parses `256MiB/s`, `1GB/s`, `500M`, `4096` (bytes/s), `0` or
-/// `unlimited` (0). The `/s` is optional; K/M/G are binary, KB/MB/GB decimal.
+/// `unlimited` (0). The `/s` is optional; K/M/G/T are binary, KB/MB/GB/TB
+/// decimal. Any number that parses: see [`parse_rate_limit`] for the range.
 pub fn parse_rate(s: &str) -> Option<u64> {
+    parse_rate_f64(s).map(|v| v as u64)
+}
+
+fn parse_rate_f64(s: &str) -> Option<f64> {
     let t = s.trim();
     if t.eq_ignore_ascii_case("unlimited") || t.eq_ignore_ascii_case("none") {
-        return Some(0);
+        return Some(0.0);
     }
-    let t = t.strip_suffix("/s").unwrap_or(t);
-    parse_bytes(t)
+    parse_bytes_f64(t.strip_suffix("/s").unwrap_or(t))
+}
+
+/// `--rate-limit`: 0 (unlimited), or [`MIN_RATE`] to [`MAX_RATE`] bytes/s.
+pub fn parse_rate_limit(s: &str) -> Result<u64, String> {
+    let range = "use 4KiB/s to 1TiB/s (like 256MiB/s), or 0 for unlimited";
+    match parse_rate_f64(s) {
+        Some(0.0) => Ok(0),
+        Some(v) if (MIN_RATE as f64..=MAX_RATE as f64).contains(&v) => Ok(v as u64),
+        Some(v) => Err(format!("{v} bytes/s is out of range: {range}")),
+        None => Err(format!("not a rate: {range}")),
+    }
 }
 
 /// `200MiB`, `1G`, `64KB`, `4096`.
 pub fn parse_bytes(s: &str) -> Option<u64> {
+    parse_bytes_f64(s).map(|v| v as u64)
+}
+
+/// [`parse_bytes`] before rounding to whole bytes.
+pub fn parse_bytes_f64(s: &str) -> Option<f64> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -97,12 +125,17 @@ pub fn parse_bytes(s: &str) -> Option<u64> {
         "k" | "kib" => 1024.0,
         "m" | "mib" => 1024.0 * 1024.0,
         "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        "p" | "pib" => 1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0,
         "kb" => 1e3,
         "mb" => 1e6,
         "gb" => 1e9,
+        "tb" => 1e12,
+        "pb" => 1e15,
         _ => return None,
     };
-    (v.is_finite() && v >= 0.0).then_some((v * mult) as u64)
+    let bytes = v * mult;
+    (bytes.is_finite() && bytes >= 0.0).then_some(bytes)
 }
 
 #[cfg(test)]
@@ -171,5 +204,21 @@ mod tests {
         assert_eq!(parse_rate("1.5G"), Some(3 << 29));
         assert_eq!(parse_rate("fast"), None);
         assert_eq!(parse_rate("-1M"), None);
+        assert_eq!(parse_rate("1TiB/s"), Some(1 << 40));
+    }
+
+    #[test]
+    fn rate_limits_are_zero_or_in_range() {
+        assert_eq!(parse_rate_limit("256MiB/s"), Ok(256 << 20));
+        assert_eq!(parse_rate_limit("0"), Ok(0));
+        assert_eq!(parse_rate_limit("unlimited"), Ok(0));
+        assert_eq!(parse_rate_limit("4KiB/s"), Ok(4096));
+        assert_eq!(parse_rate_limit("1TiB/s"), Ok(1 << 40));
+        for bad in [
+            "0.5", "4095", "1.1TiB/s", "1e10", "NaN", "inf", "-1", "fast",
+        ] {
+            let e = parse_rate_limit(bad).expect_err(bad);
+            assert!(e.contains("4KiB/s to 1TiB/s"), "{bad}: {e}");
+        }
     }
 }

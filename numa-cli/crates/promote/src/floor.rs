@@ -22,11 +22,36 @@ impl MinFree {
         }
     }
 
+    /// `--min-free`: [`MinFree::parse`] within 0-100% or up to
+    /// [`MAX_MIN_FREE`] bytes.
+    pub fn from_flag(s: &str) -> Result<MinFree, String> {
+        let range = "use a share of the node from 0% to 100% (like 5%) or an amount up to 1PiB (like 200MiB)";
+        match MinFree::parse(s) {
+            Some(MinFree::Bytes(b)) if b > MAX_MIN_FREE => Err(format!("too large: {range}")),
+            Some(m) => Ok(m),
+            None => Err(format!("not a share or an amount: {range}")),
+        }
+    }
+
     /// The floor in KiB for a node of `total_kb`.
     pub fn floor_kb(self, total_kb: u64) -> u64 {
         match self {
             MinFree::Percent(p) => (total_kb as f64 * p / 100.0).ceil() as u64,
             MinFree::Bytes(b) => b.div_ceil(1024),
+        }
+    }
+}
+
+/// The largest `--min-free` amount (more than any node has).
+pub const MAX_MIN_FREE: u64 = 1 << 50;
+
+impl std::fmt::Display for MinFree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MinFree::Percent(p) => write!(f, "{p}%"),
+            MinFree::Bytes(b) if b % (1 << 20) == 0 => write!(f, "{} MiB", b >> 20),
+            MinFree::Bytes(b) if b % 1024 == 0 => write!(f, "{} KiB", b >> 10),
+            MinFree::Bytes(b) => write!(f, "{b} bytes"),
         }
     }
 }
@@ -72,7 +97,16 @@ mod tests {
         assert_eq!(MinFree::parse("5%"), Some(MinFree::Percent(5.0)));
         assert_eq!(MinFree::parse("200MiB"), Some(MinFree::Bytes(200 << 20)));
         assert_eq!(MinFree::parse("101%"), None);
+        assert_eq!(MinFree::parse("NaN%"), None);
         assert_eq!(MinFree::parse("lots"), None);
+        assert_eq!(MinFree::from_flag("1PiB"), Ok(MinFree::Bytes(1 << 50)));
+        for bad in ["2PiB", "-1%", "inf%", "lots"] {
+            let e = MinFree::from_flag(bad).expect_err(bad);
+            assert!(e.contains("0% to 100%") && e.contains("1PiB"), "{bad}: {e}");
+        }
+        assert_eq!(MinFree::Percent(5.0).to_string(), "5%");
+        assert_eq!(MinFree::Bytes(200 << 20).to_string(), "200 MiB");
+        assert_eq!(MinFree::Bytes(1500).to_string(), "1500 bytes");
     }
 
     #[test]

@@ -8,19 +8,21 @@
 //! above a free-memory floor. A full channel is counted, never waited on.
 //!
 //! Stops on `--duration`, SIGINT, SIGTERM or SIGHUP after the move_pages
-//! call in flight, and prints a report (moves, failures by status, time in
-//! move_pages, the kernel's own promotions in the same window, agreement).
+//! call in flight, or once every process of a `--pid` scope has exited,
+//! and prints a report (moves, failures by status, time in move_pages, the
+//! kernel's own promotions in the same window, agreement).
 pub mod batch;
 pub mod bucket;
 pub mod floor;
 pub mod mover;
+pub mod process;
 pub mod queue;
 pub mod scope;
 pub mod sys;
+mod text;
 
 use std::{
     collections::BTreeMap,
-    io::Write,
     sync::{
         atomic::Ordering,
         mpsc::{SyncSender, TrySendError},
@@ -48,6 +50,7 @@ use queue::Request;
 use scope::Scope;
 
 pub use mover::PromoterStats;
+pub use text::write_human;
 
 /// The top-tier node to promote to, per node of the faulting CPU: the
 /// nearest by node distance among top-tier nodes with memory (ties: the
@@ -292,15 +295,8 @@ impl Sink for PromoteSink {
 #[derive(Debug, Serialize)]
 pub struct PromoteReport {
     pub duration_s: f64,
-    pub stopped: String,
-    pub dry_run: bool,
-    pub scope: String,
-    pub model: String,
-    pub model_params: BTreeMap<String, String>,
-    pub rate_limit_bytes_per_s: u64,
-    pub min_free: String,
-    pub batch_ms: f64,
-    pub max_retries: u32,
+    #[serde(flatten)]
+    pub facts: RunFacts,
     pub events: SinkCounts,
     pub agreement_pct: f64,
     pub moved_pages: u64,
@@ -324,6 +320,7 @@ pub struct PromoteReport {
 
 /// What a promote run's report states besides what the sink and the mover
 /// counted.
+#[derive(Debug, Serialize)]
 pub struct RunFacts {
     pub stopped: String,
     pub dry_run: bool,
@@ -358,15 +355,7 @@ impl PromoteSink {
         };
         PromoteReport {
             duration_s,
-            stopped: facts.stopped,
-            dry_run: facts.dry_run,
-            scope: facts.scope,
-            model: facts.model,
-            model_params: facts.model_params,
-            rate_limit_bytes_per_s: facts.rate_limit_bytes_per_s,
-            min_free: facts.min_free,
-            batch_ms: facts.batch_ms,
-            max_retries: facts.max_retries,
+            facts,
             agreement_pct: self.counts.agreement.agree_pct(),
             events: self.counts.clone(),
             moved_pages: mover_report.statuses.moved,
@@ -389,204 +378,6 @@ impl PromoteSink {
             processes,
         }
     }
-}
-
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / (1u64 << 20) as f64
-}
-
-/// The configured rate limit, as the report states it.
-fn rate_limit_text(bytes_per_s: u64) -> String {
-    if bytes_per_s == 0 {
-        "unlimited".to_owned()
-    } else {
-        format!("{:.0} MiB/s", mib(bytes_per_s))
-    }
-}
-
-pub fn write_human(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
-    write_header(r, out)?;
-    if r.dry_run {
-        write_would_move(r, out)?;
-    } else {
-        write_moves(r, out)?;
-        write_limits(r, out)?;
-    }
-    writeln!(
-        out,
-        "  kernel      pgpromote_success +{}, pgdemote +{} in the same window",
-        r.kernel_pgpromote_success, r.kernel_pgdemote
-    )?;
-    writeln!(out)?;
-    write_processes(r, out)
-}
-
-/// The run, and what the pipeline saw and asked for.
-fn write_header(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
-    let params: Vec<String> = r
-        .model_params
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    let m = &r.mover;
-    let e = &r.events;
-    writeln!(
-        out,
-        "numatrace promote{}: {:.1} s ({}), {} with {} {}",
-        if r.dry_run { " --dry-run" } else { "" },
-        r.duration_s,
-        r.stopped,
-        r.scope,
-        r.model,
-        params.join(",")
-    )?;
-    writeln!(
-        out,
-        "  decisions   {} on slow-node pages in scope ({} hint faults seen, {} decisions out of scope ignored)",
-        e.decisions, e.hint_faults, e.out_of_scope
-    )?;
-    writeln!(
-        out,
-        "  model       promote {} / kernel promoted {}: agreement {:.1}% (both {}, kernel only {}, model only {}, neither {})",
-        e.model_promote,
-        e.kernel_promote,
-        r.agreement_pct,
-        e.agreement.both,
-        e.agreement.kernel_only,
-        e.agreement.model_only,
-        e.agreement.neither
-    )?;
-    writeln!(
-        out,
-        "  queue       {} requests, {} new pages, {} duplicates coalesced, {} overflows, {} without target",
-        e.requested, m.queue.queued, m.queue.coalesced, e.queue_overflows, e.no_target
-    )?;
-    Ok(())
-}
-
-/// A dry run: what would have moved, and the rate that would need.
-fn write_would_move(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
-    let m = &r.mover;
-    writeln!(
-        out,
-        "  would move  {} pages ({:.1} MiB), nothing moved; rate needed: {:.2} MiB/s mean, {:.2} MiB/s peak (1 s windows); --rate-limit {}",
-        m.would_move_pages,
-        mib(m.would_move_bytes),
-        r.rate_needed_mib_per_s,
-        r.peak_rate_needed_mib_per_s,
-        rate_limit_text(r.rate_limit_bytes_per_s)
-    )?;
-    for (node, n) in &m.would_move_by_target {
-        writeln!(out, "              to node {node}: {n} pages")?;
-    }
-    Ok(())
-}
-
-/// What moved, at what cost, and how each page ended.
-fn write_moves(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
-    let m = &r.mover;
-    writeln!(
-        out,
-        "  moved       {} pages ({:.1} MiB): {:.2} MB/s over the run, {:.1} MB/s inside move_pages",
-        r.moved_pages,
-        mib(r.moved_bytes),
-        r.mb_per_s,
-        r.mb_per_s_in_calls
-    )?;
-    writeln!(
-        out,
-        "  move_pages  {} calls, {:.3} s moving + {:.3} s querying ({} queries); batch now {} pages{}",
-        m.move_calls,
-        r.move_pages_s,
-        r.query_s,
-        m.query_calls,
-        m.batch_pages,
-        m.ns_per_page
-            .map_or(String::new(), |c| format!(" at {:.1} us/page", c / 1e3))
-    )?;
-    let s = &m.statuses;
-    writeln!(
-        out,
-        "  statuses    moved {}  already-on-target {}  EBUSY {}  ENOMEM {}  EACCES {}  EFAULT {}  ENOENT {}  not-migrated {}  other {}",
-        s.moved, s.already_on_target, s.ebusy, s.enomem, s.eacces, s.efault, s.enoent, s.not_migrated, s.other
-    )?;
-    Ok(())
-}
-
-/// The limits that held moves back, and the pages dropped or checked.
-fn write_limits(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
-    let m = &r.mover;
-    let floors: Vec<String> = m
-        .floor_kb
-        .iter()
-        .map(|(n, f)| {
-            format!(
-                "node {n} >= {:.1} MiB free (least headroom {:.1} MiB)",
-                *f as f64 / 1024.0,
-                m.min_headroom_kb.get(n).copied().unwrap_or(0) as f64 / 1024.0
-            )
-        })
-        .collect();
-    writeln!(
-        out,
-        "  limits      rate {} (waited {}x); floor {} (waited {}x); {} pages given up after {} retries; {} left queued",
-        rate_limit_text(r.rate_limit_bytes_per_s),
-        m.rate_waits,
-        if floors.is_empty() { r.min_free.clone() } else { floors.join(", ") },
-        m.floor_waits,
-        m.gave_up,
-        r.max_retries,
-        m.left_in_queue
-    )?;
-    writeln!(
-        out,
-        "  processes   {} exited mid-run, {} refused (EPERM), {} pages dropped with them, {} dropped out of scope",
-        m.processes_exited, m.processes_refused, m.dropped_exited, m.dropped_out_of_scope
-    )?;
-    writeln!(
-        out,
-        "  verify      {} moved pages checked at the end: {} on target, {} elsewhere, {} gone",
-        m.verify.checked, m.verify.on_target, m.verify.elsewhere, m.verify.gone
-    )?;
-    Ok(())
-}
-
-/// The busiest processes, in scope first.
-fn write_processes(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "  {:>7} {:<16} {:>5} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9}",
-        "PID",
-        "COMM",
-        "scope",
-        "faults",
-        "decisions",
-        "k:promo",
-        "model",
-        "queued",
-        "moved",
-        "failed",
-        "would"
-    )?;
-    for p in r.processes.iter().take(20) {
-        writeln!(
-            out,
-            "  {:>7} {:<16} {:>5} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9}{}",
-            p.pid,
-            p.comm,
-            if p.in_scope { "yes" } else { "no" },
-            p.hint_faults,
-            p.decisions,
-            p.kernel_promoted,
-            p.model_promote,
-            p.requested,
-            p.moves.moved,
-            p.moves.failed,
-            p.moves.would_move,
-            if p.moves.exited { "  (exited)" } else { "" }
-        )?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -662,8 +453,9 @@ mod tests {
     }
 
     fn sink(scope: &[u32], cap: usize) -> (PromoteSink, Receiver<Request>) {
+        // The idealised count: these faults carry numatrace's deltas only.
         let policy = policy::build(
-            "fault-count:threshold=100",
+            "fault-count:exact,threshold=100",
             &ModelDefaults::default(),
             &KernelDefaults::default(),
         )
@@ -671,7 +463,7 @@ mod tests {
         let (tx, rx) = sync_channel(cap);
         let s = PromoteSink::new(
             policy,
-            Scope::Pids(scope.iter().copied().collect()),
+            Scope::Pids(scope.iter().map(|p| (*p, 0)).collect()),
             targets(),
             tx,
             Arc::new(Shared::default()),
@@ -702,6 +494,42 @@ mod tests {
         assert_eq!(c.agreement.neither, 1);
         assert_eq!(s.procs[&8].kernel_promoted, 0);
         assert!(!s.procs[&8].in_scope);
+    }
+
+    fn facts(dry_run: bool) -> RunFacts {
+        RunFacts {
+            stopped: "every --pid process exited".into(),
+            dry_run,
+            scope: "--pid 7".into(),
+            model: "fault-count".into(),
+            model_params: BTreeMap::new(),
+            rate_limit_bytes_per_s: 0,
+            min_free: "5%".into(),
+            batch_ms: 20.0,
+            max_retries: 3,
+        }
+    }
+
+    #[test]
+    fn the_report_counts_what_the_queue_dropped() {
+        let (s, _rx) = sink(&[7], 2);
+        let mut m = MoverReport::default();
+        m.queue.queued = 1000;
+        m.queue.dropped_full = 7;
+        m.pids_reused = 2;
+        let mut out = Vec::new();
+        write_human(&s.report(facts(false), m.clone()), &mut out).expect("text");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(text.contains("(every --pid process exited)"), "{text}");
+        assert!(text.contains("0 channel full, 7 queue full"), "{text}");
+        assert!(text.contains("2 pids served again"), "{text}");
+        let mut out = Vec::new();
+        write_human(&s.report(facts(true), m), &mut out).expect("text");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(
+            text.contains("7 requests for pages beyond the first 1000 were not counted"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -1,6 +1,13 @@
-//! The mover's queue: pages waiting to be promoted, coalesced per process
-//! (one entry per page however often it faults), with retry bookkeeping.
-use std::collections::{BTreeMap, HashMap};
+//! The mover's queue: pages waiting to be promoted, one entry per page
+//! however often it faults, bounded, with retry bookkeeping.
+//!
+//! Pages ready to move wait in lanes, one per (target node, process), in
+//! address order; the processes of a target take turns. Pages waiting for a
+//! retry sit apart, ordered by when they are due. So the mover can serve
+//! any target, skip one that cannot take pages now, and take a batch in
+//! time that follows the batch, not the queue: nothing here scans all
+//! waiting pages.
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::Serialize;
 
@@ -36,25 +43,86 @@ pub struct QueueCounts {
     pub queued: u64,
     /// Requests for a page already waiting (coalesced into it).
     pub coalesced: u64,
+    /// Requests dropped because the queue was full, and waiting pages
+    /// dropped to make room for a target that can move.
+    pub dropped_full: u64,
+}
+
+/// What became of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushed {
+    New,
+    Coalesced,
+    /// The queue is full.
+    Dropped,
 }
 
 /// One process's waiting pages.
 #[derive(Debug, Default)]
-struct ProcQueue {
-    pages: BTreeMap<u64, Pending>,
-    /// Pages with a retry time (`due_ns > 0`): while there are none, every
-    /// page is due and nothing needs scanning.
-    backoff: usize,
+struct Proc {
+    /// Ready pages by (target node, address).
+    ready: BTreeMap<(u32, u64), Pending>,
+    /// Ready pages per target node (a process's pages mostly go to one).
+    per_target: BTreeMap<u32, usize>,
+    /// Pages backing off: address -> the sequence of its entry in
+    /// [`Queue::backoff`].
+    backoff: HashMap<u64, u64>,
 }
 
+impl Proc {
+    fn len(&self) -> usize {
+        self.ready.len() + self.backoff.len()
+    }
+
+    fn contains(&self, addr: u64) -> bool {
+        self.backoff.contains_key(&addr)
+            || self
+                .per_target
+                .keys()
+                .any(|t| self.ready.contains_key(&(*t, addr)))
+    }
+
+    /// The addresses of `target`'s ready pages, in order.
+    fn range(&self, target: u32) -> impl DoubleEndedIterator<Item = (&(u32, u64), &Pending)> {
+        self.ready.range((target, 0)..=(target, u64::MAX))
+    }
+}
+
+/// The processes with ready pages for one target node, in turn order
+/// (each once), and how many pages they hold.
 #[derive(Debug, Default)]
+struct Lanes {
+    turn: VecDeque<u32>,
+    ready: usize,
+}
+
+#[derive(Debug)]
 pub struct Queue {
-    procs: HashMap<u32, ProcQueue>,
+    cap: usize,
     len: usize,
+    procs: HashMap<u32, Proc>,
+    lanes: BTreeMap<u32, Lanes>,
+    /// Pages backing off, by (due time, sequence). An entry whose page was
+    /// dropped meanwhile is stale and skipped when due.
+    backoff: BTreeMap<(u64, u64), (u32, u64, Pending)>,
+    seq: u64,
     pub counts: QueueCounts,
 }
 
 impl Queue {
+    /// A queue of at most `cap` pages (at least one).
+    pub fn new(cap: usize) -> Self {
+        Queue {
+            cap: cap.max(1),
+            len: 0,
+            procs: HashMap::new(),
+            lanes: BTreeMap::new(),
+            backoff: BTreeMap::new(),
+            seq: 0,
+            counts: QueueCounts::default(),
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -63,274 +131,210 @@ impl Queue {
         self.len == 0
     }
 
-    /// Adds a request; a page already waiting keeps its place and tries.
-    pub fn push(&mut self, r: &Request) -> bool {
-        let pages = &mut self.procs.entry(r.pid).or_default().pages;
-        if pages.contains_key(&r.addr) {
+    /// Adds a request; a page already waiting keeps its place, target and
+    /// tries. When the queue is full, the target with the most ready pages
+    /// (the one least able to take them, most likely) gives up its last
+    /// page to a request for another target; a request for that target
+    /// itself is dropped.
+    pub fn push(&mut self, r: &Request) -> Pushed {
+        if self.procs.get(&r.pid).is_some_and(|p| p.contains(r.addr)) {
             self.counts.coalesced += 1;
-            return false;
+            return Pushed::Coalesced;
         }
-        pages.insert(
-            r.addr,
-            Pending {
-                target: r.target,
-                nr_pages: r.nr_pages.max(1),
-                tries: 0,
-                due_ns: 0,
-            },
-        );
+        if self.len >= self.cap && !self.evict_for(r.target) {
+            self.counts.dropped_full += 1;
+            return Pushed::Dropped;
+        }
+        let p = Pending {
+            target: r.target,
+            nr_pages: r.nr_pages.max(1),
+            tries: 0,
+            due_ns: 0,
+        };
+        self.insert_ready(r.pid, r.addr, p);
         self.len += 1;
         self.counts.queued += 1;
+        Pushed::New
+    }
+
+    fn insert_ready(&mut self, pid: u32, addr: u64, p: Pending) {
+        let proc = self.procs.entry(pid).or_default();
+        proc.ready.insert((p.target, addr), p);
+        let n = proc.per_target.entry(p.target).or_default();
+        *n += 1;
+        let lanes = self.lanes.entry(p.target).or_default();
+        if *n == 1 {
+            lanes.turn.push_back(pid);
+        }
+        lanes.ready += 1;
+    }
+
+    /// Takes `n` ready pages' worth of bookkeeping off `pid` at `target`.
+    fn ready_taken(&mut self, pid: u32, target: u32, n: usize) -> bool {
+        let Some(proc) = self.procs.get_mut(&pid) else {
+            return true;
+        };
+        let left = proc.per_target.get(&target).map_or(0, |c| c - n);
+        if left == 0 {
+            proc.per_target.remove(&target);
+        } else {
+            proc.per_target.insert(target, left);
+        }
+        if let Some(l) = self.lanes.get_mut(&target) {
+            l.ready -= n;
+        }
+        self.len -= n;
+        if proc.len() == 0 {
+            self.procs.remove(&pid);
+        }
+        left == 0
+    }
+
+    /// Drops one ready page of the fullest target unless that is `target`.
+    fn evict_for(&mut self, target: u32) -> bool {
+        let Some((&fullest, lanes)) = self.lanes.iter().max_by_key(|(_, l)| l.ready) else {
+            return false;
+        };
+        if fullest == target || lanes.ready == 0 {
+            return false;
+        }
+        let Some(&pid) = lanes.turn.back() else {
+            return false;
+        };
+        let Some(proc) = self.procs.get_mut(&pid) else {
+            return false;
+        };
+        let Some(key) = proc.range(fullest).next_back().map(|(k, _)| *k) else {
+            return false;
+        };
+        proc.ready.remove(&key);
+        if self.ready_taken(pid, fullest, 1) {
+            if let Some(l) = self.lanes.get_mut(&fullest) {
+                l.turn.pop_back();
+            }
+        }
+        self.counts.dropped_full += 1;
         true
     }
 
-    /// Puts back a page that failed, due after `due_ns`.
+    /// Puts back a page that failed, ready again at `p.due_ns`.
     pub fn retry(&mut self, pid: u32, addr: u64, p: Pending) {
-        let q = self.procs.entry(pid).or_default();
-        match q.pages.insert(addr, p) {
-            None => self.len += 1,
-            Some(old) => q.backoff -= usize::from(old.due_ns > 0),
+        let proc = self.procs.entry(pid).or_default();
+        if proc.contains(addr) {
+            return;
         }
-        q.backoff += usize::from(p.due_ns > 0);
+        self.seq += 1;
+        proc.backoff.insert(addr, self.seq);
+        self.backoff.insert((p.due_ns, self.seq), (pid, addr, p));
+        self.len += 1;
+    }
+
+    /// Moves the pages due by `now_ns` from backoff to their lanes.
+    pub fn release_due(&mut self, now_ns: u64) {
+        while let Some(e) = self.backoff.first_entry() {
+            if e.key().0 > now_ns {
+                break;
+            }
+            let ((_, seq), (pid, addr, p)) = e.remove_entry();
+            let Some(proc) = self.procs.get_mut(&pid) else {
+                continue;
+            };
+            if proc.backoff.get(&addr) != Some(&seq) {
+                continue;
+            }
+            proc.backoff.remove(&addr);
+            self.insert_ready(pid, addr, p);
+        }
+    }
+
+    /// When the next page backing off is due.
+    pub fn next_due(&self) -> Option<u64> {
+        self.backoff.first_key_value().map(|((due, _), _)| *due)
+    }
+
+    /// Targets with ready pages, in node order.
+    pub fn ready_targets(&self, out: &mut Vec<u32>) {
+        out.clear();
+        out.extend(
+            self.lanes
+                .iter()
+                .filter(|(_, l)| l.ready > 0)
+                .map(|(t, _)| *t),
+        );
+    }
+
+    /// The process whose turn it is at `target`, and the base pages of its
+    /// first ready folio.
+    pub fn front(&self, target: u32) -> Option<(u32, u32)> {
+        let pid = *self.lanes.get(&target)?.turn.front()?;
+        let (_, p) = self.procs.get(&pid)?.range(target).next()?;
+        Some((pid, p.nr_pages))
+    }
+
+    /// Takes up to `budget_pages` base pages for `target` from the process
+    /// whose turn it is, in address order; that process then goes to the
+    /// back of the turn. Empty when its first folio alone is over budget.
+    pub fn take_batch(&mut self, target: u32, budget_pages: u64) -> (u32, Vec<(u64, Pending)>) {
+        let mut out = Vec::new();
+        let Some(pid) = self.lanes.get_mut(&target).and_then(|l| l.turn.pop_front()) else {
+            return (0, out);
+        };
+        let Some(proc) = self.procs.get_mut(&pid) else {
+            return (pid, out);
+        };
+        let mut used = 0u64;
+        let mut cut = None;
+        for (key, p) in proc.range(target) {
+            let n = u64::from(p.nr_pages);
+            if used + n > budget_pages {
+                cut = Some(*key);
+                break;
+            }
+            used += n;
+            out.push((key.1, *p));
+        }
+        if proc.per_target.len() == 1 {
+            // Every ready page is for `target`: the batch is a prefix of
+            // the map, split off at once rather than removed page by page.
+            let rest = cut.map_or_else(BTreeMap::new, |c| proc.ready.split_off(&c));
+            proc.ready = rest;
+        } else {
+            for (addr, _) in &out {
+                proc.ready.remove(&(target, *addr));
+            }
+        }
+        let emptied = self.ready_taken(pid, target, out.len());
+        if let Some(l) = self.lanes.get_mut(&target) {
+            match (emptied, out.is_empty()) {
+                (true, _) => {}
+                (false, true) => l.turn.push_front(pid),
+                (false, false) => l.turn.push_back(pid),
+            }
+        }
+        (pid, out)
     }
 
     /// Drops every page of `pid`; returns how many.
     pub fn drop_process(&mut self, pid: u32) -> usize {
-        let n = self.procs.remove(&pid).map_or(0, |p| p.pages.len());
-        self.len -= n;
-        n
-    }
-
-    /// The process with the most due pages, or the earliest due time when
-    /// none is due yet.
-    pub fn next_process(&self, now_ns: u64) -> Result<u32, Option<u64>> {
-        let mut best: Option<(usize, u32)> = None;
-        let mut earliest: Option<u64> = None;
-        for (pid, q) in &self.procs {
-            let pages = &q.pages;
-            // O(1) unless some pages wait for a retry.
-            let due = if q.backoff == 0 {
-                pages.len()
-            } else {
-                pages.values().filter(|p| p.due_ns <= now_ns).count()
-            };
-            if due > 0 {
-                if best.is_none_or(|(n, b)| due > n || (due == n && *pid < b)) {
-                    best = Some((due, *pid));
-                }
-            } else if let Some(t) = pages.values().map(|p| p.due_ns).min() {
-                earliest = Some(earliest.map_or(t, |e| e.min(t)));
-            }
-        }
-        best.map(|(_, pid)| pid).ok_or(earliest)
-    }
-
-    /// The target of the first due page of `pid`.
-    pub fn peek_target(&self, pid: u32, now_ns: u64) -> Option<u32> {
-        self.procs
-            .get(&pid)?
-            .pages
-            .values()
-            .find(|p| p.due_ns <= now_ns)
-            .map(|p| p.target)
-    }
-
-    /// Takes up to `budget_pages` base pages of `pid` that are due, all for
-    /// the target of the first due one, in address order.
-    pub fn take_batch(&mut self, pid: u32, now_ns: u64, budget_pages: u64) -> Vec<(u64, Pending)> {
-        let Some(q) = self.procs.get_mut(&pid) else {
-            return Vec::new();
+        let Some(proc) = self.procs.remove(&pid) else {
+            return 0;
         };
-        let pages = &mut q.pages;
-        let Some(target) = pages
-            .values()
-            .find(|p| p.due_ns <= now_ns)
-            .map(|p| p.target)
-        else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        let mut used = 0u64;
-        if q.backoff == 0 {
-            // Every page is due: when the batch is a prefix of the address
-            // order (no page for another target in between), split it off
-            // at once instead of removing page by page.
-            let mut cut = None;
-            let mut mixed = false;
-            for (addr, p) in pages.iter() {
-                if p.target != target {
-                    mixed = true;
-                    break;
-                }
-                if used + u64::from(p.nr_pages) > budget_pages {
-                    cut = Some(*addr);
-                    break;
-                }
-                used += u64::from(p.nr_pages);
+        // Its backoff entries go stale.
+        for (target, n) in &proc.per_target {
+            if let Some(l) = self.lanes.get_mut(target) {
+                l.ready -= n;
+                l.turn.retain(|p| *p != pid);
             }
-            if !mixed {
-                let rest = cut.map_or_else(BTreeMap::new, |c| pages.split_off(&c));
-                out.extend(std::mem::replace(pages, rest));
-                if q.pages.is_empty() {
-                    self.procs.remove(&pid);
-                }
-                self.len -= out.len();
-                return out;
-            }
-            used = 0;
         }
-        for (addr, p) in pages.iter() {
-            if p.due_ns > now_ns || p.target != target {
-                continue;
-            }
-            if used + u64::from(p.nr_pages) > budget_pages {
-                break;
-            }
-            used += u64::from(p.nr_pages);
-            out.push((*addr, *p));
-        }
-        for (addr, p) in &out {
-            pages.remove(addr);
-            q.backoff -= usize::from(p.due_ns > 0);
-        }
-        if q.pages.is_empty() {
-            self.procs.remove(&pid);
-        }
-        self.len -= out.len();
-        out
+        self.len -= proc.len();
+        proc.len()
     }
 
-    pub fn processes(&self) -> usize {
-        self.procs.len()
+    /// Has `pid` pages waiting?
+    pub fn has_process(&self, pid: u32) -> bool {
+        self.procs.contains_key(&pid)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn req(pid: u32, page: u64, target: u32) -> Request {
-        Request {
-            pid,
-            addr: page * 4096,
-            src_node: 1,
-            target,
-            nr_pages: 1,
-            ts_ns: 0,
-        }
-    }
-
-    #[test]
-    fn duplicates_coalesce_per_process() {
-        let mut q = Queue::default();
-        assert!(q.push(&req(1, 5, 0)));
-        assert!(!q.push(&req(1, 5, 0)));
-        assert!(q.push(&req(2, 5, 0)));
-        assert_eq!(q.len(), 2);
-        assert_eq!(
-            q.counts,
-            QueueCounts {
-                queued: 2,
-                coalesced: 1
-            }
-        );
-    }
-
-    #[test]
-    fn batches_are_per_process_per_target_in_address_order() {
-        let mut q = Queue::default();
-        for p in [9, 3, 7] {
-            q.push(&req(1, p, 0));
-        }
-        q.push(&req(1, 5, 2));
-        q.push(&req(2, 1, 0));
-        assert_eq!(q.next_process(0), Ok(1));
-        let b = q.take_batch(1, 0, 2);
-        let addrs: Vec<u64> = b.iter().map(|(a, _)| a / 4096).collect();
-        assert_eq!(addrs, vec![3, 7]);
-        // Page 5 wants node 2: not in a node-0 batch.
-        let b = q.take_batch(1, 0, 10);
-        assert_eq!(b.iter().map(|(a, _)| a / 4096).collect::<Vec<_>>(), vec![5]);
-        assert_eq!(b[0].1.target, 2);
-        assert_eq!(q.len(), 2);
-    }
-
-    #[test]
-    fn prefix_batches_split_off_in_order() {
-        let mut q = Queue::default();
-        for p in (0..1000).rev() {
-            q.push(&req(1, p, 0));
-        }
-        let b = q.take_batch(1, 0, 300);
-        let pages: Vec<u64> = b.iter().map(|(a, _)| a / 4096).collect();
-        assert_eq!(pages, (0..300).collect::<Vec<_>>());
-        assert_eq!(q.len(), 700);
-        // A page for another target ends the prefix: the general path
-        // still takes the later pages of the first target.
-        q.push(&req(1, 5000, 2));
-        q.push(&req(1, 5001, 0));
-        let b = q.take_batch(1, 0, 10_000);
-        assert_eq!(b.len(), 701);
-        assert_eq!(b.last().map(|(a, _)| a / 4096), Some(5001));
-        assert_eq!(q.take_batch(1, 0, 10).len(), 1);
-        assert!(q.is_empty());
-        assert_eq!(q.next_process(0), Err(None));
-    }
-
-    #[test]
-    fn budget_counts_base_pages_of_huge_folios() {
-        let mut q = Queue::default();
-        let mut thp = req(1, 512, 0);
-        thp.nr_pages = 512;
-        q.push(&req(1, 1, 0));
-        q.push(&thp);
-        assert_eq!(q.take_batch(1, 0, 100).len(), 1);
-        assert_eq!(q.take_batch(1, 0, 100).len(), 0, "a THP over budget waits");
-        assert_eq!(q.take_batch(1, 0, 512).len(), 1);
-    }
-
-    #[test]
-    fn retries_wait_until_due_and_exits_drop_all() {
-        let mut q = Queue::default();
-        q.push(&req(1, 1, 0));
-        let b = q.take_batch(1, 0, 10);
-        let mut p = b[0].1;
-        p.tries += 1;
-        p.due_ns = 100;
-        q.retry(1, b[0].0, p);
-        assert_eq!(q.next_process(50), Err(Some(100)));
-        assert_eq!(q.take_batch(1, 50, 10).len(), 0);
-        assert_eq!(q.next_process(100), Ok(1));
-        q.push(&req(1, 2, 0));
-        assert_eq!(q.drop_process(1), 2);
-        assert!(q.is_empty());
-        assert_eq!(q.next_process(0), Err(None));
-    }
-
-    #[test]
-    fn the_busiest_process_with_due_pages_goes_first() {
-        let mut q = Queue::default();
-        (0..5).for_each(|p| {
-            q.push(&req(1, p, 0));
-        });
-        (0..3).for_each(|p| {
-            q.push(&req(2, p, 0));
-        });
-        assert_eq!(q.next_process(0), Ok(1));
-        // Four of process 1's pages back off until 100: process 2 has more due.
-        for (addr, mut p) in q.take_batch(1, 0, 4) {
-            p.due_ns = 100;
-            q.retry(1, addr, p);
-        }
-        assert_eq!(q.next_process(50), Ok(2));
-        assert_eq!(q.next_process(100), Ok(1));
-        // Taken again at 100, retried without backoff: all due at once.
-        for (addr, mut p) in q.take_batch(1, 100, 10) {
-            p.due_ns = 0;
-            q.retry(1, addr, p);
-        }
-        assert_eq!(q.procs[&1].backoff, 0);
-        assert_eq!(q.next_process(0), Ok(1));
-        assert_eq!(q.len(), 8);
-    }
-}
+mod tests;

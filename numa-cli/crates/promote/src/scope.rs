@@ -3,16 +3,20 @@
 //! started later) or `--all`. Checked when a fault is queued *and* again
 //! right before each move_pages call.
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::{BTreeMap, HashMap},
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
 };
 
 use anyhow::{bail, Context, Result};
+use numa_host::promoter_state::pid_start_ticks;
 
 #[derive(Debug, Clone)]
 pub enum Scope {
-    Pids(BTreeSet<u32>),
+    /// pid -> the start time of its process when the scope was made
+    /// (field 22 of /proc/PID/stat): the process, not the number, is in
+    /// scope, and a later process with the same pid is not.
+    Pids(BTreeMap<u32, u64>),
     Cgroup {
         /// Inode of the cgroup directory = the BPF cgroup id.
         id: u64,
@@ -29,15 +33,18 @@ pub enum Scope {
 const CGROUP2_ROOT: &str = "/sys/fs/cgroup";
 
 impl Scope {
+    /// The processes these pids name now.
     pub fn pids(pids: &[u32]) -> Result<Scope> {
-        for pid in pids {
-            if !Path::new(&format!("/proc/{pid}")).exists() {
+        let mut pinned = BTreeMap::new();
+        for &pid in pids {
+            let Some(ticks) = pid_start_ticks(pid) else {
                 bail!(
                     "--pid {pid}: no such process (it may have exited); check with `ps -p {pid}`"
                 );
-            }
+            };
+            pinned.insert(pid, ticks);
         }
-        Ok(Scope::Pids(pids.iter().copied().collect()))
+        Ok(Scope::Pids(pinned))
     }
 
     pub fn cgroup(dir: &Path) -> Result<Scope> {
@@ -72,7 +79,7 @@ impl Scope {
         match self {
             Scope::Pids(p) => format!(
                 "--pid {}",
-                p.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+                p.keys().map(u32::to_string).collect::<Vec<_>>().join(",")
             ),
             Scope::Cgroup { dir, .. } => format!("--cgroup {}", dir.display()),
             Scope::All => "--all".into(),
@@ -82,7 +89,7 @@ impl Scope {
     /// For a fault: in scope? (`cgroup_id` is the faulting task's.)
     pub fn admits(&mut self, tgid: u32, cgroup_id: u64) -> bool {
         match self {
-            Scope::Pids(p) => p.contains(&tgid),
+            Scope::Pids(p) => p.contains_key(&tgid),
             Scope::All => true,
             Scope::Cgroup { id, rel, cache, .. } => {
                 if cgroup_id == *id {
@@ -97,10 +104,11 @@ impl Scope {
     }
 
     /// Right before a move: still in scope? Reads /proc for cgroups (a
-    /// process may have been moved out since its fault).
+    /// process may have been moved out since its fault). For `--pid`,
+    /// whether the pid is still its process is the mover's to check.
     pub fn allows_now(&self, tgid: u32) -> bool {
         match self {
-            Scope::Pids(p) => p.contains(&tgid),
+            Scope::Pids(p) => p.contains_key(&tgid),
             Scope::All => true,
             Scope::Cgroup { rel, .. } => proc_in_cgroup(tgid, rel),
         }
@@ -150,7 +158,7 @@ mod tests {
 
     #[test]
     fn pid_scope_is_exact() {
-        let mut s = Scope::Pids([10, 20].into_iter().collect());
+        let mut s = Scope::Pids([(10, 1), (20, 2)].into_iter().collect());
         assert!(s.admits(10, 0));
         assert!(!s.admits(11, 0));
         assert!(s.allows_now(20));

@@ -5,16 +5,14 @@
 //! here once; sinks cannot tell the sources apart.
 mod live;
 mod looped;
+mod record;
 mod replay;
 pub mod signals;
 
-use std::{
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{path::PathBuf, time::Duration};
 
 use anyhow::Result;
-pub use live::LiveOptions;
+pub use live::{LiveOptions, StopWhen};
 pub use looped::LOOP_CACHE_ITEMS;
 use numa_core::{
     decode::{Event, Snapshot},
@@ -23,7 +21,8 @@ use numa_core::{
 };
 use numa_host::clock::monotonic_ns;
 use numa_probe::load::Probes;
-pub use replay::{item_ts, Pacer, REPLAY_BATCH};
+pub use record::{check_new as check_new_trace, Recording};
+pub use replay::{is_damaged_record, item_ts, warning as trace_warning, Pacer, REPLAY_BATCH};
 
 /// Why a run stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +33,8 @@ pub enum StopReason {
     Signal(&'static str),
     /// The command run under the probes exited (its exit code).
     CommandExited(Option<i32>),
+    /// A live run's [`StopWhen`] said so, and why.
+    Condition(String),
     /// A trace source delivered its last record.
     EndOfTrace,
 }
@@ -44,6 +45,7 @@ impl StopReason {
             StopReason::Duration => "duration elapsed".into(),
             StopReason::Signal(s) => format!("{s} received"),
             StopReason::CommandExited(c) => format!("command exited ({c:?})"),
+            StopReason::Condition(why) => why.clone(),
             StopReason::EndOfTrace => "end of trace".into(),
         }
     }
@@ -73,7 +75,8 @@ pub enum Source {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finished {
     pub reason: StopReason,
-    /// The trace reader's complaint about a truncated or damaged trace.
+    /// The trace reader's complaint about a truncated or damaged trace
+    /// (damaged records are skipped and counted here).
     pub warning: Option<String>,
 }
 
@@ -102,8 +105,7 @@ impl Source {
             Source::File(path) => (StopReason::EndOfTrace, replay::file(path, sinks)?),
             Source::Replay(r) if r.repeat => {
                 let d = deadline(until);
-                let reason = looped::run(&r.path, r.speed, d, LOOP_CACHE_ITEMS, sinks).await?;
-                (reason, None)
+                looped::run(&r.path, r.speed, d, LOOP_CACHE_ITEMS, sinks).await?
             }
             Source::Replay(r) => replay::once(&r.path, r.speed, deadline(until), sinks).await?,
         };
@@ -111,16 +113,17 @@ impl Source {
     }
 
     /// [`Source::run_blocking`] into `sinks` and, when `output` is given,
-    /// into a new trace file with `header` (a live source's: a replay is not
-    /// recorded again), finished with the stop reason.
+    /// into a new trace file (see [`Recording`]; a live source's header: a
+    /// replay is not recorded again), finished with the stop reason and
+    /// flushed to disk.
     pub fn run_recorded(
         &mut self,
         until: Option<Duration>,
-        output: Option<(&Path, &trace::Header)>,
+        output: Option<Recording>,
         sinks: &mut [&mut dyn Sink],
     ) -> Result<Finished> {
         let mut recorder = Recorder(match output {
-            Some((path, header)) => Some(trace::create(path, header)?),
+            Some(r) => Some(r.create()?),
             None => None,
         });
         let finished = {
@@ -132,7 +135,7 @@ impl Source {
             self.run_blocking(until, &mut all)?
         };
         if let Some(w) = recorder.0.take() {
-            w.finish(monotonic_ns(), &finished.reason.describe())?;
+            record::finish(w, monotonic_ns(), &finished.reason.describe())?;
         }
         Ok(finished)
     }

@@ -1,10 +1,13 @@
 //! The live source: the probes' ring buffer, drained into the sinks, with a
 //! counter snapshot at the start, every `snapshot_every` and at the end.
-use std::time::Duration;
+use std::{os::fd::AsRawFd, sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
 use aya::maps::{MapData, RingBuf};
-use numa_core::{decode, sink::Sink};
+use numa_core::{
+    decode::{self, Snapshot},
+    sink::Sink,
+};
 use numa_probe::{load::Probes, session};
 use tokio::{io::unix::AsyncFd, process::Child};
 
@@ -12,6 +15,18 @@ use crate::{dispatch, dispatch_snapshot, signals::Signals, StopReason};
 
 /// How often the live pipeline drains the ring without a wakeup.
 const RING_FLUSH_EVERY: Duration = Duration::from_millis(100);
+/// Records one drain hands on at most: records can arrive faster than the
+/// sinks take them, and the loop must get back to its timers, the
+/// deadline and the stop signals (a drain that stops early leaves the
+/// ring readable, so the next turn of the loop goes on draining).
+const DRAIN_MAX_RECORDS: u32 = 4096;
+/// Time one drain spends at most, for slow sinks; the clock is read once
+/// every [`DRAIN_CLOCK_EVERY`] records.
+const DRAIN_MAX_TIME: Duration = Duration::from_millis(20);
+const DRAIN_CLOCK_EVERY: u32 = 256;
+/// How long the drain after a run's end may go on when records keep
+/// coming: the run stops even under a flood.
+const FINAL_DRAIN_MAX_TIME: Duration = Duration::from_secs(1);
 
 /// What a live run does besides reading the probes.
 #[derive(Debug, Clone)]
@@ -20,20 +35,68 @@ pub struct LiveOptions {
     pub command: Vec<String>,
     /// How often counters and histograms are read.
     pub snapshot_every: Duration,
+    /// Stop when this says why (looked at every 100 ms, as the ring is
+    /// drained).
+    pub stop_when: Option<StopWhen>,
+}
+
+/// A reason to end a live run that another part of the command sees (the
+/// promoter's mover: every process it serves has exited): None while the
+/// run should go on, else the reason, which the run ends with.
+#[derive(Clone)]
+pub struct StopWhen(pub Arc<dyn Fn() -> Option<String> + Send + Sync>);
+
+impl std::fmt::Debug for StopWhen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StopWhen(..)")
+    }
+}
+
+/// Where ring records come from: the probes' ring buffer (a fake in
+/// tests). The fd polls readable when records are pending.
+///
+/// # Safety
+///
+/// `as_raw_fd` returns the same open file descriptor for as long as the
+/// value lives (the runtime polls it).
+pub(crate) unsafe trait Records: AsRawFd {
+    /// Hands the next record to `f`; None when none is pending.
+    fn next_record(&mut self, f: &mut dyn FnMut(&[u8]) -> Result<()>) -> Option<Result<()>>;
+}
+
+// SAFETY: the RingBuf owns its map fd and keeps it open, unchanged, for as
+// long as it lives.
+unsafe impl Records for RingBuf<MapData> {
+    fn next_record(&mut self, f: &mut dyn FnMut(&[u8]) -> Result<()>) -> Option<Result<()>> {
+        let item = self.next()?;
+        Some(f(&item))
+    }
+}
+
+/// Whether a drain left the ring empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drained {
+    Empty,
+    More,
 }
 
 /// The ring buffer, polled by the runtime, and what it could not decode.
-struct Ring {
-    fd: AsyncFd<RingBuf<MapData>>,
+pub(crate) struct Ring<R: Records> {
+    fd: AsyncFd<R>,
     decode_errors: u64,
 }
 
-impl Ring {
-    fn new(probes: &mut Probes) -> Result<Ring> {
-        let ring = probes.take_events()?;
-        // SAFETY: the RingBuf owns its map fd and keeps it open, unchanged,
-        // for as long as it lives, and the AsyncFd owns the RingBuf.
-        let fd = unsafe { AsyncFd::register_with_interest(ring, tokio::io::Interest::READABLE) }
+impl Ring<RingBuf<MapData>> {
+    fn of(probes: &mut Probes) -> Result<Self> {
+        Ring::new(probes.take_events()?)
+    }
+}
+
+impl<R: Records> Ring<R> {
+    fn new(records: R) -> Result<Ring<R>> {
+        // SAFETY: `Records` promises an fd that stays open and unchanged
+        // while the value lives, and the AsyncFd owns the value.
+        let fd = unsafe { AsyncFd::register_with_interest(records, tokio::io::Interest::READABLE) }
             .map_err(std::io::Error::from)
             .context("polling the ring buffer")?;
         Ok(Ring {
@@ -42,29 +105,56 @@ impl Ring {
         })
     }
 
-    fn drain_ring(
-        ring: &mut RingBuf<MapData>,
-        errors: &mut u64,
-        sinks: &mut [&mut dyn Sink],
-    ) -> Result<()> {
-        while let Some(item) = ring.next() {
-            match decode::decode(&item) {
-                Ok(ev) => dispatch(sinks, &ev)?,
-                Err(_) => *errors += 1,
+    fn drain_ring(ring: &mut R, errors: &mut u64, sinks: &mut [&mut dyn Sink]) -> Result<Drained> {
+        let mut hand_on = |bytes: &[u8]| match decode::decode(bytes) {
+            Ok(ev) => dispatch(sinks, &ev),
+            Err(_) => {
+                *errors += 1;
+                Ok(())
+            }
+        };
+        let start = std::time::Instant::now();
+        for n in 1..=DRAIN_MAX_RECORDS {
+            match ring.next_record(&mut hand_on) {
+                None => return Ok(Drained::Empty),
+                Some(r) => r?,
+            }
+            if n % DRAIN_CLOCK_EVERY == 0 && start.elapsed() >= DRAIN_MAX_TIME {
+                break;
             }
         }
-        Ok(())
+        Ok(Drained::More)
     }
 
-    fn drain(&mut self, sinks: &mut [&mut dyn Sink]) -> Result<()> {
+    /// Drains until the ring is empty or `limit` has passed.
+    fn drain_for(&mut self, limit: Duration, sinks: &mut [&mut dyn Sink]) -> Result<Drained> {
+        let start = std::time::Instant::now();
+        loop {
+            let d = self.drain(sinks)?;
+            if d == Drained::Empty || start.elapsed() >= limit {
+                return Ok(d);
+            }
+        }
+    }
+
+    fn drain(&mut self, sinks: &mut [&mut dyn Sink]) -> Result<Drained> {
         Self::drain_ring(self.fd.get_mut(), &mut self.decode_errors, sinks)
     }
 
-    /// Waits until the probes wake the reader, then drains.
+    /// Waits until the probes wake the reader, then drains (one bounded
+    /// drain: with records left, the ring stays readable).
     async fn readable(&mut self, sinks: &mut [&mut dyn Sink]) -> Result<()> {
         let mut guard = self.fd.readable_mut().await?;
-        Self::drain_ring(guard.get_inner_mut(), &mut self.decode_errors, sinks)?;
-        guard.clear_ready();
+        let drained = Self::drain_ring(guard.get_inner_mut(), &mut self.decode_errors, sinks)?;
+        if drained == Drained::Empty {
+            guard.clear_ready();
+        } else {
+            drop(guard);
+            // A ring that stays readable never makes this task wait, and
+            // timers and signals are only delivered while the runtime polls
+            // its drivers: hand it a turn before the next batch.
+            tokio::task::yield_now().await;
+        }
         Ok(())
     }
 }
@@ -73,12 +163,34 @@ fn spawn(command: &[String]) -> Result<Option<Child>> {
     let Some((prog, args)) = command.split_first() else {
         return Ok(None);
     };
-    let child = tokio::process::Command::new(prog)
-        .args(args)
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("starting {prog}"))?;
+    let mut cmd = tokio::process::Command::new(prog);
+    cmd.args(args).kill_on_drop(true);
+    die_with_parent(&mut cmd);
+    let child = cmd.spawn().with_context(|| format!("starting {prog}"))?;
     Ok(Some(child))
+}
+
+/// The command gets SIGKILL when the thread that starts it ends, even when
+/// numatrace itself is killed by SIGKILL and `kill_on_drop` never runs
+/// (PR_SET_PDEATHSIG). A live run starts it on the thread that runs the
+/// whole run, so it ends with the run or with numatrace.
+fn die_with_parent(cmd: &mut tokio::process::Command) {
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: between fork and exec the closure calls only prctl and
+    // getppid, both async-signal-safe, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Died before the prctl: nobody would send the signal.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
 }
 
 async fn exited(child: &mut Option<Child>) -> StopReason {
@@ -88,48 +200,54 @@ async fn exited(child: &mut Option<Child>) -> StopReason {
     }
 }
 
+/// Test hook: the live pipeline panics this many seconds after attaching,
+/// so a test can check what a crash leaves behind (nothing: no BPF object,
+/// no state file). Not a flag, so it is in no `--help`.
+pub const TEST_PANIC_ENV: &str = "NUMATRACE_TEST_PANIC_AFTER_S";
+
+fn test_panic_after() -> Option<Duration> {
+    let s: f64 = std::env::var(TEST_PANIC_ENV).ok()?.parse().ok()?;
+    Duration::try_from_secs_f64(s).ok()
+}
+
 /// Runs the live pipeline until `until` has passed (None: no deadline), a
 /// stop signal arrives or the command exits. Always ends with a drained
-/// ring and a final snapshot.
+/// ring (drained for at most [`FINAL_DRAIN_MAX_TIME`] when records keep
+/// coming) and a final snapshot.
 pub(crate) async fn run(
     probes: &mut Probes,
     opts: &LiveOptions,
     until: Option<Duration>,
     sinks: &mut [&mut dyn Sink],
 ) -> Result<StopReason> {
-    let mut ring = Ring::new(probes)?;
+    let mut ring = Ring::of(probes)?;
     dispatch_snapshot(sinks, &session::snapshot(probes)?)?;
     let mut child = spawn(&opts.command)?;
-    let mut signals = Signals::new()?;
-    let deadline = crate::deadline(until);
-    let mut tick = tokio::time::interval(opts.snapshot_every);
-    tick.tick().await;
-    // The probes wake this reader at most every 20 ms (and when a quarter of
-    // the ring is pending), so records submitted after the last wakeup wait
-    // for the next one: drain on a timer too, so a quiet ring holds nothing
-    // back for long, and before every snapshot, so counters and events agree.
-    let mut flush = tokio::time::interval(RING_FLUSH_EVERY);
-    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    flush.tick().await;
-    let reason = loop {
-        tokio::select! {
-            r = ring.readable(sinks) => r?,
-            _ = flush.tick() => ring.drain(sinks)?,
-            _ = tick.tick() => {
-                ring.drain(sinks)?;
-                dispatch_snapshot(sinks, &session::snapshot(probes)?)?;
-            }
-            _ = crate::sleep_until(deadline) => break StopReason::Duration,
-            s = signals.recv() => break StopReason::Signal(s),
-            r = exited(&mut child) => break r,
-        }
+    let loop_opts = LoopOptions {
+        snapshot_every: opts.snapshot_every,
+        deadline: crate::deadline(until),
+        panic_at: crate::deadline(test_panic_after()),
+        stop_when: opts.stop_when.clone(),
     };
+    let reason = pump(
+        &mut ring,
+        &mut || session::snapshot(probes),
+        &mut child,
+        &loop_opts,
+        sinks,
+    )
+    .await?;
     if let Some(c) = child.as_mut() {
         if !matches!(reason, StopReason::CommandExited(_)) {
             let _ = c.start_kill();
         }
     }
-    ring.drain(sinks)?;
+    if ring.drain_for(FINAL_DRAIN_MAX_TIME, sinks)? == Drained::More {
+        eprintln!(
+            "numatrace: warning: records were still arriving {} s after the stop; the rest are not counted",
+            FINAL_DRAIN_MAX_TIME.as_secs()
+        );
+    }
     dispatch_snapshot(sinks, &session::snapshot(probes)?)?;
     if ring.decode_errors > 0 {
         eprintln!(
@@ -138,4 +256,278 @@ pub(crate) async fn run(
         );
     }
     Ok(reason)
+}
+
+/// The live loop's timing.
+struct LoopOptions {
+    snapshot_every: Duration,
+    deadline: Option<tokio::time::Instant>,
+    /// See [`TEST_PANIC_ENV`].
+    panic_at: Option<tokio::time::Instant>,
+    stop_when: Option<StopWhen>,
+}
+
+/// Drains `ring` into the sinks and takes a `snapshot` every
+/// `snapshot_every` until the deadline, a stop signal, the command's exit
+/// or the stop condition.
+async fn pump<R: Records>(
+    ring: &mut Ring<R>,
+    snapshot: &mut dyn FnMut() -> Result<Snapshot>,
+    child: &mut Option<Child>,
+    o: &LoopOptions,
+    sinks: &mut [&mut dyn Sink],
+) -> Result<StopReason> {
+    let mut signals = Signals::new()?;
+    let mut tick = tokio::time::interval(o.snapshot_every);
+    tick.tick().await;
+    // The probes wake this reader at most every 20 ms (and when a quarter of
+    // the ring is pending), so records submitted after the last wakeup wait
+    // for the next one: drain on a timer too, so a quiet ring holds nothing
+    // back for long, and before every snapshot, so counters and events agree.
+    let mut flush = tokio::time::interval(RING_FLUSH_EVERY);
+    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    flush.tick().await;
+    Ok(loop {
+        tokio::select! {
+            r = ring.readable(sinks) => r?,
+            _ = flush.tick() => {
+                ring.drain(sinks)?;
+                if let Some(why) = o.stop_when.as_ref().and_then(|s| (s.0)()) {
+                    break StopReason::Condition(why);
+                }
+            }
+            _ = tick.tick() => {
+                ring.drain(sinks)?;
+                dispatch_snapshot(sinks, &snapshot()?)?;
+            }
+            _ = crate::sleep_until(o.deadline) => break StopReason::Duration,
+            s = signals.recv() => break StopReason::Signal(s),
+            r = exited(child) => break r,
+            _ = crate::sleep_until(o.panic_at) => panic!("{TEST_PANIC_ENV}: the test panic"),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        os::{fd::RawFd, unix::net::UnixStream},
+        sync::mpsc,
+    };
+
+    use numa_core::decode::{fixtures::fault, Event};
+    use numa_ebpf_common::Outcome;
+
+    use super::*;
+
+    /// A ring that never empties: every read finds another fault record,
+    /// and its fd (a socket with a byte never read) always polls readable.
+    struct Flood {
+        readable: UnixStream,
+        _peer: UnixStream,
+        record: Vec<u8>,
+    }
+
+    impl Flood {
+        fn new() -> Flood {
+            use std::io::Write;
+            let (readable, mut peer) = UnixStream::pair().expect("socket pair");
+            peer.write_all(b"!").expect("make the socket readable");
+            let ev = Event::Fault(fault(1, 1, 10, Outcome::PromoteHot));
+            Flood {
+                readable,
+                _peer: peer,
+                record: decode::raw_bytes(&ev).to_vec(),
+            }
+        }
+    }
+
+    impl AsRawFd for Flood {
+        fn as_raw_fd(&self) -> RawFd {
+            self.readable.as_raw_fd()
+        }
+    }
+
+    // SAFETY: the socket is owned by the Flood and lives as long as it.
+    unsafe impl Records for Flood {
+        fn next_record(&mut self, f: &mut dyn FnMut(&[u8]) -> Result<()>) -> Option<Result<()>> {
+            Some(f(&self.record))
+        }
+    }
+
+    const PDEATHSIG_OUT: &str = "NUMATRACE_TEST_PDEATHSIG_OUT";
+
+    /// Run by `the_command_dies_with_a_killed_numatrace` in a process of
+    /// its own: starts `sleep 60` as a live run's command does, writes its
+    /// pid, and waits to be killed.
+    #[test]
+    #[ignore = "a helper process, started by the_command_dies_with_a_killed_numatrace"]
+    fn pdeathsig_helper() {
+        let out = std::env::var_os(PDEATHSIG_OUT).expect("started by the pdeathsig test");
+        let rt = crate::runtime().expect("runtime");
+        let child = rt
+            .block_on(async { spawn(&["sleep".to_owned(), "60".to_owned()]) })
+            .expect("spawn")
+            .expect("a command");
+        let pid = child.id().expect("a pid");
+        std::fs::write(out, pid.to_string()).expect("write the pid");
+        std::thread::sleep(Duration::from_secs(60));
+        drop(child);
+    }
+
+    /// Whether `pid` still runs (a zombie, dead but not yet reaped, does not).
+    fn running(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| Some(s.get(s.rfind(')')? + 2..)?.starts_with(['Z', 'X'])))
+            .is_some_and(|dead| !dead)
+    }
+
+    #[test]
+    fn the_command_dies_with_a_killed_numatrace() {
+        let out = std::env::temp_dir().join(format!("numatrace-pdeathsig-{}", std::process::id()));
+        let _ = std::fs::remove_file(&out);
+        let mut helper = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args(["--ignored", "--exact", "live::tests::pdeathsig_helper"])
+            .env(PDEATHSIG_OUT, &out)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("starting the helper");
+        let start = std::time::Instant::now();
+        let pid = loop {
+            if let Some(pid) = std::fs::read_to_string(&out)
+                .ok()
+                .and_then(|s| s.parse::<u32>().ok())
+            {
+                break pid;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the helper wrote no pid"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let _ = std::fs::remove_file(&out);
+        assert!(running(pid), "the command did not start");
+        // SIGKILL: no destructor runs, only the kernel can end the command.
+        helper.kill().expect("SIGKILL the helper");
+        helper.wait().expect("reap the helper");
+        let killed = std::time::Instant::now();
+        while running(pid) && killed.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let survived = running(pid);
+        if survived {
+            // SAFETY: kill(2) on the pid of the sleep this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        assert!(!survived, "the command outlived a SIGKILLed numatrace");
+    }
+
+    /// A ring with nothing in it: its fd never polls readable.
+    struct Quiet {
+        fd: UnixStream,
+        _peer: UnixStream,
+    }
+
+    impl AsRawFd for Quiet {
+        fn as_raw_fd(&self) -> RawFd {
+            self.fd.as_raw_fd()
+        }
+    }
+
+    // SAFETY: the socket is owned by the Quiet and lives as long as it.
+    unsafe impl Records for Quiet {
+        fn next_record(&mut self, _f: &mut dyn FnMut(&[u8]) -> Result<()>) -> Option<Result<()>> {
+            None
+        }
+    }
+
+    #[test]
+    fn a_stop_condition_ends_the_run_with_its_reason() {
+        let rt = crate::runtime().expect("runtime");
+        let (fd, peer) = UnixStream::pair().expect("socket pair");
+        let t0 = std::time::Instant::now();
+        let reason = rt
+            .block_on(async {
+                let mut ring = Ring::new(Quiet { fd, _peer: peer })?;
+                let o = LoopOptions {
+                    snapshot_every: Duration::from_secs(1),
+                    deadline: crate::deadline(Some(Duration::from_secs(10))),
+                    panic_at: None,
+                    stop_when: Some(StopWhen(Arc::new(move || {
+                        (t0.elapsed() > Duration::from_millis(200)).then(|| "done".to_owned())
+                    }))),
+                };
+                pump(
+                    &mut ring,
+                    &mut || Ok(Snapshot::default()),
+                    &mut None,
+                    &o,
+                    &mut [&mut Count::default()],
+                )
+                .await
+            })
+            .expect("the live loop");
+        assert_eq!(reason, StopReason::Condition("done".into()));
+        assert_eq!(reason.describe(), "done");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    }
+
+    #[derive(Default)]
+    struct Count {
+        events: u64,
+        snapshots: u64,
+    }
+
+    impl Sink for Count {
+        fn event(&mut self, _: &Event) -> Result<()> {
+            self.events += 1;
+            Ok(())
+        }
+        fn snapshot(&mut self, _: &Snapshot) -> Result<()> {
+            self.snapshots += 1;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_ring_that_never_empties_leaves_time_for_snapshots_and_the_deadline() {
+        let (tx, rx) = mpsc::channel();
+        // The loop runs on a thread of its own: without a bounded drain it
+        // never returns, and the test must still end.
+        std::thread::spawn(move || {
+            let rt = crate::runtime().expect("runtime");
+            let result = rt.block_on(async {
+                let mut ring = Ring::new(Flood::new())?;
+                let mut count = Count::default();
+                let o = LoopOptions {
+                    snapshot_every: Duration::from_millis(50),
+                    deadline: crate::deadline(Some(Duration::from_millis(400))),
+                    panic_at: None,
+                    stop_when: None,
+                };
+                let reason = pump(
+                    &mut ring,
+                    &mut || Ok(Snapshot::default()),
+                    &mut None,
+                    &o,
+                    &mut [&mut count],
+                )
+                .await?;
+                let last = ring.drain_for(Duration::from_millis(50), &mut [&mut count])?;
+                assert_eq!(last, Drained::More, "a flood never empties");
+                anyhow::Ok((reason, count.events, count.snapshots))
+            });
+            let _ = tx.send(result.map_err(|e| format!("{e:#}")));
+        });
+        let (reason, events, snapshots) = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the live loop is stuck draining a flooded ring")
+            .expect("the live loop failed");
+        println!("flooded ring, 400 ms: {events} records, {snapshots} snapshots");
+        assert_eq!(reason, StopReason::Duration);
+        assert!(events > 0, "no records delivered");
+        assert!(snapshots >= 3, "{snapshots} snapshots in 400 ms at 50 ms");
+    }
 }

@@ -12,7 +12,7 @@ use numa_core::{
 
 use crate::{
     dispatch, dispatch_snapshot,
-    replay::{item_ts, replay_items},
+    replay::{self, item_ts, replay_items},
     StopReason,
 };
 
@@ -62,16 +62,19 @@ impl Sink for Shifted<'_, '_> {
 
 /// Replays `path` over and over until `deadline` or a signal. The file is
 /// read once: later passes replay the first pass's records from memory
-/// when there are at most `cache_max` of them, else re-read it.
+/// when there are at most `cache_max` of them, else re-read it. Returns
+/// why it stopped and a warning of the damaged records skipped.
 pub(crate) async fn run(
     path: &Path,
     speed: f64,
     deadline: Option<tokio::time::Instant>,
     cache_max: usize,
     sinks: &mut [&mut dyn Sink],
-) -> Result<StopReason> {
-    // One clock for all passes: pass k is due from start + offset_k / speed,
-    // so the batches' lateness does not add up from pass to pass.
+) -> Result<(StopReason, Option<String>)> {
+    // One clock for all passes: pass k is due from start + paced_k / speed,
+    // where paced_k is the paced trace time of the passes before it (their
+    // gaps longer than MAX_GAP shortened, as the pacer waited them out), so
+    // the batches' lateness does not add up from pass to pass.
     let t0 = first_ts(path)?;
     let start = tokio::time::Instant::now();
     let origin_at = |offset: u64| pass_origin(start, t0?, offset, speed);
@@ -90,15 +93,20 @@ pub(crate) async fn run(
             c.push(it.clone());
         }
     });
-    let mut reason = replay_items(items, speed, origin_at(0), deadline, &mut [&mut sink]).await?;
+    let first = replay_items(items, speed, origin_at(0), deadline, &mut [&mut sink]).await?;
+    // Damaged records and long gaps recur on every pass; the first counts.
+    let warning = first.warning(None);
+    let mut reason = first.reason;
+    let mut paced = first.paced_ns;
     let Some(t0) = t0 else {
         // Nothing to loop over.
-        return Ok(reason);
+        return Ok((reason, warning));
     };
     while reason == StopReason::EndOfTrace {
         sink.offset = (sink.last_ts + 1_000_000).saturating_sub(t0);
-        let origin = origin_at(sink.offset);
-        reason = match &cache {
+        paced = paced.saturating_add(1_000_000);
+        let origin = origin_at(paced);
+        let pass = match &cache {
             Some(c) => {
                 replay_items(c.iter().map(Ok), speed, origin, deadline, &mut [&mut sink]).await?
             }
@@ -107,8 +115,10 @@ pub(crate) async fn run(
                 replay_items(r.by_ref(), speed, origin, deadline, &mut [&mut sink]).await?
             }
         };
+        reason = pass.reason;
+        paced = paced.saturating_add(pass.paced_ns);
     }
-    Ok(reason)
+    Ok((reason, warning))
 }
 
 /// When a looped pass shifted by `offset` ns starts: (wall time, trace time
@@ -126,12 +136,19 @@ fn pass_origin(
     Some((start.checked_add(d)?, t0))
 }
 
-/// Timestamp of the first record of a trace (the replay's time origin).
+/// Timestamp of the first record of a trace (the replay's time origin;
+/// damaged records are passed over, as the replay skips them).
 fn first_ts(path: &Path) -> Result<Option<u64>> {
     let mut r = trace::Reader::open(path)?;
     for item in r.by_ref() {
-        if let Some(ts) = item_ts(&item?) {
-            return Ok(Some(ts));
+        match item {
+            Ok(item) => {
+                if let Some(ts) = item_ts(&item) {
+                    return Ok(Some(ts));
+                }
+            }
+            Err(e) if !replay::is_damaged_record(&e) => return Err(e),
+            Err(_) => {}
         }
     }
     Ok(None)
@@ -198,7 +215,7 @@ mod tests {
     /// Loops for `ms` of wall time at a speed that makes a pass ~25 ms.
     fn looped(cache_max: usize, ms: u64) -> (StopReason, u64, f64) {
         let mut s = Span::default();
-        let reason = rt()
+        let (reason, _) = rt()
             .block_on(async {
                 let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
                 run(
@@ -212,6 +229,45 @@ mod tests {
             })
             .expect("replay");
         (reason, s.events, s.span_s())
+    }
+
+    #[test]
+    fn an_outlier_timestamp_does_not_stall_the_next_pass() {
+        // 10 ms of trace with one record a year late, looped at x4: each
+        // pass waits out MAX_GAP (0.5 s at x4) once, not a year.
+        const MS: u64 = 1_000_000;
+        let t0 = 5_000 * MS;
+        let scan = |ts_ns| {
+            Event::Scan(numa_ebpf_common::ScanEvent {
+                kind: numa_ebpf_common::EventKind::Scan as u32,
+                ts_ns,
+                ..Default::default()
+            })
+        };
+        let mut w = trace::Writer::new(Vec::new(), &trace::fixtures::header()).expect("writer");
+        for i in 0..10 {
+            w.event(&scan(t0 + i * MS)).expect("event");
+            if i == 3 {
+                w.event(&scan(t0 + 365 * 86_400_000 * MS)).expect("outlier");
+            }
+        }
+        let bytes = w.finish(t0, "duration").expect("finish");
+        let path =
+            std::env::temp_dir().join(format!("numatrace-outlier-{}.trace", std::process::id()));
+        std::fs::write(&path, bytes).expect("write the trace");
+        let mut s = Span::default();
+        let result = rt().block_on(async {
+            let deadline = tokio::time::Instant::now() + Duration::from_millis(1800);
+            run(&path, 4.0, Some(deadline), LOOP_CACHE_ITEMS, &mut [&mut s]).await
+        });
+        let _ = std::fs::remove_file(&path);
+        let (reason, warning) = result.expect("replay");
+        assert_eq!(
+            warning.as_deref(),
+            Some("shortened 1 gap of more than 2 s between records to 2 s")
+        );
+        assert_eq!(reason, StopReason::Duration);
+        assert!(s.events >= 3 * 11, "{} events: the loop stalled", s.events);
     }
 
     #[test]

@@ -9,17 +9,21 @@ use crate::{deliver, signals::Signals, StopReason};
 
 /// Feeds a recorded trace to the sinks as fast as it reads; no signal
 /// handling (Ctrl-C ends the process as usual). Returns the reader's
-/// truncation warning.
+/// truncation warning and the damaged records skipped.
 pub(crate) fn file(path: &Path, sinks: &mut [&mut dyn Sink]) -> Result<Option<String>> {
     let mut reader = trace::Reader::open(path)?;
+    let mut bad = 0;
     for item in reader.by_ref() {
-        deliver(sinks, &item?)?;
+        match item {
+            Ok(item) => deliver(sinks, &item)?,
+            Err(e) => skip_damaged(e, &mut bad)?,
+        }
     }
-    Ok(reader.warning.clone())
+    Ok(warning(reader.warning.clone(), bad))
 }
 
-/// Replays a trace once (see [`replay_items`]); at the end of the trace,
-/// the reader's truncation warning.
+/// Replays a trace once (see [`replay_items`]); the damaged records
+/// skipped and, at the end of the trace, the reader's truncation warning.
 pub(crate) async fn once(
     path: &Path,
     speed: f64,
@@ -27,12 +31,74 @@ pub(crate) async fn once(
     sinks: &mut [&mut dyn Sink],
 ) -> Result<(StopReason, Option<String>)> {
     let mut reader = trace::Reader::open(path)?;
-    let reason = replay_items(reader.by_ref(), speed, None, deadline, sinks).await?;
-    let warning = match reason {
+    let r = replay_items(reader.by_ref(), speed, None, deadline, sinks).await?;
+    let truncated = match r.reason {
         StopReason::EndOfTrace => reader.warning.clone(),
         _ => None,
     };
-    Ok((reason, warning))
+    let warning = r.warning(truncated);
+    Ok((r.reason, warning))
+}
+
+/// Whether a trace reader's error is a damaged record (unknown tag, wrong
+/// size, bad JSON), which the reader has already passed by the length in
+/// its header, rather than a failing read.
+pub fn is_damaged_record(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<std::io::Error>().is_none()
+}
+
+/// Counts a damaged record in `bad`; a failing read ends the run.
+fn skip_damaged(e: anyhow::Error, bad: &mut u64) -> Result<()> {
+    if !is_damaged_record(&e) {
+        return Err(e);
+    }
+    *bad += 1;
+    Ok(())
+}
+
+/// The reader's warning and the damaged records skipped, as one warning.
+pub fn warning(reader: Option<String>, bad_records: u64) -> Option<String> {
+    let skipped = (bad_records > 0).then(|| {
+        format!(
+            "skipped {bad_records} damaged record{} (each could not be decoded)",
+            if bad_records == 1 { "" } else { "s" }
+        )
+    });
+    join(reader, skipped)
+}
+
+/// Joins two warnings into one.
+fn join(a: Option<String>, b: Option<String>) -> Option<String> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    }
+}
+
+/// How a replay of trace items ended.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Replayed {
+    pub reason: StopReason,
+    /// Damaged records skipped.
+    pub bad_records: u64,
+    /// Gaps longer than [`MAX_GAP`] shortened to it.
+    pub gaps_shortened: u64,
+    /// Trace time the pacing covered: the latest record's offset from the
+    /// origin, shortened gaps taken out (0 unpaced).
+    pub paced_ns: u64,
+}
+
+impl Replayed {
+    /// The reader's warning, with the damaged records skipped and the gaps
+    /// shortened.
+    pub(crate) fn warning(&self, reader: Option<String>) -> Option<String> {
+        let n = self.gaps_shortened;
+        let (plural, secs) = (if n == 1 { "" } else { "s" }, MAX_GAP.as_secs());
+        let gaps = (n > 0).then(|| {
+            format!("shortened {n} gap{plural} of more than {secs} s between records to {secs} s")
+        });
+        join(warning(reader, self.bad_records), gaps)
+    }
 }
 
 /// How long a replay sleeps at least once it is ahead of the trace: the
@@ -41,6 +107,10 @@ pub(crate) async fn once(
 /// wake-ups a second instead of one per record (or per millisecond) is
 /// most of the replay source's cost saved.
 pub const REPLAY_BATCH: Duration = Duration::from_millis(20);
+/// The longest gap of trace time between records a paced replay waits
+/// out: a recording snapshots every second, so a longer gap is a suspended
+/// host or a damaged timestamp, and is shortened to this.
+pub const MAX_GAP: Duration = Duration::from_secs(2);
 /// Records delivered without giving the runtime a turn when the replay
 /// never sleeps (`speed` 0, or a replay that cannot keep up).
 const REPLAY_YIELD_EVERY: u32 = 16_384;
@@ -49,6 +119,11 @@ const REPLAY_YIELD_EVERY: u32 = 16_384;
 /// since the replay started) only when [`Pacer::due`] says a record is
 /// beyond what the last reading allowed, so the clock is read about twice
 /// per batch instead of once or twice per record.
+///
+/// A record more than [`MAX_GAP`] ahead of the latest one so far is due
+/// `MAX_GAP` after it; one more than `MAX_GAP` behind it continues from
+/// it. One damaged timestamp (or a suspend) then costs at most `MAX_GAP`
+/// of waiting, and the records after it are paced as recorded.
 #[derive(Debug, Clone)]
 pub struct Pacer {
     /// Trace ns per wall ns (> 0).
@@ -58,6 +133,13 @@ pub struct Pacer {
     /// Records up to this many trace ns after `t0` are due as of the last
     /// clock reading.
     horizon: u64,
+    /// Trace ns taken out of (or, after a backward jump, added to) every
+    /// record's offset by shortened gaps.
+    shift: i128,
+    /// The latest paced offset so far.
+    latest: i128,
+    /// Gaps shortened so far.
+    gaps_shortened: u64,
 }
 
 impl Pacer {
@@ -69,11 +151,38 @@ impl Pacer {
             speed,
             t0,
             horizon: 0,
+            shift: 0,
+            latest: 0,
+            gaps_shortened: 0,
         }
     }
 
+    /// Gaps longer than [`MAX_GAP`] shortened so far.
+    pub fn gaps_shortened(&self) -> u64 {
+        self.gaps_shortened
+    }
+
+    /// The latest record's paced offset so far.
+    pub fn paced_ns(&self) -> u64 {
+        u64::try_from(self.latest.max(0)).unwrap_or(u64::MAX)
+    }
+
+    /// The paced offset of a record at `ts`: its trace time since `t0`,
+    /// less the shortened gaps. The same `ts` gets the same offset again.
     fn offset(&mut self, ts: u64) -> u64 {
-        ts.saturating_sub(*self.t0.get_or_insert(ts))
+        let t0 = *self.t0.get_or_insert(ts);
+        let gap = MAX_GAP.as_nanos() as i128;
+        let mut off = i128::from(ts) - i128::from(t0) - self.shift;
+        if off > self.latest + gap {
+            self.gaps_shortened += 1;
+            self.shift += off - (self.latest + gap);
+            off = self.latest + gap;
+        } else if off < self.latest - gap {
+            self.shift -= self.latest - off;
+            off = self.latest;
+        }
+        self.latest = self.latest.max(off);
+        u64::try_from(off.max(0)).unwrap_or(u64::MAX)
     }
 
     /// Whether a record at trace time `ts` is due as of the last clock
@@ -121,20 +230,35 @@ pub(crate) async fn replay_items<T: std::borrow::Borrow<trace::Item>>(
     origin: Option<(tokio::time::Instant, u64)>,
     deadline: Option<tokio::time::Instant>,
     sinks: &mut [&mut dyn Sink],
-) -> Result<StopReason> {
+) -> Result<Replayed> {
     let mut signals = Signals::new()?;
     let start = origin.map_or_else(tokio::time::Instant::now, |o| o.0);
     let mut pacer = (speed > 0.0).then(|| Pacer::new(speed, origin.map(|o| o.1)));
     let mut since_yield = 0u32;
+    let mut bad_records = 0;
+    let done = |reason, bad_records, pacer: &Option<Pacer>| {
+        Ok(Replayed {
+            reason,
+            bad_records,
+            gaps_shortened: pacer.as_ref().map_or(0, Pacer::gaps_shortened),
+            paced_ns: pacer.as_ref().map_or(0, Pacer::paced_ns),
+        })
+    };
     for item in items {
-        let item = item?;
+        let item = match item {
+            Ok(item) => item,
+            Err(e) => {
+                skip_damaged(e, &mut bad_records)?;
+                continue;
+            }
+        };
         let item = item.borrow();
         let Some(ts) = item_ts(item) else { continue };
         if let Some(p) = pacer.as_mut() {
             if !p.due(ts) {
                 let now = tokio::time::Instant::now();
                 if deadline.is_some_and(|d| now >= d) {
-                    return Ok(StopReason::Duration);
+                    return done(StopReason::Duration, bad_records, &pacer);
                 }
                 if let Some(at) = p.wake_at(ts, now.saturating_duration_since(start), REPLAY_BATCH)
                 {
@@ -142,12 +266,12 @@ pub(crate) async fn replay_items<T: std::borrow::Borrow<trace::Item>>(
                     let wake = deadline.map_or(wake, |d| wake.min(d));
                     tokio::select! {
                         _ = tokio::time::sleep_until(wake) => {}
-                        s = signals.recv() => return Ok(StopReason::Signal(s)),
+                        s = signals.recv() => return done(StopReason::Signal(s), bad_records, &pacer),
                     }
                     since_yield = 0;
                     let now = tokio::time::Instant::now();
                     if deadline.is_some_and(|d| now >= d) {
-                        return Ok(StopReason::Duration);
+                        return done(StopReason::Duration, bad_records, &pacer);
                     }
                     // Everything due by now goes out without reading the
                     // clock again.
@@ -161,223 +285,14 @@ pub(crate) async fn replay_items<T: std::borrow::Borrow<trace::Item>>(
             // runtime's other tasks run and check the deadline.
             since_yield = 0;
             if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
-                return Ok(StopReason::Duration);
+                return done(StopReason::Duration, bad_records, &pacer);
             }
             tokio::task::yield_now().await;
         }
         deliver(sinks, item)?;
     }
-    Ok(StopReason::EndOfTrace)
+    done(StopReason::EndOfTrace, bad_records, &pacer)
 }
 
 #[cfg(test)]
-mod tests {
-    use numa_core::decode::{Event, Snapshot};
-
-    use super::*;
-
-    const MS: u64 = 1_000_000;
-    const T0: u64 = 5_000 * MS;
-    const BATCH: Duration = Duration::from_millis(10);
-
-    #[test]
-    fn pacer_first_record_is_due_at_once() {
-        let mut p = Pacer::new(1.0, None);
-        assert!(p.due(T0));
-        assert!(p.due(T0), "same time again");
-        assert!(!p.due(T0 + 1), "later records need a clock reading");
-    }
-
-    #[test]
-    fn pacer_sleeps_until_due_but_at_least_a_batch() {
-        let mut p = Pacer::new(1.0, None);
-        assert!(p.due(T0));
-        assert_eq!(
-            p.wake_at(T0 + 50 * MS, Duration::ZERO, BATCH),
-            Some(Duration::from_millis(50))
-        );
-        // Due in 1 ms: sleep a whole batch, the records meanwhile go together.
-        assert_eq!(
-            p.wake_at(T0 + MS, Duration::ZERO, BATCH),
-            Some(Duration::from_millis(10))
-        );
-        assert_eq!(
-            p.wake_at(T0 + 31 * MS, Duration::from_millis(30), BATCH),
-            Some(Duration::from_millis(40))
-        );
-    }
-
-    #[test]
-    fn pacer_delivers_a_batch_per_clock_reading() {
-        let mut p = Pacer::new(1.0, None);
-        assert!(p.due(T0));
-        // A reading 20 ms in: the record at 5 ms is due now...
-        assert_eq!(
-            p.wake_at(T0 + 5 * MS, Duration::from_millis(20), BATCH),
-            None
-        );
-        // ...and so is everything up to 20 ms, without another reading.
-        assert!(p.due(T0 + 15 * MS));
-        assert!(p.due(T0 + 20 * MS));
-        assert!(!p.due(T0 + 21 * MS));
-        // Records out of order (earlier than the origin) are due.
-        assert!(p.due(T0 - MS));
-    }
-
-    #[test]
-    fn pacer_scales_by_speed() {
-        let mut p = Pacer::new(200.0, None);
-        assert!(p.due(T0));
-        // 10 ms of wall time is 2 s of trace at x200.
-        assert_eq!(
-            p.wake_at(T0 + 1_000 * MS, Duration::from_millis(10), BATCH),
-            None
-        );
-        assert!(p.due(T0 + 2_000 * MS));
-        assert!(!p.due(T0 + 2_001 * MS));
-        // 4 s of trace is due 20 ms after the start.
-        assert_eq!(
-            p.wake_at(T0 + 4_000 * MS, Duration::from_millis(10), Duration::ZERO),
-            Some(Duration::from_millis(20))
-        );
-        // Slower than real time.
-        let mut p = Pacer::new(0.5, None);
-        assert!(p.due(T0));
-        assert_eq!(
-            p.wake_at(T0 + 10 * MS, Duration::ZERO, Duration::ZERO),
-            Some(Duration::from_millis(20))
-        );
-    }
-
-    #[test]
-    fn pacer_with_an_origin_continues_an_earlier_clock() {
-        // A loop's next pass: T0 was due 30 ms of wall time ago (x1)...
-        let mut p = Pacer::new(1.0, Some(T0));
-        assert!(p.due(T0), "the origin itself");
-        assert!(!p.due(T0 + MS), "no reading yet");
-        assert_eq!(
-            p.wake_at(T0 + 25 * MS, Duration::from_millis(30), BATCH),
-            None
-        );
-        assert!(p.due(T0 + 30 * MS));
-        // ...and its first record is not due at once when it is later.
-        let mut p = Pacer::new(1.0, Some(T0));
-        assert!(!p.due(T0 + 50 * MS));
-        assert_eq!(
-            p.wake_at(T0 + 50 * MS, Duration::ZERO, BATCH),
-            Some(Duration::from_millis(50))
-        );
-    }
-
-    #[test]
-    fn pacer_extremes_saturate() {
-        let mut p = Pacer::new(f64::MAX, None);
-        assert!(p.due(0));
-        assert_eq!(p.wake_at(u64::MAX, Duration::from_nanos(1), BATCH), None);
-        let mut p = Pacer::new(1e-300, None);
-        assert!(p.due(0));
-        assert_eq!(
-            p.wake_at(1, Duration::ZERO, BATCH),
-            Some(Duration::from_nanos(u64::MAX))
-        );
-    }
-
-    struct Count(u64, u64, Vec<u64>);
-    impl Sink for Count {
-        fn event(&mut self, ev: &Event) -> Result<()> {
-            self.0 += 1;
-            self.2.push(ev.ts_ns());
-            Ok(())
-        }
-        fn snapshot(&mut self, _s: &Snapshot) -> Result<()> {
-            self.1 += 1;
-            Ok(())
-        }
-    }
-
-    fn items(n: u64, step_ns: u64) -> Vec<trace::Item> {
-        let mut v = vec![trace::Item::Snapshot(Snapshot {
-            ts_ns: T0,
-            ..Snapshot::default()
-        })];
-        v.extend((0..n).map(|i| {
-            trace::Item::Event(Event::Scan(numa_ebpf_common::ScanEvent {
-                ts_ns: T0 + i * step_ns,
-                ..Default::default()
-            }))
-        }));
-        v.push(trace::Item::Footer(trace::Footer::default()));
-        v
-    }
-
-    fn rt() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime")
-    }
-
-    #[test]
-    fn replay_delivers_everything_in_order_as_fast_as_possible() {
-        let v = items(40_000, 1_000);
-        let mut c = Count(0, 0, Vec::new());
-        let r = rt()
-            .block_on(replay_items(
-                v.iter().map(Ok),
-                0.0,
-                None,
-                None,
-                &mut [&mut c],
-            ))
-            .expect("replay");
-        assert_eq!(r, StopReason::EndOfTrace);
-        assert_eq!((c.0, c.1), (40_000, 1));
-        assert!(c.2.windows(2).all(|w| w[0] < w[1]));
-    }
-
-    #[test]
-    fn replay_paces_by_trace_time() {
-        // 60 ms of trace at x2: about 30 ms of wall time, in a few batches.
-        let v = items(601, 100_000);
-        let mut c = Count(0, 0, Vec::new());
-        let t = std::time::Instant::now();
-        let r = rt()
-            .block_on(replay_items(
-                v.iter().map(Ok),
-                2.0,
-                None,
-                None,
-                &mut [&mut c],
-            ))
-            .expect("replay");
-        let took = t.elapsed();
-        assert_eq!(r, StopReason::EndOfTrace);
-        assert_eq!(c.0, 601);
-        assert!(took >= Duration::from_millis(29), "{took:?}");
-        assert!(took < Duration::from_secs(5), "{took:?}");
-    }
-
-    #[test]
-    fn replay_stops_at_the_deadline() {
-        // 100 s of trace at x1 with a 30 ms deadline.
-        let v = items(1_000, 100 * MS);
-        let mut c = Count(0, 0, Vec::new());
-        let rt = rt();
-        let r = rt
-            .block_on(async {
-                let d = tokio::time::Instant::now() + Duration::from_millis(30);
-                replay_items(v.iter().map(Ok), 1.0, None, Some(d), &mut [&mut c]).await
-            })
-            .expect("replay");
-        assert_eq!(r, StopReason::Duration);
-        assert!(c.0 >= 1 && c.0 < 10, "{}", c.0);
-    }
-
-    #[test]
-    fn replay_passes_errors_on() {
-        let v: Vec<Result<trace::Item>> = vec![Err(anyhow::anyhow!("bad record"))];
-        let mut c = Count(0, 0, Vec::new());
-        let r = rt().block_on(replay_items(v.into_iter(), 1.0, None, None, &mut [&mut c]));
-        assert!(r.is_err());
-    }
-}
+mod tests;

@@ -7,3 +7,12 @@ pub mod scans;
 pub mod shadow;
 pub mod totals;
 pub mod window;
+
+/// A process without an event for this long (trace time) is taken to be
+/// gone, and per-process state is dropped for it. Events carry no process
+/// exit, so silence stands in for it: a process that runs is scanned and
+/// takes hint faults; one silent for ten minutes (ten times the kernel's
+/// default `numa_balancing_scan_period_max_ms`) has exited or sleeps, and
+/// if its pid shows up again it is counted as a new process, as a reused
+/// pid must be. Totals never depend on it: only per-process rows do.
+pub const GONE_AFTER_NS: u64 = 600 * 1_000_000_000;

@@ -2,14 +2,23 @@
 //! process at 2 MiB granularity, so a fault can find the *latest* scan of
 //! the range covering its page (the RFC's patch 2/2 stamp), next to the
 //! kernel's per-folio *first* scan.
+//!
+//! Bounded: the entries of a process that is gone (see [`GONE_AFTER_NS`])
+//! are dropped, and past [`MAX_ENTRIES`] the least recently active
+//! processes' entries go first.
 use rustc_hash::FxHashMap;
 
-use numa_ebpf_common::ScanEvent;
+use numa_ebpf_common::{scan_ext_flags, ScanEvent};
+
+use super::GONE_AFTER_NS;
 
 const CHUNK_SHIFT: u32 = 21;
 /// Cap on chunks updated per scan event (a 64 GiB range); bigger ranges
 /// are indexed at their ends only.
 const MAX_CHUNKS_PER_SCAN: u64 = 32768;
+/// Entries kept at most (8 TiB of scanned address space, about 300 MiB):
+/// beyond it, whole processes are dropped, least recently active first.
+pub const MAX_ENTRIES: usize = 1 << 22;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RangeScan {
@@ -18,11 +27,42 @@ pub struct RangeScan {
     pub ts_ns: u64,
     pub seq_global: u64,
     pub seq_mm: u64,
+    /// The scanned mm's fault-count counter as the patch keeps it, when
+    /// the probes had it (what patch 2/2 re-stamps PROT_NONE folios with).
+    pub pc_count: Option<u32>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ScanIndex {
-    chunks: FxHashMap<(u32, u64), RangeScan>,
+    procs: FxHashMap<u32, ProcScans>,
+    /// [`MAX_ENTRIES`] (smaller in tests).
+    cap: usize,
+    /// Entries over all processes.
+    entries: usize,
+    /// The latest event time seen (scan passes and lookups).
+    now_ns: u64,
+    /// When the next look for gone processes is due.
+    next_sweep_ns: u64,
+}
+
+impl Default for ScanIndex {
+    fn default() -> Self {
+        ScanIndex {
+            procs: FxHashMap::default(),
+            cap: MAX_ENTRIES,
+            entries: 0,
+            now_ns: 0,
+            next_sweep_ns: 0,
+        }
+    }
+}
+
+/// One process's scanned chunks.
+#[derive(Debug, Default)]
+struct ProcScans {
+    /// Its latest scan pass or fault looked up here.
+    last_ns: u64,
+    chunks: FxHashMap<u64, RangeScan>,
 }
 
 impl ScanIndex {
@@ -34,29 +74,104 @@ impl ScanIndex {
             ts_ns: ev.ts_ns,
             seq_global: ev.seq_global,
             seq_mm: ev.seq_mm,
+            pc_count: (ev.ext_flags & scan_ext_flags::PC_COUNT != 0).then_some(ev.pc_count),
         };
         if ev.end <= ev.start {
             return;
         }
+        let p = self.active(tgid, ev.ts_ns);
+        let before = p.chunks.len();
         let (first, last) = (ev.start >> CHUNK_SHIFT, (ev.end - 1) >> CHUNK_SHIFT);
         if last - first < MAX_CHUNKS_PER_SCAN {
             for c in first..=last {
-                self.chunks.insert((tgid, c), scan);
+                p.chunks.insert(c, scan);
             }
         } else {
-            self.chunks.insert((tgid, first), scan);
-            self.chunks.insert((tgid, last), scan);
+            p.chunks.insert(first, scan);
+            p.chunks.insert(last, scan);
+        }
+        self.entries += p.chunks.len() - before;
+        while self.entries > self.cap && self.procs.len() > 1 {
+            self.drop_least_recent(tgid);
+        }
+        self.maybe_sweep();
+    }
+
+    /// The latest scan of `tgid` covering `addr` that ended before `ts_ns`
+    /// (a fault at `ts_ns` asks: the process is still there).
+    #[inline]
+    pub fn latest(&mut self, tgid: u32, addr: u64, ts_ns: u64) -> Option<RangeScan> {
+        if self.procs.is_empty() {
+            return None;
+        }
+        let found = if self.procs.contains_key(&tgid) {
+            let p = self.active(tgid, ts_ns);
+            p.chunks.get(&(addr >> CHUNK_SHIFT)).copied()
+        } else {
+            self.now_ns = self.now_ns.max(ts_ns);
+            None
+        };
+        self.maybe_sweep();
+        found.filter(|s| s.start <= addr && addr < s.end && s.ts_ns <= ts_ns)
+    }
+
+    /// The entries of `tgid`, active at `ts_ns`; emptied first when the
+    /// process was gone (silent for [`GONE_AFTER_NS`]): whatever runs under
+    /// its pid now is a new process. Dropping a gone process at a sweep
+    /// or here is the same, so results never depend on when sweeps run.
+    #[inline]
+    fn active(&mut self, tgid: u32, ts_ns: u64) -> &mut ProcScans {
+        self.now_ns = self.now_ns.max(ts_ns);
+        let now = self.now_ns;
+        let p = self.procs.entry(tgid).or_default();
+        if now.saturating_sub(p.last_ns) >= GONE_AFTER_NS {
+            self.entries -= p.chunks.len();
+            p.chunks.clear();
+        }
+        p.last_ns = now;
+        p
+    }
+
+    /// Entries held (chunks over all processes) and processes.
+    pub fn len(&self) -> (usize, usize) {
+        (self.entries, self.procs.len())
+    }
+
+    /// Every quarter of [`GONE_AFTER_NS`], drops the processes gone by now.
+    #[inline]
+    fn maybe_sweep(&mut self) {
+        if self.now_ns >= self.next_sweep_ns {
+            self.sweep();
         }
     }
 
-    /// The latest scan of `tgid` covering `addr` that ended before `ts_ns`.
-    #[inline]
-    pub fn latest(&self, tgid: u32, addr: u64, ts_ns: u64) -> Option<RangeScan> {
-        if self.chunks.is_empty() {
-            return None;
+    #[cold]
+    fn sweep(&mut self) {
+        let now = self.now_ns;
+        let mut dropped = 0;
+        self.procs.retain(|_, p| {
+            let keep = now.saturating_sub(p.last_ns) < GONE_AFTER_NS;
+            if !keep {
+                dropped += p.chunks.len();
+            }
+            keep
+        });
+        self.entries -= dropped;
+        self.next_sweep_ns = now.saturating_add(GONE_AFTER_NS / 4);
+    }
+
+    /// Drops the least recently active process other than `keep`.
+    #[cold]
+    fn drop_least_recent(&mut self, keep: u32) {
+        let victim = self
+            .procs
+            .iter()
+            .filter(|(t, _)| **t != keep)
+            .min_by_key(|(t, p)| (p.last_ns, **t))
+            .map(|(t, _)| *t);
+        if let Some(p) = victim.and_then(|t| self.procs.remove(&t)) {
+            self.entries -= p.chunks.len();
         }
-        let s = self.chunks.get(&(tgid, addr >> CHUNK_SHIFT))?;
-        (s.start <= addr && addr < s.end && s.ts_ns <= ts_ns).then_some(*s)
     }
 }
 
@@ -87,5 +202,83 @@ mod tests {
         assert_eq!(idx.latest(8, 0x4810_0000, 300), None);
         assert_eq!(idx.latest(7, 0x6000_0000, 300), None);
         assert_eq!(idx.latest(7, 0x4810_0000, 150), None);
+    }
+
+    fn scan_of(tgid: u64, start: u64, end: u64, ts: u64) -> ScanEvent {
+        ScanEvent {
+            pid_tgid: tgid << 32,
+            ..scan(start, end, ts)
+        }
+    }
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn pid_churn_keeps_the_index_bounded() {
+        let mut idx = ScanIndex::default();
+        // 20 000 short-lived processes, one a second, each scanned over
+        // 8 MiB (4 chunks) and faulting once; one long-lived process
+        // scanned and faulting throughout.
+        let mut peak = (0, 0);
+        for i in 0..20_000u64 {
+            let ts = 1_000 * S + i * S;
+            idx.record(&scan_of(1_000_000 + i, 0x4000_0000, 0x4080_0000, ts));
+            assert!(idx
+                .latest((1_000_000 + i) as u32, 0x4010_0000, ts + 1)
+                .is_some());
+            idx.record(&scan_of(7, 0x1000_0000, 0x1020_0000, ts));
+            assert!(idx.latest(7, 0x1010_0000, ts + 1).is_some());
+            let (e, p) = idx.len();
+            peak = (peak.0.max(e), peak.1.max(p));
+        }
+        // Gone after 600 s, swept every 150 s: at most 750 processes of 4
+        // chunks, and the long-lived one.
+        let gone = (GONE_AFTER_NS + GONE_AFTER_NS / 4) / S;
+        assert!(peak.1 as u64 <= gone + 2, "{peak:?}");
+        assert!(peak.0 as u64 <= 4 * (gone + 1) + 1, "{peak:?}");
+        // The long-lived process kept its entry all along.
+        assert!(idx.latest(7, 0x1010_0000, 1_000 * S + 20_000 * S).is_some());
+    }
+
+    #[test]
+    fn a_gone_process_is_forgotten_whenever_the_sweep_runs() {
+        // The same silence, with and without other activity that runs
+        // sweeps in between: the same answers.
+        for busy in [false, true] {
+            let mut idx = ScanIndex::default();
+            idx.record(&scan_of(7, 0x4000_0000, 0x4020_0000, 10 * S));
+            if busy {
+                for t in (11..10 + 600).step_by(10) {
+                    idx.record(&scan_of(8, 0, 0x1000, t * S));
+                }
+            }
+            // Just under the bound: still there (and active again).
+            let at = 10 * S + GONE_AFTER_NS - 1;
+            assert_eq!(
+                idx.latest(7, 0x4010_0000, at).map(|s| s.ts_ns),
+                Some(10 * S)
+            );
+            // Silent for the bound since: gone, the pid is a new process.
+            let later = at + GONE_AFTER_NS;
+            assert_eq!(idx.latest(7, 0x4010_0000, later), None, "busy {busy}");
+        }
+    }
+
+    #[test]
+    fn past_the_entry_cap_the_least_recent_process_goes() {
+        let mut idx = ScanIndex {
+            cap: 4096,
+            ..ScanIndex::default()
+        };
+        // Each scan covers 1024 chunks (2 GiB): 4 processes fill the cap.
+        let span = 1024 << CHUNK_SHIFT;
+        for tgid in 1..=6 {
+            idx.record(&scan_of(tgid, 0, span, S + tgid));
+        }
+        assert_eq!(idx.len(), (4096, 4));
+        // The first two went, the last four are there.
+        assert_eq!(idx.latest(1, 0x1000, 2 * S), None);
+        assert_eq!(idx.latest(2, 0x1000, 2 * S), None);
+        assert!((3..=6).all(|t| idx.latest(t, 0x1000, 2 * S).is_some()));
     }
 }

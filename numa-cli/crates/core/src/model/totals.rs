@@ -57,6 +57,56 @@ pub struct Totals {
     pub slow_faults: u64,
     /// Stamps later than their fault (impossible unless the clock is wrong).
     pub negative_latencies: u64,
+    pub patch: PatchInputs,
+}
+
+/// Consistency of the fault-count patch's inputs the probes give (see
+/// ARCHITECTURE.md, "The fault-count patch, rule by rule").
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct PatchInputs {
+    /// Slow-node hint faults with the patch's counter, and without it.
+    pub faults_with_counter: u64,
+    pub faults_without_counter: u64,
+    /// Consecutive faults of one process (in record order) whose counter
+    /// did not step as the patch's does: +1 for a PTE fault, 0 for a PMD one.
+    /// Only meaningful for a single-threaded process without clones.
+    pub steps_checked: u64,
+    pub steps_off: u64,
+    /// Faults compared with an earlier fault's count (the fault-time
+    /// exchange: no scan stamp in between).
+    pub stored_by_a_fault: u64,
+    /// Decisions past the free-space shortcut with and without the node's
+    /// candidate count.
+    pub threshold_path: u64,
+    pub threshold_path_without_node_count: u64,
+    #[serde(skip)]
+    last_count: BTreeMap<u32, u32>,
+}
+
+impl PatchInputs {
+    fn fault(&mut self, f: &FaultEvent) {
+        use numa_ebpf_common::ext_flags as xf;
+        if f.ext_flags & xf::PC_COUNT == 0 {
+            self.faults_without_counter += 1;
+            return;
+        }
+        self.faults_with_counter += 1;
+        let step = u32::from(f.ext_flags & xf::PMD_FAULT == 0);
+        let tgid = (f.pid_tgid >> 32) as u32;
+        if let Some(prev) = self.last_count.insert(tgid, f.pc_count) {
+            self.steps_checked += 1;
+            self.steps_off += u64::from(f.pc_count != prev.wrapping_add(step));
+        }
+        if f.ext_flags & xf::PC_STORED != 0 && f.flags & ff::HAS_STAMP == 0 {
+            self.stored_by_a_fault += 1;
+        }
+        if f.ext_flags & xf::THRESHOLD_PATH != 0 {
+            self.threshold_path += 1;
+            if f.ext_flags & xf::NODE_CANDIDATES == 0 {
+                self.threshold_path_without_node_count += 1;
+            }
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -127,6 +177,7 @@ pub struct Checks {
     pub latency_rejects_below_threshold: u64,
     pub latest_scan_known: u64,
     pub latest_scan_newer_than_stamp: u64,
+    pub patch_inputs: PatchInputs,
 }
 
 /// The event-derived histograms of a report.
@@ -157,8 +208,8 @@ impl Totals {
             Event::Fault(f) => self.fault(f),
             Event::Scan(s) => {
                 self.scan_ranges += 1;
-                self.scan_ptes += s.ptes_updated;
-                self.scan_stamps += s.stamps;
+                self.scan_ptes = self.scan_ptes.saturating_add(s.ptes_updated);
+                self.scan_stamps = self.scan_stamps.saturating_add(s.stamps);
                 self.scans.record(s);
                 self.seen(s.ts_ns);
             }
@@ -196,7 +247,12 @@ impl Totals {
         }
         if (0..64).contains(&f.src_nid) && self.toptier_mask >> f.src_nid & 1 == 0 {
             self.slow_faults += 1;
+            self.patch.fault(f);
         }
+        // Looked up for every fault, stamped or not: each one tells the
+        // index its process is still there.
+        let tgid = (f.pid_tgid >> 32) as u32;
+        let latest_scan = self.scans.latest(tgid, f.addr, f.ts_ns);
         if f.flags & ff::HAS_STAMP != 0 {
             if f.scan_ns > f.ts_ns {
                 self.negative_latencies += 1;
@@ -215,8 +271,7 @@ impl Totals {
             if f.flags & ff::KERNEL_LATENCY != 0 {
                 self.kernel_latency(latency / 1_000_000, u64::from(f.kernel_latency_ms));
             }
-            let tgid = (f.pid_tgid >> 32) as u32;
-            if let Some(s) = self.scans.latest(tgid, f.addr, f.ts_ns) {
+            if let Some(s) = latest_scan {
                 self.latest_scan_known += 1;
                 if s.ts_ns > f.scan_ns {
                     self.latest_scan_newer += 1;
@@ -355,6 +410,10 @@ impl Totals {
             ("vma_skips", kc(Counter::VmaSkips)),
             ("migrate_tp_events", kc(Counter::MigrateTpEvents)),
             ("migrate_tp_pages", kc(Counter::MigrateTpPages)),
+            ("pc_resets", kc(Counter::PcResets)),
+            ("pc_drops", kc(Counter::PcDrops)),
+            ("pc_unavailable", kc(Counter::PcUnavailable)),
+            ("pmd_hint_faults", kc(Counter::PmdHintFaults)),
         ])
     }
 
@@ -373,13 +432,58 @@ impl Totals {
             latency_rejects_below_threshold: self.latency_rejects_below_threshold,
             latest_scan_known: self.latest_scan_known,
             latest_scan_newer_than_stamp: self.latest_scan_newer,
+            patch_inputs: self.patch.clone(),
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use numa_ebpf_common::{ext_flags as xf, Outcome, ScanEvent};
+
     use super::*;
+    use crate::decode::fixtures::fault;
+
+    #[test]
+    fn patch_inputs_step_like_the_patchs_counter() {
+        let mut p = PatchInputs::default();
+        let mut a = fault(10, 1, 5, Outcome::PromoteHot);
+        a.ext_flags |= xf::NODE_CANDIDATES;
+        p.fault(&a);
+        let mut pmd = fault(11, 2, 5, Outcome::PromoteHot);
+        pmd.pc_count = 10; // a PMD fault reads without adding
+        pmd.ext_flags |= xf::PMD_FAULT;
+        p.fault(&pmd);
+        let mut skipped = fault(13, 3, 5, Outcome::RejectLatency);
+        skipped.flags &= !ff::HAS_STAMP; // compared with an earlier fault's count
+        p.fault(&skipped);
+        assert_eq!((p.steps_checked, p.steps_off), (2, 1));
+        assert_eq!(p.stored_by_a_fault, 1);
+        assert_eq!(
+            (p.threshold_path, p.threshold_path_without_node_count),
+            (3, 2)
+        );
+        let mut none = fault(14, 4, 5, Outcome::PromoteHot);
+        none.ext_flags &= !xf::PC_COUNT;
+        p.fault(&none);
+        assert_eq!((p.faults_with_counter, p.faults_without_counter), (3, 1));
+    }
+
+    #[test]
+    fn scan_sums_saturate_on_damaged_records() {
+        let mut t = Totals::new(1);
+        let scan = ScanEvent {
+            ptes_updated: u64::MAX,
+            stamps: u64::MAX,
+            end: 4096,
+            ..ScanEvent::default()
+        };
+        t.event(&Event::Scan(scan));
+        t.event(&Event::Scan(scan));
+        let r = t.report(1 << 20, 0);
+        assert_eq!(r.scan_ptes_updated, u64::MAX);
+        assert_eq!(t.scan_stamps, u64::MAX);
+    }
 
     #[test]
     fn kernel_latency_gaps_beyond_50_ms_are_counted() {

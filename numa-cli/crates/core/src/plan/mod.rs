@@ -35,10 +35,15 @@ pub enum Hook {
     VmaSkip,
     /// migrate:mm_migrate_pages, promotions vs demotions by reason.
     MigrateTracepoint,
+    /// init_numa_balancing: where the fault-count patch resets an mm's
+    /// counter (every clone of a process).
+    PcReset,
+    /// __mmdrop: an mm (and its fault-count counter) is freed.
+    PcDrop,
 }
 
 impl Hook {
-    pub const ALL: [Hook; 10] = [
+    pub const ALL: [Hook; 12] = [
         Hook::HintFault,
         Hook::Decision,
         Hook::ScanStamp,
@@ -49,6 +54,8 @@ impl Hook {
         Hook::ThpScan,
         Hook::VmaSkip,
         Hook::MigrateTracepoint,
+        Hook::PcReset,
+        Hook::PcDrop,
     ];
 
     pub fn name(self) -> &'static str {
@@ -63,6 +70,8 @@ impl Hook {
             Hook::ThpScan => "thp_scan",
             Hook::VmaSkip => "vma_skip",
             Hook::MigrateTracepoint => "migrate_tracepoint",
+            Hook::PcReset => "pc_reset",
+            Hook::PcDrop => "pc_drop",
         }
     }
 
@@ -132,6 +141,8 @@ impl Hook {
             )],
             Hook::ThpFault => &[c!("do_huge_pmd_numa_page", "vmf", &[])],
             Hook::ThpScan => &[c!("change_huge_pmd", "pmd", &[])],
+            Hook::PcReset => &[c!("init_numa_balancing", "clone_flags,task", &[(1, TASK)])],
+            Hook::PcDrop => &[c!("__mmdrop", "mm", &[(0, MM)])],
             Hook::VmaSkip | Hook::MigrateTracepoint => &[],
         }
     }
@@ -287,6 +298,8 @@ const FOLIO: &str = "struct folio *";
 const PAGE: &str = "struct page *";
 const ULONG: &str = "long unsigned int";
 const INT: &str = "int";
+const TASK: &str = "struct task_struct *";
+const MM: &str = "struct mm_struct *";
 /// ScanRange's layout on change_pte_range(tlb, vma, pmd, addr, end, newprot, cp_flags).
 pub const PTE_RANGE: &str = "pmd,addr,end,cp_flags";
 /// ThpScan's layout when it is a scan pass of its own (beside change_pte_range).

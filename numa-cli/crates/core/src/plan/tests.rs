@@ -3,7 +3,6 @@ use super::*;
 /// Parameter types as BTF spells them, by function, as read from Debian's
 /// 6.1.192, 6.12.117 and 7.2.13 images; present in kallsyms and traceable.
 fn facts(version: &str) -> KernelFacts {
-    const TASK: &str = "struct task_struct *";
     const VMA: &str = "struct vm_area_struct *";
     const VMF: &str = "struct vm_fault *";
     const TLB: &str = "struct mmu_gather *";
@@ -46,6 +45,8 @@ fn facts(version: &str) -> KernelFacts {
     add("change_prot_numa", &[VMA, ULONG, ULONG]);
     add("task_numa_fault", &[INT, INT, INT, INT]);
     add("do_huge_pmd_numa_page", &[VMF]);
+    add("init_numa_balancing", &[ULONG, TASK]);
+    add("__mmdrop", &[MM]);
     add(
         "change_huge_pmd",
         &[TLB, VMA, PMD, ULONG, "pgprot_t", ULONG],

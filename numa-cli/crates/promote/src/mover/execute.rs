@@ -71,6 +71,9 @@ impl<E: Env> Mover<E> {
     /// lower than it, are accounted and left; gone ones fail. Returns what
     /// is still to move (`None`: the call failed as a whole).
     fn query(&mut self, pid: u32, target: u32, batch: Batch) -> Option<Batch> {
+        if !self.still_there(pid, batch.len()) {
+            return None;
+        }
         let mut status = self.buffers_for(&batch);
         let t0 = self.env.now_ns();
         let r = sys::query_pages(pid, &self.addrs, &mut status);
@@ -118,7 +121,7 @@ impl<E: Env> Mover<E> {
                 None => return,
             }
         };
-        if to_move.is_empty() {
+        if to_move.is_empty() || !self.still_there(pid, to_move.len()) {
             return;
         }
         // 2. Move.

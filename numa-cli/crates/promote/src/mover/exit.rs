@@ -25,11 +25,16 @@ pub(super) fn all_gone(status: &[i32]) -> bool {
 }
 
 impl<E: Env> Mover<E> {
+    /// Drops `pid`'s pages (`batch` taken off the queue, and the rest) and
+    /// remembers it gone: exited (ESRCH), or refusing (EPERM).
     pub(super) fn drop_process(&mut self, pid: u32, err: &io::Error, batch: usize) {
+        let exited = err.raw_os_error() == Some(libc::ESRCH);
+        let now = self.env.now_ns();
+        self.procs.gone(pid, now, !exited);
         let n = self.queue.drop_process(pid) + batch;
         self.report.dropped_exited += n as u64;
         let p = self.report.per_process.entry(pid).or_default();
-        if err.raw_os_error() == Some(libc::ESRCH) {
+        if exited {
             if !p.exited {
                 self.report.processes_exited += 1;
             }

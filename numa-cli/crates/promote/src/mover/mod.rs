@@ -1,8 +1,11 @@
 //! The mover: takes (process, page, target) requests off a bounded channel,
-//! coalesces them per process ([`Queue`]) and promotes them with
+//! coalesces them in a bounded [`Queue`] and promotes them with
 //! move_pages(2) in batches sized to `--batch-ms`, under the byte rate
-//! limit and above the target node's free floor. Runs on its own thread so
-//! the event pipeline never waits for a migration.
+//! limit and above the target node's free floor. Target nodes, and the
+//! processes of each, take turns: a node at its floor is skipped until it
+//! may have room, so it holds back no other node or process
+//! ([`step`](Mover::step)). Runs on its own thread so the event pipeline
+//! never waits for a migration.
 //!
 //! "Never to a lower tier" is enforced at the moment of the move, not only
 //! at the fault. When the target is the only node of the top tier, a move
@@ -16,18 +19,22 @@
 //! Fixed costs per batch are kept low, since the baseline (one big call)
 //! pays them once: no query when it cannot matter, node meminfo reused for
 //! a short while (conservatively, see [`Mover::headroom`]), reused buffers,
-//! O(1) process selection, and batches sized so the call fills `--batch-ms`
-//! ([`BatchSizer`] learns the fixed and per-page cost of a call).
+//! a step whose cost follows its batch, never the queue's length, and
+//! batches sized so the call fills `--batch-ms` ([`BatchSizer`] learns the
+//! fixed and per-page cost of a call).
+mod dry;
 mod env;
 mod execute;
 mod exit;
+mod procs;
 mod publish;
 mod report;
 mod retry;
+mod step;
 mod thread;
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     sync::{atomic::Ordering, Arc},
 };
 
@@ -70,6 +77,9 @@ pub struct MoverConfig {
     pub batch_ms: f64,
     pub max_retries: u32,
     pub retry_backoff_ms: u64,
+    /// Pages waiting in the queue at most (a dry run: distinct pages
+    /// remembered); beyond it requests are dropped and counted.
+    pub max_queued_pages: usize,
     pub dry_run: bool,
     /// Tier id per node (lower is faster), from memory_tiers.
     pub tier_of: BTreeMap<i32, u32>,
@@ -104,10 +114,20 @@ pub struct Mover<E: Env> {
     /// Nodes alone in the top tier: nothing can be above or beside them,
     /// so a move there needs no query first.
     sole_top: BTreeSet<u32>,
+    /// Target node -> until when it cannot take pages (at its floor, or
+    /// its free memory unreadable), ns.
+    blocked: BTreeMap<u32, u64>,
+    /// The target served last: the next step starts after it.
+    last_target: Option<u32>,
+    /// A dry run's pages, each counted once.
+    seen: HashSet<(u32, u64)>,
+    /// The processes served, pinned.
+    procs: procs::Procs,
     /// Buffers of the calls, reused.
     addrs: Vec<u64>,
     nodes: Vec<i32>,
     status: Vec<i32>,
+    targets: Vec<u32>,
 }
 
 /// The nodes that are alone in the highest tier (the lowest tier id).
@@ -127,15 +147,22 @@ fn sole_top_nodes(tier_of: &BTreeMap<i32, u32>) -> BTreeSet<u32> {
 }
 
 impl<E: Env> Mover<E> {
+    /// A mover for `scope`; the processes of a `--pid` scope are pinned now.
     pub fn new(cfg: MoverConfig, scope: Scope, env: E, shared: Arc<Shared>) -> Self {
-        Mover {
+        let mut m = Mover {
             free: BTreeMap::new(),
             sole_top: sole_top_nodes(&cfg.tier_of),
+            blocked: BTreeMap::new(),
+            last_target: None,
+            seen: HashSet::new(),
+            procs: procs::Procs::default(),
             addrs: Vec::new(),
             nodes: Vec::new(),
             status: Vec::new(),
+            targets: Vec::new(),
             bucket: TokenBucket::for_rate(cfg.rate_bytes_per_s),
             sizer: BatchSizer::new(cfg.batch_ms),
+            queue: Queue::new(cfg.max_queued_pages),
             report: MoverReport {
                 dry_run: cfg.dry_run,
                 ..MoverReport::default()
@@ -143,113 +170,34 @@ impl<E: Env> Mover<E> {
             cfg,
             scope,
             env,
-            queue: Queue::default(),
             moved: HashMap::new(),
             moved_len: 0,
             would_by_second: BTreeMap::new(),
             shared,
-        }
+        };
+        m.pin_scope();
+        m
     }
 
     pub fn push(&mut self, r: Request) {
         self.shared.received.fetch_add(1, Ordering::Relaxed);
-        if self
-            .report
-            .per_process
-            .get(&r.pid)
-            .is_some_and(|p| p.exited || p.refused)
-        {
+        if !self.admit(&r) {
             return;
         }
         if self.cfg.dry_run {
-            // Counted once per page, like the real queue would.
-            if self.queue.push(&r) {
-                let bytes = u64::from(r.nr_pages.max(1)) * PAGE;
-                *self
-                    .would_by_second
-                    .entry(r.ts_ns / 1_000_000_000)
-                    .or_default() += bytes;
-                self.report.would_move_pages += u64::from(r.nr_pages.max(1));
-                self.report.would_move_bytes += bytes;
-                *self
-                    .report
-                    .would_move_by_target
-                    .entry(r.target)
-                    .or_default() += 1;
-                self.report.per_process.entry(r.pid).or_default().would_move += 1;
-            }
+            self.push_dry(&r);
             return;
         }
         self.queue.push(&r);
-        self.shared
-            .pending
-            .store(self.queue.len() as u64, Ordering::Relaxed);
+        self.sync_pending();
     }
 
     fn tier(&self, node: i32) -> Option<u32> {
         self.cfg.tier_of.get(&node).copied()
     }
 
-    /// One batch at most.
-    pub fn step(&mut self) -> Step {
-        if self.cfg.dry_run {
-            // Nothing is ever moved; the queue only coalesces.
-            return Step::Idle;
-        }
-        let now = self.env.now_ns();
-        let pid = match self.queue.next_process(now) {
-            Ok(pid) => pid,
-            Err(Some(due)) => return Step::Wait(due.saturating_sub(now).max(1)),
-            Err(None) => return Step::Idle,
-        };
-        if !self.scope.allows_now(pid) {
-            self.report.dropped_out_of_scope += self.queue.drop_process(pid) as u64;
-            self.sync_pending();
-            return Step::Worked;
-        }
-        let Some(target) = self.queue.peek_target(pid, now) else {
-            return Step::Worked;
-        };
-        let want = self.sizer.pages() as u64;
-        let Some((headroom, fresh)) = self.headroom(target, now, want) else {
-            // Without the node's free memory the floor cannot be kept.
-            self.report.meminfo_errors += 1;
-            return Step::Wait(1_000_000_000);
-        };
-        let headroom_pages = headroom / PAGE;
-        if headroom_pages == 0 {
-            self.report.floor_waits += 1;
-            return Step::Wait(100_000_000);
-        }
-        let rate_pages = self.bucket.available(now) / PAGE;
-        if rate_pages == 0 {
-            self.report.rate_waits += 1;
-            return Step::Wait(self.bucket.wait_ns(now, PAGE).max(1_000_000));
-        }
-        let hard = headroom_pages.min(rate_pages);
-        let mut batch = self.queue.take_batch(pid, now, want.min(hard));
-        if batch.is_empty() {
-            // A huge folio larger than the batch size: the hard limits decide.
-            batch = self.queue.take_batch(pid, now, hard);
-        }
-        if batch.is_empty() {
-            if !fresh && hard == headroom_pages {
-                // The estimate is short: look at the node again first.
-                self.free.remove(&target);
-                return Step::Worked;
-            }
-            // It does not fit under the rate's burst or the floor yet.
-            self.report.floor_waits += u64::from(hard == headroom_pages);
-            self.report.rate_waits += u64::from(hard != headroom_pages);
-            return Step::Wait(100_000_000);
-        }
-        self.execute(pid, target, batch);
-        self.sync_pending();
-        Step::Worked
-    }
-
-    /// Bytes that may still go to `target` without crossing its floor, and
-    /// whether that comes from a meminfo read just now.
+    /// Bytes that may still go to `target` without crossing its floor,
+    /// at least `want_pages` when a fresh reading allows.
     ///
     /// Reading the node's meminfo before every batch costs about as much as
     /// a small move under emulation, so a reading is reused for up to
@@ -257,8 +205,8 @@ impl<E: Env> Mover<E> {
     /// half its headroom, minus every byte sent to the node since (whether
     /// it moved or not), so other allocations on the node have the other
     /// half. A batch that does not fit the estimate reads the node again;
-    /// right after a read the whole headroom may be used, as before.
-    fn headroom(&mut self, target: u32, now: u64, want_pages: u64) -> Option<(u64, bool)> {
+    /// right after a read the whole headroom may be used.
+    fn headroom(&mut self, target: u32, now: u64, want_pages: u64) -> Option<u64> {
         let cpus = self.cfg.cpus_of.get(&target).copied().unwrap_or(1);
         if let Some(e) = self.free.get(&target) {
             if now.saturating_sub(e.read_ns) < MEMINFO_MAX_AGE_NS {
@@ -266,7 +214,7 @@ impl<E: Env> Mover<E> {
                 let h = (floor::headroom_bytes(e.free_kb, floor_kb, cpus) / 2)
                     .saturating_sub(e.sent_bytes);
                 if h >= want_pages * PAGE {
-                    return Some((h, false));
+                    return Some(h);
                 }
             }
         }
@@ -293,13 +241,16 @@ impl<E: Env> Mover<E> {
             .entry(target)
             .or_insert(u64::MAX);
         *m = (*m).min(headroom / 1024);
-        Some((headroom, true))
+        Some(headroom)
     }
 
     fn sync_pending(&self) {
         self.shared
             .pending
             .store(self.queue.len() as u64, Ordering::Relaxed);
+        self.shared
+            .dropped
+            .store(self.queue.counts.dropped_full, Ordering::Relaxed);
     }
 }
 

@@ -3,7 +3,7 @@
 //! where-are-they-now check.
 use std::{
     collections::BTreeMap,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
 };
 
 use serde::Serialize;
@@ -91,6 +91,9 @@ pub struct Shared {
     pub sent: AtomicU64,
     /// Requests dropped because the channel was full.
     pub overflows: AtomicU64,
+    /// Requests (and waiting pages) dropped because the mover's queue was
+    /// full.
+    pub dropped: AtomicU64,
     pub received: AtomicU64,
     /// Pages waiting in the mover's queue.
     pub pending: AtomicU64,
@@ -98,6 +101,8 @@ pub struct Shared {
     pub moved_bytes: AtomicU64,
     pub failures: AtomicU64,
     pub started_ns: AtomicU64,
+    /// Every process of a `--pid` scope has exited: nothing is left to do.
+    pub scope_exited: AtomicBool,
 }
 
 /// A snapshot of promoter activity in this process. Other processes
@@ -111,6 +116,7 @@ pub struct PromoterStats {
     pub failures: u64,
     /// Requests on the channel plus pages in the mover's queue.
     pub queue_depth: u64,
+    /// Requests dropped because the channel or the mover's queue was full.
     pub queue_overflows: u64,
 }
 
@@ -126,7 +132,8 @@ impl PromoterStats {
             moved_bytes: s.moved_bytes.load(Ordering::Relaxed),
             failures: s.failures.load(Ordering::Relaxed),
             queue_depth: in_channel + s.pending.load(Ordering::Relaxed),
-            queue_overflows: s.overflows.load(Ordering::Relaxed),
+            queue_overflows: s.overflows.load(Ordering::Relaxed)
+                + s.dropped.load(Ordering::Relaxed),
         }
     }
 
@@ -183,6 +190,9 @@ pub struct MoverReport {
     pub dropped_exited: u64,
     pub processes_exited: u64,
     pub processes_refused: u64,
+    /// Pids served again, for a new process, after theirs exited or
+    /// refused (`--all`, `--cgroup`).
+    pub pids_reused: u64,
     /// Pages dropped at move time because their process left the scope.
     pub dropped_out_of_scope: u64,
     /// Pages left in the queue when the mover stopped.
@@ -208,6 +218,12 @@ impl<E: Env> Mover<E> {
         self.report.would_move_peak_bytes_per_s =
             self.would_by_second.values().copied().max().unwrap_or(0);
         for (pid, pages) in std::mem::take(&mut self.moved) {
+            if !self.procs.pin(pid).is_some_and(|p| self.env.alive(p)) {
+                // Exited: its pid, if reused, names another process.
+                self.report.verify.checked += pages.len() as u64;
+                self.report.verify.gone += pages.len() as u64;
+                continue;
+            }
             for chunk in pages.chunks(crate::batch::MAX_PAGES) {
                 let addrs: Vec<u64> = chunk.iter().map(|(a, _)| *a).collect();
                 let mut status = vec![i32::MIN; addrs.len()];

@@ -64,14 +64,7 @@ pub struct Focus {
     pub detail_pid: Option<u32>,
 }
 
-/// A VMA from /proc/PID/maps.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Vma {
-    pub start: u64,
-    pub end: u64,
-    pub perms: String,
-    pub path: String,
-}
+pub use numa_core::procfs::Vma;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {

@@ -25,7 +25,7 @@ fn replayed(focus: Focus, vmas: bool) -> Frame {
     let header = numa_core::trace::Reader::open(Path::new(TRACE))
         .expect("trace")
         .header;
-    let k = KernelDefaults::from_tunables(&header.tunables);
+    let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
     let policies = build_all(&[], &ModelDefaults::default(), &k).expect("models");
     let mut agg = Aggregator::new(policies, &header, "replay hot-chunks-6.12.trace x1".into());
     numa_source::Source::File(TRACE.into())

@@ -1,6 +1,7 @@
 //! The shadow evaluation engine: runs several policies beside the kernel on
 //! one event stream and reports decisions, agreement and outcome evidence.
 //! Pure and deterministic: a replay of a recording gives the live report.
+mod procs;
 mod refaults;
 mod report;
 
@@ -10,10 +11,13 @@ use rustc_hash::FxHashMap;
 
 use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome};
 
-use self::refaults::{Page, Refaults, MAX_MODELS};
 pub use self::report::{
-    Agreement, KernelCounts, LatencySample, ModelReport, NodePairRow, ProcessRow, RefaultReport,
-    ShadowReport, EVIDENCE_NOTE,
+    Agreement, KernelCounts, LatencySample, ModelReport, NodePairRow, ProcessRow, Projected,
+    RefaultReport, ShadowReport, EVIDENCE_NOTE,
+};
+use self::{
+    procs::Processes,
+    refaults::{Page, Refaults, MAX_MODELS},
 };
 use super::{
     pagetable,
@@ -33,6 +37,7 @@ struct ModelState {
     /// Few distinct reasons per model: a linear scan beats a map.
     reasons: Vec<(&'static str, u64)>,
     agreement: Agreement,
+    projected: Projected,
 }
 
 impl ModelState {
@@ -81,7 +86,7 @@ struct Engine {
     rejected_seen: u64,
     /// The next `rejected_seen` that is a multiple of `sample_stride`.
     next_sample: u64,
-    processes: Rows<u32, ProcessRow>,
+    processes: Processes,
     node_pairs: Rows<(i32, i32), NodePairRow>,
     scans: ScanIndex,
 }
@@ -191,6 +196,7 @@ impl Shadow {
                             reject: 0,
                             reasons: Vec::new(),
                             agreement: Agreement::default(),
+                            projected: Projected::default(),
                         })
                         .collect(),
                     kernel: KernelCounts::default(),
@@ -201,7 +207,7 @@ impl Shadow {
                     sample_stride: 1,
                     rejected_seen: 0,
                     next_sample: 1,
-                    processes: Rows::default(),
+                    processes: Processes::new(top_n),
                     node_pairs: Rows::default(),
                     scans: ScanIndex::default(),
                 },
@@ -230,7 +236,8 @@ impl Shadow {
         BTreeMap::from([
             ("refused_pages_pending", e.refaults.len()),
             ("refused_pages_slots", e.refaults.capacity()),
-            ("processes", e.processes.len()),
+            ("processes", e.processes.len().0),
+            ("processes_gone_kept", e.processes.len().1),
             ("node_pairs", e.node_pairs.len()),
         ])
     }
@@ -257,7 +264,7 @@ impl Shadow {
     pub fn report(&self) -> ShadowReport {
         let e = self.applied();
         let drops = self.window.count(Counter::RingDrops);
-        let mut processes: Vec<ProcessRow> = e.processes.rows.clone();
+        let mut processes: Vec<ProcessRow> = e.processes.rows();
         processes.sort_by(|a, b| b.hint_faults.cmp(&a.hint_faults).then(a.pid.cmp(&b.pid)));
         processes.truncate(self.top_n);
         let mut node_pairs: Vec<NodePairRow> = e.node_pairs.rows.clone();
@@ -281,6 +288,7 @@ impl Shadow {
                     agreement_pct: m.agreement.agree_pct(),
                     refault_after_model_only: e.refaults.report(i),
                     threshold: m.policy.threshold(),
+                    projected: m.projected.clone(),
                 })
                 .collect(),
             refault_after_neither: e.refaults.report(e.models.len()),
@@ -352,13 +360,18 @@ impl Engine {
         let page = Page::new(tgid, f.addr);
         // Every fault may answer an earlier refusal of the same page.
         let held = self.refaults.fault(&page, f.ts_ns);
+        // Looked up for every fault, decided or not: each one tells the
+        // index its process is still there.
+        let view = FaultView {
+            latest_scan: self.scans.latest(tgid, f.addr, f.ts_ns),
+        };
         let n_models = self.models.len();
-        let pi = self.processes.get(tgid, tgid as usize, || ProcessRow {
+        let pi = self.processes.get(tgid, f.ts_ns, || ProcessRow {
             pid: tgid,
             model_promote: vec![0; n_models],
             ..ProcessRow::default()
         });
-        let proc_row = &mut self.processes.rows[pi];
+        let proc_row = self.processes.row(pi);
         proc_row.hint_faults += 1;
         if proc_row.comm.is_empty() {
             proc_row.comm = comm(&f.comm);
@@ -387,7 +400,7 @@ impl Engine {
                 self.sample_rejection(f);
             }
         }
-        let wanted = self.decide(f, tgid, pi, kernel_promote);
+        let wanted = self.decide(f, &view, pi, kernel_promote);
         if kernel_promote {
             self.refaults.release(held);
         } else {
@@ -401,7 +414,7 @@ impl Engine {
     /// fault's node pair. Returns the set of models that wanted to promote
     /// (bit `i` = model `i`).
     #[inline]
-    fn decide(&mut self, f: &FaultEvent, tgid: u32, pi: usize, kernel_promote: bool) -> u64 {
+    fn decide(&mut self, f: &FaultEvent, view: &FaultView, pi: usize, kernel_promote: bool) -> u64 {
         let n_models = self.models.len();
         let hint = (f.src_nid as usize) ^ (f.dst_nid as usize) << 2;
         let ni = self
@@ -415,14 +428,13 @@ impl Engine {
         let pair = &mut self.node_pairs.rows[ni];
         pair.decisions += 1;
         pair.kernel_promote += u64::from(kernel_promote);
-        let proc_row = &mut self.processes.rows[pi];
-        let view = FaultView {
-            latest_scan: self.scans.latest(tgid, f.addr, f.ts_ns),
-        };
+        let proc_row = self.processes.row(pi);
         let mut wanted = 0u64;
+        let nr_pages = u64::from(f.nr_pages.max(1));
         for (i, m) in self.models.iter_mut().enumerate() {
-            let v = m.policy.decide(f, &view);
+            let v = m.policy.decide(f, view);
             m.count_reason(v.reason);
+            m.projected.add(&v, nr_pages);
             m.agreement.add(kernel_promote, v.promote);
             if v.promote {
                 m.promote += 1;
@@ -497,7 +509,7 @@ mod tests {
 
     #[test]
     fn agreement_and_refault_evidence() {
-        let mut s = engine(&["kernel-time", "fault-count:threshold=50"]);
+        let mut s = engine(&["kernel-time", "fault-count:exact,threshold=50"]);
         for ev in stream() {
             s.event(&ev);
         }
@@ -526,6 +538,37 @@ mod tests {
         assert_eq!(
             r.processes.first().map(|p| p.comm.as_str()),
             Some("hot-chunks")
+        );
+    }
+
+    #[test]
+    fn models_project_the_kernels_counters() {
+        let mut s = engine(&["kernel-time", "fault-count:threshold=150"]);
+        for ev in stream() {
+            s.event(&ev);
+        }
+        let mut free = fault(300, 4, 0, Outcome::PromoteFreeSpace);
+        free.nr_pages = 512;
+        s.event(&Event::Fault(free));
+        let r = s.report();
+        // kernel-time: pages 1 and 3 over 1000 ms, page 2 and page 1's
+        // refault promoted as candidates, the THP by the free-space path.
+        let kt = &r.models[0].projected;
+        assert_eq!(
+            (
+                kt.promote_pages,
+                kt.candidate_pages,
+                kt.reject_threshold,
+                kt.reject_rate_limit
+            ),
+            (2 + 512, 2, 2, 0)
+        );
+        // fault-count (the patch): counts below 2^16 compare whole, so
+        // only the faults with a count under 150 pass (100, 101, 102).
+        let fc = &r.models[1].projected;
+        assert_eq!(
+            (fc.promote_pages, fc.candidate_pages, fc.reject_threshold),
+            (3 + 512, 3, 1)
         );
     }
 

@@ -25,31 +25,68 @@ struct Kernel {
     unmapping: Vec<u32>,
     /// Every call fails with EINVAL.
     einval: bool,
+    /// Every call for these processes fails with EINVAL.
+    einval_pids: Vec<u32>,
+    /// The process behind each pid: bumped when the pid is reused.
+    generation: HashMap<u32, u64>,
+    /// Every call: (pid, the generation of its process then).
+    calls: Vec<(u32, u64)>,
 }
 
 struct World {
     kernel: Rc<RefCell<Kernel>>,
     now: Rc<Cell<u64>>,
+    /// Node 0's MemFree, KiB.
     free_kb: Rc<Cell<u64>>,
+    /// Other nodes' MemFree, KiB (default: plenty).
+    free_other: Rc<RefCell<HashMap<u32, u64>>>,
 }
 
 struct FakeEnv {
     now: Rc<Cell<u64>>,
     free_kb: Rc<Cell<u64>>,
+    free_other: Rc<RefCell<HashMap<u32, u64>>>,
     kernel: Rc<RefCell<Kernel>>,
 }
+
+/// Free memory of nodes other than 0 unless a test sets it, KiB.
+const PLENTY_KB: u64 = 1 << 30;
 
 impl Env for FakeEnv {
     fn now_ns(&self) -> u64 {
         self.now.get()
     }
     fn node_meminfo(&self, node: u32) -> Option<(u64, u64)> {
-        let _ = node;
-        Some((self.free_kb.get(), 1 << 20))
+        if node == 0 {
+            return Some((self.free_kb.get(), 1 << 20));
+        }
+        let free = self
+            .free_other
+            .borrow()
+            .get(&node)
+            .copied()
+            .unwrap_or(PLENTY_KB);
+        Some((free, free.max(1 << 20)))
     }
     fn process_has_no_memory(&self, pid: u32) -> bool {
         let k = self.kernel.borrow();
         k.exiting.contains(&pid) || k.unmapping.contains(&pid)
+    }
+    fn pin(&self, pid: u32, _pidfd: bool) -> Option<crate::process::Pinned> {
+        let k = self.kernel.borrow();
+        k.alive
+            .contains(&pid)
+            .then(|| crate::process::Pinned::with_start(pid, k.gen(pid)))
+    }
+    fn alive(&self, p: &crate::process::Pinned) -> bool {
+        let k = self.kernel.borrow();
+        k.alive.contains(&p.pid) && k.gen(p.pid) == p.start_ticks
+    }
+}
+
+impl Kernel {
+    fn gen(&self, pid: u32) -> u64 {
+        self.generation.get(&pid).copied().unwrap_or(0)
     }
 }
 
@@ -60,6 +97,7 @@ fn cfg() -> MoverConfig {
         batch_ms: 20.0,
         max_retries: 2,
         retry_backoff_ms: 10,
+        max_queued_pages: 1 << 20,
         dry_run: false,
         tier_of: [(0, 4), (1, 22), (2, 4)].into_iter().collect(),
         cpus_of: [(0, 1)].into_iter().collect(),
@@ -71,7 +109,13 @@ fn world(free_kb: u64) -> World {
     let kernel = Rc::new(RefCell::new(Kernel::default()));
     let now = Rc::new(Cell::new(1_000_000_000));
     let free = Rc::new(Cell::new(free_kb));
-    let (k, n, f) = (kernel.clone(), now.clone(), free.clone());
+    let free_other = Rc::new(RefCell::new(HashMap::new()));
+    let (k, n, f, fo) = (
+        kernel.clone(),
+        now.clone(),
+        free.clone(),
+        free_other.clone(),
+    );
     fake::set(move |call| {
         let Syscall::MovePages {
             pid,
@@ -81,10 +125,12 @@ fn world(free_kb: u64) -> World {
             ..
         } = call;
         let mut k = k.borrow_mut();
+        let g = k.gen(*pid);
+        k.calls.push((*pid, g));
         if !k.alive.contains(pid) {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
-        if k.exiting.contains(pid) || k.einval {
+        if k.exiting.contains(pid) || k.einval || k.einval_pids.contains(pid) {
             // No mm (being killed), or a bad call.
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
@@ -113,7 +159,11 @@ fn world(free_kb: u64) -> World {
                 continue;
             }
             k.pages.insert((*pid, *a), nodes[i]);
-            f.set(f.get() - 4);
+            if nodes[i] == 0 {
+                f.set(f.get() - 4);
+            } else {
+                *fo.borrow_mut().entry(nodes[i] as u32).or_insert(PLENTY_KB) -= 4;
+            }
             *s = nodes[i];
         }
         Ok(0)
@@ -122,16 +172,27 @@ fn world(free_kb: u64) -> World {
         kernel,
         now,
         free_kb: free,
+        free_other,
     }
 }
 
+/// A mover for the processes `scope` names now.
 fn mover(w: &World, cfg: MoverConfig, scope: &[u32]) -> Mover<FakeEnv> {
+    let pinned = scope
+        .iter()
+        .map(|p| (*p, w.kernel.borrow().gen(*p)))
+        .collect();
+    mover_in(w, cfg, Scope::Pids(pinned))
+}
+
+fn mover_in(w: &World, cfg: MoverConfig, scope: Scope) -> Mover<FakeEnv> {
     Mover::new(
         cfg,
-        Scope::Pids(scope.iter().copied().collect()),
+        scope,
         FakeEnv {
             now: w.now.clone(),
             free_kb: w.free_kb.clone(),
+            free_other: w.free_other.clone(),
             kernel: w.kernel.clone(),
         },
         Arc::new(Shared::default()),
@@ -340,7 +401,7 @@ fn exited_process_is_dropped_quietly() {
     let r = m.finish();
     fake::clear();
     assert_eq!(r.processes_exited, 1);
-    assert_eq!(r.dropped_exited, 10);
+    assert_eq!(r.dropped_exited, 11, "its 10 pages and the late request");
     assert!(r.per_process[&8].exited);
     assert_eq!(r.statuses.moved, 5);
     assert_eq!(r.statuses.failures(), 0, "ESRCH is not a page failure");
@@ -442,3 +503,6 @@ fn never_to_a_lower_or_equal_tier() {
     assert_eq!(r.statuses.already_on_target, 2);
     assert!(w.kernel.borrow().moves.is_empty());
 }
+
+mod fairness;
+mod identity;

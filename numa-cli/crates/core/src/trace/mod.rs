@@ -8,9 +8,12 @@
 //!   5 footer: JSON `Footer`, last record of a complete file
 //! ```
 //! A truncated file reads up to its last complete record, with a warning.
+//! This module reads and writes the format on any `Read`/`Write`; the file
+//! a run records into is created by numa-source (owner-only, exclusive,
+//! never through a symlink).
 use std::{
     fs::File,
-    io::{BufReader, BufWriter, ErrorKind, Read, Write},
+    io::{BufReader, ErrorKind, Read, Write},
     path::Path,
 };
 
@@ -122,12 +125,6 @@ impl<W: Write> Writer<W> {
     }
 }
 
-pub fn create(path: &Path, header: &Header) -> Result<Writer<BufWriter<File>>> {
-    let f =
-        File::create(path).with_context(|| format!("creating trace file {}", path.display()))?;
-    Writer::new(BufWriter::with_capacity(1 << 20, f), header)
-}
-
 /// One item read back from a trace.
 #[derive(Debug, Clone)]
 pub enum Item {
@@ -139,6 +136,8 @@ pub enum Item {
 pub struct Reader<R: Read> {
     input: R,
     pub header: Header,
+    /// Records of ABI version 1 (see `decode::decode_v1`).
+    v1: bool,
     /// Set when the file ended inside a record or without a footer.
     pub warning: Option<String>,
     done: bool,
@@ -162,6 +161,14 @@ impl Reader<BufReader<File>> {
         Reader::new(BufReader::with_capacity(1 << 20, f))
             .with_context(|| format!("reading trace file {}", path.display()))
     }
+}
+
+/// Every node id a header names: nodes, tier members, the CPU -> node map.
+fn header_node_ids(h: &Header) -> impl Iterator<Item = u32> + '_ {
+    let nodes = h.nodes.iter().map(|n| n.id);
+    let tiers = h.memory_tiers.iter().flat_map(|t| t.nodes.iter().copied());
+    let cpus = h.params.iter().flat_map(|p| p.cpu_node.values().copied());
+    nodes.chain(tiers).chain(cpus)
 }
 
 /// Fills `buf`; Ok(false) on a clean EOF before the first byte.
@@ -205,16 +212,26 @@ impl<R: Read> Reader<R> {
         }
         let header: Header =
             serde_json::from_slice(&json).context("trace header is not valid JSON")?;
-        if header.abi_version != numa_ebpf_common::ABI_VERSION {
+        let v1 = header.abi_version == numa_ebpf_common::ABI_VERSION_V1
+            && header.record_sizes == numa_ebpf_common::RECORD_SIZES_V1;
+        if header.abi_version != numa_ebpf_common::ABI_VERSION && !v1 {
             bail!(
-                "trace records use layout version {}, this numatrace reads version {}: \
+                "trace records use layout version {}, this numatrace reads versions {} and {}: \
                  read it with the numatrace that recorded it ({})",
                 header.abi_version,
+                numa_ebpf_common::ABI_VERSION_V1,
                 numa_ebpf_common::ABI_VERSION,
                 header.numatrace_version
             );
         }
-        if header.record_sizes != record_sizes() {
+        if let Some(id) = header_node_ids(&header).find(|&id| id >= topology::MAX_NUMNODES) {
+            bail!(
+                "trace header names node {id}: node ids are below {} (MAX_NUMNODES), \
+                 so the header is corrupt or crafted",
+                topology::MAX_NUMNODES
+            );
+        }
+        if !v1 && header.record_sizes != record_sizes() {
             bail!(
                 "trace records have sizes {:?}, this numatrace expects {:?}: recorded by an incompatible build",
                 header.record_sizes,
@@ -224,6 +241,7 @@ impl<R: Read> Reader<R> {
         Ok(Reader {
             input,
             header,
+            v1,
             warning: None,
             done: false,
             seen_footer: false,
@@ -303,6 +321,9 @@ impl<R: Read> Iterator for Reader<R> {
         self.pos = start + len;
         let payload = &self.buf[start..start + len];
         let item = match tag {
+            TAG_FAULT | TAG_SCAN | TAG_SKIP if self.v1 => decode::decode_v1(payload)
+                .map(Item::Event)
+                .map_err(anyhow::Error::from),
             TAG_FAULT | TAG_SCAN | TAG_SKIP => decode::decode(payload)
                 .map(Item::Event)
                 .map_err(anyhow::Error::from),
@@ -350,209 +371,4 @@ pub mod fixtures {
 }
 
 #[cfg(test)]
-mod tests {
-    use numa_ebpf_common::Outcome;
-
-    use super::{fixtures::header, *};
-    use crate::decode::fixtures::fault;
-
-    fn sample_trace() -> Vec<u8> {
-        let mut w = Writer::new(Vec::new(), &header()).expect("writer");
-        for i in 1..=3 {
-            w.event(&Event::Fault(fault(i, i, 100 * i, Outcome::PromoteHot)))
-                .expect("event");
-        }
-        w.snapshot(&Snapshot {
-            ts_ns: 5,
-            counters: vec![3],
-            ..Default::default()
-        })
-        .expect("snap");
-        w.finish(9, "duration").expect("finish")
-    }
-
-    fn read_all(bytes: &[u8]) -> (Vec<Item>, Option<String>) {
-        let mut r = Reader::new(bytes).expect("reader");
-        let items: Vec<Item> = r.by_ref().collect::<Result<_>>().expect("items");
-        (items, r.warning)
-    }
-
-    #[test]
-    fn roundtrip() {
-        let (items, warning) = read_all(&sample_trace());
-        assert_eq!(items.len(), 5);
-        assert!(warning.is_none());
-        assert!(matches!(&items[0], Item::Event(Event::Fault(f)) if f.seq_global == 1));
-        assert!(matches!(&items[4], Item::Footer(f) if f.events == 3 && f.reason == "duration"));
-    }
-
-    #[test]
-    fn truncated_file_reads_complete_records_and_warns() {
-        let bytes = sample_trace();
-        // Cut inside the second fault record.
-        let cut = bytes.len() - 200;
-        let (items, warning) = read_all(&bytes[..cut]);
-        assert!(
-            !items.is_empty() && items.len() < 5,
-            "{} items",
-            items.len()
-        );
-        assert!(warning.is_some_and(|w| w.contains("truncated")));
-    }
-
-    #[test]
-    fn missing_footer_warns() {
-        let mut w = Writer::new(Vec::new(), &header()).expect("writer");
-        w.event(&Event::Fault(fault(1, 1, 1, Outcome::PromoteHot)))
-            .expect("event");
-        let bytes = w.out;
-        let (items, warning) = read_all(&bytes);
-        assert_eq!(items.len(), 1);
-        assert!(warning.is_some_and(|w| w.contains("no footer")));
-    }
-
-    /// Hands out at most 7 bytes per read: records straddle every refill.
-    struct Trickle<'a>(&'a [u8]);
-    impl Read for Trickle<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            let n = buf.len().min(self.0.len()).min(7);
-            buf[..n].copy_from_slice(&self.0[..n]);
-            self.0 = &self.0[n..];
-            Ok(n)
-        }
-    }
-
-    fn describe(items: &[Item]) -> Vec<String> {
-        items.iter().map(|i| format!("{i:?}")).collect()
-    }
-
-    #[test]
-    fn short_reads_and_records_bigger_than_the_buffer() {
-        let mut w = Writer::new(Vec::new(), &header()).expect("writer");
-        let big = Snapshot {
-            ts_ns: 1,
-            // A record of several MiB: bigger than one refill.
-            vmstat: (0..150_000).map(|i| (format!("counter_{i}"), i)).collect(),
-            ..Default::default()
-        };
-        for i in 1..=2000 {
-            w.event(&Event::Fault(fault(i, i % 7, i, Outcome::RejectLatency)))
-                .expect("event");
-            if i % 1000 == 0 {
-                w.snapshot(&big).expect("snap");
-            }
-        }
-        let bytes = w.finish(9, "duration").expect("finish");
-        assert!(bytes.len() > 3 * READ_CHUNK);
-        let (items, warning) = read_all(&bytes);
-        assert!(warning.is_none());
-        assert_eq!(items.len(), 2003);
-        assert!(matches!(&items[1000], Item::Snapshot(s) if s.vmstat.len() == 150_000));
-        assert!(matches!(&items[1001], Item::Event(Event::Fault(f)) if f.seq_global == 1001));
-        let mut r = Reader::new(Trickle(&bytes)).expect("reader");
-        let trickled: Vec<Item> = r.by_ref().collect::<Result<_>>().expect("items");
-        assert!(r.warning.is_none());
-        assert_eq!(describe(&trickled), describe(&items));
-    }
-
-    #[test]
-    fn cut_inside_a_record_header_and_corrupt_lengths() {
-        let bytes = sample_trace();
-        let footer = serde_json::to_vec(&Footer {
-            ended_mono_ns: 9,
-            events: 3,
-            reason: "duration".into(),
-        })
-        .expect("json");
-        let footer_at = bytes.len() - RECORD_HEAD - footer.len();
-        assert_eq!(bytes[footer_at], TAG_FOOTER);
-        for cut in footer_at + 1..footer_at + RECORD_HEAD {
-            let (items, warning) = read_all(&bytes[..cut]);
-            assert_eq!(items.len(), 4);
-            assert!(
-                warning
-                    .as_deref()
-                    .is_some_and(|w| w.contains("record header")),
-                "{warning:?}"
-            );
-        }
-        let (items, warning) = read_all(&bytes[..footer_at]);
-        assert_eq!(items.len(), 4);
-        assert!(warning.is_some_and(|w| w.contains("no footer")));
-        let mut corrupt = bytes.clone();
-        corrupt[footer_at + 1..footer_at + RECORD_HEAD].copy_from_slice(&u32::MAX.to_le_bytes());
-        let (items, warning) = read_all(&corrupt);
-        assert_eq!(items.len(), 4);
-        assert!(warning.is_some_and(|w| w.contains("corrupt record length")));
-    }
-
-    #[test]
-    fn bad_records_are_errors_and_reading_goes_on() {
-        let mut w = Writer::new(Vec::new(), &header()).expect("writer");
-        w.record(TAG_FAULT, &[1, 0, 0, 0]).expect("short fault");
-        w.record(9, b"?").expect("unknown tag");
-        w.event(&Event::Fault(fault(1, 1, 1, Outcome::PromoteHot)))
-            .expect("event");
-        let bytes = w.finish(9, "duration").expect("finish");
-        let mut r = Reader::new(&bytes[..]).expect("reader");
-        let got: Vec<String> = r
-            .by_ref()
-            .map(|i| match i {
-                Ok(i) => format!("{i:?}").chars().take(12).collect(),
-                Err(e) => e.to_string(),
-            })
-            .collect();
-        assert_eq!(got.len(), 4, "{got:?}");
-        assert!(got[0].contains("too short"), "{got:?}");
-        assert!(got[1].contains("unknown record tag 9"), "{got:?}");
-        assert!(got[2].starts_with("Event(Fault("), "{got:?}");
-        assert!(got[3].starts_with("Footer("), "{got:?}");
-        assert!(r.warning.is_none());
-    }
-
-    #[test]
-    fn wrong_version_and_magic_are_clear_errors() {
-        let mut bytes = sample_trace();
-        bytes[8] = 99;
-        let err = Reader::new(&bytes[..])
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        assert!(err.contains("format version 99"), "{err}");
-        let err = Reader::new(&b"garbage!garbage"[..])
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        assert!(err.contains("not a numatrace trace"), "{err}");
-    }
-
-    #[test]
-    fn another_record_layout_is_refused_with_the_remedy() {
-        let h = Header {
-            abi_version: numa_ebpf_common::ABI_VERSION + 1,
-            ..header()
-        };
-        let bytes = Writer::new(Vec::new(), &h)
-            .and_then(|w| w.finish(1, "duration"))
-            .expect("trace");
-        let err = Reader::new(&bytes[..])
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        assert!(err.contains("layout version"), "{err}");
-        assert!(
-            err.contains("read it with the numatrace that recorded it (test)"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn truncated_header_is_an_error() {
-        let bytes = sample_trace();
-        let err = Reader::new(&bytes[..20])
-            .err()
-            .map(|e| format!("{e:#}"))
-            .unwrap_or_default();
-        assert!(err.contains("truncated"), "{err}");
-    }
-}
+mod tests;

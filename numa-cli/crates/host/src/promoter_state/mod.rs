@@ -8,19 +8,25 @@
 //! falls back to `$TMPDIR/numatrace-<euid>/promoter.json` (a directory of
 //! its own, mode 0700), where readers of the same user also look.
 //!
-//! A reader ignores a file whose process is gone (pid not alive, or reused:
+//! A reader trusts only a regular file of its own user (or root) that
+//! nobody else may write, opened without following a symlink or blocking
+//! (`numa_host::fs::read_shared`), in the fallback case inside a directory
+//! private to that user: `top` and `export` run as root and read from
+//! places where other users may plant a symlink, a FIFO or a file of their
+//! own. It ignores a file whose process is gone (pid not alive, or reused:
 //! its start time differs), one not updated for [`STALE_AFTER_S`], and one
-//! it cannot parse (truncated, garbage, too large): each is "not running",
-//! with the reason, never a panic.
+//! it refuses or cannot parse (truncated, garbage, too large): each is "not
+//! running", with the reason, never a panic or a wait.
 use std::{
     collections::BTreeMap,
-    fs,
-    io::{self, Read},
+    fs, io,
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
 };
 
 use serde::{Deserialize, Serialize};
+
+use crate::fs::{euid, read_shared, Dir, ReadError};
 
 /// Environment variable overriding the path (readers and the promoter).
 pub const ENV: &str = "NUMATRACE_PROMOTER_STATE";
@@ -139,11 +145,6 @@ pub fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
 /// The fallback when `/run` is not writable: a directory of this user's.
 pub fn fallback_path() -> PathBuf {
     std::env::temp_dir()
@@ -152,11 +153,14 @@ pub fn fallback_path() -> PathBuf {
 }
 
 /// Where to look, in order: the override alone, or the default then the
-/// fallback.
-pub fn paths() -> Vec<PathBuf> {
+/// fallback (in a directory that must be private to this user).
+pub fn paths() -> Vec<(PathBuf, Dir)> {
     match std::env::var_os(ENV) {
-        Some(p) if !p.is_empty() => vec![PathBuf::from(p)],
-        _ => vec![PathBuf::from(DEFAULT_PATH), fallback_path()],
+        Some(p) if !p.is_empty() => vec![(PathBuf::from(p), Dir::Named)],
+        _ => vec![
+            (PathBuf::from(DEFAULT_PATH), Dir::Named),
+            (fallback_path(), Dir::Private),
+        ],
     }
 }
 
@@ -207,38 +211,24 @@ pub fn judge(text: &str, now_unix_s: f64, alive: impl Fn(u32, Option<u64>) -> bo
     Reading::Running(Box::new(s))
 }
 
-/// Reads one file (at most [`MAX_BYTES`]).
+/// Reads one file (at most [`MAX_BYTES`], checked as `read_shared` does).
 pub fn read_path(
     path: &Path,
+    dir: Dir,
     now_unix_s: f64,
     alive: impl Fn(u32, Option<u64>) -> bool,
 ) -> Reading {
-    let f = match fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Reading::NotRunning(NotRunning::NoFile)
-        }
-        Err(e) => {
-            return Reading::NotRunning(NotRunning::Ignored(format!("{}: {e}", path.display())))
-        }
-    };
-    let mut text = String::new();
-    if let Err(e) = f.take(MAX_BYTES + 1).read_to_string(&mut text) {
-        return Reading::NotRunning(NotRunning::Ignored(format!("{}: {e}", path.display())));
+    match read_shared(path, MAX_BYTES, dir) {
+        Ok(bytes) => judge(&String::from_utf8_lossy(&bytes), now_unix_s, alive),
+        Err(ReadError::Missing) => Reading::NotRunning(NotRunning::NoFile),
+        Err(ReadError::Refused(why)) => Reading::NotRunning(NotRunning::Ignored(why)),
     }
-    if text.len() as u64 > MAX_BYTES {
-        return Reading::NotRunning(NotRunning::Ignored(format!(
-            "{}: larger than {MAX_BYTES} bytes",
-            path.display()
-        )));
-    }
-    judge(&text, now_unix_s, alive)
 }
 
 /// Where readers look; cheap to clone.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Source {
-    pub paths: Vec<PathBuf>,
+    pub paths: Vec<(PathBuf, Dir)>,
 }
 
 impl Source {
@@ -247,9 +237,17 @@ impl Source {
         Source { paths: paths() }
     }
 
+    /// One file, where the caller says.
     pub fn at(path: impl Into<PathBuf>) -> Source {
         Source {
-            paths: vec![path.into()],
+            paths: vec![(path.into(), Dir::Named)],
+        }
+    }
+
+    /// One file in a directory that must be private to this user.
+    pub fn fallback(path: impl Into<PathBuf>) -> Source {
+        Source {
+            paths: vec![(path.into(), Dir::Private)],
         }
     }
 
@@ -258,8 +256,8 @@ impl Source {
     pub fn read(&self) -> Reading {
         let now = unix_now();
         let mut why = NotRunning::NoFile;
-        for p in &self.paths {
-            match read_path(p, now, process_alive) {
+        for (p, dir) in &self.paths {
+            match read_path(p, *dir, now, process_alive) {
                 r @ Reading::Running(_) => return r,
                 Reading::NotRunning(NotRunning::NoFile) => {}
                 Reading::NotRunning(w) => {
@@ -303,6 +301,8 @@ fn ensure_dir(dir: &Path, private: bool) -> io::Result<()> {
 #[derive(Debug)]
 pub struct Writer {
     pub path: PathBuf,
+    /// How its own file is read back (to remove it only if still ours).
+    dir: Dir,
     prev: Option<(f64, u64)>,
 }
 
@@ -333,7 +333,12 @@ impl Writer {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             ensure_dir(dir, private_dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
-        if let Reading::Running(other) = read_path(path, unix_now(), process_alive) {
+        let dir = if private_dir {
+            Dir::Private
+        } else {
+            Dir::Named
+        };
+        if let Reading::Running(other) = read_path(path, dir, unix_now(), process_alive) {
             if other.pid != std::process::id() {
                 return Err(format!(
                     "{} belongs to another running promoter (pid {}); set {ENV} to publish elsewhere",
@@ -344,6 +349,7 @@ impl Writer {
         }
         let w = Writer {
             path: path.to_owned(),
+            dir,
             prev: None,
         };
         // Fail now, not at the first publication.
@@ -383,193 +389,44 @@ impl Writer {
     /// Removes the file if it is still ours (readers then say "not running"
     /// at once instead of after the staleness delay).
     pub fn remove(&self) {
-        if let Ok(text) = fs::read_to_string(&self.path) {
-            if serde_json::from_str::<PromoterState>(&text)
-                .is_ok_and(|s| s.pid == std::process::id())
-            {
-                let _ = fs::remove_file(&self.path);
-            }
+        remove_own(&self.path, self.dir);
+    }
+
+    /// A guard that removes this process's file if a panic unwinds past it:
+    /// the thread that owns the writer dies with the process without
+    /// cleaning up.
+    pub fn panic_guard(&self) -> PanicGuard {
+        PanicGuard {
+            path: self.path.clone(),
+            dir: self.dir,
+        }
+    }
+}
+
+/// See [`Writer::panic_guard`].
+pub struct PanicGuard {
+    path: PathBuf,
+    dir: Dir,
+}
+
+impl Drop for PanicGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            remove_own(&self.path, self.dir);
+        }
+    }
+}
+
+/// Removes the file at `path` if it is this process's state.
+fn remove_own(path: &Path, dir: Dir) {
+    if let Ok(bytes) = read_shared(path, MAX_BYTES, dir) {
+        if serde_json::from_slice::<PromoterState>(&bytes)
+            .is_ok_and(|s| s.pid == std::process::id())
+        {
+            let _ = fs::remove_file(path);
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn state(pid: u32, updated: f64) -> PromoterState {
-        PromoterState {
-            version: FORMAT_VERSION,
-            pid,
-            pid_start_ticks: Some(77),
-            started_unix_s: updated - 10.0,
-            updated_unix_s: updated,
-            scope: "pid 42".into(),
-            moved_pages: 1234,
-            moved_bytes: 1234 * 4096,
-            failures: 3,
-            failures_by_status: [("ebusy".to_owned(), 2), ("enomem".to_owned(), 1)]
-                .into_iter()
-                .collect(),
-            queue_depth: 17,
-            batch_ms: 20.0,
-            ..PromoterState::default()
-        }
-    }
-
-    fn tmp(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!(
-            "numatrace-state-test-{tag}-{}-{}",
-            std::process::id(),
-            unix_now().to_bits()
-        ));
-        fs::create_dir_all(&d).expect("temp dir");
-        d
-    }
-
-    #[test]
-    fn round_trip_through_the_writer() {
-        let dir = tmp("rt");
-        let path = dir.join("sub").join("promoter.json");
-        let mut w = Writer::at(&path, false).expect("writer");
-        let mut s = state(std::process::id(), 0.0);
-        s.pid_start_ticks = pid_start_ticks(std::process::id());
-        w.publish(&mut s).expect("publish");
-        let Reading::Running(mut got) = Source::at(&path).read() else {
-            panic!("not running: {:?}", Source::at(&path).read());
-        };
-        // JSON keeps 17 significant digits of a float, not always all bits.
-        assert!((got.updated_unix_s - s.updated_unix_s).abs() < 1e-6);
-        got.updated_unix_s = s.updated_unix_s;
-        assert_eq!(*got, s);
-        // A second publication: the rate follows the moved pages.
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        s.moved_pages += 100;
-        w.publish(&mut s).expect("publish");
-        assert!(s.moved_pages_per_s > 0.0, "{}", s.moved_pages_per_s);
-        let got = Source::at(&path).read();
-        assert_eq!(got.running().map(|r| r.moved_pages), Some(1334));
-        // No temporary file left behind.
-        let names: Vec<String> = fs::read_dir(path.parent().expect("dir"))
-            .expect("read dir")
-            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(names, vec!["promoter.json"]);
-        w.remove();
-        assert_eq!(
-            Source::at(&path).read(),
-            Reading::NotRunning(NotRunning::NoFile)
-        );
-        let _ = fs::remove_dir_all(dir);
-    }
-
-    #[test]
-    fn stale_and_future_files_are_ignored() {
-        let s = serde_json::to_string(&state(1, 1000.0)).expect("json");
-        let alive = |_: u32, _: Option<u64>| true;
-        assert!(judge(&s, 1004.0, alive).running().is_some());
-        assert_eq!(
-            judge(&s, 1010.0, alive),
-            Reading::NotRunning(NotRunning::Stale {
-                pid: 1,
-                age_s: 10.0
-            })
-        );
-        assert!(matches!(
-            judge(&s, 990.0, alive),
-            Reading::NotRunning(NotRunning::Stale { .. })
-        ));
-    }
-
-    #[test]
-    fn dead_or_reused_pid_is_not_running() {
-        let s = serde_json::to_string(&state(4242, 1000.0)).expect("json");
-        assert_eq!(
-            judge(&s, 1000.5, |_, _| false),
-            Reading::NotRunning(NotRunning::Exited { pid: 4242 })
-        );
-        // The real liveness check: a child that has exited and been reaped.
-        let mut child = std::process::Command::new("true").spawn().expect("true");
-        let pid = child.id();
-        child.wait().expect("wait");
-        assert!(!process_alive(pid, None));
-        // This process, with the wrong start time: a reused pid.
-        let me = std::process::id();
-        let ticks = pid_start_ticks(me).expect("own start time");
-        assert!(process_alive(me, Some(ticks)));
-        assert!(!process_alive(me, Some(ticks + 1)));
-        assert!(!process_alive(0, None));
-    }
-
-    #[test]
-    fn truncated_garbage_or_huge_files_are_ignored_not_fatal() {
-        let dir = tmp("bad");
-        let full = serde_json::to_string(&state(std::process::id(), unix_now())).expect("json");
-        let huge = format!("{{\"pad\":\"{}\"}}", "x".repeat(MAX_BYTES as usize));
-        for (name, text) in [
-            ("truncated", &full[..full.len() / 2]),
-            ("garbage", "\u{0}\u{1}not json at all"),
-            ("empty", ""),
-            ("other-json", "{\"version\": 1}"),
-            (
-                "wrong-version",
-                &full.replace("\"version\":1", "\"version\":99"),
-            ),
-            ("huge", &huge),
-        ] {
-            let p = dir.join(name);
-            fs::write(&p, text).expect("write");
-            match Source::at(&p).read() {
-                Reading::NotRunning(NotRunning::Ignored(why)) => {
-                    assert!(!why.is_empty(), "{name}");
-                    assert!(!NotRunning::Ignored(why).to_string().is_empty());
-                }
-                other => panic!("{name}: {other:?}"),
-            }
-        }
-        // A directory where the file should be: ignored too.
-        assert!(matches!(
-            Source::at(&dir).read(),
-            Reading::NotRunning(NotRunning::Ignored(_))
-        ));
-        let _ = fs::remove_dir_all(dir);
-    }
-
-    #[test]
-    fn a_running_promoter_keeps_its_file() {
-        let dir = tmp("own");
-        let path = dir.join("promoter.json");
-        // Another process (our parent stands in for it) publishes here.
-        // SAFETY: getppid has no preconditions.
-        let parent = unsafe { libc::getppid() } as u32;
-        let mut other = state(parent, unix_now());
-        other.pid_start_ticks = pid_start_ticks(parent);
-        fs::write(&path, serde_json::to_vec(&other).expect("json")).expect("write");
-        let err = Writer::at(&path, false).expect_err("taken");
-        assert!(err.contains("another running promoter"), "{err}");
-        // Once it has exited (a pid that is not alive), the file is taken over.
-        other.pid = u32::MAX / 2;
-        fs::write(&path, serde_json::to_vec(&other).expect("json")).expect("write");
-        let w = Writer::at(&path, false).expect("taken over");
-        assert_eq!(
-            Source::at(&path).read().running().map(|s| s.pid),
-            Some(std::process::id())
-        );
-        w.remove();
-        let _ = fs::remove_dir_all(dir);
-    }
-
-    #[test]
-    fn private_fallback_dir_must_be_ours() {
-        let dir = tmp("priv");
-        let p = dir.join("numatrace-x");
-        ensure_dir(&p, true).expect("private dir");
-        let m = fs::metadata(&p).expect("meta");
-        assert_eq!(m.mode() & 0o777, 0o700);
-        // A symlink planted where the directory should be is refused.
-        let link = dir.join("numatrace-link");
-        std::os::unix::fs::symlink(&p, &link).expect("symlink");
-        assert!(ensure_dir(&link, true).is_err());
-        let _ = fs::remove_dir_all(dir);
-    }
-}
+mod tests;

@@ -1,0 +1,244 @@
+//! Round trips, damaged files, and refused records and headers.
+use numa_ebpf_common::Outcome;
+
+use super::{fixtures::header, *};
+use crate::decode::fixtures::fault;
+
+fn sample_trace() -> Vec<u8> {
+    let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+    for i in 1..=3 {
+        w.event(&Event::Fault(fault(i, i, 100 * i, Outcome::PromoteHot)))
+            .expect("event");
+    }
+    w.snapshot(&Snapshot {
+        ts_ns: 5,
+        counters: vec![3],
+        ..Default::default()
+    })
+    .expect("snap");
+    w.finish(9, "duration").expect("finish")
+}
+
+fn read_all(bytes: &[u8]) -> (Vec<Item>, Option<String>) {
+    let mut r = Reader::new(bytes).expect("reader");
+    let items: Vec<Item> = r.by_ref().collect::<Result<_>>().expect("items");
+    (items, r.warning)
+}
+
+#[test]
+fn roundtrip() {
+    let (items, warning) = read_all(&sample_trace());
+    assert_eq!(items.len(), 5);
+    assert!(warning.is_none());
+    assert!(matches!(&items[0], Item::Event(Event::Fault(f)) if f.seq_global == 1));
+    assert!(matches!(&items[4], Item::Footer(f) if f.events == 3 && f.reason == "duration"));
+}
+
+#[test]
+fn truncated_file_reads_complete_records_and_warns() {
+    let bytes = sample_trace();
+    // Cut inside the second fault record.
+    let cut = bytes.len() - 200;
+    let (items, warning) = read_all(&bytes[..cut]);
+    assert!(
+        !items.is_empty() && items.len() < 5,
+        "{} items",
+        items.len()
+    );
+    assert!(warning.is_some_and(|w| w.contains("truncated")));
+}
+
+#[test]
+fn missing_footer_warns() {
+    let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+    w.event(&Event::Fault(fault(1, 1, 1, Outcome::PromoteHot)))
+        .expect("event");
+    let bytes = w.out;
+    let (items, warning) = read_all(&bytes);
+    assert_eq!(items.len(), 1);
+    assert!(warning.is_some_and(|w| w.contains("no footer")));
+}
+
+/// Hands out at most 7 bytes per read: records straddle every refill.
+struct Trickle<'a>(&'a [u8]);
+impl Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(self.0.len()).min(7);
+        buf[..n].copy_from_slice(&self.0[..n]);
+        self.0 = &self.0[n..];
+        Ok(n)
+    }
+}
+
+fn describe(items: &[Item]) -> Vec<String> {
+    items.iter().map(|i| format!("{i:?}")).collect()
+}
+
+#[test]
+fn short_reads_and_records_bigger_than_the_buffer() {
+    let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+    let big = Snapshot {
+        ts_ns: 1,
+        // A record of several MiB: bigger than one refill.
+        vmstat: (0..150_000).map(|i| (format!("counter_{i}"), i)).collect(),
+        ..Default::default()
+    };
+    for i in 1..=2000 {
+        w.event(&Event::Fault(fault(i, i % 7, i, Outcome::RejectLatency)))
+            .expect("event");
+        if i % 1000 == 0 {
+            w.snapshot(&big).expect("snap");
+        }
+    }
+    let bytes = w.finish(9, "duration").expect("finish");
+    assert!(bytes.len() > 3 * READ_CHUNK);
+    let (items, warning) = read_all(&bytes);
+    assert!(warning.is_none());
+    assert_eq!(items.len(), 2003);
+    assert!(matches!(&items[1000], Item::Snapshot(s) if s.vmstat.len() == 150_000));
+    assert!(matches!(&items[1001], Item::Event(Event::Fault(f)) if f.seq_global == 1001));
+    let mut r = Reader::new(Trickle(&bytes)).expect("reader");
+    let trickled: Vec<Item> = r.by_ref().collect::<Result<_>>().expect("items");
+    assert!(r.warning.is_none());
+    assert_eq!(describe(&trickled), describe(&items));
+}
+
+#[test]
+fn cut_inside_a_record_header_and_corrupt_lengths() {
+    let bytes = sample_trace();
+    let footer = serde_json::to_vec(&Footer {
+        ended_mono_ns: 9,
+        events: 3,
+        reason: "duration".into(),
+    })
+    .expect("json");
+    let footer_at = bytes.len() - RECORD_HEAD - footer.len();
+    assert_eq!(bytes[footer_at], TAG_FOOTER);
+    for cut in footer_at + 1..footer_at + RECORD_HEAD {
+        let (items, warning) = read_all(&bytes[..cut]);
+        assert_eq!(items.len(), 4);
+        assert!(
+            warning
+                .as_deref()
+                .is_some_and(|w| w.contains("record header")),
+            "{warning:?}"
+        );
+    }
+    let (items, warning) = read_all(&bytes[..footer_at]);
+    assert_eq!(items.len(), 4);
+    assert!(warning.is_some_and(|w| w.contains("no footer")));
+    let mut corrupt = bytes.clone();
+    corrupt[footer_at + 1..footer_at + RECORD_HEAD].copy_from_slice(&u32::MAX.to_le_bytes());
+    let (items, warning) = read_all(&corrupt);
+    assert_eq!(items.len(), 4);
+    assert!(warning.is_some_and(|w| w.contains("corrupt record length")));
+}
+
+#[test]
+fn bad_records_are_errors_and_reading_goes_on() {
+    let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+    w.record(TAG_FAULT, &[1, 0, 0, 0]).expect("short fault");
+    w.record(9, b"?").expect("unknown tag");
+    w.event(&Event::Fault(fault(1, 1, 1, Outcome::PromoteHot)))
+        .expect("event");
+    let bytes = w.finish(9, "duration").expect("finish");
+    let mut r = Reader::new(&bytes[..]).expect("reader");
+    let got: Vec<String> = r
+        .by_ref()
+        .map(|i| match i {
+            Ok(i) => format!("{i:?}").chars().take(12).collect(),
+            Err(e) => e.to_string(),
+        })
+        .collect();
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert!(got[0].contains("too short"), "{got:?}");
+    assert!(got[1].contains("unknown record tag 9"), "{got:?}");
+    assert!(got[2].starts_with("Event(Fault("), "{got:?}");
+    assert!(got[3].starts_with("Footer("), "{got:?}");
+    assert!(r.warning.is_none());
+}
+
+#[test]
+fn wrong_version_and_magic_are_clear_errors() {
+    let mut bytes = sample_trace();
+    bytes[8] = 99;
+    let err = Reader::new(&bytes[..])
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("format version 99"), "{err}");
+    let err = Reader::new(&b"garbage!garbage"[..])
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("not a numatrace trace"), "{err}");
+}
+
+#[test]
+fn another_record_layout_is_refused_with_the_remedy() {
+    let h = Header {
+        abi_version: numa_ebpf_common::ABI_VERSION + 1,
+        ..header()
+    };
+    let bytes = Writer::new(Vec::new(), &h)
+        .and_then(|w| w.finish(1, "duration"))
+        .expect("trace");
+    let err = Reader::new(&bytes[..])
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("layout version"), "{err}");
+    assert!(
+        err.contains("read it with the numatrace that recorded it (test)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn truncated_header_is_an_error() {
+    let bytes = sample_trace();
+    let err = Reader::new(&bytes[..20])
+        .err()
+        .map(|e| format!("{e:#}"))
+        .unwrap_or_default();
+    assert!(err.contains("truncated"), "{err}");
+}
+
+#[test]
+fn crafted_node_ids_are_refused_before_anything_is_kept_per_node() {
+    let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+    for nid in 0..4096 {
+        let mut f = fault(nid as u64 + 1, 1, 1, Outcome::PromoteHot);
+        (f.src_nid, f.dst_nid) = (nid, 0);
+        w.event(&Event::Fault(f)).expect("event");
+    }
+    let bytes = w.finish(9, "duration").expect("finish");
+    let mut r = Reader::new(&bytes[..]).expect("reader");
+    let (mut events, mut refused) = (0, 0);
+    for item in r.by_ref() {
+        match item {
+            Ok(Item::Event(_)) => events += 1,
+            Ok(_) => {}
+            Err(e) => {
+                assert!(e.to_string().contains("MAX_NUMNODES"), "{e}");
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((events, refused), (1024, 3072));
+
+    let mut h = header();
+    h.memory_tiers = vec![topology::MemoryTier {
+        tier: "memory_tier4".into(),
+        id: 4,
+        nodes: vec![0, 70_000],
+    }];
+    let bytes = Writer::new(Vec::new(), &h)
+        .and_then(|w| w.finish(1, "duration"))
+        .expect("trace");
+    let err = Reader::new(&bytes[..])
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("trace header names node 70000"), "{err}");
+}

@@ -1,0 +1,115 @@
+//! The BPF objects loaded in the kernel right now, found with the object-id
+//! syscalls (`BPF_{PROG,MAP,LINK}_GET_NEXT_ID`, as `bpftool` lists them),
+//! each marked when its name is one of numatrace's. After numatrace exits,
+//! for whatever reason, none of its objects may remain: the kernel frees
+//! them when their last file descriptor closes, and numatrace pins nothing.
+use std::collections::BTreeSet;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::load::EBPF_OBJECT;
+
+/// Kernel object names are cut to this many bytes (BPF_OBJ_NAME_LEN - 1).
+const OBJ_NAME_LEN: usize = 15;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Object {
+    pub id: u32,
+    pub name: String,
+    /// The name is one of numatrace's programs or maps.
+    pub numatrace: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Link {
+    pub id: u32,
+    pub program_id: u32,
+    /// The link attaches one of numatrace's programs.
+    pub numatrace: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Loaded {
+    pub programs: Vec<Object>,
+    pub maps: Vec<Object>,
+    pub links: Vec<Link>,
+}
+
+impl Loaded {
+    /// numatrace's programs, maps and links.
+    pub fn numatrace_counts(&self) -> (usize, usize, usize) {
+        (
+            self.programs.iter().filter(|o| o.numatrace).count(),
+            self.maps.iter().filter(|o| o.numatrace).count(),
+            self.links.iter().filter(|l| l.numatrace).count(),
+        )
+    }
+}
+
+/// Program and map names of numatrace's BPF object, as the kernel keeps
+/// them (cut to [`OBJ_NAME_LEN`] bytes).
+fn own_names() -> Result<(BTreeSet<String>, BTreeSet<String>)> {
+    let obj = aya_obj::Object::parse(EBPF_OBJECT).context("parsing numatrace's own BPF object")?;
+    let cut = |n: &String| n.chars().take(OBJ_NAME_LEN).collect::<String>();
+    Ok((
+        obj.programs.keys().map(cut).collect(),
+        obj.maps
+            .keys()
+            .filter(|n| !n.starts_with('.'))
+            .map(cut)
+            .collect(),
+    ))
+}
+
+/// Every loaded program, map and link (needs CAP_SYS_ADMIN).
+pub fn scan() -> Result<Loaded> {
+    let (prog_names, map_names) = own_names()?;
+    let mut loaded = Loaded::default();
+    for p in aya::programs::loaded_programs() {
+        let p = p.context("listing loaded BPF programs (needs root)")?;
+        let name = p.name_as_str().unwrap_or_default().to_owned();
+        loaded.programs.push(Object {
+            id: p.id(),
+            numatrace: prog_names.contains(&name),
+            name,
+        });
+    }
+    for m in aya::maps::loaded_maps() {
+        let m = m.context("listing loaded BPF maps (needs root)")?;
+        let name = m.name_as_str().unwrap_or_default().to_owned();
+        loaded.maps.push(Object {
+            id: m.id(),
+            numatrace: map_names.contains(&name),
+            name,
+        });
+    }
+    let ours: BTreeSet<u32> = loaded
+        .programs
+        .iter()
+        .filter(|p| p.numatrace)
+        .map(|p| p.id)
+        .collect();
+    for l in aya::programs::loaded_links() {
+        let l = l.context("listing BPF links (needs root)")?;
+        loaded.links.push(Link {
+            id: l.id(),
+            program_id: l.program_id(),
+            numatrace: ours.contains(&l.program_id()),
+        });
+    }
+    Ok(loaded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_names_hold_the_hint_fault_program_and_the_event_ring() {
+        let (progs, maps) = own_names().expect("the embedded object parses");
+        assert!(progs.contains("fentry_hint_fau"), "{progs:?}");
+        assert!(maps.contains(numa_ebpf_common::maps::EVENTS), "{maps:?}");
+        assert!(progs.iter().chain(&maps).all(|n| n.len() <= OBJ_NAME_LEN));
+    }
+}

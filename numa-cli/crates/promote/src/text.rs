@@ -1,0 +1,212 @@
+//! The promote report as text: what the pipeline asked for, what moved
+//! (or, in a dry run, would have), the limits that held moves back, and
+//! the busiest processes.
+use std::io::Write;
+
+use super::PromoteReport;
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
+}
+
+/// The configured rate limit, as the report states it.
+fn rate_limit_text(bytes_per_s: u64) -> String {
+    if bytes_per_s == 0 {
+        "unlimited".to_owned()
+    } else {
+        format!("{:.0} MiB/s", mib(bytes_per_s))
+    }
+}
+
+pub fn write_human(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
+    write_header(r, out)?;
+    if r.facts.dry_run {
+        write_would_move(r, out)?;
+    } else {
+        write_moves(r, out)?;
+        write_limits(r, out)?;
+    }
+    writeln!(
+        out,
+        "  kernel      pgpromote_success +{}, pgdemote +{} in the same window",
+        r.kernel_pgpromote_success, r.kernel_pgdemote
+    )?;
+    writeln!(out)?;
+    write_processes(r, out)
+}
+
+/// The run, and what the pipeline saw and asked for.
+fn write_header(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
+    let params: Vec<String> = r
+        .facts
+        .model_params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let m = &r.mover;
+    let e = &r.events;
+    writeln!(
+        out,
+        "numatrace promote{}: {:.1} s ({}), {} with {} {}",
+        if r.facts.dry_run { " --dry-run" } else { "" },
+        r.duration_s,
+        r.facts.stopped,
+        r.facts.scope,
+        r.facts.model,
+        params.join(",")
+    )?;
+    writeln!(
+        out,
+        "  decisions   {} on slow-node pages in scope ({} hint faults seen, {} decisions out of scope ignored)",
+        e.decisions, e.hint_faults, e.out_of_scope
+    )?;
+    writeln!(
+        out,
+        "  model       promote {} / kernel promoted {}: agreement {:.1}% (both {}, kernel only {}, model only {}, neither {})",
+        e.model_promote,
+        e.kernel_promote,
+        r.agreement_pct,
+        e.agreement.both,
+        e.agreement.kernel_only,
+        e.agreement.model_only,
+        e.agreement.neither
+    )?;
+    writeln!(
+        out,
+        "  queue       {} requests, {} new pages, {} duplicates coalesced, {} without target; dropped: {} channel full, {} queue full",
+        e.requested, m.queue.queued, m.queue.coalesced, e.no_target, e.queue_overflows, m.queue.dropped_full
+    )?;
+    Ok(())
+}
+
+/// A dry run: what would have moved, and the rate that would need.
+fn write_would_move(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
+    let m = &r.mover;
+    writeln!(
+        out,
+        "  would move  {} pages ({:.1} MiB), nothing moved; rate needed: {:.2} MiB/s mean, {:.2} MiB/s peak (1 s windows); --rate-limit {}",
+        m.would_move_pages,
+        mib(m.would_move_bytes),
+        r.rate_needed_mib_per_s,
+        r.peak_rate_needed_mib_per_s,
+        rate_limit_text(r.facts.rate_limit_bytes_per_s)
+    )?;
+    if m.queue.dropped_full > 0 {
+        writeln!(
+            out,
+            "              at least: {} requests for pages beyond the first {} were not counted (--queue)",
+            m.queue.dropped_full, m.queue.queued
+        )?;
+    }
+    for (node, n) in &m.would_move_by_target {
+        writeln!(out, "              to node {node}: {n} pages")?;
+    }
+    Ok(())
+}
+
+/// What moved, at what cost, and how each page ended.
+fn write_moves(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
+    let m = &r.mover;
+    writeln!(
+        out,
+        "  moved       {} pages ({:.1} MiB): {:.2} MB/s over the run, {:.1} MB/s inside move_pages",
+        r.moved_pages,
+        mib(r.moved_bytes),
+        r.mb_per_s,
+        r.mb_per_s_in_calls
+    )?;
+    writeln!(
+        out,
+        "  move_pages  {} calls, {:.3} s moving + {:.3} s querying ({} queries); batch now {} pages{}",
+        m.move_calls,
+        r.move_pages_s,
+        r.query_s,
+        m.query_calls,
+        m.batch_pages,
+        m.ns_per_page
+            .map_or(String::new(), |c| format!(" at {:.1} us/page", c / 1e3))
+    )?;
+    let s = &m.statuses;
+    writeln!(
+        out,
+        "  statuses    moved {}  already-on-target {}  EBUSY {}  ENOMEM {}  EACCES {}  EFAULT {}  ENOENT {}  not-migrated {}  other {}",
+        s.moved, s.already_on_target, s.ebusy, s.enomem, s.eacces, s.efault, s.enoent, s.not_migrated, s.other
+    )?;
+    Ok(())
+}
+
+/// The limits that held moves back, and the pages dropped or checked.
+fn write_limits(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
+    let m = &r.mover;
+    let floors: Vec<String> = m
+        .floor_kb
+        .iter()
+        .map(|(n, f)| {
+            format!(
+                "node {n} >= {:.1} MiB free (least headroom {:.1} MiB)",
+                *f as f64 / 1024.0,
+                m.min_headroom_kb.get(n).copied().unwrap_or(0) as f64 / 1024.0
+            )
+        })
+        .collect();
+    writeln!(
+        out,
+        "  limits      rate {} (waited {}x); floor {} (waited {}x); {} pages given up after {} retries; {} left queued",
+        rate_limit_text(r.facts.rate_limit_bytes_per_s),
+        m.rate_waits,
+        if floors.is_empty() { r.facts.min_free.clone() } else { floors.join(", ") },
+        m.floor_waits,
+        m.gave_up,
+        r.facts.max_retries,
+        m.left_in_queue
+    )?;
+    writeln!(
+        out,
+        "  processes   {} exited mid-run, {} refused (EPERM), {} pages dropped with them, {} dropped out of scope, {} pids served again for a new process",
+        m.processes_exited, m.processes_refused, m.dropped_exited, m.dropped_out_of_scope, m.pids_reused
+    )?;
+    writeln!(
+        out,
+        "  verify      {} moved pages checked at the end: {} on target, {} elsewhere, {} gone",
+        m.verify.checked, m.verify.on_target, m.verify.elsewhere, m.verify.gone
+    )?;
+    Ok(())
+}
+
+/// The busiest processes, in scope first.
+fn write_processes(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "  {:>7} {:<16} {:>5} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9}",
+        "PID",
+        "COMM",
+        "scope",
+        "faults",
+        "decisions",
+        "k:promo",
+        "model",
+        "queued",
+        "moved",
+        "failed",
+        "would"
+    )?;
+    for p in r.processes.iter().take(20) {
+        writeln!(
+            out,
+            "  {:>7} {:<16} {:>5} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9}{}",
+            p.pid,
+            p.comm,
+            if p.in_scope { "yes" } else { "no" },
+            p.hint_faults,
+            p.decisions,
+            p.kernel_promoted,
+            p.model_promote,
+            p.requested,
+            p.moves.moved,
+            p.moves.failed,
+            p.moves.would_move,
+            if p.moves.exited { "  (exited)" } else { "" }
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,188 @@
+//! Parse-time checks of the numeric flags: a value must parse, be finite
+//! and lie in a stated range, and the error states that range. clap adds
+//! the flag's name to the message and exits with status 2, so a bad value
+//! never reaches a `Duration`, a timer or the BPF loader. Also the command
+//! line these checks are part of.
+use std::{fmt::Display, str::FromStr};
+
+use clap::{CommandFactory, FromArgMatches};
+use numa_probe::session::limits;
+
+use super::Cli;
+
+/// The longest run any flag may ask for: 365 days. Far beyond a useful
+/// measurement, far below where `Duration` and the runtime's timers
+/// overflow.
+pub const MAX_RUN_S: f64 = 365.0 * 86_400.0;
+/// The shortest run or interval: 1 ms.
+pub const MIN_RUN_S: f64 = 0.001;
+/// Replay speed bounds besides 0 (as fast as possible).
+pub const SPEED: (f64, f64) = (0.001, 1e6);
+/// The highest NUMA node id the kernel allows (MAX_NUMNODES is 1024).
+pub const MAX_NODE: u32 = 1023;
+/// The kernel's PID_MAX_LIMIT.
+pub const MAX_PID: u32 = 4 << 20;
+/// Rows a report or histogram lists at most.
+pub const MAX_ROWS: usize = 10_000;
+/// Memory a workload may allocate per node: 1 TiB in MiB.
+pub const MAX_WORKLOAD_MB: u64 = 1 << 20;
+
+/// A value parser for a whole number in `lo..=hi` counting `unit`.
+pub fn int<T>(
+    lo: T,
+    hi: T,
+    unit: &'static str,
+) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+where
+    T: FromStr + PartialOrd + Display + Copy + Send + Sync + 'static,
+{
+    move |s: &str| {
+        let v: T = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("not a whole number: give {unit} from {lo} to {hi}"))?;
+        if v < lo || v > hi {
+            return Err(format!("out of range: give {unit} from {lo} to {hi}"));
+        }
+        Ok(v)
+    }
+}
+
+/// A value parser for a finite number in `lo..=hi` of `unit`.
+pub fn real(
+    lo: f64,
+    hi: f64,
+    unit: &'static str,
+) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        let v: f64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("not a number: give {unit} from {lo} to {hi}"))?;
+        if !v.is_finite() {
+            return Err(format!(
+                "not a finite number: give {unit} from {lo} to {hi}"
+            ));
+        }
+        if !(lo..=hi).contains(&v) {
+            return Err(format!("out of range: give {unit} from {lo} to {hi}"));
+        }
+        Ok(v)
+    }
+}
+
+/// How long a run lasts, in seconds.
+pub fn run_seconds(s: &str) -> Result<f64, String> {
+    real(MIN_RUN_S, MAX_RUN_S, "seconds (up to 365 days)")(s)
+}
+
+/// How often something repeats while running, in seconds.
+pub fn interval_seconds(s: &str) -> Result<f64, String> {
+    real(0.01, MAX_RUN_S, "seconds")(s)
+}
+
+/// A replay speed: 0 (as fast as possible) or a factor in [`SPEED`].
+pub fn speed(s: &str) -> Result<f64, String> {
+    let range = format!(
+        "give 0 (as fast as possible) or a factor from {} to {}",
+        SPEED.0, SPEED.1
+    );
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a number: {range}"))?;
+    if v == 0.0 || (v.is_finite() && (SPEED.0..=SPEED.1).contains(&v)) {
+        Ok(v)
+    } else {
+        Err(format!("out of range: {range}"))
+    }
+}
+
+/// A NUMA node id.
+pub fn node(s: &str) -> Result<u32, String> {
+    int(0, MAX_NODE, "a NUMA node id")(s)
+}
+
+/// `--ring-mb`: the kernel's ring buffers hold at most 2 GiB.
+pub fn ring_mb(s: &str) -> Result<u32, String> {
+    let (lo, hi) = limits::RING_MB;
+    int(lo, hi, "MiB")(s)
+}
+
+/// `--max-folios`: the stamp map's entries.
+pub fn max_folios(s: &str) -> Result<u32, String> {
+    let (lo, hi) = limits::STAMP_ENTRIES;
+    int(lo, hi, "folios")(s)
+}
+
+/// `--sample`: one fault record in N.
+pub fn sample(s: &str) -> Result<u64, String> {
+    let (lo, hi) = limits::SAMPLE_EVERY;
+    int(lo, hi, "N (one record in N)")(s)
+}
+
+/// A process id.
+pub fn pid(s: &str) -> Result<u32, String> {
+    int(1, MAX_PID, "a process id")(s)
+}
+
+/// A byte rate as `--rate-limit` takes it (`256MiB/s`, `1GB/s`, 0).
+pub fn rate(s: &str) -> Result<String, String> {
+    numa_promote::bucket::parse_rate(s)
+        .map(|_| s.to_owned())
+        .ok_or_else(|| "give bytes per second like 256MiB/s or 1GB/s, or 0 for unlimited".into())
+}
+
+/// A free-memory floor as `--min-free` takes it (`5%`, `200MiB`).
+pub fn min_free(s: &str) -> Result<String, String> {
+    numa_promote::floor::MinFree::parse(s)
+        .map(|_| s.to_owned())
+        .ok_or_else(|| "give a share of the node from 0% to 100% or an amount like 200MiB".into())
+}
+
+/// Whether `a` takes a number (its parser yields a numeric type).
+pub fn is_numeric(a: &clap::Arg) -> bool {
+    use std::any::TypeId;
+    let t = a.get_value_parser().type_id();
+    [
+        TypeId::of::<u8>(),
+        TypeId::of::<u16>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<u64>(),
+        TypeId::of::<usize>(),
+        TypeId::of::<i32>(),
+        TypeId::of::<i64>(),
+        TypeId::of::<f32>(),
+        TypeId::of::<f64>(),
+    ]
+    .into_iter()
+    .any(|id| t == id)
+}
+
+/// The command line, where a numeric option's value may start with '-':
+/// `--duration -1` or `--interval -inf` then reaches the range check and
+/// its message instead of clap's "unexpected argument".
+pub fn command() -> clap::Command {
+    fn negatives(cmd: clap::Command) -> clap::Command {
+        cmd.mut_args(|a| {
+            if is_numeric(&a) && !a.is_positional() {
+                a.allow_hyphen_values(true)
+            } else {
+                a
+            }
+        })
+        .mut_subcommands(negatives)
+    }
+    negatives(Cli::command())
+}
+
+/// Parses `argv`; the error exits with status 2 and states the problem.
+pub fn try_parse_from<I, T>(argv: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let mut cmd = command();
+    let matches = cmd.try_get_matches_from_mut(argv)?;
+    Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
+}

@@ -1,0 +1,368 @@
+//! Every numeric flag refuses bad values at parse time, naming the flag and
+//! its range; and no numeric flag is left without such a check.
+use clap::{error::ErrorKind, CommandFactory};
+
+use super::{
+    ranges::{is_numeric, try_parse_from},
+    Cli,
+};
+
+/// One flag of one subcommand: the arguments that make the rest of the
+/// command line valid, the flag, values it must refuse and the range its
+/// error must state.
+struct Case {
+    before: &'static [&'static str],
+    flag: &'static str,
+    bad: &'static [&'static str],
+    range: &'static str,
+}
+
+const fn case(
+    before: &'static [&'static str],
+    flag: &'static str,
+    bad: &'static [&'static str],
+    range: &'static str,
+) -> Case {
+    Case {
+        before,
+        flag,
+        bad,
+        range,
+    }
+}
+
+const RUN_S: &[&str] = &["-1", "nan", "inf", "1e19", "0", "1e-10", "ten"];
+const RUN_RANGE: &str = "from 0.001 to 31536000";
+const INTERVAL_S: &[&str] = &["1e-10", "0", "-1", "nan", "inf", "-inf", "1e19"];
+const INTERVAL_RANGE: &str = "from 0.01 to 31536000";
+const SPEED: &[&str] = &["-1", "nan", "inf", "1e-300", "1e7", "fast"];
+const SPEED_RANGE: &str = "or a factor from 0.001 to 1000000";
+const RING_MB: &[&str] = &["0", "2049", "-1", "4294967296", "1.5"];
+const RING_RANGE: &str = "from 1 to 2048";
+const FOLIOS: &[&str] = &["0", "1023", "67108865", "-5"];
+const FOLIOS_RANGE: &str = "from 1024 to 67108864";
+const NODE: &[&str] = &["1024", "-1", "x"];
+const NODE_RANGE: &str = "from 0 to 1023";
+const WORKLOAD_MB: &[&str] = &["1048577", "-1"];
+
+/// The flags every attaching command shares (`ProbeArgs`).
+macro_rules! probe_cases {
+    ($($before:expr),+) => {[$(
+        case($before, "--duration", RUN_S, RUN_RANGE),
+        case($before, "--ring-mb", RING_MB, RING_RANGE),
+        case($before, "--max-folios", FOLIOS, FOLIOS_RANGE),
+        case($before, "--sample", &["0", "1000001", "-1"], "from 1 to 1000000"),
+        case($before, "--pid", &["0", "-1", "4194305"], "from 1 to 4194304"),
+    )+]};
+}
+
+/// The flat model options (`ModelFlags`).
+macro_rules! model_cases {
+    ($($before:expr),+) => {[$(
+        case($before, "--threshold", &["0", "nan", "inf", "-1", "1e19"], "from 1 to 1000000000000000000"),
+        case($before, "--window-ms", &["0", "-1", "86400001"], "from 1 to 86400000"),
+    )+]};
+}
+
+fn cases() -> Vec<Case> {
+    let mut v: Vec<Case> = probe_cases!(
+        &["stats", "--live"],
+        &["record", "-o", "t"],
+        &["shadow"],
+        &["export"],
+        &["hist"],
+        &["top"]
+    )
+    .into_iter()
+    .collect();
+    v.extend(model_cases!(
+        &["shadow"],
+        &["replay", "t"],
+        &["report", "t"],
+        &["top"],
+        &["promote", "--all"]
+    ));
+    v.extend([
+        case(&["shadow"], "--interval", INTERVAL_S, INTERVAL_RANGE),
+        case(&["shadow"], "--top", &["-1", "10001"], "from 0 to 10000"),
+        case(
+            &["replay", "t"],
+            "--top",
+            &["-1", "10001"],
+            "from 0 to 10000",
+        ),
+        case(
+            &["report", "t"],
+            "--top",
+            &["-1", "10001"],
+            "from 0 to 10000",
+        ),
+        case(&["top", "--replay", "t"], "--speed", SPEED, SPEED_RANGE),
+        case(&["top"], "--interval", INTERVAL_S, INTERVAL_RANGE),
+        case(&["export", "--replay", "t"], "--speed", SPEED, SPEED_RANGE),
+        case(
+            &["export", "--textfile", "m.prom"],
+            "--interval",
+            INTERVAL_S,
+            INTERVAL_RANGE,
+        ),
+        case(
+            &["export"],
+            "--per-process",
+            &["101", "-1"],
+            "from 0 to 100",
+        ),
+        case(&["hist"], "--interval", INTERVAL_S, INTERVAL_RANGE),
+        case(&["hist"], "--top", &["0", "10001"], "from 1 to 10000"),
+    ]);
+    v.extend(workload_cases());
+    v.extend(promote_cases());
+    v
+}
+
+fn promote_cases() -> Vec<Case> {
+    const P: &[&str] = &["promote", "--all"];
+    vec![
+        // The probe flags share the parsers above.
+        case(P, "--duration", RUN_S, RUN_RANGE),
+        case(P, "--ring-mb", RING_MB, RING_RANGE),
+        case(P, "--max-folios", FOLIOS, FOLIOS_RANGE),
+        case(
+            &["promote"],
+            "--pid",
+            &["0", "-1", "4194305"],
+            "from 1 to 4194304",
+        ),
+        case(
+            P,
+            "--batch-ms",
+            &["0", "0.05", "1001", "-1", "nan", "inf"],
+            "from 0.1 to 1000",
+        ),
+        case(P, "--max-retries", &["101", "-1", "many"], "from 0 to 100"),
+        case(
+            P,
+            "--queue",
+            &["0", "1048577", "10000000000", "1e10", "1.5", "-1"],
+            "from 1 to 1048576",
+        ),
+        // Below one page per second a rate would round to nothing (never
+        // to unlimited: that is 0 alone).
+        case(
+            P,
+            "--rate-limit",
+            &[
+                "0.5", "4095", "1.1TiB/s", "1e10", "nan", "inf", "-1", "fast",
+            ],
+            "4KiB/s to 1TiB/s",
+        ),
+        case(
+            P,
+            "--min-free",
+            &["101%", "-1%", "nan%", "inf%", "2PiB", "lots"],
+            "from 0% to 100%",
+        ),
+    ]
+}
+
+fn workload_cases() -> Vec<Case> {
+    const HC: &[&str] = &["workload", "hot-chunks"];
+    const MP: &[&str] = &["workload", "move-pages", "--via", "mover"];
+    vec![
+        case(HC, "--slow-mb", WORKLOAD_MB, "from 0 to 1048576"),
+        case(HC, "--dram-mb", WORKLOAD_MB, "from 0 to 1048576"),
+        case(HC, "--chunk-mb", &["0", "1048577"], "from 1 to 1048576"),
+        case(
+            HC,
+            "--accesses",
+            &["0", "1000000001"],
+            "from 1 to 1000000000",
+        ),
+        case(HC, "--idle-ms", &["-1", "3600001"], "from 0 to 3600000"),
+        case(HC, "--duration", RUN_S, RUN_RANGE),
+        case(HC, "--max-duration", RUN_S, RUN_RANGE),
+        case(
+            HC,
+            "--min-faults",
+            &["-1", "1e6"],
+            "from 0 to 18446744073709551615",
+        ),
+        case(HC, "--seed", &["-1", "x"], "from 0 to 18446744073709551615"),
+        case(HC, "--slow-node", NODE, NODE_RANGE),
+        case(HC, "--dram-node", NODE, NODE_RANGE),
+        case(MP, "--mb", &["0", "1048577"], "from 1 to 1048576"),
+        case(
+            MP,
+            "--batch-ms",
+            &["0", "nan", "inf", "60001"],
+            "from 0.1 to 60000",
+        ),
+        case(MP, "--slow-node", NODE, NODE_RANGE),
+        case(MP, "--dram-node", NODE, NODE_RANGE),
+        case(MP, "--rate-limit", &["fast", "1 GB per s"], "256MiB/s"),
+        case(MP, "--min-free", &["101%", "lots"], "from 0% to 100%"),
+    ]
+}
+
+#[test]
+fn bad_numbers_are_refused_at_parse_time_with_the_range() {
+    let mut failures = Vec::new();
+    for c in cases() {
+        for (bad, joined) in c.bad.iter().flat_map(|b| [(b, false), (b, true)]) {
+            let mut argv = vec!["numatrace"];
+            argv.extend(c.before);
+            let arg = format!("{}={bad}", c.flag);
+            if joined {
+                argv.push(&arg);
+            } else {
+                argv.extend([c.flag, bad]);
+            }
+            let line = argv[1..].join(" ");
+            match try_parse_from(&argv) {
+                Ok(_) => failures.push(format!("{line}: accepted")),
+                Err(e) => {
+                    let text = e.render().to_string();
+                    if e.kind() != ErrorKind::ValueValidation
+                        || e.exit_code() != 2
+                        || !text.contains(c.flag)
+                        || !text.contains(c.range)
+                    {
+                        failures.push(format!("{line}: {:?} {text}", e.kind()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} bad values not refused with the flag and its range:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// (subcommand path, `--flag`) of every numeric flag.
+fn numeric_flags(cmd: &clap::Command, path: &str, out: &mut Vec<(String, String)>) {
+    for a in cmd.get_arguments() {
+        if let (Some(long), true) = (a.get_long(), is_numeric(a)) {
+            out.push((path.trim().to_owned(), format!("--{long}")));
+        }
+    }
+    for sub in cmd.get_subcommands() {
+        numeric_flags(sub, &format!("{path} {}", sub.get_name()), out);
+    }
+}
+
+#[test]
+fn every_numeric_flag_has_a_case() {
+    let mut flags = Vec::new();
+    numeric_flags(&Cli::command(), "", &mut flags);
+    assert!(flags.len() > 30, "found only {flags:?}");
+    let cases = cases();
+    let missing: Vec<String> = flags
+        .iter()
+        .filter(|(path, flag)| {
+            let sub = path.as_str();
+            // Subcommand names come first on every case's command line.
+            let words = sub.split(' ').count();
+            let covered = cases.iter().any(|c| {
+                c.flag == flag && c.before.get(..words).is_some_and(|w| w.join(" ") == sub)
+            });
+            !covered
+        })
+        .map(|(p, f)| format!("{p} {f}"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "numeric flags without a case: {missing:?}"
+    );
+}
+
+#[test]
+fn defaults_and_ordinary_values_still_parse() {
+    for argv in [
+        &[
+            "numatrace",
+            "stats",
+            "--live",
+            "--duration",
+            "0.5",
+            "--ring-mb",
+            "2048",
+        ][..],
+        &[
+            "numatrace",
+            "top",
+            "--replay",
+            "t",
+            "--speed",
+            "0",
+            "--interval",
+            "0.25",
+        ],
+        &[
+            "numatrace",
+            "export",
+            "--textfile",
+            "m.prom",
+            "--interval",
+            "15",
+        ],
+        &["numatrace", "hist", "--interval", "1", "--top", "5"],
+        &[
+            "numatrace",
+            "workload",
+            "hot-chunks",
+            "--slow-mb",
+            "0",
+            "--duration",
+            "1e3",
+        ],
+        &[
+            "numatrace",
+            "workload",
+            "move-pages",
+            "--via",
+            "baseline",
+            "--rate-limit",
+            "1GB/s",
+        ],
+        &[
+            "numatrace",
+            "shadow",
+            "--threshold",
+            "2e5",
+            "--pid",
+            "1",
+            "--",
+            "sleep",
+            "1",
+        ],
+        &["numatrace", "record", "-o", "t", "--sample", "1000000"],
+        &["numatrace", "replay", "t", "--top", "0", "--window-ms", "1"],
+        &[
+            "numatrace",
+            "report",
+            "t",
+            "--counter",
+            "global",
+            "--stamp",
+            "latest",
+        ],
+        &[
+            "numatrace",
+            "promote",
+            "--all",
+            "--duration",
+            "31536000",
+            "--max-folios",
+            "1024",
+        ],
+        &["numatrace", "doctor"],
+        &["numatrace", "dump", "t"],
+    ] {
+        if let Err(e) = try_parse_from(argv) {
+            panic!("{argv:?}: {}", e.render());
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! Files numatrace writes from a trace (`report -o`, `replay -o`) go
+//! through the one write helper: a symlink planted at the name is replaced,
+//! never written through, and no temporary file is left behind.
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+const NUMATRACE: &str = env!("CARGO_BIN_EXE_numatrace");
+const TRACE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/testdata/hot-chunks-6.12.trace"
+);
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn outputs_replace_a_planted_symlink_instead_of_writing_through_it() {
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("numatrace-outputs-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).expect("dir");
+    let victim = dir.0.join("victim");
+    std::fs::write(&victim, b"precious").expect("victim");
+    for (name, args) in [
+        ("report.html", vec!["report", TRACE, "-o"]),
+        ("replay.json", vec!["replay", TRACE, "--json", "-o"]),
+    ] {
+        let out = dir.0.join(name);
+        std::os::unix::fs::symlink(&victim, &out).expect("symlink");
+        let run = Command::new(NUMATRACE)
+            .args(&args)
+            .arg(&out)
+            .output()
+            .expect("numatrace runs");
+        assert!(
+            run.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let meta = std::fs::symlink_metadata(&out).expect("output");
+        assert!(meta.is_file(), "{name} is still a symlink");
+        assert!(meta.len() > 100, "{name}: {} bytes", meta.len());
+        assert_eq!(
+            std::fs::read(&victim).expect("victim"),
+            b"precious",
+            "{name}"
+        );
+    }
+    assert_eq!(names(&dir.0), ["replay.json", "report.html", "victim"]);
+}

@@ -1,0 +1,123 @@
+//! Clean detach: `numatrace promote --all` (BPF probes plus the promoter's
+//! state file) ended by SIGINT, SIGTERM, SIGHUP, a panic and SIGKILL. After
+//! each, no numatrace BPF program, map or link is left in the kernel
+//! (`doctor --loaded`, the object-id syscalls) and, except after SIGKILL,
+//! no state file either; after SIGKILL the next run replaces the leftover
+//! file and cleans up (readers' judgement of a dead promoter's file is
+//! unit-tested in numa-host).
+use std::path::Path;
+
+use anyhow::{ensure, Context, Result};
+use serde_json::Value;
+
+use crate::kernels::Series;
+use crate::results::{read_json, text};
+
+pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
+mkdir -p /run
+state=/run/numatrace/promoter.json
+numatrace workload hot-chunks --slow-mb 32 --chunk-mb 8 --accesses 4000 --duration 600 --summary /dev/null > /dev/null 2>&1 &
+load=$!
+# ours: how many of numatrace's objects `doctor --loaded` lists
+ours() { numatrace doctor --loaded --json | grep -c '"numatrace": true'; }
+# case NAME SIGNAL (empty: the test panic)
+case_() {
+	if [ -z "$2" ]; then
+		NUMATRACE_TEST_PANIC_AFTER_S=6 numatrace promote --all --duration 60 > "$1.out" 2>&1 &
+	else
+		numatrace promote --all --duration 60 > "$1.out" 2>&1 &
+	fi
+	pid=$!
+	# Wait for this run's own state file (a SIGKILLed run leaves its own).
+	mine() { grep -q "\"pid\": *$pid[^0-9]" $state 2>/dev/null; }
+	i=0; while ! mine && [ $i -lt 150 ]; do sleep 0.2; i=$((i+1)); done
+	mine && echo 1 > "$1.state-during" || echo 0 > "$1.state-during"
+	numatrace doctor --loaded --json > "$1.during.json"
+	[ -n "$2" ] && kill -"$2" $pid
+	wait $pid; echo $? > "$1.rc"
+	echo "$1 $(cat /proc/uptime)" >> times
+	# The kernel frees objects after an RCU grace period: poll a little.
+	i=0; while [ "$(ours)" != 0 ] && [ $i -lt 20 ]; do sleep 0.5; i=$((i+1)); done
+	numatrace doctor --loaded --json > "$1.after.json"
+	[ -e $state ] && echo 1 > "$1.state-after" || echo 0 > "$1.state-after"
+}
+for c in INT TERM HUP; do case_ "$c" "$c"; done
+case_ panic ""
+case_ KILL KILL
+timeout -s KILL 90 numatrace promote --all --duration 3 > again.out 2>&1; echo $? > again.rc
+[ -e $state ] && echo 1 > again.state-after || echo 0 > again.state-after
+kill $load
+"#;
+
+/// Cases that end with a signal or a panic, and how they must exit.
+const CASES: &[(&str, &str)] = &[
+    ("INT", "0"),
+    ("TERM", "0"),
+    ("HUP", "0"),
+    ("panic", "101"),
+    ("KILL", "137"),
+];
+
+pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+    for &(case, rc) in CASES {
+        check_case(dir, case, rc).with_context(|| format!("promote ended by {case}"))?;
+    }
+    ensure!(
+        text(dir, "again.rc")?.trim() == "0",
+        "a promote run after SIGKILL failed: {}",
+        text(dir, "again.out")?
+    );
+    ensure!(
+        text(dir, "again.state-after")?.trim() == "0",
+        "the promote run after SIGKILL left its state file"
+    );
+    Ok(())
+}
+
+fn check_case(dir: &Path, case: &str, want_rc: &str) -> Result<()> {
+    let out = text(dir, &format!("{case}.out")).unwrap_or_default();
+    ensure!(
+        text(dir, &format!("{case}.state-during"))?.trim() == "1",
+        "the promoter never wrote its state file: {out}"
+    );
+    let during = ours(&read_json(dir, &format!("{case}.during.json"))?)?;
+    ensure!(
+        during.iter().all(|&n| n > 0),
+        "while attached, doctor --loaded listed numatrace's programs, maps, links {during:?}: it cannot see them"
+    );
+    let rc = text(dir, &format!("{case}.rc"))?;
+    ensure!(
+        rc.trim() == want_rc,
+        "exit status {} (want {want_rc}): {out}",
+        rc.trim()
+    );
+    let after = ours(&read_json(dir, &format!("{case}.after.json"))?)?;
+    ensure!(
+        after == [0, 0, 0],
+        "numatrace programs, maps, links left in the kernel: {after:?}"
+    );
+    let state_left = text(dir, &format!("{case}.state-after"))?.trim() == "1";
+    if case == "KILL" {
+        ensure!(
+            state_left,
+            "SIGKILL cannot remove the state file, yet it is gone"
+        );
+    } else {
+        ensure!(!state_left, "the state file was left behind");
+    }
+    Ok(())
+}
+
+/// numatrace's programs, maps and links in a `doctor --loaded --json`.
+fn ours(loaded: &Value) -> Result<[usize; 3]> {
+    let count = |key: &str| -> Result<usize> {
+        let list = loaded[key]
+            .as_array()
+            .with_context(|| format!("doctor --loaded --json has no {key} list"))?;
+        Ok(list
+            .iter()
+            .filter(|o| o["numatrace"] == Value::Bool(true))
+            .count())
+    };
+    Ok([count("programs")?, count("maps")?, count("links")?])
+}
