@@ -123,21 +123,26 @@ fn qemu_command(guest: &Guest, tiering: Tiering, initrd: &Path) -> Command {
     // in ten died with `Oops: int3` in code the kernel was live-patching
     // (static keys; fentry/fexit attach patches text the same way). One host
     // thread for all vCPUs avoids that race and boots as fast.
-    qemu.args(["-accel", "tcg,thread=single", "-cpu", "max"])
-        .args([
-            "-nodefaults",
-            "-no-user-config",
-            "-display",
-            "none",
-            "-no-reboot",
-        ])
-        .args(guest.topology.qemu_args(tiering))
-        .arg("-kernel")
-        .arg(guest.kernel.boot_image())
-        .arg("-initrd")
-        .arg(initrd)
-        .arg("-append")
-        .arg(kernel_cmdline.join(" "));
+    qemu.args(["-accel", "tcg,thread=single", "-cpu", "max"]);
+    if guest.icount {
+        // shift=0: one guest ns per instruction; sleep=off: an idle guest's
+        // clock jumps to its next timer instead of waiting in real time.
+        qemu.args(["-icount", "shift=0,sleep=off"]);
+    }
+    qemu.args([
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-no-reboot",
+    ])
+    .args(guest.topology.qemu_args(tiering))
+    .arg("-kernel")
+    .arg(guest.kernel.boot_image())
+    .arg("-initrd")
+    .arg(initrd)
+    .arg("-append")
+    .arg(kernel_cmdline.join(" "));
     qemu
 }
 

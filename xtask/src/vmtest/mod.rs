@@ -145,6 +145,7 @@ pub fn run_kernel(kernel: &Kernel, numatrace: &Path) -> Vec<TestResult> {
             boot_budget_s + tests.iter().map(|t| t.timeout_s).sum::<u64>(),
         ),
         out: &out,
+        icount: false,
     };
     let outcome = match vm::boot(&guest) {
         Ok(outcome) => outcome,

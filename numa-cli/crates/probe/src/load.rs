@@ -456,6 +456,8 @@ impl Probes {
                     } else {
                         run_time_ns as f64 / run_count as f64
                     },
+                    xlated_bytes: info.size_translated().unwrap_or(0),
+                    jited_bytes: info.size_jitted(),
                 })
             })
             .filter(|p| p.run_count > 0)

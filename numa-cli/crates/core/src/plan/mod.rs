@@ -509,6 +509,10 @@ pub struct ProgramStat {
     pub run_count: u64,
     pub run_time_ns: u64,
     pub ns_per_run: f64,
+    /// The program after the verifier (BPF bytecode) and as JIT-compiled
+    /// machine code, in bytes.
+    pub xlated_bytes: u32,
+    pub jited_bytes: u32,
 }
 
 #[cfg(test)]
