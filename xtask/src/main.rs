@@ -59,6 +59,16 @@ enum Cmd {
     /// Fuzz every parser of outside input (traces, ring records, procfs and
     /// sysfs text, the promoter's state file, model specs) with cargo-fuzz.
     Fuzz(fuzz::FuzzArgs),
+    /// export, shadow, promote --all and stats together for M minutes under
+    /// process churn in the VM; fails on growth, a bad exit or counts that
+    /// differ from vmstat (the test suite runs 3 minutes of it).
+    Soak {
+        #[arg(long, value_enum, default_value = "6.12")]
+        kernel: kernels::Series,
+        /// Minutes of soak (1 to 1440).
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=1440))]
+        minutes: u64,
+    },
     /// Benchmarks measured side by side in one VM boot.
     Bench {
         #[arg(value_enum)]
@@ -128,6 +138,32 @@ fn bench_vm(out: &std::path::Path, script: &str, cpus: u32, icount: bool) -> Res
     run(Cli::parse_from(argv).command)
 }
 
+/// `cargo xtask soak`: one boot running the soak for `minutes`, then its
+/// check.
+fn soak(kernel: kernels::Series, minutes: u64) -> Result<ExitCode> {
+    let out = cmd::target_dir().join("soak").join(kernel.to_string());
+    let series = kernel.to_string();
+    let timeout = (minutes * 60 + 600).to_string();
+    let out_arg = out.to_string_lossy();
+    let script = vmtest::soak::script(minutes * 60);
+    let argv = [
+        "cargo xtask",
+        "vm",
+        "--kernel",
+        &series,
+        "--timeout",
+        &timeout,
+    ];
+    let code =
+        run(Cli::parse_from(argv.into_iter().chain(["--out", &out_arg, "--", &script])).command)?;
+    if code != ExitCode::SUCCESS {
+        return Ok(code);
+    }
+    vmtest::soak::check(&out.join("soak"), "", kernel)?;
+    println!("soak on {kernel}: PASS ({})", out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
 fn run(command: Cmd) -> Result<ExitCode> {
     match command {
         Cmd::Setup { kernels } => {
@@ -150,6 +186,7 @@ fn run(command: Cmd) -> Result<ExitCode> {
             fuzz::run(&args, &mut Setup::new(false))?;
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Soak { kernel, minutes } => soak(kernel, minutes),
         Cmd::Bench {
             which: BenchKind::Top,
             seconds,

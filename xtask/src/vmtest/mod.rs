@@ -16,6 +16,7 @@ mod probe_count;
 mod promote;
 mod recording;
 mod shadow;
+pub mod soak;
 mod top;
 
 use std::fmt::Write as _;
@@ -99,6 +100,14 @@ pub const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         timeout_s: 420,
         check: detach::check,
+    },
+    // 180 s of soak, plus four attaches and their reports.
+    VmTest {
+        name: "soak",
+        script: soak::SCRIPT,
+        kernels: &Series::ALL,
+        timeout_s: 420,
+        check: soak::check,
     },
 ];
 
