@@ -225,14 +225,21 @@ fn check_out_of_scope(p: &Value, dry: &Value, wb: &Value, b: u64) -> Result<()> 
         dry["stopped"]
     );
     let row_b = proc_row(dry, b).context("B is not in the dry run's report")?;
-    let k_b = u(row_b, &["kernel_promoted"])?;
+    // Both runs watched B's promotions; on 7.x either may miss one in a
+    // few hundred (a decision classified as no promotion; seen as a
+    // difference of 1 between them), far below what the promoter moving
+    // B's pages would put on DRAM (the dry run's `would` pages).
+    let k_dry = u(row_b, &["kernel_promoted"])?;
+    let k_real = proc_row(p, b).map_or(Ok(0), |r| u(r, &["kernel_promoted"]))?;
+    let k_b = k_dry.max(k_real);
+    let slack = k_b / 500;
     let b_on_dram = u(wb, &["slow_pages_on_dram_node_at_end"])?;
     println!(
-        "    B: dry run would move {would} pages; B has {b_on_dram} pages on DRAM, the kernel promoted {k_b}"
+        "    B: dry run would move {would} pages; B has {b_on_dram} pages on DRAM, the kernel promoted {k_b} (dry run saw {k_dry}, the promoter {k_real})"
     );
     ensure!(
-        b_on_dram <= k_b,
-        "B has {b_on_dram} pages on DRAM but the kernel promoted only {k_b}: someone moved B's pages"
+        b_on_dram <= k_b + slack,
+        "B has {b_on_dram} pages on DRAM but the kernel promoted only {k_b} (+{slack} missed at most): someone moved B's pages"
     );
     Ok(())
 }
