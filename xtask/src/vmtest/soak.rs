@@ -21,8 +21,13 @@ ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up || exit 1
 S=${SOAK_S:-180}
 echo $S > soak_seconds
 scrape() { wget -q -O - http://127.0.0.1:9465/metrics 2>/dev/null; }
-# One attach at a time (each takes tens of seconds under TCG): the
-# exporter first, until it answers.
+# One attach at a time (each takes tens of seconds under TCG). stats
+# first: its window must open before any workload runs, for its counts to
+# equal vmstat's; the exporter next, until it answers.
+ours() { numatrace doctor --loaded --json | grep -c '"numatrace": true'; }
+numatrace stats --live --json --duration $((S + 600)) > stats.json 2> stats.err &
+sta=$!
+i=0; while [ "$(ours)" = 0 ] && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
 numatrace export --listen 127.0.0.1:9465 --per-process 5 --duration $((S + 600)) 2> export.err &
 exp=$!
 i=0; while ! scrape > /dev/null && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
@@ -30,8 +35,6 @@ numatrace shadow --json -o shadow.json --duration $((S + 600)) 2> shadow.err &
 sha=$!
 numatrace promote --all --duration $((S + 600)) --json -o promote.json 2> promote.err &
 pro=$!
-numatrace stats --live --json --duration $((S + 600)) > stats.json 2> stats.err &
-sta=$!
 i=0; while ! grep -q 'Ctrl-C stops' promote.err && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
 start=$(date +%s)
 end=$((start + S))
