@@ -5,10 +5,11 @@
 //! from the recorded test trace, so the trace reader and the ring decoder
 //! begin from real data rather than from nothing.
 //!
-//! With `--seed` a run is reproducible: a fresh corpus, libFuzzer's random
-//! seed fixed and a run count per target ([`TEST_RUNS`]), so the test
-//! suite explores the same inputs on every machine and a crash it reports
-//! is one the same command reproduces here. Without it, every run explores
+//! With `--seed`: a fresh corpus, libFuzzer's random seed fixed and a run
+//! count per target ([`TEST_RUNS`]), so the test suite explores mostly the
+//! same inputs everywhere (libFuzzer's feedback still differs a little
+//! between runs, so a rare input may be reached on one machine only; its
+//! crash input is saved either way). Without it, every run explores
 //! anew from the corpus earlier runs grew.
 
 use std::{
