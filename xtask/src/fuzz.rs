@@ -51,7 +51,7 @@ pub struct FuzzArgs {
     /// bound on the fixed run count.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub time: u64,
-    /// Reproducible: libFuzzer's seed (1 to 4294967295), a fresh corpus and
+    /// libFuzzer's seed (1 to 4294967295), with a fresh corpus and
     /// a fixed number of inputs per target.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub seed: Option<u32>,
