@@ -82,6 +82,12 @@ pub enum Counter {
     /// PMD (THP) hint faults seen at the hint-fault hook, which the
     /// fault-count patch does not count.
     PmdHintFaults = 34,
+    /// Program runs the kernel skipped because the same program was
+    /// already running on that CPU: a run preempted midway (kernels with
+    /// full or lazy preemption) and another task hitting the hook
+    /// meanwhile. Each is an event lost or left incomplete. Never written
+    /// by BPF: userspace fills it from the programs' `recursion_misses`.
+    RunsMissed = 35,
 }
 
 /// First slot of the per-outcome fault counters in `COUNTERS`.
@@ -340,6 +346,11 @@ pub mod ext_flags {
     /// The decision passed the free-space shortcut and ran the threshold
     /// path (its access-time exchange was seen).
     pub const THRESHOLD_PATH: u64 = 32;
+    /// task_numa_fault's probe run for this fault was skipped by the
+    /// kernel (see `Counter::RunsMissed`); the record was sent at the
+    /// thread's next hint fault, with `nr_pages` and `tnf_flags` inferred
+    /// (a PMD fault's 512 pages; MIGRATED from the migration's result).
+    pub const LATE_END: u64 = 64;
 }
 
 /// Flags in [`ScanEvent::ext_flags`].

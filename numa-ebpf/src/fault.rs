@@ -99,6 +99,9 @@ fn on_hint_fault(folio: u64, addr: u64) {
     // SAFETY: `ctx` points to this thread's storage; only this thread
     // writes it.
     let ctx = unsafe { &mut *ctx };
+    if ctx.ev.kind == EventKind::Fault as u32 {
+        finish_late(ctx);
+    }
     // The first access-time exchange from here until the decision returns
     // is the decision's (see scan::on_xchg).
     ctx.xchg_seen = 0;
@@ -212,20 +215,50 @@ fn on_fault_account(mem_node: i32, pages: i32, flags: i32) {
     if ctx.ev.kind != EventKind::Fault as u32 {
         return count(Counter::FaultWithoutContext, 1);
     }
+    finish(ctx, mem_node, pages as u32, flags as u32);
+}
+
+/// The thread's previous hint fault never reached task_numa_fault's probe:
+/// the kernel skipped that run, the probe being busy on the CPU with a
+/// preempted task (`RunsMissed`). Its record goes out now, with what
+/// task_numa_fault would have said inferred. A failed migration is the
+/// exception: the kernel returns without task_numa_fault when the PTE
+/// changed meanwhile, so such a fault may have had no end to miss.
+#[inline(always)]
+fn finish_late(ctx: &mut ThreadCtx) {
+    let ev = &mut ctx.ev;
+    let tried = ev.flags & ff::MIGRATE_TRIED != 0;
+    if tried && ev.migrate_ok == 0 {
+        return;
+    }
+    ev.ext_flags |= xf::LATE_END;
+    let pmd = ev.ext_flags & xf::PMD_FAULT != 0;
+    let (mem_node, flags) = if tried {
+        (ev.dst_nid, tnf::MIGRATED)
+    } else {
+        (ev.src_nid, 0)
+    };
+    finish(ctx, mem_node, if pmd { 512 } else { 1 }, flags);
+}
+
+/// Completes the record of the fault in `ctx` with task_numa_fault's
+/// arguments, counts it and emits it.
+#[inline(always)]
+fn finish(ctx: &mut ThreadCtx, mem_node: i32, pages: u32, flags: u32) {
     if ctx.pc_exchanged == 1
         && ctx.ev.ext_flags & xf::THRESHOLD_PATH == 0
-        && flags as u32 & tnf::MIGRATED == 0
+        && flags & tnf::MIGRATED == 0
     {
         pc_unexchange(ctx);
     }
     let ev = &mut ctx.ev;
-    ev.nr_pages = pages as u32;
-    ev.tnf_flags = flags as u32;
+    ev.nr_pages = pages;
+    ev.tnf_flags = flags;
     if ev.src_nid < 0 {
         // No decision: the folio did not move, mem_node is where it is.
         ev.src_nid = mem_node;
     }
-    if ev.flags & ff::DECIDED == 0 && flags as u32 & tnf::MIGRATED != 0 {
+    if ev.flags & ff::DECIDED == 0 && flags & tnf::MIGRATED != 0 {
         ev.dst_nid = mem_node;
     }
     let outcome = ev.outcome;

@@ -64,10 +64,6 @@ pub static PC_COUNT: HashMap<u64, PcCounter> = HashMap::with_max_entries(PC_COUN
 #[btf_map(name = "THREADS")]
 pub static THREADS: TaskStorage<ThreadCtx> = TaskStorage::new();
 
-/// When the ring buffer last woke its reader (ns, slot 0); see [`emit`].
-#[map(name = "RING_WAKE")]
-pub static RING_WAKE: Array<u64> = Array::with_max_entries(1, 0);
-
 /// A BTF map definition of a task storage map (aya-ebpf 0.2.1 has the
 /// inode, socket and cgroup kinds but not this one): the layout its
 /// `btf_map_def!` generates, which aya's loader reads from BTF.
@@ -450,34 +446,22 @@ pub fn existing_thread_ctx() -> Option<*mut ThreadCtx> {
     THREADS.current(false)
 }
 
-/// The ring buffer wakes its reader at most once per this interval (and
-/// whenever a quarter of the ring is pending), not once per record: a
-/// wakeup is an irq_work plus a reader context switch, more than the
-/// record itself costs. A record waits at most until the next one after
-/// the interval, or the reader's final drain.
-const RING_WAKE_INTERVAL_NS: u64 = 20_000_000;
-
 /// Sends `value` to the `EVENTS` ring (reserve, write in place, submit),
 /// counting a full ring as a drop.
+///
+/// The reader drains the ring on its own timer; a record wakes it only
+/// when a quarter of the ring is pending. A wakeup is an irq_work whose
+/// self-IPI lands inside this program and wakes the reader, which on a
+/// preemptible kernel often preempts the faulting task right here, with
+/// the program still marked running on this CPU: every other task's run
+/// of it on this CPU is then skipped by the kernel (`RunsMissed`).
 #[inline(always)]
 pub fn emit<T: Copy + 'static>(value: &T) {
     let Some(mut entry) = EVENTS.reserve::<T>(0) else {
         return count(Counter::RingDrops, 1);
     };
     entry.write(*value);
-    let now = now_ns();
-    let last = RING_WAKE.get_ptr_mut(0);
-    let due = match last {
-        // SAFETY: map value; a racing CPU writing the same slot only makes
-        // one more wakeup.
-        Some(p) => now.wrapping_sub(unsafe { *p }) >= RING_WAKE_INTERVAL_NS,
-        None => true,
-    };
-    let flags = if due || EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= setting!(RING_WAKE_BYTES) {
-        if let Some(p) = last {
-            // SAFETY: as above.
-            unsafe { *p = now };
-        }
+    let flags = if EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= setting!(RING_WAKE_BYTES) {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP

@@ -32,6 +32,10 @@ pub struct TestArgs {
     /// at most this many seconds each (0: skip fuzzing; at most 86400).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=86400))]
     pub fuzz_time: u64,
+    /// Only these VM tests, after the release build and nothing else (no
+    /// fmt, clippy, unit tests or fuzzing): for working on one test.
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(vmtest::TESTS.iter().map(|t| t.name)))]
+    pub only: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -130,13 +134,19 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
             .map(|&series| (series, kernel_step(&mut report, &mut setup, series)))
             .collect()
     };
-    let numatrace = cargo_steps(&mut report, &mut setup);
+    let numatrace = if args.only.is_empty() {
+        cargo_steps(&mut report, &mut setup)
+    } else {
+        release_build(&mut report, &mut setup)
+    };
     let fuzz_step = format!(
         "fuzz ({} targets, seed 1, at most {} s each)",
         crate::fuzz::TARGETS.len(),
         args.fuzz_time
     );
-    if args.fuzz_time == 0 {
+    if !args.only.is_empty() {
+        report.push(&fuzz_step, Status::Skipped("--only".into()), Duration::ZERO);
+    } else if args.fuzz_time == 0 {
         report.push(
             &fuzz_step,
             Status::Skipped("--fuzz-time 0".into()),
@@ -159,7 +169,13 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         );
     }
     for (series, kernel) in kernels {
-        vm_steps(&mut report, series, kernel, numatrace.as_deref());
+        vm_steps(
+            &mut report,
+            series,
+            kernel,
+            numatrace.as_deref(),
+            &args.only,
+        );
     }
 
     Ok(if report.print() {
@@ -209,6 +225,10 @@ fn cargo_steps(report: &mut Report, setup: &mut Setup) -> Option<PathBuf> {
     report.step("cargo test --workspace", || {
         cmd::run(cmd::cargo().args(["test", "--workspace", "--exclude", "numa-ebpf"]))
     });
+    release_build(report, setup)
+}
+
+fn release_build(report: &mut Report, setup: &mut Setup) -> Option<PathBuf> {
     report.step("build numatrace (release, musl, static)", || {
         let path = binary::build(true, setup)?;
         println!("built {} (static)", path.display());
@@ -223,10 +243,11 @@ fn vm_steps(
     series: Series,
     kernel: Result<Kernel, String>,
     numatrace: Option<&Path>,
+    only: &[String],
 ) {
     let names: Vec<String> = vmtest::TESTS
         .iter()
-        .filter(|t| t.kernels.contains(&series))
+        .filter(|t| t.kernels.contains(&series) && vmtest::selected(t, only))
         .map(|t| format!("vm {series}: {}", t.name))
         .collect();
     let kernel = match kernel {
@@ -250,7 +271,7 @@ fn vm_steps(
         return;
     };
     println!("\n==> vm tests on {series} ({})", kernel.package);
-    let results = vmtest::run_kernel(&kernel, numatrace);
+    let results = vmtest::run_kernel(&kernel, numatrace, only);
     for r in results {
         let status = match r.outcome {
             Ok(()) => Status::Pass,

@@ -134,11 +134,17 @@ pub struct TestResult {
 const TEST_BEGIN: &str = "===NUMATRACE-TEST-BEGIN ";
 const TEST_END: &str = "===NUMATRACE-TEST-END ";
 
-/// Boots `kernel` once and runs every test of [`TESTS`] that applies to it.
-pub fn run_kernel(kernel: &Kernel, numatrace: &Path) -> Vec<TestResult> {
+/// Whether `test` is among `only` (all tests when `only` is empty).
+pub fn selected(test: &VmTest, only: &[String]) -> bool {
+    only.is_empty() || only.iter().any(|n| n == test.name)
+}
+
+/// Boots `kernel` once and runs every test of [`TESTS`] that applies to it
+/// (those in `only`, if any).
+pub fn run_kernel(kernel: &Kernel, numatrace: &Path, only: &[String]) -> Vec<TestResult> {
     let tests: Vec<&VmTest> = TESTS
         .iter()
-        .filter(|t| t.kernels.contains(&kernel.series))
+        .filter(|t| t.kernels.contains(&kernel.series) && selected(t, only))
         .collect();
     let out = vm::state_dir(kernel.series).join("test/results");
     let boot_budget_s = 120;

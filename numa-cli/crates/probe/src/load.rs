@@ -430,7 +430,20 @@ pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
 impl Probes {
     /// Every counter summed over CPUs, indexed by [`Counter`].
     pub fn counters(&self) -> Result<Vec<u64>> {
-        read_counters(&self.ebpf)
+        let mut values = read_counters(&self.ebpf)?;
+        if let Some(slot) = values.get_mut(Counter::RunsMissed as usize) {
+            *slot = self.runs_missed();
+        }
+        Ok(values)
+    }
+
+    /// Runs of numatrace's programs the kernel skipped, summed (see
+    /// [`Counter::RunsMissed`]).
+    pub fn runs_missed(&self) -> u64 {
+        self.ebpf
+            .programs()
+            .filter_map(|(_, prog)| runs_missed(prog))
+            .sum()
     }
 
     /// A per-CPU u64 array summed over CPUs.
@@ -458,9 +471,10 @@ impl Probes {
                     },
                     xlated_bytes: info.size_translated().unwrap_or(0),
                     jited_bytes: info.size_jitted(),
+                    runs_missed: runs_missed(prog).unwrap_or(0),
                 })
             })
-            .filter(|p| p.run_count > 0)
+            .filter(|p| p.run_count > 0 || p.runs_missed > 0)
             .collect()
     }
 
@@ -490,6 +504,22 @@ fn summed(ebpf: &Ebpf, name: &str) -> Result<Vec<u64>> {
     (0..array.len())
         .map(|i| Ok(array.get(&i, 0)?.iter().sum()))
         .collect()
+}
+
+/// The kernel's count of skipped runs of one loaded program, from its fd's
+/// `recursion_misses` (fdinfo; counted whether or not run stats are on).
+fn runs_missed(prog: &aya::programs::Program) -> Option<u64> {
+    use std::os::fd::{AsFd, AsRawFd};
+    let fd = prog.fd().ok()?.as_fd().as_raw_fd();
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+    fdinfo_field(&info, "recursion_misses")
+}
+
+fn fdinfo_field(info: &str, key: &str) -> Option<u64> {
+    info.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == key).then(|| v.trim().parse().ok())?
+    })
 }
 
 fn read_counters(ebpf: &Ebpf) -> Result<Vec<u64>> {
@@ -596,5 +626,24 @@ mod tests {
             }
         }
         assert!(p::empty_twin(p::KPROBE_HINT_FAULT).is_none());
+    }
+}
+
+#[cfg(test)]
+mod fdinfo_tests {
+    #[test]
+    fn recursion_misses_are_read_from_a_program_fdinfo() {
+        let info = "pos:\t0\nflags:\t02000002\nprog_type:\t26\nrun_time_ns:\t0\n\
+                    run_cnt:\t0\nrecursion_misses:\t17\nverified_insns:\t321\n";
+        assert_eq!(super::fdinfo_field(info, "recursion_misses"), Some(17));
+        assert_eq!(super::fdinfo_field(info, "run_cnt"), Some(0));
+        assert_eq!(
+            super::fdinfo_field("prog_type:\t26\n", "recursion_misses"),
+            None
+        );
+        assert_eq!(
+            super::fdinfo_field("recursion_misses:\tx\n", "recursion_misses"),
+            None
+        );
     }
 }

@@ -42,7 +42,7 @@ use numa_core::{
     sink::Sink,
     topology::{MemoryTier, Node},
 };
-use numa_ebpf_common::{fault_flags as ff, FaultEvent, Outcome};
+use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome};
 use serde::Serialize;
 
 use mover::{MoverReport, Shared};
@@ -314,6 +314,11 @@ pub struct PromoteReport {
     /// The kernel's own promotions and demotions in the same window (vmstat).
     pub kernel_pgpromote_success: u64,
     pub kernel_pgdemote: u64,
+    /// Fault records the pipeline never saw: the ring was full, or a probe
+    /// run was skipped (preempted on its CPU). Either can hide a kernel
+    /// promotion from the per-process counts.
+    pub ring_drops: u64,
+    pub runs_missed: u64,
     pub mover: MoverReport,
     pub processes: Vec<ProcRow>,
 }
@@ -374,6 +379,8 @@ impl PromoteSink {
                 "pgdemote_direct",
                 "pgdemote_khugepaged",
             ]),
+            ring_drops: self.window.count(Counter::RingDrops),
+            runs_missed: self.window.count(Counter::RunsMissed),
             mover: mover_report,
             processes,
         }

@@ -31,6 +31,13 @@ pub fn write_human(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<(
         "  kernel      pgpromote_success +{}, pgdemote +{} in the same window",
         r.kernel_pgpromote_success, r.kernel_pgdemote
     )?;
+    if r.ring_drops + r.runs_missed > 0 {
+        writeln!(
+            out,
+            "  lost        {} records to a full ring, {} to probe runs the kernel skipped (preempted on their CPU)",
+            r.ring_drops, r.runs_missed
+        )?;
+    }
     writeln!(out)?;
     write_processes(r, out)
 }

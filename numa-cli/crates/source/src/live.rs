@@ -13,8 +13,9 @@ use tokio::{io::unix::AsyncFd, process::Child};
 
 use crate::{dispatch, dispatch_snapshot, signals::Signals, StopReason};
 
-/// How often the live pipeline drains the ring without a wakeup.
-const RING_FLUSH_EVERY: Duration = Duration::from_millis(100);
+/// How often the live pipeline drains the ring: the probes wake it only
+/// when a quarter of the ring is pending (see `emit` in numa-ebpf).
+const RING_FLUSH_EVERY: Duration = Duration::from_millis(20);
 /// Records one drain hands on at most: records can arrive faster than the
 /// sinks take them, and the loop must get back to its timers, the
 /// deadline and the stop signals (a drain that stops early leaves the
@@ -280,10 +281,9 @@ async fn pump<R: Records>(
     let mut signals = Signals::new()?;
     let mut tick = tokio::time::interval(o.snapshot_every);
     tick.tick().await;
-    // The probes wake this reader at most every 20 ms (and when a quarter of
-    // the ring is pending), so records submitted after the last wakeup wait
-    // for the next one: drain on a timer too, so a quiet ring holds nothing
-    // back for long, and before every snapshot, so counters and events agree.
+    // The probes wake this reader only when a quarter of the ring is
+    // pending: drain on a timer, so records wait at most one period, and
+    // before every snapshot, so counters and events agree.
     let mut flush = tokio::time::interval(RING_FLUSH_EVERY);
     flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     flush.tick().await;

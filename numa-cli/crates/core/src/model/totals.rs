@@ -2,7 +2,9 @@
 //! events and kernel snapshots, never reads the clock or the system.
 use std::collections::BTreeMap;
 
-use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome, OUTCOMES, OUTCOME_BASE};
+use numa_ebpf_common::{
+    ext_flags as xf, fault_flags as ff, Counter, FaultEvent, Outcome, OUTCOMES, OUTCOME_BASE,
+};
 use serde::Serialize;
 
 use super::{
@@ -57,6 +59,9 @@ pub struct Totals {
     pub slow_faults: u64,
     /// Stamps later than their fault (impossible unless the clock is wrong).
     pub negative_latencies: u64,
+    /// Records sent at the thread's next fault, their end's probe run
+    /// having been skipped (`LATE_END`).
+    pub late_records: u64,
     pub patch: PatchInputs,
 }
 
@@ -85,7 +90,6 @@ pub struct PatchInputs {
 
 impl PatchInputs {
     fn fault(&mut self, f: &FaultEvent) {
-        use numa_ebpf_common::ext_flags as xf;
         if f.ext_flags & xf::PC_COUNT == 0 {
             self.faults_without_counter += 1;
             return;
@@ -138,6 +142,11 @@ pub struct Report {
     pub scan_ptes_updated: u64,
     pub vma_skips: BTreeMap<String, u64>,
     pub drops: u64,
+    /// Program runs the kernel skipped (a run preempted on the same CPU):
+    /// events lost or incomplete, in counters and histograms too.
+    pub runs_missed: u64,
+    /// Of the hint faults, records recovered after a skipped run.
+    pub late_records: u64,
     pub evictions: u64,
     pub stamp_misses: u64,
     pub vmstat_delta: BTreeMap<String, u64>,
@@ -230,6 +239,7 @@ impl Totals {
 
     fn fault(&mut self, f: &FaultEvent) {
         self.faults += 1;
+        self.late_records += u64::from(f.ext_flags & xf::LATE_END != 0);
         self.seen(f.ts_ns);
         let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
         let o = outcome as usize;
@@ -316,6 +326,8 @@ impl Totals {
             scan_ptes_updated: self.scan_ptes,
             vma_skips: self.vma_skips.clone(),
             drops: kc(Counter::RingDrops),
+            runs_missed: kc(Counter::RunsMissed),
+            late_records: self.late_records,
             evictions: self.window.evictions(stamp_capacity),
             stamp_misses: kc(Counter::StampMisses),
             vmstat_delta,
@@ -414,6 +426,7 @@ impl Totals {
             ("pc_drops", kc(Counter::PcDrops)),
             ("pc_unavailable", kc(Counter::PcUnavailable)),
             ("pmd_hint_faults", kc(Counter::PmdHintFaults)),
+            ("runs_missed", kc(Counter::RunsMissed)),
         ])
     }
 

@@ -513,6 +513,9 @@ pub struct ProgramStat {
     /// machine code, in bytes.
     pub xlated_bytes: u32,
     pub jited_bytes: u32,
+    /// Runs the kernel skipped: this program was already running on the
+    /// CPU (preempted midway).
+    pub runs_missed: u64,
 }
 
 #[cfg(test)]
