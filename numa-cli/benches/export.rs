@@ -80,6 +80,7 @@ fn full_state(generation: u64) -> MetricsState {
             migrations_success: 1_234_567,
             migrations_fail: 12_345,
             ring_drops: 17,
+            runs_missed: 3,
             map_evictions: 99,
             latency_ns: hists(1),
             fault_delta: hists(2),

@@ -187,7 +187,8 @@ pub struct ModelFlags {
     /// 1e18; RFC: 1e6.
     #[arg(long, value_parser = ranges::real(1.0, 1e18, "hint faults"))]
     pub threshold: Option<f64>,
-    /// fault-count counter: mm (the RFC's per-process) or global.
+    /// fault-count counter: mm (the RFC's per-process) or global (only with
+    /// fault-count:exact).
     #[arg(long, value_parser = ["mm", "global"])]
     pub counter: Option<String>,
     /// fault-count stamp: first (the kernel's) or latest (the RFC's patch 2/2).
@@ -217,14 +218,16 @@ impl ModelFlags {
 /// `top`, `export`).
 #[derive(Debug, Args, Clone, Default)]
 pub struct ModelSel {
-    /// Policy to evaluate, repeatable: kernel-time, fault-count, two-touch,
-    /// optionally with options: `fault-count:threshold=2e5,counter=global`.
+    /// Policy to evaluate, repeatable: kernel-time, fault-count (the RFC's
+    /// patched kernel), fault-count:exact (idealised deltas), two-touch,
+    /// optionally with options: `fault-count:threshold=2e5,stamp=latest`.
     /// Default: all three with their defaults.
     #[arg(long = "model")]
     pub models: Vec<String>,
     #[command(flatten)]
     pub options: ModelFlags,
-    /// Apply the kernel's promotion rate limit to fault-count too.
+    /// Apply the kernel's promotion rate limit to fault-count:exact too
+    /// (fault-count, the patched kernel, has it already).
     #[arg(long)]
     pub rate_limit: bool,
 }
@@ -504,7 +507,7 @@ pub struct PromoteArgs {
     #[command(flatten)]
     pub options: ModelFlags,
     /// Promote pages of this process (repeatable).
-    #[arg(long = "pid", value_name = "PID")]
+    #[arg(long = "pid", value_name = "PID", value_parser = ranges::pid)]
     pub pids: Vec<u32>,
     /// Promote pages of every process in this cgroup v2 directory or below
     /// it, including processes started later.
@@ -520,27 +523,28 @@ pub struct PromoteArgs {
     /// Keep at least this much free on the target node: a share of its
     /// memory (0% to 100%, like 5%) or an amount (up to 1PiB, like 200MiB).
     /// Never crossed, even by one batch.
-    #[arg(long, default_value = "5%", value_parser = numa_promote::floor::MinFree::from_flag)]
+    #[arg(long, default_value = "5%", allow_hyphen_values = true,
+          value_parser = numa_promote::floor::MinFree::from_flag)]
     pub min_free: numa_promote::floor::MinFree,
     /// Target time per move_pages call in ms, 0.1 to 1000 (batches adapt
     /// to it).
-    #[arg(long, default_value_t = 20.0, value_parser = crate::promote::batch_ms_flag)]
+    #[arg(long, default_value_t = 20.0, value_parser = ranges::real(0.1, 1000.0, "milliseconds"))]
     pub batch_ms: f64,
     /// Retries of a page whose move failed (EBUSY, ENOMEM, ...), 0 to 100.
-    #[arg(long, default_value_t = 3, value_parser = crate::promote::whole::<u32>(0, 100))]
+    #[arg(long, default_value_t = 3, value_parser = ranges::int(0u32, 100, "retries"))]
     pub max_retries: u32,
     /// Requests waiting at most, 1 to 1048576: on the channel from the
     /// event pipeline to the mover, and pages in the mover's queue; beyond
     /// either, requests are dropped and counted.
-    #[arg(long, default_value_t = 65536, value_parser = crate::promote::queue_flag())]
+    #[arg(long, default_value_t = 65536, value_parser = ranges::int(1usize, 1 << 20, "requests"))]
     pub queue: usize,
     /// Move nothing: print what would be moved and the rate that would
     /// need. Needs no CAP_SYS_NICE, but still loads the BPF probes to see
-    /// the hint faults (root, or CAP_BPF and CAP_PERFMON).
+    /// the hint faults, which needs root (CAP_BPF and CAP_PERFMON).
     #[arg(long)]
     pub dry_run: bool,
-    /// Stop after this many seconds, 0.001 to 31536000; by default on
-    /// Ctrl-C / SIGTERM, or when every --pid process has exited.
+    /// Stop after this many seconds, 0.001 to 31536000 (default: on
+    /// Ctrl-C / SIGTERM, or once every --pid process has exited).
     #[arg(long, value_parser = ranges::run_seconds)]
     pub duration: Option<f64>,
     /// Machine-readable final report.

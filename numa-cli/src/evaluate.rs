@@ -81,6 +81,8 @@ pub fn write_human(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()
     writeln!(out)?;
     write_policies(r, out)?;
     writeln!(out)?;
+    write_projected(r, out)?;
+    writeln!(out)?;
     write_agreement(r, out)?;
     writeln!(out)?;
     write_evidence(r, out)?;
@@ -126,6 +128,24 @@ fn write_policies(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()>
         "  migrations: {} succeeded, {} failed",
         k.migrate_success, k.migrate_fail
     )
+}
+
+/// The benchmark counters each model projects (vmstat-like, pages where
+/// vmstat counts pages).
+fn write_projected(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "  projected                    promote_pages  candidates  rej:threshold  rej:rate_limit"
+    )?;
+    for m in &r.models {
+        let p = &m.projected;
+        writeln!(
+            out,
+            "  {:<28} {:>13} {:>11} {:>14} {:>15}",
+            m.name, p.promote_pages, p.candidate_pages, p.reject_threshold, p.reject_rate_limit
+        )?;
+    }
+    Ok(())
 }
 
 fn write_agreement(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
@@ -250,7 +270,7 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
     }
     let probes = numa_probe::session::attach(&args.probe.options())?;
     let probes_header = numa_probe::session::header(&probes);
-    let k = KernelDefaults::from_tunables(&probes_header.tunables);
+    let k = KernelDefaults::from_host(&probes_header.tunables, probes_header.params.as_ref());
     let mut engine = Shadow::new(args.models.sel.policies(&k)?, args.models.top);
     let reason = {
         let mut interval = Interval {
@@ -276,7 +296,7 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
 
 pub fn replay(args: &ReplayArgs) -> Result<ExitCode> {
     let header = trace::Reader::open(&args.trace)?.header;
-    let k = KernelDefaults::from_tunables(&header.tunables);
+    let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
     if let Some(sweep) = &args.sweep {
         return run_sweep(args, sweep, &k);
     }
@@ -351,6 +371,7 @@ fn write_sweep_json(r: &ShadowReport, param: &str, buf: &mut Vec<u8>) -> Result<
                 "param": param, "value": m.params.get(param), "promote": m.promote, "reject": m.reject,
                 "agreement": m.agreement, "agreement_pct": m.agreement_pct,
                 "refault_after_model_only": m.refault_after_model_only,
+                "projected": m.projected,
             })
         })
         .collect();

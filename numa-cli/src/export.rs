@@ -132,7 +132,7 @@ fn options(
         },
         shadow: shadow(
             &args.models,
-            &KernelDefaults::from_tunables(&header.tunables),
+            &KernelDefaults::from_host(&header.tunables, header.params.as_ref()),
         )?,
         per_process: args.per_process,
         sample_every: header.sample_every,

@@ -14,7 +14,9 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use numa_core::{
+    decode::{Event, Snapshot},
     model::policy::{self, KernelDefaults, Policy},
+    sink::Sink,
     topology::Node,
 };
 use numa_host::{promoter_state, system};
@@ -26,35 +28,6 @@ use numa_promote::{
 use numa_source::{Source, StopReason, StopWhen};
 
 use crate::cli::{ProbeArgs, PromoteArgs};
-
-/// The most `--queue` may be (4 GiB of 4 KiB pages).
-const MAX_QUEUE: u64 = 1 << 20;
-
-/// A count flag: a whole number from `min` to `max` (`65536`, `1e5`).
-pub fn whole<T: TryFrom<u64>>(
-    min: u64,
-    max: u64,
-) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static {
-    move |s: &str| {
-        let v = s.trim().parse::<f64>().ok();
-        v.filter(|v| v.fract() == 0.0 && (min as f64..=max as f64).contains(v))
-            .and_then(|v| T::try_from(v as u64).ok())
-            .ok_or_else(|| format!("use a whole number from {min} to {max}"))
-    }
-}
-
-/// `--queue`: 1 to [`MAX_QUEUE`] requests.
-pub fn queue_flag() -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
-    whole(1, MAX_QUEUE)
-}
-
-/// `--batch-ms`: 0.1 to 1000 ms.
-pub fn batch_ms_flag(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if (0.1..=1000.0).contains(&v) => Ok(v),
-        _ => Err("use 0.1 to 1000 milliseconds".into()),
-    }
-}
 
 fn config(a: &PromoteArgs, targets: &Targets, nodes: &[Node]) -> MoverConfig {
     MoverConfig {
@@ -75,10 +48,11 @@ fn require_cap_sys_nice() -> Result<()> {
     if !scope::has_cap_sys_nice(&status) {
         bail!(
             "moving other processes' pages needs CAP_SYS_NICE: run as root \
-             (`sudo numatrace promote ...`); --dry-run needs no CAP_SYS_NICE (it still \
-             loads BPF: CAP_BPF and CAP_PERFMON). CAP_SYS_NICE lets a process move any \
-             process's memory and the probes' CAP_BPF + CAP_PERFMON let it read all kernel \
-             memory: never set them as file capabilities on a binary other users can run"
+             (`sudo numatrace promote ...`); --dry-run needs no CAP_SYS_NICE, but like every \
+             attaching command it loads BPF, which needs root too. CAP_SYS_NICE lets a \
+             process move any process's memory and the probes' CAP_BPF + CAP_PERFMON let it \
+             read all kernel memory: never set them as file capabilities on a binary other \
+             users can run"
         );
     }
     Ok(())
@@ -132,7 +106,7 @@ fn probe_args(a: &PromoteArgs) -> ProbeArgs {
 /// defaults.
 fn policy_of(a: &PromoteArgs, probes: &numa_probe::load::Probes) -> Result<Box<dyn Policy>> {
     let header = numa_probe::session::header(probes);
-    let k = KernelDefaults::from_tunables(&header.tunables);
+    let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
     policy::build(&a.model, &a.options.defaults(None), &k)
 }
 
@@ -180,6 +154,27 @@ fn write_report(a: &PromoteArgs, report: &PromoteReport) -> Result<()> {
     crate::write_output(a.output.as_deref(), &buf)
 }
 
+/// Says the promoter runs once its window has begun (the first snapshot):
+/// hint faults before it are not counted, so a workload started on this
+/// line has every fault seen.
+struct Started<W: Write> {
+    notice: Option<String>,
+    out: W,
+}
+
+impl<W: Write> Sink for Started<W> {
+    fn event(&mut self, _ev: &Event) -> Result<()> {
+        Ok(())
+    }
+
+    fn snapshot(&mut self, _s: &Snapshot) -> Result<()> {
+        if let Some(notice) = self.notice.take() {
+            writeln!(self.out, "{notice}")?;
+        }
+        Ok(())
+    }
+}
+
 pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
     let scope = scope_of(a)?;
     if !a.dry_run {
@@ -208,11 +203,14 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
     let handle =
         mover::spawn(mover, rx, stop.clone(), state).context("starting the mover thread")?;
     let mut sink = PromoteSink::new(policy, scope.clone(), targets, tx, shared.clone());
-    eprintln!(
-        "numatrace: promote{} {} with {model}; Ctrl-C stops",
-        if a.dry_run { " (dry run)" } else { "" },
-        scope.describe()
-    );
+    let mut started = Started {
+        notice: Some(format!(
+            "numatrace: promote{} {} with {model}; Ctrl-C stops",
+            if a.dry_run { " (dry run)" } else { "" },
+            scope.describe()
+        )),
+        out: std::io::stderr(),
+    };
     let mut source = probe_args.live(probes, Duration::from_secs(1));
     if let Source::Live(_, opts) = &mut source {
         let shared = shared.clone();
@@ -224,7 +222,7 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
         })));
     }
     let result = source
-        .run_blocking(probe_args.until(), &mut [&mut sink])
+        .run_blocking(probe_args.until(), &mut [&mut started, &mut sink])
         .map(|f| f.reason);
     // Stop the mover after its call in flight, whatever ended the pipeline.
     stop.store(true, Ordering::Release);
@@ -257,51 +255,21 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use clap::{CommandFactory, Parser};
+    use clap::CommandFactory;
 
     use super::*;
-    use crate::cli::{Cli, Command};
+    use crate::cli::{ranges::try_parse_from, Cli, Command};
 
+    /// The promote command line with `flags` (out-of-range values are
+    /// refused by the cases in `cli::tests`).
     fn parse(flags: &[&str]) -> Result<PromoteArgs, String> {
         let argv = ["numatrace", "promote", "--all"].iter().chain(flags);
-        match Cli::try_parse_from(argv) {
+        match try_parse_from(argv) {
             Ok(Cli {
                 command: Command::Promote(a),
             }) => Ok(a),
             Ok(_) => Err("not promote".into()),
             Err(e) => Err(e.to_string()),
-        }
-    }
-
-    #[test]
-    fn numeric_flags_out_of_range_are_refused_with_the_range() {
-        for (flag, value, range) in [
-            ("--rate-limit", "0.5", "4KiB/s"),
-            ("--rate-limit", "100TiB/s", "1TiB/s"),
-            ("--min-free", "101%", "100%"),
-            ("--min-free", "NaN%", "100%"),
-            ("--min-free", "100PiB", "1PiB"),
-            ("--batch-ms", "0", "1000"),
-            ("--batch-ms", "inf", "1000"),
-            ("--batch-ms", "NaN", "1000"),
-            ("--max-retries", "1000", "100"),
-            ("--queue", "0", "1048576"),
-            ("--queue", "10000000000", "1048576"),
-            ("--queue", "1e10", "1048576"),
-            ("--queue", "1.5", "1048576"),
-            ("--max-retries", "many", "100"),
-            ("--ring-mb", "x", "1024"),
-            ("--duration", "-1", "seconds"),
-            ("--duration", "NaN", "seconds"),
-            ("--duration", "inf", "seconds"),
-            ("--duration", "1e19", "seconds"),
-            ("--max-folios", "100", "67108864"),
-            ("--max-folios", "4000000000", "67108864"),
-            ("--ring-mb", "0", "1024"),
-            ("--ring-mb", "3000", "1024"),
-        ] {
-            let e = parse(&[flag, value]).expect_err(&format!("{flag} {value} accepted"));
-            assert!(e.contains(flag) && e.contains(range), "{flag} {value}: {e}");
         }
     }
 
@@ -315,7 +283,7 @@ mod tests {
             "--batch-ms",
             "0.5",
             "--queue",
-            "1e6",
+            "1000000",
             "--duration",
             "2.5",
             "--max-folios",
@@ -328,6 +296,7 @@ mod tests {
         assert_eq!(a.min_free.to_string(), "200 MiB");
         assert_eq!(a.duration, Some(2.5));
         assert_eq!((a.queue, a.max_folios, a.ring_mb), (1_000_000, 1024, 1024));
+        assert_eq!(a.batch_ms, 0.5);
         let a = parse(&["--rate-limit", "unlimited", "--min-free", "0%"]).expect("valid");
         assert_eq!(a.rate_limit, 0);
     }
@@ -396,5 +365,20 @@ mod tests {
         );
         assert!(written.contains("\"moved_pages\": 0"), "{written}");
         assert!(!is_link);
+    }
+
+    #[test]
+    fn the_start_notice_waits_for_the_first_snapshot() {
+        let mut started = Started {
+            notice: Some("numatrace: promote ...; Ctrl-C stops".to_owned()),
+            out: Vec::new(),
+        };
+        let fault = Event::Fault(Default::default());
+        started.event(&fault).expect("event");
+        assert!(started.out.is_empty(), "printed before the window began");
+        started.snapshot(&Snapshot::default()).expect("snapshot");
+        started.snapshot(&Snapshot::default()).expect("snapshot");
+        let text = String::from_utf8(started.out).expect("utf-8");
+        assert_eq!(text, "numatrace: promote ...; Ctrl-C stops\n");
     }
 }

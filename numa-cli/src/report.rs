@@ -36,7 +36,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
 /// Renders the report page for a trace.
 pub fn render(path: &Path, model_specs: &[String]) -> Result<String> {
     let header = trace::Reader::open(path)?.header;
-    let k = KernelDefaults::from_tunables(&header.tunables);
+    let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
     let g = gather(path, &header, &k, model_specs)?;
     let charts = charts::all(&g, k.hot_threshold_ms)?;
     Ok(page::page(path, &header, &g, &charts))

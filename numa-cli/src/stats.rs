@@ -163,6 +163,13 @@ fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         "  ring drops           {:>12}   map evictions {}",
         r.drops, r.evictions
     )?;
+    if r.runs_missed > 0 {
+        writeln!(
+            out,
+            "  runs missed          {:>12}   (a probe preempted on its CPU; {} fault records recovered late)",
+            r.runs_missed, r.late_records
+        )?;
+    }
     writeln!(out, "\n  scan-to-fault latency (ms)")?;
     numa_core::histtext::write(out, &r.latency_ms, "ms")?;
     writeln!(

@@ -355,7 +355,7 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
     // Validate the model specs before attaching anything.
     let _ = top_policies(&args.sel, &KernelDefaults::default())?;
     let (source, until, header) = prepare(args)?;
-    let k = KernelDefaults::from_tunables(&header.tunables);
+    let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
     let label = source_label(args);
     if args.once {
         return once(args, source, until, &header, &k, label);

@@ -9,7 +9,14 @@
 /// built into the same binary as the userspace that reads it, so only
 /// traces can disagree: every trace header carries it and the trace reader
 /// refuses a trace with another value.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
+
+/// The layout before the fault-count patch fields were appended to
+/// [`FaultEvent`] and [`ScanEvent`]: a trace of this version is read with
+/// the appended fields zero (their flags clear).
+pub const ABI_VERSION_V1: u32 = 1;
+/// Record sizes (fault, scan, skip) of [`ABI_VERSION_V1`].
+pub const RECORD_SIZES_V1: [usize; 3] = [136, 72, 40];
 
 /// Indices into the per-CPU `COUNTERS` array. Each BPF program bumps the
 /// counter of the event it saw; userspace sums across CPUs.
@@ -63,15 +70,31 @@ pub enum Counter {
     /// mm_migrate_pages pages succeeded with reason numa_misplaced/demotion
     /// are in `MIGRATE_REASON_PAGES`; this counts the events.
     MigrateTpPages = 22,
+    /// Resets of an mm's fault-count counter seen (init_numa_balancing).
+    PcResets = 23,
     /// Hint faults per [`Outcome`]: slot `OUTCOME_BASE + outcome`.
     OutcomeBase = 24,
+    /// Hint faults whose mm had no fault-count counter and none could be
+    /// made (`PC_COUNT` full): the patch's counter is unknown for them.
+    PcUnavailable = 32,
+    /// mm teardowns that dropped a fault-count counter (`__mmdrop`).
+    PcDrops = 33,
+    /// PMD (THP) hint faults seen at the hint-fault hook, which the
+    /// fault-count patch does not count.
+    PmdHintFaults = 34,
+    /// Program runs the kernel skipped because the same program was
+    /// already running on that CPU: a run preempted midway (kernels with
+    /// full or lazy preemption) and another task hitting the hook
+    /// meanwhile. Each is an event lost or left incomplete. Never written
+    /// by BPF: userspace fills it from the programs' `recursion_misses`.
+    RunsMissed = 35,
 }
 
 /// First slot of the per-outcome fault counters in `COUNTERS`.
 pub const OUTCOME_BASE: u32 = Counter::OutcomeBase as u32;
 
 /// Number of slots in `COUNTERS` (room to grow without an ABI bump).
-pub const COUNTER_SLOTS: u32 = 32;
+pub const COUNTER_SLOTS: u32 = 36;
 
 /// Map names, as userspace looks them up.
 pub mod maps {
@@ -83,6 +106,7 @@ pub mod maps {
     pub const HIST_DELTA: &str = "HIST_DELTA";
     pub const HIST_SUM: &str = "HIST_SUM";
     pub const MIGRATE_REASON_PAGES: &str = "MIGRATE_REASON_PAGES";
+    pub const PC_COUNT: &str = "PC_COUNT";
 }
 
 /// Program names (the Rust function names in `numa-ebpf`). Each logical hook
@@ -105,6 +129,9 @@ pub mod programs {
     pub const FEXIT_SCAN_RANGE: &str = "fexit_scan_range";
     pub const KPROBE_SCAN_RANGE: &str = "kprobe_scan_range";
     pub const KRETPROBE_SCAN_RANGE: &str = "kretprobe_scan_range";
+    /// change_pte_range's entry; its exit is the `*_SCAN_RANGE` one.
+    pub const FENTRY_SCAN_PTE: &str = "fentry_scan_pte";
+    pub const KPROBE_SCAN_PTE: &str = "kprobe_scan_pte";
     pub const FEXIT_MIGRATE: &str = "fexit_migrate";
     pub const KRETPROBE_MIGRATE: &str = "kretprobe_migrate";
     pub const FENTRY_FAULT_ACCOUNT: &str = "fentry_fault_account";
@@ -113,26 +140,43 @@ pub mod programs {
     pub const KPROBE_THP_FAULT: &str = "kprobe_thp_fault";
     pub const FENTRY_THP_SCAN: &str = "fentry_thp_scan";
     pub const KPROBE_THP_SCAN: &str = "kprobe_thp_scan";
+    /// change_huge_pmd as a scan pass of its own (beside change_pte_range).
+    pub const FENTRY_THP_SCAN_PASS: &str = "fentry_thp_scan_pass";
+    pub const FEXIT_THP_SCAN_PASS: &str = "fexit_thp_scan_pass";
+    pub const KPROBE_THP_SCAN_PASS: &str = "kprobe_thp_scan_pass";
+    pub const KRETPROBE_THP_SCAN_PASS: &str = "kretprobe_thp_scan_pass";
     pub const TP_SKIP_VMA: &str = "tp_skip_vma";
     pub const TP_MIGRATE_PAGES: &str = "tp_migrate_pages";
+    /// init_numa_balancing: where the fault-count patch resets its counter.
+    pub const FENTRY_PC_RESET: &str = "fentry_pc_reset";
+    pub const KPROBE_PC_RESET: &str = "kprobe_pc_reset";
+    /// __mmdrop: an mm's counter is dropped with it.
+    pub const FENTRY_PC_DROP: &str = "fentry_pc_drop";
+    pub const KPROBE_PC_DROP: &str = "kprobe_pc_drop";
     pub const TRIAL_FENTRY: &str = "trial_fentry";
     pub const TRIAL_KPROBE: &str = "trial_kprobe";
     pub const TRIAL_TRACEPOINT: &str = "trial_tracepoint";
 
     /// Each fentry/fexit/tracepoint program and its twin that does nothing
-    /// (`--empty-programs`: what attaching alone costs).
-    pub const EMPTY_TWINS: [(&str, &str); 11] = [
+    /// (`--empty-programs`: what attaching alone costs). Programs that
+    /// never attach in the same run (a hook's variants) share a twin.
+    pub const EMPTY_TWINS: [(&str, &str); 16] = [
         (FENTRY_HINT_FAULT, "empty_fentry_hint_fault"),
         (FENTRY_SCAN_RANGE, "empty_fentry_scan_range"),
         (FENTRY_FAULT_ACCOUNT, "empty_fentry_fault_account"),
         (FENTRY_THP_FAULT, "empty_fentry_thp_fault"),
         (FENTRY_THP_SCAN, "empty_fentry_thp_scan"),
+        (FENTRY_SCAN_PTE, "empty_fentry_scan_range"),
+        (FENTRY_THP_SCAN_PASS, "empty_fentry_thp_scan"),
+        (FEXIT_THP_SCAN_PASS, "empty_fexit_thp_scan"),
         (FEXIT_DECISION, "empty_fexit_decision"),
         (FENTRY_SCAN_STAMP, "empty_fentry_scan_stamp"),
         (FEXIT_SCAN_RANGE, "empty_fexit_scan_range"),
         (FEXIT_MIGRATE, "empty_fexit_migrate"),
         (TP_SKIP_VMA, "empty_tp_skip_vma"),
         (TP_MIGRATE_PAGES, "empty_tp_migrate_pages"),
+        (FENTRY_PC_RESET, "empty_fentry_pc_reset"),
+        (FENTRY_PC_DROP, "empty_fentry_pc_drop"),
     ];
 
     /// The program that does nothing at `name`'s attach point, if any.
@@ -281,6 +325,40 @@ pub mod fault_flags {
     pub const HAS_FAULT_HOOK: u8 = 32;
 }
 
+/// Flags in [`FaultEvent::ext_flags`]: what numatrace knows of the inputs
+/// the fault-count patch (seeds/fault-count-hint-latency-rfc.txt) would
+/// have had. A trace of [`ABI_VERSION_V1`] has none of them.
+pub mod ext_flags {
+    /// A PMD (THP) hint fault, do_huge_pmd_numa_page: the patch counts
+    /// only do_numa_page's PTE faults.
+    pub const PMD_FAULT: u64 = 1;
+    /// `pc_count` is the mm's counter as the patch keeps it.
+    pub const PC_COUNT: u64 = 2;
+    /// `pc_stored`/`pc_stored_ns`: the count the patched kernel would have
+    /// in the folio's cpupid field (the scanner's or an earlier fault's).
+    pub const PC_STORED: u64 = 4;
+    /// `node_candidates` holds the destination node's PGPROMOTE_CANDIDATE.
+    pub const NODE_CANDIDATES: u64 = 8;
+    /// The mm's counter was reset (init_numa_balancing) or made with its
+    /// mm while numatrace watched: its absolute value, not only its
+    /// differences, is the patch's.
+    pub const PC_BASE_KNOWN: u64 = 16;
+    /// The decision passed the free-space shortcut and ran the threshold
+    /// path (its access-time exchange was seen).
+    pub const THRESHOLD_PATH: u64 = 32;
+    /// task_numa_fault's probe run for this fault was skipped by the
+    /// kernel (see `Counter::RunsMissed`); the record was sent at the
+    /// thread's next hint fault, with `nr_pages` and `tnf_flags` inferred
+    /// (a PMD fault's 512 pages; MIGRATED from the migration's result).
+    pub const LATE_END: u64 = 64;
+}
+
+/// Flags in [`ScanEvent::ext_flags`].
+pub mod scan_ext_flags {
+    /// `pc_count` is the scanned mm's fault-count counter at the pass's end.
+    pub const PC_COUNT: u32 = 1;
+}
+
 /// TNF_* flags of task_numa_fault (include/linux/sched/numa_balancing.h).
 pub mod tnf {
     pub const MIGRATED: u32 = 0x01;
@@ -330,6 +408,22 @@ pub struct FaultEvent {
     /// [`fault_flags`].
     pub flags: u8,
     pub comm: [u8; 16],
+    // Appended in ABI 2 (a v1 trace reads them as zero).
+    /// The destination node's PGPROMOTE_CANDIDATE (node_page_state, the
+    /// node-wide count every process adds to) when the decision returned.
+    /// Valid with `ext_flags::NODE_CANDIDATES`.
+    pub node_candidates: u64,
+    /// When the count in `pc_stored` was written. Valid with `PC_STORED`.
+    pub pc_stored_ns: u64,
+    /// The faulting mm's hint-fault count as the patch keeps it (an
+    /// `atomic_t`, incremented at every PTE hint fault, this one included,
+    /// reset by init_numa_balancing). Valid with `ext_flags::PC_COUNT`.
+    pub pc_count: u32,
+    /// The full count the patched kernel last wrote into this folio (the
+    /// kernel keeps `count >> 16`, masked). Valid with `PC_STORED`.
+    pub pc_stored: u32,
+    /// [`ext_flags`].
+    pub ext_flags: u64,
 }
 
 /// One scanner pass over a range (change_prot_numa); `ts_ns` is when the
@@ -349,6 +443,13 @@ pub struct ScanEvent {
     pub stamps: u64,
     pub seq_global: u64,
     pub seq_mm: u64,
+    // Appended in ABI 2.
+    /// The scanned mm's fault-count counter (the patch's) at the pass's
+    /// end: what patch 2/2 re-stamps the pass's PROT_NONE folios with.
+    /// Valid with `scan_ext_flags::PC_COUNT`.
+    pub pc_count: u32,
+    /// [`scan_ext_flags`].
+    pub ext_flags: u32,
 }
 
 /// Names of `enum numa_vmaskip_reason` (include/trace/events/sched.h, 6.12).
@@ -390,6 +491,12 @@ pub struct Stamp {
     /// will exchange out. [`ACCESS_UNKNOWN`] once a fault may have let the
     /// decision overwrite it.
     pub access: u32,
+    /// The count the fault-count patch would hold in the folio: the
+    /// scanner's mm count at the stamp, then the count of the last fault
+    /// whose decision exchanged it (`scan_ns` is then that fault's time).
+    /// Valid while `pc_known` is 1.
+    pub pc_stored: u32,
+    pub pc_known: u32,
 }
 
 /// `Stamp::access` when the folio's stored access time is not known.
@@ -397,6 +504,19 @@ pub const ACCESS_UNKNOWN: u32 = u32::MAX;
 
 /// Per-process hint-fault sequence number (`MM_SEQ`, keyed by tgid).
 pub const MM_SEQ_ENTRIES: u32 = 65536;
+/// The fault-count patch's per-mm counters (`PC_COUNT`, keyed by the
+/// mm_struct's address, dropped with the mm).
+pub const PC_COUNT_ENTRIES: u32 = 65536;
+
+/// One `PC_COUNT` entry: the mm's counter as the patch keeps it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PcCounter {
+    /// The patch's `atomic_t hint_faults` (wrapping like an int).
+    pub count: u32,
+    /// 1 once numatrace saw the counter's last reset.
+    pub base_known: u32,
+}
 /// Default size of the per-folio stamp map: 1M folios = 4 GiB of 4K pages.
 pub const DEFAULT_STAMP_ENTRIES: u32 = 1 << 20;
 /// Default ring buffer size in bytes.
@@ -416,6 +536,8 @@ mod pod {
     unsafe impl aya::Pod for super::SkipEvent {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::Stamp {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::PcCounter {}
 }
 
 #[cfg(test)]
@@ -442,9 +564,18 @@ mod tests {
 
     #[test]
     fn layouts_are_stable() {
-        assert_eq!(core::mem::size_of::<FaultEvent>(), 136);
-        assert_eq!(core::mem::size_of::<ScanEvent>(), 72);
+        assert_eq!(core::mem::size_of::<FaultEvent>(), 168);
+        assert_eq!(core::mem::size_of::<ScanEvent>(), 80);
         assert_eq!(core::mem::size_of::<SkipEvent>(), 40);
-        assert_eq!(core::mem::size_of::<Stamp>(), 40);
+        assert_eq!(core::mem::size_of::<Stamp>(), 48);
+        // ABI 2 appended fields: the v1 records are prefixes.
+        assert_eq!(
+            core::mem::offset_of!(FaultEvent, node_candidates),
+            RECORD_SIZES_V1[0]
+        );
+        assert_eq!(
+            core::mem::offset_of!(ScanEvent, pc_count),
+            RECORD_SIZES_V1[1]
+        );
     }
 }

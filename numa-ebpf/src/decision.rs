@@ -20,11 +20,15 @@ use aya_ebpf::{
     macros::{fexit, kprobe, kretprobe},
     programs::{FExitContext, ProbeContext, RetProbeContext},
 };
-use numa_ebpf_common::{fault_flags as ff, Counter, EventKind, Outcome, ACCESS_UNKNOWN};
+use numa_ebpf_common::{
+    ext_flags as xf, fault_flags as ff, Counter, EventKind, Outcome, ACCESS_UNKNOWN,
+};
 
+use crate::fault::pc_exchange_unstamped;
 use crate::maps::{
     count, cpu_node, existing_thread_ctx, fault_count_kernel, is_toptier,
-    kernel_fault_count_latency, kernel_latency_ms, kernel_threshold_ms, numa_balancing_mode,
+    kernel_fault_count_latency, kernel_latency_ms, kernel_threshold_ms, node_candidates,
+    numa_balancing_mode,
 };
 
 const NUMA_BALANCING_MEMORY_TIERING: u32 = 2;
@@ -77,6 +81,17 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
     ev.decision = if promote { 1 } else { 2 };
     let tiering =
         numa_balancing_mode() & NUMA_BALANCING_MEMORY_TIERING != 0 && !is_toptier(ev.src_nid);
+    if tiering {
+        // What the kernel's rate limit and threshold adjustment read: the
+        // node's count, every process's candidates included.
+        if let Some(nc) = node_candidates(ev.dst_nid) {
+            ev.node_candidates = nc;
+            ev.ext_flags |= xf::NODE_CANDIDATES;
+        }
+        if ctx.xchg_seen != 0 {
+            ev.ext_flags |= xf::THRESHOLD_PATH;
+        }
+    }
     let outcome = if !tiering {
         Outcome::NotTiering
     } else if ctx.xchg_seen == 0 {
@@ -103,6 +118,9 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
         Outcome::RejectOther
     };
     ev.outcome = outcome as u8;
+    if ctx.pc_exchanged == 2 && ctx.ev.ext_flags & xf::THRESHOLD_PATH != 0 {
+        pc_exchange_unstamped(ctx);
+    }
 }
 
 /// What should_numa_migrate_memory compared with its threshold, from the

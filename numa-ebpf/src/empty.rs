@@ -27,13 +27,16 @@ empty!(
     empty_fentry_fault_account,
     empty_fentry_thp_fault,
     empty_fentry_thp_scan,
-    empty_fentry_scan_stamp
+    empty_fentry_scan_stamp,
+    empty_fentry_pc_reset,
+    empty_fentry_pc_drop
 );
 empty!(
     fexit,
     FExitContext,
     empty_fexit_decision,
     empty_fexit_scan_range,
+    empty_fexit_thp_scan,
     empty_fexit_migrate
 );
 empty!(

@@ -10,16 +10,81 @@ use aya_ebpf::{
     programs::{FEntryContext, ProbeContext},
 };
 use numa_ebpf_common::{
-    fault_flags as ff, hist_slot, log2_bucket, tnf, Counter, EventKind, FaultEvent, Outcome,
-    ACCESS_UNKNOWN, OUTCOME_BASE,
+    ext_flags as xf, fault_flags as ff, hist_slot, log2_bucket, tnf, Counter, EventKind,
+    FaultEvent, Outcome, PcCounter, Stamp, ACCESS_UNKNOWN, OUTCOME_BASE,
 };
 
 use crate::maps::{
-    add, cgroup_id, count, cpu, emit, existing_thread_ctx, next_fault_seqs, now_ns, pid_tgid,
-    thread_ctx, wanted, COUNTERS, HIST_DELTA, HIST_LATENCY, HIST_SUM, STAMPS,
+    add, cgroup_id, count, cpu, current_mm, emit, existing_thread_ctx, next_fault_seqs, now_ns,
+    pc_on_fault, pid_tgid, thread_ctx, vmf_address, wanted, ThreadCtx, COUNTERS, HIST_DELTA,
+    HIST_LATENCY, HIST_SUM, STAMPS,
 };
 
 const PAGE_MASK: u64 = !0xfff;
+/// HPAGE_PMD_MASK on x86-64 (2 MiB PMDs).
+const HPAGE_PMD_MASK: u64 = !((2 << 20) - 1);
+
+/// The fault-count patch's exchange at this fault (folio_xchg_fault_count
+/// in its decision), written ahead into the folio's stamp: what the folio
+/// held goes into the event and `ctx` (restored at the fault's end if the
+/// decision made no exchange), the fault's count into the stamp. A folio
+/// without a stamp gets one from the decision, once it is known to have
+/// exchanged (see `pc_exchange_unstamped`).
+#[inline(always)]
+fn pc_exchange(ctx: &mut ThreadCtx, stamp: Option<*mut Stamp>, pc: PcCounter, now: u64) {
+    let Some(stamp) = stamp else {
+        ctx.pc_exchanged = 2;
+        return;
+    };
+    ctx.pc_exchanged = 1;
+    // SAFETY: map value pointer, see on_hint_fault.
+    let stamp = unsafe { &mut *stamp };
+    ctx.pc_prev_known = stamp.pc_known;
+    ctx.pc_prev = stamp.pc_stored;
+    ctx.pc_prev_ns = stamp.scan_ns;
+    let ev = &mut ctx.ev;
+    if stamp.pc_known != 0 {
+        ev.ext_flags |= xf::PC_STORED;
+        ev.pc_stored = stamp.pc_stored;
+        ev.pc_stored_ns = stamp.scan_ns;
+    }
+    // `scan_ns` is free once the stamp is consumed: it dates the count.
+    stamp.pc_stored = pc.count;
+    stamp.pc_known = 1;
+    stamp.scan_ns = now;
+}
+
+/// The decision exchanged the fault's count into a folio numatrace had no
+/// stamp for (protected before attach, or evicted): a stamp that holds
+/// only the count (not pending: no scan stamp), for the next fault on it.
+#[inline(always)]
+pub fn pc_exchange_unstamped(ctx: &ThreadCtx) {
+    let ev = &ctx.ev;
+    let fresh = Stamp {
+        scan_ns: ev.ts_ns,
+        tgid: (ev.pid_tgid >> 32) as u32,
+        access: ACCESS_UNKNOWN,
+        pc_stored: ev.pc_count,
+        pc_known: 1,
+        ..Stamp::default()
+    };
+    if STAMPS.insert(ev.folio, fresh, 0).is_ok() {
+        count(Counter::StampInserts, 1);
+    }
+}
+
+/// The decision made no exchange (free-space shortcut, no decision, not
+/// tiering) and the folio did not move: put back what it held.
+#[inline(always)]
+fn pc_unexchange(ctx: &ThreadCtx) {
+    if let Some(stamp) = STAMPS.get_ptr_mut(ctx.ev.folio) {
+        // SAFETY: map value pointer.
+        let stamp = unsafe { &mut *stamp };
+        stamp.pc_known = ctx.pc_prev_known;
+        stamp.pc_stored = ctx.pc_prev;
+        stamp.scan_ns = ctx.pc_prev_ns;
+    }
+}
 
 #[inline(always)]
 fn on_hint_fault(folio: u64, addr: u64) {
@@ -34,17 +99,25 @@ fn on_hint_fault(folio: u64, addr: u64) {
     // SAFETY: `ctx` points to this thread's storage; only this thread
     // writes it.
     let ctx = unsafe { &mut *ctx };
+    if ctx.ev.kind == EventKind::Fault as u32 {
+        finish_late(ctx);
+    }
     // The first access-time exchange from here until the decision returns
     // is the decision's (see scan::on_xchg).
     ctx.xchg_seen = 0;
     // Not in the scanner: a pass still open here lost its end (attach race).
     ctx.scanning = 0;
+    let pmd = ctx.thp_haddr != 0 && ctx.thp_haddr == addr;
+    ctx.thp_haddr = 0;
+    ctx.pc_exchanged = 0;
+    let pc = pc_on_fault(current_mm(), !pmd);
+    let now = now_ns();
     let mut stamp_access = ACCESS_UNKNOWN;
     let ev = &mut ctx.ev;
     *ev = FaultEvent {
         kind: EventKind::Fault as u32,
         cpu: cpu(),
-        ts_ns: now_ns(),
+        ts_ns: now,
         pid_tgid: key,
         cgroup_id: cgroup_id(),
         addr: addr & PAGE_MASK,
@@ -57,7 +130,19 @@ fn on_hint_fault(folio: u64, addr: u64) {
         flags: ff::HAS_FAULT_HOOK,
         ..FaultEvent::default()
     };
-    match STAMPS.get_ptr_mut(folio) {
+    if pmd {
+        ev.ext_flags |= xf::PMD_FAULT;
+        count(Counter::PmdHintFaults, 1);
+    }
+    if let Some(pc) = pc {
+        ev.pc_count = pc.count;
+        ev.ext_flags |= xf::PC_COUNT;
+        if pc.base_known != 0 {
+            ev.ext_flags |= xf::PC_BASE_KNOWN;
+        }
+    }
+    let stamp = STAMPS.get_ptr_mut(folio);
+    match stamp {
         Some(stamp) => {
             // SAFETY: map value pointer; concurrent writers only race on
             // the same folio, which the kernel serialises by the PTE lock.
@@ -83,6 +168,9 @@ fn on_hint_fault(folio: u64, addr: u64) {
         None => count(Counter::StampMisses, 1),
     }
     ctx.stamp_access = stamp_access;
+    if let Some(pc) = pc {
+        pc_exchange(ctx, stamp, pc, now);
+    }
 }
 
 #[fentry]
@@ -119,21 +207,58 @@ fn hist(outcome: u8, ev: &FaultEvent) {
 #[inline(always)]
 fn on_fault_account(mem_node: i32, pages: i32, flags: i32) {
     count(Counter::FaultAccount, 1);
-    let ev = match existing_thread_ctx() {
+    let ctx = match existing_thread_ctx() {
         // SAFETY: this thread's storage, see on_hint_fault.
-        Some(ctx) => unsafe { &mut (*ctx).ev },
+        Some(ctx) => unsafe { &mut *ctx },
         None => return count(Counter::FaultWithoutContext, 1),
     };
-    if ev.kind != EventKind::Fault as u32 {
+    if ctx.ev.kind != EventKind::Fault as u32 {
         return count(Counter::FaultWithoutContext, 1);
     }
-    ev.nr_pages = pages as u32;
-    ev.tnf_flags = flags as u32;
+    finish(ctx, mem_node, pages as u32, flags as u32);
+}
+
+/// The thread's previous hint fault never reached task_numa_fault's probe:
+/// the kernel skipped that run, the probe being busy on the CPU with a
+/// preempted task (`RunsMissed`). Its record goes out now, with what
+/// task_numa_fault would have said inferred. A failed migration is the
+/// exception: the kernel returns without task_numa_fault when the PTE
+/// changed meanwhile, so such a fault may have had no end to miss.
+#[inline(always)]
+fn finish_late(ctx: &mut ThreadCtx) {
+    let ev = &mut ctx.ev;
+    let tried = ev.flags & ff::MIGRATE_TRIED != 0;
+    if tried && ev.migrate_ok == 0 {
+        return;
+    }
+    ev.ext_flags |= xf::LATE_END;
+    let pmd = ev.ext_flags & xf::PMD_FAULT != 0;
+    let (mem_node, flags) = if tried {
+        (ev.dst_nid, tnf::MIGRATED)
+    } else {
+        (ev.src_nid, 0)
+    };
+    finish(ctx, mem_node, if pmd { 512 } else { 1 }, flags);
+}
+
+/// Completes the record of the fault in `ctx` with task_numa_fault's
+/// arguments, counts it and emits it.
+#[inline(always)]
+fn finish(ctx: &mut ThreadCtx, mem_node: i32, pages: u32, flags: u32) {
+    if ctx.pc_exchanged == 1
+        && ctx.ev.ext_flags & xf::THRESHOLD_PATH == 0
+        && flags & tnf::MIGRATED == 0
+    {
+        pc_unexchange(ctx);
+    }
+    let ev = &mut ctx.ev;
+    ev.nr_pages = pages;
+    ev.tnf_flags = flags;
     if ev.src_nid < 0 {
         // No decision: the folio did not move, mem_node is where it is.
         ev.src_nid = mem_node;
     }
-    if ev.flags & ff::DECIDED == 0 && flags as u32 & tnf::MIGRATED != 0 {
+    if ev.flags & ff::DECIDED == 0 && flags & tnf::MIGRATED != 0 {
         ev.dst_nid = mem_node;
     }
     let outcome = ev.outcome;
@@ -166,14 +291,29 @@ pub fn kprobe_fault_account(ctx: ProbeContext) -> u32 {
     0
 }
 
-#[fentry]
-pub fn fentry_thp_fault(_ctx: FEntryContext) -> u32 {
+/// do_huge_pmd_numa_page(vmf): the hint fault that follows at the PMD's
+/// address is a PMD fault, which the fault-count patch does not count.
+#[inline(always)]
+fn on_thp_fault(vmf: u64) {
     count(Counter::ThpFaults, 1);
+    let addr = vmf_address(vmf);
+    if addr == 0 {
+        return;
+    }
+    if let Some(ctx) = thread_ctx() {
+        // SAFETY: this thread's storage.
+        unsafe { (*ctx).thp_haddr = addr & HPAGE_PMD_MASK };
+    }
+}
+
+#[fentry]
+pub fn fentry_thp_fault(ctx: FEntryContext) -> u32 {
+    on_thp_fault(ctx.arg(0));
     0
 }
 
 #[kprobe]
-pub fn kprobe_thp_fault(_ctx: ProbeContext) -> u32 {
-    count(Counter::ThpFaults, 1);
+pub fn kprobe_thp_fault(ctx: ProbeContext) -> u32 {
+    on_thp_fault(ctx.arg(0).unwrap_or(0));
     0
 }

@@ -16,11 +16,12 @@ use aya_ebpf::{
         },
     },
     macros::{btf_map, map},
-    maps::{Array, LruHashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
 use numa_ebpf_common::{
-    Counter, FaultEvent, Stamp, COUNTER_SLOTS, DEFAULT_RING_BYTES, DEFAULT_STAMP_ENTRIES,
-    HIST_SLOTS, MAX_CPUS, MIGRATE_REASONS, MM_SEQ_ENTRIES, OUTCOMES,
+    Counter, FaultEvent, PcCounter, Stamp, COUNTER_SLOTS, DEFAULT_RING_BYTES,
+    DEFAULT_STAMP_ENTRIES, HIST_SLOTS, MAX_CPUS, MIGRATE_REASONS, MM_SEQ_ENTRIES, OUTCOMES,
+    PC_COUNT_ENTRIES,
 };
 
 /// Per-CPU event counters, indexed by [`Counter`]; userspace sums the CPUs.
@@ -44,6 +45,13 @@ pub static GLOBAL_SEQ: Array<u64> = Array::with_max_entries(1, 0);
 #[map(name = "MM_SEQ")]
 pub static MM_SEQ: LruHashMap<u32, u64> = LruHashMap::with_max_entries(MM_SEQ_ENTRIES, 0);
 
+/// The fault-count patch's `mm->hint_faults`, per mm_struct address: a
+/// plain hash, not an LRU, so a counter is never silently restarted; an
+/// entry goes with its mm (`__mmdrop`), and a full map is counted
+/// (`PcUnavailable`) with the fault's counter unknown.
+#[map(name = "PC_COUNT")]
+pub static PC_COUNT: HashMap<u64, PcCounter> = HashMap::with_max_entries(PC_COUNT_ENTRIES, 0);
+
 /// What one thread is in the middle of: a hint fault being decided, or a
 /// scanner pass. Task local storage: the kernel hangs the value off the
 /// task itself, so a lookup is a pointer walk instead of hashing pid_tgid
@@ -55,10 +63,6 @@ pub static MM_SEQ: LruHashMap<u32, u64> = LruHashMap::with_max_entries(MM_SEQ_EN
 /// bpf_task_storage_get in tracing and kprobe programs: 5.11.
 #[btf_map(name = "THREADS")]
 pub static THREADS: TaskStorage<ThreadCtx> = TaskStorage::new();
-
-/// When the ring buffer last woke its reader (ns, slot 0); see [`emit`].
-#[map(name = "RING_WAKE")]
-pub static RING_WAKE: Array<u64> = Array::with_max_entries(1, 0);
 
 /// A BTF map definition of a task storage map (aya-ebpf 0.2.1 has the
 /// inode, socket and cgroup kinds but not this one): the layout its
@@ -152,6 +156,20 @@ pub struct ThreadCtx {
     pub scan_start_ns: u64,
     /// The decision's kprobe saves src_nid << 32 | dst_cpu for its kretprobe.
     pub saved_arg: u64,
+    /// do_huge_pmd_numa_page's `vmf->address & HPAGE_PMD_MASK`: the next
+    /// hint fault at that address is its PMD fault (0: none pending).
+    pub thp_haddr: u64,
+    /// The scanned mm's fault-count counter at the pass's start.
+    pub scan_pc: u32,
+    pub scan_pc_known: u32,
+    /// The folio's fault-count field before this fault's exchange was
+    /// written ahead of the decision: restored when the decision made none.
+    /// `pc_exchanged`: 0 no counter, 1 written ahead, 2 the folio has no
+    /// stamp (the decision makes one if it exchanges).
+    pub pc_exchanged: u32,
+    pub pc_prev_known: u32,
+    pub pc_prev: u32,
+    pub pc_prev_ns: u64,
 }
 
 // Settings (see module docs). `#[no_mangle]` keeps the names userspace sets.
@@ -171,10 +189,16 @@ static TOPTIER_MASK: u64 = 1;
 static CPUPID_MASK: u32 = (1 << 21) - 1;
 #[no_mangle]
 static ACCESS_TIME_BUCKETS: u32 = 0;
-/// task_struct.mm and mm_struct.hint_faults on the fault-count RFC's
-/// kernel; OFF_MM_HINT_FAULTS 0 on every other kernel.
+/// task_struct.mm, vm_fault.address (inside its anonymous struct) and
+/// pglist_data.vm_stat[PGPROMOTE_CANDIDATE], from BTF (0: unknown).
 #[no_mangle]
 static OFF_TASK_MM: u32 = 0;
+#[no_mangle]
+static OFF_VMF_ADDRESS: u32 = 0;
+#[no_mangle]
+static OFF_PROMOTE_CANDIDATE: u32 = 0;
+/// mm_struct.hint_faults on the fault-count RFC's kernel; 0 on every other
+/// kernel.
 #[no_mangle]
 static OFF_MM_HINT_FAULTS: u32 = 0;
 #[no_mangle]
@@ -294,6 +318,124 @@ pub fn current_seqs(tgid: u32) -> (u64, u64) {
     (g, m)
 }
 
+/// A u64 of kernel memory at `addr` (None for 0 or an unreadable address).
+#[inline(always)]
+pub fn read_kernel_u64(addr: u64) -> Option<u64> {
+    if addr == 0 {
+        return None;
+    }
+    // SAFETY: bpf_probe_read_kernel copes with any address.
+    unsafe { bpf_probe_read_kernel(addr as *const u64) }.ok()
+}
+
+/// `task->mm` (0 when unknown or a kernel thread).
+#[inline(always)]
+pub fn task_mm(task: u64) -> u64 {
+    let off = setting!(OFF_TASK_MM);
+    if off == 0 || task == 0 {
+        return 0;
+    }
+    read_kernel_u64(task + u64::from(off)).unwrap_or(0)
+}
+
+/// `current->mm`.
+#[inline(always)]
+pub fn current_mm() -> u64 {
+    // SAFETY: helper without preconditions.
+    task_mm(unsafe { bpf_get_current_task() })
+}
+
+/// `vmf->address` (0 when unknown).
+#[inline(always)]
+pub fn vmf_address(vmf: u64) -> u64 {
+    let off = setting!(OFF_VMF_ADDRESS);
+    if off == 0 || vmf == 0 {
+        return 0;
+    }
+    read_kernel_u64(vmf + u64::from(off)).unwrap_or(0)
+}
+
+/// The patch's counter of `mm` at a hint fault: do_numa_page's
+/// `atomic_inc(&mm->hint_faults)` for a PTE fault, a plain read for a PMD
+/// one (should_numa_migrate_memory's `atomic_read`). An mm numatrace has
+/// not seen yet starts at 0 (its counter before attach is not known).
+#[inline(always)]
+pub fn pc_on_fault(mm: u64, pte: bool) -> Option<PcCounter> {
+    if mm == 0 {
+        return None;
+    }
+    let slot = match PC_COUNT.get_ptr_mut(&mm) {
+        Some(p) => p,
+        None => {
+            // BPF_NOEXIST: a racing thread's insert wins.
+            let _ = PC_COUNT.insert(&mm, &PcCounter::default(), 1);
+            let Some(p) = PC_COUNT.get_ptr_mut(&mm) else {
+                count(Counter::PcUnavailable, 1);
+                return None;
+            };
+            p
+        }
+    };
+    // SAFETY: map value pointer; `count` is the first field.
+    let c = unsafe { &mut *slot };
+    let count = if pte {
+        // SAFETY: as above, an aligned u32 in the map value. SeqCst for
+        // a fetching add (see next_seq).
+        unsafe {
+            core::intrinsics::atomic_xadd::<u32, u32, { core::intrinsics::AtomicOrdering::SeqCst }>(
+                &mut c.count,
+                1,
+            )
+            .wrapping_add(1)
+        }
+    } else {
+        // SAFETY: as above.
+        unsafe { core::ptr::read_volatile(&c.count) }
+    };
+    Some(PcCounter {
+        count,
+        base_known: c.base_known,
+    })
+}
+
+/// The patch's counter of `mm` now (the scanner's atomic_read), made at 0
+/// for an mm numatrace has not seen fault yet: the scanner usually passes
+/// over a new mm before its first hint fault.
+#[inline(always)]
+pub fn pc_current(mm: u64) -> Option<PcCounter> {
+    if mm == 0 {
+        return None;
+    }
+    let slot = match PC_COUNT.get_ptr(&mm) {
+        Some(p) => p,
+        None => {
+            // BPF_NOEXIST: a racing fault's insert wins.
+            let _ = PC_COUNT.insert(&mm, &PcCounter::default(), 1);
+            let Some(p) = PC_COUNT.get_ptr(&mm) else {
+                count(Counter::PcUnavailable, 1);
+                return None;
+            };
+            p
+        }
+    };
+    // SAFETY: a read of a map value.
+    Some(unsafe { core::ptr::read_volatile(slot) })
+}
+
+/// `node_page_state(NODE_DATA(nid), PGPROMOTE_CANDIDATE)`: the node's
+/// folded count, clamped at 0 as the kernel does.
+#[inline(always)]
+pub fn node_candidates(nid: i32) -> Option<u64> {
+    let off = setting!(OFF_PROMOTE_CANDIDATE);
+    let node_data = setting!(SYM_NODE_DATA);
+    if off == 0 || node_data == 0 || !(0..1024).contains(&nid) {
+        return None;
+    }
+    let pgdat = read_kernel_u64(node_data + 8 * nid as u64)?;
+    let v = read_kernel_u64(pgdat + u64::from(off))? as i64;
+    Some(v.max(0) as u64)
+}
+
 /// The current thread's context, created zeroed if absent (ThreadCtx is
 /// plain integers: all-zero is valid). None only when the kernel cannot
 /// allocate it or the storage is busy on this CPU (a nested program).
@@ -308,34 +450,22 @@ pub fn existing_thread_ctx() -> Option<*mut ThreadCtx> {
     THREADS.current(false)
 }
 
-/// The ring buffer wakes its reader at most once per this interval (and
-/// whenever a quarter of the ring is pending), not once per record: a
-/// wakeup is an irq_work plus a reader context switch, more than the
-/// record itself costs. A record waits at most until the next one after
-/// the interval, or the reader's final drain.
-const RING_WAKE_INTERVAL_NS: u64 = 20_000_000;
-
 /// Sends `value` to the `EVENTS` ring (reserve, write in place, submit),
 /// counting a full ring as a drop.
+///
+/// The reader drains the ring on its own timer; a record wakes it only
+/// when a quarter of the ring is pending. A wakeup is an irq_work whose
+/// self-IPI lands inside this program and wakes the reader, which on a
+/// preemptible kernel often preempts the faulting task right here, with
+/// the program still marked running on this CPU: every other task's run
+/// of it on this CPU is then skipped by the kernel (`RunsMissed`).
 #[inline(always)]
 pub fn emit<T: Copy + 'static>(value: &T) {
     let Some(mut entry) = EVENTS.reserve::<T>(0) else {
         return count(Counter::RingDrops, 1);
     };
     entry.write(*value);
-    let now = now_ns();
-    let last = RING_WAKE.get_ptr_mut(0);
-    let due = match last {
-        // SAFETY: map value; a racing CPU writing the same slot only makes
-        // one more wakeup.
-        Some(p) => now.wrapping_sub(unsafe { *p }) >= RING_WAKE_INTERVAL_NS,
-        None => true,
-    };
-    let flags = if due || EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= setting!(RING_WAKE_BYTES) {
-        if let Some(p) = last {
-            // SAFETY: as above.
-            unsafe { *p = now };
-        }
+    let flags = if EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= setting!(RING_WAKE_BYTES) {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP
@@ -431,13 +561,10 @@ pub fn kernel_fault_count_latency(old: u32) -> Option<u32> {
     if off == 0 {
         return None;
     }
-    // SAFETY: a helper without preconditions.
-    let task = unsafe { bpf_get_current_task() };
-    let mm_field = task + u64::from(setting!(OFF_TASK_MM));
-    // SAFETY: bpf_probe_read_kernel copes with any address.
-    let mm = unsafe { bpf_probe_read_kernel(mm_field as *const u64) }
-        .ok()
-        .filter(|mm| *mm != 0)?;
+    let mm = current_mm();
+    if mm == 0 {
+        return None;
+    }
     let count = read_kernel_u32(mm + u64::from(off))?;
     Some(count.wrapping_sub((old & setting!(CPUPID_MASK)) << FAULT_COUNT_BUCKETS))
 }

@@ -1,11 +1,15 @@
-//! The NUMA scanner. `change_pte_range` is inlined on Debian 6.1/6.12, so
-//! the pass over a range is seen at `change_prot_numa(vma, start, end)`
-//! (it returns the number of PTEs made PROT_NONE), and the per-folio stamp
-//! at the access-time exchange the scanner makes for slow-node folios in
-//! tiering mode (`folio_xchg_last_cpupid`, `page_cpupid_xchg_last` on 6.1).
-//! The same exchange runs inside the promotion decision (the kernel reading
-//! its stamp) and on migration; calls are attributed by what the thread is
-//! doing. `change_huge_pmd` covers THP.
+//! The NUMA scanner. The pass over a range is seen at `change_pte_range`
+//! (one page table, <= 2 MiB, per call; its callers are inlined) where the
+//! kernel keeps it a function, else at `change_prot_numa(vma, start, end)`,
+//! the whole pass (Debian 6.1/6.12 inline `change_pte_range`). Both return
+//! the number of PTEs made PROT_NONE. The per-folio stamp is the access-time
+//! exchange the scanner makes for slow-node folios in tiering mode
+//! (`folio_xchg_last_cpupid`, `page_cpupid_xchg_last` on 6.1), attributed
+//! to the pass the thread is in. The same exchange runs inside the
+//! promotion decision (the kernel reading its stamp) and on migration;
+//! calls are attributed by what the thread is doing. `change_huge_pmd`
+//! covers THP: counted inside a whole pass, a pass of its own beside
+//! `change_pte_range` (the huge PMD's exchange is made outside it).
 //!
 //! The exchange is hooked at entry: it runs about four times per promoted
 //! hint fault, and an fexit trampoline (which calls the function itself)
@@ -13,14 +17,17 @@
 //! decision needs, is the one the scanner put in: kept in the folio's
 //! stamp (`Stamp::access`).
 use aya_ebpf::{
+    helpers::bpf_probe_read_kernel,
     macros::{fentry, fexit, kprobe, kretprobe},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
-use numa_ebpf_common::{fault_flags as ff, Counter, EventKind, ScanEvent, Stamp};
+use numa_ebpf_common::{
+    fault_flags as ff, scan_ext_flags, Counter, EventKind, PcCounter, ScanEvent, Stamp,
+};
 
 use crate::maps::{
-    count, cpu, current_seqs, emit, existing_thread_ctx, now_ns, pid_tgid, stored_cpupid,
-    thread_ctx, STAMPS,
+    count, cpu, current_mm, current_seqs, emit, existing_thread_ctx, now_ns, pc_current, pid_tgid,
+    stored_cpupid, task_mm, thread_ctx, PC_COUNT, STAMPS,
 };
 
 /// folio_xchg_last_cpupid(folio, new) is called. This runs several times
@@ -67,6 +74,8 @@ fn on_xchg(folio: u64, new: u32) {
             s.scan_count = s.scan_count.wrapping_add(1);
             s.pending = 1;
             s.access = access;
+            s.pc_stored = ctx.scan_pc;
+            s.pc_known = ctx.scan_pc_known;
         }
         None => {
             let stamp = Stamp {
@@ -77,6 +86,8 @@ fn on_xchg(folio: u64, new: u32) {
                 scan_count: 1,
                 pending: 1,
                 access,
+                pc_stored: ctx.scan_pc,
+                pc_known: ctx.scan_pc_known,
             };
             if STAMPS.insert(folio, stamp, 0).is_ok() {
                 count(Counter::StampInserts, 1);
@@ -100,6 +111,13 @@ pub fn kprobe_scan_stamp(ctx: ProbeContext) -> u32 {
     0
 }
 
+/// `MM_CP_PROT_NUMA` (include/linux/mm.h, `1UL << 1` in 6.1 through 7.2;
+/// 7.2's change_prot_numa passes 2): the change_pte_range and
+/// change_huge_pmd calls of the NUMA scanner, not of mprotect.
+const MM_CP_PROT_NUMA: u64 = 1 << 1;
+/// HPAGE_PMD_SIZE on x86-64: the range one huge PMD maps.
+const HPAGE_PMD_SIZE: u64 = 2 << 20;
+
 #[inline(always)]
 fn on_scan_entry(start: u64, end: u64) {
     let Some(ctx) = thread_ctx() else {
@@ -116,12 +134,19 @@ fn on_scan_entry(start: u64, end: u64) {
     ctx.scan_end = end;
     ctx.scan_stamps = 0;
     ctx.scan_start_ns = now_ns();
+    // The patch stamps each folio with atomic_read(&mm->hint_faults); read
+    // once per pass here (the scanner runs in a thread of the mm it scans):
+    // faults of the mm's other threads during the pass are not in it.
+    let pc = pc_current(current_mm());
+    ctx.scan_pc = pc.map_or(0, |c| c.count);
+    ctx.scan_pc_known = u32::from(pc.is_some());
 }
 
+/// The pass ends. `ret` is the functions' PTE count; negative is a pass
+/// that did nothing (change_pte_range's -EAGAIN, retried by its caller as
+/// a new pass; see `thp_scan_ptes`) and records nothing.
 #[inline(always)]
-fn on_scan_exit(ptes_updated: u64) {
-    count(Counter::ScanRanges, 1);
-    count(Counter::ScanPtesUpdated, ptes_updated);
+fn on_scan_exit(ret: i64) {
     let Some(ctx) = existing_thread_ctx() else {
         return;
     };
@@ -131,6 +156,12 @@ fn on_scan_exit(ptes_updated: u64) {
         return;
     }
     ctx.scanning = 0;
+    if ret < 0 {
+        return;
+    }
+    let ptes_updated = ret as u64;
+    count(Counter::ScanRanges, 1);
+    count(Counter::ScanPtesUpdated, ptes_updated);
     let key = pid_tgid();
     let (seq_global, seq_mm) = current_seqs((key >> 32) as u32);
     let ev = ScanEvent {
@@ -144,19 +175,28 @@ fn on_scan_exit(ptes_updated: u64) {
         stamps: ctx.scan_stamps,
         seq_global,
         seq_mm,
+        pc_count: ctx.scan_pc,
+        ext_flags: if ctx.scan_pc_known != 0 {
+            scan_ext_flags::PC_COUNT
+        } else {
+            0
+        },
     };
     emit(&ev);
 }
 
+/// change_prot_numa(vma, start, end): the whole pass.
 #[fentry]
 pub fn fentry_scan_range(ctx: FEntryContext) -> u32 {
     on_scan_entry(ctx.arg(1), ctx.arg(2));
     0
 }
 
+/// Both passes' exit: change_prot_numa's unsigned long and
+/// change_pte_range's long PTE counts.
 #[fexit]
 pub fn fexit_scan_range(ctx: FExitContext) -> u32 {
-    on_scan_exit(ctx.ret().unwrap_or(0));
+    on_scan_exit(ctx.ret::<i64>().unwrap_or(0));
     0
 }
 
@@ -172,6 +212,31 @@ pub fn kretprobe_scan_range(ctx: RetProbeContext) -> u32 {
     0
 }
 
+/// change_pte_range(tlb, vma, pmd, addr, end, newprot, cp_flags): one page
+/// table of a pass; every mprotect comes here too, without MM_CP_PROT_NUMA.
+#[fentry]
+pub fn fentry_scan_pte(ctx: FEntryContext) -> u32 {
+    if ctx.arg::<u64>(6) & MM_CP_PROT_NUMA != 0 {
+        on_scan_entry(ctx.arg(3), ctx.arg(4));
+    }
+    0
+}
+
+/// cp_flags, the seventh argument, is on the stack: above the return
+/// address at function entry (the kernel's regs_get_kernel_argument).
+#[kprobe]
+pub fn kprobe_scan_pte(ctx: ProbeContext) -> u32 {
+    // SAFETY: the probe's own register frame.
+    let sp = unsafe { (*ctx.regs).rsp };
+    // SAFETY: a kernel stack slot, read through the checked helper.
+    let cp_flags = unsafe { bpf_probe_read_kernel((sp + 8) as *const u64) }.unwrap_or(0);
+    if cp_flags & MM_CP_PROT_NUMA != 0 {
+        on_scan_entry(ctx.arg(3).unwrap_or(0), ctx.arg(4).unwrap_or(0));
+    }
+    0
+}
+
+/// change_huge_pmd inside a whole pass: counted.
 #[fentry]
 pub fn fentry_thp_scan(_ctx: FEntryContext) -> u32 {
     count(Counter::ThpScans, 1);
@@ -181,5 +246,104 @@ pub fn fentry_thp_scan(_ctx: FEntryContext) -> u32 {
 #[kprobe]
 pub fn kprobe_thp_scan(_ctx: ProbeContext) -> u32 {
     count(Counter::ThpScans, 1);
+    0
+}
+
+/// change_huge_pmd(tlb, vma, pmd, addr, newprot, cp_flags) beside
+/// change_pte_range: a pass over one huge PMD.
+#[inline(always)]
+fn on_thp_scan_entry(addr: u64, cp_flags: u64) {
+    count(Counter::ThpScans, 1);
+    if cp_flags & MM_CP_PROT_NUMA != 0 {
+        on_scan_entry(addr, addr.wrapping_add(HPAGE_PMD_SIZE));
+    }
+}
+
+#[fentry]
+pub fn fentry_thp_scan_pass(ctx: FEntryContext) -> u32 {
+    on_thp_scan_entry(ctx.arg(3), ctx.arg(5));
+    0
+}
+
+/// change_huge_pmd returns HPAGE_PMD_NR when it changed the PMD, 1 when
+/// the PMD needed no change, 0 when it could not lock it (the caller then
+/// goes on to change_pte_range): PTEs updated as the kernel counts them
+/// (numa_pte_updates), and no pass for 0.
+#[inline(always)]
+fn thp_scan_ptes(ret: i32) -> i64 {
+    match ret {
+        1 => 0,
+        0 => -1,
+        n => i64::from(n),
+    }
+}
+
+#[fexit]
+pub fn fexit_thp_scan_pass(ctx: FExitContext) -> u32 {
+    on_scan_exit(thp_scan_ptes(ctx.ret::<i32>().unwrap_or(0)));
+    0
+}
+
+#[kprobe]
+pub fn kprobe_thp_scan_pass(ctx: ProbeContext) -> u32 {
+    on_thp_scan_entry(ctx.arg(3).unwrap_or(0), ctx.arg(5).unwrap_or(0));
+    0
+}
+
+#[kretprobe]
+pub fn kretprobe_thp_scan_pass(ctx: RetProbeContext) -> u32 {
+    on_scan_exit(thp_scan_ptes(ctx.ret::<i32>()));
+    0
+}
+
+/// init_numa_balancing(clone_flags, p), called by every clone/fork before
+/// the child gets its own mm: `p->mm` is still the parent's, whose counter
+/// the fault-count patch resets (`atomic_set(&mm->hint_faults, 0)`).
+#[inline(always)]
+fn on_pc_reset(task: u64) {
+    let mm = task_mm(task);
+    if mm == 0 {
+        return;
+    }
+    count(Counter::PcResets, 1);
+    let zero = PcCounter {
+        count: 0,
+        base_known: 1,
+    };
+    if PC_COUNT.insert(&mm, &zero, 0).is_err() {
+        count(Counter::PcUnavailable, 1);
+    }
+}
+
+#[fentry]
+pub fn fentry_pc_reset(ctx: FEntryContext) -> u32 {
+    on_pc_reset(ctx.arg(1));
+    0
+}
+
+#[kprobe]
+pub fn kprobe_pc_reset(ctx: ProbeContext) -> u32 {
+    on_pc_reset(ctx.arg(1).unwrap_or(0));
+    0
+}
+
+/// __mmdrop(mm): the mm is freed, and its counter with it (a new mm at the
+/// same address starts from 0, as mm_alloc's zeroed one does).
+#[inline(always)]
+fn on_pc_drop(mm: u64) {
+    if mm != 0 && PC_COUNT.remove(&mm).is_ok() {
+        count(Counter::PcDrops, 1);
+    }
+}
+
+#[fentry]
+pub fn fentry_pc_drop(ctx: FEntryContext) -> u32 {
+    on_pc_drop(ctx.arg(0));
+    0
+}
+
+#[kprobe]
+pub fn kprobe_pc_drop(ctx: ProbeContext) -> u32 {
+    on_pc_drop(ctx.arg(0).unwrap_or(0));
     0
 }

@@ -4,6 +4,13 @@
 //! stays fixed; the corpus starts from the committed seeds plus records cut
 //! from the recorded test trace, so the trace reader and the ring decoder
 //! begin from real data rather than from nothing.
+//!
+//! With `--seed`: a fresh corpus, libFuzzer's random seed fixed and a run
+//! count per target ([`TEST_RUNS`]), so the test suite explores mostly the
+//! same inputs everywhere (libFuzzer's feedback still differs a little
+//! between runs, so a rare input may be reached on one machine only; its
+//! crash input is saved either way). Without it, every run explores
+//! anew from the corpus earlier runs grew.
 
 use std::{
     fs,
@@ -29,11 +36,25 @@ const MAX_LEN: usize = 16 << 10;
 /// The recorded trace the seeds are cut from.
 const TRACE: &str = "numa-cli/tests/testdata/hot-chunks-6.12.trace";
 
+/// Inputs per target in a reproducible run: about 15 s each here.
+pub const TEST_RUNS: &[(&str, u64)] = &[
+    ("trace_reader", 25_000),
+    ("ring_decode", 1_000_000),
+    ("text_parsers", 25_000),
+    ("state_judge", 200_000),
+    ("model_spec", 200_000),
+];
+
 #[derive(clap::Args, Debug)]
 pub struct FuzzArgs {
-    /// Seconds of fuzzing per target (1 to 86400).
+    /// Seconds of fuzzing per target (1 to 86400); with --seed, an upper
+    /// bound on the fixed run count.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub time: u64,
+    /// libFuzzer's seed (1 to 4294967295), with a fresh corpus and
+    /// a fixed number of inputs per target.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub seed: Option<u32>,
     /// Only these targets (default: all).
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(TARGETS))]
     pub only: Vec<String>,
@@ -60,13 +81,37 @@ pub fn run(args: &FuzzArgs, setup: &mut Setup) -> Result<()> {
     )
     .context("building the fuzz targets")?;
     for target in targets {
-        let corpus = cmd::target_dir().join("fuzz/corpus").join(target);
-        fs::create_dir_all(&corpus)?;
+        let corpus = corpus_dir(target, args.seed.is_some())?;
         seed(target, &corpus)?;
         replay_regressions(target)?;
-        fuzz(target, &corpus, args.time)?;
+        fuzz(target, &corpus, &budget(target, args))?;
     }
     Ok(())
+}
+
+/// The corpus of `target`: a fresh one for a reproducible run.
+fn corpus_dir(target: &str, fresh: bool) -> Result<PathBuf> {
+    let kind = if fresh { "fresh-corpus" } else { "corpus" };
+    let dir = cmd::target_dir().join("fuzz").join(kind).join(target);
+    if fresh && dir.exists() {
+        fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
+    }
+    fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// libFuzzer's bounds for one target.
+fn budget(target: &str, args: &FuzzArgs) -> Vec<String> {
+    let mut b = vec![format!("-max_total_time={}", args.time)];
+    if let Some(seed) = args.seed {
+        let runs = TEST_RUNS
+            .iter()
+            .find(|(t, _)| *t == target)
+            .map_or(100_000, |(_, n)| *n);
+        b.push(format!("-seed={seed}"));
+        b.push(format!("-runs={runs}"));
+    }
+    b
 }
 
 /// `cargo +nightly fuzz`, run in the workspace root.
@@ -119,7 +164,7 @@ fn replay_regressions(target: &str) -> Result<()> {
     })
 }
 
-fn fuzz(target: &str, corpus: &Path, secs: u64) -> Result<()> {
+fn fuzz(target: &str, corpus: &Path, budget: &[String]) -> Result<()> {
     let seeds = fuzz_dir().join("seeds").join(target);
     let artifacts = artifacts(target)?;
     let mut c = cargo_fuzz();
@@ -130,13 +175,12 @@ fn fuzz(target: &str, corpus: &Path, secs: u64) -> Result<()> {
     if seeds.is_dir() {
         c.arg(&seeds);
     }
-    c.arg("--").args([
-        format!("-max_total_time={secs}"),
+    c.arg("--").args(budget).args([
         format!("-max_len={MAX_LEN}"),
         format!("-artifact_prefix={}/", artifacts.display()),
         "-print_final_stats=1".to_owned(),
     ]);
-    println!("fuzz {target}: {secs} s");
+    println!("fuzz {target}: {}", budget.join(" "));
     if cmd::run(&mut c).is_err() {
         bail!(
             "fuzz target {target} crashed; the input is in {} (copy it to \

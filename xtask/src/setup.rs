@@ -9,14 +9,11 @@
 use anyhow::Result;
 
 use crate::host::Setup;
-use crate::kernels::{self, Availability, Series};
+use crate::kernels::{self, Kernel, Series};
 
 /// Everything: what `cargo xtask setup` does.
-pub fn all(setup: &mut Setup, kernels: &[Series]) -> Result<Vec<(Series, Availability)>> {
+pub fn all(setup: &mut Setup, kernels: &[Series]) -> Result<Vec<Kernel>> {
     setup.toolchain()?;
     setup.host_packages()?;
-    kernels
-        .iter()
-        .map(|&s| Ok((s, kernels::ensure(s, setup)?)))
-        .collect()
+    kernels.iter().map(|&s| kernels::ensure(s, setup)).collect()
 }

@@ -12,19 +12,19 @@ use anyhow::Result;
 use crate::binary;
 use crate::cmd;
 use crate::host::Setup;
-use crate::kernels::{self, Availability, Series};
+use crate::kernels::{self, Availability, Kernel, Series};
 use crate::vmtest;
 
 #[derive(clap::Args, Debug)]
 pub struct TestArgs {
-    /// Guest kernels for the VM tests (6.1 and 6.12 must be fetchable; 7.2
-    /// is skipped when the apt lists offer none; 6.12-rfc is built when
-    /// missing, except with CI set, where it is skipped).
+    /// Guest kernels for the VM tests; each Debian one must be fetchable
+    /// (or cached). 6.12-rfc is built when missing, except with CI set,
+    /// where its tests are skipped.
     #[arg(
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "6.1,6.12,7.2,6.12-rfc"
+        default_value = "6.1,6.12,7,6.12-rfc"
     )]
     pub kernels: Vec<Series>,
     /// Skip the VM tests (and fetching kernels).
@@ -35,9 +35,14 @@ pub struct TestArgs {
     /// `cargo xtask test --kernels 6.12 --check promote DIR/promote`.
     #[arg(long, num_args = 2, value_names = ["TEST", "DIR"])]
     pub check: Vec<String>,
-    /// Seconds of fuzzing per fuzz target (0: skip fuzzing; at most 86400).
-    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(0..=86400))]
+    /// Fuzzing: a reproducible run of a fixed number of inputs per target,
+    /// at most this many seconds each (0: skip fuzzing; at most 86400).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=86400))]
     pub fuzz_time: u64,
+    /// Only these VM tests, after the release build and nothing else (no
+    /// fmt, clippy, unit tests or fuzzing): for working on one test.
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(vmtest::TESTS.iter().map(|t| t.name)))]
+    pub only: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -127,7 +132,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     let mut setup = Setup::new(true);
 
     report.step("setup: toolchain", || setup.toolchain());
-    let kernels: Vec<(Series, Availability)> = if args.no_vm {
+    let kernels: Vec<(Series, Result<Kernel, Status>)> = if args.no_vm {
         Vec::new()
     } else {
         report.step("setup: host packages", || setup.host_packages());
@@ -136,13 +141,19 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
             .map(|&series| (series, kernel_step(&mut report, &mut setup, series)))
             .collect()
     };
-    let numatrace = cargo_steps(&mut report, &mut setup);
+    let numatrace = if args.only.is_empty() {
+        cargo_steps(&mut report, &mut setup)
+    } else {
+        release_build(&mut report, &mut setup)
+    };
     let fuzz_step = format!(
-        "fuzz ({} targets, {} s each)",
+        "fuzz ({} targets, seed 1, at most {} s each)",
         crate::fuzz::TARGETS.len(),
         args.fuzz_time
     );
-    if args.fuzz_time == 0 {
+    if !args.only.is_empty() {
+        report.push(&fuzz_step, Status::Skipped("--only".into()), Duration::ZERO);
+    } else if args.fuzz_time == 0 {
         report.push(
             &fuzz_step,
             Status::Skipped("--fuzz-time 0".into()),
@@ -151,6 +162,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     } else {
         let fuzz = crate::fuzz::FuzzArgs {
             time: args.fuzz_time,
+            seed: Some(1),
             only: Vec::new(),
         };
         report.step(&fuzz_step, || crate::fuzz::run(&fuzz, &mut setup));
@@ -163,8 +175,14 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
             Duration::ZERO,
         );
     }
-    for (series, availability) in kernels {
-        vm_steps(&mut report, series, availability, numatrace.as_deref());
+    for (series, kernel) in kernels {
+        vm_steps(
+            &mut report,
+            series,
+            kernel,
+            numatrace.as_deref(),
+            &args.only,
+        );
     }
 
     Ok(if report.print() {
@@ -174,26 +192,27 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     })
 }
 
-/// Fetches the guest kernel of `series` as a step; a missing optional
-/// series is skipped, a missing required one fails.
-fn kernel_step(report: &mut Report, setup: &mut Setup, series: Series) -> Availability {
+/// Fetches (or builds) the guest kernel of `series` as a step; without
+/// one, the status its tests get: a failure, or a skip for a kernel that
+/// may be unavailable.
+fn kernel_step(report: &mut Report, setup: &mut Setup, series: Series) -> Result<Kernel, Status> {
     let name = format!("setup: kernel {series}");
     println!("\n==> {name}");
     let start = Instant::now();
-    let availability = match kernels::ensure(series, setup) {
-        Ok(a) => a,
-        Err(e) => Availability::Unavailable(format!("{e:#}")),
+    let kernel = match kernels::available(series, setup) {
+        Ok(Availability::Ready(k)) => Ok(k),
+        Ok(Availability::Unavailable(why)) => Err(Status::Skipped(why)),
+        Err(e) => Err(Status::Fail(format!("{e:#}"))),
     };
-    let status = match &availability {
-        Availability::Ready(k) => {
+    let status = match &kernel {
+        Ok(k) => {
             println!("kernel {series}: {} {}", k.package, k.version);
             Status::Pass
         }
-        Availability::Unavailable(why) if series.required() => Status::Fail(why.clone()),
-        Availability::Unavailable(why) => Status::Skipped(why.clone()),
+        Err(status) => status.clone(),
     };
     report.push(&name, status, start.elapsed());
-    availability
+    kernel
 }
 
 /// rustfmt, clippy, the unit tests and the release musl build; returns the
@@ -219,6 +238,10 @@ fn cargo_steps(report: &mut Report, setup: &mut Setup) -> Option<PathBuf> {
     report.step("cargo test --workspace", || {
         cmd::run(cmd::cargo().args(["test", "--workspace", "--exclude", "numa-ebpf"]))
     });
+    release_build(report, setup)
+}
+
+fn release_build(report: &mut Report, setup: &mut Setup) -> Option<PathBuf> {
     report.step("build numatrace (release, musl, static)", || {
         let path = binary::build(true, setup)?;
         println!("built {} (static)", path.display());
@@ -231,21 +254,21 @@ fn cargo_steps(report: &mut Report, setup: &mut Setup) -> Option<PathBuf> {
 fn vm_steps(
     report: &mut Report,
     series: Series,
-    availability: Availability,
+    kernel: Result<Kernel, Status>,
     numatrace: Option<&Path>,
+    only: &[String],
 ) {
     let names: Vec<String> = vmtest::TESTS
         .iter()
-        .filter(|t| t.kernels.contains(&series))
+        .filter(|t| t.kernels.contains(&series) && vmtest::selected(t, only))
         .map(|t| format!("vm {series}: {}", t.name))
         .collect();
-    let kernel = match availability {
-        Availability::Ready(k) => k,
-        Availability::Unavailable(why) => {
-            let status = if series.required() {
-                Status::Fail(format!("no {series} kernel: {why}"))
-            } else {
-                Status::Skipped(why)
+    let kernel = match kernel {
+        Ok(k) => k,
+        Err(status) => {
+            let status = match status {
+                Status::Fail(why) => Status::Fail(format!("no {series} kernel: {why}")),
+                other => other,
             };
             for n in &names {
                 report.push(n, status.clone(), Duration::ZERO);
@@ -264,7 +287,7 @@ fn vm_steps(
         return;
     };
     println!("\n==> vm tests on {series} ({})", kernel.package);
-    let results = vmtest::run_kernel(&kernel, numatrace);
+    let results = vmtest::run_kernel(&kernel, numatrace, only);
     for r in results {
         let status = match r.outcome {
             Ok(()) => Status::Pass,

@@ -23,6 +23,7 @@ fuzz_target!(|text: &str| {
         hot_threshold_ms: field().and_then(|v| v.parse().ok()).unwrap_or(kd.hot_threshold_ms),
         scan_period_max_ms: field().and_then(|v| v.parse().ok()).unwrap_or(kd.scan_period_max_ms),
         rate_limit_mbps: field().and_then(|v| v.parse().ok()).unwrap_or(kd.rate_limit_mbps),
+        ..kd
     };
     let _ = build(spec, &d, &k);
 });

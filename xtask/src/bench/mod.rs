@@ -43,6 +43,11 @@ struct Spread {
 }
 
 impl Spread {
+    /// (max - min) / median, in percent.
+    fn spread_pct(&self) -> f64 {
+        100.0 * (self.max - self.min) / self.median.abs().max(f64::MIN_POSITIVE)
+    }
+
     fn of(v: &[f64]) -> Spread {
         let mut v = v.to_vec();
         let median = median(&mut v);

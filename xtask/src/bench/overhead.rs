@@ -17,6 +17,13 @@
 //!   of the workload's CPU time;
 //! - hint faults/s, ring drops, and the guest's busy CPU (numatrace's own
 //!   userspace included).
+//!
+//! By default the guest runs in QEMU's instruction-count mode
+//! ([`Clock::Instructions`]): one guest nanosecond per executed guest
+//! instruction, so every time the guest measures (CPU times, BPF run time)
+//! is an instruction count, independent of the host's load and stable to
+//! about 1% between rounds. These are emulated x86 instructions, not native
+//! nanoseconds. `--wall-clock` keeps TCG's real-time clock.
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -27,6 +34,25 @@ use super::{num, rotated, round_runs, Spread};
 use crate::results::read_json;
 
 pub const ROUNDS: usize = 6;
+
+/// What the guest's clock counts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// `-icount shift=0`: 1 guest ns = 1 guest instruction.
+    Instructions,
+    /// TCG's real-time clock, which follows the host's load.
+    Wall,
+}
+
+impl Clock {
+    /// The unit of a guest nanosecond, and of a thousand of them.
+    fn units(self) -> (&'static str, &'static str) {
+        match self {
+            Clock::Instructions => ("instructions", "k instructions"),
+            Clock::Wall => ("ns", "us"),
+        }
+    }
+}
 
 /// One vCPU. The test bed runs all vCPUs on one host thread (TCG
 /// thread=single), switching between busy vCPUs every 100 ms; a guest with
@@ -121,11 +147,34 @@ struct Figures {
     faults_per_s: Vec<f64>,
     bpf_ns_per_fault: Vec<f64>,
     bpf_share: Vec<f64>,
-    per_program: BTreeMap<String, Vec<f64>>,
+    per_program: BTreeMap<String, ProgramFigures>,
     drops: u64,
 }
 
-pub fn report(dir: &Path) -> Result<()> {
+/// One BPF program over the `stats` runs.
+#[derive(Default)]
+struct ProgramFigures {
+    /// Run time (guest ns) per hint fault.
+    per_fault: Vec<f64>,
+    runs_per_fault: Vec<f64>,
+    per_run: Vec<f64>,
+    xlated_bytes: u64,
+    jited_bytes: u64,
+}
+
+impl ProgramFigures {
+    fn add(&mut self, p: &Value, faults: f64) {
+        let ns = p["run_time_ns"].as_f64().unwrap_or(0.0);
+        let runs = p["run_count"].as_f64().unwrap_or(0.0);
+        self.per_fault.push(ns / faults);
+        self.runs_per_fault.push(runs / faults);
+        self.per_run.push(if runs > 0.0 { ns / runs } else { 0.0 });
+        self.xlated_bytes = p["xlated_bytes"].as_u64().unwrap_or(0);
+        self.jited_bytes = p["jited_bytes"].as_u64().unwrap_or(0);
+    }
+}
+
+pub fn report(dir: &Path, clock: Clock) -> Result<()> {
     let mut fig = Figures {
         same_work: vec![Vec::new(); RUNS.len() - 1],
         sys_us: vec![Vec::new(); RUNS.len()],
@@ -136,12 +185,13 @@ pub fn report(dir: &Path) -> Result<()> {
         per_program: BTreeMap::new(),
         drops: 0,
     };
-    println!("round | same-work CPU / base: empty  traced  stats | sys us/fault: base  empty traced  stats | traced faults/s | BPF ns/fault  % of CPU | guest busy CPU s: base empty traced stats");
+    let (ns, us) = clock.units();
+    println!("round | same-work CPU / base: empty  traced  stats | sys {us}/fault: base  empty traced  stats | traced faults/s | BPF {ns}/fault  % of CPU | guest busy CPU s: base empty traced stats");
     for i in 0..ROUNDS {
         let line = round(dir, i, &mut fig)?;
         println!("{line}");
     }
-    print_summary(&fig);
+    print_summary(&fig, clock);
     Ok(())
 }
 
@@ -171,13 +221,12 @@ fn round(dir: &Path, i: usize, fig: &mut Figures) -> Result<String> {
     let faults = stats["hint_faults"].as_u64().unwrap_or(0).max(1) as f64;
     let mut bpf_ns = 0.0;
     for p in stats["bpf_programs"].as_array().into_iter().flatten() {
-        let ns = p["run_time_ns"].as_f64().unwrap_or(0.0);
-        bpf_ns += ns;
+        bpf_ns += p["run_time_ns"].as_f64().unwrap_or(0.0);
         if let Some(name) = p["name"].as_str() {
             fig.per_program
                 .entry(name.to_owned())
                 .or_default()
-                .push(ns / faults);
+                .add(p, faults);
         }
     }
     let stats_run = &runs[3];
@@ -197,13 +246,42 @@ fn round(dir: &Path, i: usize, fig: &mut Figures) -> Result<String> {
     Ok(line)
 }
 
-/// The figures over all rounds.
-fn print_summary(fig: &Figures) {
+/// Each program's figures (`stats` runs): its run time per hint fault, its
+/// runs per hint fault, its cost per run, and its sizes.
+fn print_programs(fig: &Figures, clock: Clock) {
+    let (ns, _) = clock.units();
     println!();
-    println!("BPF run time per hint fault, by program (ns, `stats` runs; all of a program's runs / hint faults):");
-    for (name, v) in &fig.per_program {
-        println!("  {name:<22} {:.0}", Spread::of(v));
+    println!(
+        "BPF programs (`stats` runs; medians over the rounds, spread = (max - min) / median):"
+    );
+    println!(
+        "  {:<26} {:>14} {:>7} {:>10} {:>12} {:>8} {:>8}",
+        "program",
+        format!("{ns}/fault"),
+        "spread",
+        "runs/fault",
+        format!("{ns}/run"),
+        "xlated B",
+        "JIT B"
+    );
+    for (name, p) in &fig.per_program {
+        let per_fault = Spread::of(&p.per_fault);
+        println!(
+            "  {name:<26} {:>14.0} {:>6.1}% {:>10.2} {:>12.0} {:>8} {:>8}",
+            per_fault.median,
+            per_fault.spread_pct(),
+            Spread::of(&p.runs_per_fault).median,
+            Spread::of(&p.per_run).median,
+            p.xlated_bytes,
+            p.jited_bytes
+        );
     }
+}
+
+/// The figures over all rounds.
+fn print_summary(fig: &Figures, clock: Clock) {
+    let (ns, us) = clock.units();
+    print_programs(fig, clock);
     println!();
     println!("over {ROUNDS} rounds:");
     let labels = [
@@ -215,12 +293,18 @@ fn print_summary(fig: &Figures) {
     for (label, v) in labels.iter().zip(&fig.same_work) {
         println!("    {label:<46} {}", Spread::of(v));
     }
-    println!("  system time per hint fault (us):");
+    println!("  kernel (system) time per hint fault ({us}):");
     for ((name, _), v) in RUNS.iter().zip(&fig.sys_us) {
-        println!("    {name:<46} {:.1}", Spread::of(v));
+        let sp = Spread::of(v);
+        println!("    {name:<46} {sp:.2}, spread {:.1}%", sp.spread_pct());
+    }
+    let base = Spread::of(&fig.sys_us[0]).median;
+    for ((name, _), v) in RUNS.iter().zip(&fig.sys_us).skip(1) {
+        let added = 100.0 * (Spread::of(v).median / base - 1.0);
+        println!("    {name} adds {added:+.1}% to the bare hint-fault path");
     }
     println!(
-        "  BPF run time per hint fault (ns, all programs):  {:.0}",
+        "  BPF run time per hint fault ({ns}, all programs):  {:.0}",
         Spread::of(&fig.bpf_ns_per_fault)
     );
     println!(
@@ -239,10 +323,25 @@ fn print_summary(fig: &Figures) {
         "  ring buffer drops (traced and stats runs; target 0): {}",
         fig.drops
     );
-    println!("(QEMU TCG, one vCPU: the kernel and the JITed BPF are both emulated, so absolute");
-    println!(" times are not a real machine's. This workload does nothing but take hint faults,");
-    println!(" so its slowdown is the worst case; `empty` is what any tool attached at these");
-    println!(" hooks pays before its programs do anything.)");
+    if clock == Clock::Instructions {
+        println!(
+            "(QEMU TCG in instruction-count mode, one vCPU: every guest time above is a count of"
+        );
+        println!(
+            " emulated x86 instructions (1 guest ns = 1 instruction), not native nanoseconds."
+        );
+    } else {
+        println!(
+            "(QEMU TCG, one vCPU, real-time clock: the kernel and the JITed BPF are both emulated,"
+        );
+        println!(" so absolute times are not a real machine's and follow the host's load.");
+    }
+    println!(
+        " This workload does nothing but take hint faults, so its slowdown is the worst case;"
+    );
+    println!(
+        " `empty` is what any tool attached at these hooks pays before its programs do anything.)"
+    );
 }
 
 #[cfg(test)]
@@ -281,7 +380,8 @@ mod tests {
                 std::fs::write(dir.join(next), summary.to_string()).unwrap();
             } else if *w == ">" && next.starts_with("tool_") {
                 let tool = json!({"hint_faults": 30000, "duration_s": 5.0, "drops": 0,
-                    "bpf_programs": [{"name": "fentry_hint_fault", "run_time_ns": 3e7}]});
+                    "bpf_programs": [{"name": "fentry_hint_fault", "run_time_ns": 3e7,
+                        "run_count": 30000, "xlated_bytes": 800, "jited_bytes": 500}]});
                 std::fs::write(dir.join(next), tool.to_string()).unwrap();
             } else if *w == ">" && next.starts_with("cpu_") {
                 let ticks = if next.ends_with("_0.txt") { 100 } else { 400 };
@@ -290,7 +390,8 @@ mod tests {
             }
         }
         assert_eq!(runs, ROUNDS * RUNS.len());
-        report(&dir).unwrap();
+        report(&dir, Clock::Instructions).unwrap();
+        report(&dir, Clock::Wall).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -107,28 +107,42 @@ fn guest_config(tiering: Tiering, modules: &[Module], mode: &Mode) -> String {
 /// QEMU with the machine, topology, kernel, initramfs and kernel command
 /// line; the console's wiring is up to the mode.
 fn qemu_command(guest: &Guest, tiering: Tiering, initrd: &Path) -> Command {
-    let mut kernel_cmdline = vec!["console=ttyS0".to_string(), "panic=-1".to_string()];
+    // tsc=reliable: under TCG the TSC and the HPET both follow QEMU's clock,
+    // yet on a busy host the clocksource watchdog sees them skew (QEMU is
+    // preempted between its two reads) and switches to the HPET, whose
+    // every read is an emulated MMIO access: the guest then crawls and
+    // tests time out (seen on 7.2 with both cores of the host loaded).
+    let mut kernel_cmdline = vec![
+        "console=ttyS0".to_string(),
+        "panic=-1".to_string(),
+        "tsc=reliable".to_string(),
+    ];
     kernel_cmdline.extend(guest.topology.kernel_args(tiering));
     let mut qemu = Command::new("qemu-system-x86_64");
     // thread=single, not multi: with multi-threaded TCG about one 6.12 boot
     // in ten died with `Oops: int3` in code the kernel was live-patching
     // (static keys; fentry/fexit attach patches text the same way). One host
     // thread for all vCPUs avoids that race and boots as fast.
-    qemu.args(["-accel", "tcg,thread=single", "-cpu", "max"])
-        .args([
-            "-nodefaults",
-            "-no-user-config",
-            "-display",
-            "none",
-            "-no-reboot",
-        ])
-        .args(guest.topology.qemu_args(tiering))
-        .arg("-kernel")
-        .arg(guest.kernel.boot_image())
-        .arg("-initrd")
-        .arg(initrd)
-        .arg("-append")
-        .arg(kernel_cmdline.join(" "));
+    qemu.args(["-accel", "tcg,thread=single", "-cpu", "max"]);
+    if guest.icount {
+        // shift=0: one guest ns per instruction; sleep=off: an idle guest's
+        // clock jumps to its next timer instead of waiting in real time.
+        qemu.args(["-icount", "shift=0,sleep=off"]);
+    }
+    qemu.args([
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-no-reboot",
+    ])
+    .args(guest.topology.qemu_args(tiering))
+    .arg("-kernel")
+    .arg(guest.kernel.boot_image())
+    .arg("-initrd")
+    .arg(initrd)
+    .arg("-append")
+    .arg(kernel_cmdline.join(" "));
     qemu
 }
 

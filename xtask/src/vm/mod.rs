@@ -28,7 +28,7 @@ use crate::binary;
 use crate::cmd;
 use crate::host::Setup;
 use crate::initramfs::GuestFile;
-use crate::kernels::{self, Availability, Kernel, Series};
+use crate::kernels::{self, Kernel, Series};
 
 pub use boot::boot;
 pub use console::is_kernel_problem;
@@ -76,6 +76,11 @@ pub struct VmArgs {
     /// Put this static binary into the guest as /bin/numatrace (implies --no-build).
     #[arg(long, value_name = "PATH", conflicts_with = "no_build")]
     pub numatrace: Option<PathBuf>,
+    /// Instruction-count mode (`-icount shift=0,sleep=off`): the guest's
+    /// clock advances one nanosecond per executed guest instruction, so
+    /// guest CPU times are instruction counts, whatever the host's load.
+    #[arg(long)]
+    pub icount: bool,
     /// Interactive busybox shell on the serial console instead of a command
     /// (Ctrl-A x kills QEMU).
     #[arg(long, conflicts_with = "command")]
@@ -118,6 +123,7 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
         mode,
         timeout: Duration::from_secs(args.timeout),
         out: &out,
+        icount: args.icount,
     };
     let outcome = boot(&guest)?;
     if args.shell {
@@ -147,10 +153,7 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
 /// fails if the series cannot be fetched.
 pub fn ready_kernel(series: Series, setup: &mut Setup) -> Result<Kernel> {
     setup.host_packages()?;
-    match kernels::present(series, setup)? {
-        Availability::Ready(kernel) => Ok(kernel),
-        Availability::Unavailable(why) => bail!("no {series} guest kernel: {why}"),
-    }
+    kernels::present(series, setup)
 }
 
 /// The release musl numatrace: built now, or the existing one if `build` is false.
@@ -217,6 +220,8 @@ pub struct Guest<'a> {
     pub timeout: Duration,
     /// Receives the guest's /results; `../console.log` gets the console.
     pub out: &'a Path,
+    /// QEMU's instruction-count mode (guest ns = guest instructions).
+    pub icount: bool,
 }
 
 /// What happened during one boot.

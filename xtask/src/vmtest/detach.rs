@@ -2,8 +2,9 @@
 //! state file) ended by SIGINT, SIGTERM, SIGHUP, a panic and SIGKILL. After
 //! each, no numatrace BPF program, map or link is left in the kernel
 //! (`doctor --loaded`, the object-id syscalls) and, except after SIGKILL,
-//! no state file either; after SIGKILL, readers call the leftover file's
-//! promoter not running and the next run replaces it and cleans up.
+//! no state file either; after SIGKILL the next run replaces the leftover
+//! file and cleans up (readers' judgement of a dead promoter's file is
+//! unit-tested in numa-host).
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
@@ -43,7 +44,6 @@ case_() {
 for c in INT TERM HUP; do case_ "$c" "$c"; done
 case_ panic ""
 case_ KILL KILL
-timeout -s KILL 60 numatrace top --once --json > KILL.top.json 2> KILL.top.err
 timeout -s KILL 90 numatrace promote --all --duration 3 > again.out 2>&1; echo $? > again.rc
 [ -e $state ] && echo 1 > again.state-after || echo 0 > again.state-after
 kill $load
@@ -62,12 +62,6 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     for &(case, rc) in CASES {
         check_case(dir, case, rc).with_context(|| format!("promote ended by {case}"))?;
     }
-    let top = read_json(dir, "KILL.top.json")?;
-    let promoter = &top["promoter"];
-    ensure!(
-        promoter["running"] == Value::Bool(false),
-        "after SIGKILL, top calls the leftover state file's promoter running: {promoter}"
-    );
     ensure!(
         text(dir, "again.rc")?.trim() == "0",
         "a promote run after SIGKILL failed: {}",

@@ -77,11 +77,31 @@ fn check_json(doc: &Value, series: Series) -> Result<()> {
         .as_array()
         .context("attach_plan.hooks is not an array")?;
     let targets: Vec<&str> = hooks.iter().filter_map(|h| h["target"].as_str()).collect();
+    // The design's change_pte_range where the kernel keeps it a function;
+    // init_numa_balancing and __mmdrop: the fault-count patch's counter
+    // resets and mm teardowns.
     let expected: &[&str] = match series {
-        Series::V6_1 => &["numa_migrate_prep", "migrate_misplaced_page"],
-        Series::V6_12 | Series::V7_2 | Series::V6_12Rfc => {
-            &["numa_migrate_check", "migrate_misplaced_folio"]
-        }
+        Series::V6_1 => &[
+            "numa_migrate_prep",
+            "migrate_misplaced_page",
+            "change_prot_numa",
+            "init_numa_balancing",
+            "__mmdrop",
+        ],
+        Series::V6_12 | Series::V6_12Rfc => &[
+            "numa_migrate_check",
+            "migrate_misplaced_folio",
+            "change_prot_numa",
+            "init_numa_balancing",
+            "__mmdrop",
+        ],
+        Series::V7 => &[
+            "numa_migrate_check",
+            "migrate_misplaced_folio",
+            "change_pte_range",
+            "init_numa_balancing",
+            "__mmdrop",
+        ],
     };
     for want in expected {
         ensure!(
@@ -90,6 +110,41 @@ fn check_json(doc: &Value, series: Series) -> Result<()> {
             targets.join(", ")
         );
     }
+    check_design(hooks)
+}
+
+/// Every hook the design names a function for says whether the plan uses
+/// it and, if not, why.
+fn check_design(hooks: &[Value]) -> Result<()> {
+    let mut named = 0;
+    for h in hooks {
+        let design = &h["design"];
+        if design.is_null() {
+            continue;
+        }
+        named += 1;
+        let function = design["function"].as_str().unwrap_or("");
+        let used = design["used"].as_bool();
+        let why_not = design["why_not"].as_str().unwrap_or("");
+        match used {
+            Some(true) => ensure!(
+                h["target"].as_str() == Some(function),
+                "{}: design function {function} marked used, but the target is {}",
+                h["hook"],
+                h["target"]
+            ),
+            Some(false) => ensure!(
+                !why_not.is_empty(),
+                "{}: design function {function} not used and no reason given",
+                h["hook"]
+            ),
+            None => bail!("{}: design entry without `used`: {design}", h["hook"]),
+        }
+    }
+    ensure!(
+        named == 4,
+        "{named} hooks name a design function, want 4 (hint_fault, decision, scan_range, migrate)"
+    );
     Ok(())
 }
 
@@ -105,16 +160,32 @@ fn snippet(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn doctor(ok: bool, tiers: Value, targets: &[&str]) -> Value {
+        let design = |t: &str| match t {
+            "numa_migrate_check" | "numa_migrate_prep" => {
+                json!({"function": "do_numa_page", "used": false, "why_not": "do_numa_page inlined/absent"})
+            }
+            "change_prot_numa" => {
+                json!({"function": "change_pte_range", "used": false, "why_not": "change_pte_range inlined/absent"})
+            }
+            "migrate_misplaced_page" => {
+                json!({"function": "migrate_misplaced_folio", "used": false, "why_not": "migrate_misplaced_folio inlined/absent"})
+            }
+            // Hooks the design names no function for.
+            "init_numa_balancing" | "__mmdrop" => Value::Null,
+            used => json!({"function": used, "used": true, "why_not": ""}),
+        };
         let hooks: Vec<Value> = targets
             .iter()
             .map(|t| {
-                serde_json::json!({"hook": "h", "target": t, "mechanism": "fentry",
-                "layout": null, "required": true, "status": "attached", "detail": ""})
+                json!({"hook": "h", "target": t, "mechanism": "fentry",
+                "layout": null, "required": true, "status": "attached", "detail": "",
+                "design": design(t)})
             })
             .collect();
-        serde_json::json!({
+        json!({
             "ok": ok,
             "kernel_release": "6.12.117+deb12-amd64",
             "checks": [],
@@ -125,7 +196,7 @@ mod tests {
     }
 
     fn two_tiers() -> Value {
-        serde_json::json!([
+        json!([
             {"tier": "memory_tier4", "id": 4, "nodes": [0]},
             {"tier": "memory_tier22", "id": 22, "nodes": [1]},
         ])
@@ -133,15 +204,43 @@ mod tests {
 
     #[test]
     fn doctor_json_checks() {
-        let folio = ["numa_migrate_check", "migrate_misplaced_folio"];
-        let page = ["numa_migrate_prep", "migrate_misplaced_page"];
+        let folio = [
+            "numa_migrate_check",
+            "migrate_misplaced_folio",
+            "change_prot_numa",
+            "should_numa_migrate_memory",
+            "init_numa_balancing",
+            "__mmdrop",
+        ];
+        let page = [
+            "numa_migrate_prep",
+            "migrate_misplaced_page",
+            "change_prot_numa",
+            "should_numa_migrate_memory",
+            "init_numa_balancing",
+            "__mmdrop",
+        ];
+        let per_pte = [
+            "numa_migrate_check",
+            "migrate_misplaced_folio",
+            "change_pte_range",
+            "should_numa_migrate_memory",
+            "init_numa_balancing",
+            "__mmdrop",
+        ];
         assert!(check_json(&doctor(true, two_tiers(), &folio), Series::V6_12).is_ok());
         assert!(check_json(&doctor(true, two_tiers(), &page), Series::V6_1).is_ok());
         assert!(check_json(&doctor(true, two_tiers(), &folio), Series::V6_1).is_err());
+        assert!(check_json(&doctor(true, two_tiers(), &per_pte), Series::V7).is_ok());
+        assert!(check_json(&doctor(true, two_tiers(), &folio), Series::V7).is_err());
+        // A design function left unused without a reason.
+        let mut silent = doctor(true, two_tiers(), &per_pte);
+        silent["attach_plan"]["hooks"][0]["design"]["why_not"] = json!("");
+        assert!(check_json(&silent, Series::V7).is_err());
         assert!(check_json(&doctor(false, two_tiers(), &folio), Series::V6_12).is_err());
-        let one_tier = serde_json::json!([{"tier": "memory_tier4", "id": 4, "nodes": [0, 1]}]);
+        let one_tier = json!([{"tier": "memory_tier4", "id": 4, "nodes": [0, 1]}]);
         assert!(check_json(&doctor(true, one_tier, &folio), Series::V6_12).is_err());
-        let inverted = serde_json::json!([
+        let inverted = json!([
             {"tier": "memory_tier4", "id": 4, "nodes": [1]},
             {"tier": "memory_tier22", "id": 22, "nodes": [0]},
         ]);

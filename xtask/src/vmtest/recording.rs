@@ -12,7 +12,7 @@ use anyhow::{ensure, Result};
 use serde_json::Value;
 
 use crate::kernels::Series;
-use crate::results::{f, read_json, u};
+use crate::results::{equal_but_missed, f, read_json, u};
 
 pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
 numatrace workload hot-chunks --dram-mb 1400 --slow-mb 0 --duration 300 > filler.json &
@@ -31,22 +31,28 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     let vm = |k: &str| u(&s, &["vmstat_delta", k]);
     let faults = u(&s, &["hint_faults"])?;
     ensure!(faults > 0, "no hint faults recorded");
-    ensure!(
-        faults == vm("numa_hint_faults")?,
-        "hint faults {faults} != vmstat numa_hint_faults {}",
-        vm("numa_hint_faults")?
-    );
+    let missed = u(&s, &["runs_missed"])?;
+    let (vm_faults, vm_promoted) = (vm("numa_hint_faults")?, vm("pgpromote_success")?);
+    equal_but_missed(
+        "hint faults vs vmstat numa_hint_faults",
+        faults,
+        vm_faults,
+        missed,
+    )?;
     let ok = u(&s, &["migrate", "success"])?;
-    ensure!(
-        ok == vm("pgpromote_success")?,
-        "successful migrations {ok} != vmstat pgpromote_success {}",
-        vm("pgpromote_success")?
-    );
+    equal_but_missed(
+        "successful migrations vs vmstat pgpromote_success",
+        ok,
+        vm_promoted,
+        missed,
+    )?;
     let on_dram = u(&w, &["slow_pages_on_dram_node_at_end"])?;
-    ensure!(
-        on_dram == ok,
-        "the workload found {on_dram} of its pages on DRAM, numatrace saw {ok} promotions"
-    );
+    equal_but_missed(
+        "promotions vs the workload's pages found on DRAM",
+        ok,
+        on_dram,
+        missed,
+    )?;
     let decisions = u(&s, &["decisions"])?;
     let slow = u(&s, &["checks", "slow_node_faults"])?;
     ensure!(
@@ -84,13 +90,76 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         s["kernel_histograms_match"] == Value::Bool(true),
         "in-kernel histograms differ from the events'"
     );
-    let gap = u(&s, &["checks", "max_kernel_latency_gap_ms"])?;
-    // Two jiffy roundings (4 ms each at HZ=250) plus the time from the hint
-    // fault's entry to the decision, which TCG stretches: 50 ms is far below
-    // any threshold and far above what a wrong stamp would give (seconds).
+    check_patch_inputs(&s)?;
+    check_kernel_latency(&s["checks"])?;
+    Ok(())
+}
+
+/// numatrace's latency against the kernel's own, per decision. The kernel
+/// reads jiffies at the decision, numatrace the clock at the fault's entry:
+/// two jiffy roundings (4 ms each at HZ=250) and the time in between, which
+/// TCG stretches, separate them, 50 ms at most but rarely: a task preempted
+/// inside its fault (7.x's PREEMPT_LAZY) or jiffies lagging in a guest
+/// starved by a busy host add tens of ms. Wrong stamps are off on many
+/// decisions, or by seconds: 1 s is the default hot threshold, so a gap that
+/// large could flip a decision.
+fn check_kernel_latency(checks: &Value) -> Result<()> {
+    let gaps = u(checks, &["kernel_latency_gaps_over_50ms"])?;
+    let decisions = u(checks, &["kernel_latencies"])?;
     ensure!(
-        gap <= 50,
-        "the kernel's own latency and numatrace's differ by {gap} ms (> 50 ms: a stamp is wrong)"
+        gaps <= decisions / 1000,
+        "the kernel's own latency and numatrace's differ by more than 50 ms in {gaps} of \
+         {decisions} decisions (> 0.1%: stamps are wrong)"
+    );
+    let max = u(checks, &["max_kernel_latency_gap_ms"])?;
+    ensure!(
+        max < 1000,
+        "the kernel's own latency and numatrace's differ by {max} ms (>= 1 s: a stamp is wrong)"
     );
     Ok(())
+}
+
+/// The fault-count patch's inputs from the probes: every slow-node fault
+/// has the mm's counter, which steps as the patch's would for the
+/// single-threaded workload (+1 per PTE fault, 0 per PMD fault), and every
+/// decision past the free-space shortcut has the node's candidate count.
+fn check_patch_inputs(s: &Value) -> Result<()> {
+    let p = |k: &str| u(s, &["checks", "patch_inputs", k]);
+    ensure!(
+        p("faults_with_counter")? > 0 && p("faults_without_counter")? == 0,
+        "slow-node faults without the fault-count counter: {} of {}",
+        p("faults_without_counter")?,
+        p("faults_with_counter")? + p("faults_without_counter")?
+    );
+    ensure!(
+        p("steps_checked")? > 0 && p("steps_off")? == 0,
+        "the fault-count counter stepped wrongly {} times in {}",
+        p("steps_off")?,
+        p("steps_checked")?
+    );
+    ensure!(
+        p("threshold_path")? > 0 && p("threshold_path_without_node_count")? == 0,
+        "decisions past the free-space shortcut without the node's candidate count: {} of {}",
+        p("threshold_path_without_node_count")?,
+        p("threshold_path")?
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn kernel_latency_may_differ_by_tens_of_ms_only_rarely() {
+        let checks = |gaps: u64, max: u64| {
+            json!({"kernel_latency_gaps_over_50ms": gaps, "kernel_latencies": 32768,
+                "max_kernel_latency_gap_ms": max})
+        };
+        check_kernel_latency(&checks(0, 8)).expect("rounding only");
+        check_kernel_latency(&checks(1, 98)).expect("one preempted fault");
+        assert!(check_kernel_latency(&checks(33, 98)).is_err());
+        assert!(check_kernel_latency(&checks(1, 1500)).is_err());
+    }
 }

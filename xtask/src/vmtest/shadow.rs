@@ -34,6 +34,7 @@ pub fn check(dir: &Path, console: &str, _series: Series) -> Result<()> {
         pct >= 95.0,
         "kernel-time agrees on {pct:.2}% < 95% of decisions"
     );
+    check_fault_count(models)?;
     if live != replay {
         let diff: Vec<String> = live
             .as_object()
@@ -48,5 +49,38 @@ pub fn check(dir: &Path, console: &str, _series: Series) -> Result<()> {
         );
     }
     let _ = console;
+    Ok(())
+}
+
+/// The default `fault-count` (the patched kernel) had the patch's inputs
+/// for the decisions of a workload started under numatrace (every folio it
+/// faults on was stamped while attached), and its projected counters are
+/// consistent.
+fn check_fault_count(models: &[serde_json::Value]) -> Result<()> {
+    let fc = models
+        .iter()
+        .find(|m| m["name"] == "fault-count")
+        .context("no fault-count model in the report")?;
+    ensure!(
+        fc["params"]["mode"] == "patch",
+        "fault-count runs in mode {}, not the patch",
+        fc["params"]["mode"]
+    );
+    let decisions = u(fc, &["promote"])? + u(fc, &["reject"])?;
+    let no_stamp = fc["reasons"]["no_stamp"].as_u64().unwrap_or(0);
+    println!(
+        "    fault-count (the patch) had no stored count for {no_stamp} of {decisions} decisions"
+    );
+    ensure!(
+        decisions > 0 && no_stamp * 100 <= decisions,
+        "fault-count lacked the patch's inputs for {no_stamp} of {decisions} decisions (> 1%)"
+    );
+    let p = |k: &str| u(fc, &["projected", k]);
+    ensure!(
+        p("promote_pages")? >= u(fc, &["promote"])?
+            && p("candidate_pages")? >= p("reject_rate_limit")?,
+        "fault-count's projected counters are inconsistent: {}",
+        fc["projected"]
+    );
     Ok(())
 }

@@ -93,6 +93,63 @@ fn fault(f: FaultEvent) -> Result<FaultEvent, DecodeError> {
     Ok(f)
 }
 
+/// A record of a trace of ABI version 1, whose fault and scan records are
+/// prefixes of today's. What v1 lacks of the fault-count patch's inputs is
+/// stood in for by numatrace's own per-process counter (`seq_mm`: it also
+/// counts THP faults, starts at attach and never resets), so an old
+/// recording still gets a `fault-count` answer with the patch's
+/// arithmetic; the threshold path is inferred from the outcome. No
+/// node-wide candidate count (the rate limit counts the model's own).
+pub fn decode_v1(bytes: &[u8]) -> Result<Event, DecodeError> {
+    let kind: u32 = read::<u32>(bytes)?;
+    let sizes = numa_ebpf_common::RECORD_SIZES_V1;
+    match kind {
+        k if k == EventKind::Fault as u32 => {
+            fault(fault_from_v1(read_prefix(bytes, sizes[0])?)).map(Event::Fault)
+        }
+        k if k == EventKind::Scan as u32 => {
+            let mut s: ScanEvent = read_prefix(bytes, sizes[1])?;
+            s.pc_count = s.seq_mm as u32;
+            s.ext_flags = numa_ebpf_common::scan_ext_flags::PC_COUNT;
+            Ok(Event::Scan(s))
+        }
+        _ => decode(bytes),
+    }
+}
+
+/// The first `len` bytes of a `T`, the rest zero.
+fn read_prefix<T: Copy + Default>(bytes: &[u8], len: usize) -> Result<T, DecodeError> {
+    if bytes.len() < len || len > std::mem::size_of::<T>() {
+        return Err(DecodeError::Short(bytes.len()));
+    }
+    let mut v = T::default();
+    // SAFETY: `len` bytes are copied into a T of at least `len` bytes; T is
+    // a #[repr(C)] struct of integers for which any bit pattern is valid.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&mut v as *mut T).cast::<u8>(), len);
+    }
+    Ok(v)
+}
+
+fn fault_from_v1(mut f: FaultEvent) -> FaultEvent {
+    use numa_ebpf_common::{ext_flags as xf, fault_flags as ff, Outcome};
+    f.pc_count = f.seq_mm as u32;
+    f.ext_flags = xf::PC_COUNT;
+    if f.flags & ff::HAS_STAMP != 0 && f.flags & ff::STAMP_OTHER_MM == 0 {
+        f.pc_stored = f.scan_seq_mm as u32;
+        f.pc_stored_ns = f.scan_ns;
+        f.ext_flags |= xf::PC_STORED;
+    }
+    let past = matches!(
+        Outcome::from_u8(f.outcome),
+        Some(Outcome::PromoteHot | Outcome::RejectLatency | Outcome::RejectRateLimit)
+    );
+    if past || f.flags & ff::KERNEL_LATENCY != 0 {
+        f.ext_flags |= xf::THRESHOLD_PATH;
+    }
+    f
+}
+
 /// The raw bytes of an event, as written to trace files (no copy).
 pub fn raw_bytes(ev: &Event) -> &[u8] {
     fn bytes<T: Copy>(v: &T) -> &[u8] {
@@ -150,13 +207,18 @@ pub struct Snapshot {
 
 /// Event builders for tests (here and in the crates downstream).
 pub mod fixtures {
-    use numa_ebpf_common::{fault_flags, EventKind, FaultEvent, Outcome};
+    use numa_ebpf_common::{ext_flags, fault_flags, EventKind, FaultEvent, Outcome};
 
     /// A promoted or refused base-page hint fault of process 42 on folio
-    /// `folio`, `latency_ms` after its scan: the one fixture builder for
-    /// fault events in every crate's tests.
+    /// `folio`, `latency_ms` after its scan and 3 faults after it (on
+    /// numatrace's counters and the patch's alike): the one fixture
+    /// builder for fault events in every crate's tests.
     pub fn fault(seq: u64, folio: u64, latency_ms: u64, outcome: Outcome) -> FaultEvent {
         let ts_ns = 1_000_000_000_000 + seq * 1_000_000;
+        let mut ext_flags = ext_flags::PC_COUNT | ext_flags::PC_STORED;
+        if outcome != Outcome::PromoteFreeSpace {
+            ext_flags |= ext_flags::THRESHOLD_PATH;
+        }
         FaultEvent {
             kind: EventKind::Fault as u32,
             ts_ns,
@@ -180,6 +242,10 @@ pub mod fixtures {
                 | fault_flags::KERNEL_LATENCY
                 | fault_flags::HAS_FAULT_HOOK,
             comm: *b"hot-chunks\0\0\0\0\0\0",
+            pc_count: seq as u32,
+            pc_stored: seq.saturating_sub(3) as u32,
+            pc_stored_ns: ts_ns - latency_ms * 1_000_000,
+            ext_flags,
             ..FaultEvent::default()
         }
     }
@@ -221,6 +287,39 @@ mod tests {
             Err(DecodeError::UnknownKind(9))
         );
         assert_eq!(decode(&[1, 0]), Err(DecodeError::Short(2)));
+    }
+
+    #[test]
+    fn v1_records_read_with_stand_ins_for_the_patch_inputs() {
+        use numa_ebpf_common::{ext_flags as xf, RECORD_SIZES_V1};
+        let mut f = fault(70_000, 3, 1500, Outcome::RejectLatency);
+        f.scan_seq_mm = 69_000;
+        f.node_candidates = 5; // not in v1: must read as zero
+        let bytes = encode(&Event::Fault(f));
+        let Ok(Event::Fault(g)) = decode_v1(&bytes[..RECORD_SIZES_V1[0]]) else {
+            panic!("v1 fault did not decode");
+        };
+        assert_eq!((g.pc_count, g.pc_stored), (70_000, 69_000));
+        assert_eq!(g.pc_stored_ns, f.scan_ns);
+        assert_eq!(g.node_candidates, 0);
+        assert_eq!(
+            g.ext_flags,
+            xf::PC_COUNT | xf::PC_STORED | xf::THRESHOLD_PATH
+        );
+        assert_eq!(
+            decode_v1(&bytes[..RECORD_SIZES_V1[0] - 1]),
+            Err(DecodeError::Short(RECORD_SIZES_V1[0] - 1))
+        );
+        let s = ScanEvent {
+            kind: EventKind::Scan as u32,
+            seq_mm: 12,
+            ..Default::default()
+        };
+        let bytes = encode(&Event::Scan(s));
+        let Ok(Event::Scan(t)) = decode_v1(&bytes[..RECORD_SIZES_V1[1]]) else {
+            panic!("v1 scan did not decode");
+        };
+        assert_eq!(t.pc_count, 12);
     }
 
     #[test]

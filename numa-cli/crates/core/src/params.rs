@@ -16,6 +16,14 @@ pub struct KernelParams {
     pub sym_node_data: u64,
     /// Byte offset of pglist_data.nbp_threshold (0: unknown).
     pub off_nbp_threshold: u32,
+    /// Byte offsets of task_struct.mm, of vm_fault.address and of
+    /// pglist_data.vm_stat[PGPROMOTE_CANDIDATE] (0: unknown).
+    #[serde(default)]
+    pub off_task_mm: u32,
+    #[serde(default)]
+    pub off_vmf_address: u32,
+    #[serde(default)]
+    pub off_promote_candidate: u32,
     pub cpupid_mask: u32,
     pub access_time_buckets: u32,
     pub toptier_mask: u64,

@@ -10,19 +10,27 @@ use serde::Serialize;
 /// corrupt or crafted, and refused before anything is kept per node.
 pub const MAX_NUMNODES: u32 = 1024;
 
-/// Parses a kernel cpulist/nodelist such as `0-3,8,10-11`.
+/// Ids a cpulist or nodelist can hold (the kernel's largest NR_CPUS is
+/// 8192): a list naming more is corrupt, and its rest is ignored rather
+/// than expanded into memory.
+const MAX_LIST_IDS: u32 = 1 << 16;
+
+/// Parses a kernel cpulist/nodelist such as `0-3,8,10-11`; ids at or above
+/// [`MAX_LIST_IDS`] are dropped.
 pub fn parse_list(list: &str) -> Vec<u32> {
     let mut out = Vec::new();
     for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match part.split_once('-') {
             Some((a, b)) => {
                 if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
-                    out.extend(a..=b);
+                    out.extend(a..=b.min(MAX_LIST_IDS - 1));
                 }
             }
             None => {
-                if let Ok(n) = part.parse() {
-                    out.push(n);
+                if let Ok(n) = part.parse::<u32>() {
+                    if n < MAX_LIST_IDS {
+                        out.push(n);
+                    }
                 }
             }
         }
@@ -68,6 +76,10 @@ pub struct Tunables {
     pub scan_period_min_ms: Option<u64>,
     pub scan_period_max_ms: Option<u64>,
     pub scan_size_mb: Option<u64>,
+    /// debugfs `fault_count_threshold`: only a kernel with the fault-count
+    /// patch has it.
+    #[serde(default)]
+    pub fault_count_threshold: Option<u64>,
 }
 
 pub fn parse_vmstat(text: &str) -> BTreeMap<String, u64> {
@@ -136,5 +148,18 @@ mod tests {
         assert_eq!(d.get("numa_hint_faults"), Some(&15));
         assert_eq!(d.get("pgpromote_success"), Some(&0));
         assert!(!d.contains_key("nr_free_pages"));
+    }
+}
+
+#[cfg(test)]
+mod list_tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_range_is_cut_not_expanded() {
+        assert_eq!(parse_list("0-3,8,10-11"), vec![0, 1, 2, 3, 8, 10, 11]);
+        let ids = parse_list("0-3,10-1000000000,4000000000");
+        assert_eq!(ids.len(), 4 + (MAX_LIST_IDS as usize - 10));
+        assert_eq!(ids.last(), Some(&(MAX_LIST_IDS - 1)));
     }
 }

@@ -208,6 +208,7 @@ mod tests {
                     required: true,
                     status: HookStatus::Attached,
                     detail: "<script>".into(),
+                    design: None,
                 })
                 .collect(),
         }

@@ -176,6 +176,7 @@ impl Publisher {
             migrations_success: w.count(Counter::MigrateSuccess),
             migrations_fail: w.count(Counter::MigrateFail),
             ring_drops: w.count(Counter::RingDrops),
+            runs_missed: w.count(Counter::RunsMissed),
             map_evictions: w.evictions(self.opts.stamp_capacity),
             latency_ns: hist(|s| &s.hist_latency, 0),
             fault_delta: hist(|s| &s.hist_delta, 1),

@@ -47,12 +47,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 
 /// [`write_atomic`] with the source of temporary-name suffixes as a
 /// parameter, so tests can make the names predictable.
-fn write_atomic_named(
-    path: &Path,
-    bytes: &[u8],
-    mode: u32,
-    mut suffix: impl FnMut() -> io::Result<String>,
-) -> io::Result<()> {
+/// The directory `path` is in (`.` for a bare name) and its file name,
+/// the stem of the temporary names made beside it.
+fn dir_and_name(path: &Path) -> (&Path, String) {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -60,6 +57,16 @@ fn write_atomic_named(
     let name = path
         .file_name()
         .map_or_else(|| "numatrace".into(), |n| n.to_string_lossy().into_owned());
+    (dir, name)
+}
+
+fn write_atomic_named(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    mut suffix: impl FnMut() -> io::Result<String>,
+) -> io::Result<()> {
+    let (dir, name) = dir_and_name(path);
     let fail = |tmp: Option<&Path>, e: io::Error| {
         let via = tmp.map_or_else(String::new, |t| format!(" (via {})", t.display()));
         io::Error::new(
@@ -142,13 +149,7 @@ pub fn create_exclusive(path: &Path, mode: u32) -> io::Result<fs::File> {
 /// (a symlink there is replaced, its target never written), and the file is
 /// at its final name from the start, as with [`create_exclusive`].
 pub fn create_replacing(path: &Path, mode: u32) -> io::Result<fs::File> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map_or_else(|| "numatrace".into(), |n| n.to_string_lossy().into_owned());
+    let (dir, name) = dir_and_name(path);
     let (tmp, file) = create_temporary(dir, &name, mode, &mut random_suffix)?;
     if let Err(e) = fs::rename(&tmp, path) {
         // Only ever the file created above: create_new guarantees it is ours.

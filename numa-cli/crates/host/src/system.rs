@@ -124,6 +124,8 @@ pub fn tunables() -> Tunables {
         scan_period_min_ms: dbg("scan_period_min_ms"),
         scan_period_max_ms: dbg("scan_period_max_ms"),
         scan_size_mb: dbg("scan_size_mb"),
+        // The fault-count patch renames hot_threshold_ms to this.
+        fault_count_threshold: dbg("fault_count_threshold"),
     }
 }
 

@@ -26,6 +26,8 @@ pub const FUNCTIONS: &[&str] = &[
     "task_numa_fault",
     "do_huge_pmd_numa_page",
     "change_huge_pmd",
+    "init_numa_balancing",
+    "__mmdrop",
 ];
 
 pub const TRACEPOINTS: &[&str] = &["sched:sched_skip_vma_numa", "migrate:mm_migrate_pages"];

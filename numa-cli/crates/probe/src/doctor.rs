@@ -348,6 +348,7 @@ pub fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
             h.detail
         )?;
     }
+    print_design(&r.attach_plan, out)?;
     if !r.trials.is_empty() {
         writeln!(out)?;
         writeln!(out, "mechanism trials:")?;
@@ -374,10 +375,88 @@ pub fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Per hook, the function the design names and whether the plan uses it.
+fn print_design(plan: &AttachPlan, out: &mut impl Write) -> std::io::Result<()> {
+    let rows: Vec<_> = plan
+        .hooks
+        .iter()
+        .filter_map(|h| h.design.as_ref().map(|d| (h, d)))
+        .collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "design functions (the hook the design names, and why not):"
+    )?;
+    for (h, d) in rows {
+        let verdict = if d.used {
+            "used".to_owned()
+        } else {
+            format!(
+                "{} instead: {}",
+                h.target.as_deref().unwrap_or("nothing"),
+                d.why_not
+            )
+        };
+        writeln!(out, "  {:<19} {:<28} {verdict}", h.hook.name(), d.function)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use numa_core::topology::Tunables;
+    use numa_core::plan::{DesignFunction, Hook, PlannedHook};
+
+    fn hook(hook: Hook, target: &str, design: Option<(&str, &str)>) -> PlannedHook {
+        PlannedHook {
+            hook,
+            target: Some(target.to_owned()),
+            mechanism: Some(Mechanism::Fentry),
+            layout: None,
+            required: true,
+            status: HookStatus::Attached,
+            detail: String::new(),
+            design: design.map(|(function, why_not)| DesignFunction {
+                function: function.to_owned(),
+                used: why_not.is_empty(),
+                why_not: why_not.to_owned(),
+            }),
+        }
+    }
+
+    #[test]
+    fn design_functions_name_the_choice_and_the_reason() {
+        let plan = AttachPlan {
+            complete: true,
+            hooks: vec![
+                hook(
+                    Hook::HintFault,
+                    "numa_migrate_check",
+                    Some(("do_numa_page", "do_numa_page inlined/absent")),
+                ),
+                hook(
+                    Hook::ScanRange,
+                    "change_pte_range",
+                    Some(("change_pte_range", "")),
+                ),
+                hook(Hook::ScanStamp, "folio_xchg_last_cpupid", None),
+            ],
+        };
+        let mut out = Vec::new();
+        print_design(&plan, &mut out).expect("writes to a Vec");
+        let text = String::from_utf8(out).expect("utf-8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(
+            lines[2].contains("do_numa_page")
+                && lines[2].ends_with("numa_migrate_check instead: do_numa_page inlined/absent")
+        );
+        assert!(lines[3].contains("change_pte_range") && lines[3].ends_with("used"));
+    }
 
     #[test]
     fn the_threshold_check_follows_the_kernels_hotness() {

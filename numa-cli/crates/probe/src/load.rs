@@ -14,7 +14,9 @@ use numa_ebpf_common::{maps, programs as p, Counter, MigrateRet};
 
 use numa_core::{
     params::KernelParams,
-    plan::{AttachPlan, Hook, HookStatus, Mechanism, PlannedHook, ProgramStat},
+    plan::{
+        AttachPlan, Hook, HookStatus, Mechanism, PlannedHook, ProgramStat, PMD_PASS, PTE_RANGE,
+    },
 };
 
 /// The BPF object built from `numa-ebpf` by build.rs.
@@ -27,13 +29,31 @@ enum Half {
     Exit,
 }
 
-/// The programs implementing `hook` in the family of `mechanism`
-/// (tracing: fentry/fexit; probes: kprobe/kretprobe).
-fn programs(hook: Hook, mechanism: Mechanism) -> &'static [(&'static str, Half)] {
+/// The programs implementing `hook` with argument `layout` in the family of
+/// `mechanism` (tracing: fentry/fexit; probes: kprobe/kretprobe).
+fn programs(
+    hook: Hook,
+    layout: Option<&str>,
+    mechanism: Mechanism,
+) -> &'static [(&'static str, Half)] {
     use Half::{Entry, Exit};
     use Hook as H;
     let tracing = matches!(mechanism, Mechanism::Fentry | Mechanism::Fexit);
     match (hook, tracing) {
+        (H::ScanRange, true) if layout == Some(PTE_RANGE) => {
+            &[(p::FENTRY_SCAN_PTE, Entry), (p::FEXIT_SCAN_RANGE, Exit)]
+        }
+        (H::ScanRange, false) if layout == Some(PTE_RANGE) => {
+            &[(p::KPROBE_SCAN_PTE, Entry), (p::KRETPROBE_SCAN_RANGE, Exit)]
+        }
+        (H::ThpScan, true) if layout == Some(PMD_PASS) => &[
+            (p::FENTRY_THP_SCAN_PASS, Entry),
+            (p::FEXIT_THP_SCAN_PASS, Exit),
+        ],
+        (H::ThpScan, false) if layout == Some(PMD_PASS) => &[
+            (p::KPROBE_THP_SCAN_PASS, Entry),
+            (p::KRETPROBE_THP_SCAN_PASS, Exit),
+        ],
         (H::HintFault, true) => &[(p::FENTRY_HINT_FAULT, Entry)],
         (H::HintFault, false) => &[(p::KPROBE_HINT_FAULT, Entry)],
         // fexit reads the arguments too; the decision's exchange is known
@@ -55,6 +75,10 @@ fn programs(hook: Hook, mechanism: Mechanism) -> &'static [(&'static str, Half)]
         (H::ThpFault, false) => &[(p::KPROBE_THP_FAULT, Entry)],
         (H::ThpScan, true) => &[(p::FENTRY_THP_SCAN, Entry)],
         (H::ThpScan, false) => &[(p::KPROBE_THP_SCAN, Entry)],
+        (H::PcReset, true) => &[(p::FENTRY_PC_RESET, Entry)],
+        (H::PcReset, false) => &[(p::KPROBE_PC_RESET, Entry)],
+        (H::PcDrop, true) => &[(p::FENTRY_PC_DROP, Entry)],
+        (H::PcDrop, false) => &[(p::KPROBE_PC_DROP, Entry)],
         (H::VmaSkip, _) => &[(p::TP_SKIP_VMA, Entry)],
         (H::MigrateTracepoint, _) => &[(p::TP_MIGRATE_PAGES, Entry)],
     }
@@ -89,12 +113,12 @@ fn unload(ebpf: &mut Ebpf, name: &str, mechanism: Mechanism) {
 fn attach_family(
     ebpf: &mut Ebpf,
     btf: Option<&Btf>,
-    hook: Hook,
+    h: &PlannedHook,
     family: Mechanism,
     target: &str,
     empty: bool,
 ) -> Result<()> {
-    let progs = programs(hook, family)
+    let progs = programs(h.hook, h.layout.as_deref(), family)
         .iter()
         .map(|&(name, half)| {
             if !empty {
@@ -300,6 +324,9 @@ fn load_object(
         .override_global("SYM_HOT_THRESHOLD", &k.sym_hot_threshold, true)
         .override_global("SYM_NODE_DATA", &k.sym_node_data, true)
         .override_global("OFF_NBP_THRESHOLD", &k.off_nbp_threshold, true)
+        .override_global("OFF_TASK_MM", &k.off_task_mm, true)
+        .override_global("OFF_VMF_ADDRESS", &k.off_vmf_address, true)
+        .override_global("OFF_PROMOTE_CANDIDATE", &k.off_promote_candidate, true)
         .override_global("TOPTIER_MASK", &k.toptier_mask, true)
         .override_global("CPUPID_MASK", &k.cpupid_mask, true)
         .override_global("ACCESS_TIME_BUCKETS", &k.access_time_buckets, true)
@@ -341,7 +368,7 @@ fn attach_hook(ebpf: &mut Ebpf, btf: Option<&Btf>, h: &mut PlannedHook, empty: b
     let mut errors = Vec::new();
     let mut mechanism = Some(first);
     while let Some(m) = mechanism {
-        match attach_family(ebpf, btf, h.hook, m, &target, empty) {
+        match attach_family(ebpf, btf, h, m, &target, empty) {
             Ok(()) => {
                 h.mechanism = Some(m);
                 h.status = HookStatus::Attached;
@@ -405,7 +432,20 @@ pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
 impl Probes {
     /// Every counter summed over CPUs, indexed by [`Counter`].
     pub fn counters(&self) -> Result<Vec<u64>> {
-        read_counters(&self.ebpf)
+        let mut values = read_counters(&self.ebpf)?;
+        if let Some(slot) = values.get_mut(Counter::RunsMissed as usize) {
+            *slot = self.runs_missed();
+        }
+        Ok(values)
+    }
+
+    /// Runs of numatrace's programs the kernel skipped, summed (see
+    /// [`Counter::RunsMissed`]).
+    pub fn runs_missed(&self) -> u64 {
+        self.ebpf
+            .programs()
+            .filter_map(|(_, prog)| runs_missed(prog))
+            .sum()
     }
 
     /// A per-CPU u64 array summed over CPUs.
@@ -431,9 +471,12 @@ impl Probes {
                     } else {
                         run_time_ns as f64 / run_count as f64
                     },
+                    xlated_bytes: info.size_translated().unwrap_or(0),
+                    jited_bytes: info.size_jitted(),
+                    runs_missed: runs_missed(prog).unwrap_or(0),
                 })
             })
-            .filter(|p| p.run_count > 0)
+            .filter(|p| p.run_count > 0 || p.runs_missed > 0)
             .collect()
     }
 
@@ -463,6 +506,22 @@ fn summed(ebpf: &Ebpf, name: &str) -> Result<Vec<u64>> {
     (0..array.len())
         .map(|i| Ok(array.get(&i, 0)?.iter().sum()))
         .collect()
+}
+
+/// The kernel's count of skipped runs of one loaded program, from its fd's
+/// `recursion_misses` (fdinfo; counted whether or not run stats are on).
+fn runs_missed(prog: &aya::programs::Program) -> Option<u64> {
+    use std::os::fd::{AsFd, AsRawFd};
+    let fd = prog.fd().ok()?.as_fd().as_raw_fd();
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+    fdinfo_field(&info, "recursion_misses")
+}
+
+fn fdinfo_field(info: &str, key: &str) -> Option<u64> {
+    info.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == key).then(|| v.trim().parse().ok())?
+    })
 }
 
 fn read_counters(ebpf: &Ebpf) -> Result<Vec<u64>> {
@@ -559,8 +618,9 @@ mod tests {
     #[test]
     fn every_tracing_program_has_an_empty_twin_in_the_object() {
         // The tracing family (tracepoint hooks have one family).
-        for hook in Hook::ALL {
-            for &(name, _) in programs(hook, Mechanism::Fentry) {
+        let layouts = [None, Some(PTE_RANGE), Some(PMD_PASS)];
+        for (hook, layout) in Hook::ALL.into_iter().flat_map(|h| layouts.map(|l| (h, l))) {
+            for &(name, _) in programs(hook, layout, Mechanism::Fentry) {
                 assert!(in_object(name), "{name} is not in the BPF object");
                 let twin =
                     p::empty_twin(name).unwrap_or_else(|| panic!("{name} has no empty twin"));
@@ -568,5 +628,24 @@ mod tests {
             }
         }
         assert!(p::empty_twin(p::KPROBE_HINT_FAULT).is_none());
+    }
+}
+
+#[cfg(test)]
+mod fdinfo_tests {
+    #[test]
+    fn recursion_misses_are_read_from_a_program_fdinfo() {
+        let info = "pos:\t0\nflags:\t02000002\nprog_type:\t26\nrun_time_ns:\t0\n\
+                    run_cnt:\t0\nrecursion_misses:\t17\nverified_insns:\t321\n";
+        assert_eq!(super::fdinfo_field(info, "recursion_misses"), Some(17));
+        assert_eq!(super::fdinfo_field(info, "run_cnt"), Some(0));
+        assert_eq!(
+            super::fdinfo_field("prog_type:\t26\n", "recursion_misses"),
+            None
+        );
+        assert_eq!(
+            super::fdinfo_field("recursion_misses:\tx\n", "recursion_misses"),
+            None
+        );
     }
 }

@@ -27,52 +27,63 @@ fn data_symbols(names: &[&str]) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// The byte offset of `member` in `strukt`, looking into anonymous struct
+/// and union members (`vm_fault`'s `address` sits in one).
 fn member_offset(btf: &Btf, strukt: &str, member: &str) -> Option<u32> {
     btf.resolve_types_by_name(strukt)
         .ok()?
         .iter()
+        .find_map(|t| offset_in(btf, t, member, 0))
+}
+
+fn offset_in(btf: &Btf, ty: &Type, member: &str, depth: u32) -> Option<u32> {
+    let (Type::Struct(s) | Type::Union(s)) = ty else {
+        return None;
+    };
+    s.members.iter().find_map(|m| {
+        if m.bitfield_size().unwrap_or(0) != 0 {
+            return None;
+        }
+        let name = btf.resolve_name(m).ok()?;
+        if name == member {
+            return Some(m.bit_offset() / 8);
+        }
+        if !name.is_empty() || depth >= 4 {
+            return None;
+        }
+        let inner = btf.resolve_chained_type(m).ok()?;
+        offset_in(btf, &inner, member, depth + 1).map(|o| o + m.bit_offset() / 8)
+    })
+}
+
+/// The value of `name` in `enum enum_name`.
+fn enum_value(btf: &Btf, enum_name: &str, name: &str) -> Option<u32> {
+    btf.resolve_types_by_name(enum_name)
+        .ok()?
+        .iter()
         .find_map(|t| match t {
-            Type::Struct(s) => struct_member_offset(btf, &s.members, member, 0),
+            Type::Enum(e) => e
+                .members
+                .iter()
+                .find(|m| btf.resolve_name(*m).ok().as_deref() == Some(name))
+                .map(|m| m.val()),
             _ => None,
         })
 }
 
-/// Byte offset of `member` among `members`, looking into anonymous
-/// structs and unions (mm_struct keeps its fields in one).
-fn struct_member_offset(
-    btf: &Btf,
-    members: &[btf_rs::Member],
-    member: &str,
-    depth: u32,
-) -> Option<u32> {
-    if depth > 4 {
-        return None;
-    }
-    members.iter().find_map(|m| {
-        let name = btf.resolve_name(m).ok()?;
-        if name == member && m.bitfield_size().unwrap_or(0) == 0 {
-            return Some(m.bit_offset() / 8);
-        }
-        if !name.is_empty() {
-            return None;
-        }
-        let inner = match btf.resolve_chained_type(m).ok()? {
-            Type::Struct(s) | Type::Union(s) => s.members,
-            _ => return None,
-        };
-        struct_member_offset(btf, &inner, member, depth + 1).map(|o| m.bit_offset() / 8 + o)
-    })
+/// pglist_data.vm_stat[PGPROMOTE_CANDIDATE] (`atomic_long_t`, 8 bytes).
+fn promote_candidate_offset(btf: &Btf) -> Option<u32> {
+    let base = member_offset(btf, "pglist_data", "vm_stat")?;
+    let idx = enum_value(btf, "node_stat_item", "PGPROMOTE_CANDIDATE")?;
+    base.checked_add(idx.checked_mul(8)?)
 }
 
 /// The fault-count RFC's kernel: its per-process hint-fault counter in BTF
-/// and its threshold variable in kallsyms. Returns the two offsets the
-/// BPF side reads the counter through (task_struct.mm, mm_struct.hint_faults).
-fn fault_count_kernel(btf: Option<&Btf>, threshold_sym: Option<u64>) -> Option<(u32, u32)> {
-    let btf = btf?;
+/// and its threshold variable in kallsyms. Returns the offset of
+/// mm_struct.hint_faults, which the BPF side reads through current->mm.
+fn fault_count_kernel(btf: Option<&Btf>, threshold_sym: Option<u64>) -> Option<u32> {
     threshold_sym?;
-    let hint_faults = member_offset(btf, "mm_struct", "hint_faults")?;
-    let mm = member_offset(btf, "task_struct", "mm")?;
-    Some((mm, hint_faults))
+    member_offset(btf?, "mm_struct", "hint_faults")
 }
 
 /// Which threshold the running kernel promotes on, and the evidence: the
@@ -138,6 +149,15 @@ pub fn resolve() -> KernelParams {
             .as_ref()
             .and_then(|b| member_offset(b, "pglist_data", "nbp_threshold"))
             .unwrap_or(0),
+        off_task_mm: btf
+            .as_ref()
+            .and_then(|b| member_offset(b, "task_struct", "mm"))
+            .unwrap_or(0),
+        off_vmf_address: btf
+            .as_ref()
+            .and_then(|b| member_offset(b, "vm_fault", "address"))
+            .unwrap_or(0),
+        off_promote_candidate: btf.as_ref().and_then(promote_candidate_offset).unwrap_or(0),
         cpupid_mask,
         access_time_buckets,
         toptier_mask: toptier_mask(&tiers, &nodes),
@@ -151,13 +171,12 @@ pub fn resolve() -> KernelParams {
     let fc_sym = syms
         .get("sysctl_numa_balancing_fault_count_threshold")
         .copied();
-    if let Some((mm, hint_faults)) = fault_count_kernel(btf.as_ref(), fc_sym) {
+    if let Some(hint_faults) = fault_count_kernel(btf.as_ref(), fc_sym) {
         // The patched decision compares with the sysctl alone
         // (no per-node nbp_threshold adjustment).
         params.hotness = KernelHotness::FaultCount;
         params.sym_hot_threshold = fc_sym.unwrap_or(0);
         params.off_nbp_threshold = 0;
-        params.off_task_mm = mm;
         params.off_mm_hint_faults = hint_faults;
     }
     if let Some(root) = discover::tracefs() {

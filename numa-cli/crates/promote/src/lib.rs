@@ -42,7 +42,7 @@ use numa_core::{
     sink::Sink,
     topology::{MemoryTier, Node},
 };
-use numa_ebpf_common::{fault_flags as ff, FaultEvent, Outcome};
+use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome};
 use serde::Serialize;
 
 use mover::{MoverReport, Shared};
@@ -295,15 +295,8 @@ impl Sink for PromoteSink {
 #[derive(Debug, Serialize)]
 pub struct PromoteReport {
     pub duration_s: f64,
-    pub stopped: String,
-    pub dry_run: bool,
-    pub scope: String,
-    pub model: String,
-    pub model_params: BTreeMap<String, String>,
-    pub rate_limit_bytes_per_s: u64,
-    pub min_free: String,
-    pub batch_ms: f64,
-    pub max_retries: u32,
+    #[serde(flatten)]
+    pub facts: RunFacts,
     pub events: SinkCounts,
     pub agreement_pct: f64,
     pub moved_pages: u64,
@@ -321,12 +314,18 @@ pub struct PromoteReport {
     /// The kernel's own promotions and demotions in the same window (vmstat).
     pub kernel_pgpromote_success: u64,
     pub kernel_pgdemote: u64,
+    /// Fault records the pipeline never saw: the ring was full, or a probe
+    /// run was skipped (preempted on its CPU). Either can hide a kernel
+    /// promotion from the per-process counts.
+    pub ring_drops: u64,
+    pub runs_missed: u64,
     pub mover: MoverReport,
     pub processes: Vec<ProcRow>,
 }
 
 /// What a promote run's report states besides what the sink and the mover
 /// counted.
+#[derive(Debug, Serialize)]
 pub struct RunFacts {
     pub stopped: String,
     pub dry_run: bool,
@@ -361,15 +360,7 @@ impl PromoteSink {
         };
         PromoteReport {
             duration_s,
-            stopped: facts.stopped,
-            dry_run: facts.dry_run,
-            scope: facts.scope,
-            model: facts.model,
-            model_params: facts.model_params,
-            rate_limit_bytes_per_s: facts.rate_limit_bytes_per_s,
-            min_free: facts.min_free,
-            batch_ms: facts.batch_ms,
-            max_retries: facts.max_retries,
+            facts,
             agreement_pct: self.counts.agreement.agree_pct(),
             events: self.counts.clone(),
             moved_pages: mover_report.statuses.moved,
@@ -388,6 +379,8 @@ impl PromoteSink {
                 "pgdemote_direct",
                 "pgdemote_khugepaged",
             ]),
+            ring_drops: self.window.count(Counter::RingDrops),
+            runs_missed: self.window.count(Counter::RunsMissed),
             mover: mover_report,
             processes,
         }
@@ -467,8 +460,9 @@ mod tests {
     }
 
     fn sink(scope: &[u32], cap: usize) -> (PromoteSink, Receiver<Request>) {
+        // The idealised count: these faults carry numatrace's deltas only.
         let policy = policy::build(
-            "fault-count:threshold=100",
+            "fault-count:exact,threshold=100",
             &ModelDefaults::default(),
             &KernelDefaults::default(),
         )

@@ -20,7 +20,7 @@ fn rate_limit_text(bytes_per_s: u64) -> String {
 
 pub fn write_human(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
     write_header(r, out)?;
-    if r.dry_run {
+    if r.facts.dry_run {
         write_would_move(r, out)?;
     } else {
         write_moves(r, out)?;
@@ -31,6 +31,13 @@ pub fn write_human(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<(
         "  kernel      pgpromote_success +{}, pgdemote +{} in the same window",
         r.kernel_pgpromote_success, r.kernel_pgdemote
     )?;
+    if r.ring_drops + r.runs_missed > 0 {
+        writeln!(
+            out,
+            "  lost        {} records to a full ring, {} to probe runs the kernel skipped (preempted on their CPU)",
+            r.ring_drops, r.runs_missed
+        )?;
+    }
     writeln!(out)?;
     write_processes(r, out)
 }
@@ -38,6 +45,7 @@ pub fn write_human(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<(
 /// The run, and what the pipeline saw and asked for.
 fn write_header(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
     let params: Vec<String> = r
+        .facts
         .model_params
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
@@ -47,11 +55,11 @@ fn write_header(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> 
     writeln!(
         out,
         "numatrace promote{}: {:.1} s ({}), {} with {} {}",
-        if r.dry_run { " --dry-run" } else { "" },
+        if r.facts.dry_run { " --dry-run" } else { "" },
         r.duration_s,
-        r.stopped,
-        r.scope,
-        r.model,
+        r.facts.stopped,
+        r.facts.scope,
+        r.facts.model,
         params.join(",")
     )?;
     writeln!(
@@ -88,7 +96,7 @@ fn write_would_move(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<
         mib(m.would_move_bytes),
         r.rate_needed_mib_per_s,
         r.peak_rate_needed_mib_per_s,
-        rate_limit_text(r.rate_limit_bytes_per_s)
+        rate_limit_text(r.facts.rate_limit_bytes_per_s)
     )?;
     if m.queue.dropped_full > 0 {
         writeln!(
@@ -151,12 +159,12 @@ fn write_limits(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> 
     writeln!(
         out,
         "  limits      rate {} (waited {}x); floor {} (waited {}x); {} pages given up after {} retries; {} left queued",
-        rate_limit_text(r.rate_limit_bytes_per_s),
+        rate_limit_text(r.facts.rate_limit_bytes_per_s),
         m.rate_waits,
-        if floors.is_empty() { r.min_free.clone() } else { floors.join(", ") },
+        if floors.is_empty() { r.facts.min_free.clone() } else { floors.join(", ") },
         m.floor_waits,
         m.gave_up,
-        r.max_retries,
+        r.facts.max_retries,
         m.left_in_queue
     )?;
     writeln!(

@@ -13,8 +13,9 @@ use tokio::{io::unix::AsyncFd, process::Child};
 
 use crate::{dispatch, dispatch_snapshot, signals::Signals, StopReason};
 
-/// How often the live pipeline drains the ring without a wakeup.
-const RING_FLUSH_EVERY: Duration = Duration::from_millis(100);
+/// How often the live pipeline drains the ring: the probes wake it only
+/// when a quarter of the ring is pending (see `emit` in numa-ebpf).
+const RING_FLUSH_EVERY: Duration = Duration::from_millis(20);
 /// Records one drain hands on at most: records can arrive faster than the
 /// sinks take them, and the loop must get back to its timers, the
 /// deadline and the stop signals (a drain that stops early leaves the
@@ -264,13 +265,12 @@ struct LoopOptions {
     deadline: Option<tokio::time::Instant>,
     /// See [`TEST_PANIC_ENV`].
     panic_at: Option<tokio::time::Instant>,
-    /// Asked after each timed drain.
     stop_when: Option<StopWhen>,
 }
 
 /// Drains `ring` into the sinks and takes a `snapshot` every
-/// `snapshot_every` until the deadline, a stop signal or the command's
-/// exit.
+/// `snapshot_every` until the deadline, a stop signal, the command's exit
+/// or the stop condition.
 async fn pump<R: Records>(
     ring: &mut Ring<R>,
     snapshot: &mut dyn FnMut() -> Result<Snapshot>,
@@ -281,10 +281,9 @@ async fn pump<R: Records>(
     let mut signals = Signals::new()?;
     let mut tick = tokio::time::interval(o.snapshot_every);
     tick.tick().await;
-    // The probes wake this reader at most every 20 ms (and when a quarter of
-    // the ring is pending), so records submitted after the last wakeup wait
-    // for the next one: drain on a timer too, so a quiet ring holds nothing
-    // back for long, and before every snapshot, so counters and events agree.
+    // The probes wake this reader only when a quarter of the ring is
+    // pending: drain on a timer, so records wait at most one period, and
+    // before every snapshot, so counters and events agree.
     let mut flush = tokio::time::interval(RING_FLUSH_EVERY);
     flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     flush.tick().await;
@@ -423,6 +422,56 @@ mod tests {
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         }
         assert!(!survived, "the command outlived a SIGKILLed numatrace");
+    }
+
+    /// A ring with nothing in it: its fd never polls readable.
+    struct Quiet {
+        fd: UnixStream,
+        _peer: UnixStream,
+    }
+
+    impl AsRawFd for Quiet {
+        fn as_raw_fd(&self) -> RawFd {
+            self.fd.as_raw_fd()
+        }
+    }
+
+    // SAFETY: the socket is owned by the Quiet and lives as long as it.
+    unsafe impl Records for Quiet {
+        fn next_record(&mut self, _f: &mut dyn FnMut(&[u8]) -> Result<()>) -> Option<Result<()>> {
+            None
+        }
+    }
+
+    #[test]
+    fn a_stop_condition_ends_the_run_with_its_reason() {
+        let rt = crate::runtime().expect("runtime");
+        let (fd, peer) = UnixStream::pair().expect("socket pair");
+        let t0 = std::time::Instant::now();
+        let reason = rt
+            .block_on(async {
+                let mut ring = Ring::new(Quiet { fd, _peer: peer })?;
+                let o = LoopOptions {
+                    snapshot_every: Duration::from_secs(1),
+                    deadline: crate::deadline(Some(Duration::from_secs(10))),
+                    panic_at: None,
+                    stop_when: Some(StopWhen(Arc::new(move || {
+                        (t0.elapsed() > Duration::from_millis(200)).then(|| "done".to_owned())
+                    }))),
+                };
+                pump(
+                    &mut ring,
+                    &mut || Ok(Snapshot::default()),
+                    &mut None,
+                    &o,
+                    &mut [&mut Count::default()],
+                )
+                .await
+            })
+            .expect("the live loop");
+        assert_eq!(reason, StopReason::Condition("done".into()));
+        assert_eq!(reason.describe(), "done");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     }
 
     #[derive(Default)]

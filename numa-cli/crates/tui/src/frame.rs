@@ -68,6 +68,8 @@ pub struct NodeMem {
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct Warnings {
     pub ring_drops: u64,
+    /// Probe runs the kernel skipped (preempted on their CPU).
+    pub runs_missed: u64,
     pub evictions: u64,
     pub stamp_misses: u64,
 }

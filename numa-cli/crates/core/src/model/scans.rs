@@ -8,7 +8,7 @@
 //! processes' entries go first.
 use rustc_hash::FxHashMap;
 
-use numa_ebpf_common::ScanEvent;
+use numa_ebpf_common::{scan_ext_flags, ScanEvent};
 
 use super::GONE_AFTER_NS;
 
@@ -27,6 +27,9 @@ pub struct RangeScan {
     pub ts_ns: u64,
     pub seq_global: u64,
     pub seq_mm: u64,
+    /// The scanned mm's fault-count counter as the patch keeps it, when
+    /// the probes had it (what patch 2/2 re-stamps PROT_NONE folios with).
+    pub pc_count: Option<u32>,
 }
 
 #[derive(Debug)]
@@ -71,6 +74,7 @@ impl ScanIndex {
             ts_ns: ev.ts_ns,
             seq_global: ev.seq_global,
             seq_mm: ev.seq_mm,
+            pc_count: (ev.ext_flags & scan_ext_flags::PC_COUNT != 0).then_some(ev.pc_count),
         };
         if ev.end <= ev.start {
             return;

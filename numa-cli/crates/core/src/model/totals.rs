@@ -2,7 +2,9 @@
 //! events and kernel snapshots, never reads the clock or the system.
 use std::collections::BTreeMap;
 
-use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome, OUTCOMES, OUTCOME_BASE};
+use numa_ebpf_common::{
+    ext_flags as xf, fault_flags as ff, Counter, FaultEvent, Outcome, OUTCOMES, OUTCOME_BASE,
+};
 use serde::Serialize;
 
 use super::{
@@ -12,6 +14,9 @@ use super::{
 };
 use crate::decode::{Event, Snapshot};
 use crate::params::KernelHotness;
+
+/// Kernel and numatrace latencies further apart than this are counted.
+pub const LATENCY_GAP_MS: u64 = 50;
 
 /// Aggregates events; `report` turns them into [`Report`].
 #[derive(Debug, Default)]
@@ -39,6 +44,10 @@ pub struct Totals {
     pub max_latency_ns: u64,
     /// |kernel latency - numatrace latency| in ms, max over stamped decisions.
     pub max_kernel_latency_gap_ms: u64,
+    /// Decisions with both latencies.
+    pub kernel_latencies: u64,
+    /// Decisions whose latencies differ by more than [`LATENCY_GAP_MS`].
+    pub kernel_latency_gaps: u64,
     /// Fault-count deltas inconsistent with sequence numbers (scan seq > fault seq).
     pub inconsistent_deltas: u64,
     /// Rejections on latency whose kernel latency was below the threshold.
@@ -51,6 +60,58 @@ pub struct Totals {
     pub slow_faults: u64,
     /// Stamps later than their fault (impossible unless the clock is wrong).
     pub negative_latencies: u64,
+    /// Records sent at the thread's next fault, their end's probe run
+    /// having been skipped (`LATE_END`).
+    pub late_records: u64,
+    pub patch: PatchInputs,
+}
+
+/// Consistency of the fault-count patch's inputs the probes give (see
+/// ARCHITECTURE.md, "The fault-count patch, rule by rule").
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct PatchInputs {
+    /// Slow-node hint faults with the patch's counter, and without it.
+    pub faults_with_counter: u64,
+    pub faults_without_counter: u64,
+    /// Consecutive faults of one process (in record order) whose counter
+    /// did not step as the patch's does: +1 for a PTE fault, 0 for a PMD one.
+    /// Only meaningful for a single-threaded process without clones.
+    pub steps_checked: u64,
+    pub steps_off: u64,
+    /// Faults compared with an earlier fault's count (the fault-time
+    /// exchange: no scan stamp in between).
+    pub stored_by_a_fault: u64,
+    /// Decisions past the free-space shortcut with and without the node's
+    /// candidate count.
+    pub threshold_path: u64,
+    pub threshold_path_without_node_count: u64,
+    #[serde(skip)]
+    last_count: BTreeMap<u32, u32>,
+}
+
+impl PatchInputs {
+    fn fault(&mut self, f: &FaultEvent) {
+        if f.ext_flags & xf::PC_COUNT == 0 {
+            self.faults_without_counter += 1;
+            return;
+        }
+        self.faults_with_counter += 1;
+        let step = u32::from(f.ext_flags & xf::PMD_FAULT == 0);
+        let tgid = (f.pid_tgid >> 32) as u32;
+        if let Some(prev) = self.last_count.insert(tgid, f.pc_count) {
+            self.steps_checked += 1;
+            self.steps_off += u64::from(f.pc_count != prev.wrapping_add(step));
+        }
+        if f.ext_flags & xf::PC_STORED != 0 && f.flags & ff::HAS_STAMP == 0 {
+            self.stored_by_a_fault += 1;
+        }
+        if f.ext_flags & xf::THRESHOLD_PATH != 0 {
+            self.threshold_path += 1;
+            if f.ext_flags & xf::NODE_CANDIDATES == 0 {
+                self.threshold_path_without_node_count += 1;
+            }
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -86,6 +147,11 @@ pub struct Report {
     pub scan_ptes_updated: u64,
     pub vma_skips: BTreeMap<String, u64>,
     pub drops: u64,
+    /// Program runs the kernel skipped (a run preempted on the same CPU):
+    /// events lost or incomplete, in counters and histograms too.
+    pub runs_missed: u64,
+    /// Of the hint faults, records recovered after a skipped run.
+    pub late_records: u64,
     pub evictions: u64,
     pub stamp_misses: u64,
     pub vmstat_delta: BTreeMap<String, u64>,
@@ -123,10 +189,19 @@ pub struct Checks {
     pub negative_latencies: u64,
     pub max_latency_ms: f64,
     pub max_kernel_latency_gap_ms: u64,
+    /// Decisions with both latencies (the kernel's, from jiffies at the
+    /// decision, and numatrace's, from the clock at the fault's entry).
+    pub kernel_latencies: u64,
+    /// Decisions whose two latencies differ by more than 50 ms. Jiffies
+    /// roundings alone give 8 ms at HZ=250; more comes from a task
+    /// preempted between its fault's entry and the decision (7.x's
+    /// PREEMPT_LAZY) or from jiffies lagging the clock in a starved guest.
+    pub kernel_latency_gaps_over_50ms: u64,
     pub inconsistent_deltas: u64,
     pub latency_rejects_below_threshold: u64,
     pub latest_scan_known: u64,
     pub latest_scan_newer_than_stamp: u64,
+    pub patch_inputs: PatchInputs,
 }
 
 /// The event-derived histograms of a report.
@@ -157,8 +232,8 @@ impl Totals {
             Event::Fault(f) => self.fault(f),
             Event::Scan(s) => {
                 self.scan_ranges += 1;
-                self.scan_ptes += s.ptes_updated;
-                self.scan_stamps += s.stamps;
+                self.scan_ptes = self.scan_ptes.saturating_add(s.ptes_updated);
+                self.scan_stamps = self.scan_stamps.saturating_add(s.stamps);
                 self.scans.record(s);
                 self.seen(s.ts_ns);
             }
@@ -179,6 +254,7 @@ impl Totals {
 
     fn fault(&mut self, f: &FaultEvent) {
         self.faults += 1;
+        self.late_records += u64::from(f.ext_flags & xf::LATE_END != 0);
         self.seen(f.ts_ns);
         let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
         let o = outcome as usize;
@@ -196,6 +272,7 @@ impl Totals {
         }
         if (0..64).contains(&f.src_nid) && self.toptier_mask >> f.src_nid & 1 == 0 {
             self.slow_faults += 1;
+            self.patch.fault(f);
         }
         // Looked up for every fault, stamped or not: each one tells the
         // index its process is still there.
@@ -217,9 +294,7 @@ impl Totals {
                 self.inconsistent_deltas += 1;
             }
             if f.flags & ff::KERNEL_LATENCY != 0 {
-                let ours_ms = latency / 1_000_000;
-                let gap = ours_ms.abs_diff(u64::from(f.kernel_latency_ms));
-                self.max_kernel_latency_gap_ms = self.max_kernel_latency_gap_ms.max(gap);
+                self.kernel_latency(latency / 1_000_000, u64::from(f.kernel_latency_ms));
             }
             if let Some(s) = latest_scan {
                 self.latest_scan_known += 1;
@@ -268,6 +343,8 @@ impl Totals {
             scan_ptes_updated: self.scan_ptes,
             vma_skips: self.vma_skips.clone(),
             drops: kc(Counter::RingDrops),
+            runs_missed: kc(Counter::RunsMissed),
+            late_records: self.late_records,
             evictions: self.window.evictions(stamp_capacity),
             stamp_misses: kc(Counter::StampMisses),
             vmstat_delta,
@@ -320,6 +397,16 @@ impl Totals {
         }
     }
 
+    /// Compares numatrace's latency with the kernel's for one decision.
+    fn kernel_latency(&mut self, ours_ms: u64, kernel_ms: u64) {
+        self.kernel_latencies += 1;
+        let gap = ours_ms.abs_diff(kernel_ms);
+        self.max_kernel_latency_gap_ms = self.max_kernel_latency_gap_ms.max(gap);
+        if gap > LATENCY_GAP_MS {
+            self.kernel_latency_gaps += 1;
+        }
+    }
+
     fn kernel_counters(&self) -> BTreeMap<&'static str, u64> {
         let kc = |c: Counter| self.window.count(c);
         BTreeMap::from([
@@ -352,6 +439,11 @@ impl Totals {
             ("vma_skips", kc(Counter::VmaSkips)),
             ("migrate_tp_events", kc(Counter::MigrateTpEvents)),
             ("migrate_tp_pages", kc(Counter::MigrateTpPages)),
+            ("pc_resets", kc(Counter::PcResets)),
+            ("pc_drops", kc(Counter::PcDrops)),
+            ("pc_unavailable", kc(Counter::PcUnavailable)),
+            ("pmd_hint_faults", kc(Counter::PmdHintFaults)),
+            ("runs_missed", kc(Counter::RunsMissed)),
         ])
     }
 
@@ -364,10 +456,76 @@ impl Totals {
             negative_latencies: self.negative_latencies,
             max_latency_ms: self.max_latency_ns as f64 / 1e6,
             max_kernel_latency_gap_ms: self.max_kernel_latency_gap_ms,
+            kernel_latencies: self.kernel_latencies,
+            kernel_latency_gaps_over_50ms: self.kernel_latency_gaps,
             inconsistent_deltas: self.inconsistent_deltas,
             latency_rejects_below_threshold: self.latency_rejects_below_threshold,
             latest_scan_known: self.latest_scan_known,
             latest_scan_newer_than_stamp: self.latest_scan_newer,
+            patch_inputs: self.patch.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use numa_ebpf_common::{ext_flags as xf, Outcome, ScanEvent};
+
+    use super::*;
+    use crate::decode::fixtures::fault;
+
+    #[test]
+    fn patch_inputs_step_like_the_patchs_counter() {
+        let mut p = PatchInputs::default();
+        let mut a = fault(10, 1, 5, Outcome::PromoteHot);
+        a.ext_flags |= xf::NODE_CANDIDATES;
+        p.fault(&a);
+        let mut pmd = fault(11, 2, 5, Outcome::PromoteHot);
+        pmd.pc_count = 10; // a PMD fault reads without adding
+        pmd.ext_flags |= xf::PMD_FAULT;
+        p.fault(&pmd);
+        let mut skipped = fault(13, 3, 5, Outcome::RejectLatency);
+        skipped.flags &= !ff::HAS_STAMP; // compared with an earlier fault's count
+        p.fault(&skipped);
+        assert_eq!((p.steps_checked, p.steps_off), (2, 1));
+        assert_eq!(p.stored_by_a_fault, 1);
+        assert_eq!(
+            (p.threshold_path, p.threshold_path_without_node_count),
+            (3, 2)
+        );
+        let mut none = fault(14, 4, 5, Outcome::PromoteHot);
+        none.ext_flags &= !xf::PC_COUNT;
+        p.fault(&none);
+        assert_eq!((p.faults_with_counter, p.faults_without_counter), (3, 1));
+    }
+
+    #[test]
+    fn scan_sums_saturate_on_damaged_records() {
+        let mut t = Totals::new(1);
+        let scan = ScanEvent {
+            ptes_updated: u64::MAX,
+            stamps: u64::MAX,
+            end: 4096,
+            ..ScanEvent::default()
+        };
+        t.event(&Event::Scan(scan));
+        t.event(&Event::Scan(scan));
+        let r = t.report(1 << 20, 0);
+        assert_eq!(r.scan_ptes_updated, u64::MAX);
+        assert_eq!(t.scan_stamps, u64::MAX);
+    }
+
+    #[test]
+    fn kernel_latency_gaps_beyond_50_ms_are_counted() {
+        let mut t = Totals::new(1);
+        t.kernel_latency(1000, 1004); // jiffy rounding
+        t.kernel_latency(2000, 1996);
+        t.kernel_latency(3000, 3099); // decided 99 ms after the fault's entry
+        t.kernel_latency(4000, 4050);
+        t.kernel_latency(5037, 4986); // jiffies lagging the clock at the decision
+        let c = t.checks(0);
+        assert_eq!(c.kernel_latencies, 5);
+        assert_eq!(c.max_kernel_latency_gap_ms, 99);
+        assert_eq!(c.kernel_latency_gaps_over_50ms, 2);
     }
 }

@@ -136,6 +136,8 @@ pub enum Item {
 pub struct Reader<R: Read> {
     input: R,
     pub header: Header,
+    /// Records of ABI version 1 (see `decode::decode_v1`).
+    v1: bool,
     /// Set when the file ended inside a record or without a footer.
     pub warning: Option<String>,
     done: bool,
@@ -210,11 +212,14 @@ impl<R: Read> Reader<R> {
         }
         let header: Header =
             serde_json::from_slice(&json).context("trace header is not valid JSON")?;
-        if header.abi_version != numa_ebpf_common::ABI_VERSION {
+        let v1 = header.abi_version == numa_ebpf_common::ABI_VERSION_V1
+            && header.record_sizes == numa_ebpf_common::RECORD_SIZES_V1;
+        if header.abi_version != numa_ebpf_common::ABI_VERSION && !v1 {
             bail!(
-                "trace records use layout version {}, this numatrace reads version {}: \
+                "trace records use layout version {}, this numatrace reads versions {} and {}: \
                  read it with the numatrace that recorded it ({})",
                 header.abi_version,
+                numa_ebpf_common::ABI_VERSION_V1,
                 numa_ebpf_common::ABI_VERSION,
                 header.numatrace_version
             );
@@ -226,7 +231,7 @@ impl<R: Read> Reader<R> {
                 topology::MAX_NUMNODES
             );
         }
-        if header.record_sizes != record_sizes() {
+        if !v1 && header.record_sizes != record_sizes() {
             bail!(
                 "trace records have sizes {:?}, this numatrace expects {:?}: recorded by an incompatible build",
                 header.record_sizes,
@@ -236,6 +241,7 @@ impl<R: Read> Reader<R> {
         Ok(Reader {
             input,
             header,
+            v1,
             warning: None,
             done: false,
             seen_footer: false,
@@ -315,6 +321,9 @@ impl<R: Read> Iterator for Reader<R> {
         self.pos = start + len;
         let payload = &self.buf[start..start + len];
         let item = match tag {
+            TAG_FAULT | TAG_SCAN | TAG_SKIP if self.v1 => decode::decode_v1(payload)
+                .map(Item::Event)
+                .map_err(anyhow::Error::from),
             TAG_FAULT | TAG_SCAN | TAG_SKIP => decode::decode(payload)
                 .map(Item::Event)
                 .map_err(anyhow::Error::from),

@@ -171,6 +171,12 @@ fn kernel(enc: &mut DescriptorEncoder, k: &KernelMetrics) -> std::fmt::Result {
     )?;
     counter(
         enc,
+        "numatrace_probe_runs_missed",
+        "Probe runs the kernel skipped because the same probe was running, preempted, on that CPU: events lost or incomplete, counters and histograms included.",
+        k.runs_missed,
+    )?;
+    counter(
+        enc,
         "numatrace_map_evictions",
         "Per-folio scan stamps evicted from the LRU map before their fault (lower bound: inserts - capacity).",
         k.map_evictions,

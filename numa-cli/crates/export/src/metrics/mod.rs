@@ -49,6 +49,7 @@ pub struct KernelMetrics {
     pub migrations_success: u64,
     pub migrations_fail: u64,
     pub ring_drops: u64,
+    pub runs_missed: u64,
     pub map_evictions: u64,
     /// Scan-to-fault latency in ns, one per outcome.
     pub latency_ns: Vec<OutcomeHist>,

@@ -41,6 +41,7 @@ pub(crate) fn full_state() -> MetricsState {
             migrations_success: 2506,
             migrations_fail: 1,
             ring_drops: 2,
+            runs_missed: 4,
             map_evictions: 3,
             latency_ns: vec![
                 hist("promote_hot", &latency),
@@ -107,6 +108,7 @@ fn names_follow_the_issue_and_prometheus_conventions() {
         "numatrace_model_promote_total",
         "numatrace_model_agreement_total",
         "numatrace_ring_drops_total",
+        "numatrace_probe_runs_missed_total",
         "numatrace_map_evictions_total",
         "numatrace_info",
         "numatrace_scan_to_fault_latency_seconds_bucket",

@@ -17,14 +17,14 @@ impl Aggregator {
             return;
         };
         p.scan_passes += 1;
-        p.ptes += s.ptes_updated;
-        p.stamps += s.stamps;
+        p.ptes = p.ptes.saturating_add(s.ptes_updated);
+        p.stamps = p.stamps.saturating_add(s.stamps);
         p.last_ts = p.last_ts.max(s.ts_ns);
         if p.ranges.len() < MAX_RANGES_PER_PROC || p.ranges.contains_key(&s.start) {
             let r = p.ranges.entry(s.start).or_default();
             r.end = r.end.max(s.end);
             r.passes += 1;
-            r.ptes += s.ptes_updated;
+            r.ptes = r.ptes.saturating_add(s.ptes_updated);
             r.last_ts = r.last_ts.max(s.ts_ns);
         }
         if s.end > s.start {

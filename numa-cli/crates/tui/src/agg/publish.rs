@@ -86,6 +86,7 @@ impl Aggregator {
     fn warnings(&self) -> Warnings {
         Warnings {
             ring_drops: self.window.count(Counter::RingDrops),
+            runs_missed: self.window.count(Counter::RunsMissed),
             evictions: self.window.evictions(self.st.stamp_capacity),
             stamp_misses: self.window.count(Counter::StampMisses),
         }

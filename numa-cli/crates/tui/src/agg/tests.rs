@@ -167,7 +167,7 @@ fn percentiles_are_log2_bucket_bounds() {
 
 #[test]
 fn processes_sorted_busiest_first_and_focus_selects_histogram() {
-    let mut a = agg(&["fault-count:threshold=50", "two-touch"]);
+    let mut a = agg(&["fault-count:exact,threshold=50", "two-touch"]);
     a.snapshot(&snap(T0, 0, 0, 0));
     for i in 0..30 {
         a.event(&f(1, T0 + i, i, 10, Outcome::PromoteHot));

@@ -251,6 +251,15 @@ fn warnings_line(f: &Frame) -> Line<'static> {
             warn(w.evictions > 0),
         ),
         sep(),
+    ];
+    if w.runs_missed > 0 {
+        l.push(Span::styled(
+            format!("runs missed {}", w.runs_missed),
+            warn(true),
+        ));
+        l.push(sep());
+    }
+    l.extend([
         Span::raw(format!("stamp misses {}", fmt::count(w.stamp_misses))),
         sep(),
         Span::raw(format!(
@@ -258,7 +267,7 @@ fn warnings_line(f: &Frame) -> Line<'static> {
             fmt::count(f.events),
             f.elapsed_s
         )),
-    ];
+    ]);
     if !h.degraded.is_empty() {
         l.push(sep());
         l.push(Span::styled(

@@ -25,7 +25,7 @@ fn replayed(focus: Focus, vmas: bool) -> Frame {
     let header = numa_core::trace::Reader::open(Path::new(TRACE))
         .expect("trace")
         .header;
-    let k = KernelDefaults::from_tunables(&header.tunables);
+    let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
     let policies = build_all(&[], &ModelDefaults::default(), &k).expect("models");
     let mut agg = Aggregator::new(policies, &header, "replay hot-chunks-6.12.trace x1".into());
     numa_source::Source::File(TRACE.into())
@@ -166,12 +166,14 @@ fn drops_and_evictions_are_red() {
     let mut frame = replayed(Focus::default(), false);
     frame.warnings.ring_drops = 1234;
     frame.warnings.evictions = 56;
+    frame.warnings.runs_missed = 9;
     let app = app_with(frame);
     for (w, h) in SIZES {
         let t = draw(&app, w, h);
         let buf = t.backend().buffer();
         let line: String = (0..w).map(|x| buf[(x, 3)].symbol().to_owned()).collect();
         assert!(line.starts_with("ring drops 1234"), "{line}");
+        assert!(line.contains("runs missed 9"), "{line}");
         assert_eq!(buf[(0, 3)].fg, Color::Red);
         let ev = line.find("map evictions 56").expect("evictions shown");
         let ev_x = line[..ev].chars().count() as u16;

@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 
 use super::{
-    fault_count::{Counter, FaultCount, StampKind},
+    fault_count::{Counter, FaultCount, Mode, StampKind},
     kernel_time::KernelTime,
-    limits::RateLimiter,
+    limits::{Candidates, RateLimiter},
     two_touch::TwoTouch,
     Policy,
 };
-use crate::topology::Tunables;
+use crate::{params::KernelParams, topology::Tunables};
 
 /// Kernel tunables the models default to (from the trace header).
 #[derive(Debug, Clone, Copy)]
@@ -19,14 +19,25 @@ pub struct KernelDefaults {
     pub hot_threshold_ms: u64,
     pub scan_period_max_ms: u64,
     pub rate_limit_mbps: u64,
+    /// The patched kernel's `fault_count_threshold` (debugfs).
+    pub fault_count_threshold: u64,
+    /// LAST_CPUPID_MASK and PAGE_ACCESS_TIME_BUCKETS (the folio field the
+    /// access time or fault count is kept in).
+    pub cpupid_mask: u32,
+    pub access_time_buckets: u32,
 }
 
 impl Default for KernelDefaults {
     fn default() -> Self {
+        // CONFIG_NR_CPUS=8192 (distribution kernels): 8 + 13 bits.
+        let (cpupid_mask, access_time_buckets) = crate::params::cpupid_layout(8192);
         KernelDefaults {
             hot_threshold_ms: 1000,
             scan_period_max_ms: 60000,
             rate_limit_mbps: 65536,
+            fault_count_threshold: 1_000_000,
+            cpupid_mask,
+            access_time_buckets,
         }
     }
 }
@@ -40,7 +51,20 @@ impl KernelDefaults {
             hot_threshold_ms: t.hot_threshold_ms.unwrap_or(d.hot_threshold_ms),
             scan_period_max_ms: t.scan_period_max_ms.unwrap_or(d.scan_period_max_ms),
             rate_limit_mbps: t.promote_rate_limit_mbps.unwrap_or(d.rate_limit_mbps),
+            fault_count_threshold: t.fault_count_threshold.unwrap_or(d.fault_count_threshold),
+            ..d
         }
+    }
+
+    /// [`from_tunables`](Self::from_tunables) plus the cpupid field layout
+    /// of the kernel the probes ran on (a trace header's), when known.
+    pub fn from_host(t: &Tunables, params: Option<&KernelParams>) -> Self {
+        let mut k = Self::from_tunables(t);
+        if let Some(p) = params.filter(|p| p.cpupid_mask != 0) {
+            k.cpupid_mask = p.cpupid_mask;
+            k.access_time_buckets = p.access_time_buckets;
+        }
+        k
     }
 }
 
@@ -75,10 +99,28 @@ fn parse_num(v: &str) -> Result<f64> {
         .with_context(|| format!("{v:?} is not a number (1e6 and 1000000 both work)"))
 }
 
+/// The kernel keeps these tunables in `unsigned int`s: a value above that
+/// (a damaged trace header) is clamped there, so no model arithmetic on
+/// them can overflow.
+fn kernel_clamped(k: &KernelDefaults) -> KernelDefaults {
+    let c = |v: u64| v.min(u64::from(u32::MAX));
+    KernelDefaults {
+        hot_threshold_ms: c(k.hot_threshold_ms),
+        scan_period_max_ms: c(k.scan_period_max_ms),
+        rate_limit_mbps: c(k.rate_limit_mbps),
+        fault_count_threshold: c(k.fault_count_threshold),
+        ..*k
+    }
+}
+
+/// The largest integer an f64 holds exactly.
+const EXACT_F64_MAX: f64 = 9_007_199_254_740_992.0;
+
 /// Builds a policy from `name[:key=value,...]`.
 pub fn build(spec: &str, d: &ModelDefaults, k: &KernelDefaults) -> Result<Box<dyn Policy>> {
     let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
     let o = Options::parse(rest)?;
+    let k = &kernel_clamped(k);
     let policy: Box<dyn Policy> = match name {
         "kernel-time" => Box::new(kernel_time(&o, k)?),
         "fault-count" => Box::new(fault_count(&o, d, k)?),
@@ -88,6 +130,9 @@ pub fn build(spec: &str, d: &ModelDefaults, k: &KernelDefaults) -> Result<Box<dy
     Ok(policy)
 }
 
+/// Bare words a spec may hold besides `key=value` options.
+const FLAGS: [&str; 1] = ["exact"];
+
 /// The `key=value` options of one spec.
 struct Options<'a>(BTreeMap<&'a str, &'a str>);
 
@@ -95,38 +140,76 @@ impl<'a> Options<'a> {
     fn parse(rest: &'a str) -> Result<Self> {
         let mut kv = BTreeMap::new();
         for pair in rest.split(',').filter(|p| !p.is_empty()) {
-            let (key, value) = pair
-                .split_once('=')
-                .with_context(|| format!("model option {pair:?} is not key=value"))?;
-            kv.insert(key.trim(), value.trim());
+            match pair.split_once('=') {
+                Some((key, value)) => kv.insert(key.trim(), value.trim()),
+                // A bare word is a flag (`fault-count:exact`).
+                None if FLAGS.contains(&pair.trim()) => kv.insert(pair.trim(), ""),
+                None => {
+                    bail!("model option {pair:?} is not key=value (or one of the flags {FLAGS:?})")
+                }
+            };
         }
         Ok(Options(kv))
+    }
+
+    fn flag(&self, name: &str) -> bool {
+        self.0.get(name) == Some(&"")
     }
 
     fn get(&self, key: &str) -> Option<&'a str> {
         self.0.get(key).copied()
     }
 
-    /// The number under `key`, when given.
-    fn num(&self, key: &str) -> Result<Option<f64>> {
-        self.get(key).map(parse_num).transpose()
+    /// The number under `key`, when given: finite and within `lo..=hi`.
+    fn num(&self, key: &str, lo: f64, hi: f64) -> Result<Option<f64>> {
+        let Some(v) = self.get(key).map(parse_num).transpose()? else {
+            return Ok(None);
+        };
+        if !(v.is_finite() && (lo..=hi).contains(&v)) {
+            bail!("model option {key}={v}: use a number from {lo} to {hi}");
+        }
+        Ok(Some(v))
     }
 }
 
 fn kernel_time(o: &Options, k: &KernelDefaults) -> Result<KernelTime> {
-    let th = o.num("threshold")?.map_or(k.hot_threshold_ms, |v| v as u64);
-    let rate = o.num("rate_limit")?.map_or(k.rate_limit_mbps, |v| v as u64);
-    Ok(KernelTime::new(th, k.scan_period_max_ms, rate))
+    let th = o.num("threshold", 0.0, f64::from(u32::MAX))?;
+    let rate = o.num("rate_limit", 0.0, f64::from(u32::MAX))?;
+    let th = th.map_or(k.hot_threshold_ms, |v| v as u64);
+    let rate = rate.map_or(k.rate_limit_mbps, |v| v as u64);
+    Ok(KernelTime::new(th, k.scan_period_max_ms, rate)
+        .with_access_time(k.cpupid_mask, k.access_time_buckets))
 }
 
+/// `fault-count[:exact,...]`: the patched kernel unless `exact` is given.
 fn fault_count(o: &Options, d: &ModelDefaults, k: &KernelDefaults) -> Result<FaultCount> {
-    let threshold = o.num("threshold")?.unwrap_or(d.threshold.unwrap_or(1e6));
-    if threshold < 1.0 {
-        bail!("fault-count threshold must be >= 1");
+    let mode = if o.flag("exact") {
+        Mode::Exact
+    } else {
+        Mode::Patch
+    };
+    let threshold = match o.num("threshold", 1.0, EXACT_F64_MAX)?.or(d.threshold) {
+        Some(v) => v,
+        None if mode == Mode::Patch => k.fault_count_threshold as f64,
+        None => 1e6,
+    };
+    if !(1.0..=EXACT_F64_MAX).contains(&threshold) {
+        bail!("fault-count threshold {threshold}: use a number from 1 to {EXACT_F64_MAX}");
+    }
+    if mode == Mode::Patch && threshold > f64::from(u32::MAX) {
+        bail!(
+            "fault-count threshold {threshold} is above the patched kernel's unsigned int \
+             (max {}): use a smaller one, or fault-count:exact",
+            u32::MAX
+        );
     }
     let counter = match o.get("counter").or(d.counter.as_deref()) {
         None | Some("mm") => Counter::Mm,
-        Some("global") => Counter::Global,
+        Some("global") if mode == Mode::Exact => Counter::Global,
+        Some("global") => bail!(
+            "counter=global is not what the patch counts (a per-mm counter): \
+             use fault-count:exact,counter=global for the idealised global count"
+        ),
         Some(v) => bail!("--counter {v}: use mm or global"),
     };
     let stamp = match o.get("stamp").or(d.stamp.as_deref()) {
@@ -134,22 +217,27 @@ fn fault_count(o: &Options, d: &ModelDefaults, k: &KernelDefaults) -> Result<Fau
         Some("latest") => StampKind::Latest,
         Some(v) => bail!("--stamp {v}: use first or latest"),
     };
+    // The patched kernel keeps its rate limit; the idealised count has none
+    // unless asked.
     let rate_on = match o.get("rate_limit") {
         Some("on") | Some("true") => true,
         Some("off") | Some("false") => false,
         Some(v) => bail!("rate_limit={v}: use on or off"),
-        None => d.rate_limit.unwrap_or(false),
+        None => d.rate_limit.unwrap_or(mode == Mode::Patch),
     };
     Ok(FaultCount {
         threshold: threshold as u64,
         counter,
         stamp,
+        mode,
         rate: rate_on.then(|| RateLimiter::new(k.rate_limit_mbps)),
+        cpupid_mask: k.cpupid_mask,
+        candidates: Candidates::default(),
     })
 }
 
 fn two_touch(o: &Options, d: &ModelDefaults, k: &KernelDefaults) -> Result<TwoTouch> {
-    let window = match o.num("window_ms")? {
+    let window = match o.num("window_ms", 1.0, 86_400_000.0)? {
         Some(v) => v as u64,
         None => d.window_ms.unwrap_or(k.hot_threshold_ms * 2),
     };

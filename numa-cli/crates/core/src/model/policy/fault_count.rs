@@ -1,9 +1,32 @@
-//! The `fault-count` model.
+//! The `fault-count` model: the RFC's patches as written
+//! (seeds/fault-count-hint-latency-rfc.txt), and an idealised variant.
+//!
+//! `Mode::Patch` is should_numa_migrate_memory of a kernel with patch 1/2
+//! (and with `stamp=latest` patch 2/2): the free-space shortcut first; then
+//! `latency = count - (stored << 16)` in the patch's int arithmetic, where
+//! `count` is the faulting mm's counter (incremented at every PTE hint
+//! fault, reset by init_numa_balancing) and `stored` what the folio's
+//! cpupid field holds (`count >> 16` of the scanner's mm when it protected
+//! the folio, or of an earlier fault's decision, which exchanges its own
+//! count in); rejected when `latency >= threshold`; then the kernel's rate
+//! limit on the node-wide candidate count. Patch 1/2 drops the adaptive
+//! threshold. `Mode::Exact` is the idealised question the RFC asks: exact
+//! 64-bit deltas of numatrace's own counters since the scan that protected
+//! the folio, no shortcut, no fault-time exchange.
 use std::collections::BTreeMap;
 
-use numa_ebpf_common::{fault_flags as ff, FaultEvent};
+use numa_ebpf_common::{ext_flags as xf, fault_flags as ff, FaultEvent};
 
-use super::{limits::RateLimiter, no, yes, FaultView, Policy, Verdict};
+use super::{
+    limits::{Candidates, RateLimiter},
+    shortcut, verdict, FaultView, Policy, Shortcut, Step, Verdict, FREE_SPACE, HOT, NO_STAMP,
+    OTHER, RATE_LIMIT,
+};
+
+const FAULT_COUNT: Verdict = verdict(false, "fault_count", Step::Threshold);
+
+/// PAGE_FAULT_COUNT_BUCKETS: the patch stores `count >> 16`.
+pub const PAGE_FAULT_COUNT_BUCKETS: u32 = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Counter {
@@ -37,18 +60,61 @@ impl StampKind {
     }
 }
 
+/// What the model computes: the patched kernel, or the idealised deltas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Patch,
+    Exact,
+}
+
 /// `fault-count` (the RFC): promote when fewer than `threshold` hint faults
-/// happened between the protecting scan and this fault.
+/// happened between the stamp and this fault.
 #[derive(Debug, Clone)]
 pub struct FaultCount {
     pub threshold: u64,
     pub counter: Counter,
     pub stamp: StampKind,
+    pub mode: Mode,
     pub rate: Option<RateLimiter>,
+    /// LAST_CPUPID_MASK: the width of the folio field the count is kept in.
+    pub cpupid_mask: u32,
+    pub candidates: Candidates,
+}
+
+/// The patch's numa_hint_fault_latency: `count - (last << 16)` with
+/// `last = folio_xchg_last_cpupid(folio, stored >> 16)` (masked to the
+/// field), computed as the kernel's int arithmetic does (the shift and the
+/// subtraction wrap at 32 bits, the sign shift of a negative count is
+/// arithmetic) and read as the `unsigned int latency` it is assigned to.
+/// A counter that wrapped since the stamp still gives the faults between;
+/// one reset since the stamp gives a huge latency (the fault is refused).
+pub fn patch_latency(count: u32, stored: u32, cpupid_mask: u32) -> u32 {
+    let field = ((stored as i32) >> PAGE_FAULT_COUNT_BUCKETS) as u32 & cpupid_mask;
+    count.wrapping_sub(field.wrapping_shl(PAGE_FAULT_COUNT_BUCKETS))
+}
+
+/// The count the patched folio field was last written with for this
+/// fault: patch 1/2's (the protecting scan, or an earlier fault's
+/// exchange), or with patch 2/2 also a later pass that found the PTE still
+/// PROT_NONE and re-stamped it.
+fn patch_stored(ev: &FaultEvent, view: &FaultView, stamp: StampKind) -> Option<u32> {
+    let stored = (ev.ext_flags & xf::PC_STORED != 0).then_some((ev.pc_stored, ev.pc_stored_ns));
+    let pass = match stamp {
+        StampKind::First => None,
+        StampKind::Latest => view
+            .latest_scan
+            .and_then(|s| s.pc_count.map(|c| (c, s.ts_ns))),
+    };
+    match (stored, pass) {
+        (Some((_, at)), Some((c, ts))) if ts > at => Some(c),
+        (Some((v, _)), _) => Some(v),
+        (None, Some((c, _))) => Some(c),
+        (None, None) => None,
+    }
 }
 
 /// Faults between the stamp and this fault (this one included); counters
-/// are compared with wrapping arithmetic.
+/// are compared with wrapping arithmetic. The `exact` mode's measure.
 pub fn fault_delta(
     ev: &FaultEvent,
     view: &FaultView,
@@ -81,6 +147,51 @@ pub fn fault_delta(
     }
 }
 
+impl FaultCount {
+    fn decide_patch(&mut self, ev: &FaultEvent, view: &FaultView) -> Verdict {
+        self.candidates.observe(ev);
+        match shortcut(ev) {
+            Shortcut::FreeSpace => return FREE_SPACE,
+            Shortcut::Before => return OTHER,
+            Shortcut::ThresholdPath => {}
+        }
+        if ev.ext_flags & xf::PC_COUNT == 0 {
+            return NO_STAMP;
+        }
+        let Some(stored) = patch_stored(ev, view, self.stamp) else {
+            return NO_STAMP;
+        };
+        let latency = patch_latency(ev.pc_count, stored, self.cpupid_mask);
+        if u64::from(latency) >= self.threshold {
+            return FAULT_COUNT;
+        }
+        self.rate_step(ev)
+    }
+
+    fn decide_exact(&mut self, ev: &FaultEvent, view: &FaultView) -> Verdict {
+        let Some(delta) = fault_delta(ev, view, self.counter, self.stamp) else {
+            return NO_STAMP;
+        };
+        if delta >= self.threshold {
+            return FAULT_COUNT;
+        }
+        self.rate_step(ev)
+    }
+
+    /// A candidate: counted on its node, then the rate limit if on.
+    fn rate_step(&mut self, ev: &FaultEvent) -> Verdict {
+        let nr_cand = self
+            .candidates
+            .add(ev.dst_nid, u64::from(ev.nr_pages.max(1)));
+        if let Some(r) = &mut self.rate {
+            if r.limited(ev.dst_nid, ev.ts_ns / 1_000_000, nr_cand) {
+                return RATE_LIMIT;
+            }
+        }
+        HOT
+    }
+}
+
 impl Policy for FaultCount {
     fn name(&self) -> String {
         "fault-count".into()
@@ -91,6 +202,14 @@ impl Policy for FaultCount {
             ("threshold".into(), self.threshold.to_string()),
             ("counter".into(), self.counter.name().into()),
             ("stamp".into(), self.stamp.name().into()),
+            (
+                "mode".into(),
+                match self.mode {
+                    Mode::Patch => "patch",
+                    Mode::Exact => "exact",
+                }
+                .into(),
+            ),
         ]);
         if let Some(r) = &self.rate {
             p.insert("rate_limit_pages_per_s".into(), r.pages_per_s.to_string());
@@ -99,22 +218,10 @@ impl Policy for FaultCount {
     }
 
     fn decide(&mut self, ev: &FaultEvent, view: &FaultView) -> Verdict {
-        let Some(delta) = fault_delta(ev, view, self.counter, self.stamp) else {
-            return no("no_stamp");
-        };
-        if delta >= self.threshold {
-            return no("fault_count");
+        match self.mode {
+            Mode::Patch => self.decide_patch(ev, view),
+            Mode::Exact => self.decide_exact(ev, view),
         }
-        if let Some(r) = &mut self.rate {
-            if r.limited(
-                ev.dst_nid,
-                ev.ts_ns / 1_000_000,
-                u64::from(ev.nr_pages.max(1)),
-            ) {
-                return no("rate_limit");
-            }
-        }
-        yes("hot")
     }
 
     fn threshold(&self) -> Option<f64> {

@@ -1,12 +1,15 @@
 //! The `kernel-time` model.
 use std::collections::BTreeMap;
 
-use numa_ebpf_common::{fault_flags as ff, FaultEvent, Outcome};
+use numa_ebpf_common::{fault_flags as ff, FaultEvent};
 
 use super::{
-    limits::{node_entry, AdaptiveThreshold, RateLimiter},
-    no, yes, FaultView, Policy, Verdict,
+    limits::{node_entry, AdaptiveThreshold, Candidates, RateLimiter},
+    shortcut, verdict, FaultView, Policy, Shortcut, Step, Verdict, FREE_SPACE, HOT, NO_STAMP,
+    OTHER, RATE_LIMIT,
 };
+
+const LATENCY: Verdict = verdict(false, "latency", Step::Threshold);
 
 /// `kernel-time`: should_numa_migrate_memory's tiering branch re-implemented.
 #[derive(Debug, Clone)]
@@ -14,6 +17,10 @@ pub struct KernelTime {
     pub hot_threshold_ms: u64,
     pub scan_period_max_ms: u64,
     pub rate: RateLimiter,
+    /// PAGE_ACCESS_TIME_MASK and PAGE_ACCESS_TIME_BUCKETS of the kernel.
+    access_mask: u32,
+    access_buckets: u32,
+    candidates: Candidates,
     nodes: Vec<(i32, AdaptiveThreshold)>,
 }
 
@@ -23,19 +30,37 @@ impl KernelTime {
             hot_threshold_ms,
             scan_period_max_ms,
             rate: RateLimiter::new(rate_limit_mbps),
+            access_mask: (1 << 21) - 1,
+            access_buckets: 0,
+            candidates: Candidates::default(),
             nodes: Vec::new(),
         }
     }
-}
 
-/// The kernel's own latency when numatrace saw it, else numatrace's.
-fn latency_ms(ev: &FaultEvent) -> Option<u64> {
-    if ev.flags & ff::KERNEL_LATENCY != 0 {
-        Some(u64::from(ev.kernel_latency_ms))
-    } else if ev.flags & ff::HAS_STAMP != 0 {
-        Some(ev.ts_ns.saturating_sub(ev.scan_ns) / 1_000_000)
-    } else {
-        None
+    /// The kernel's cpupid field: LAST_CPUPID_MASK and the buckets the
+    /// access time is shifted by to fit it.
+    pub fn with_access_time(mut self, cpupid_mask: u32, buckets: u32) -> Self {
+        let b = buckets.min(31);
+        self.access_buckets = b;
+        self.access_mask = cpupid_mask << b;
+        self
+    }
+
+    /// The kernel's `(now - last) & PAGE_ACCESS_TIME_MASK`: its own value
+    /// when numatrace saw it, else from numatrace's stamp (ms of the
+    /// monotonic clock for jiffies_to_msecs; the same result unless the
+    /// stored time is shifted by buckets).
+    fn latency_ms(&self, ev: &FaultEvent) -> Option<u64> {
+        if ev.flags & ff::KERNEL_LATENCY != 0 {
+            return Some(u64::from(ev.kernel_latency_ms & self.access_mask));
+        }
+        if ev.flags & ff::HAS_STAMP == 0 {
+            return None;
+        }
+        let b = self.access_buckets;
+        let now = (ev.ts_ns / 1_000_000) as u32;
+        let last = ((ev.scan_ns / 1_000_000) as u32 >> b) << b;
+        Some(u64::from(now.wrapping_sub(last) & self.access_mask))
     }
 }
 
@@ -59,22 +84,14 @@ impl Policy for KernelTime {
     }
 
     fn decide(&mut self, ev: &FaultEvent, _view: &FaultView) -> Verdict {
-        // pgdat_free_space_enough() is not observable per fault; the kernel's
-        // own answer (no access-time exchange before promoting) is the input.
-        if ev.outcome == Outcome::PromoteFreeSpace as u8 {
-            self.nodes.retain(|(n, _)| *n != ev.dst_nid);
-            return yes("free_space");
-        }
-        let Some(latency) = latency_ms(ev) else {
-            return no("no_stamp");
-        };
+        self.candidates.observe(ev);
         let now_ms = ev.ts_ns / 1_000_000;
-        let nr_cand = self.rate.candidates(ev.dst_nid);
         let (ref_th, period, rate) = (
             self.hot_threshold_ms,
             self.scan_period_max_ms,
             self.rate.pages_per_s,
         );
+        let nr_cand = self.candidates.count(ev.dst_nid);
         let node = node_entry(&mut self.nodes, ev.dst_nid, || {
             // Start from the kernel's threshold at attach when seen.
             let mut t = AdaptiveThreshold::default();
@@ -83,17 +100,32 @@ impl Policy for KernelTime {
             }
             t
         });
+        match shortcut(ev) {
+            // pgdat_free_space_enough() is not observable per fault; the
+            // kernel's own answer is the input. It resets the threshold.
+            Shortcut::FreeSpace => {
+                node.reset_threshold();
+                return FREE_SPACE;
+            }
+            Shortcut::Before => return OTHER,
+            Shortcut::ThresholdPath => {}
+        }
+        // Every decision past the shortcut adjusts, with or without a stamp.
         node.adjust(now_ms, period, ref_th, rate, nr_cand);
-        if latency >= node.current(ref_th) {
-            return no("latency");
+        let th = node.current(ref_th);
+        let Some(latency) = self.latency_ms(ev) else {
+            return NO_STAMP;
+        };
+        if latency >= th {
+            return LATENCY;
         }
-        if self
-            .rate
-            .limited(ev.dst_nid, now_ms, u64::from(ev.nr_pages.max(1)))
-        {
-            return no("rate_limit");
+        let nr_cand = self
+            .candidates
+            .add(ev.dst_nid, u64::from(ev.nr_pages.max(1)));
+        if self.rate.limited(ev.dst_nid, now_ms, nr_cand) {
+            return RATE_LIMIT;
         }
-        yes("hot")
+        HOT
     }
 
     fn threshold(&self) -> Option<f64> {

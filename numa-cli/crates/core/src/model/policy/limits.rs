@@ -1,10 +1,80 @@
-//! The kernel's per-node promotion limits: the candidate rate limit and the
-//! adaptive hot threshold.
+//! The kernel's per-node promotion limits: the node-wide candidate count
+//! they read, the candidate rate limit and the adaptive hot threshold.
+use numa_ebpf_common::{ext_flags as xf, FaultEvent, Outcome};
+
+/// The node-wide PGPROMOTE_CANDIDATE count in a model's world, per node.
+///
+/// The kernel's rate limit and threshold adjustment read the node's
+/// count, to which every process's candidates add, not only those of the
+/// faults numatrace kept (`--pid`, `--cgroup` and `--sample` keep a
+/// subset, a full ring drops some). Here the count is the model's own
+/// candidates among the faults it saw plus the candidates of the faults it
+/// did not see, as the kernel counted them: the node's count at each
+/// decision (read by the probes when the decision returned) less the
+/// kernel's own candidates among the faults seen. That unseen part never
+/// decreases (the node's count is folded from per-CPU batches and can lag
+/// the faults seen). Without the node's count (a v1 trace) it is 0.
+#[derive(Debug, Clone, Default)]
+pub struct Candidates {
+    nodes: Vec<(i32, Feed)>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Feed {
+    own: u64,
+    kernel_seen: u64,
+    /// The node's count before the first fault seen.
+    base: Option<u64>,
+    unseen: u64,
+}
+
+/// Whether the kernel counted this fault as a candidate: it passed the
+/// threshold and reached numa_promotion_rate_limit.
+fn kernel_candidate(ev: &FaultEvent) -> bool {
+    matches!(
+        Outcome::from_u8(ev.outcome),
+        Some(Outcome::PromoteHot | Outcome::RejectRateLimit)
+    )
+}
+
+impl Candidates {
+    /// Takes in what a decided fault tells of the node's count; called
+    /// once per fault, before the model counts its own candidate.
+    pub fn observe(&mut self, ev: &FaultEvent) {
+        let f = node_entry(&mut self.nodes, ev.dst_nid, Feed::default);
+        if kernel_candidate(ev) {
+            f.kernel_seen += u64::from(ev.nr_pages.max(1));
+        }
+        if ev.ext_flags & xf::NODE_CANDIDATES != 0 {
+            let nc = ev.node_candidates;
+            let base = *f.base.get_or_insert(nc.saturating_sub(f.kernel_seen));
+            let unseen = nc.saturating_sub(base).saturating_sub(f.kernel_seen);
+            f.unseen = f.unseen.max(unseen);
+        }
+    }
+
+    /// The node's count now.
+    pub fn count(&self, node: i32) -> u64 {
+        self.nodes
+            .iter()
+            .find(|(n, _)| *n == node)
+            .map_or(0, |(_, f)| f.own + f.unseen)
+    }
+
+    /// Counts `nr` candidate pages of the model's; the node's count after.
+    pub fn add(&mut self, node: i32, nr: u64) -> u64 {
+        let f = node_entry(&mut self.nodes, node, Feed::default);
+        f.own += nr;
+        f.own + f.unseen
+    }
+}
+
 /// The kernel's promotion rate limit (numa_promotion_rate_limit), per
-/// destination node, on the policy's own candidate count.
+/// destination node, on the node's candidate count.
 #[derive(Debug, Clone, Default)]
 pub struct RateLimiter {
-    /// Pages per second; 0 disables.
+    /// Pages per second (`promote_rate_limit_MBps << (20 - PAGE_SHIFT)`);
+    /// 0 limits every candidate, as in the kernel.
     pub pages_per_s: u64,
     /// Per node: a handful, a linear scan beats a map.
     nodes: Vec<(i32, RlState)>,
@@ -12,8 +82,7 @@ pub struct RateLimiter {
 
 #[derive(Debug, Clone, Default)]
 struct RlState {
-    nr_cand: u64,
-    start_ms: u64,
+    start_ms: Option<u64>,
     start_cand: u64,
 }
 
@@ -25,25 +94,19 @@ impl RateLimiter {
         }
     }
 
-    /// Counts `nr` candidate pages at `now_ms`; true when over the limit.
-    pub fn limited(&mut self, node: i32, now_ms: u64, nr: u64) -> bool {
-        if self.pages_per_s == 0 {
-            return false;
-        }
+    /// With the node's count `nr_cand` just raised by a candidate at
+    /// `now_ms`: true when over the limit. A window opens more than a
+    /// second after the previous one, at the count including the fault
+    /// that opens it (the kernel's nbp_rl_start/nbp_rl_nr_cand).
+    pub fn limited(&mut self, node: i32, now_ms: u64, nr_cand: u64) -> bool {
         let s = node_entry(&mut self.nodes, node, RlState::default);
-        s.nr_cand += nr;
-        if now_ms.saturating_sub(s.start_ms) > 1000 {
-            s.start_ms = now_ms;
-            s.start_cand = s.nr_cand;
+        if s.start_ms
+            .is_none_or(|start| now_ms.saturating_sub(start) > 1000)
+        {
+            s.start_ms = Some(now_ms);
+            s.start_cand = nr_cand;
         }
-        s.nr_cand - s.start_cand >= self.pages_per_s
-    }
-
-    pub fn candidates(&self, node: i32) -> u64 {
-        self.nodes
-            .iter()
-            .find(|(n, _)| *n == node)
-            .map_or(0, |(_, s)| s.nr_cand)
+        nr_cand.saturating_sub(s.start_cand) >= self.pages_per_s
     }
 }
 
@@ -108,6 +171,12 @@ impl AdaptiveThreshold {
         };
         self.nr_cand_at_start = nr_cand;
         self.th_ms = th;
+    }
+
+    /// The free-space shortcut's reset: `pgdat->nbp_threshold = 0`, and
+    /// nothing else (the adjustment period and its count go on).
+    pub fn reset_threshold(&mut self) {
+        self.th_ms = 0;
     }
 
     pub fn current(&self, ref_th: u64) -> u64 {

@@ -13,9 +13,9 @@ use numa_ebpf_common::FaultEvent;
 
 pub use self::{
     build::{build, build_all, KernelDefaults, ModelDefaults, DEFAULT_MODELS},
-    fault_count::{fault_delta, Counter, FaultCount, StampKind},
+    fault_count::{fault_delta, patch_latency, Counter, FaultCount, Mode, StampKind},
     kernel_time::KernelTime,
-    limits::{AdaptiveThreshold, RateLimiter, NUMA_MIGRATION_ADJUST_STEPS},
+    limits::{AdaptiveThreshold, Candidates, RateLimiter, NUMA_MIGRATION_ADJUST_STEPS},
     two_touch::TwoTouch,
 };
 use super::scans::RangeScan;
@@ -27,22 +27,72 @@ pub struct FaultView {
     pub latest_scan: Option<RangeScan>,
 }
 
+/// Where a decision ended in the kernel's sequence of checks (the
+/// benchmark-style counters a model projects, see `shadow::Projected`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Promoted by the free-space shortcut (not a candidate).
+    FreeSpace,
+    /// Passed the threshold and the rate limit: a promoted candidate.
+    Promoted,
+    /// Rejected by the threshold (latency, fault count).
+    Threshold,
+    /// Passed the threshold, rejected by the rate limit (a candidate).
+    RateLimit,
+    /// Anything else: no stamp, no memory on the destination, or a model
+    /// without the kernel's steps.
+    Other,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Verdict {
     pub promote: bool,
     pub reason: &'static str,
+    pub step: Step,
 }
 
-const fn yes(reason: &'static str) -> Verdict {
-    Verdict {
-        promote: true,
-        reason,
+impl Verdict {
+    /// Whether the kernel would count this fault in PGPROMOTE_CANDIDATE.
+    pub fn candidate(&self) -> bool {
+        matches!(self.step, Step::Promoted | Step::RateLimit)
     }
 }
-const fn no(reason: &'static str) -> Verdict {
+
+const fn verdict(promote: bool, reason: &'static str, step: Step) -> Verdict {
     Verdict {
-        promote: false,
+        promote,
         reason,
+        step,
+    }
+}
+
+/// The kernel's own answers, shared by the kernel-like models.
+const FREE_SPACE: Verdict = verdict(true, "free_space", Step::FreeSpace);
+const HOT: Verdict = verdict(true, "hot", Step::Promoted);
+const RATE_LIMIT: Verdict = verdict(false, "rate_limit", Step::RateLimit);
+const NO_STAMP: Verdict = verdict(false, "no_stamp", Step::Other);
+/// Rejected before the threshold path (the destination has no memory).
+const OTHER: Verdict = verdict(false, "other", Step::Other);
+
+/// How a fault the kernel decided in tiering mode left the free-space
+/// shortcut: promoted by it, rejected before it (no memory on the
+/// destination), or on to the threshold path, as the kernel's (and the
+/// patched kernel's) should_numa_migrate_memory orders them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shortcut {
+    FreeSpace,
+    Before,
+    ThresholdPath,
+}
+
+fn shortcut(ev: &FaultEvent) -> Shortcut {
+    use numa_ebpf_common::{ext_flags as xf, Outcome};
+    if ev.outcome == Outcome::PromoteFreeSpace as u8 {
+        Shortcut::FreeSpace
+    } else if ev.ext_flags & xf::THRESHOLD_PATH != 0 {
+        Shortcut::ThresholdPath
+    } else {
+        Shortcut::Before
     }
 }
 

@@ -4,7 +4,11 @@ use std::collections::BTreeMap;
 use numa_ebpf_common::FaultEvent;
 use rustc_hash::FxHashMap as HashMap;
 
-use super::{no, yes, FaultView, Policy, Verdict};
+use super::{verdict, FaultView, Policy, Step, Verdict};
+
+/// Not one of the kernel's steps: no candidates, no threshold to count.
+const SECOND_TOUCH: Verdict = verdict(true, "second_touch", Step::Other);
+const FIRST_TOUCH: Verdict = verdict(false, "first_touch", Step::Other);
 use crate::model::pagetable::{self, PageTable};
 
 /// `two-touch` (pghot's hint-fault source): promote on the second hint
@@ -72,23 +76,23 @@ impl Policy for TwoTouch {
             return match self.wide.insert(key, now_ms) {
                 Some(prev) if now_ms.saturating_sub(prev) <= self.window_ms => {
                     self.wide.remove(&key);
-                    yes("second_touch")
+                    SECOND_TOUCH
                 }
-                _ => no("first_touch"),
+                _ => FIRST_TOUCH,
             };
         };
         if let Some(i) = self.last.find(key) {
             let prev = self.last.slot(i)[1];
             if now_ms.saturating_sub(prev) <= self.window_ms {
                 self.last.remove_at(i);
-                return yes("second_touch");
+                return SECOND_TOUCH;
             }
             self.last.value_mut(i)[0] = now_ms;
-            return no("first_touch");
+            return FIRST_TOUCH;
         }
         self.make_room(now_ms);
         self.last.insert([key, now_ms]);
-        no("first_touch")
+        FIRST_TOUCH
     }
 
     fn threshold(&self) -> Option<f64> {
@@ -124,9 +128,9 @@ mod tests {
             match self.last.insert(key, now_ms) {
                 Some(prev) if now_ms.saturating_sub(prev) <= self.window_ms => {
                     self.last.remove(&key);
-                    yes("second_touch")
+                    SECOND_TOUCH
                 }
-                _ => no("first_touch"),
+                _ => FIRST_TOUCH,
             }
         }
     }

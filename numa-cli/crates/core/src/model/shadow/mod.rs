@@ -12,8 +12,8 @@ use rustc_hash::FxHashMap;
 use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome};
 
 pub use self::report::{
-    Agreement, KernelCounts, LatencySample, ModelReport, NodePairRow, ProcessRow, RefaultReport,
-    ShadowReport, EVIDENCE_NOTE,
+    Agreement, KernelCounts, LatencySample, ModelReport, NodePairRow, ProcessRow, Projected,
+    RefaultReport, ShadowReport, EVIDENCE_NOTE,
 };
 use self::{
     procs::Processes,
@@ -37,6 +37,7 @@ struct ModelState {
     /// Few distinct reasons per model: a linear scan beats a map.
     reasons: Vec<(&'static str, u64)>,
     agreement: Agreement,
+    projected: Projected,
 }
 
 impl ModelState {
@@ -195,6 +196,7 @@ impl Shadow {
                             reject: 0,
                             reasons: Vec::new(),
                             agreement: Agreement::default(),
+                            projected: Projected::default(),
                         })
                         .collect(),
                     kernel: KernelCounts::default(),
@@ -286,6 +288,7 @@ impl Shadow {
                     agreement_pct: m.agreement.agree_pct(),
                     refault_after_model_only: e.refaults.report(i),
                     threshold: m.policy.threshold(),
+                    projected: m.projected.clone(),
                 })
                 .collect(),
             refault_after_neither: e.refaults.report(e.models.len()),
@@ -427,9 +430,11 @@ impl Engine {
         pair.kernel_promote += u64::from(kernel_promote);
         let proc_row = self.processes.row(pi);
         let mut wanted = 0u64;
+        let nr_pages = u64::from(f.nr_pages.max(1));
         for (i, m) in self.models.iter_mut().enumerate() {
             let v = m.policy.decide(f, view);
             m.count_reason(v.reason);
+            m.projected.add(&v, nr_pages);
             m.agreement.add(kernel_promote, v.promote);
             if v.promote {
                 m.promote += 1;
@@ -504,7 +509,7 @@ mod tests {
 
     #[test]
     fn agreement_and_refault_evidence() {
-        let mut s = engine(&["kernel-time", "fault-count:threshold=50"]);
+        let mut s = engine(&["kernel-time", "fault-count:exact,threshold=50"]);
         for ev in stream() {
             s.event(&ev);
         }
@@ -533,6 +538,37 @@ mod tests {
         assert_eq!(
             r.processes.first().map(|p| p.comm.as_str()),
             Some("hot-chunks")
+        );
+    }
+
+    #[test]
+    fn models_project_the_kernels_counters() {
+        let mut s = engine(&["kernel-time", "fault-count:threshold=150"]);
+        for ev in stream() {
+            s.event(&ev);
+        }
+        let mut free = fault(300, 4, 0, Outcome::PromoteFreeSpace);
+        free.nr_pages = 512;
+        s.event(&Event::Fault(free));
+        let r = s.report();
+        // kernel-time: pages 1 and 3 over 1000 ms, page 2 and page 1's
+        // refault promoted as candidates, the THP by the free-space path.
+        let kt = &r.models[0].projected;
+        assert_eq!(
+            (
+                kt.promote_pages,
+                kt.candidate_pages,
+                kt.reject_threshold,
+                kt.reject_rate_limit
+            ),
+            (2 + 512, 2, 2, 0)
+        );
+        // fault-count (the patch): counts below 2^16 compare whole, so
+        // only the faults with a count under 150 pass (100, 101, 102).
+        let fc = &r.models[1].projected;
+        assert_eq!(
+            (fc.promote_pages, fc.candidate_pages, fc.reject_threshold),
+            (3 + 512, 3, 1)
         );
     }
 

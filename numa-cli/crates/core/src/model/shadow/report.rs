@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::model::policy::{Step, Verdict};
+
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct Agreement {
     pub both: u64,
@@ -78,6 +80,40 @@ pub struct NodePairRow {
     pub model_promote: Vec<u64>,
 }
 
+/// The benchmark counters a model projects for the window: what the
+/// kernel's vmstat and the RFC's tables would have shown had the model
+/// decided every fault numatrace kept (a lower bound under `--sample` or
+/// filters). Pages where vmstat counts pages.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Projected {
+    /// Pages the model would promote (pgpromote_success if every
+    /// migration succeeded; the free-space shortcut's included).
+    pub promote_pages: u64,
+    /// Pages past the threshold, rate limited or not (pgpromote_candidate).
+    pub candidate_pages: u64,
+    /// Faults rejected by the threshold (the RFC's "rejected due to hint
+    /// fault latency being higher than threshold").
+    pub reject_threshold: u64,
+    /// Faults past the threshold rejected by the rate limit.
+    pub reject_rate_limit: u64,
+}
+
+impl Projected {
+    pub(super) fn add(&mut self, v: &Verdict, nr_pages: u64) {
+        if v.promote {
+            self.promote_pages += nr_pages;
+        }
+        if v.candidate() {
+            self.candidate_pages += nr_pages;
+        }
+        match v.step {
+            Step::Threshold => self.reject_threshold += 1,
+            Step::RateLimit => self.reject_rate_limit += 1,
+            Step::FreeSpace | Step::Promoted | Step::Other => {}
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ModelReport {
     pub name: String,
@@ -90,6 +126,7 @@ pub struct ModelReport {
     /// Pages this model wanted and the kernel refused: faulted again later?
     pub refault_after_model_only: RefaultReport,
     pub threshold: Option<f64>,
+    pub projected: Projected,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -1,0 +1,522 @@
+//! The attach plan: for each logical hook, which kernel function or
+//! tracepoint numatrace uses, with which mechanism and argument layout.
+//!
+//! Built by a pure function from [`KernelFacts`] (what the running kernel
+//! offers), so the per-version choices are unit-tested with facts recorded
+//! from real kernels. `discover` reads those facts from the running system.
+//! A function is a candidate only where BTF (when there is BTF) gives the
+//! argument types its programs read, and each hook whose function the
+//! design names says whether the plan uses it and why not.
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+/// A logical hook: something numatrace needs to observe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hook {
+    /// Every NUMA hint fault.
+    HintFault,
+    /// should_numa_migrate_memory: the kernel's promotion decision.
+    Decision,
+    /// The scanner's per-folio stamp (the last_cpupid exchange).
+    ScanStamp,
+    /// The scanner's range pass (PTEs made PROT_NONE).
+    ScanRange,
+    /// The misplaced-folio migration and its result.
+    Migrate,
+    /// task_numa_fault: fault accounting with flags.
+    FaultAccount,
+    /// Hint faults on transparent huge pages.
+    ThpFault,
+    /// Scanner passes over huge PMDs.
+    ThpScan,
+    /// sched:sched_skip_vma_numa, why a VMA was not scanned (6.12+).
+    VmaSkip,
+    /// migrate:mm_migrate_pages, promotions vs demotions by reason.
+    MigrateTracepoint,
+    /// init_numa_balancing: where the fault-count patch resets an mm's
+    /// counter (every clone of a process).
+    PcReset,
+    /// __mmdrop: an mm (and its fault-count counter) is freed.
+    PcDrop,
+}
+
+impl Hook {
+    pub const ALL: [Hook; 12] = [
+        Hook::HintFault,
+        Hook::Decision,
+        Hook::ScanStamp,
+        Hook::ScanRange,
+        Hook::Migrate,
+        Hook::FaultAccount,
+        Hook::ThpFault,
+        Hook::ThpScan,
+        Hook::VmaSkip,
+        Hook::MigrateTracepoint,
+        Hook::PcReset,
+        Hook::PcDrop,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Hook::HintFault => "hint_fault",
+            Hook::Decision => "decision",
+            Hook::ScanStamp => "scan_stamp",
+            Hook::ScanRange => "scan_range",
+            Hook::Migrate => "migrate",
+            Hook::FaultAccount => "fault_account",
+            Hook::ThpFault => "thp_fault",
+            Hook::ThpScan => "thp_scan",
+            Hook::VmaSkip => "vma_skip",
+            Hook::MigrateTracepoint => "migrate_tracepoint",
+            Hook::PcReset => "pc_reset",
+            Hook::PcDrop => "pc_drop",
+        }
+    }
+
+    /// Whether numatrace's core measurement is incomplete without this hook.
+    pub fn required(self) -> bool {
+        matches!(
+            self,
+            Hook::HintFault
+                | Hook::Decision
+                | Hook::ScanStamp
+                | Hook::ScanRange
+                | Hook::Migrate
+                | Hook::FaultAccount
+        )
+    }
+
+    /// Candidate kernel functions in order of preference. Tracepoint
+    /// hooks have none.
+    fn candidates(self) -> &'static [Candidate] {
+        // A struct literal, so that the arrays below are promoted to statics.
+        macro_rules! c {
+            ($func:expr, $layout:expr, $reads:expr $(,)?) => {
+                Candidate {
+                    func: $func,
+                    layout: $layout,
+                    reads: $reads,
+                }
+            };
+        }
+        match self {
+            // No do_numa_page: see `design_without_program`.
+            Hook::HintFault => &[
+                c!("numa_migrate_check", "folio", &[(0, FOLIO), (2, ULONG)]),
+                c!("numa_migrate_prep", "page", &[(0, PAGE), (2, ULONG)]),
+            ],
+            Hook::Decision => &[c!(
+                "should_numa_migrate_memory",
+                "folio",
+                &[(2, INT), (3, INT)],
+            )],
+            Hook::ScanStamp => &[
+                c!("folio_xchg_last_cpupid", "folio", &[(0, FOLIO), (1, INT)]),
+                c!("page_cpupid_xchg_last", "page", &[(0, PAGE), (1, INT)]),
+            ],
+            // change_pte_range runs once per page table (<= 2 MiB) for every
+            // mprotect too; the programs keep the calls with MM_CP_PROT_NUMA.
+            Hook::ScanRange => &[
+                c!(
+                    "change_pte_range",
+                    PTE_RANGE,
+                    &[(3, ULONG), (4, ULONG), (6, ULONG)],
+                ),
+                c!(
+                    "change_prot_numa",
+                    "vma,start,end",
+                    &[(1, ULONG), (2, ULONG)]
+                ),
+            ],
+            Hook::Migrate => &[
+                c!("migrate_misplaced_folio", "folio", &[(0, FOLIO)]),
+                c!("migrate_misplaced_page", "page", &[(0, PAGE)]),
+            ],
+            Hook::FaultAccount => &[c!(
+                "task_numa_fault",
+                "cpupid,node,pages,flags",
+                &[(1, INT), (2, INT), (3, INT)],
+            )],
+            Hook::ThpFault => &[c!("do_huge_pmd_numa_page", "vmf", &[])],
+            Hook::ThpScan => &[c!("change_huge_pmd", "pmd", &[])],
+            Hook::PcReset => &[c!("init_numa_balancing", "clone_flags,task", &[(1, TASK)])],
+            Hook::PcDrop => &[c!("__mmdrop", "mm", &[(0, MM)])],
+            Hook::VmaSkip | Hook::MigrateTracepoint => &[],
+        }
+    }
+
+    /// The function the design (the fault-count RFC's patches) puts this
+    /// hook in, where it names one.
+    pub fn design(self) -> Option<&'static str> {
+        match self {
+            Hook::HintFault => Some("do_numa_page"),
+            Hook::Decision => Some("should_numa_migrate_memory"),
+            Hook::ScanRange => Some("change_pte_range"),
+            Hook::Migrate => Some("migrate_misplaced_folio"),
+            _ => None,
+        }
+    }
+
+    fn tracepoint(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Hook::VmaSkip => Some(("sched", "sched_skip_vma_numa")),
+            Hook::MigrateTracepoint => Some(("migrate", "mm_migrate_pages")),
+            _ => None,
+        }
+    }
+
+    /// fentry or fexit: fexit where the return value is the point.
+    fn wants_return(self) -> bool {
+        matches!(self, Hook::Decision | Hook::ScanRange | Hook::Migrate)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mechanism {
+    Fentry,
+    Fexit,
+    Kprobe,
+    Kretprobe,
+    Tracepoint,
+}
+
+impl Mechanism {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Fentry => "fentry",
+            Mechanism::Fexit => "fexit",
+            Mechanism::Kprobe => "kprobe",
+            Mechanism::Kretprobe => "kretprobe",
+            Mechanism::Tracepoint => "tracepoint",
+        }
+    }
+
+    /// The fallback when tracing programs are refused.
+    pub fn probe_fallback(self) -> Option<Mechanism> {
+        match self {
+            Mechanism::Fentry => Some(Mechanism::Kprobe),
+            Mechanism::Fexit => Some(Mechanism::Kretprobe),
+            _ => None,
+        }
+    }
+}
+
+/// What a kernel function looks like to numatrace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FuncFacts {
+    /// Listed in /proc/kallsyms (not inlined away).
+    pub in_kallsyms: bool,
+    /// Listed in available_filter_functions (fentry and kprobes can attach).
+    /// `None` when tracefs is unreadable.
+    pub traceable: Option<bool>,
+    /// Parameter types from BTF (e.g. `struct folio *`), `None` without BTF.
+    pub btf_params: Option<Vec<String>>,
+}
+
+/// Everything the plan depends on, read once from the running kernel.
+#[derive(Debug, Clone, Default)]
+pub struct KernelFacts {
+    pub has_btf: bool,
+    pub functions: BTreeMap<String, FuncFacts>,
+    pub tracepoints: BTreeSet<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookStatus {
+    /// Chosen from the facts; not attached yet.
+    Resolved,
+    /// Attached (set by the loader).
+    Attached,
+    /// No candidate exists on this kernel.
+    Missing,
+    /// Candidates exist but every mechanism was refused (set by the loader).
+    Refused,
+}
+
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct PlannedHook {
+    pub hook: Hook,
+    /// Kernel function, or `category:name` for a tracepoint.
+    pub target: Option<String>,
+    pub mechanism: Option<Mechanism>,
+    /// Argument layout: `folio`/`page` variants and signature notes.
+    pub layout: Option<String>,
+    pub required: bool,
+    pub status: HookStatus,
+    /// Why this target (which candidates were absent), or why it failed.
+    pub detail: String,
+    /// The design's own function for this hook and why the plan does not
+    /// use it, if it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub design: Option<DesignFunction>,
+}
+
+/// The function the design names for a hook, as this kernel offers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct DesignFunction {
+    pub function: String,
+    pub used: bool,
+    /// Empty when used.
+    pub why_not: String,
+}
+
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct AttachPlan {
+    pub complete: bool,
+    pub hooks: Vec<PlannedHook>,
+}
+
+impl AttachPlan {
+    pub fn hook(&self, hook: Hook) -> Option<&PlannedHook> {
+        self.hooks.iter().find(|h| h.hook == hook)
+    }
+
+    pub fn refresh_complete(&mut self) {
+        self.complete = self
+            .hooks
+            .iter()
+            .filter(|h| h.required)
+            .all(|h| matches!(h.status, HookStatus::Resolved | HookStatus::Attached));
+    }
+}
+
+/// One kernel function a hook can attach to.
+struct Candidate {
+    func: &'static str,
+    layout: &'static str,
+    /// (argument index, BTF type) of every argument the hook's programs
+    /// read: where BTF gives another type, the programs would read the
+    /// wrong thing, so the function is no candidate on that kernel.
+    reads: &'static [(usize, &'static str)],
+}
+
+const FOLIO: &str = "struct folio *";
+const PAGE: &str = "struct page *";
+const ULONG: &str = "long unsigned int";
+const INT: &str = "int";
+const TASK: &str = "struct task_struct *";
+const MM: &str = "struct mm_struct *";
+/// ScanRange's layout on change_pte_range(tlb, vma, pmd, addr, end, newprot, cp_flags).
+pub const PTE_RANGE: &str = "pmd,addr,end,cp_flags";
+/// ThpScan's layout when it is a scan pass of its own (beside change_pte_range).
+pub const PMD_PASS: &str = "pmd,addr,cp_flags";
+
+/// Why `func` cannot be attached as a candidate reading `reads`, if it cannot.
+fn unusable(func: &str, reads: &[(usize, &str)], facts: &KernelFacts) -> Option<String> {
+    let f = facts.functions.get(func).cloned().unwrap_or_default();
+    if !f.in_kallsyms {
+        return Some(format!("{func} inlined/absent"));
+    }
+    if f.traceable == Some(false) {
+        return Some(format!("{func} not traceable"));
+    }
+    let params = f.btf_params.as_ref()?;
+    let wrong: Vec<String> = reads
+        .iter()
+        .filter(|(i, ty)| params.get(*i).map(String::as_str) != Some(*ty))
+        .map(|(i, ty)| {
+            let has = params.get(*i).map_or("nothing", String::as_str);
+            format!("argument {i} is {has}, not {ty}")
+        })
+        .collect();
+    (!wrong.is_empty()).then(|| format!("{func} has another signature ({})", wrong.join(", ")))
+}
+
+/// Design functions that are no candidate at all, with the reason.
+fn design_without_program(func: &str) -> Option<&'static str> {
+    (func == "do_numa_page").then_some(
+        "its only argument is struct vm_fault * (the folio is looked up inside it); \
+         numa_migrate_check, where the kernel counts numa_hint_faults, gets the folio as argument 0",
+    )
+}
+
+/// The design's function for `hook` next to the chosen `target`.
+fn design_function(
+    hook: Hook,
+    target: Option<&str>,
+    facts: &KernelFacts,
+) -> Option<DesignFunction> {
+    let function = hook.design()?;
+    let used = target == Some(function);
+    let why_not = if used {
+        String::new()
+    } else if let Some(why) = unusable(function, &[], facts) {
+        why
+    } else if let Some(why) = design_without_program(function) {
+        format!("{function} is traceable, but {why}")
+    } else {
+        let candidate = hook.candidates().iter().find(|c| c.func == function);
+        candidate
+            .and_then(|c| unusable(function, c.reads, facts))
+            .unwrap_or_else(|| format!("{function} is traceable but not chosen"))
+    };
+    Some(DesignFunction {
+        function: function.to_owned(),
+        used,
+        why_not,
+    })
+}
+
+/// Refines a candidate's layout from its BTF parameters.
+fn layout_for(hook: Hook, default: &str, facts: &FuncFacts) -> String {
+    let Some(params) = &facts.btf_params else {
+        return default.to_owned();
+    };
+    let first_struct = params
+        .iter()
+        .find_map(|p| p.strip_prefix("struct ").and_then(|s| s.strip_suffix(" *")))
+        .unwrap_or("");
+    match hook {
+        // should_numa_migrate_memory(task, folio|page, src_nid, dst_cpu)
+        Hook::Decision => match params.get(1).map(String::as_str) {
+            Some("struct page *") => "page".into(),
+            _ => "folio".into(),
+        },
+        // 6.12: (folio, vma, node); 7.x: (folio, node)
+        Hook::Migrate => format!("{first_struct},args={}", params.len()),
+        _ => default.to_owned(),
+    }
+}
+
+fn tracepoint_hook(hook: Hook, full: String, facts: &KernelFacts) -> PlannedHook {
+    let present = facts.tracepoints.contains(&full);
+    PlannedHook {
+        hook,
+        target: present.then(|| full.clone()),
+        mechanism: present.then_some(Mechanism::Tracepoint),
+        layout: None,
+        required: hook.required(),
+        status: if present {
+            HookStatus::Resolved
+        } else {
+            HookStatus::Missing
+        },
+        detail: if present {
+            String::new()
+        } else {
+            format!("tracepoint {full} not present on this kernel")
+        },
+        design: None,
+    }
+}
+
+fn function_hook(hook: Hook, facts: &KernelFacts) -> PlannedHook {
+    let mut absent = Vec::new();
+    let mut planned = PlannedHook {
+        hook,
+        target: None,
+        mechanism: None,
+        layout: None,
+        required: hook.required(),
+        status: HookStatus::Missing,
+        detail: String::new(),
+        design: None,
+    };
+    for c in hook.candidates() {
+        if let Some(why) = unusable(c.func, c.reads, facts) {
+            absent.push(why);
+            continue;
+        }
+        let f = facts.functions.get(c.func).cloned().unwrap_or_default();
+        planned.mechanism = Some(
+            match (facts.has_btf && f.btf_params.is_some(), hook.wants_return()) {
+                (true, true) => Mechanism::Fexit,
+                (true, false) => Mechanism::Fentry,
+                (false, true) => Mechanism::Kretprobe,
+                (false, false) => Mechanism::Kprobe,
+            },
+        );
+        planned.target = Some(c.func.to_owned());
+        planned.layout = Some(layout_for(hook, c.layout, &f));
+        planned.status = HookStatus::Resolved;
+        break;
+    }
+    planned.detail = match (planned.target.is_some(), absent.is_empty()) {
+        (true, true) => String::new(),
+        (true, false) => format!("fallback: {}", absent.join(", ")),
+        (false, _) => format!("no candidate on this kernel: {}", absent.join(", ")),
+    };
+    planned.design = design_function(hook, planned.target.as_deref(), facts);
+    planned
+}
+
+/// With the scan pass per page table (change_pte_range), a transparent
+/// huge page is scanned outside any pass, in change_huge_pmd: that call
+/// becomes a pass of its own (its stamp would otherwise go unseen), read
+/// as change_huge_pmd(tlb, vma, pmd, addr, newprot, cp_flags).
+fn thp_scan_pass(plan: &mut AttachPlan, facts: &KernelFacts) {
+    let per_pte = plan
+        .hook(Hook::ScanRange)
+        .is_some_and(|h| h.layout.as_deref() == Some(PTE_RANGE));
+    let Some(thp) = plan.hooks.iter_mut().find(|h| h.hook == Hook::ThpScan) else {
+        return;
+    };
+    let Some(target) = thp.target.clone() else {
+        if per_pte {
+            thp.detail = format!("{}; huge pages' scan stamps are not seen", thp.detail);
+        }
+        return;
+    };
+    if !per_pte {
+        return;
+    }
+    if let Some(why) = unusable(&target, &[(3, ULONG), (5, ULONG)], facts) {
+        *thp = PlannedHook {
+            target: None,
+            mechanism: None,
+            layout: None,
+            status: HookStatus::Missing,
+            detail: format!("{why}; huge pages' scan stamps are not seen"),
+            ..thp.clone()
+        };
+        return;
+    }
+    thp.layout = Some(PMD_PASS.to_owned());
+    thp.mechanism = thp.mechanism.map(|m| match m {
+        Mechanism::Fentry => Mechanism::Fexit,
+        Mechanism::Kprobe => Mechanism::Kretprobe,
+        other => other,
+    });
+    thp.detail = "a scan pass of its own: huge PMDs are scanned outside change_pte_range".into();
+}
+
+/// Chooses a target and mechanism per hook. Pure: same facts, same plan.
+pub fn build(facts: &KernelFacts) -> AttachPlan {
+    let hooks = Hook::ALL
+        .iter()
+        .map(|&hook| match hook.tracepoint() {
+            Some((cat, name)) => tracepoint_hook(hook, format!("{cat}:{name}"), facts),
+            None => function_hook(hook, facts),
+        })
+        .collect();
+    let mut plan = AttachPlan {
+        complete: false,
+        hooks,
+    };
+    thp_scan_pass(&mut plan, facts);
+    plan.refresh_complete();
+    plan
+}
+
+/// One program's kernel-side run statistics.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ProgramStat {
+    pub name: String,
+    pub run_count: u64,
+    pub run_time_ns: u64,
+    pub ns_per_run: f64,
+    /// The program after the verifier (BPF bytecode) and as JIT-compiled
+    /// machine code, in bytes.
+    pub xlated_bytes: u32,
+    pub jited_bytes: u32,
+    /// Runs the kernel skipped: this program was already running on the
+    /// CPU (preempted midway).
+    pub runs_missed: u64,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,247 @@
+//! Soak: `export`, `shadow`, `promote --all` and `stats` attached together
+//! for `SOAK_S` seconds (180 in the test suite; `cargo xtask soak
+//! --minutes M` for longer) under a workload with process churn (a new
+//! hot-chunks process every few seconds) and `top --once` run back to
+//! back. Every 5 s the guest samples each long-running numatrace's RSS,
+//! CPU ticks and open fds, the exporter's series count and the promoter's
+//! queue depth. The host fails on growth past the bounds below over the
+//! second half of the run (start-up long settled), on a
+//! non-zero exit, and on hint-fault counts that differ from vmstat's; an
+//! oops, WARN or BUG in the guest log fails the test through the runner.
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{ensure, Context, Result};
+
+use crate::kernels::Series;
+use crate::results::{equal_but_missed, read_json, text, u};
+
+pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
+ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up || exit 1
+S=${SOAK_S:-180}
+echo $S > soak_seconds
+scrape() { wget -q -O - http://127.0.0.1:9465/metrics 2>/dev/null; }
+# One attach at a time (each takes tens of seconds under TCG). stats
+# first: its window must open before any workload runs, for its counts to
+# equal vmstat's; the exporter next, until it answers.
+ours() { numatrace doctor --loaded --json | grep -c '"numatrace": true'; }
+numatrace stats --live --json --duration $((S + 600)) > stats.json 2> stats.err &
+sta=$!
+i=0; while [ "$(ours)" = 0 ] && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
+numatrace export --listen 127.0.0.1:9465 --per-process 5 --duration $((S + 600)) 2> export.err &
+exp=$!
+i=0; while ! scrape > /dev/null && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
+numatrace shadow --json -o shadow.json --duration $((S + 600)) 2> shadow.err &
+sha=$!
+numatrace promote --all --duration $((S + 600)) --json -o promote.json 2> promote.err &
+pro=$!
+i=0; while ! grep -q 'Ctrl-C stops' promote.err && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
+start=$(date +%s)
+end=$((start + S))
+# Process churn: each run a new pid on the slow node.
+( i=0; while [ "$(date +%s)" -lt $end ]; do
+numatrace workload hot-chunks --slow-mb 16 --chunk-mb 4 --accesses 2000 --idle-ms 20 --duration 4 --seed $i > /dev/null 2>&1
+i=$((i + 1)); echo $i > churned; done ) &
+churn=$!
+# top --once back to back: an attach, a frame and a detach each time.
+( while [ "$(date +%s)" -lt $end ]; do
+numatrace top --once > /dev/null 2>> top.err || date +%s >> top.failed; done ) &
+tops=$!
+while [ "$(date +%s)" -le $end ]; do
+	t=$(($(date +%s) - start))
+	for p in exp:$exp sha:$sha pro:$pro sta:$sta; do
+		pid=${p#*:}
+		[ -d /proc/$pid ] || continue
+		rss=$(awk '/VmRSS/ {print $2}' /proc/$pid/status)
+		cpu=$(awk '{print $14 + $15}' /proc/$pid/stat)
+		fds=$(ls /proc/$pid/fd | wc -l)
+		echo "$t ${p%%:*} $rss $cpu $fds" >> samples.txt
+	done
+	series=$(scrape | grep -c '^numatrace_')
+	queue=$(sed -n 's/.*"queue_depth": *\([0-9]*\).*/\1/p' /run/numatrace/promoter.json 2>/dev/null)
+	echo "$t ${series:-0} ${queue:-0}" >> global.txt
+	sleep 5
+done
+wait $churn $tops
+for p in $exp $sha $pro $sta; do kill -INT $p 2>/dev/null; done
+wait $exp; echo $? > export.rc
+wait $sha; echo $? > shadow.rc
+wait $pro; echo $? > promote.rc
+wait $sta; echo $? > stats.rc
+"#;
+
+/// RSS may grow this much over the second half of the run.
+const RSS_GROWTH_KB: u64 = 16 << 10;
+/// Open fds may grow this much (a scrape or a state-file read in flight).
+const FD_GROWTH: u64 = 4;
+/// The promoter holds a pidfd per process it served until it finds the
+/// process gone, at most this many (its `MAX_PIDFDS`); under churn its fds
+/// move within that cap.
+const PROMOTER_PIDFDS: u64 = 256;
+/// Exporter series may grow this much: per-process series are capped by
+/// `--per-process 5`, so growth beyond a handful of new label values is a
+/// leak.
+const SERIES_GROWTH: u64 = 64;
+
+/// One sample of one process: (seconds, RSS KiB, CPU ticks, open fds).
+type Sample = (u64, u64, u64, u64);
+
+/// The guest script of a soak of `seconds`, run in `/results/soak`.
+pub fn script(seconds: u64) -> String {
+    format!(
+        "mkdir -p /results/soak && cd /results/soak && RESULTS=/results/soak SOAK_S={seconds} sh -c {}",
+        crate::vm::shell_quote(SCRIPT)
+    )
+}
+
+pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+    for name in ["export", "shadow", "promote", "stats"] {
+        let rc = text(dir, &format!("{name}.rc"))?;
+        ensure!(rc.trim() == "0", "{name} exited with {}", rc.trim());
+    }
+    ensure!(
+        !dir.join("top.failed").exists(),
+        "top --once failed at (unix s) {}",
+        text(dir, "top.failed")?.trim()
+    );
+    let seconds: u64 = text(dir, "soak_seconds")?
+        .trim()
+        .parse()
+        .context("soak_seconds")?;
+    let churned: u64 = text(dir, "churned")?.trim().parse().context("churned")?;
+    ensure!(
+        churned >= 3,
+        "only {churned} churn processes ran: no churn was tested"
+    );
+    let samples = parse_samples(&text(dir, "samples.txt")?)?;
+    println!("    {seconds} s, {churned} churn processes");
+    for (name, s) in &samples {
+        check_growth(name, s, seconds)?;
+    }
+    check_global(&text(dir, "global.txt")?)?;
+    check_counts(dir)
+}
+
+/// Per process name, its samples in time order.
+fn parse_samples(text: &str) -> Result<BTreeMap<String, Vec<Sample>>> {
+    let mut out: BTreeMap<String, Vec<Sample>> = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let n = |i: usize| -> Result<u64> {
+            f.get(i)
+                .and_then(|v| v.parse().ok())
+                .with_context(|| format!("bad sample line {line:?}"))
+        };
+        let name = f.get(1).context("sample without a name")?;
+        out.entry((*name).to_owned())
+            .or_default()
+            .push((n(0)?, n(2)?, n(3)?, n(4)?));
+    }
+    ensure!(
+        out.len() == 4,
+        "samples for {} processes, want 4",
+        out.len()
+    );
+    Ok(out)
+}
+
+/// The sample half-way through the run, and the last: growth over the
+/// second half, when start-up (four attaches at once, slow under TCG) is
+/// long over.
+fn half_and_last<T: Copy>(v: &[T]) -> Option<(T, T)> {
+    Some((*v.get(v.len() / 2)?, *v.last()?))
+}
+
+fn check_growth(name: &str, s: &[Sample], seconds: u64) -> Result<()> {
+    ensure!(s.len() >= 8, "{name}: {} samples, want 8 or more", s.len());
+    let ((_, rss_q, _, fds_q), (t_end, rss_end, cpu_end, fds_end)) =
+        half_and_last(s).context("no samples")?;
+    let cpu_pct = cpu_end as f64 / t_end.max(1) as f64; // ticks are 1/100 s
+    println!(
+        "    {name}: RSS {} -> {rss_q} -> {rss_end} KiB, fds {fds_q} -> {fds_end}, CPU {cpu_pct:.1}% over {seconds} s",
+        s[0].1
+    );
+    ensure!(
+        rss_end <= rss_q + RSS_GROWTH_KB,
+        "{name}: RSS grew from {rss_q} to {rss_end} KiB (bound +{RSS_GROWTH_KB} KiB)"
+    );
+    let fd_bound = FD_GROWTH + if name == "pro" { PROMOTER_PIDFDS } else { 0 };
+    ensure!(
+        fds_end <= fds_q + fd_bound,
+        "{name}: open fds grew from {fds_q} to {fds_end} (bound +{fd_bound})"
+    );
+    Ok(())
+}
+
+/// The exporter's series count and the promoter's queue depth.
+fn check_global(text: &str) -> Result<()> {
+    let rows: Vec<(u64, u64)> = text
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<u64> = l
+                .split_whitespace()
+                .filter_map(|v| v.parse().ok())
+                .collect();
+            (f.len() == 3).then(|| (f[1], f[2]))
+        })
+        .collect();
+    let queue_max = rows.iter().map(|r| r.1).max().unwrap_or(0);
+    // From the exporter's first answer on.
+    let serving: Vec<(u64, u64)> = rows.into_iter().skip_while(|r| r.0 == 0).collect();
+    let ((series_q, _), (series_end, _)) =
+        half_and_last(&serving).context("the exporter never answered a scrape")?;
+    println!(
+        "    exporter series {series_q} -> {series_end}; promoter queue depth at most {queue_max}"
+    );
+    ensure!(
+        series_end <= series_q + SERIES_GROWTH,
+        "exporter series grew from {series_q} to {series_end} (bound +{SERIES_GROWTH})"
+    );
+    Ok(())
+}
+
+/// `stats`, attached the whole time beside the others, counted every hint
+/// fault vmstat counted.
+fn check_counts(dir: &Path) -> Result<()> {
+    let s = read_json(dir, "stats.json")?;
+    let vm_faults = u(&s, &["vmstat_delta", "numa_hint_faults"])?;
+    let decisions = u(&s, &["kernel_counters", "decisions"])?;
+    let seen = u(&s, &["hint_faults"])?;
+    let drops = u(&s, &["drops"])?;
+    let missed = u(&s, &["runs_missed"])?;
+    println!("    stats: {seen} hint faults recorded, {decisions} decisions, vmstat {vm_faults}, {drops} drops, {missed} probe runs missed");
+    ensure!(vm_faults > 0, "no hint faults during the soak");
+    equal_but_missed(
+        "should_numa_migrate_memory calls vs vmstat numa_hint_faults",
+        decisions,
+        vm_faults,
+        missed,
+    )?;
+    equal_but_missed(
+        "hint fault records + drops vs vmstat numa_hint_faults",
+        seen + drops,
+        vm_faults,
+        missed,
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn growth_past_the_bounds_fails() {
+        let flat: Vec<Sample> = (0..12).map(|i| (i * 5, 20_000, i * 10, 12)).collect();
+        check_growth("export", &flat, 60).expect("flat");
+        let mut leak = flat.clone();
+        leak.last_mut().expect("samples").1 = 20_000 + RSS_GROWTH_KB + 1;
+        assert!(check_growth("export", &leak, 60).is_err());
+        let mut fds = flat;
+        fds.last_mut().expect("samples").3 = 12 + FD_GROWTH + 1;
+        assert!(check_growth("export", &fds, 60).is_err());
+        check_growth("pro", &fds, 60).expect("the promoter's pidfds");
+        check_global("0 100 0\n5 120 3\n10 120 0\n15 130 0\n").expect("bounded");
+        assert!(check_global("0 100 0\n5 120 3\n10 120 0\n15 900 0\n").is_err());
+    }
+}
