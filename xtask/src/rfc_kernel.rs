@@ -134,25 +134,11 @@ fn cached() -> Vec<Kernel> {
 
 /// Reads a product directory's kernel.info if it is one of ours.
 fn load(dir: &Path) -> Result<Kernel> {
-    let path = dir.join(INFO_FILE);
-    let text =
-        fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let get = |key: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
-            .map(str::to_string)
-            .with_context(|| format!("{} lacks `{key}=`", path.display()))
-    };
-    if get("series")? != SERIES_NAME {
+    let kernel = Kernel::load(dir)?;
+    if kernel.series != Series::V6_12Rfc {
         bail!("{} is not a {SERIES_NAME} kernel", dir.display());
     }
-    Ok(Kernel {
-        series: Series::V6_12Rfc,
-        package: get("package")?,
-        version: get("version")?,
-        release: get("release")?,
-        dir: dir.to_path_buf(),
-    })
+    Ok(kernel)
 }
 
 /// A cached patched kernel whatever its inputs (no apt look-ups, no
@@ -226,12 +212,8 @@ struct Inputs {
 impl Inputs {
     fn resolve(setup: &mut Setup) -> Result<Inputs> {
         let version = source_version(setup)?;
-        let base = match kernels::present(Series::V6_12, setup)? {
-            Availability::Ready(k) => k,
-            Availability::Unavailable(why) => {
-                bail!("the patched kernel's config starts from the 6.12 image's: {why}")
-            }
-        };
+        let base = kernels::present(Series::V6_12, setup)
+            .context("the patched kernel's config starts from the 6.12 image's")?;
         let base_path = base
             .dir
             .join("root/boot")

@@ -202,7 +202,7 @@ impl Kernel {
         )
     }
 
-    fn load(dir: &Path) -> Result<Kernel> {
+    pub(crate) fn load(dir: &Path) -> Result<Kernel> {
         let path = dir.join(INFO_FILE);
         let text =
             fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -214,8 +214,9 @@ impl Kernel {
                 .with_context(|| format!("{} lacks `{key}=`", path.display()))
         };
         let series_name = get("series")?;
-        let series = Series::ALL
-            .into_iter()
+        let series = <Series as clap::ValueEnum>::value_variants()
+            .iter()
+            .copied()
             .find(|s| s.name() == series_name)
             .with_context(|| format!("{}: unknown series {series_name}", path.display()))?;
         let release = get("release")?;

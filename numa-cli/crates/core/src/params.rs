@@ -37,10 +37,8 @@ pub struct KernelParams {
     /// What the kernel's promotion threshold measures.
     #[serde(default)]
     pub hotness: KernelHotness,
-    /// Byte offsets of task_struct.mm and mm_struct.hint_faults (the
-    /// fault-count RFC's per-process counter; 0: not that kernel).
-    #[serde(default)]
-    pub off_task_mm: u32,
+    /// Byte offset of mm_struct.hint_faults (the fault-count RFC's
+    /// per-process counter; 0: not that kernel).
     #[serde(default)]
     pub off_mm_hint_faults: u32,
 }

@@ -76,10 +76,6 @@ pub struct Tunables {
     pub scan_period_min_ms: Option<u64>,
     pub scan_period_max_ms: Option<u64>,
     pub scan_size_mb: Option<u64>,
-    /// debugfs `fault_count_threshold`: only a kernel with the fault-count
-    /// patch has it.
-    #[serde(default)]
-    pub fault_count_threshold: Option<u64>,
 }
 
 pub fn parse_vmstat(text: &str) -> BTreeMap<String, u64> {

@@ -114,6 +114,7 @@ pub fn tunables() -> Tunables {
     Tunables {
         hot_threshold_ms: read_num("/proc/sys/kernel/numa_balancing_hot_threshold_ms")
             .or_else(|| dbg("hot_threshold_ms")),
+        // The fault-count patch renames hot_threshold_ms to this.
         fault_count_threshold: dbg("fault_count_threshold"),
         promote_rate_limit_mbps: read_num(
             "/proc/sys/kernel/numa_balancing_promote_rate_limit_MBps",
@@ -124,8 +125,6 @@ pub fn tunables() -> Tunables {
         scan_period_min_ms: dbg("scan_period_min_ms"),
         scan_period_max_ms: dbg("scan_period_max_ms"),
         scan_size_mb: dbg("scan_size_mb"),
-        // The fault-count patch renames hot_threshold_ms to this.
-        fault_count_threshold: dbg("fault_count_threshold"),
     }
 }
 
