@@ -153,7 +153,14 @@ fn bench_vm(
 ) -> Result<ExitCode> {
     let cpus = cpus.to_string();
     let out = out.to_string_lossy();
-    let mut argv = vec!["cargo xtask", "vm", "--kernel", kernel.name(), "--cpus", &cpus];
+    let mut argv = vec![
+        "cargo xtask",
+        "vm",
+        "--kernel",
+        kernel.name(),
+        "--cpus",
+        &cpus,
+    ];
     argv.extend(["--timeout", "1800", "--out", &out]);
     if icount {
         argv.push("--icount");

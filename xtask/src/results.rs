@@ -44,6 +44,45 @@ pub fn equal_but_missed(what: &str, ours: u64, kernel: u64, missed: u64) -> Resu
     Ok(())
 }
 
+/// A `stats --json` report's hint faults as numatrace counted them.
+pub struct FaultCounts {
+    pub vmstat: u64,
+    pub decisions: u64,
+    pub records: u64,
+    pub drops: u64,
+    pub missed: u64,
+}
+
+/// The decisions and the fault records (with ring drops) of a live
+/// `stats --json` report, each equal to vmstat's numa_hint_faults but for
+/// the probe runs missed; fails on a run without hint faults.
+pub fn faults_match_vmstat(s: &Value) -> Result<FaultCounts> {
+    let c = FaultCounts {
+        vmstat: u(s, &["vmstat_delta", "numa_hint_faults"])?,
+        decisions: u(s, &["kernel_counters", "decisions"])?,
+        records: u(s, &["hint_faults"])?,
+        drops: u(s, &["drops"])?,
+        missed: u(s, &["runs_missed"])?,
+    };
+    anyhow::ensure!(
+        c.vmstat > 0,
+        "the workload caused no hint faults (vmstat delta 0): nothing was measured"
+    );
+    equal_but_missed(
+        "should_numa_migrate_memory calls vs vmstat numa_hint_faults",
+        c.decisions,
+        c.vmstat,
+        c.missed,
+    )?;
+    equal_but_missed(
+        "hint fault records + drops vs vmstat numa_hint_faults",
+        c.records + c.drops,
+        c.vmstat,
+        c.missed,
+    )?;
+    Ok(c)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -14,7 +14,7 @@ use std::path::Path;
 use anyhow::{ensure, Context, Result};
 
 use crate::kernels::Series;
-use crate::results::{equal_but_missed, read_json, text, u};
+use crate::results::{faults_match_vmstat, read_json, text};
 
 pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up || exit 1
@@ -203,26 +203,11 @@ fn check_global(text: &str) -> Result<()> {
 /// `stats`, attached the whole time beside the others, counted every hint
 /// fault vmstat counted.
 fn check_counts(dir: &Path) -> Result<()> {
-    let s = read_json(dir, "stats.json")?;
-    let vm_faults = u(&s, &["vmstat_delta", "numa_hint_faults"])?;
-    let decisions = u(&s, &["kernel_counters", "decisions"])?;
-    let seen = u(&s, &["hint_faults"])?;
-    let drops = u(&s, &["drops"])?;
-    let missed = u(&s, &["runs_missed"])?;
-    println!("    stats: {seen} hint faults recorded, {decisions} decisions, vmstat {vm_faults}, {drops} drops, {missed} probe runs missed");
-    ensure!(vm_faults > 0, "no hint faults during the soak");
-    equal_but_missed(
-        "should_numa_migrate_memory calls vs vmstat numa_hint_faults",
-        decisions,
-        vm_faults,
-        missed,
-    )?;
-    equal_but_missed(
-        "hint fault records + drops vs vmstat numa_hint_faults",
-        seen + drops,
-        vm_faults,
-        missed,
-    )?;
+    let c = faults_match_vmstat(&read_json(dir, "stats.json")?)?;
+    println!(
+        "    stats: {} hint faults recorded, {} decisions, vmstat {}, {} drops, {} probe runs missed",
+        c.records, c.decisions, c.vmstat, c.drops, c.missed
+    );
     Ok(())
 }
 

@@ -408,8 +408,8 @@ fn print_design(plan: &AttachPlan, out: &mut impl Write) -> std::io::Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use numa_core::topology::Tunables;
     use numa_core::plan::{DesignFunction, Hook, PlannedHook};
+    use numa_core::topology::Tunables;
 
     fn hook(hook: Hook, target: &str, design: Option<(&str, &str)>) -> PlannedHook {
         PlannedHook {
