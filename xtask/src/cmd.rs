@@ -94,3 +94,25 @@ pub fn cargo() -> Command {
     cmd.current_dir(workspace_root());
     cmd
 }
+
+/// Takes the exclusive lock of `path` (created if missing), held while the
+/// returned file lives; when another process holds it, calls `waiting`
+/// (to say why this one stops) and waits.
+pub fn lock_waiting(path: &Path, waiting: impl FnOnce()) -> Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => return Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => waiting(),
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("cannot lock {}", path.display()))
+        }
+    }
+    file.lock()
+        .with_context(|| format!("cannot lock {}", path.display()))?;
+    Ok(file)
+}

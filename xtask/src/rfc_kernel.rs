@@ -342,25 +342,12 @@ fn build(setup: &mut Setup, inputs: &Inputs, dir: &Path) -> Result<Kernel> {
 /// Holds the build tree for this process: a second run (another `cargo
 /// xtask` on the same machine) waits instead of building into it too.
 fn lock_build(path: &Path) -> Result<fs::File> {
-    let file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => return Ok(file),
-        Err(fs::TryLockError::WouldBlock) => println!(
+    cmd::lock_waiting(path, || {
+        println!(
             "kernel {SERIES_NAME}: another run is building it ({} is locked); waiting",
             path.display()
-        ),
-        Err(fs::TryLockError::Error(e)) => {
-            return Err(e).with_context(|| format!("cannot lock {}", path.display()))
-        }
-    }
-    file.lock()
-        .with_context(|| format!("cannot lock {}", path.display()))?;
-    Ok(file)
+        )
+    })
 }
 
 /// A fresh source tree in `tree`: unpacked and patched.

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
 use crate::binary;
 use crate::cmd;
@@ -181,25 +181,12 @@ pub fn state_dir(series: Series) -> PathBuf {
 /// saying so) while another `cargo xtask` run boots that kernel.
 fn lock_state(state: &Path) -> Result<fs::File> {
     let path = state.join(".lock");
-    let file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => return Ok(file),
-        Err(fs::TryLockError::WouldBlock) => eprintln!(
+    cmd::lock_waiting(&path, || {
+        eprintln!(
             "waiting for another `cargo xtask` VM run on this kernel to finish ({} is locked)",
             path.display()
-        ),
-        Err(fs::TryLockError::Error(e)) => {
-            return Err(e).with_context(|| format!("cannot lock {}", path.display()))
-        }
-    }
-    file.lock()
-        .with_context(|| format!("cannot lock {}", path.display()))?;
-    Ok(file)
+        )
+    })
 }
 
 /// What the guest runs.
