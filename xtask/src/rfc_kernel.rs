@@ -189,16 +189,7 @@ pub fn ensure(setup: &mut Setup) -> Result<Availability> {
         return Ok(Availability::Unavailable(why));
     }
     let kernel = build(setup, &inputs, &dir)?;
-    for old in cached() {
-        if old.dir != kernel.dir {
-            fs::remove_dir_all(&old.dir)
-                .with_context(|| format!("cannot remove old kernel {}", old.dir.display()))?;
-            setup.did(&format!(
-                "removed older patched kernel {}",
-                old.dir.display()
-            ));
-        }
-    }
+    kernels::remove_older(&kernel, cached(), setup)?;
     Ok(Availability::Ready(kernel))
 }
 

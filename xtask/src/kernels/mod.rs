@@ -157,6 +157,20 @@ pub fn available(series: Series, setup: &mut Setup) -> Result<Availability> {
     ensure(series, setup).map(Availability::Ready)
 }
 
+/// Removes the cached kernels of `olds` other than `kept` (a newer one
+/// replaced them).
+pub fn remove_older(kept: &Kernel, olds: Vec<Kernel>, setup: &mut Setup) -> Result<()> {
+    for old in olds.into_iter().filter(|o| o.dir != kept.dir) {
+        fs::remove_dir_all(&old.dir)
+            .with_context(|| format!("cannot remove old kernel {}", old.dir.display()))?;
+        setup.did(&format!(
+            "removed older cached kernel {}",
+            old.dir.display()
+        ));
+    }
+    Ok(())
+}
+
 /// An unpacked guest kernel in the cache.
 #[derive(Clone, Debug)]
 pub struct Kernel {
@@ -406,16 +420,7 @@ pub fn ensure(series: Series, setup: &mut Setup) -> Result<Kernel> {
         dir.display(),
         kernel.release
     ));
-    for old in cached(series) {
-        if old.dir != kernel.dir {
-            fs::remove_dir_all(&old.dir)
-                .with_context(|| format!("cannot remove old kernel {}", old.dir.display()))?;
-            setup.did(&format!(
-                "removed older cached kernel {}",
-                old.dir.display()
-            ));
-        }
-    }
+    remove_older(&kernel, cached(series), setup)?;
     Ok(kernel)
 }
 
