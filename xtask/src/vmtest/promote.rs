@@ -2,7 +2,8 @@
 //! floor, survives a killed target; --dry-run moves nothing. One run with DRAM filled by an
 //! idle process and three hot-chunks workloads:
 //! - A (in scope of the real promoter): the pages it moved must be on node 0
-//!   afterwards (its own move_pages query at the end, and A's summary);
+//!   afterwards (its own move_pages query at the end, and A's summary; the
+//!   promoter is stopped with SIGSTOP while A counts and exits);
 //! - B (outside the real promoter's `--pid`, in scope of a `--dry-run`
 //!   promoter): nothing moved B's pages, so B has no more pages on DRAM than
 //!   the kernel itself promoted for it;
@@ -61,11 +62,21 @@ echo $p > promote.pid
 touch go
 sleep 15
 kill -9 $c && echo killed > c.killed
-# The promoter sees A's whole life (on a loaded host the scanner may reach A
-# late) and stops by itself once A and C have both exited; Ctrl-C only if
-# it has not within 30 s (the check then fails on the stop reason).
+# The promoter is frozen from before A counts its pages on DRAM until A has
+# exited: a page moved in between would be in numatrace's count and not in
+# A's. A runs 45 s after its setup; the freeze comes at 38 s.
+sleep 23
+[ -e a.json ] && echo "A had counted its pages before the freeze" > fence.late
+kill -STOP $p
+all_stopped() { for t in /proc/$p/task/*/stat; do [ "$(sed 's/.*) //' "$t" | cut -d' ' -f1)" = T ] || return 1; done; }
+i=0; while [ $i -lt 100 ] && ! all_stopped; do sleep 0.1; i=$((i + 1)); done
+all_stopped || echo "the promoter's threads did not stop" > fence.late
+# The promoter sees the rest of A's life and stops by itself once A and C
+# have both exited; Ctrl-C only if it has not within 30 s (the check then
+# fails on the stop reason).
 stopped() { i=0; while [ $i -lt 60 ] && ! grep -q 'nothing left to promote' "$1"; do sleep 0.5; i=$((i + 1)); done; }
 wait $a
+kill -CONT $p
 stopped promote.err
 kill -INT $p 2>/dev/null; wait $p; echo $? > promote.rc
 [ -e /run/numatrace/promoter.json ] && echo left > state.left
@@ -110,7 +121,7 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     let dry = read_json(dir, "dry.json")?;
     let wa = read_json(dir, "a.json")?;
     let wb = read_json(dir, "b.json")?;
-    let moved = check_in_scope(&p, &wa, pids.a)?;
+    let moved = check_in_scope(dir, &p, &wa, pids.a)?;
     check_floor(dir, &p)?;
     check_out_of_scope(&p, &dry, &wb, pids.b)?;
     check_state_file(dir, moved)?;
@@ -130,7 +141,7 @@ fn read_pids(dir: &Path) -> Result<Pids> {
 
 /// The promoter worked on A and its pages are on node 0 afterwards.
 /// Returns the pages the promoter moved in all.
-fn check_in_scope(p: &Value, wa: &Value, a: u64) -> Result<u64> {
+fn check_in_scope(dir: &Path, p: &Value, wa: &Value, a: u64) -> Result<u64> {
     let moved = u(p, &["moved_pages"])?;
     let row_a = proc_row(p, a).context("A is not in the promoter's report")?;
     let moved_a = u(row_a, &["moved"])?;
@@ -164,6 +175,12 @@ fn check_in_scope(p: &Value, wa: &Value, a: u64) -> Result<u64> {
         elsewhere <= demoted,
         "{elsewhere} moved pages are no longer on node 0 but the kernel demoted only {demoted}"
     );
+    if let Ok(why) = text(dir, "fence.late") {
+        anyhow::bail!(
+            "the promoter was not frozen while A counted its pages: {}",
+            why.trim()
+        );
+    }
     let a_on_dram = u(wa, &["slow_pages_on_dram_node_at_end"])?;
     ensure!(
         a_on_dram + demoted >= moved_a,

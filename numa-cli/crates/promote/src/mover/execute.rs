@@ -167,18 +167,24 @@ impl<E: Env> Mover<E> {
     /// Accounts each page of a move by its status: moved ones are
     /// remembered for the final check, failed ones retried when worth it.
     fn account_moves(&mut self, pid: u32, target: u32, to_move: Batch, status: &[i32], now: u64) {
-        let (mut moved, mut moved_bytes, mut failed) = (0u64, 0u64, 0u64);
+        let (mut moved, mut moved_bytes, mut failed, mut already) = (0u64, 0u64, 0u64, 0u64);
         // Out of the map while the loop retries pages on `self`.
         let mut verify = self.moved.remove(&pid).unwrap_or_default();
         for ((addr, p), &s) in to_move.into_iter().zip(status) {
             if s == target as i32 {
+                if verify.get(&addr) == Some(&target) {
+                    // A request from a fault that came before this page's
+                    // move but reached the queue after it: moved once.
+                    already += 1;
+                    continue;
+                }
                 // Also a page the kernel promoted itself since the fault
                 // when the query was skipped: it is on the target either way.
                 moved += 1;
                 moved_bytes += u64::from(p.nr_pages) * PAGE;
                 if self.moved_len < MAX_VERIFY {
                     self.moved_len += 1;
-                    verify.push((addr, target));
+                    verify.insert(addr, target);
                 } else {
                     self.report.verify.unchecked += 1;
                 }
@@ -197,6 +203,7 @@ impl<E: Env> Mover<E> {
         }
         self.moved.insert(pid, verify);
         self.report.statuses.moved += moved;
+        self.report.statuses.already_on_target += already;
         self.report.moved_bytes += moved_bytes;
         self.shared.moved_pages.fetch_add(moved, Ordering::Relaxed);
         self.shared
@@ -206,5 +213,6 @@ impl<E: Env> Mover<E> {
         let row = self.report.per_process.entry(pid).or_default();
         row.moved += moved;
         row.failed += failed;
+        row.already_on_target += already;
     }
 }

@@ -106,7 +106,9 @@ pub struct Mover<E: Env> {
     bucket: TokenBucket,
     sizer: BatchSizer,
     report: MoverReport,
-    moved: HashMap<u32, Vec<(u64, u32)>>,
+    /// Per process: each page moved -> its target, for the final check
+    /// and so a page is counted as moved once.
+    moved: HashMap<u32, HashMap<u64, u32>>,
     moved_len: usize,
     would_by_second: BTreeMap<u64, u64>,
     shared: Arc<Shared>,

@@ -103,6 +103,9 @@ pub struct Shared {
     pub started_ns: AtomicU64,
     /// Every process of a `--pid` scope has exited: nothing is left to do.
     pub scope_exited: AtomicBool,
+    /// The model's index of scan passes: chunks held, and processes.
+    pub scan_index_entries: AtomicU64,
+    pub scan_index_processes: AtomicU64,
 }
 
 /// A snapshot of promoter activity in this process. Other processes
@@ -224,6 +227,8 @@ impl<E: Env> Mover<E> {
                 self.report.verify.gone += pages.len() as u64;
                 continue;
             }
+            let mut pages: Vec<(u64, u32)> = pages.into_iter().collect();
+            pages.sort_unstable();
             for chunk in pages.chunks(crate::batch::MAX_PAGES) {
                 let addrs: Vec<u64> = chunk.iter().map(|(a, _)| *a).collect();
                 let mut status = vec![i32::MIN; addrs.len()];

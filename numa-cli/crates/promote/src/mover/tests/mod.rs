@@ -386,6 +386,31 @@ fn sole_top_tier_target_moves_without_a_query() {
     );
 }
 
+/// A request whose fault came before its page was moved but that reached
+/// the queue after the move: without a query the move reports the page on
+/// node 0, and it must not be counted as moved twice.
+#[test]
+fn a_late_duplicate_of_a_moved_page_is_not_moved_twice() {
+    let w = world(1 << 20);
+    slow_pages(&w, 7, 0..4);
+    let mut c = cfg();
+    c.tier_of = [(0, 4), (1, 22)].into_iter().collect();
+    let mut m = mover(&w, c, &[7]);
+    (0..4).for_each(|p| m.push(req(7, p)));
+    run(&mut m, &w.now, 100);
+    (0..2).for_each(|p| m.push(req(7, p)));
+    run(&mut m, &w.now, 100);
+    let r = m.finish();
+    fake::clear();
+    assert_eq!(r.query_calls, 0);
+    assert_eq!(r.statuses.moved, 4);
+    assert_eq!(r.statuses.already_on_target, 2);
+    assert_eq!(r.per_process[&7].moved, 4);
+    assert_eq!(r.per_process[&7].already_on_target, 2);
+    assert_eq!((r.verify.checked, r.verify.on_target), (4, 4));
+    assert_eq!(r.moved_bytes, 4 * PAGE);
+}
+
 #[test]
 fn exited_process_is_dropped_quietly() {
     let w = world(1 << 20);
