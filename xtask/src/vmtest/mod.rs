@@ -12,6 +12,7 @@
 mod detach;
 mod doctor;
 mod export;
+mod hostile;
 mod probe_count;
 mod promote;
 mod recording;
@@ -118,6 +119,15 @@ pub const TESTS: &[VmTest] = &[
         kernels: &[Series::V6_12Rfc],
         timeout_s: 400,
         check: rfc::check,
+    },
+    // Last in every boot: it puts the kernel in lockdown, which holds
+    // until the guest powers off.
+    VmTest {
+        name: "hostile",
+        script: hostile::SCRIPT,
+        kernels: &Series::ALL,
+        timeout_s: 300,
+        check: hostile::check,
     },
 ];
 
@@ -336,6 +346,14 @@ mod tests {
         std::fs::create_dir_all(&empty).expect("temp dir");
         assert!(check_results("promote", &empty, Series::V6_12).is_err());
         let _ = std::fs::remove_dir_all(&empty);
+    }
+
+    #[test]
+    fn the_lockdown_test_comes_last_in_every_boot() {
+        for series in Series::ALL {
+            let last = TESTS.iter().rfind(|t| t.kernels.contains(&series));
+            assert_eq!(last.map(|t| t.name), Some("hostile"), "{series:?}");
+        }
     }
 
     #[test]

@@ -65,10 +65,11 @@ impl HostFacts {
 }
 
 /// Checks whose failure stops an attaching command: without them nothing
-/// loads, or what loads reads the kernel wrongly. The others (balancing
-/// mode, memory tiers, tracefs) leave the numbers empty or partial, which
-/// the command says in one line and goes on.
-const FATAL: [&str; 4] = ["privileges", "kernel", "lockdown", "btf"];
+/// loads, what loads reads the kernel wrongly, or (balancing off) the
+/// kernel takes no hint faults, so every figure would be a silent 0. The
+/// others (tiering off in balancing mode 1, memory tiers, tracefs) leave
+/// the numbers partial, which the command says in one line and goes on.
+const FATAL: [&str; 5] = ["privileges", "kernel", "lockdown", "btf", "numa_balancing"];
 
 /// Every prerequisite as a check, in doctor's words (doctor fails on each
 /// `Fail`; an attaching command only on those in [`FATAL`]).

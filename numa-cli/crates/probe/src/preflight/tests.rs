@@ -73,25 +73,34 @@ fn a_ready_host_passes_without_a_word() {
 }
 
 #[test]
-fn balancing_off_or_without_tiering_is_one_warning_line() {
+fn balancing_without_tiering_is_one_warning_line() {
     let r = FakeRoot::ready("balancing");
-    for (mode, says) in [
-        ("0", "nothing will be promoted"),
-        ("1", "nothing will be promoted"),
-    ] {
-        r.put("proc/sys/kernel/numa_balancing", mode);
-        let v = r.verdict();
-        assert!(v.fatal.is_empty(), "mode {mode}: {:?}", v.fatal);
-        assert_eq!(names(&v.warnings), ["numa_balancing"], "mode {mode}");
-        let line = one_line(&v.warnings[0]);
-        assert!(!line.contains('\n'), "{line}");
-        assert!(line.contains(says), "{line}");
-        assert!(line.contains("sysctl -w kernel.numa_balancing=2"), "{line}");
-    }
+    r.put("proc/sys/kernel/numa_balancing", "1");
+    let v = r.verdict();
+    assert!(v.fatal.is_empty(), "{:?}", v.fatal);
+    assert_eq!(names(&v.warnings), ["numa_balancing"]);
+    let line = one_line(&v.warnings[0]);
+    assert!(!line.contains('\n'), "{line}");
+    assert!(line.contains("nothing will be promoted"), "{line}");
+    assert!(line.contains("sysctl -w kernel.numa_balancing=2"), "{line}");
+}
+
+/// Balancing off: no hint faults, every figure a silent 0, so attaching
+/// stops with the remedy.
+#[test]
+fn balancing_off_or_missing_stops_an_attaching_command() {
+    let r = FakeRoot::ready("balancing-off");
+    r.put("proc/sys/kernel/numa_balancing", "0");
+    let v = r.verdict();
+    assert_eq!(names(&v.fatal), ["numa_balancing"]);
+    assert!(v.warnings.is_empty(), "{:?}", v.warnings);
+    let line = one_line(&v.fatal[0]);
+    assert!(line.contains("takes no hint faults"), "{line}");
+    assert!(line.contains("sysctl -w kernel.numa_balancing=2"), "{line}");
     r.remove("proc/sys/kernel/numa_balancing");
     let v = r.verdict();
-    assert_eq!(names(&v.warnings), ["numa_balancing"]);
-    assert!(one_line(&v.warnings[0]).contains("CONFIG_NUMA_BALANCING"));
+    assert_eq!(names(&v.fatal), ["numa_balancing"]);
+    assert!(one_line(&v.fatal[0]).contains("CONFIG_NUMA_BALANCING"));
 }
 
 #[test]

@@ -1,0 +1,151 @@
+//! A hostile host: an attaching command run without root, without BTF,
+//! with NUMA balancing off and under lockdown's confidentiality mode, and
+//! files planted where numatrace reads and writes (a FIFO at the promoter's
+//! state file, symlinks at the state file and at an output, an existing
+//! trace). Each refusal is a non-zero exit within seconds, with a message
+//! that names the problem and its remedy; nothing is left loaded in the
+//! kernel and no planted file's target is written. Lockdown cannot be
+//! lowered while the kernel runs, so this test comes last in a boot.
+use std::path::Path;
+
+use anyhow::{ensure, Context, Result};
+
+use crate::kernels::Series;
+use crate::results::text;
+
+pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
+# "error" (never 0) when the objects cannot be listed.
+ours() { o=$(numatrace doctor --loaded --json) || { echo error; return; }; echo "$o" | grep -c '"numatrace": true'; }
+# run NAME CMD...: exit status, output, and numatrace's objects left after.
+run() {
+	name=$1; shift
+	timeout -s KILL 60 "$@" > "$name.out" 2> "$name.err"; echo $? > "$name.rc"
+	i=0; while [ "$(ours)" != 0 ] && [ $i -lt 20 ]; do sleep 0.5; i=$((i+1)); done
+	ours > "$name.left"
+}
+echo 0 > /proc/sys/kernel/numa_balancing
+run balancing numatrace stats --live --duration 3
+echo 2 > /proc/sys/kernel/numa_balancing
+
+grep -q '^nobody:' /etc/passwd 2>/dev/null || echo 'nobody:x:65534:65534:nobody:/:/bin/sh' >> /etc/passwd
+run user su -s /bin/sh nobody -c 'numatrace stats --live --duration 3'
+
+mount -t tmpfs none /sys/kernel/btf
+run btf numatrace stats --live --duration 3
+umount /sys/kernel/btf
+
+mkdir -p /run/numatrace
+state=/run/numatrace/promoter.json
+echo 'not to be written' > /hostile-target
+cp /hostile-target target.before
+rm -f $state; mkfifo $state
+run fifo numatrace top --once
+rm -f $state; ln -s /hostile-target $state
+run state_link numatrace promote --all --duration 3
+[ -L $state ] && echo link > state_link.kept
+rm -f $state
+ln -s /hostile-target out.json
+run out_link numatrace stats --live --json --duration 2 -o out.json
+[ -L out.json ] && echo link > out_link.kept
+echo 'an earlier trace' > earlier.trace
+cp earlier.trace earlier.before
+run trace_exists numatrace record -o earlier.trace --duration 2
+cmp -s /hostile-target target.before || echo changed > target.changed
+cmp -s earlier.trace earlier.before || echo changed > earlier.changed
+
+grep -q ' /sys/kernel/security ' /proc/mounts || mount -t securityfs none /sys/kernel/security
+echo confidentiality > /sys/kernel/security/lockdown
+cat /sys/kernel/security/lockdown > lockdown.mode
+run lockdown numatrace stats --live --duration 3
+"#;
+
+/// Refusals: (case, words its message must hold: the problem, the remedy).
+const REFUSED: &[(&str, &[&str])] = &[
+    (
+        "balancing",
+        &[
+            "numa_balancing",
+            "mode 0",
+            "sysctl -w kernel.numa_balancing=2",
+        ],
+    ),
+    ("user", &["privileges", "CAP_BPF", "run as root"]),
+    ("btf", &["/sys/kernel/btf/vmlinux", "CONFIG_DEBUG_INFO_BTF"]),
+    ("trace_exists", &["earlier.trace", "--overwrite"]),
+    ("lockdown", &["confidentiality", "lockdown=integrity"]),
+];
+
+pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+    let mode = text(dir, "lockdown.mode").unwrap_or_default();
+    ensure!(
+        mode.contains("[confidentiality]"),
+        "the guest kernel did not enter lockdown's confidentiality mode ({:?}): the lockdown case tests nothing",
+        mode.trim()
+    );
+    for &(case, words) in REFUSED {
+        refused(dir, case, words).with_context(|| format!("case {case}"))?;
+    }
+    for case in ["fifo", "state_link", "out_link"] {
+        went_on(dir, case).with_context(|| format!("case {case}"))?;
+    }
+    let fifo = text(dir, "fifo.out")?;
+    ensure!(
+        fifo.contains("state file ignored"),
+        "top --once with a FIFO at the state file did not say it ignored it:\n{fifo}"
+    );
+    for (file, what) in [
+        ("state_link.kept", "the promoter's state file"),
+        ("out_link.kept", "the -o output"),
+    ] {
+        ensure!(
+            !dir.join(file).exists(),
+            "the symlink planted at {what} is still a symlink: it was written through or not replaced"
+        );
+    }
+    for (file, what) in [
+        ("target.changed", "the symlinks' target"),
+        ("earlier.changed", "the existing trace"),
+    ] {
+        ensure!(!dir.join(file).exists(), "{what} was written");
+    }
+    Ok(())
+}
+
+/// A non-zero exit (not the guard's SIGKILL), a message with `words`, and
+/// nothing left loaded.
+fn refused(dir: &Path, case: &str, words: &[&str]) -> Result<()> {
+    let rc = text(dir, &format!("{case}.rc"))?;
+    let err = text(dir, &format!("{case}.err"))?;
+    ensure!(
+        !matches!(rc.trim(), "0" | "137"),
+        "exit status {} (want a refusal):\n{err}",
+        rc.trim()
+    );
+    ensure!(!err.contains("panicked"), "it panicked:\n{err}");
+    for w in words {
+        ensure!(err.contains(w), "the message does not say {w:?}:\n{err}");
+    }
+    left_nothing(dir, case)
+}
+
+/// Exit 0 despite what was planted, nothing left loaded.
+fn went_on(dir: &Path, case: &str) -> Result<()> {
+    let rc = text(dir, &format!("{case}.rc"))?;
+    ensure!(
+        rc.trim() == "0",
+        "exit status {}:\n{}",
+        rc.trim(),
+        text(dir, &format!("{case}.err"))?
+    );
+    left_nothing(dir, case)
+}
+
+fn left_nothing(dir: &Path, case: &str) -> Result<()> {
+    let left = text(dir, &format!("{case}.left"))?;
+    ensure!(
+        left.trim() == "0",
+        "{} of numatrace's BPF objects left in the kernel",
+        left.trim()
+    );
+    Ok(())
+}
