@@ -4,8 +4,9 @@
 //! hot-chunks process every few seconds) and `top --once` run back to
 //! back. Every 5 s the guest samples each long-running numatrace's RSS,
 //! CPU ticks and open fds, the exporter's series count and the promoter's
-//! queue depth. The host fails on growth past the bounds below over the
-//! second half of the run (start-up long settled), on a
+//! queue depth and scan-index size. The host fails on growth past the
+//! bounds below over the second half of the run (start-up long settled;
+//! the scan index once ten minutes of processes have been forgotten), on a
 //! non-zero exit, and on hint-fault counts that differ from vmstat's; an
 //! oops, WARN or BUG in the guest log fails the test through the runner.
 use std::collections::BTreeMap;
@@ -58,8 +59,12 @@ while [ "$(date +%s)" -le $end ]; do
 		echo "$t ${p%%:*} $rss $cpu $fds" >> samples.txt
 	done
 	series=$(scrape | grep -c '^numatrace_')
-	queue=$(sed -n 's/.*"queue_depth": *\([0-9]*\).*/\1/p' /run/numatrace/promoter.json 2>/dev/null)
-	echo "$t ${series:-0} ${queue:-0}" >> global.txt
+	cp /run/numatrace/promoter.json state.tmp 2>/dev/null
+	field() { sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p" state.tmp 2>/dev/null; }
+	queue=$(field queue_depth)
+	entries=$(field scan_index_entries)
+	procs=$(field scan_index_processes)
+	echo "$t ${series:-0} ${queue:-0} ${entries:-0} ${procs:-0}" >> global.txt
 	sleep 5
 done
 wait $churn $tops
@@ -82,6 +87,9 @@ const PROMOTER_PIDFDS: u64 = 256;
 /// `--per-process 5`, so growth beyond a handful of new label values is a
 /// leak.
 const SERIES_GROWTH: u64 = 64;
+/// How long after its last activity the scan index forgets a process
+/// (numatrace's `GONE_AFTER_NS`), seconds.
+const FORGET_S: u64 = 600;
 
 /// One sample of one process: (seconds, RSS KiB, CPU ticks, open fds).
 type Sample = (u64, u64, u64, u64);
@@ -118,7 +126,9 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     for (name, s) in &samples {
         check_growth(name, s, seconds)?;
     }
-    check_global(&text(dir, "global.txt")?)?;
+    let rows = parse_global(&text(dir, "global.txt")?);
+    check_global(&rows)?;
+    check_scan_index(&rows, seconds)?;
     check_counts(dir)
 }
 
@@ -173,18 +183,25 @@ fn check_growth(name: &str, s: &[Sample], seconds: u64) -> Result<()> {
     Ok(())
 }
 
-/// The exporter's series count and the promoter's queue depth.
-fn check_global(text: &str) -> Result<()> {
-    let rows: Vec<(u64, u64)> = text
-        .lines()
+/// One sample of the whole run: (seconds, exporter series, promoter
+/// queue depth, scan-index entries, scan-index processes).
+type Global = (u64, u64, u64, u64, u64);
+
+fn parse_global(text: &str) -> Vec<Global> {
+    text.lines()
         .filter_map(|l| {
             let f: Vec<u64> = l
                 .split_whitespace()
                 .filter_map(|v| v.parse().ok())
                 .collect();
-            (f.len() == 3).then(|| (f[1], f[2]))
+            (f.len() == 5).then(|| (f[0], f[1], f[2], f[3], f[4]))
         })
-        .collect();
+        .collect()
+}
+
+/// The exporter's series count and the promoter's queue depth.
+fn check_global(rows: &[Global]) -> Result<()> {
+    let rows: Vec<(u64, u64)> = rows.iter().map(|r| (r.1, r.2)).collect();
     let queue_max = rows.iter().map(|r| r.1).max().unwrap_or(0);
     // From the exporter's first answer on.
     let serving: Vec<(u64, u64)> = rows.into_iter().skip_while(|r| r.0 == 0).collect();
@@ -197,6 +214,37 @@ fn check_global(text: &str) -> Result<()> {
         series_end <= series_q + SERIES_GROWTH,
         "exporter series grew from {series_q} to {series_end} (bound +{SERIES_GROWTH})"
     );
+    Ok(())
+}
+
+/// The promoter's index of scan passes forgets a process ten minutes after
+/// its last scan or fault ([`FORGET_S`]): under steady churn it stops
+/// growing once a whole window of processes has been forgotten. Runs
+/// shorter than two windows are only reported.
+fn check_scan_index(rows: &[Global], seconds: u64) -> Result<()> {
+    let (_, _, _, entries_end, procs_end) = *rows.last().context("no global samples")?;
+    let procs_max = rows.iter().map(|r| r.4).max().unwrap_or(0);
+    println!(
+        "    scan index: {entries_end} chunks of {procs_end} processes at the end, at most {procs_max} processes"
+    );
+    ensure!(
+        procs_end > 0,
+        "the promoter's scan index is empty: it saw no scan pass"
+    );
+    let settled = rows.iter().find(|r| r.0 >= FORGET_S + 60);
+    match settled {
+        Some(&(t, _, _, entries_t, _)) if seconds >= 2 * FORGET_S => {
+            let bound = entries_t + entries_t / 2 + 2048;
+            println!("    scan index after {t} s: {entries_t} chunks; at the end {entries_end} (bound {bound})");
+            ensure!(
+                entries_end <= bound,
+                "the scan index grew from {entries_t} chunks at {t} s to {entries_end} (bound {bound}): it does not forget exited processes"
+            );
+        }
+        _ => println!(
+            "    scan index growth not judged: the run is shorter than two ten-minute windows"
+        ),
+    }
     Ok(())
 }
 
@@ -226,7 +274,28 @@ mod tests {
         fds.last_mut().expect("samples").3 = 12 + FD_GROWTH + 1;
         assert!(check_growth("export", &fds, 60).is_err());
         check_growth("pro", &fds, 60).expect("the promoter's pidfds");
-        check_global("0 100 0\n5 120 3\n10 120 0\n15 130 0\n").expect("bounded");
-        assert!(check_global("0 100 0\n5 120 3\n10 120 0\n15 900 0\n").is_err());
+        let g = |t: &str| parse_global(t);
+        check_global(&g("0 100 0 0 0\n5 120 3 0 0\n10 120 0 0 0\n15 130 0 0 0\n"))
+            .expect("bounded");
+        assert!(
+            check_global(&g("0 100 0 0 0\n5 120 3 0 0\n10 120 0 0 0\n15 900 0 0 0\n")).is_err()
+        );
+    }
+
+    #[test]
+    fn a_scan_index_that_keeps_every_process_fails() {
+        // 30 minutes, one churn process every 5 s (360 in all).
+        let rows = |per_proc: u64, procs: &dyn Fn(u64) -> u64| -> Vec<Global> {
+            (0..=360)
+                .map(|i| (i * 5, 100, 0, procs(i * 5) * per_proc, procs(i * 5)))
+                .collect()
+        };
+        let forgets = rows(20, &|t| t.min(FORGET_S) / 5 + 10);
+        check_scan_index(&forgets, 1800).expect("bounded by the window");
+        let keeps = rows(20, &|t| t / 5 + 10);
+        assert!(check_scan_index(&keeps, 1800).is_err());
+        // A short run: reported, growth not judged.
+        check_scan_index(&keeps[..37], 180).expect("3 minutes");
+        assert!(check_scan_index(&rows(20, &|_| 0)[..37], 180).is_err());
     }
 }

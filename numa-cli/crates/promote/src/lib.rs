@@ -280,7 +280,15 @@ impl Sink for PromoteSink {
         }
         match ev {
             Event::Fault(f) => self.fault(f),
-            Event::Scan(s) => self.scans.record(s),
+            Event::Scan(s) => {
+                self.scans.record(s);
+                let (entries, procs) = self.scans.len();
+                let sh = &self.shared;
+                sh.scan_index_entries
+                    .store(entries as u64, Ordering::Relaxed);
+                sh.scan_index_processes
+                    .store(procs as u64, Ordering::Relaxed);
+            }
             Event::Skip(_) => {}
         }
         Ok(())

@@ -79,6 +79,13 @@ pub struct PromoterState {
     pub mean_call_ms: Option<f64>,
     pub rate_waits: u64,
     pub floor_waits: u64,
+    /// The promoter's index of scan passes (2 MiB chunks held, and the
+    /// processes they belong to): bounded by the processes of the last
+    /// ten minutes, which a run of days must show.
+    #[serde(default)]
+    pub scan_index_entries: u64,
+    #[serde(default)]
+    pub scan_index_processes: u64,
 }
 
 impl PromoterState {

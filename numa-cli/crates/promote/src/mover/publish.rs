@@ -1,5 +1,7 @@
 //! The promoter state file other processes (`numatrace top`, the exporter)
 //! read: the mover's live counters, published about once a second.
+use std::sync::atomic::Ordering;
+
 use numa_host::promoter_state::{PromoterState, Writer, PUBLISH_EVERY_S};
 
 use super::{Env, Mover, PromoterStats};
@@ -38,6 +40,8 @@ impl<E: Env> Mover<E> {
         s.mean_call_ms = (r.move_calls > 0).then(|| r.move_ns as f64 / 1e6 / r.move_calls as f64);
         s.rate_waits = r.rate_waits;
         s.floor_waits = r.floor_waits;
+        s.scan_index_entries = self.shared.scan_index_entries.load(Ordering::Relaxed);
+        s.scan_index_processes = self.shared.scan_index_processes.load(Ordering::Relaxed);
     }
 }
 

@@ -239,6 +239,8 @@ impl Shadow {
             ("processes", e.processes.len().0),
             ("processes_gone_kept", e.processes.len().1),
             ("node_pairs", e.node_pairs.len()),
+            ("scan_index_entries", e.scans.len().0),
+            ("scan_index_processes", e.scans.len().1),
         ])
     }
 
