@@ -84,8 +84,9 @@ pub fn checks(f: &HostFacts) -> Vec<Check> {
             None => check(
                 "tracefs",
                 Status::Warn,
-                "tracefs not mounted: cannot tell traceable functions or find tracepoints",
-                "mount -t tracefs nodev /sys/kernel/tracing",
+                "tracefs not mounted, or not readable by this user: cannot tell traceable \
+                 functions or find tracepoints",
+                "as root: mount -t tracefs nodev /sys/kernel/tracing",
             ),
         },
         numa_balancing_check(f.numa_balancing),
