@@ -71,6 +71,14 @@ pub enum Command {
     /// Synthetic workloads for trying numatrace (the test bed uses them).
     #[command(subcommand)]
     Workload(Workload),
+    /// Print a shell completion script (bash: save it as
+    /// /usr/share/bash-completion/completions/numatrace; zsh: as _numatrace
+    /// on $fpath; fish: in ~/.config/fish/completions/numatrace.fish).
+    Completions { shell: clap_complete::Shell },
+    /// Write a man page per command (numatrace.1, numatrace-top.1, ...)
+    /// into DIR, from the same definitions as --help.
+    #[command(hide = true)]
+    Manpages { dir: PathBuf },
 }
 
 impl ProbeArgs {

@@ -2,6 +2,7 @@
 //! its flags (`cli`) into calls of the library crates under `crates/`,
 //! where the sources, models and sinks live.
 mod cli;
+mod docs;
 mod dump;
 mod evaluate;
 mod export;
@@ -107,6 +108,8 @@ fn run(cli: cli::Cli) -> Result<ExitCode> {
         cli::Command::Workload(cli::Workload::HotChunks(args)) => workload::hot_chunks(&args),
         cli::Command::Promote(args) => promote::run(&args),
         cli::Command::Workload(cli::Workload::MovePages(args)) => move_pages::move_pages(&args),
+        cli::Command::Completions { shell } => docs::completions(shell),
+        cli::Command::Manpages { dir } => docs::manpages(&dir),
     }
 }
 

@@ -25,6 +25,11 @@ const HOST_PACKAGES: &[&str] = &[
     // The real Prometheus (and promtool) of the exporter's host test
     // (numa-cli/tests/export_prometheus.rs).
     "prometheus",
+    // `cargo xtask package`: builds the .deb, installs it into an empty
+    // root, verifies its units and renders its man pages.
+    "dpkg",
+    "systemd",
+    "man-db",
 ];
 
 /// The bpf-linker release known to build against rustc's own LLVM 22.

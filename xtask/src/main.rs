@@ -10,6 +10,7 @@ mod fuzz;
 mod host;
 mod initramfs;
 mod kernels;
+mod package;
 mod results;
 mod rfc_kernel;
 mod setup;
@@ -65,6 +66,10 @@ enum Cmd {
     /// Fuzz every parser of outside input (traces, ring records, procfs and
     /// sysfs text, the promoter's state file, model specs) with cargo-fuzz.
     Fuzz(fuzz::FuzzArgs),
+    /// A Debian package (target/package/numatrace_VERSION_amd64.deb): the
+    /// static binary, man pages, completions and systemd units; then
+    /// installed into an empty dpkg root and checked.
+    Package,
     /// export, shadow, promote --all and stats together for M minutes under
     /// process churn in the VM; fails on growth, a bad exit or counts that
     /// differ from vmstat (the test suite runs 3 minutes of it).
@@ -218,6 +223,13 @@ fn run(command: Cmd) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Soak { kernel, minutes } => soak(kernel, minutes),
+        Cmd::Package => {
+            let mut setup = Setup::new(false);
+            setup.host_packages()?;
+            let deb = package::build(&binary::build(true, &mut setup)?)?;
+            package::check(&deb)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Bench {
             which: BenchKind::Top,
             seconds,

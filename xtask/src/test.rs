@@ -167,6 +167,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         };
         report.step(&fuzz_step, || crate::fuzz::run(&fuzz, &mut setup));
     }
+    package_step(&mut report, &mut setup, numatrace.as_deref(), &args.only);
 
     if args.no_vm {
         report.push(
@@ -190,6 +191,29 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The Debian package of the release build: built, installed into an
+/// empty dpkg root and checked (`cargo xtask package`).
+fn package_step(report: &mut Report, setup: &mut Setup, numatrace: Option<&Path>, only: &[String]) {
+    let name = "package (.deb: install, units, man pages)";
+    match numatrace {
+        _ if !only.is_empty() => {
+            report.push(name, Status::Skipped("--only".into()), Duration::ZERO)
+        }
+        None => report.push(
+            name,
+            Status::Skipped("the release build failed".into()),
+            Duration::ZERO,
+        ),
+        Some(bin) => report
+            .step(name, || {
+                setup.host_packages()?;
+                let deb = crate::package::build(bin)?;
+                crate::package::check(&deb)
+            })
+            .unwrap_or_default(),
+    }
 }
 
 /// Fetches (or builds) the guest kernel of `series` as a step; without
