@@ -30,16 +30,15 @@ struct Feed {
 
 /// Whether the kernel counted this fault as a candidate: it passed the
 /// threshold and reached numa_promotion_rate_limit.
+#[inline]
 fn kernel_candidate(ev: &FaultEvent) -> bool {
-    matches!(
-        Outcome::from_u8(ev.outcome),
-        Some(Outcome::PromoteHot | Outcome::RejectRateLimit)
-    )
+    ev.outcome == Outcome::PromoteHot as u8 || ev.outcome == Outcome::RejectRateLimit as u8
 }
 
 impl Candidates {
     /// Takes in what a decided fault tells of the node's count; called
     /// once per fault, before the model counts its own candidate.
+    #[inline]
     pub fn observe(&mut self, ev: &FaultEvent) {
         let f = node_entry(&mut self.nodes, ev.dst_nid, Feed::default);
         if kernel_candidate(ev) {
@@ -54,6 +53,7 @@ impl Candidates {
     }
 
     /// The node's count now.
+    #[inline]
     pub fn count(&self, node: i32) -> u64 {
         self.nodes
             .iter()
@@ -62,6 +62,7 @@ impl Candidates {
     }
 
     /// Counts `nr` candidate pages of the model's; the node's count after.
+    #[inline]
     pub fn add(&mut self, node: i32, nr: u64) -> u64 {
         let f = node_entry(&mut self.nodes, node, Feed::default);
         f.own += nr;
