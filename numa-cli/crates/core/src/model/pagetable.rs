@@ -64,6 +64,17 @@ fn advise_huge<T>(slots: &[T]) {
     }
 }
 
+/// Where [`PageTable::lookup`] found no key: the empty slot it ended on.
+/// Valid only until the table next changes.
+#[derive(Debug, Clone, Copy)]
+#[must_use]
+pub struct Vacant(Option<usize>);
+
+impl Vacant {
+    /// No slot known: [`PageTable::insert_at`] probes.
+    pub const NONE: Vacant = Vacant(None);
+}
+
 #[derive(Clone)]
 pub struct PageTable<const N: usize> {
     /// Power-of-two length (or empty before the first insert).
@@ -114,19 +125,28 @@ impl<const N: usize> PageTable<N> {
     /// Index of the slot holding `key` (a packed, nonzero key).
     #[inline]
     pub fn find(&self, key: u64) -> Option<usize> {
+        self.lookup(key).ok()
+    }
+
+    /// The slot holding `key` (a packed, nonzero key), or else the empty
+    /// slot where inserting it would put it (`None` before the first
+    /// insert): [`insert_at`](Self::insert_at) takes it, so a miss and
+    /// the insert that follows walk the probe run once.
+    #[inline]
+    pub fn lookup(&self, key: u64) -> Result<usize, Vacant> {
         debug_assert_ne!(key, 0);
-        if self.len == 0 {
-            return None;
+        if self.slots.is_empty() {
+            return Err(Vacant::NONE);
         }
         let mask = self.slots.len() - 1;
         let mut i = self.home(key);
         loop {
             let k = self.slots[i][0];
             if k == key {
-                return Some(i);
+                return Ok(i);
             }
             if k == 0 {
-                return None;
+                return Err(Vacant(Some(i)));
             }
             i = (i + 1) & mask;
         }
@@ -168,11 +188,27 @@ impl<const N: usize> PageTable<N> {
 
     /// Inserts `entry` (`entry[0]` the key, which must not be present).
     pub fn insert(&mut self, entry: [u64; N]) {
+        self.insert_at(Vacant::NONE, entry);
+    }
+
+    /// Inserts `entry` at the slot [`lookup`](Self::lookup) found for its
+    /// key, with no change to the table since; probes again only when the
+    /// table grows first.
+    #[inline]
+    pub fn insert_at(&mut self, vacant: Vacant, entry: [u64; N]) {
         debug_assert!(entry[0] != 0 && self.find(entry[0]).is_none());
         if (self.len + 1) * MAX_LOAD.1 > self.slots.len() * MAX_LOAD.0 {
             self.grow();
+            self.place(entry);
+        } else {
+            match vacant.0 {
+                Some(i) => {
+                    debug_assert_eq!(self.slots[i][0], 0);
+                    self.slots[i] = entry;
+                }
+                None => self.place(entry),
+            }
         }
-        self.place(entry);
         self.len += 1;
     }
 
