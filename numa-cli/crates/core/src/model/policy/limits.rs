@@ -37,9 +37,11 @@ fn kernel_candidate(ev: &FaultEvent) -> bool {
 
 impl Candidates {
     /// Takes in what a decided fault tells of the node's count; called
-    /// once per fault, before the model counts its own candidate.
+    /// once per fault, before the model counts its own candidate. Returns
+    /// the destination node's count then (what [`count`](Self::count)
+    /// says).
     #[inline]
-    pub fn observe(&mut self, ev: &FaultEvent) {
+    pub fn observe(&mut self, ev: &FaultEvent) -> u64 {
         let f = node_entry(&mut self.nodes, ev.dst_nid, Feed::default);
         if kernel_candidate(ev) {
             f.kernel_seen += u64::from(ev.nr_pages.max(1));
@@ -50,6 +52,7 @@ impl Candidates {
             let unseen = nc.saturating_sub(base).saturating_sub(f.kernel_seen);
             f.unseen = f.unseen.max(unseen);
         }
+        f.own + f.unseen
     }
 
     /// The node's count now.
