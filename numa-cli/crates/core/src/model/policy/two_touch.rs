@@ -61,6 +61,10 @@ impl Policy for TwoTouch {
         BTreeMap::from([("window_ms".into(), self.window_ms.to_string())])
     }
 
+    fn prefetches(&self) -> bool {
+        true
+    }
+
     fn prefetch(&self, ev: &FaultEvent) {
         if let Some(key) = pagetable::pack((ev.pid_tgid >> 32) as u32, ev.addr) {
             self.last.prefetch(key);

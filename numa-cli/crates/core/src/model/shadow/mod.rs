@@ -141,6 +141,8 @@ const LOOKAHEAD: usize = 16;
 
 struct Engine {
     models: Vec<ModelState>,
+    /// The models whose policy prefetches (see [`Policy::prefetches`]).
+    prefetching: Vec<usize>,
     kernel: KernelCounts,
     hint_faults: u64,
     decisions: u64,
@@ -249,6 +251,9 @@ impl Shadow {
     pub fn new(policies: Vec<Box<dyn Policy>>, top_n: usize) -> Self {
         assert!(policies.len() < MAX_MODELS, "at most 63 models at once");
         let refaults = Refaults::new(policies.len());
+        let prefetching = (0..policies.len())
+            .filter(|&i| policies[i].prefetches())
+            .collect();
         Shadow {
             engine: RefCell::new((
                 Engine {
@@ -259,6 +264,7 @@ impl Shadow {
                             tallies: Vec::new(),
                         })
                         .collect(),
+                    prefetching,
                     kernel: KernelCounts::default(),
                     hint_faults: 0,
                     decisions: 0,
@@ -404,8 +410,8 @@ impl Engine {
             if let Some(key) = pagetable::pack(tgid, f.addr) {
                 self.refaults.prefetch(key);
             }
-            for m in &self.models {
-                m.policy.prefetch(f);
+            for &i in &self.prefetching {
+                self.models[i].policy.prefetch(f);
             }
         }
     }
