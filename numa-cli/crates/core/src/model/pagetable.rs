@@ -82,6 +82,9 @@ pub struct PageTable<const N: usize> {
     len: usize,
     /// 64 - log2(slots.len()).
     shift: u32,
+    /// Highest load factor (numerator, denominator) before the table
+    /// doubles.
+    max_load: (usize, usize),
 }
 
 impl<const N: usize> Default for PageTable<N> {
@@ -90,6 +93,7 @@ impl<const N: usize> Default for PageTable<N> {
             slots: Vec::new(),
             len: 0,
             shift: 64,
+            max_load: MAX_LOAD,
         }
     }
 }
@@ -104,6 +108,16 @@ impl<const N: usize> fmt::Debug for PageTable<N> {
 }
 
 impl<const N: usize> PageTable<N> {
+    /// An empty table that doubles past `num / den` full (the default
+    /// is 7/8): a lower load means shorter probe runs for more memory.
+    pub fn with_max_load(num: usize, den: usize) -> Self {
+        assert!(0 < num && num < den, "a load factor below 1");
+        PageTable {
+            max_load: (num, den),
+            ..Self::default()
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -197,7 +211,7 @@ impl<const N: usize> PageTable<N> {
     #[inline]
     pub fn insert_at(&mut self, vacant: Vacant, entry: [u64; N]) {
         debug_assert!(entry[0] != 0 && self.find(entry[0]).is_none());
-        if (self.len + 1) * MAX_LOAD.1 > self.slots.len() * MAX_LOAD.0 {
+        if (self.len + 1) * self.max_load.1 > self.slots.len() * self.max_load.0 {
             self.grow();
             self.place(entry);
         } else {

@@ -28,7 +28,10 @@ impl TwoTouch {
     pub fn new(window_ms: u64, cap: usize) -> Self {
         TwoTouch {
             window_ms,
-            last: PageTable::default(),
+            // Half full at most: nearly every fault misses or removes, and
+            // both walk a probe run to its end, which gets long in a
+            // fuller table (twice the slots, still bounded by `cap`).
+            last: PageTable::with_max_load(1, 2),
             wide: HashMap::default(),
             cap,
         }
