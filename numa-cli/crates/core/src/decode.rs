@@ -46,6 +46,7 @@ pub enum DecodeError {
 /// count per value kept for a corrupt or crafted record.
 pub const MAX_SKIP_REASON: u32 = 64;
 
+#[inline(always)]
 fn read<T: Copy + Default>(bytes: &[u8]) -> Result<T, DecodeError> {
     if bytes.len() < std::mem::size_of::<T>() {
         return Err(DecodeError::Short(bytes.len()));
@@ -57,10 +58,19 @@ fn read<T: Copy + Default>(bytes: &[u8]) -> Result<T, DecodeError> {
 }
 
 /// Decodes one ring-buffer record (kind in its first u32).
+#[inline]
 pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
     let kind: u32 = read::<u32>(bytes)?;
     match kind {
-        k if k == EventKind::Fault as u32 => fault(read(bytes)?).map(Event::Fault),
+        k if k == EventKind::Fault as u32 => {
+            // Built in place and checked by reference: a fault record is
+            // large, and every copy of it costs on the replay path.
+            let ev = Event::Fault(read(bytes)?);
+            if let Event::Fault(f) = &ev {
+                check_nodes(f)?;
+            }
+            Ok(ev)
+        }
         k if k == EventKind::Scan as u32 => Ok(Event::Scan(read(bytes)?)),
         k if k == EventKind::VmaSkip as u32 => {
             let s: SkipEvent = read(bytes)?;
@@ -75,7 +85,8 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
 
 /// A fault whose node ids are node ids: everything downstream that keeps
 /// counts per node (pair) is then bounded by [`crate::topology::MAX_NUMNODES`].
-fn fault(f: FaultEvent) -> Result<FaultEvent, DecodeError> {
+#[inline]
+fn check_nodes(f: &FaultEvent) -> Result<(), DecodeError> {
     let valid =
         |nid: i32| nid == -1 || u32::try_from(nid).is_ok_and(|n| n < crate::topology::MAX_NUMNODES);
     if !valid(f.src_nid) {
@@ -90,7 +101,7 @@ fn fault(f: FaultEvent) -> Result<FaultEvent, DecodeError> {
             nid: f.dst_nid,
         });
     }
-    Ok(f)
+    Ok(())
 }
 
 /// A record of a trace of ABI version 1, whose fault and scan records are
@@ -105,7 +116,9 @@ pub fn decode_v1(bytes: &[u8]) -> Result<Event, DecodeError> {
     let sizes = numa_ebpf_common::RECORD_SIZES_V1;
     match kind {
         k if k == EventKind::Fault as u32 => {
-            fault(fault_from_v1(read_prefix(bytes, sizes[0])?)).map(Event::Fault)
+            let f = fault_from_v1(read_prefix(bytes, sizes[0])?);
+            check_nodes(&f)?;
+            Ok(Event::Fault(f))
         }
         k if k == EventKind::Scan as u32 => {
             let mut s: ScanEvent = read_prefix(bytes, sizes[1])?;

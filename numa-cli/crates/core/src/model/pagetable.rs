@@ -64,6 +64,17 @@ fn advise_huge<T>(slots: &[T]) {
     }
 }
 
+/// Where [`PageTable::lookup`] found no key: the empty slot it ended on.
+/// Valid only until the table next changes.
+#[derive(Debug, Clone, Copy)]
+#[must_use]
+pub struct Vacant(Option<usize>);
+
+impl Vacant {
+    /// No slot known: [`PageTable::insert_at`] probes.
+    pub const NONE: Vacant = Vacant(None);
+}
+
 #[derive(Clone)]
 pub struct PageTable<const N: usize> {
     /// Power-of-two length (or empty before the first insert).
@@ -71,6 +82,9 @@ pub struct PageTable<const N: usize> {
     len: usize,
     /// 64 - log2(slots.len()).
     shift: u32,
+    /// Highest load factor (numerator, denominator) before the table
+    /// doubles.
+    max_load: (usize, usize),
 }
 
 impl<const N: usize> Default for PageTable<N> {
@@ -79,6 +93,7 @@ impl<const N: usize> Default for PageTable<N> {
             slots: Vec::new(),
             len: 0,
             shift: 64,
+            max_load: MAX_LOAD,
         }
     }
 }
@@ -93,6 +108,16 @@ impl<const N: usize> fmt::Debug for PageTable<N> {
 }
 
 impl<const N: usize> PageTable<N> {
+    /// An empty table that doubles past `num / den` full (the default
+    /// is 7/8): a lower load means shorter probe runs for more memory.
+    pub fn with_max_load(num: usize, den: usize) -> Self {
+        assert!(0 < num && num < den, "a load factor below 1");
+        PageTable {
+            max_load: (num, den),
+            ..Self::default()
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -114,19 +139,28 @@ impl<const N: usize> PageTable<N> {
     /// Index of the slot holding `key` (a packed, nonzero key).
     #[inline]
     pub fn find(&self, key: u64) -> Option<usize> {
+        self.lookup(key).ok()
+    }
+
+    /// The slot holding `key` (a packed, nonzero key), or else the empty
+    /// slot where inserting it would put it (`None` before the first
+    /// insert): [`insert_at`](Self::insert_at) takes it, so a miss and
+    /// the insert that follows walk the probe run once.
+    #[inline]
+    pub fn lookup(&self, key: u64) -> Result<usize, Vacant> {
         debug_assert_ne!(key, 0);
-        if self.len == 0 {
-            return None;
+        if self.slots.is_empty() {
+            return Err(Vacant::NONE);
         }
         let mask = self.slots.len() - 1;
         let mut i = self.home(key);
         loop {
             let k = self.slots[i][0];
             if k == key {
-                return Some(i);
+                return Ok(i);
             }
             if k == 0 {
-                return None;
+                return Err(Vacant(Some(i)));
             }
             i = (i + 1) & mask;
         }
@@ -168,11 +202,27 @@ impl<const N: usize> PageTable<N> {
 
     /// Inserts `entry` (`entry[0]` the key, which must not be present).
     pub fn insert(&mut self, entry: [u64; N]) {
+        self.insert_at(Vacant::NONE, entry);
+    }
+
+    /// Inserts `entry` at the slot [`lookup`](Self::lookup) found for its
+    /// key, with no change to the table since; probes again only when the
+    /// table grows first.
+    #[inline]
+    pub fn insert_at(&mut self, vacant: Vacant, entry: [u64; N]) {
         debug_assert!(entry[0] != 0 && self.find(entry[0]).is_none());
-        if (self.len + 1) * MAX_LOAD.1 > self.slots.len() * MAX_LOAD.0 {
+        if (self.len + 1) * self.max_load.1 > self.slots.len() * self.max_load.0 {
             self.grow();
+            self.place(entry);
+        } else {
+            match vacant.0 {
+                Some(i) => {
+                    debug_assert_eq!(self.slots[i][0], 0);
+                    self.slots[i] = entry;
+                }
+                None => self.place(entry),
+            }
         }
-        self.place(entry);
         self.len += 1;
     }
 

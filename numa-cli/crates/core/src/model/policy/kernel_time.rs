@@ -84,14 +84,13 @@ impl Policy for KernelTime {
     }
 
     fn decide(&mut self, ev: &FaultEvent, _view: &FaultView) -> Verdict {
-        self.candidates.observe(ev);
+        let nr_cand = self.candidates.observe(ev);
         let now_ms = ev.ts_ns / 1_000_000;
         let (ref_th, period, rate) = (
             self.hot_threshold_ms,
             self.scan_period_max_ms,
             self.rate.pages_per_s,
         );
-        let nr_cand = self.candidates.count(ev.dst_nid);
         let node = node_entry(&mut self.nodes, ev.dst_nid, || {
             // Start from the kernel's threshold at attach when seen.
             let mut t = AdaptiveThreshold::default();

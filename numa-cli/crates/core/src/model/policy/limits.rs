@@ -30,17 +30,18 @@ struct Feed {
 
 /// Whether the kernel counted this fault as a candidate: it passed the
 /// threshold and reached numa_promotion_rate_limit.
+#[inline]
 fn kernel_candidate(ev: &FaultEvent) -> bool {
-    matches!(
-        Outcome::from_u8(ev.outcome),
-        Some(Outcome::PromoteHot | Outcome::RejectRateLimit)
-    )
+    ev.outcome == Outcome::PromoteHot as u8 || ev.outcome == Outcome::RejectRateLimit as u8
 }
 
 impl Candidates {
     /// Takes in what a decided fault tells of the node's count; called
-    /// once per fault, before the model counts its own candidate.
-    pub fn observe(&mut self, ev: &FaultEvent) {
+    /// once per fault, before the model counts its own candidate. Returns
+    /// the destination node's count then (what [`count`](Self::count)
+    /// says).
+    #[inline]
+    pub fn observe(&mut self, ev: &FaultEvent) -> u64 {
         let f = node_entry(&mut self.nodes, ev.dst_nid, Feed::default);
         if kernel_candidate(ev) {
             f.kernel_seen += u64::from(ev.nr_pages.max(1));
@@ -51,9 +52,11 @@ impl Candidates {
             let unseen = nc.saturating_sub(base).saturating_sub(f.kernel_seen);
             f.unseen = f.unseen.max(unseen);
         }
+        f.own + f.unseen
     }
 
     /// The node's count now.
+    #[inline]
     pub fn count(&self, node: i32) -> u64 {
         self.nodes
             .iter()
@@ -62,6 +65,7 @@ impl Candidates {
     }
 
     /// Counts `nr` candidate pages of the model's; the node's count after.
+    #[inline]
     pub fn add(&mut self, node: i32, nr: u64) -> u64 {
         let f = node_entry(&mut self.nodes, node, Feed::default);
         f.own += nr;

@@ -105,6 +105,11 @@ pub trait Policy {
     /// Told of a fault some events before `decide` sees it: a policy with
     /// per-page state may start loading it (a hint; no effect on results).
     fn prefetch(&self, _ev: &FaultEvent) {}
+    /// Whether [`prefetch`](Self::prefetch) does anything: the engine
+    /// calls it only for the policies that say so.
+    fn prefetches(&self) -> bool {
+        false
+    }
     /// The threshold to mark on latency/delta charts, if the policy has one.
     fn threshold(&self) -> Option<f64> {
         None

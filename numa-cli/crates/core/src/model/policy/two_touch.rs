@@ -28,17 +28,21 @@ impl TwoTouch {
     pub fn new(window_ms: u64, cap: usize) -> Self {
         TwoTouch {
             window_ms,
-            last: PageTable::default(),
+            // Half full at most: nearly every fault misses or removes, and
+            // both walk a probe run to its end, which gets long in a
+            // fuller table (twice the slots, still bounded by `cap`).
+            last: PageTable::with_max_load(1, 2),
             wide: HashMap::default(),
             cap,
         }
     }
 
     /// Before a new page is remembered: bounded memory, forget touches
-    /// older than the window, everything if that is not enough.
-    fn make_room(&mut self, now_ms: u64) {
+    /// older than the window, everything if that is not enough. True
+    /// when it forgot anything (the table's slots moved).
+    fn make_room(&mut self, now_ms: u64) -> bool {
         if self.last.len() + self.wide.len() < self.cap {
-            return;
+            return false;
         }
         let window = self.window_ms;
         self.last.retain(|e| now_ms.saturating_sub(e[1]) <= window);
@@ -47,6 +51,7 @@ impl TwoTouch {
             self.last.clear();
             self.wide.clear();
         }
+        true
     }
 }
 
@@ -57,6 +62,10 @@ impl Policy for TwoTouch {
 
     fn params(&self) -> BTreeMap<String, String> {
         BTreeMap::from([("window_ms".into(), self.window_ms.to_string())])
+    }
+
+    fn prefetches(&self) -> bool {
+        true
     }
 
     fn prefetch(&self, ev: &FaultEvent) {
@@ -81,17 +90,23 @@ impl Policy for TwoTouch {
                 _ => FIRST_TOUCH,
             };
         };
-        if let Some(i) = self.last.find(key) {
-            let prev = self.last.slot(i)[1];
-            if now_ms.saturating_sub(prev) <= self.window_ms {
-                self.last.remove_at(i);
-                return SECOND_TOUCH;
+        let vacant = match self.last.lookup(key) {
+            Ok(i) => {
+                let prev = self.last.slot(i)[1];
+                if now_ms.saturating_sub(prev) <= self.window_ms {
+                    self.last.remove_at(i);
+                    return SECOND_TOUCH;
+                }
+                self.last.value_mut(i)[0] = now_ms;
+                return FIRST_TOUCH;
             }
-            self.last.value_mut(i)[0] = now_ms;
-            return FIRST_TOUCH;
+            Err(vacant) => vacant,
+        };
+        if self.make_room(now_ms) {
+            self.last.insert([key, now_ms]);
+        } else {
+            self.last.insert_at(vacant, [key, now_ms]);
         }
-        self.make_room(now_ms);
-        self.last.insert([key, now_ms]);
         FIRST_TOUCH
     }
 

@@ -21,7 +21,7 @@ use self::{
 };
 use super::{
     pagetable,
-    policy::{FaultView, Policy},
+    policy::{FaultView, Policy, Step, Verdict},
     scans::ScanIndex,
     window::Window,
 };
@@ -32,30 +32,94 @@ const MAX_SAMPLES: usize = 32;
 
 struct ModelState {
     policy: Box<dyn Policy>,
-    promote: u64,
-    reject: u64,
-    /// Few distinct reasons per model: a linear scan beats a map.
-    reasons: Vec<(&'static str, u64)>,
-    agreement: Agreement,
-    projected: Projected,
+    /// The distinct verdicts given so far, with how often: every count
+    /// the report shows of a model is a sum over these, so a decision
+    /// costs one small search and two additions.
+    tallies: Vec<Tally>,
+}
+
+/// How often a model gave one verdict.
+struct Tally {
+    verdict: Verdict,
+    /// Faults, by the kernel's decision: `[refused, promoted]`.
+    faults: [u64; 2],
+    /// Their pages (`nr_pages`, at least 1 a fault).
+    pages: u64,
 }
 
 impl ModelState {
     #[inline]
-    fn count_reason(&mut self, reason: &'static str) {
-        // Policies return the same few literals: compare addresses first,
-        // contents (memcmp) only for a literal not seen at this address.
-        for (r, n) in self.reasons.iter_mut() {
-            if std::ptr::eq(*r, reason) {
-                *n += 1;
-                return;
+    fn tally(&mut self, v: Verdict, kernel_promote: bool, nr_pages: u64) {
+        // Policies return the same few constants: compare the reason's
+        // address first, its contents (memcmp) only for a verdict not seen
+        // at this address.
+        let same = |t: &&mut Tally| {
+            std::ptr::eq(t.verdict.reason, v.reason)
+                && t.verdict.promote == v.promote
+                && t.verdict.step == v.step
+        };
+        let t = match self.tallies.iter_mut().find(same) {
+            Some(t) => t,
+            None => self.new_tally(v),
+        };
+        t.faults[usize::from(kernel_promote)] += 1;
+        t.pages += nr_pages;
+    }
+
+    #[cold]
+    fn new_tally(&mut self, v: Verdict) -> &mut Tally {
+        let i = match self.tallies.iter().position(|t| t.verdict == v) {
+            Some(i) => i,
+            None => {
+                self.tallies.push(Tally {
+                    verdict: v,
+                    faults: [0; 2],
+                    pages: 0,
+                });
+                self.tallies.len() - 1
+            }
+        };
+        &mut self.tallies[i]
+    }
+
+    /// The model's part of the report, summed over its verdicts.
+    fn counts(&self) -> ModelCounts {
+        let mut c = ModelCounts::default();
+        for t in &self.tallies {
+            let v = &t.verdict;
+            let [refused, promoted] = t.faults;
+            let n = refused + promoted;
+            *c.reasons.entry(v.reason).or_default() += n;
+            if v.promote {
+                c.promote += n;
+                c.agreement.both += promoted;
+                c.agreement.model_only += refused;
+                c.projected.promote_pages += t.pages;
+            } else {
+                c.reject += n;
+                c.agreement.kernel_only += promoted;
+                c.agreement.neither += refused;
+            }
+            if v.candidate() {
+                c.projected.candidate_pages += t.pages;
+            }
+            match v.step {
+                Step::Threshold => c.projected.reject_threshold += n,
+                Step::RateLimit => c.projected.reject_rate_limit += n,
+                Step::FreeSpace | Step::Promoted | Step::Other => {}
             }
         }
-        match self.reasons.iter_mut().find(|(r, _)| *r == reason) {
-            Some((_, n)) => *n += 1,
-            None => self.reasons.push((reason, 1)),
-        }
+        c
     }
+}
+
+#[derive(Default)]
+struct ModelCounts {
+    promote: u64,
+    reject: u64,
+    reasons: BTreeMap<&'static str, u64>,
+    agreement: Agreement,
+    projected: Projected,
 }
 
 pub struct Shadow {
@@ -77,6 +141,8 @@ const LOOKAHEAD: usize = 16;
 
 struct Engine {
     models: Vec<ModelState>,
+    /// The models whose policy prefetches (see [`Policy::prefetches`]).
+    prefetching: Vec<usize>,
     kernel: KernelCounts,
     hint_faults: u64,
     decisions: u64,
@@ -185,6 +251,9 @@ impl Shadow {
     pub fn new(policies: Vec<Box<dyn Policy>>, top_n: usize) -> Self {
         assert!(policies.len() < MAX_MODELS, "at most 63 models at once");
         let refaults = Refaults::new(policies.len());
+        let prefetching = (0..policies.len())
+            .filter(|&i| policies[i].prefetches())
+            .collect();
         Shadow {
             engine: RefCell::new((
                 Engine {
@@ -192,13 +261,10 @@ impl Shadow {
                         .into_iter()
                         .map(|policy| ModelState {
                             policy,
-                            promote: 0,
-                            reject: 0,
-                            reasons: Vec::new(),
-                            agreement: Agreement::default(),
-                            projected: Projected::default(),
+                            tallies: Vec::new(),
                         })
                         .collect(),
+                    prefetching,
                     kernel: KernelCounts::default(),
                     hint_faults: 0,
                     decisions: 0,
@@ -280,17 +346,20 @@ impl Shadow {
                 .models
                 .iter()
                 .enumerate()
-                .map(|(i, m)| ModelReport {
-                    name: m.policy.name(),
-                    params: m.policy.params(),
-                    promote: m.promote,
-                    reject: m.reject,
-                    reasons: m.reasons.iter().copied().collect(),
-                    agreement: m.agreement.clone(),
-                    agreement_pct: m.agreement.agree_pct(),
-                    refault_after_model_only: e.refaults.report(i),
-                    threshold: m.policy.threshold(),
-                    projected: m.projected.clone(),
+                .map(|(i, m)| {
+                    let c = m.counts();
+                    ModelReport {
+                        name: m.policy.name(),
+                        params: m.policy.params(),
+                        promote: c.promote,
+                        reject: c.reject,
+                        reasons: c.reasons,
+                        agreement_pct: c.agreement.agree_pct(),
+                        agreement: c.agreement,
+                        refault_after_model_only: e.refaults.report(i),
+                        threshold: m.policy.threshold(),
+                        projected: c.projected,
+                    }
                 })
                 .collect(),
             refault_after_neither: e.refaults.report(e.models.len()),
@@ -341,8 +410,8 @@ impl Engine {
             if let Some(key) = pagetable::pack(tgid, f.addr) {
                 self.refaults.prefetch(key);
             }
-            for m in &self.models {
-                m.policy.prefetch(f);
+            for &i in &self.prefetching {
+                self.models[i].policy.prefetch(f);
             }
         }
     }
@@ -435,16 +504,11 @@ impl Engine {
         let nr_pages = u64::from(f.nr_pages.max(1));
         for (i, m) in self.models.iter_mut().enumerate() {
             let v = m.policy.decide(f, view);
-            m.count_reason(v.reason);
-            m.projected.add(&v, nr_pages);
-            m.agreement.add(kernel_promote, v.promote);
+            m.tally(v, kernel_promote, nr_pages);
             if v.promote {
-                m.promote += 1;
                 proc_row.model_promote[i] += 1;
                 pair.model_promote[i] += 1;
                 wanted |= 1 << i;
-            } else {
-                m.reject += 1;
             }
         }
         wanted

@@ -5,7 +5,7 @@ use rustc_hash::FxHashMap;
 use super::RefaultReport;
 use crate::model::{
     log2::Log2Hist,
-    pagetable::{self, PageTable},
+    pagetable::{self, PageTable, Vacant},
 };
 
 /// At most this many refused pages are followed per set (memory bound).
@@ -64,10 +64,11 @@ impl Page {
 
 /// The table slot of a pending refusal that a fault has just answered:
 /// logically removed, physically kept until [`Refaults::refused`] reuses
-/// it or [`Refaults::release`] frees it (one probe per event, not three).
+/// it or [`Refaults::release`] frees it; or, with none, where a refusal
+/// would be inserted (one probe per event, not three).
 #[must_use]
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Held(Option<usize>);
+pub(super) struct Held(Result<usize, Vacant>);
 
 /// Models at once: their sets and the "no model wanted" set fit a u64.
 pub(super) const MAX_MODELS: usize = 63;
@@ -127,17 +128,21 @@ impl Refaults {
     /// A fault on `page`: answers a pending refusal of that page.
     #[inline]
     pub(super) fn fault(&mut self, page: &Page, ts_ns: u64) -> Held {
-        if let Some(i) = page.packed.and_then(|key| self.table.find(key)) {
+        let found = match page.packed {
+            Some(key) => self.table.lookup(key),
+            None => Err(Vacant::NONE),
+        };
+        if let Ok(i) = found {
             let (then, sets) = self.unpack_value(self.table.slot(i)[1]);
             self.answer(then, sets, ts_ns);
-            return Held(Some(i));
+            return Held(found);
         }
         if !self.wide.is_empty() {
             if let Some(p) = self.wide.remove(&(page.tgid, page.addr)) {
                 self.answer(p.ts_ns, p.sets, ts_ns);
             }
         }
-        Held(None)
+        Held(found)
     }
 
     #[inline]
@@ -153,7 +158,7 @@ impl Refaults {
     /// Frees the slot of an answered refusal that is not renewed.
     #[inline]
     pub(super) fn release(&mut self, held: Held) {
-        if let Some(i) = held.0 {
+        if let Ok(i) = held.0 {
             self.table.remove_at(i);
         }
     }
@@ -166,7 +171,7 @@ impl Refaults {
             return;
         }
         // The held entry is already answered: it does not count.
-        if self.len() - usize::from(held.0.is_some()) >= self.max_tracked {
+        if self.len() - usize::from(held.0.is_ok()) >= self.max_tracked {
             self.release(held);
             for i in Bits(sets) {
                 self.sets[i as usize].untracked += 1;
@@ -174,8 +179,8 @@ impl Refaults {
             return;
         }
         match (page.packed, self.pack_value(ts_ns, sets), held.0) {
-            (Some(_), Some(v), Some(i)) => self.table.value_mut(i)[0] = v,
-            (Some(key), Some(v), None) => self.table.insert([key, v]),
+            (Some(_), Some(v), Ok(i)) => self.table.value_mut(i)[0] = v,
+            (Some(key), Some(v), Err(vacant)) => self.table.insert_at(vacant, [key, v]),
             _ => {
                 self.release(held);
                 self.wide

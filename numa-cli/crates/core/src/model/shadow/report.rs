@@ -5,8 +5,6 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::model::policy::{Step, Verdict};
-
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct Agreement {
     pub both: u64,
@@ -16,15 +14,6 @@ pub struct Agreement {
 }
 
 impl Agreement {
-    pub(super) fn add(&mut self, kernel: bool, model: bool) {
-        match (kernel, model) {
-            (true, true) => self.both += 1,
-            (true, false) => self.kernel_only += 1,
-            (false, true) => self.model_only += 1,
-            (false, false) => self.neither += 1,
-        }
-    }
-
     pub fn agree_pct(&self) -> f64 {
         let total = self.both + self.kernel_only + self.model_only + self.neither;
         if total == 0 {
@@ -96,22 +85,6 @@ pub struct Projected {
     pub reject_threshold: u64,
     /// Faults past the threshold rejected by the rate limit.
     pub reject_rate_limit: u64,
-}
-
-impl Projected {
-    pub(super) fn add(&mut self, v: &Verdict, nr_pages: u64) {
-        if v.promote {
-            self.promote_pages += nr_pages;
-        }
-        if v.candidate() {
-            self.candidate_pages += nr_pages;
-        }
-        match v.step {
-            Step::Threshold => self.reject_threshold += 1,
-            Step::RateLimit => self.reject_rate_limit += 1,
-            Step::FreeSpace | Step::Promoted | Step::Other => {}
-        }
-    }
 }
 
 #[derive(Debug, Clone, Serialize)]
