@@ -23,7 +23,9 @@ pub fn parse_numa_maps(text: &str) -> Vec<(u32, u64)> {
             continue;
         };
         if let (Ok(n), Ok(p)) = (node.parse::<u32>(), pages.parse::<u64>()) {
-            *per_node.entry(n).or_default() += p;
+            // Saturating: the text may be anything, not only the kernel's.
+            let sum = per_node.entry(n).or_default();
+            *sum = sum.saturating_add(p);
         }
     }
     per_node.into_iter().collect()
@@ -102,6 +104,14 @@ mod tests {
                     7f10 bind:1 file=/x mapped=3 N1=3 kernelpagesize_kB=4\n\
                     7f20 default stack NX=1 N2=bad\n";
         assert_eq!(parse_numa_maps(text), vec![(0, 4), (1, 9)]);
+    }
+
+    /// A fuzzed file: two counts whose sum overflows u64 (it panicked in
+    /// debug builds, and would have wrapped to a small count in release).
+    #[test]
+    fn numa_maps_sums_saturate() {
+        let text = format!("7f00 N0={} N0=5 N1=2\n", u64::MAX - 1);
+        assert_eq!(parse_numa_maps(&text), vec![(0, u64::MAX), (1, 2)]);
     }
 
     #[test]
