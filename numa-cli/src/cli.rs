@@ -23,6 +23,13 @@ mod tests;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// More messages on stderr (or the journal): -v debug, -vv trace.
+    /// RUST_LOG (e.g. `warn,numa_probe=debug`) replaces -v and -q when set.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, conflicts_with = "quiet")]
+    pub verbose: u8,
+    /// Only errors; warnings and progress messages are not shown.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -50,7 +50,7 @@ pub fn run(path: &Path) -> Result<ExitCode> {
     let warning = write(reader, &mut out)?;
     out.flush()?;
     if let Some(w) = warning {
-        eprintln!("numatrace: warning: {w}");
+        log::warn!("{w}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -289,7 +289,7 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
             .run_recorded(args.probe.report_until(), output, &mut [&mut interval])?
             .reason
     };
-    eprintln!("numatrace: shadow stopped: {}", reason.describe());
+    log::info!("shadow stopped: {}", reason.describe());
     emit(&engine.report(), &args.models)?;
     Ok(ExitCode::SUCCESS)
 }

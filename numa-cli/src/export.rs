@@ -108,8 +108,8 @@ fn textfile_target(args: &ExportArgs) -> Option<(PathBuf, Duration)> {
         .clone()
         .map(|p| (p, Duration::from_secs_f64(args.interval)))?;
     if p.extension().is_none_or(|e| e != "prom") {
-        eprintln!(
-            "numatrace: warning: node_exporter's textfile collector only reads *.prom files; {} will be ignored by it",
+        log::warn!(
+            "node_exporter's textfile collector only reads *.prom files; {} will be ignored by it",
             p.display()
         );
     }
@@ -195,16 +195,12 @@ fn live_pipeline(args: &ExportArgs) -> Result<Pipeline> {
 fn announce(listen: Option<SocketAddr>, args: &ExportArgs) {
     if let Some(a) = listen {
         if !a.ip().is_loopback() {
-            eprintln!("numatrace: note: serving {a} beyond this host, as asked by --listen");
+            log::info!("note: serving {a} beyond this host, as asked by --listen");
         }
-        eprintln!("numatrace: serving http://{a}/metrics");
+        log::info!("serving http://{a}/metrics");
     }
     if let Some(p) = &args.textfile {
-        eprintln!(
-            "numatrace: writing {} every {} s",
-            p.display(),
-            args.interval
-        );
+        log::info!("writing {} every {} s", p.display(), args.interval);
     }
 }
 
@@ -226,19 +222,19 @@ async fn replay(
     });
     let finished = source.run(duration, &mut [publisher]).await?;
     if let Some(w) = &finished.warning {
-        eprintln!("numatrace: warning: {w}");
+        log::warn!("{w}");
     }
-    eprintln!(
-        "numatrace: replay finished: {:.3} s of trace in {:.3} s at speed {} ({})",
+    log::info!(
+        "replay finished: {:.3} s of trace in {:.3} s at speed {} ({})",
         publisher.window_s(),
         wall.elapsed().as_secs_f64(),
         args.speed,
         finished.reason.describe()
     );
     if finished.reason == StopReason::EndOfTrace && serving {
-        eprintln!("numatrace: serving the final state until Ctrl-C");
+        log::info!("serving the final state until Ctrl-C");
         let reason = wait_for_stop(duration.map(|d| start + d)).await?;
-        eprintln!("numatrace: export stopped: {}", reason.describe());
+        log::info!("export stopped: {}", reason.describe());
     }
     Ok(())
 }
@@ -271,7 +267,7 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode> {
                 let finished = source
                     .run(args.probe.until(), &mut [&mut publisher])
                     .await?;
-                eprintln!("numatrace: export stopped: {}", finished.reason.describe());
+                log::info!("export stopped: {}", finished.reason.describe());
                 Ok(())
             }
             (None, Some(path)) => replay(args, path, &mut publisher, listen.is_some()).await,

@@ -489,7 +489,7 @@ pub fn run(args: &HistArgs) -> Result<ExitCode> {
                 .live(probes, snapshot_every)
                 .run_blocking(args.probe.report_until(), &mut [&mut sink])?
                 .reason;
-            eprintln!("numatrace: hist stopped: {}", reason.describe());
+            log::info!("hist stopped: {}", reason.describe());
             sink.finish()?;
         }
     }

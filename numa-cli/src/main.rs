@@ -7,6 +7,7 @@ mod dump;
 mod evaluate;
 mod export;
 mod hist;
+mod logging;
 mod move_pages;
 mod promote;
 mod report;
@@ -41,7 +42,7 @@ fn write_output(path: Option<&Path>, bytes: &[u8]) -> Result<()> {
 fn read_trace(path: &Path, sinks: &mut [&mut dyn Sink]) -> Result<()> {
     let finished = Source::File(path.to_owned()).run_blocking(None, sinks)?;
     if let Some(w) = finished.warning {
-        eprintln!("numatrace: warning: {w}");
+        log::warn!("{w}");
     }
     Ok(())
 }
@@ -115,6 +116,10 @@ fn run(cli: cli::Cli) -> Result<ExitCode> {
 
 fn main() -> ExitCode {
     let cli = cli::try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit());
+    if let Err(e) = logging::init(cli.verbose, cli.quiet) {
+        eprintln!("numatrace: error: {e:#}");
+        return ExitCode::from(2);
+    }
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -124,7 +129,7 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("numatrace: error: {e:#}");
+            logging::fatal(&e);
             ExitCode::FAILURE
         }
     }

@@ -130,13 +130,13 @@ fn state_publisher(a: &PromoteArgs, scope: &Scope, model: &str) -> Option<mover:
             ))
         }
         Err(e) => {
-            eprintln!("numatrace: warning: top and export will not show this promoter: {e}");
+            log::warn!("top and export will not show this promoter: {e}");
             None
         }
     };
     if let Some(p) = &state {
-        eprintln!(
-            "numatrace: publishing the promoter's state to {}",
+        log::info!(
+            "publishing the promoter's state to {}",
             p.writer.path.display()
         );
     }
@@ -232,7 +232,7 @@ pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
         .map_err(|_| anyhow::anyhow!("the mover thread panicked"))?;
     let reason = result?;
     if let StopReason::Condition(why) = &reason {
-        eprintln!("numatrace: {why}: nothing left to promote");
+        log::info!("{why}: nothing left to promote");
     }
 
     let report = sink.report(
@@ -267,6 +267,7 @@ mod tests {
         match try_parse_from(argv) {
             Ok(Cli {
                 command: Command::Promote(a),
+                ..
             }) => Ok(a),
             Ok(_) => Err("not promote".into()),
             Err(e) => Err(e.to_string()),

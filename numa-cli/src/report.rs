@@ -29,7 +29,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| "report.html".into());
     crate::write_output(Some(&out), html.as_bytes())?;
-    eprintln!("numatrace: wrote {}", out.display());
+    log::info!("wrote {}", out.display());
     Ok(ExitCode::SUCCESS)
 }
 

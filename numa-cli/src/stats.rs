@@ -98,8 +98,8 @@ pub fn record(args: &RecordArgs) -> Result<ExitCode> {
     let output = Some((args.output.as_path(), args.overwrite));
     let (source, reason) = run_live(&args.probe, output, &mut [&mut totals])?;
     let r = live_report(&totals, &source)?;
-    eprintln!(
-        "numatrace: recorded {} hint faults, {} scans to {} ({}); drops {}",
+    log::info!(
+        "recorded {} hint faults, {} scans to {} ({}); drops {}",
         r.hint_faults,
         r.scan_ranges,
         args.output.display(),

@@ -400,8 +400,8 @@ pub fn run(args: &TopArgs) -> Result<ExitCode> {
         Exit::Signal(s) => format!("{s} received"),
         Exit::SourceEnded | Exit::Disconnected => summary.reason.clone(),
     };
-    eprintln!(
-        "numatrace top: {} events over {:.1} s of event time; ring drops {}, map evictions {}; stopped: {why}",
+    log::info!(
+        "top: {} events over {:.1} s of event time; ring drops {}, map evictions {}; stopped: {why}",
         summary.events, summary.elapsed_s, summary.ring_drops, summary.evictions
     );
     Ok(ExitCode::SUCCESS)

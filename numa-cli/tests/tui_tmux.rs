@@ -295,7 +295,7 @@ fn top_in_tmux_sort_filter_detail_help_resize_quit() {
     t.assert_restored("q");
     let err = t.stderr();
     assert!(
-        err.contains("numatrace top:") && err.contains("stopped: quit"),
+        err.contains("numatrace: top:") && err.contains("stopped: quit"),
         "{err}"
     );
 }

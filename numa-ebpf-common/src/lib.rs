@@ -55,7 +55,9 @@ pub enum Counter {
     TrialHits = 14,
     /// Ring buffer reservations that failed (events lost).
     RingDrops = 15,
-    // Slot 16 is unused: evictions are derived from StampInserts.
+    /// Decisions taken while `numa_balancing` differed from its value when
+    /// the probes were attached (someone changed the mode under them).
+    BalancingModeChanged = 16,
     /// Hint faults whose folio had no pending scan stamp.
     StampMisses = 17,
     /// New folios entered into `STAMPS` (evictions >= inserts - capacity).

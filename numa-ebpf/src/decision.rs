@@ -24,14 +24,32 @@ use numa_ebpf_common::{
     ext_flags as xf, fault_flags as ff, Counter, EventKind, Outcome, ACCESS_UNKNOWN,
 };
 
+use aya_log_ebpf::warn;
+
 use crate::fault::pc_exchange_unstamped;
 use crate::maps::{
-    count, cpu_node, existing_thread_ctx, fault_count_kernel, is_toptier,
+    count, count_rare, cpu_node, existing_thread_ctx, fault_count_kernel, is_toptier,
     kernel_fault_count_latency, kernel_latency_ms, kernel_threshold_ms, node_candidates,
-    numa_balancing_mode,
+    numa_balancing_mode, numa_balancing_mode_at_load,
 };
 
 const NUMA_BALANCING_MEMORY_TIERING: u32 = 2;
+
+/// Someone changed `numa_balancing` while the probes were attached: the
+/// kernel's policy (and which decisions go through the tiering path) is no
+/// longer the one the session started with.
+#[inline(always)]
+fn mode_changed(mode: u32) {
+    if let Some(n) = count_rare(Counter::BalancingModeChanged) {
+        warn!(
+            &(),
+            "numa_balancing is {} now, {} when the probes were attached: {} decisions on this CPU under the new mode",
+            mode,
+            numa_balancing_mode_at_load(),
+            n
+        );
+    }
+}
 
 #[inline(always)]
 fn dst_node(dst_cpu: i32) -> i32 {
@@ -79,8 +97,11 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
     ev.src_nid = src_nid;
     ev.dst_nid = dst_node(dst_cpu);
     ev.decision = if promote { 1 } else { 2 };
-    let tiering =
-        numa_balancing_mode() & NUMA_BALANCING_MEMORY_TIERING != 0 && !is_toptier(ev.src_nid);
+    let mode = numa_balancing_mode();
+    if mode != numa_balancing_mode_at_load() {
+        mode_changed(mode);
+    }
+    let tiering = mode & NUMA_BALANCING_MEMORY_TIERING != 0 && !is_toptier(ev.src_nid);
     if tiering {
         // What the kernel's rate limit and threshold adjustment read: the
         // node's count, every process's candidates included.

@@ -14,10 +14,12 @@ use numa_ebpf_common::{
     FaultEvent, Outcome, PcCounter, Stamp, ACCESS_UNKNOWN, OUTCOME_BASE,
 };
 
+use aya_log_ebpf::{debug, warn};
+
 use crate::maps::{
-    add, cgroup_id, count, cpu, current_mm, emit, existing_thread_ctx, next_fault_seqs, now_ns,
-    pc_on_fault, pid_tgid, thread_ctx, vmf_address, wanted, ThreadCtx, COUNTERS, HIST_DELTA,
-    HIST_LATENCY, HIST_SUM, STAMPS,
+    add, cgroup_id, count, count_rare, cpu, current_mm, emit, existing_thread_ctx, next_fault_seqs,
+    now_ns, pc_on_fault, pid_tgid, thread_ctx, vmf_address, wanted, ThreadCtx, COUNTERS,
+    HIST_DELTA, HIST_LATENCY, HIST_SUM, STAMPS,
 };
 
 const PAGE_MASK: u64 = !0xfff;
@@ -93,8 +95,7 @@ fn on_hint_fault(folio: u64, addr: u64) {
     let tgid = (key >> 32) as u32;
     let (seq_global, seq_mm) = next_fault_seqs(tgid);
     let Some(ctx) = thread_ctx() else {
-        count(Counter::ThreadCtxUnavailable, 1);
-        return;
+        return no_thread_ctx();
     };
     // SAFETY: `ctx` points to this thread's storage; only this thread
     // writes it.
@@ -202,6 +203,32 @@ fn hist(outcome: u8, ev: &FaultEvent) {
     }
 }
 
+/// The kernel could not give this thread its task-local context: the
+/// fault or scan cannot be followed.
+#[inline(always)]
+pub fn no_thread_ctx() {
+    if let Some(n) = count_rare(Counter::ThreadCtxUnavailable) {
+        warn!(
+            &(),
+            "no task-local storage for a thread (kernel memory short?): {} faults or scans not followed on this CPU",
+            n
+        );
+    }
+}
+
+/// A fault's end without its beginning: the probes were attached while
+/// the fault was under way, or the hint-fault program's run was skipped.
+#[inline(always)]
+fn fault_without_context() {
+    if let Some(n) = count_rare(Counter::FaultWithoutContext) {
+        debug!(
+            &(),
+            "task_numa_fault without the start of its hint fault (attached mid-fault, or a skipped run): {} on this CPU",
+            n
+        );
+    }
+}
+
 /// task_numa_fault(last_cpupid, mem_node, pages, flags): the end of a hint
 /// fault. Completes the record and emits it.
 #[inline(always)]
@@ -210,10 +237,10 @@ fn on_fault_account(mem_node: i32, pages: i32, flags: i32) {
     let ctx = match existing_thread_ctx() {
         // SAFETY: this thread's storage, see on_hint_fault.
         Some(ctx) => unsafe { &mut *ctx },
-        None => return count(Counter::FaultWithoutContext, 1),
+        None => return fault_without_context(),
     };
     if ctx.ev.kind != EventKind::Fault as u32 {
-        return count(Counter::FaultWithoutContext, 1);
+        return fault_without_context();
     }
     finish(ctx, mem_node, pages as u32, flags as u32);
 }

@@ -223,6 +223,27 @@ macro_rules! setting {
     };
 }
 
+/// Counts one occurrence of a rare condition. Returns this CPU's count
+/// when it is a power of two (1, 2, 4, ...): the caller logs then, so the
+/// first occurrence is always reported and a flood costs a few dozen log
+/// records per CPU, never one per event.
+#[inline(always)]
+pub fn count_rare(counter: Counter) -> Option<u64> {
+    let slot = COUNTERS.get_ptr_mut(counter as u32)?;
+    // SAFETY: as in `add`: this CPU's slot, preemption off.
+    let n = unsafe {
+        *slot += 1;
+        *slot
+    };
+    (n & (n - 1) == 0).then_some(n)
+}
+
+/// The value `numa_balancing` had when the probes were attached.
+#[inline(always)]
+pub fn numa_balancing_mode_at_load() -> u32 {
+    setting!(NB_MODE_AT_LOAD)
+}
+
 /// Adds `n` to a per-CPU counter. Per-CPU slots need no atomics.
 #[inline(always)]
 pub fn count(counter: Counter, n: u64) {

@@ -121,7 +121,7 @@ const HPAGE_PMD_SIZE: u64 = 2 << 20;
 #[inline(always)]
 fn on_scan_entry(start: u64, end: u64) {
     let Some(ctx) = thread_ctx() else {
-        return count(Counter::ThreadCtxUnavailable, 1);
+        return crate::fault::no_thread_ctx();
     };
     // SAFETY: this thread's storage.
     let ctx = unsafe { &mut *ctx };

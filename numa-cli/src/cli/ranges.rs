@@ -140,9 +140,13 @@ pub fn min_free(s: &str) -> Result<String, String> {
         .ok_or_else(|| "give a share of the node from 0% to 100% or an amount like 200MiB".into())
 }
 
-/// Whether `a` takes a number (its parser yields a numeric type).
+/// Whether `a` takes a number (its parser yields a numeric type); a
+/// counted flag (`-vv`) is a number but takes no value.
 pub fn is_numeric(a: &clap::Arg) -> bool {
     use std::any::TypeId;
+    if !a.get_action().takes_values() {
+        return false;
+    }
     let t = a.get_value_parser().type_id();
     [
         TypeId::of::<u8>(),

@@ -366,3 +366,20 @@ fn defaults_and_ordinary_values_still_parse() {
         }
     }
 }
+
+#[test]
+fn the_command_line_passes_clap_s_own_checks() {
+    // Clap checks a command's definition only when it is built in a debug
+    // build; the negative-number rewrite must keep it valid.
+    super::ranges::command().debug_assert();
+}
+
+#[test]
+fn verbose_and_quiet_are_global_and_exclusive() {
+    let cli = try_parse_from(["numatrace", "dump", "-vv", "t.trace"]).expect("parses");
+    assert_eq!((cli.verbose, cli.quiet), (2, false));
+    let cli = try_parse_from(["numatrace", "-q", "dump", "t.trace"]).expect("parses");
+    assert!(cli.quiet);
+    let e = try_parse_from(["numatrace", "-v", "-q", "dump", "t.trace"]).expect_err("refused");
+    assert!(e.to_string().contains("cannot be used with"), "{e}");
+}

@@ -183,7 +183,7 @@ fn watch(socket: &str, summary: &Path, seconds: u64) -> Result<Run> {
     }
     let text = std::fs::read_to_string(summary).unwrap_or_default();
     let events: f64 = text
-        .split("numatrace top: ")
+        .split("numatrace: top: ")
         .nth(1)
         .and_then(|s| s.split_whitespace().next())
         .and_then(|n| n.parse().ok())

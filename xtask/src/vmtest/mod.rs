@@ -13,6 +13,7 @@ mod detach;
 mod doctor;
 mod export;
 mod hostile;
+mod logging;
 mod probe_count;
 mod promote;
 mod recording;
@@ -57,6 +58,13 @@ pub const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         timeout_s: 180,
         check: probe_count::check,
+    },
+    VmTest {
+        name: "logging",
+        script: logging::SCRIPT,
+        kernels: &Series::ALL,
+        timeout_s: 240,
+        check: logging::check,
     },
     // Records the trace that `shadow` reads.
     VmTest {

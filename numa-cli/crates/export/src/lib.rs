@@ -180,7 +180,7 @@ async fn write_textfiles(
             Err(e) => {
                 let msg = format!("{e:#}");
                 if last_error.as_ref() != Some(&msg) {
-                    eprintln!("numatrace: warning: {msg}");
+                    log::warn!("{msg}");
                 }
                 last_error = Some(msg);
             }

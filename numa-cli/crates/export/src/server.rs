@@ -302,7 +302,7 @@ pub async fn serve_with(
             Err(e) => {
                 // EMFILE and friends: report once, back off, keep serving.
                 if !accept_error_reported {
-                    eprintln!("numatrace: warning: accepting a scrape connection failed: {e} (check `ulimit -n`)");
+                    log::warn!("accepting a scrape connection failed: {e} (check `ulimit -n`)");
                     accept_error_reported = true;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -312,8 +312,8 @@ pub async fn serve_with(
         let Ok(peer_slot) = peers.admit(peer.ip(), &limits) else {
             // Closed at once: the slot and the permit go back.
             if !peer_cap_reported {
-                eprintln!(
-                    "numatrace: warning: {} holds {} scrape connections, the most one peer may; \
+                log::warn!(
+                    "{} holds {} scrape connections, the most one peer may; \
                      its further connections are closed",
                     peer.ip(),
                     limits.per_peer

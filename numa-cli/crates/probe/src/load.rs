@@ -243,6 +243,18 @@ pub fn explain(mechanism: Mechanism, e: &anyhow::Error) -> String {
     format!("{plain} [{raw}]")
 }
 
+/// The BPF programs' log ring (aya-log). Its records are few (each
+/// condition is logged at its first occurrence and then at powers of two),
+/// so the reader empties it whenever it drains the event ring.
+pub struct BpfLog(aya_log::EbpfLogger<&'static dyn log::Log>);
+
+impl BpfLog {
+    /// Hands every pending record to the `log` logger.
+    pub fn flush(&mut self) {
+        self.0.flush();
+    }
+}
+
 /// Loaded, attached probes. Dropping this detaches everything.
 pub struct Probes {
     ebpf: Ebpf,
@@ -300,6 +312,13 @@ fn migrate_via_tracepoint(plan: &AttachPlan, k: &KernelParams) -> Option<u32> {
     k.numa_misplaced_reason()
 }
 
+/// The most verbose level the programs log at: what the logger would
+/// show anyway, so a record the user would not see is never written.
+/// aya-log's levels count like `log::LevelFilter` (0 off, 1 error .. 5 trace).
+fn bpf_log_level() -> u8 {
+    log::max_level() as u8
+}
+
 /// `misplaced`: see [`migrate_via_tracepoint`].
 fn load_object(
     plan: &AttachPlan,
@@ -341,6 +360,7 @@ fn load_object(
         .override_global("TP_MIGRATE_FAILED_OFF", &tp_failed, true)
         .override_global("TP_MIGRATE_REASON_OFF", &tp_reason, true)
         .override_global("TP_REASON_NUMA_MISPLACED", &misplaced, true)
+        .override_global(aya_log::LEVEL, &bpf_log_level(), true)
         .map_max_entries(maps::STAMPS, o.stamp_entries.max(1024))
         .map_max_entries(maps::EVENTS, ring_bytes)
         // THREADS is task storage, which aya creates but has no type for.
@@ -370,6 +390,7 @@ fn attach_hook(ebpf: &mut Ebpf, btf: Option<&Btf>, h: &mut PlannedHook, empty: b
     while let Some(m) = mechanism {
         match attach_family(ebpf, btf, h, m, &target, empty) {
             Ok(()) => {
+                log::debug!("{:?}: attached {} to {target}", h.hook, m.name());
                 h.mechanism = Some(m);
                 h.status = HookStatus::Attached;
                 if !errors.is_empty() {
@@ -377,7 +398,11 @@ fn attach_hook(ebpf: &mut Ebpf, btf: Option<&Btf>, h: &mut PlannedHook, empty: b
                 }
                 return;
             }
-            Err(e) => errors.push(format!("{} refused: {}", m.name(), explain(m, &e))),
+            Err(e) => {
+                let why = format!("{} refused: {}", m.name(), explain(m, &e));
+                log::debug!("{:?}: {why}", h.hook);
+                errors.push(why);
+            }
         }
         mechanism = m.probe_fallback();
     }
@@ -489,6 +514,19 @@ impl Probes {
     }
 
     /// Takes the ring buffer out (once) for the event reader.
+    /// The programs' log records (their rare conditions), for the reader
+    /// to forward to the `log` logger; None (with a warning) if the log
+    /// ring cannot be had, which costs only those messages.
+    pub fn take_log(&mut self) -> Option<BpfLog> {
+        match aya_log::EbpfLogger::init(&mut self.ebpf) {
+            Ok(l) => Some(BpfLog(l)),
+            Err(e) => {
+                log::warn!("the probes' log messages will not be shown: {e}");
+                None
+            }
+        }
+    }
+
     pub fn take_events(&mut self) -> Result<RingBuf<aya::maps::MapData>> {
         let map = self
             .ebpf

@@ -54,7 +54,7 @@ pub struct ProbeOptions {
 pub fn require_preflight() -> Result<()> {
     let verdict = preflight::decide(&preflight::HostFacts::host());
     for w in &verdict.warnings {
-        eprintln!("numatrace: warning: {}", preflight::one_line(w));
+        log::warn!("{}", preflight::one_line(w));
     }
     if !verdict.fatal.is_empty() {
         let failed: Vec<String> = verdict.fatal.iter().map(preflight::one_line).collect();
@@ -130,9 +130,7 @@ pub fn attach(a: &ProbeOptions) -> Result<Probes> {
     require_preflight()?;
     let options = load_options(a)?;
     if options.empty_programs {
-        eprintln!(
-            "numatrace: --empty-programs: the attached programs do nothing, so every count is 0"
-        );
+        log::info!("--empty-programs: the attached programs do nothing, so every count is 0");
     }
     let mut probes = load::attach(numa_core::plan::build(&discover::discover()), &options)?;
     if !probes.plan.complete {

@@ -8,7 +8,10 @@ use numa_core::{
     decode::{self, Snapshot},
     sink::Sink,
 };
-use numa_probe::{load::Probes, session};
+use numa_probe::{
+    load::{BpfLog, Probes},
+    session,
+};
 use tokio::{io::unix::AsyncFd, process::Child};
 
 use crate::{dispatch, dispatch_snapshot, signals::Signals, StopReason};
@@ -85,11 +88,15 @@ enum Drained {
 pub(crate) struct Ring<R: Records> {
     fd: AsyncFd<R>,
     decode_errors: u64,
+    /// The programs' own log, emptied with every drain.
+    log: Option<BpfLog>,
 }
 
 impl Ring<RingBuf<MapData>> {
     fn of(probes: &mut Probes) -> Result<Self> {
-        Ring::new(probes.take_events()?)
+        let mut ring = Ring::new(probes.take_events()?)?;
+        ring.log = probes.take_log();
+        Ok(ring)
     }
 }
 
@@ -103,6 +110,7 @@ impl<R: Records> Ring<R> {
         Ok(Ring {
             fd,
             decode_errors: 0,
+            log: None,
         })
     }
 
@@ -139,6 +147,9 @@ impl<R: Records> Ring<R> {
     }
 
     fn drain(&mut self, sinks: &mut [&mut dyn Sink]) -> Result<Drained> {
+        if let Some(log) = &mut self.log {
+            log.flush();
+        }
         Self::drain_ring(self.fd.get_mut(), &mut self.decode_errors, sinks)
     }
 
@@ -244,17 +255,14 @@ pub(crate) async fn run(
         }
     }
     if ring.drain_for(FINAL_DRAIN_MAX_TIME, sinks)? == Drained::More {
-        eprintln!(
-            "numatrace: warning: records were still arriving {} s after the stop; the rest are not counted",
+        log::warn!(
+            "records were still arriving {} s after the stop; the rest are not counted",
             FINAL_DRAIN_MAX_TIME.as_secs()
         );
     }
     dispatch_snapshot(sinks, &session::snapshot(probes)?)?;
     if ring.decode_errors > 0 {
-        eprintln!(
-            "numatrace: warning: {} ring records could not be decoded",
-            ring.decode_errors
-        );
+        log::warn!("{} ring records could not be decoded", ring.decode_errors);
     }
     Ok(reason)
 }

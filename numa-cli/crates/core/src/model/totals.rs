@@ -432,6 +432,7 @@ impl Totals {
             ("fault_account", kc(Counter::FaultAccount)),
             ("faults_without_context", kc(Counter::FaultWithoutContext)),
             ("thread_ctx_unavailable", kc(Counter::ThreadCtxUnavailable)),
+            ("balancing_mode_changed", kc(Counter::BalancingModeChanged)),
             ("cpupid_xchg", kc(Counter::CpupidXchg)),
             ("scan_ptes_updated", kc(Counter::ScanPtesUpdated)),
             ("thp_faults", kc(Counter::ThpFaults)),

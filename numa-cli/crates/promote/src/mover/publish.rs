@@ -77,8 +77,8 @@ impl StatePublisher {
         mover.fill_state(&mut self.base);
         if let Err(e) = self.writer.publish(&mut self.base) {
             if !self.warned {
-                eprintln!(
-                    "numatrace: warning: cannot publish the promoter state: {e} (top and export will not show it)"
+                log::warn!(
+                    "cannot publish the promoter state: {e} (top and export will not show it)"
                 );
                 self.warned = true;
             }
