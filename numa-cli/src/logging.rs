@@ -30,6 +30,11 @@ struct Logger {
 /// them (aya-log's target): they are the probes' messages.
 const BPF_TARGET_PREFIX: &str = "numa_ebpf";
 
+/// The prefix of every crate of numatrace's (`numatrace`, `numa_core`,
+/// `numa_probe`, ..., the BPF programs' `numa_ebpf`): filter directives
+/// match targets by prefix.
+const OUR_CRATES: &str = "numa";
+
 /// The filter for `-v` counted `verbose` times or `-q`, unless `rust_log`
 /// (the `RUST_LOG` value) is set; a malformed `RUST_LOG` is an error that
 /// shows a valid one.
@@ -45,12 +50,15 @@ fn filter(verbose: u8, quiet: bool, rust_log: Option<&str>) -> Result<env_filter
             }
         }
         None => {
-            b.filter_level(match (quiet, verbose) {
-                (true, _) => LevelFilter::Error,
-                (false, 0) => LevelFilter::Info,
-                (false, 1) => LevelFilter::Debug,
-                (false, _) => LevelFilter::Trace,
-            });
+            // -v is about numatrace: its dependencies (aya's loader traces
+            // every relocation at debug) speak up one step later.
+            let (ours, theirs) = match (quiet, verbose) {
+                (true, _) => (LevelFilter::Error, LevelFilter::Error),
+                (false, 0) => (LevelFilter::Info, LevelFilter::Info),
+                (false, 1) => (LevelFilter::Debug, LevelFilter::Info),
+                (false, _) => (LevelFilter::Trace, LevelFilter::Debug),
+            };
+            b.filter_level(theirs).filter_module(OUR_CRATES, ours);
         }
     }
     Ok(b.build())
@@ -161,8 +169,14 @@ mod tests {
         let quiet = filter(0, true, None).expect("filter");
         assert!(!quiet.enabled(&meta(Level::Warn, "numa_cli")));
         assert!(quiet.enabled(&meta(Level::Error, "numa_cli")));
+        let v = filter(1, false, None).expect("filter");
+        assert!(v.enabled(&meta(Level::Debug, "numa_probe::load")));
+        assert!(v.enabled(&meta(Level::Debug, "numatrace")));
+        assert!(!v.enabled(&meta(Level::Debug, "aya_obj::relocation")));
         let vv = filter(2, false, None).expect("filter");
         assert!(vv.enabled(&meta(Level::Trace, "numa_probe")));
+        assert!(vv.enabled(&meta(Level::Debug, "aya_obj::relocation")));
+        assert!(!vv.enabled(&meta(Level::Trace, "aya_obj::relocation")));
         let env = filter(2, false, Some("warn,numa_probe=debug")).expect("filter");
         assert!(env.enabled(&meta(Level::Debug, "numa_probe::load")));
         assert!(!env.enabled(&meta(Level::Info, "numa_cli")));

@@ -97,7 +97,10 @@ fn a_service_s_warning_reaches_the_journal_with_its_priority() {
         .spawn()
         .expect("run numatrace dump");
     let pid = child.id();
-    assert!(child.wait().expect("wait").success(), "numatrace dump failed");
+    assert!(
+        child.wait().expect("wait").success(),
+        "numatrace dump failed"
+    );
 
     let deadline = Instant::now() + Duration::from_secs(20);
     let entry = loop {

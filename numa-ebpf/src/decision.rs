@@ -43,7 +43,7 @@ fn mode_changed(mode: u32) {
     if let Some(n) = count_rare(Counter::BalancingModeChanged) {
         warn!(
             &(),
-            "numa_balancing is {} now, {} when the probes were attached: {} decisions on this CPU under the new mode",
+            "numa_balancing is {} now, {} when the probes were attached (decisions under the new mode on this CPU: {})",
             mode,
             numa_balancing_mode_at_load(),
             n

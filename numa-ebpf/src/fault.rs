@@ -210,7 +210,7 @@ pub fn no_thread_ctx() {
     if let Some(n) = count_rare(Counter::ThreadCtxUnavailable) {
         warn!(
             &(),
-            "no task-local storage for a thread (kernel memory short?): {} faults or scans not followed on this CPU",
+            "no task-local storage for a thread (kernel memory short?): faults or scans not followed on this CPU: {}",
             n
         );
     }
@@ -223,7 +223,7 @@ fn fault_without_context() {
     if let Some(n) = count_rare(Counter::FaultWithoutContext) {
         debug!(
             &(),
-            "task_numa_fault without the start of its hint fault (attached mid-fault, or a skipped run): {} on this CPU",
+            "task_numa_fault without the start of its hint fault (attached mid-fault, or a skipped run); on this CPU: {}",
             n
         );
     }

@@ -48,6 +48,11 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         verbose.contains("numatrace: debug: [numa_probe::load]") && verbose.contains("attached"),
         "-v: no debug message about attaching; stderr holds:\n{verbose}"
     );
+    // -v is numatrace's debug, not its loader's (aya logs every relocation).
+    ensure!(
+        !verbose.contains("[aya"),
+        "-v: the BPF loader's debug messages are shown, which -v should leave to -vv"
+    );
     let quiet = text(dir, "quiet.err")?;
     ensure!(
         !quiet.contains("numatrace:"),
@@ -102,7 +107,8 @@ mod tests {
 
     #[test]
     fn the_probes_warning_under_v_and_silence_under_q_pass() {
-        let verbose = format!("{DEBUG}{PROBE_WARNING}: 12 decisions on this CPU\n");
+        let verbose =
+            format!("{DEBUG}{PROBE_WARNING} (decisions under the new mode on this CPU: 1)\n");
         let d = results(&verbose, "", 12);
         check(&d.0, "", Series::V6_12).expect("pass");
     }

@@ -419,7 +419,12 @@ impl Engine {
     #[inline]
     fn apply(&mut self, ev: &Event) {
         match ev {
-            Event::Fault(f) => self.fault(f),
+            Event::Fault(f) => {
+                self.fault(f);
+                if let Some(gone) = self.processes.take_gone() {
+                    self.refaults.forget(&gone);
+                }
+            }
             Event::Scan(s) => self.scans.record(s),
             Event::Skip(_) => {}
         }

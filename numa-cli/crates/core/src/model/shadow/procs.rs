@@ -21,6 +21,8 @@ pub(super) struct Processes {
     now_ns: u64,
     /// When the next look for gone processes is due.
     next_sweep_ns: u64,
+    /// Pids retired by sweeps and not yet taken ([`Self::take_gone`]).
+    gone: Vec<u32>,
 }
 
 impl Processes {
@@ -32,7 +34,14 @@ impl Processes {
             top_n,
             now_ns: 0,
             next_sweep_ns: 0,
+            gone: Vec::new(),
         }
+    }
+
+    /// The pids a sweep found gone since the last call, for the state kept
+    /// per page elsewhere (a pid that comes back is a new process).
+    pub(super) fn take_gone(&mut self) -> Option<Vec<u32>> {
+        (!self.gone.is_empty()).then(|| std::mem::take(&mut self.gone))
     }
 
     /// The row of `tgid` for a fault at `ts_ns`, made by `new` when the pid
@@ -88,6 +97,7 @@ impl Processes {
             let last = std::mem::take(&mut self.last_ns);
             for (row, t) in old.rows.into_iter().zip(last) {
                 if gone(&t) {
+                    self.gone.push(row.pid);
                     self.retired.push(row);
                 } else {
                     self.live.get(row.pid, row.pid as usize, || row);
@@ -227,6 +237,14 @@ mod tests {
         assert!(peak["processes_gone_kept"] <= 10 + 160, "{peak:?}");
         assert!(
             s.state_sizes()["processes"] < live_bound,
+            "{:?}",
+            s.state_sizes()
+        );
+        // The refusals of gone processes are dropped with them: what is
+        // pending is the live processes' three pages each and the 512 of
+        // the one that runs throughout, not the 30k refused in all.
+        assert!(
+            s.state_sizes()["refused_pages_pending"] <= live_bound * 3 + 512,
             "{:?}",
             s.state_sizes()
         );

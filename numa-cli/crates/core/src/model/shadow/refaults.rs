@@ -155,6 +155,22 @@ impl Refaults {
         }
     }
 
+    /// Drops the pending refusals of processes that are gone: they can no
+    /// longer be answered, and a pid that comes back is a new process.
+    #[cold]
+    pub(super) fn forget(&mut self, pids: &[u32]) {
+        let pids: rustc_hash::FxHashSet<u32> = pids.iter().copied().collect();
+        if self
+            .table
+            .iter()
+            .any(|e| pids.contains(&pagetable::unpack(e[0]).0))
+        {
+            self.table
+                .retain(|e| !pids.contains(&pagetable::unpack(e[0]).0));
+        }
+        self.wide.retain(|(tgid, _), _| !pids.contains(tgid));
+    }
+
     /// Frees the slot of an answered refusal that is not renewed.
     #[inline]
     pub(super) fn release(&mut self, held: Held) {
