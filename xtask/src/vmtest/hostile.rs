@@ -116,12 +116,10 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
 /// A non-zero exit (not the guard's SIGKILL), a message with `words`, and
 /// nothing left loaded.
 fn refused(dir: &Path, case: &str, words: &[&str]) -> Result<()> {
-    let rc = text(dir, &format!("{case}.rc"))?;
-    let err = text(dir, &format!("{case}.err"))?;
+    let (rc, err) = exit_of(dir, case)?;
     ensure!(
-        !matches!(rc.trim(), "0" | "137"),
-        "exit status {} (want a refusal):\n{err}",
-        rc.trim()
+        !matches!(rc.as_str(), "0" | "137"),
+        "exit status {rc} (want a refusal):\n{err}"
     );
     ensure!(!err.contains("panicked"), "it panicked:\n{err}");
     for w in words {
@@ -132,14 +130,15 @@ fn refused(dir: &Path, case: &str, words: &[&str]) -> Result<()> {
 
 /// Exit 0 despite what was planted, nothing left loaded.
 fn went_on(dir: &Path, case: &str) -> Result<()> {
-    let rc = text(dir, &format!("{case}.rc"))?;
-    ensure!(
-        rc.trim() == "0",
-        "exit status {}:\n{}",
-        rc.trim(),
-        text(dir, &format!("{case}.err"))?
-    );
+    let (rc, err) = exit_of(dir, case)?;
+    ensure!(rc == "0", "exit status {rc}:\n{err}");
     left_nothing(dir, case)
+}
+
+/// A case's exit status and its stderr.
+fn exit_of(dir: &Path, case: &str) -> Result<(String, String)> {
+    let rc = text(dir, &format!("{case}.rc"))?.trim().to_owned();
+    Ok((rc, text(dir, &format!("{case}.err"))?))
 }
 
 fn left_nothing(dir: &Path, case: &str) -> Result<()> {
