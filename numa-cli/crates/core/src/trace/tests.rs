@@ -249,7 +249,7 @@ fn offset_counts_the_bytes_of_the_records_returned() {
     let mut r = Reader::new(Trickle(&bytes)).expect("reader");
     let mut last = r.offset();
     assert!(last > 16, "the header is read");
-    for item in r.by_ref() {
+    while let Some(item) = r.next() {
         item.expect("item");
         assert!(r.offset() > last, "every record moves the offset on");
         last = r.offset();
