@@ -132,8 +132,8 @@ mod tests {
 
     #[test]
     fn hidden_under_the_test_harness() {
-        // cargo test captures stderr or hands it a pipe or file, never the
-        // terminal the bar needs... unless run by hand: then skip.
+        // Under CI and captured runs stderr is a pipe or a file; run by
+        // hand in a terminal, there is nothing to check.
         if std::io::stderr().is_terminal() {
             return;
         }
