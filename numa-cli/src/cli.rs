@@ -53,7 +53,8 @@ pub enum Command {
     Shadow(ShadowArgs),
     /// Run the shadow policies on a recorded trace; sweep a parameter.
     Replay(ReplayArgs),
-    /// Write a self-contained HTML report of a trace (charts, agreement, sweep).
+    /// Write a self-contained HTML report of a trace (charts, agreement,
+    /// sweep), or of several side by side (one column per host or run).
     Report(ReportArgs),
     /// Print every record of a trace as one JSON line.
     Dump {
@@ -348,8 +349,10 @@ pub struct TopArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Trace file from `numatrace record` or `numatrace shadow --record`.
-    pub trace: PathBuf,
+    /// Trace files from `numatrace record` or `numatrace shadow --record`,
+    /// 1 to 16: several are drawn side by side, one column each.
+    #[arg(required = true, value_name = "TRACE")]
+    pub traces: Vec<PathBuf>,
     /// Models and the output file (`-o`, default report.html).
     #[command(flatten)]
     pub models: ModelArgs,

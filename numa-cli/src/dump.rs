@@ -47,8 +47,12 @@ pub fn event_json(ev: &Event) -> serde_json::Value {
 pub fn run(path: &Path) -> Result<ExitCode> {
     let reader = Reader::open(path)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let warning = write(reader, &mut out)?;
-    out.flush()?;
+    let warning = {
+        let bar = crate::progress::Bar::trace(path, crate::progress::Output::Streamed);
+        let warning = write(reader, &mut out, &mut |at| bar.at(at))?;
+        out.flush()?;
+        warning
+    };
     if let Some(w) = warning {
         log::warn!("{w}");
     }
@@ -56,15 +60,26 @@ pub fn run(path: &Path) -> Result<ExitCode> {
 }
 
 /// Writes the header and every record as JSON lines; damaged records are
-/// skipped. Returns the warning about what was skipped or cut short.
-fn write<R: Read>(mut reader: Reader<R>, out: &mut impl Write) -> Result<Option<String>> {
+/// skipped. `progress` is told the bytes read every few thousand records.
+/// Returns the warning about what was skipped or cut short.
+fn write<R: Read>(
+    mut reader: Reader<R>,
+    out: &mut impl Write,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Option<String>> {
     writeln!(
         out,
         "{}",
         json!({"type": "header", "header": &reader.header})
     )?;
     let mut damaged = 0;
-    for item in reader.by_ref() {
+    let mut n = 0u32;
+    while let Some(item) = reader.next() {
+        n += 1;
+        if n == numa_source::PROGRESS_EVERY {
+            n = 0;
+            progress(reader.offset());
+        }
         let line = match item {
             Ok(Item::Event(ev)) => event_json(&ev),
             Ok(Item::Snapshot(s)) => json!({"type": "snapshot", "snapshot": s}),
@@ -77,6 +92,7 @@ fn write<R: Read>(mut reader: Reader<R>, out: &mut impl Write) -> Result<Option<
         };
         writeln!(out, "{line}")?;
     }
+    progress(reader.offset());
     Ok(numa_source::trace_warning(reader.warning.clone(), damaged))
 }
 
@@ -108,8 +124,12 @@ mod tests {
             .expect("the record's payload");
         bytes[at - 5] = 9;
         let mut out = Vec::new();
-        let warning = write(Reader::new(&bytes[..]).expect("reader"), &mut out)
-            .expect("a damaged record does not end the dump");
+        let warning = write(
+            Reader::new(&bytes[..]).expect("reader"),
+            &mut out,
+            &mut |_| {},
+        )
+        .expect("a damaged record does not end the dump");
         let types: Vec<String> = String::from_utf8(out)
             .expect("utf8")
             .lines()

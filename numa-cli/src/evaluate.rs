@@ -6,7 +6,10 @@ use anyhow::{bail, Context, Result};
 
 use numa_core::sink::Sink;
 
-use crate::cli::{ModelArgs, ReplayArgs, ShadowArgs};
+use crate::{
+    cli::{ModelArgs, ReplayArgs, ShadowArgs},
+    progress::Output::AtEnd,
+};
 use numa_core::{
     decode::{Event, Snapshot},
     model::{
@@ -301,7 +304,7 @@ pub fn replay(args: &ReplayArgs) -> Result<ExitCode> {
         return run_sweep(args, sweep, &k);
     }
     let mut engine = Shadow::new(args.models.sel.policies(&k)?, args.models.top);
-    crate::read_trace(&args.trace, &mut [&mut engine])?;
+    crate::read_trace(&args.trace, AtEnd, &mut [&mut engine])?;
     emit(&engine.report(), &args.models)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -328,7 +331,7 @@ fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitC
         .map(|s| policy::build(s, &d, k))
         .collect::<Result<Vec<_>>>()?;
     let mut engine = Shadow::new(models, args.models.top);
-    crate::read_trace(&args.trace, &mut [&mut engine])?;
+    crate::read_trace(&args.trace, AtEnd, &mut [&mut engine])?;
     let r = engine.report();
     let mut buf = Vec::new();
     if args.models.json {

@@ -475,7 +475,12 @@ pub fn run(args: &HistArgs) -> Result<ExitCode> {
         Some(path) => {
             let header = trace::Reader::open(path)?.header;
             let mut sink = new_sink(header.sample_every);
-            crate::read_trace(path, &mut [&mut sink])?;
+            // With --interval the histograms print while the trace is read.
+            let when = match interval {
+                Some(_) => crate::progress::Output::Streamed,
+                None => crate::progress::Output::AtEnd,
+            };
+            crate::read_trace(path, when, &mut [&mut sink])?;
             sink.finish()?;
         }
         None => {

@@ -9,6 +9,7 @@ mod export;
 mod hist;
 mod logging;
 mod move_pages;
+mod progress;
 mod promote;
 mod report;
 mod stats;
@@ -37,10 +38,14 @@ fn write_output(path: Option<&Path>, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Feeds a trace file to `sinks` at full speed, warning on stderr about a
-/// truncated or damaged trace.
-fn read_trace(path: &Path, sinks: &mut [&mut dyn Sink]) -> Result<()> {
-    let finished = Source::File(path.to_owned()).run_blocking(None, sinks)?;
+/// Feeds a trace file to `sinks` at full speed, with a progress bar on a
+/// terminal (see `progress`), then warns on stderr about a truncated or
+/// damaged trace.
+fn read_trace(path: &Path, output: progress::Output, sinks: &mut [&mut dyn Sink]) -> Result<()> {
+    let finished = {
+        let bar = progress::Bar::trace(path, output);
+        Source::read_file(path, sinks, &mut |at| bar.at(at))?
+    };
     if let Some(w) = finished.warning {
         log::warn!("{w}");
     }

@@ -1,16 +1,24 @@
-//! `numatrace report TRACE -o report.html`: one self-contained page (inline
-//! SVG from plotters, no scripts, no network) with the latency and
+//! `numatrace report TRACE... -o report.html`: one self-contained page
+//! (inline SVG from plotters, no scripts, no network) with the latency and
 //! fault-delta distributions by outcome, the kernel threshold over time,
 //! each model's agreement with the kernel and a fault-count threshold sweep.
+//! Several traces (hosts, runs) make a fleet page: every chart row holds
+//! one column per trace, on axes shared across the row.
+mod axes;
 mod charts;
+mod fleet;
 mod page;
 
-use std::{path::Path, process::ExitCode};
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use numa_source::Source;
 
-use crate::cli::ReportArgs;
+use crate::{cli::ReportArgs, progress};
+use axes::Axes;
 use charts::{ThresholdTimeline, SWEEP};
 use numa_core::{
     model::{
@@ -22,7 +30,8 @@ use numa_core::{
 };
 
 pub fn run(args: &ReportArgs) -> Result<ExitCode> {
-    let html = render(&args.trace, &args.models.sel.models)?;
+    check_distinct(&args.traces)?;
+    let html = render(&args.traces, &args.models.sel.models)?;
     let out = args
         .models
         .output
@@ -33,13 +42,70 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Renders the report page for a trace.
-pub fn render(path: &Path, model_specs: &[String]) -> Result<String> {
-    let header = trace::Reader::open(path)?.header;
-    let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
-    let g = gather(path, &header, &k, model_specs)?;
-    let charts = charts::all(&g, k.hot_threshold_ms)?;
-    Ok(page::page(path, &header, &g, &charts))
+/// Refuses a trace named twice (the same file by any path): its column
+/// would only repeat another.
+fn check_distinct(paths: &[PathBuf]) -> Result<()> {
+    let mut seen: Vec<(PathBuf, &Path)> = Vec::with_capacity(paths.len());
+    for p in paths {
+        let real = std::fs::canonicalize(p)
+            .with_context(|| format!("cannot read trace {}: check the path", p.display()))?;
+        if let Some((_, first)) = seen.iter().find(|(r, _)| *r == real) {
+            let also = if first == p {
+                String::new()
+            } else {
+                format!(" (also as {})", first.display())
+            };
+            bail!(
+                "trace {} is given twice{also}: name each trace once",
+                p.display()
+            );
+        }
+        seen.push((real, p));
+    }
+    Ok(())
+}
+
+/// Renders the report page of one trace, or the fleet page of several.
+pub fn render(paths: &[PathBuf], model_specs: &[String]) -> Result<String> {
+    let traces = paths
+        .iter()
+        .map(|p| Trace::read(p, model_specs))
+        .collect::<Result<Vec<_>>>()?;
+    let ax = traces
+        .iter()
+        .map(|t| Axes::of(&t.g, t.hot_ms))
+        .reduce(Axes::merge)
+        .context("no trace to report on")?;
+    // Narrower charts side by side; the page scales them to its columns.
+    let width = if traces.len() == 1 { 900 } else { 640 };
+    let charts = traces
+        .iter()
+        .map(|t| charts::all(&t.g, t.hot_ms, &ax, width))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(page::page(&traces, &charts))
+}
+
+/// One trace of the page and what a pass over it gathered.
+struct Trace {
+    path: PathBuf,
+    header: Header,
+    hot_ms: u64,
+    g: Gathered,
+}
+
+impl Trace {
+    fn read(path: &Path, model_specs: &[String]) -> Result<Trace> {
+        let header = trace::Reader::open(path)?.header;
+        let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
+        let g = gather(path, &header, &k, model_specs)
+            .with_context(|| format!("reading trace {}", path.display()))?;
+        Ok(Trace {
+            path: path.to_owned(),
+            header,
+            hot_ms: k.hot_threshold_ms,
+            g,
+        })
+    }
 }
 
 /// What one pass over the trace gathers for the page.
@@ -84,12 +150,15 @@ fn gather(
     let mut shadow = Shadow::new(models, 10);
     let mut sweeper = Shadow::new(sweep, 10);
     let mut timeline = ThresholdTimeline::default();
-    let warning = Source::File(path.to_owned())
-        .run_blocking(
-            None,
+    let warning = {
+        let bar = progress::Bar::trace(path, progress::Output::AtEnd);
+        Source::read_file(
+            path,
             &mut [&mut totals, &mut shadow, &mut sweeper, &mut timeline],
+            &mut |at| bar.at(at),
         )?
-        .warning;
+        .warning
+    };
     let stats = totals.report(
         u64::from(header.stamp_entries),
         header.attach_started_mono_ns,
@@ -112,7 +181,7 @@ mod tests {
     fn renders_the_recorded_trace_with_non_empty_charts() {
         let trace =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/hot-chunks-6.12.trace");
-        let html = render(&trace, &[]).expect("report");
+        let html = render(&[trace], &[]).expect("report");
         assert_eq!(html.matches("<svg").count(), 5, "five charts");
         // Every chart has drawn marks (bars or lines), not just axes.
         for chart in html.split("<div class=\"chart\">").skip(1) {

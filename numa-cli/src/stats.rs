@@ -76,7 +76,7 @@ pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
             .context("give a trace file or --live")?;
         let header = trace::Reader::open(path)?.header;
         let mut totals = Totals::new(header.params.as_ref().map_or(1, |p| p.toptier_mask));
-        crate::read_trace(path, &mut [&mut totals])?;
+        crate::read_trace(path, crate::progress::Output::AtEnd, &mut [&mut totals])?;
         totals
             .report(
                 u64::from(header.stamp_entries),

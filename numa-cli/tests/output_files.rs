@@ -63,3 +63,26 @@ fn outputs_replace_a_planted_symlink_instead_of_writing_through_it() {
     }
     assert_eq!(names(&dir.0), ["replay.json", "report.html", "victim"]);
 }
+
+/// Off a terminal (here: stderr a pipe) the commands that read whole
+/// traces draw no progress bar: no carriage return or escape sequence on
+/// stderr, and stdout holds only the data.
+#[test]
+fn no_progress_bar_off_a_terminal() {
+    for args in [
+        &["replay", TRACE][..],
+        &["replay", TRACE, "--sweep", "threshold=1e4,1e6"],
+        &["dump", TRACE],
+        &["stats", TRACE],
+    ] {
+        let out = Command::new(NUMATRACE).args(args).output().expect("run");
+        assert!(out.status.success(), "{args:?} failed");
+        for (name, bytes) in [("stderr", &out.stderr), ("stdout", &out.stdout)] {
+            assert!(
+                !bytes.contains(&b'\r') && !bytes.contains(&0x1b),
+                "{args:?}: progress drawn on {name}: {:?}",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(300)])
+            );
+        }
+    }
+}

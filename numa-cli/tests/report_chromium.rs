@@ -1,7 +1,11 @@
 //! `numatrace report` renders in a real browser: headless Chromium loads the
 //! page from disk (no network), and the DOM it builds holds five charts with
-//! drawn marks, and its screenshot is not blank.
-use std::{path::Path, process::Command};
+//! drawn marks, and its screenshot is not blank; a page of two traces holds
+//! every chart twice, in labelled columns.
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
 
 fn chromium() -> &'static str {
     for c in ["/usr/bin/chromium", "/usr/bin/chromium-browser"] {
@@ -23,42 +27,68 @@ const FLAGS: &[&str] = &[
     "--disable-sync",
 ];
 
-#[test]
-fn report_renders_in_headless_chromium() {
-    let dir = std::env::temp_dir().join(format!("numatrace-report-{}", std::process::id()));
+/// A scratch directory of this test process.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("numatrace-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let html = dir.join("report.html");
-    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/hot-chunks-6.12.trace");
-    let status = Command::new(env!("CARGO_BIN_EXE_numatrace"))
+    dir
+}
+
+fn testdata_trace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/hot-chunks-6.12.trace")
+}
+
+/// `numatrace report TRACES -o html`; its stderr.
+fn report(traces: &[&Path], html: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_numatrace"))
         .arg("report")
-        .arg(&trace)
+        .args(traces)
         .arg("-o")
-        .arg(&html)
-        .status()
+        .arg(html)
+        .output()
         .expect("run numatrace report");
-    assert!(status.success(), "numatrace report failed");
-    let profile = dir.join("profile");
-    let url = format!("file://{}", html.display());
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "numatrace report failed: {stderr}");
+    stderr
+}
+
+/// The DOM headless Chromium builds from the page at `html`.
+fn dump_dom(html: &Path, profile: &Path) -> String {
     let dom = Command::new(chromium())
         .args(FLAGS)
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg("--dump-dom")
-        .arg(&url)
+        .arg(format!("file://{}", html.display()))
         .output()
         .expect("run chromium --dump-dom");
-    let dom = String::from_utf8_lossy(&dom.stdout);
-    assert_eq!(
-        dom.matches("<svg").count(),
-        5,
-        "chromium's DOM should hold 5 charts:\n{}",
-        &dom[..dom.len().min(500)]
-    );
+    String::from_utf8_lossy(&dom.stdout).into_owned()
+}
+
+/// Every chart of `dom` (a `class="chart"` element) has drawn marks.
+fn assert_every_chart_has_marks(dom: &str) {
     for chart in dom.split("class=\"chart\"").skip(1) {
         let marks = chart.matches("<rect").count()
             + chart.matches("<polyline").count()
             + chart.matches("<path").count();
         assert!(marks > 5, "a chart rendered without marks");
     }
+}
+
+#[test]
+fn report_renders_in_headless_chromium() {
+    let dir = scratch("report");
+    let html = dir.join("report.html");
+    report(&[&testdata_trace()], &html);
+    let profile = dir.join("profile");
+    let url = format!("file://{}", html.display());
+    let dom = dump_dom(&html, &profile);
+    assert_eq!(
+        dom.matches("<svg").count(),
+        5,
+        "chromium's DOM should hold 5 charts:\n{}",
+        &dom[..dom.len().min(500)]
+    );
+    assert_every_chart_has_marks(&dom);
     let png = dir.join("shot.png");
     let shot = Command::new(chromium())
         .args(FLAGS)
@@ -76,5 +106,44 @@ fn report_renders_in_headless_chromium() {
     let size = std::fs::metadata(&png).map(|m| m.len()).unwrap_or(0);
     // A blank 1000x3000 PNG compresses to a few KB; five charts do not.
     assert!(size > 40_000, "screenshot is {size} bytes: nothing drawn?");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two traces (the same recording under two file names: distinct paths
+/// are distinct traces) make one page with every chart row in two
+/// labelled columns, each drawn.
+#[test]
+fn fleet_report_of_two_traces_renders_two_columns() {
+    let dir = scratch("fleet");
+    let (a, b) = (dir.join("host-a.trace"), dir.join("host-b.trace"));
+    for copy in [&a, &b] {
+        std::fs::copy(testdata_trace(), copy).expect("copy the trace");
+    }
+    let html = dir.join("fleet.html");
+    let stderr = report(&[&a, &b], &html);
+    // Under the test harness stderr is no terminal: no bar, no escapes.
+    assert!(
+        !stderr.contains('\r') && !stderr.contains('\x1b'),
+        "progress drawn off a terminal: {stderr:?}"
+    );
+    let dom = dump_dom(&html, &dir.join("profile"));
+    assert_eq!(dom.matches("<svg").count(), 10, "5 chart rows x 2 columns");
+    assert_eq!(dom.matches("class=\"row\"").count(), 5, "5 chart rows");
+    assert_every_chart_has_marks(&dom);
+    for name in ["host-a.trace", "host-b.trace"] {
+        let label = format!("{name} \u{b7} kernel 6.12");
+        // A label above each of the 5 charts and one over its summary column.
+        assert_eq!(dom.matches(&label).count(), 6, "labels of {name}");
+    }
+    assert!(dom.contains("two-touch agreement %"), "summary per model");
+    let refused = Command::new(env!("CARGO_BIN_EXE_numatrace"))
+        .arg("report")
+        .args([&a, &a])
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .expect("run numatrace report");
+    assert!(!refused.status.success(), "a trace given twice is refused");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("given twice"));
     let _ = std::fs::remove_dir_all(&dir);
 }

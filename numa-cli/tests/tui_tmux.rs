@@ -1,7 +1,8 @@
 //! `numatrace top` in a real terminal: tmux runs it on a recorded trace, the
 //! test types keys (send-keys) and reads the screen (capture-pane) through
 //! sort, filter, detail, help, pause, resize and quit, and checks that the
-//! terminal is restored after q, Ctrl-C, SIGTERM and SIGHUP.
+//! terminal is restored after q, Ctrl-C, SIGTERM and SIGHUP. `dump` there
+//! shows its progress bar, with a rate, and clears it when done.
 //!
 //! tmux is required (`cargo xtask setup` installs it): without it this test
 //! fails rather than skips.
@@ -430,4 +431,28 @@ fn once_shows_a_running_promoter_from_its_state_file() {
     );
     writer.remove();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// On a terminal `dump` into a file draws a bar with the trace's name, the
+/// bytes read, their rate and the time left on stderr, and clears it when
+/// done. The unoptimised test build takes seconds over the 4 MB trace: the
+/// bar is on screen for many polls of the pane.
+#[test]
+fn dump_to_a_file_shows_a_progress_bar_on_the_terminal() {
+    let t = Tmux::start(150, 20);
+    let out = std::env::temp_dir().join(format!("numatrace-dump-{}.jsonl", t.socket));
+    t.type_line(&format!(
+        "{BIN} dump {} > {}; echo DUMP\"\"-DONE=$?",
+        trace().display(),
+        out.display()
+    ));
+    let bar = t.wait("the progress bar", |s| {
+        s.contains("ETA") && s.contains("/s")
+    });
+    let line = bar.lines().find(|l| l.contains("ETA")).unwrap_or_default();
+    assert!(line.contains("hot-chunks-6.12.trace"), "{line}");
+    assert!(line.contains("MiB"), "bytes read: {line}");
+    let done = t.wait_for("DUMP-DONE=0");
+    let _ = std::fs::remove_file(&out);
+    assert!(!done.contains("ETA"), "the bar is left on screen:\n{done}");
 }

@@ -31,11 +31,11 @@ pub fn describe(cmd: &Command) -> String {
     s
 }
 
-/// Runs `cmd` with inherited stdio; fails unless it exits 0.
+/// Runs `cmd` with inherited stdio (progress bars cleared meanwhile);
+/// fails unless it exits 0.
 pub fn run(cmd: &mut Command) -> Result<()> {
     let line = describe(cmd);
-    let status = cmd
-        .status()
+    let status = crate::progress::suspend(|| cmd.status())
         .with_context(|| format!("cannot start `{line}` (is it installed and on PATH?)"))?;
     if !status.success() {
         bail!("`{line}` failed ({status})");

@@ -59,12 +59,12 @@ impl Setup {
     }
 
     pub fn did(&self, what: &str) {
-        println!("did: {what}");
+        crate::progress::println(format_args!("did: {what}"));
     }
 
     pub fn skip(&self, what: &str) {
         if self.show_skips {
-            println!("skip: {what}");
+            crate::progress::println(format_args!("skip: {what}"));
         }
     }
 
@@ -178,10 +178,10 @@ impl Setup {
             .arg(BPF_LINKER_VERSION)
             .args(["--no-default-features", "--features"])
             .arg(format!("llvm-{major},no-llvm-linking"));
-        println!(
+        crate::progress::println(format_args!(
             "building bpf-linker (about a minute): {}",
             cmd::describe(&install)
-        );
+        ));
         cmd::run(&mut install)?;
         if !cmd::succeeds(Command::new("bpf-linker").arg("--version")) {
             bail!("bpf-linker was installed but `bpf-linker --version` fails: is ~/.cargo/bin on PATH?");
@@ -203,10 +203,10 @@ impl Setup {
         let mut install = Command::new("cargo");
         install.args(["install", "cargo-fuzz", "--locked", "--version"]);
         install.arg(CARGO_FUZZ_VERSION);
-        println!(
+        crate::progress::println(format_args!(
             "building cargo-fuzz (about a minute): {}",
             cmd::describe(&install)
-        );
+        ));
         cmd::run(&mut install)?;
         self.did(&format!("cargo install cargo-fuzz {CARGO_FUZZ_VERSION}"));
         Ok(())

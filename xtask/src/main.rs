@@ -11,6 +11,7 @@ mod host;
 mod initramfs;
 mod kernels;
 mod package;
+mod progress;
 mod results;
 mod rfc_kernel;
 mod setup;

@@ -158,11 +158,11 @@ pub fn ensure(setup: &mut Setup) -> Result<Availability> {
         Err(err) => {
             return match cached().into_iter().next() {
                 Some(k) => {
-                    println!(
+                    crate::progress::println(format_args!(
                         "note: kernel {SERIES_NAME}: cannot check its inputs ({err:#}); \
                          using cached {}",
                         k.dir.display()
-                    );
+                    ));
                     Ok(Availability::Ready(k))
                 }
                 // Under CI a missing kernel is a skip whatever stops it.
@@ -185,7 +185,7 @@ pub fn ensure(setup: &mut Setup) -> Result<Availability> {
         return load(&dir).map(Availability::Ready);
     }
     if let Err(why) = may_build(std::env::var("CI").ok().as_deref()) {
-        println!("skip: kernel {SERIES_NAME} ({why})");
+        crate::progress::println(format_args!("skip: kernel {SERIES_NAME} ({why})"));
         return Ok(Availability::Unavailable(why));
     }
     let kernel = build(setup, &inputs, &dir)?;
@@ -295,10 +295,10 @@ fn build(setup: &mut Setup, inputs: &Inputs, dir: &Path) -> Result<Kernel> {
     let want = inputs.stamp();
     let have = fs::read_to_string(&stamp).unwrap_or_default();
     if have == want {
-        println!(
+        crate::progress::println(format_args!(
             "kernel {SERIES_NAME}: resuming the build in {}",
             tree.display()
-        );
+        ));
     } else {
         // The source and patches decide the tree; a new config alone
         // rebuilds only what it changes.
@@ -309,11 +309,11 @@ fn build(setup: &mut Setup, inputs: &Inputs, dir: &Path) -> Result<Kernel> {
         fs::write(&stamp, &want).with_context(|| format!("cannot write {}", stamp.display()))?;
     }
     let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
-    println!(
+    crate::progress::println(format_args!(
         "kernel {SERIES_NAME}: building with `nice -n 19 make -j{jobs}` \
          ({BUILD_TIME}; log: {}/build.log)",
         tree.display()
-    );
+    ));
     let start = Instant::now();
     make(&tree, jobs)?;
     let minutes = start.elapsed().as_secs_f64() / 60.0;
@@ -334,10 +334,10 @@ fn build(setup: &mut Setup, inputs: &Inputs, dir: &Path) -> Result<Kernel> {
 /// xtask` on the same machine) waits instead of building into it too.
 fn lock_build(path: &Path) -> Result<fs::File> {
     cmd::lock_waiting(path, || {
-        println!(
+        crate::progress::println(format_args!(
             "kernel {SERIES_NAME}: another run is building it ({} is locked); waiting",
             path.display()
-        )
+        ))
     })
 }
 
@@ -424,15 +424,16 @@ fn make(tree: &Path, jobs: usize) -> Result<()> {
     let log_path = tree.join("build.log");
     let log = fs::File::create(&log_path)
         .with_context(|| format!("cannot create {}", log_path.display()))?;
-    let status = Command::new("nice")
+    let mut child = Command::new("nice")
         .args(["-n", "19", "make"])
         .arg(format!("-j{jobs}"))
         .args(["LOCALVERSION=", "bzImage"])
         .current_dir(tree)
         .stdout(log.try_clone()?)
         .stderr(log)
-        .status()
+        .spawn()
         .context("cannot run make")?;
+    let status = watch_make(&mut child, &log_path)?;
     if !status.success() {
         let text = fs::read_to_string(&log_path).unwrap_or_default();
         let tail: Vec<&str> = text.lines().rev().take(20).collect();
@@ -443,6 +444,34 @@ fn make(tree: &Path, jobs: usize) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Waits for the kernel's `make`; on a terminal a spinner shows the
+/// objects compiled so far (the log's `CC` lines), their rate and the
+/// time elapsed. A spinner, not a bar: how many objects a config compiles
+/// is not known before the build, and a resumed build compiles only some.
+fn watch_make(child: &mut std::process::Child, log: &Path) -> Result<std::process::ExitStatus> {
+    let bar = crate::progress::counter("objects compiled");
+    bar.set_message(format!("kernel {SERIES_NAME}: make"));
+    let status = loop {
+        if let Some(status) = child.try_wait().context("cannot wait for make")? {
+            break status;
+        }
+        // The log stays small (one line per object): reading it whole
+        // twice a second costs nothing next to the build.
+        let text = fs::read(log).unwrap_or_default();
+        bar.set_position(compiled(&String::from_utf8_lossy(&text)));
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    crate::progress::finish(&bar);
+    Ok(status)
+}
+
+/// Objects compiled in a kbuild log: its `  CC      path.o` lines.
+fn compiled(log: &str) -> u64 {
+    log.lines()
+        .filter(|l| l.trim_start().starts_with("CC "))
+        .count() as u64
 }
 
 /// Copies the built kernel into `dir` in the Debian kernels' layout.
@@ -540,6 +569,13 @@ fn unmet_settings(fragment: &str, config: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compiled_objects_are_the_logs_cc_lines() {
+        let log = "  SYNC    include/config/auto.conf\n  CC      init/main.o\n  \
+                   AS      arch/x86/entry/entry_64.o\n  CC      kernel/fork.o\n  LD      vmlinux\n";
+        assert_eq!(compiled(log), 2);
+    }
 
     #[test]
     fn config_merge_turns_modules_off_and_fragment_wins() {

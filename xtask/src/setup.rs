@@ -7,13 +7,32 @@
 //! to do.
 
 use anyhow::Result;
+use indicatif::ProgressBar;
 
 use crate::host::Setup;
 use crate::kernels::{self, Kernel, Series};
 
-/// Everything: what `cargo xtask setup` does.
+/// Everything: what `cargo xtask setup` does, with a bar over its steps
+/// on a terminal.
 pub fn all(setup: &mut Setup, kernels: &[Series]) -> Result<Vec<Kernel>> {
+    let bar = crate::progress::steps(2 + kernels.len() as u64);
+    let done = steps(setup, kernels, &bar);
+    crate::progress::finish(&bar);
+    done
+}
+
+fn steps(setup: &mut Setup, kernels: &[Series], bar: &ProgressBar) -> Result<Vec<Kernel>> {
+    bar.set_message("toolchain");
     setup.toolchain()?;
+    bar.inc(1);
+    bar.set_message("host packages");
     setup.host_packages()?;
-    kernels.iter().map(|&s| kernels::ensure(s, setup)).collect()
+    bar.inc(1);
+    let mut ready = Vec::with_capacity(kernels.len());
+    for &s in kernels {
+        bar.set_message(format!("kernel {s}"));
+        ready.push(kernels::ensure(s, setup)?);
+        bar.inc(1);
+    }
+    Ok(ready)
 }

@@ -180,6 +180,10 @@ pub fn command() -> clap::Command {
     negatives(Cli::command())
 }
 
+/// Traces one `report` page draws side by side at most: more columns
+/// than this are too narrow to read.
+pub const MAX_REPORT_TRACES: usize = 16;
+
 /// Parses `argv`; the error exits with status 2 and states the problem.
 pub fn try_parse_from<I, T>(argv: I) -> Result<Cli, clap::Error>
 where
@@ -188,5 +192,19 @@ where
 {
     let mut cmd = command();
     let matches = cmd.try_get_matches_from_mut(argv)?;
-    Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
+    let cli = Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
+    if let crate::cli::Command::Report(r) = &cli.command {
+        if r.traces.len() > MAX_REPORT_TRACES {
+            let msg = format!(
+                "report takes 1 to {MAX_REPORT_TRACES} traces, got {}: split them over several pages",
+                r.traces.len()
+            );
+            let report = cmd.find_subcommand_mut("report");
+            return Err(match report {
+                Some(sub) => sub.error(clap::error::ErrorKind::TooManyValues, msg),
+                None => clap::Error::raw(clap::error::ErrorKind::TooManyValues, msg),
+            });
+        }
+    }
+    Ok(cli)
 }

@@ -383,3 +383,28 @@ fn verbose_and_quiet_are_global_and_exclusive() {
     let e = try_parse_from(["numatrace", "-v", "-q", "dump", "t.trace"]).expect_err("refused");
     assert!(e.to_string().contains("cannot be used with"), "{e}");
 }
+
+#[test]
+fn report_takes_one_to_sixteen_traces() {
+    let argv = |n: usize| -> Vec<String> {
+        let traces = (0..n).map(|i| format!("t{i}"));
+        ["numatrace", "report"]
+            .into_iter()
+            .map(String::from)
+            .chain(traces)
+            .collect()
+    };
+    for n in [1, 2, super::ranges::MAX_REPORT_TRACES] {
+        match try_parse_from(argv(n)) {
+            Ok(Cli {
+                command: super::Command::Report(r),
+                ..
+            }) => assert_eq!(r.traces.len(), n),
+            other => panic!("{n} traces: {other:?}"),
+        }
+    }
+    for n in [0, 17] {
+        let err = try_parse_from(argv(n)).expect_err("refused").to_string();
+        assert_eq!(err.contains("1 to 16 traces"), n == 17, "{n}: {err}");
+    }
+}

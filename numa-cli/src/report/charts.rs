@@ -5,7 +5,10 @@ use anyhow::Result;
 use numa_ebpf_common::{fault_flags as ff, Outcome, OUTCOMES};
 use plotters::{coord::Shift, prelude::*};
 
-use super::Gathered;
+use super::{
+    axes::{Axes, HistAxes},
+    Gathered,
+};
 use numa_core::{
     decode::{Event, Snapshot},
     model::{
@@ -36,6 +39,16 @@ impl Sink for ThresholdTimeline {
     }
     fn snapshot(&mut self, _s: &Snapshot) -> Result<()> {
         Ok(())
+    }
+}
+
+impl ThresholdTimeline {
+    /// The last second and the highest threshold (at least `hot_ms`) the
+    /// chart must show.
+    pub(super) fn extent(&self, hot_ms: u64) -> (u64, u32) {
+        let last_s = self.per_second.keys().last().copied().unwrap_or(1).max(1);
+        let max = self.per_second.values().copied().max().unwrap_or(0);
+        (last_s, max.max(hot_ms as u32).max(1))
     }
 }
 
@@ -112,17 +125,19 @@ const COLORS: [RGBColor; OUTCOMES] = [
     RGBColor(199, 199, 199),
 ];
 
-/// Stacked bars of one log2 histogram per outcome; `unit` divides the
-/// bucket bounds for the axis labels.
-fn stacked_hist(title: &str, x_desc: &str, hists: &[Log2Hist; OUTCOMES], unit: f64) -> Result<Svg> {
-    let mut all = Log2Hist::default();
-    for h in hists {
-        all.merge(h);
-    }
-    let first = all.buckets.iter().position(|c| *c > 0).unwrap_or(0);
-    let last = all.buckets.iter().rposition(|c| *c > 0).unwrap_or(0);
-    let max = all.buckets.iter().copied().max().unwrap_or(0).max(1);
-    svg_chart((900, 380), |root| {
+/// Stacked bars of one log2 histogram per outcome over the buckets and
+/// height of `ax`; `unit` divides the bucket bounds for the axis labels.
+fn stacked_hist(
+    title: &str,
+    x_desc: &str,
+    hists: &[Log2Hist; OUTCOMES],
+    unit: f64,
+    ax: HistAxes,
+    width: u32,
+) -> Result<Svg> {
+    let (first, last, max) = (ax.first, ax.last, ax.max);
+    let buckets = hists.first().map_or(0, |h| h.buckets.len());
+    svg_chart((width, 380), |root| {
         let mut chart = chart_builder(root, title, 48, 70)
             .build_cartesian_2d(first as u32..(last as u32 + 1), 0u64..max + max / 10 + 1)
             .map_err(plot_err)?;
@@ -134,7 +149,7 @@ fn stacked_hist(title: &str, x_desc: &str, hists: &[Log2Hist; OUTCOMES], unit: f
             .x_label_formatter(&|b| format_bound(upper_bound(*b as usize) as f64 / unit))
             .draw()
             .map_err(plot_err)?;
-        let mut base = vec![0u64; all.buckets.len()];
+        let mut base = vec![0u64; buckets];
         for o in Outcome::ALL {
             let h = &hists[o as usize];
             if h.count == 0 {
@@ -178,17 +193,14 @@ fn format_bound(v: f64) -> String {
     }
 }
 
-fn threshold_chart(t: &ThresholdTimeline, hot_ms: u64) -> Result<Svg> {
-    let last_s = t.per_second.keys().last().copied().unwrap_or(1).max(1);
-    let max = t
-        .per_second
-        .values()
-        .copied()
-        .max()
-        .unwrap_or(0)
-        .max(hot_ms as u32)
-        .max(1);
-    svg_chart((900, 320), |root| {
+/// The threshold per second over `last_s` seconds, up to `max` ms.
+fn threshold_chart(
+    t: &ThresholdTimeline,
+    hot_ms: u64,
+    (last_s, max): (u64, u32),
+    width: u32,
+) -> Result<Svg> {
+    svg_chart((width, 320), |root| {
         let mut chart = chart_builder(root, "kernel promotion threshold over time", 40, 60)
             .build_cartesian_2d(0u64..last_s + 1, 0u32..max + max / 5)
             .map_err(plot_err)?;
@@ -218,7 +230,8 @@ fn threshold_chart(t: &ThresholdTimeline, hot_ms: u64) -> Result<Svg> {
     })
 }
 
-fn agreement_chart(r: &ShadowReport) -> Result<Svg> {
+/// Each model's agreement cells, bars up to `max` decisions.
+fn agreement_chart(r: &ShadowReport, max: u64, width: u32) -> Result<Svg> {
     let cells = ["both", "kernel_only", "model_only", "neither"];
     let colors = [
         RGBColor(44, 160, 44),
@@ -227,21 +240,7 @@ fn agreement_chart(r: &ShadowReport) -> Result<Svg> {
         RGBColor(160, 160, 160),
     ];
     let n = r.models.len().max(1) as u32;
-    let max = r
-        .models
-        .iter()
-        .flat_map(|m| {
-            [
-                m.agreement.both,
-                m.agreement.kernel_only,
-                m.agreement.model_only,
-                m.agreement.neither,
-            ]
-        })
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    svg_chart((900, 360), |root| {
+    svg_chart((width, 360), |root| {
         let names: Vec<String> = r.models.iter().map(|m| m.name.clone()).collect();
         let mut chart = chart_builder(root, "agreement with the kernel per model", 40, 70)
             .build_cartesian_2d(0u32..n * 5, 0u64..max + max / 10 + 1)
@@ -281,15 +280,8 @@ fn agreement_chart(r: &ShadowReport) -> Result<Svg> {
     })
 }
 
-fn sweep_chart(r: &ShadowReport) -> Result<Svg> {
-    let max = r
-        .models
-        .iter()
-        .map(|m| m.promote)
-        .max()
-        .unwrap_or(0)
-        .max(r.kernel.promote)
-        .max(1);
+/// The sweep's promotions (up to `max`) and agreement per threshold.
+fn sweep_chart(r: &ShadowReport, max: u64, width: u32) -> Result<Svg> {
     let points: Vec<(f64, u64, f64)> = r
         .models
         .iter()
@@ -299,7 +291,7 @@ fn sweep_chart(r: &ShadowReport) -> Result<Svg> {
         })
         .collect();
     let (lo, hi) = (SWEEP[0].log10() - 0.5, SWEEP[SWEEP.len() - 1].log10() + 0.5);
-    svg_chart((900, 360), |root| {
+    svg_chart((width, 360), |root| {
         let mut chart = chart_builder(root, "fault-count threshold sweep", 40, 70)
             .right_y_label_area_size(50)
             .build_cartesian_2d(lo..hi, 0u64..max + max / 10 + 1)
@@ -345,32 +337,37 @@ fn sweep_chart(r: &ShadowReport) -> Result<Svg> {
     })
 }
 
-/// Every chart of the page, titled, in page order.
-pub(super) fn all(g: &Gathered, hot_ms: u64) -> Result<[(&'static str, Svg); 5]> {
+/// The titles of the page's charts, in page order.
+pub(super) const TITLES: [&str; 5] = [
+    "Scan-to-fault latency by kernel outcome",
+    "Fault-count delta by kernel outcome",
+    "Kernel threshold over time",
+    "Agreement matrices",
+    "Threshold sweep",
+];
+
+/// Every chart of one trace, in the order of [`TITLES`], `width` pixels
+/// wide, on the axes `ax` (shared by the traces of one page).
+pub(super) fn all(g: &Gathered, hot_ms: u64, ax: &Axes, width: u32) -> Result<[Svg; 5]> {
     Ok([
-        (
-            "Scan-to-fault latency by kernel outcome",
-            stacked_hist(
-                "scan-to-fault latency (first-scan stamp)",
-                "latency upper bound (ms)",
-                &g.totals.latency_ns,
-                1e6,
-            )?,
-        ),
-        (
-            "Fault-count delta by kernel outcome",
-            stacked_hist(
-                "hint faults of the process between scan and fault",
-                "delta upper bound",
-                &g.totals.delta_mm,
-                1.0,
-            )?,
-        ),
-        (
-            "Kernel threshold over time",
-            threshold_chart(&g.timeline, hot_ms)?,
-        ),
-        ("Agreement matrices", agreement_chart(&g.models)?),
-        ("Threshold sweep", sweep_chart(&g.sweep)?),
+        stacked_hist(
+            "scan-to-fault latency (first-scan stamp)",
+            "latency upper bound (ms)",
+            &g.totals.latency_ns,
+            1e6,
+            ax.latency,
+            width,
+        )?,
+        stacked_hist(
+            "hint faults of the process between scan and fault",
+            "delta upper bound",
+            &g.totals.delta_mm,
+            1.0,
+            ax.delta,
+            width,
+        )?,
+        threshold_chart(&g.timeline, hot_ms, ax.timeline, width)?,
+        agreement_chart(&g.models, ax.agreement_max, width)?,
+        sweep_chart(&g.sweep, ax.sweep_max, width)?,
     ])
 }

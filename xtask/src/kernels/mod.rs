@@ -372,10 +372,10 @@ pub fn ensure(series: Series, setup: &mut Setup) -> Result<Kernel> {
         Ok(r) => r,
         Err(err) => match cached(series).into_iter().next() {
             Some(k) => {
-                println!(
+                crate::progress::println(format_args!(
                     "note: kernel {series}: apt lookup failed ({err:#}); using cached {}",
                     k.package
-                );
+                ));
                 return Ok(k);
             }
             None => return Err(err.context(format!("no {series} guest kernel"))),
@@ -410,10 +410,10 @@ pub fn ensure(series: Series, setup: &mut Setup) -> Result<Kernel> {
         ));
         return Ok(kernel);
     }
-    println!(
+    crate::progress::println(format_args!(
         "kernel {series}: chose {package} {version} ({})",
         candidate.downloads.join(" ")
-    );
+    ));
     let kernel = fetch(series, &candidate, &dir)?;
     setup.did(&format!(
         "kernel {series}: {package} {version} -> {} (uname -r {})",

@@ -22,7 +22,9 @@ use numa_core::{
 use numa_host::clock::monotonic_ns;
 use numa_probe::load::Probes;
 pub use record::{check_new as check_new_trace, Recording};
-pub use replay::{is_damaged_record, item_ts, warning as trace_warning, Pacer, REPLAY_BATCH};
+pub use replay::{
+    is_damaged_record, item_ts, warning as trace_warning, Pacer, PROGRESS_EVERY, REPLAY_BATCH,
+};
 
 /// Why a run stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,7 +104,10 @@ impl Source {
     ) -> Result<Finished> {
         let (reason, warning) = match self {
             Source::Live(probes, opts) => (live::run(probes, opts, until, sinks).await?, None),
-            Source::File(path) => (StopReason::EndOfTrace, replay::file(path, sinks)?),
+            Source::File(path) => (
+                StopReason::EndOfTrace,
+                replay::file(path, sinks, &mut |_| {})?,
+            ),
             Source::Replay(r) if r.repeat => {
                 let d = deadline(until);
                 looped::run(&r.path, r.speed, d, LOOP_CACHE_ITEMS, sinks).await?
@@ -138,6 +143,21 @@ impl Source {
             record::finish(w, monotonic_ns(), &finished.reason.describe())?;
         }
         Ok(finished)
+    }
+
+    /// Feeds a trace file to `sinks` as fast as it reads, as
+    /// [`Source::File`] does, and tells `progress` the bytes of the file
+    /// read so far as it goes (a progress bar over the file's size).
+    pub fn read_file(
+        path: &std::path::Path,
+        sinks: &mut [&mut dyn Sink],
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<Finished> {
+        let warning = replay::file(path, sinks, progress)?;
+        Ok(Finished {
+            reason: StopReason::EndOfTrace,
+            warning,
+        })
     }
 
     /// [`Source::run`] on a runtime of its own.

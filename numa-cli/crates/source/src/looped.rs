@@ -208,7 +208,7 @@ mod tests {
     /// Events in one pass, and the pass's span.
     fn one_pass() -> (u64, f64) {
         let mut s = Span::default();
-        crate::replay::file(Path::new(TRACE), &mut [&mut s]).expect("replay");
+        crate::replay::file(Path::new(TRACE), &mut [&mut s], &mut |_| {}).expect("replay");
         (s.events, s.span_s())
     }
 

@@ -7,18 +7,35 @@ use numa_core::{sink::Sink, trace};
 
 use crate::{deliver, signals::Signals, StopReason};
 
+/// Records read between two calls of a file read's progress callback: a
+/// few per MiB of trace, so the callback costs nothing measurable.
+pub const PROGRESS_EVERY: u32 = 4096;
+
 /// Feeds a recorded trace to the sinks as fast as it reads; no signal
-/// handling (Ctrl-C ends the process as usual). Returns the reader's
-/// truncation warning and the damaged records skipped.
-pub(crate) fn file(path: &Path, sinks: &mut [&mut dyn Sink]) -> Result<Option<String>> {
+/// handling (Ctrl-C ends the process as usual). `progress` is told the
+/// bytes of the file read so far every [`PROGRESS_EVERY`] records and at
+/// the end. Returns the reader's truncation warning and the damaged
+/// records skipped.
+pub(crate) fn file(
+    path: &Path,
+    sinks: &mut [&mut dyn Sink],
+    progress: &mut dyn FnMut(u64),
+) -> Result<Option<String>> {
     let mut reader = trace::Reader::open(path)?;
     let mut bad = 0;
-    for item in reader.by_ref() {
+    let mut n = 0u32;
+    while let Some(item) = reader.next() {
         match item {
             Ok(item) => deliver(sinks, &item)?,
             Err(e) => skip_damaged(e, &mut bad)?,
         }
+        n += 1;
+        if n == PROGRESS_EVERY {
+            n = 0;
+            progress(reader.offset());
+        }
     }
+    progress(reader.offset());
     Ok(warning(reader.warning.clone(), bad))
 }
 

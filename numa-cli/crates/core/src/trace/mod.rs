@@ -147,6 +147,8 @@ pub struct Reader<R: Read> {
     buf: Vec<u8>,
     pos: usize,
     end: usize,
+    /// Offset in the input of `buf[0]`, for [`Reader::offset`].
+    base: u64,
 }
 
 /// Bytes asked of the input at a time.
@@ -248,6 +250,7 @@ impl<R: Read> Reader<R> {
             buf: Vec::new(),
             pos: 0,
             end: 0,
+            base: (MAGIC.len() + 8 + len) as u64,
         })
     }
 
@@ -259,6 +262,7 @@ impl<R: Read> Reader<R> {
             return Ok(true);
         }
         self.buf.copy_within(self.pos..self.end, 0);
+        self.base += self.pos as u64;
         self.end -= self.pos;
         self.pos = 0;
         let want = n.max(READ_CHUNK);
@@ -274,6 +278,12 @@ impl<R: Read> Reader<R> {
             }
         }
         Ok(true)
+    }
+
+    /// Bytes of the input read up to the end of the last record returned
+    /// (the header included): progress through a trace file of known size.
+    pub fn offset(&self) -> u64 {
+        self.base + self.pos as u64
     }
 
     fn truncated(&mut self, what: &str) -> Option<Result<Item>> {

@@ -242,3 +242,17 @@ fn crafted_node_ids_are_refused_before_anything_is_kept_per_node() {
         .unwrap_or_default();
     assert!(err.contains("trace header names node 70000"), "{err}");
 }
+
+#[test]
+fn offset_counts_the_bytes_of_the_records_returned() {
+    let bytes = sample_trace();
+    let mut r = Reader::new(Trickle(&bytes)).expect("reader");
+    let mut last = r.offset();
+    assert!(last > 16, "the header is read");
+    while let Some(item) = r.next() {
+        item.expect("item");
+        assert!(r.offset() > last, "every record moves the offset on");
+        last = r.offset();
+    }
+    assert_eq!(last, bytes.len() as u64, "the whole file, at the end");
+}
