@@ -1,18 +1,27 @@
 //! `numatrace dump TRACE`: every record as one JSON line (like `perf script`),
-//! for ad-hoc analysis with jq or pandas.
+//! for ad-hoc analysis with jq or pandas; or, `--format parquet`, the hint
+//! faults as a Parquet file for SQL engines (see `parquet`).
+mod parquet;
+
 use std::{
-    io::{Read, Write},
+    io::{BufWriter, Read, Write},
     path::Path,
     process::ExitCode,
 };
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use serde_json::json;
 
 use numa_core::{
     decode::{comm, Event},
     trace::{Item, Reader},
 };
+use numa_host::fs::AtomicFile;
+
+use crate::cli::{DumpArgs, DumpFormat};
+
+/// A JSON dump holds kernel addresses, as traces do.
+const JSON_MODE: u32 = 0o600;
 
 pub fn event_json(ev: &Event) -> serde_json::Value {
     match ev {
@@ -44,15 +53,70 @@ pub fn event_json(ev: &Event) -> serde_json::Value {
     }
 }
 
-pub fn run(path: &Path) -> Result<ExitCode> {
+pub fn run(args: &DumpArgs) -> Result<ExitCode> {
+    match args.format {
+        DumpFormat::Json => json_dump(&args.trace, args.output.as_deref()),
+        DumpFormat::Parquet => parquet_dump(args),
+    }
+}
+
+fn json_dump(path: &Path, output: Option<&Path>) -> Result<ExitCode> {
     let reader = Reader::open(path)?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let warning = write(reader, &mut out)?;
-    out.flush()?;
+    let warning = match output {
+        None => {
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            let w = write(reader, &mut out)?;
+            out.flush()?;
+            w
+        }
+        Some(file) => {
+            let mut out = BufWriter::new(AtomicFile::create(file, JSON_MODE)?);
+            let w = write(reader, &mut out)?;
+            out.into_inner().map_err(|e| e.into_error())?.commit()?;
+            w
+        }
+    };
     if let Some(w) = warning {
         eprintln!("numatrace: warning: {w}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn parquet_dump(args: &DumpArgs) -> Result<ExitCode> {
+    let Some(output) = args.output.as_deref().filter(|o| *o != Path::new("-")) else {
+        bail!(
+            "--format parquet writes a binary file, not text for a terminal or pipe: \
+             give it one with -o FILE (e.g. -o $(hostname).parquet)"
+        );
+    };
+    let header = Reader::open(&args.trace)?.header;
+    let host = match &args.host {
+        Some(h) => h.clone(),
+        None => default_host(&args.trace)?,
+    };
+    let mut sink = parquet::ParquetSink::create(output, &header, host)?;
+    crate::read_trace(&args.trace, &mut [&mut sink])?;
+    let rows = sink.finish()?;
+    eprintln!(
+        "numatrace: wrote {rows} hint faults to {}",
+        output.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The trace's file name without its extension (`web-3.trace`: `web-3`),
+/// as checked for `--host`.
+fn default_host(trace: &Path) -> Result<String> {
+    let stem = trace
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    crate::cli::ranges::host_name(&stem).map_err(|e| {
+        anyhow::anyhow!(
+            "no host name from the trace's file name {:?} ({e}): give one with --host NAME",
+            trace.display().to_string()
+        )
+    })
 }
 
 /// Writes the header and every record as JSON lines; damaged records are
