@@ -108,7 +108,8 @@ const COLUMNS: &[(&str, Kind, bool)] = &[
 fn fault_cells<'a>(f: &FaultEvent, file: &'a FileFacts, comm: &'a str, out: &mut Vec<Cell<'a>>) {
     let has = |flag: u8| f.flags & flag != 0;
     let stamped = has(ff::HAS_STAMP);
-    let outcome = Outcome::from_u8(f.outcome).map_or("?", |o| o.name());
+    // An unknown value counts as no decision, as in stats.
+    let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision).name();
     out.extend([
         Cell::Str(&file.host),
         Cell::Str(&file.kernel),
