@@ -24,13 +24,14 @@ fn trace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/hot-chunks-6.12.trace")
 }
 
-/// The venv's python with the duckdb module, as `cargo xtask setup` makes
-/// it (`NUMATRACE_DUCKDB_PYTHON` names another).
+/// The venv's python with the duckdb module, where `cargo xtask setup`
+/// makes it: `duckdb-venv` in cargo's target directory
+/// (`NUMATRACE_DUCKDB_PYTHON` names another python).
 fn python() -> PathBuf {
-    let py = std::env::var_os("NUMATRACE_DUCKDB_PYTHON").map_or_else(
-        || workspace().join("target/duckdb-venv/bin/python3"),
-        PathBuf::from,
-    );
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace().join("target"), |dir| workspace().join(dir));
+    let py = std::env::var_os("NUMATRACE_DUCKDB_PYTHON")
+        .map_or_else(|| target.join("duckdb-venv/bin/python3"), PathBuf::from);
     let ok = Command::new(&py)
         .args(["-c", "import duckdb"])
         .output()
@@ -89,7 +90,14 @@ fn fleet(tag: &str) -> PathBuf {
     let t = t.to_str().expect("utf-8 path");
     let own = dir.join(format!("fleet/{HOST}.parquet"));
     let other = dir.join(format!("fleet/{OTHER_HOST}.parquet"));
-    numatrace(&["dump", t, "--format", "parquet", "-o", own.to_str().expect("utf-8")]);
+    numatrace(&[
+        "dump",
+        t,
+        "--format",
+        "parquet",
+        "-o",
+        own.to_str().expect("utf-8"),
+    ]);
     numatrace(&[
         "dump",
         t,
@@ -261,10 +269,7 @@ fn check_cumulative(got: &Value, rows: &[(u64, u64)], what: &str) {
 /// The query the README shows, exactly as it is there.
 fn readme_query() -> String {
     let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README.md");
-    let start = readme
-        .find("```sql\n")
-        .expect("README has a ```sql block")
-        + "```sql\n".len();
+    let start = readme.find("```sql\n").expect("README has a ```sql block") + "```sql\n".len();
     let len = readme[start..].find("```").expect("the block ends");
     readme[start..start + len].to_owned()
 }
@@ -295,7 +300,10 @@ fn the_readme_fleet_query_equals_replay() {
 
 #[test]
 fn parquet_needs_a_file() {
-    for args in [&["--format", "parquet"][..], &["--format", "parquet", "-o", "-"]] {
+    for args in [
+        &["--format", "parquet"][..],
+        &["--format", "parquet", "-o", "-"],
+    ] {
         let out = Command::new(env!("CARGO_BIN_EXE_numatrace"))
             .arg("dump")
             .arg(trace())

@@ -40,7 +40,10 @@ fn outputs_replace_a_planted_symlink_instead_of_writing_through_it() {
         ("report.html", vec!["report", TRACE, "-o"]),
         ("replay.json", vec!["replay", TRACE, "--json", "-o"]),
         ("dump.jsonl", vec!["dump", TRACE, "-o"]),
-        ("dump.parquet", vec!["dump", TRACE, "--format", "parquet", "-o"]),
+        (
+            "dump.parquet",
+            vec!["dump", TRACE, "--format", "parquet", "-o"],
+        ),
     ] {
         let out = dir.0.join(name);
         std::os::unix::fs::symlink(&victim, &out).expect("symlink");
@@ -65,6 +68,12 @@ fn outputs_replace_a_planted_symlink_instead_of_writing_through_it() {
     }
     assert_eq!(
         names(&dir.0),
-        ["dump.jsonl", "dump.parquet", "replay.json", "report.html", "victim"]
+        [
+            "dump.jsonl",
+            "dump.parquet",
+            "replay.json",
+            "report.html",
+            "victim"
+        ]
     );
 }

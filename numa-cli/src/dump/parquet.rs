@@ -109,7 +109,9 @@ fn fault_cells<'a>(f: &FaultEvent, file: &'a FileFacts, comm: &'a str, out: &mut
     let has = |flag: u8| f.flags & flag != 0;
     let stamped = has(ff::HAS_STAMP);
     // An unknown value counts as no decision, as in stats.
-    let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision).name();
+    let outcome = Outcome::from_u8(f.outcome)
+        .unwrap_or(Outcome::NoDecision)
+        .name();
     out.extend([
         Cell::Str(&file.host),
         Cell::Str(&file.kernel),
@@ -225,7 +227,11 @@ impl Column {
             (Values::I32(v), Cell::I32(x)) => v.push(x),
             (Values::Bool(v), Cell::Bool(x)) => v.push(x),
             (Values::Bytes(v), Cell::Str(s)) => v.push(ByteArray::from(s)),
-            (_, cell) => bail!("column {}: {cell:?} does not fit a {:?}", self.name, self.kind),
+            (_, cell) => bail!(
+                "column {}: {cell:?} does not fit a {:?}",
+                self.name,
+                self.kind
+            ),
         }
         Ok(())
     }

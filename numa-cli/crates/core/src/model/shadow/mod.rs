@@ -12,11 +12,11 @@ use rustc_hash::FxHashMap;
 
 use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome};
 
-pub use self::verdicts::FaultVerdicts;
 pub use self::report::{
     Agreement, KernelCounts, LatencySample, ModelReport, NodePairRow, ProcessRow, Projected,
     RefaultReport, ShadowReport, EVIDENCE_NOTE,
 };
+pub use self::verdicts::FaultVerdicts;
 use self::{
     procs::Processes,
     refaults::{Page, Refaults, MAX_MODELS},

@@ -39,7 +39,9 @@ impl FaultVerdicts {
         // Looked up for every fault, as the engine does: each one tells
         // the index its process is still there.
         let view = FaultView {
-            latest_scan: self.scans.latest((f.pid_tgid >> 32) as u32, f.addr, f.ts_ns),
+            latest_scan: self
+                .scans
+                .latest((f.pid_tgid >> 32) as u32, f.addr, f.ts_ns),
         };
         let ask = asked(f);
         out.extend(
