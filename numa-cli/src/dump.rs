@@ -154,8 +154,9 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn a_damaged_record_is_skipped_and_counted() {
+    /// A trace of three hint faults (latency 5 ms) whose middle record is
+    /// damaged.
+    pub(super) fn damaged_trace() -> Vec<u8> {
         let events: Vec<Event> = (1..=3)
             .map(|i| Event::Fault(fault(i, i, 5, Outcome::PromoteHot)))
             .collect();
@@ -171,6 +172,12 @@ mod tests {
             .position(|x| x == payload)
             .expect("the record's payload");
         bytes[at - 5] = 9;
+        bytes
+    }
+
+    #[test]
+    fn a_damaged_record_is_skipped_and_counted() {
+        let bytes = damaged_trace();
         let mut out = Vec::new();
         let warning = write(Reader::new(&bytes[..]).expect("reader"), &mut out)
             .expect("a damaged record does not end the dump");

@@ -4,7 +4,7 @@
 //! files, equals `numatrace replay`'s fault-count model_only count.
 use std::{
     path::{Path, PathBuf},
-    process::Command,
+    process::{Command, Output},
 };
 
 use numa_core::model::log2::{bucket, upper_bound};
@@ -51,30 +51,27 @@ fn duckdb(dir: &Path, queries: &Value) -> Value {
         qs = json.loads(sys.argv[1])\n\
         con = duckdb.connect()\n\
         print(json.dumps({k: con.sql(q).fetchall() for k, q in qs.items()}, default=str))\n";
-    let out = Command::new(python())
-        .current_dir(dir)
-        .args(["-c", SCRIPT, &queries.to_string()])
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "duckdb failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("duckdb's results as JSON")
+    let mut py = Command::new(python());
+    py.current_dir(dir)
+        .args(["-c", SCRIPT, &queries.to_string()]);
+    serde_json::from_slice(&run_ok(&mut py).stdout).expect("duckdb's results as JSON")
 }
 
-fn numatrace(args: &[&str]) -> std::process::Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_numatrace"))
-        .args(args)
+/// Runs `cmd`, which must succeed.
+fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd
         .output()
-        .expect("run numatrace");
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     assert!(
         out.status.success(),
-        "numatrace {args:?}: {}",
+        "{cmd:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+fn numatrace(args: &[&str]) -> Output {
+    run_ok(Command::new(env!("CARGO_BIN_EXE_numatrace")).args(args))
 }
 
 fn json_of(args: &[&str]) -> Value {

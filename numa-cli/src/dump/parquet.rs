@@ -385,3 +385,46 @@ impl Sink for ParquetSink {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+
+    use super::*;
+
+    #[test]
+    fn damaged_records_are_skipped_and_columns_typed() {
+        let dir = std::env::temp_dir().join(format!("numatrace-parquet-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let trace = dir.join("t.trace");
+        std::fs::write(&trace, super::super::tests::damaged_trace()).expect("trace");
+        let out = dir.join("t.parquet");
+        let header = numa_core::trace::Reader::open(&trace)
+            .expect("reader")
+            .header;
+        let mut sink = ParquetSink::create(&out, &header, "h1".into()).expect("create");
+        crate::read_trace(&trace, &mut [&mut sink]).expect("a damaged record is skipped");
+        assert_eq!(sink.finish().expect("finish"), 2);
+        let file = std::fs::File::open(&out).expect("parquet");
+        let reader = SerializedFileReader::new(file).expect("a Parquet file");
+        let rows: Vec<String> = reader
+            .get_row_iter(None)
+            .expect("rows")
+            .map(|r| r.expect("row").to_string())
+            .collect();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(rows.len(), 2);
+        for want in [
+            "host: \"h1\"",
+            "kernel: \"6.12.0-test\"",
+            "latency_ns: 5000000",
+            "fault_delta: 1",
+            "outcome: \"promote_hot\"",
+            "promoted: true",
+            "migrate_ok: null",
+            "model_fault_count: true",
+        ] {
+            assert!(rows[0].contains(want), "{want} in {}", rows[0]);
+        }
+    }
+}
