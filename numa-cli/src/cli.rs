@@ -235,8 +235,8 @@ pub struct DumpArgs {
     /// it holds kernel addresses) instead of standard output.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// The host's name in parquet's `host` column [default: the trace's
-    /// file name without its extension].
+    /// The host's name in parquet's `host` column [default: the host the
+    /// trace recorded, else the trace's file name without its extension].
     #[arg(long, value_name = "NAME", value_parser = ranges::host_name)]
     pub host: Option<String>,
 }

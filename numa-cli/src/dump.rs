@@ -92,7 +92,7 @@ fn parquet_dump(args: &DumpArgs) -> Result<ExitCode> {
     let header = Reader::open(&args.trace)?.header;
     let host = match &args.host {
         Some(h) => h.clone(),
-        None => default_host(&args.trace)?,
+        None => default_host(&header.hostname, &args.trace)?,
     };
     let mut sink = parquet::ParquetSink::create(output, &header, host)?;
     crate::read_trace(&args.trace, &mut [&mut sink])?;
@@ -104,9 +104,13 @@ fn parquet_dump(args: &DumpArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The trace's file name without its extension (`web-3.trace`: `web-3`),
-/// as checked for `--host`.
-fn default_host(trace: &Path) -> Result<String> {
+/// The host the trace recorded, else (a trace from before numatrace
+/// recorded it) the trace's file name without its extension
+/// (`web-3.trace`: `web-3`), as checked for `--host`.
+fn default_host(recorded: &str, trace: &Path) -> Result<String> {
+    if let Ok(host) = crate::cli::ranges::host_name(recorded) {
+        return Ok(host);
+    }
     let stem = trace
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -173,6 +177,15 @@ mod tests {
             .expect("the record's payload");
         bytes[at - 5] = 9;
         bytes
+    }
+
+    #[test]
+    fn the_default_host_is_the_recorded_one_else_the_file_stem() {
+        let trace = Path::new("/x/web-3.trace");
+        assert_eq!(default_host("db-1", trace).expect("recorded"), "db-1");
+        assert_eq!(default_host("", trace).expect("stem"), "web-3");
+        let err = default_host("", Path::new("/x/a b.trace")).expect_err("a space");
+        assert!(err.to_string().contains("--host NAME"), "{err}");
     }
 
     #[test]
