@@ -2,7 +2,7 @@
 //! libraries' options (the only place flags meet library types).
 use std::{path::PathBuf, time::Duration};
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use numa_core::model::policy::{self, KernelDefaults, ModelDefaults, Policy};
 use numa_probe::load::Probes;
 use numa_source::{LiveOptions, Source};
@@ -56,11 +56,9 @@ pub enum Command {
     /// Write a self-contained HTML report of a trace (charts, agreement,
     /// sweep), or of several side by side (one column per host or run).
     Report(ReportArgs),
-    /// Print every record of a trace as one JSON line.
-    Dump {
-        /// Trace file from `numatrace record`.
-        trace: PathBuf,
-    },
+    /// Print every record of a trace as one JSON line, or write its hint
+    /// faults as a Parquet file for SQL engines (DuckDB, Spark, Trino).
+    Dump(DumpArgs),
     /// Serve counters and in-kernel histograms to Prometheus (or write a
     /// node_exporter textfile).
     Export(ExportArgs),
@@ -227,6 +225,34 @@ impl ModelFlags {
             rate_limit,
         }
     }
+}
+
+#[derive(Debug, Args)]
+pub struct DumpArgs {
+    /// Trace file from `numatrace record`.
+    pub trace: PathBuf,
+    /// json: every record (header, faults, scans, skips, snapshots) as one
+    /// JSON line. parquet: one row per hint fault that `stats` counts, its
+    /// columns typed, with the host, the kernel release and the shadow
+    /// models' verdicts (model_kernel_time, model_fault_count,
+    /// model_two_touch: the default models of `replay`) as columns; needs
+    /// --output.
+    #[arg(long, value_enum, default_value_t = DumpFormat::Json)]
+    pub format: DumpFormat,
+    /// Write to FILE (created beside it and renamed into place, mode 0600:
+    /// it holds kernel addresses) instead of standard output.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// The host's name in parquet's `host` column [default: the host the
+    /// trace recorded, else the trace's file name without its extension].
+    #[arg(long, value_name = "NAME", value_parser = ranges::host_name)]
+    pub host: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DumpFormat {
+    Json,
+    Parquet,
 }
 
 /// Which shadow policies to run, with flat defaults for their options;

@@ -1,18 +1,27 @@
 //! `numatrace dump TRACE`: every record as one JSON line (like `perf script`),
-//! for ad-hoc analysis with jq or pandas.
+//! for ad-hoc analysis with jq or pandas; or, `--format parquet`, the hint
+//! faults as a Parquet file for SQL engines (see `parquet`).
+mod parquet;
+
 use std::{
-    io::{Read, Write},
+    io::{BufWriter, Read, Write},
     path::Path,
     process::ExitCode,
 };
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use serde_json::json;
 
 use numa_core::{
     decode::{comm, Event},
     trace::{Item, Reader},
 };
+use numa_host::fs::AtomicFile;
+
+use crate::cli::{DumpArgs, DumpFormat};
+
+/// A JSON dump holds kernel addresses, as traces do.
+const JSON_MODE: u32 = 0o600;
 
 pub fn event_json(ev: &Event) -> serde_json::Value {
     match ev {
@@ -44,19 +53,85 @@ pub fn event_json(ev: &Event) -> serde_json::Value {
     }
 }
 
-pub fn run(path: &Path) -> Result<ExitCode> {
+pub fn run(args: &DumpArgs) -> Result<ExitCode> {
+    match args.format {
+        DumpFormat::Json => json_dump(&args.trace, args.output.as_deref()),
+        DumpFormat::Parquet => parquet_dump(args),
+    }
+}
+
+fn json_dump(path: &Path, output: Option<&Path>) -> Result<ExitCode> {
     let reader = Reader::open(path)?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    // Records stream to stdout; to a file, the output is only there at the end.
+    let shown = match output {
+        None => crate::progress::Output::Streamed,
+        Some(_) => crate::progress::Output::AtEnd,
+    };
+    // The bar goes (dropped) before the warning is printed.
     let warning = {
-        let bar = crate::progress::Bar::trace(path, crate::progress::Output::Streamed);
-        let warning = write(reader, &mut out, &mut |at| bar.at(at))?;
-        out.flush()?;
-        warning
+        let bar = crate::progress::Bar::trace(path, shown);
+        let mut progress = |at| bar.at(at);
+        match output {
+            None => {
+                let mut out = BufWriter::new(std::io::stdout().lock());
+                let w = write(reader, &mut out, &mut progress)?;
+                out.flush()?;
+                w
+            }
+            Some(file) => {
+                let mut out = BufWriter::new(AtomicFile::create(file, JSON_MODE)?);
+                let w = write(reader, &mut out, &mut progress)?;
+                out.into_inner().map_err(|e| e.into_error())?.commit()?;
+                w
+            }
+        }
     };
     if let Some(w) = warning {
         log::warn!("{w}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn parquet_dump(args: &DumpArgs) -> Result<ExitCode> {
+    let Some(output) = args.output.as_deref().filter(|o| *o != Path::new("-")) else {
+        bail!(
+            "--format parquet writes a binary file, not text for a terminal or pipe: \
+             give it one with -o FILE (e.g. -o $(hostname).parquet)"
+        );
+    };
+    let header = Reader::open(&args.trace)?.header;
+    let host = match &args.host {
+        Some(h) => h.clone(),
+        None => default_host(&header.hostname, &args.trace)?,
+    };
+    let mut sink = parquet::ParquetSink::create(output, &header, host)?;
+    crate::read_trace(
+        &args.trace,
+        crate::progress::Output::AtEnd,
+        &mut [&mut sink],
+    )?;
+    let rows = sink.finish()?;
+    log::info!("wrote {rows} hint faults to {}", output.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The host the trace recorded, else (a trace from before numatrace
+/// recorded it) the trace's file name without its extension
+/// (`web-3.trace`: `web-3`), as checked for `--host`.
+fn default_host(recorded: &str, trace: &Path) -> Result<String> {
+    if let Ok(host) = crate::cli::ranges::host_name(recorded) {
+        return Ok(host);
+    }
+    let stem = trace
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    crate::cli::ranges::host_name(&stem).map_err(|e| {
+        anyhow::anyhow!(
+            "no host name from the trace's file name {:?} ({e}): give one with --host NAME",
+            trace.display().to_string()
+        )
+    })
 }
 
 /// Writes the header and every record as JSON lines; damaged records are
@@ -106,8 +181,9 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn a_damaged_record_is_skipped_and_counted() {
+    /// A trace of three hint faults (latency 5 ms) whose middle record is
+    /// damaged.
+    pub(super) fn damaged_trace() -> Vec<u8> {
         let events: Vec<Event> = (1..=3)
             .map(|i| Event::Fault(fault(i, i, 5, Outcome::PromoteHot)))
             .collect();
@@ -123,6 +199,21 @@ mod tests {
             .position(|x| x == payload)
             .expect("the record's payload");
         bytes[at - 5] = 9;
+        bytes
+    }
+
+    #[test]
+    fn the_default_host_is_the_recorded_one_else_the_file_stem() {
+        let trace = Path::new("/x/web-3.trace");
+        assert_eq!(default_host("db-1", trace).expect("recorded"), "db-1");
+        assert_eq!(default_host("", trace).expect("stem"), "web-3");
+        let err = default_host("", Path::new("/x/a b.trace")).expect_err("a space");
+        assert!(err.to_string().contains("--host NAME"), "{err}");
+    }
+
+    #[test]
+    fn a_damaged_record_is_skipped_and_counted() {
+        let bytes = damaged_trace();
         let mut out = Vec::new();
         let warning = write(
             Reader::new(&bytes[..]).expect("reader"),

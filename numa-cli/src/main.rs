@@ -104,7 +104,7 @@ fn run(cli: cli::Cli) -> Result<ExitCode> {
         }
         cli::Command::Stats(args) => stats::stats(&args),
         cli::Command::Record(args) => stats::record(&args),
-        cli::Command::Dump { trace } => dump::run(&trace),
+        cli::Command::Dump(args) => dump::run(&args),
         cli::Command::Shadow(args) => evaluate::shadow(&args),
         cli::Command::Replay(args) => evaluate::replay(&args),
         cli::Command::Report(args) => report::run(&args),

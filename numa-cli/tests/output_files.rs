@@ -1,4 +1,4 @@
-//! Files numatrace writes from a trace (`report -o`, `replay -o`) go
+//! Files numatrace writes from a trace (`report -o`, `replay -o`, `dump -o`) go
 //! through the one write helper: a symlink planted at the name is replaced,
 //! never written through, and no temporary file is left behind.
 use std::{
@@ -39,6 +39,11 @@ fn outputs_replace_a_planted_symlink_instead_of_writing_through_it() {
     for (name, args) in [
         ("report.html", vec!["report", TRACE, "-o"]),
         ("replay.json", vec!["replay", TRACE, "--json", "-o"]),
+        ("dump.jsonl", vec!["dump", TRACE, "-o"]),
+        (
+            "dump.parquet",
+            vec!["dump", TRACE, "--format", "parquet", "-o"],
+        ),
     ] {
         let out = dir.0.join(name);
         std::os::unix::fs::symlink(&victim, &out).expect("symlink");
@@ -61,7 +66,16 @@ fn outputs_replace_a_planted_symlink_instead_of_writing_through_it() {
             "{name}"
         );
     }
-    assert_eq!(names(&dir.0), ["replay.json", "report.html", "victim"]);
+    assert_eq!(
+        names(&dir.0),
+        [
+            "dump.jsonl",
+            "dump.parquet",
+            "replay.json",
+            "report.html",
+            "victim"
+        ]
+    );
 }
 
 /// Off a terminal (here: stderr a pipe) the commands that read whole

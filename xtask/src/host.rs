@@ -1,6 +1,7 @@
 //! The host side of setup: the nightly toolchain with rust-src, the musl
 //! target, bpf-linker, and the Debian packages of the QEMU test bed, plus
-//! `apt-get` and the `did:`/`skip:` progress lines every setup step prints.
+//! `apt-get` and the `did:`/`skip:` progress lines every setup step prints;
+//! and a Python venv with DuckDB for the Parquet test.
 //! Guest kernels (kernels.rs) build on this; `cargo xtask setup` (setup.rs)
 //! runs both.
 
@@ -37,6 +38,10 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 
 /// The cargo-fuzz release `cargo xtask fuzz` installs.
 const CARGO_FUZZ_VERSION: &str = "0.13.2";
+
+/// The DuckDB that numa-cli/tests/dump_duckdb.rs queries Parquet files
+/// with (pip's `duckdb`, in a venv: the system Python is left alone).
+const DUCKDB_VERSION: &str = "1.5.6";
 
 pub const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
 
@@ -212,6 +217,39 @@ impl Setup {
         Ok(())
     }
 
+    /// A venv at [`duckdb_venv`] with pip's duckdb at [`DUCKDB_VERSION`].
+    pub fn duckdb(&mut self) -> Result<()> {
+        let venv = duckdb_venv();
+        let python = venv.join("bin/python3");
+        let check =
+            format!("import duckdb, sys; sys.exit(duckdb.__version__ != '{DUCKDB_VERSION}')");
+        if cmd::succeeds(Command::new(&python).args(["-c", &check])) {
+            self.skip(&format!(
+                "duckdb {DUCKDB_VERSION} (already in {})",
+                venv.display()
+            ));
+            return Ok(());
+        }
+        if !cmd::succeeds(Command::new(&python).args(["-m", "pip", "--version"])) {
+            cmd::run(Command::new("python3").args(["-m", "venv", "--clear"]).arg(&venv))
+                .context("python3 -m venv failed: install python3 with its venv module (Debian: python3-venv)")?;
+        }
+        cmd::run(Command::new(&python).args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            &format!("duckdb=={DUCKDB_VERSION}"),
+        ]))
+        .context("pip install duckdb failed: check that PyPI is reachable")?;
+        self.did(&format!(
+            "pip install duckdb=={DUCKDB_VERSION} (venv {})",
+            venv.display()
+        ));
+        Ok(())
+    }
+
     /// Debian packages for the QEMU test bed.
     pub fn host_packages(&mut self) -> Result<()> {
         self.packages(HOST_PACKAGES)
@@ -236,6 +274,12 @@ impl Setup {
         self.did(&format!("apt-get install {}", missing.join(" ")));
         Ok(())
     }
+}
+
+/// The venv the Parquet test finds DuckDB in: `duckdb-venv` in cargo's
+/// target directory, as the test looks for it.
+pub fn duckdb_venv() -> PathBuf {
+    cmd::target_dir().join("duckdb-venv")
 }
 
 /// `apt-get` made non-interactive.

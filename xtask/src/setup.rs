@@ -1,8 +1,8 @@
 //! `cargo xtask setup`: installs, idempotently, everything the other commands
 //! need on a fresh machine of the project's kind (Debian bookworm, root, rustup):
 //! the nightly toolchain with rust-src, the musl target, bpf-linker, the host
-//! packages for the QEMU test bed (host.rs), and the guest kernels
-//! (kernels.rs). Each item prints `did: ...` or `skip: ... (already present)`;
+//! packages for the QEMU test bed and the Parquet test's DuckDB (host.rs),
+//! and the guest kernels (kernels.rs). Each item prints `did: ...` or `skip: ... (already present)`;
 //! the other commands call the parts they need, printing only what they had
 //! to do.
 
@@ -27,6 +27,7 @@ fn steps(setup: &mut Setup, kernels: &[Series], bar: &ProgressBar) -> Result<Vec
     bar.inc(1);
     bar.set_message("host packages");
     setup.host_packages()?;
+    setup.duckdb()?;
     bar.inc(1);
     let mut ready = Vec::with_capacity(kernels.len());
     for &s in kernels {

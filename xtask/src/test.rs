@@ -142,6 +142,8 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
             .collect()
     };
     let numatrace = if args.only.is_empty() {
+        // The unit tests query Parquet files with it, --no-vm or not.
+        report.step("setup: duckdb (python venv)", || setup.duckdb());
         cargo_steps(&mut report, &mut setup)
     } else {
         release_build(&mut report, &mut setup)

@@ -140,6 +140,18 @@ pub fn min_free(s: &str) -> Result<String, String> {
         .ok_or_else(|| "give a share of the node from 0% to 100% or an amount like 200MiB".into())
 }
 
+/// A host name as a column value: 1 to 255 printable characters, no
+/// whitespace.
+pub fn host_name(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.chars().count() > 255 {
+        return Err("give a host name of 1 to 255 characters".into());
+    }
+    if s.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err("a host name has no spaces or control characters".into());
+    }
+    Ok(s.to_owned())
+}
+
 /// Whether `a` takes a number (its parser yields a numeric type); a
 /// counted flag (`-vv`) is a number but takes no value.
 pub fn is_numeric(a: &clap::Arg) -> bool {

@@ -360,6 +360,17 @@ fn defaults_and_ordinary_values_still_parse() {
         ],
         &["numatrace", "doctor"],
         &["numatrace", "dump", "t"],
+        &[
+            "numatrace",
+            "dump",
+            "t",
+            "--format",
+            "parquet",
+            "-o",
+            "h.parquet",
+            "--host",
+            "web-3.example",
+        ],
     ] {
         if let Err(e) = try_parse_from(argv) {
             panic!("{argv:?}: {}", e.render());
@@ -407,4 +418,22 @@ fn report_takes_one_to_sixteen_traces() {
         let err = try_parse_from(argv(n)).expect_err("refused").to_string();
         assert_eq!(err.contains("1 to 16 traces"), n == 17, "{n}: {err}");
     }
+}
+
+#[test]
+fn host_names_are_printable_and_not_empty() {
+    for (bad, why) in [
+        ("", "1 to 255 characters"),
+        ("a b", "no spaces or control characters"),
+        ("a\tb", "no spaces or control characters"),
+        ("a\u{1b}[31m", "no spaces or control characters"),
+    ] {
+        let e = try_parse_from(["numatrace", "dump", "t", "--host", bad])
+            .expect_err(bad)
+            .render()
+            .to_string();
+        assert!(e.contains(why), "{bad:?}: {e}");
+    }
+    let long = "h".repeat(256);
+    assert!(try_parse_from(["numatrace", "dump", "t", "--host", &long]).is_err());
 }

@@ -64,39 +64,117 @@ fn write_atomic_named(
     path: &Path,
     bytes: &[u8],
     mode: u32,
-    mut suffix: impl FnMut() -> io::Result<String>,
+    suffix: impl FnMut() -> io::Result<String>,
 ) -> io::Result<()> {
-    let (dir, name) = dir_and_name(path);
-    let fail = |tmp: Option<&Path>, e: io::Error| {
-        let via = tmp.map_or_else(String::new, |t| format!(" (via {})", t.display()));
-        io::Error::new(
-            e.kind(),
-            format!(
-                "writing {}{via}: {e}: check that {} exists and this user may create files in it",
-                path.display(),
-                dir.display()
-            ),
-        )
-    };
-    let (tmp, mut file) =
-        create_temporary(dir, &name, mode, &mut suffix).map_err(|e| fail(None, e))?;
-    let result = (|| {
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        // Only ever the file created above: create_new guarantees it is ours.
-        let _ = fs::remove_file(&tmp);
-        return Err(fail(Some(&tmp), e));
+    let mut file = AtomicFile::create_named(path, mode, suffix)?;
+    match file.write_all(bytes) {
+        Ok(()) => file.commit(),
+        Err(e) => Err(file.abandon(e)),
     }
-    // The file is in place whatever happens here; some filesystems refuse
-    // to fsync a directory, which costs durability, not correctness.
-    if let Ok(d) = fs::File::open(dir) {
-        let _ = d.sync_all();
+}
+
+/// [`write_atomic`] for contents written piece by piece (too big to hold
+/// in memory first): the same temporary file, flush and rename, with the
+/// rename in [`commit`](Self::commit). Dropped without a commit (an error
+/// on the way, a panic), the temporary file is removed and `path` keeps
+/// its old contents.
+pub struct AtomicFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: Option<fs::File>,
+}
+
+impl AtomicFile {
+    /// Creates the temporary file beside `path`, with `mode` (less the
+    /// umask).
+    pub fn create(path: &Path, mode: u32) -> io::Result<AtomicFile> {
+        Self::create_named(path, mode, random_suffix)
     }
-    Ok(())
+
+    fn create_named(
+        path: &Path,
+        mode: u32,
+        mut suffix: impl FnMut() -> io::Result<String>,
+    ) -> io::Result<AtomicFile> {
+        let (dir, name) = dir_and_name(path);
+        let (tmp, file) = create_temporary(dir, &name, mode, &mut suffix)
+            .map_err(|e| write_error(path, None, e))?;
+        Ok(AtomicFile {
+            path: path.to_owned(),
+            tmp,
+            file: Some(file),
+        })
+    }
+
+    /// Flushes the file to disk and renames it over `path`; the directory
+    /// is flushed too, so the rename survives a crash.
+    pub fn commit(mut self) -> io::Result<()> {
+        let Some(file) = self.file.take() else {
+            return Err(io::Error::other("committed twice"));
+        };
+        let done = file.sync_all().and_then(|()| {
+            drop(file);
+            fs::rename(&self.tmp, &self.path)
+        });
+        if let Err(e) = done {
+            return Err(self.abandon(e));
+        }
+        // The file is in place whatever happens here; some filesystems
+        // refuse to fsync a directory, which costs durability, not
+        // correctness.
+        if let Ok(d) = fs::File::open(dir_and_name(&self.path).0) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+
+    /// Removes the temporary file and returns `e` naming the path and what
+    /// to check.
+    fn abandon(&mut self, e: io::Error) -> io::Error {
+        self.remove();
+        write_error(&self.path, Some(&self.tmp), e)
+    }
+
+    fn remove(&mut self) {
+        self.file = None;
+        // Only ever the file created here: create_new guarantees it is ours.
+        let _ = fs::remove_file(&self.tmp);
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &mut self.file {
+            Some(f) => f.write(buf),
+            None => Err(io::Error::other("written after its commit")),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.as_mut().map_or(Ok(()), Write::flush)
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if self.file.is_some() {
+            self.remove();
+        }
+    }
+}
+
+/// An error writing `path` (through the temporary file `tmp`), naming both
+/// and what to check.
+fn write_error(path: &Path, tmp: Option<&Path>, e: io::Error) -> io::Error {
+    let via = tmp.map_or_else(String::new, |t| format!(" (via {})", t.display()));
+    io::Error::new(
+        e.kind(),
+        format!(
+            "writing {}{via}: {e}: check that {} exists and this user may create files in it",
+            path.display(),
+            dir_and_name(path).0.display()
+        ),
+    )
 }
 
 /// Creates a fresh temporary file in `dir`: exclusively (an existing file
@@ -384,6 +462,25 @@ mod tests {
         assert_eq!(fs::read(&path).expect("read"), b"two");
         assert_eq!(fs::metadata(&path).expect("meta").mode() & 0o777, 0o600);
         assert_eq!(names(&dir), ["f.prom"]);
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_stream_appears_only_when_committed() {
+        let dir = tmp_dir("stream");
+        let path = dir.join("f.parquet");
+        fs::write(&path, b"old").expect("old");
+        let mut f = AtomicFile::create(&path, 0o600).expect("create");
+        f.write_all(b"ne").expect("write");
+        f.write_all(b"w").expect("write");
+        assert_eq!(fs::read(&path).expect("read"), b"old", "not before commit");
+        f.commit().expect("commit");
+        assert_eq!(fs::read(&path).expect("read"), b"new");
+        let mut dropped = AtomicFile::create(&path, 0o600).expect("create");
+        dropped.write_all(b"half").expect("write");
+        drop(dropped);
+        assert_eq!(fs::read(&path).expect("read"), b"new", "a dropped stream");
+        assert_eq!(names(&dir), ["f.parquet"], "no temporary left");
         let _ = fs::remove_dir_all(dir);
     }
 

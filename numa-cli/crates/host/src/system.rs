@@ -26,6 +26,11 @@ pub fn kernel_release_at(root: &Path) -> String {
     read_trim(root.join("proc/sys/kernel/osrelease")).unwrap_or_else(|| "unknown".into())
 }
 
+/// The host's name (`uname -n`, of this UTS namespace); empty if unknown.
+pub fn hostname() -> String {
+    read_trim(Path::new(ROOT).join("proc/sys/kernel/hostname")).unwrap_or_default()
+}
+
 /// `/proc/sys/kernel/numa_balancing`: 0 off, 1 normal, 2 tiering, 3 both.
 pub fn numa_balancing() -> Option<u32> {
     numa_balancing_at(Path::new(ROOT))

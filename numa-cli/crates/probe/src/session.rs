@@ -162,6 +162,7 @@ pub fn header(probes: &Probes) -> trace::Header {
         numatrace_version: env!("CARGO_PKG_VERSION").to_owned(),
         abi_version: numa_ebpf_common::ABI_VERSION,
         kernel_release: system::kernel_release(),
+        hostname: system::hostname(),
         attach_plan: Some(probes.plan.clone()),
         nodes: system::nodes(),
         memory_tiers: system::memory_tiers(),

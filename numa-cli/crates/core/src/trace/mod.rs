@@ -43,6 +43,10 @@ pub struct Header {
     pub numatrace_version: String,
     pub abi_version: u32,
     pub kernel_release: String,
+    /// The recording host's name (empty in traces from before it was
+    /// recorded).
+    #[serde(default)]
+    pub hostname: String,
     pub attach_plan: Option<AttachPlan>,
     pub nodes: Vec<topology::Node>,
     pub memory_tiers: Vec<topology::MemoryTier>,
@@ -364,6 +368,7 @@ pub mod fixtures {
             numatrace_version: "test".into(),
             abi_version: numa_ebpf_common::ABI_VERSION,
             kernel_release: "6.12.0-test".into(),
+            hostname: "test-host".into(),
             attach_plan: None,
             nodes: vec![],
             memory_tiers: vec![],

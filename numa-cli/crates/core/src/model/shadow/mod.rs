@@ -4,6 +4,7 @@
 mod procs;
 mod refaults;
 mod report;
+mod verdicts;
 
 use std::{cell::RefCell, collections::BTreeMap};
 
@@ -15,6 +16,7 @@ pub use self::report::{
     Agreement, KernelCounts, LatencySample, ModelReport, NodePairRow, ProcessRow, Projected,
     RefaultReport, ShadowReport, EVIDENCE_NOTE,
 };
+pub use self::verdicts::FaultVerdicts;
 use self::{
     procs::Processes,
     refaults::{Page, Refaults, MAX_MODELS},
@@ -372,6 +374,14 @@ impl Shadow {
     }
 }
 
+/// Whether the models are asked about `f`: a decision the kernel made in
+/// tiering mode, what the policies compete on.
+#[inline]
+fn asked(f: &FaultEvent) -> bool {
+    let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
+    !matches!(outcome, Outcome::NoDecision | Outcome::NotTiering) && f.flags & ff::DECIDED != 0
+}
+
 impl KernelCounts {
     #[inline]
     fn count_migration(&mut self, f: &FaultEvent) {
@@ -453,13 +463,11 @@ impl Engine {
             proc_row.comm = comm(&f.comm);
         }
         self.kernel.count_migration(f);
-        let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
-        if matches!(outcome, Outcome::NoDecision | Outcome::NotTiering)
-            || f.flags & ff::DECIDED == 0
-        {
+        if !asked(f) {
             self.refaults.release(held);
             return;
         }
+        let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
         self.decisions += 1;
         proc_row.decisions += 1;
         let kernel_promote = f.decision == 1;

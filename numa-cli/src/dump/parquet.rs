@@ -1,0 +1,430 @@
+//! `numatrace dump --format parquet`: one row per hint fault, its columns
+//! typed, with the host, the kernel and the shadow models' verdicts as
+//! columns, so that a fleet's files are queried together (DuckDB, Spark,
+//! Trino: `read_parquet('fleet/*.parquet')`).
+//!
+//! Rows are the faults `numatrace stats` counts: those from the first
+//! counter snapshot on (before it, the attach itself). Scan and VMA-skip
+//! records are left out; the JSON dump has them.
+use std::{path::Path, sync::Arc};
+
+use anyhow::{bail, Context, Result};
+use parquet::{
+    basic::Compression,
+    data_type::{BoolType, ByteArray, ByteArrayType, Int32Type, Int64Type},
+    file::{properties::WriterProperties, writer::SerializedFileWriter},
+    schema::parser::parse_message_type,
+};
+
+use numa_core::{
+    decode::{comm, Event, Snapshot},
+    model::{
+        policy::{build_all, KernelDefaults, ModelDefaults},
+        shadow::FaultVerdicts,
+    },
+    sink::Sink,
+    trace::Header,
+};
+use numa_ebpf_common::{ext_flags as xf, fault_flags as ff, FaultEvent, Outcome};
+use numa_host::fs::AtomicFile;
+
+/// The file holds kernel addresses (`addr`, `folio`), as traces do.
+const MODE: u32 = 0o600;
+
+/// Rows per row group: a group's columns are held in memory until written
+/// (about 250 bytes a row), and readers split work by group.
+const ROW_GROUP: usize = 128 * 1024;
+
+/// What a column holds, as Parquet types it.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    U64,
+    U32,
+    I32,
+    Bool,
+    Str,
+    /// Nanoseconds since the Unix epoch, UTC.
+    Time,
+}
+
+/// One value of a row; `Null` only in optional columns.
+#[derive(Debug, Clone, Copy)]
+enum Cell<'a> {
+    U64(u64),
+    U32(u32),
+    I32(i32),
+    Bool(bool),
+    Str(&'a str),
+    Null,
+}
+
+impl<'a> Cell<'a> {
+    fn opt_u64(v: Option<u64>) -> Cell<'a> {
+        v.map_or(Cell::Null, Cell::U64)
+    }
+    fn opt_u32(v: Option<u32>) -> Cell<'a> {
+        v.map_or(Cell::Null, Cell::U32)
+    }
+    fn opt_bool(v: Option<bool>) -> Cell<'a> {
+        v.map_or(Cell::Null, Cell::Bool)
+    }
+}
+
+/// The fixed columns, in order: name, kind, whether it may be null. The
+/// models' verdicts follow them (`model_<name>`, optional booleans).
+const COLUMNS: &[(&str, Kind, bool)] = &[
+    ("host", Kind::Str, false),
+    ("kernel", Kind::Str, false),
+    ("time", Kind::Time, false),
+    ("ts_ns", Kind::U64, false),
+    ("cpu", Kind::U32, false),
+    ("pid", Kind::U32, false),
+    ("tid", Kind::U32, false),
+    ("comm", Kind::Str, false),
+    ("cgroup_id", Kind::U64, false),
+    ("addr", Kind::U64, false),
+    ("folio", Kind::U64, false),
+    ("src_nid", Kind::I32, false),
+    ("dst_nid", Kind::I32, false),
+    ("nr_pages", Kind::U32, false),
+    ("outcome", Kind::Str, false),
+    ("decided", Kind::Bool, false),
+    ("promoted", Kind::Bool, false),
+    ("migrate_ok", Kind::Bool, true),
+    ("scan_ns", Kind::U64, true),
+    ("latency_ns", Kind::U64, true),
+    ("fault_delta", Kind::U64, true),
+    ("kernel_latency_ms", Kind::U32, true),
+    ("threshold_ms", Kind::U32, true),
+    ("seq_mm", Kind::U64, false),
+    ("pc_count", Kind::U32, true),
+    ("late_end", Kind::Bool, false),
+    ("thp", Kind::Bool, false),
+    ("flags", Kind::U32, false),
+    ("ext_flags", Kind::U64, false),
+];
+
+/// The cells of `f`'s fixed columns, in [`COLUMNS`]' order.
+fn fault_cells<'a>(f: &FaultEvent, file: &'a FileFacts, comm: &'a str, out: &mut Vec<Cell<'a>>) {
+    let has = |flag: u8| f.flags & flag != 0;
+    let stamped = has(ff::HAS_STAMP);
+    // An unknown value counts as no decision, as in stats.
+    let outcome = Outcome::from_u8(f.outcome)
+        .unwrap_or(Outcome::NoDecision)
+        .name();
+    out.extend([
+        Cell::Str(&file.host),
+        Cell::Str(&file.kernel),
+        Cell::U64(file.unix_ns(f.ts_ns)),
+        Cell::U64(f.ts_ns),
+        Cell::U32(f.cpu),
+        Cell::U32((f.pid_tgid >> 32) as u32),
+        Cell::U32(f.pid_tgid as u32),
+        Cell::Str(comm),
+        Cell::U64(f.cgroup_id),
+        Cell::U64(f.addr),
+        Cell::U64(f.folio),
+        Cell::I32(f.src_nid),
+        Cell::I32(f.dst_nid),
+        Cell::U32(f.nr_pages),
+        Cell::Str(outcome),
+        Cell::Bool(has(ff::DECIDED)),
+        // What stats counts as the kernel's promotions.
+        Cell::Bool(has(ff::DECIDED) && f.decision == 1),
+        Cell::opt_bool(has(ff::MIGRATE_TRIED).then_some(f.migrate_ok != 0)),
+        Cell::opt_u64(stamped.then_some(f.scan_ns)),
+        // Stats' latency and fault-count delta, with its rules.
+        Cell::opt_u64(stamped.then(|| f.ts_ns.saturating_sub(f.scan_ns))),
+        Cell::opt_u64(
+            (stamped && !has(ff::STAMP_OTHER_MM)).then(|| f.seq_mm.saturating_sub(f.scan_seq_mm)),
+        ),
+        Cell::opt_u32(has(ff::KERNEL_LATENCY).then_some(f.kernel_latency_ms)),
+        Cell::opt_u32(has(ff::KERNEL_LATENCY).then_some(f.threshold_ms)),
+        Cell::U64(f.seq_mm),
+        Cell::opt_u32((f.ext_flags & xf::PC_COUNT != 0).then_some(f.pc_count)),
+        Cell::Bool(f.ext_flags & xf::LATE_END != 0),
+        Cell::Bool(f.ext_flags & xf::PMD_FAULT != 0),
+        Cell::U32(u32::from(f.flags)),
+        Cell::U64(f.ext_flags),
+    ]);
+}
+
+/// What every row of one file shares.
+struct FileFacts {
+    host: String,
+    kernel: String,
+    /// CLOCK_REALTIME minus CLOCK_MONOTONIC when the trace started.
+    unix_offset_ns: i128,
+}
+
+impl FileFacts {
+    /// Wall-clock time of a CLOCK_MONOTONIC timestamp.
+    fn unix_ns(&self, mono_ns: u64) -> u64 {
+        (i128::from(mono_ns) + self.unix_offset_ns).clamp(0, i128::from(u64::MAX)) as u64
+    }
+}
+
+/// A column's values not yet written; nulls only in `defined`.
+enum Values {
+    I64(Vec<i64>),
+    I32(Vec<i32>),
+    Bool(Vec<bool>),
+    Bytes(Vec<ByteArray>),
+}
+
+struct Column {
+    name: String,
+    kind: Kind,
+    /// Definition levels (1 value, 0 null) of an optional column.
+    defined: Option<Vec<i16>>,
+    values: Values,
+}
+
+impl Column {
+    fn new(name: &str, kind: Kind, optional: bool) -> Column {
+        let values = match kind {
+            Kind::U64 | Kind::Time => Values::I64(Vec::new()),
+            Kind::U32 | Kind::I32 => Values::I32(Vec::new()),
+            Kind::Bool => Values::Bool(Vec::new()),
+            Kind::Str => Values::Bytes(Vec::new()),
+        };
+        Column {
+            name: name.to_owned(),
+            kind,
+            defined: optional.then(Vec::new),
+            values,
+        }
+    }
+
+    /// The column's line in the Parquet schema.
+    fn schema(&self) -> String {
+        let ty = match self.kind {
+            Kind::U64 => "int64 {} (INTEGER(64,false))",
+            Kind::U32 => "int32 {} (INTEGER(32,false))",
+            Kind::I32 => "int32 {} (INTEGER(32,true))",
+            Kind::Bool => "boolean {}",
+            Kind::Str => "binary {} (STRING)",
+            Kind::Time => "int64 {} (TIMESTAMP(NANOS,true))",
+        };
+        let rep = if self.defined.is_some() {
+            "optional"
+        } else {
+            "required"
+        };
+        format!("{rep} {};", ty.replace("{}", &self.name))
+    }
+
+    fn push(&mut self, cell: Cell) -> Result<()> {
+        if let Some(d) = &mut self.defined {
+            d.push(i16::from(!matches!(cell, Cell::Null)));
+        }
+        // Unsigned values keep their bits in Parquet's signed physical
+        // types; the logical type tells readers they are unsigned.
+        match (&mut self.values, cell) {
+            (_, Cell::Null) if self.defined.is_some() => {}
+            (Values::I64(v), Cell::U64(x)) => v.push(x as i64),
+            (Values::I32(v), Cell::U32(x)) => v.push(x as i32),
+            (Values::I32(v), Cell::I32(x)) => v.push(x),
+            (Values::Bool(v), Cell::Bool(x)) => v.push(x),
+            (Values::Bytes(v), Cell::Str(s)) => v.push(ByteArray::from(s)),
+            (_, cell) => bail!(
+                "column {}: {cell:?} does not fit a {:?}",
+                self.name,
+                self.kind
+            ),
+        }
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        match (&self.defined, &self.values) {
+            (Some(d), _) => d.len(),
+            (None, Values::I64(v)) => v.len(),
+            (None, Values::I32(v)) => v.len(),
+            (None, Values::Bool(v)) => v.len(),
+            (None, Values::Bytes(v)) => v.len(),
+        }
+    }
+
+    /// Writes the buffered values as this column's chunk of a row group
+    /// and empties the buffer.
+    fn write(&mut self, w: &mut parquet::file::writer::SerializedColumnWriter) -> Result<()> {
+        let def = self.defined.as_deref();
+        match &mut self.values {
+            Values::I64(v) => w.typed::<Int64Type>().write_batch(v, def, None)?,
+            Values::I32(v) => w.typed::<Int32Type>().write_batch(v, def, None)?,
+            Values::Bool(v) => w.typed::<BoolType>().write_batch(v, def, None)?,
+            Values::Bytes(v) => w.typed::<ByteArrayType>().write_batch(v, def, None)?,
+        };
+        match &mut self.values {
+            Values::I64(v) => v.clear(),
+            Values::I32(v) => v.clear(),
+            Values::Bool(v) => v.clear(),
+            Values::Bytes(v) => v.clear(),
+        }
+        if let Some(d) = &mut self.defined {
+            d.clear();
+        }
+        Ok(())
+    }
+}
+
+/// The sink that writes the file: rows buffered per column, a row group
+/// at a time.
+pub struct ParquetSink {
+    facts: FileFacts,
+    columns: Vec<Column>,
+    models: FaultVerdicts,
+    writer: SerializedFileWriter<AtomicFile>,
+    first_snapshot_ns: Option<u64>,
+    rows: u64,
+    /// Reused per row.
+    verdicts: Vec<Option<bool>>,
+}
+
+impl ParquetSink {
+    /// Starts `path` (a temporary file beside it until [`finish`]) for the
+    /// faults of a trace with `header`, from `host`.
+    ///
+    /// [`finish`]: Self::finish
+    pub fn create(path: &Path, header: &Header, host: String) -> Result<ParquetSink> {
+        let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
+        let models = FaultVerdicts::new(build_all(&[], &ModelDefaults::default(), &k)?);
+        let mut columns: Vec<Column> = COLUMNS
+            .iter()
+            .map(|&(name, kind, optional)| Column::new(name, kind, optional))
+            .collect();
+        for name in models.names() {
+            let name = format!("model_{}", name.replace('-', "_"));
+            columns.push(Column::new(&name, Kind::Bool, true));
+        }
+        let lines: Vec<String> = columns.iter().map(Column::schema).collect();
+        let schema = parse_message_type(&format!("message fault {{ {} }}", lines.join(" ")))
+            .context("the Parquet schema")?;
+        let props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_created_by(format!("numatrace {}", env!("CARGO_PKG_VERSION")))
+            .build();
+        let file = AtomicFile::create(path, MODE)?;
+        let writer = SerializedFileWriter::new(file, Arc::new(schema), Arc::new(props))?;
+        Ok(ParquetSink {
+            facts: FileFacts {
+                host,
+                kernel: header.kernel_release.clone(),
+                unix_offset_ns: i128::from(header.started_unix_ns)
+                    - i128::from(header.started_mono_ns),
+            },
+            columns,
+            models,
+            writer,
+            first_snapshot_ns: None,
+            rows: 0,
+            verdicts: Vec::new(),
+        })
+    }
+
+    fn row(&mut self, f: &FaultEvent) -> Result<()> {
+        self.models.fault(f, &mut self.verdicts);
+        let name = comm(&f.comm);
+        let mut cells = Vec::with_capacity(self.columns.len());
+        fault_cells(f, &self.facts, &name, &mut cells);
+        cells.extend(self.verdicts.iter().map(|&v| Cell::opt_bool(v)));
+        for (c, cell) in self.columns.iter_mut().zip(cells) {
+            c.push(cell)?;
+        }
+        self.rows += 1;
+        if self.columns[0].len() >= ROW_GROUP {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.columns[0].len() == 0 {
+            return Ok(());
+        }
+        let mut group = self.writer.next_row_group()?;
+        for c in &mut self.columns {
+            let mut w = group
+                .next_column()?
+                .context("the Parquet writer has fewer columns than the schema")?;
+            c.write(&mut w)?;
+            w.close()?;
+        }
+        group.close()?;
+        Ok(())
+    }
+
+    /// Writes the last rows and the footer and renames the file into
+    /// place; returns the rows written.
+    pub fn finish(mut self) -> Result<u64> {
+        self.flush()?;
+        self.writer.into_inner()?.commit()?;
+        Ok(self.rows)
+    }
+}
+
+impl Sink for ParquetSink {
+    fn event(&mut self, ev: &Event) -> Result<()> {
+        // The rows stats counts: nothing before the first snapshot.
+        if self.first_snapshot_ns.is_some_and(|t| ev.ts_ns() < t) {
+            return Ok(());
+        }
+        match ev {
+            Event::Fault(f) => self.row(f),
+            Event::Scan(s) => {
+                self.models.scan(s);
+                Ok(())
+            }
+            Event::Skip(_) => Ok(()),
+        }
+    }
+
+    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
+        self.first_snapshot_ns.get_or_insert(s.ts_ns);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+
+    use super::*;
+
+    #[test]
+    fn damaged_records_are_skipped_and_columns_typed() {
+        let dir = std::env::temp_dir().join(format!("numatrace-parquet-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let trace = dir.join("t.trace");
+        std::fs::write(&trace, super::super::tests::damaged_trace()).expect("trace");
+        let out = dir.join("t.parquet");
+        let header = numa_core::trace::Reader::open(&trace)
+            .expect("reader")
+            .header;
+        let mut sink = ParquetSink::create(&out, &header, "h1".into()).expect("create");
+        crate::read_trace(&trace, &mut [&mut sink]).expect("a damaged record is skipped");
+        assert_eq!(sink.finish().expect("finish"), 2);
+        let file = std::fs::File::open(&out).expect("parquet");
+        let reader = SerializedFileReader::new(file).expect("a Parquet file");
+        let rows: Vec<String> = reader
+            .get_row_iter(None)
+            .expect("rows")
+            .map(|r| r.expect("row").to_string())
+            .collect();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(rows.len(), 2);
+        for want in [
+            "host: \"h1\"",
+            "kernel: \"6.12.0-test\"",
+            "latency_ns: 5000000",
+            "fault_delta: 1",
+            "outcome: \"promote_hot\"",
+            "promoted: true",
+            "migrate_ok: null",
+            "model_fault_count: true",
+        ] {
+            assert!(rows[0].contains(want), "{want} in {}", rows[0]);
+        }
+    }
+}
