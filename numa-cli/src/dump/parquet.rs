@@ -403,7 +403,8 @@ mod tests {
             .expect("reader")
             .header;
         let mut sink = ParquetSink::create(&out, &header, "h1".into()).expect("create");
-        crate::read_trace(&trace, &mut [&mut sink]).expect("a damaged record is skipped");
+        crate::read_trace(&trace, crate::progress::Output::AtEnd, &mut [&mut sink])
+            .expect("a damaged record is skipped");
         assert_eq!(sink.finish().expect("finish"), 2);
         let file = std::fs::File::open(&out).expect("parquet");
         let reader = SerializedFileReader::new(file).expect("a Parquet file");
