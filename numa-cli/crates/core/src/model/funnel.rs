@@ -253,6 +253,8 @@ pub struct ProcessFunnel {
     /// The verdict's line, and its stable id.
     pub verdict: String,
     pub verdict_kind: &'static str,
+    #[serde(skip)]
+    pub judged: Verdict,
     /// The VMA the verdict is about, when one holds most of the activity.
     pub verdict_vma: Option<[u64; 2]>,
     #[serde(flatten)]
@@ -268,6 +270,8 @@ pub struct VmaFunnel {
     pub named: bool,
     pub verdict: String,
     pub verdict_kind: &'static str,
+    #[serde(skip)]
+    pub judged: Verdict,
     #[serde(flatten)]
     pub stages: StageRow,
 }
@@ -292,6 +296,7 @@ fn row(p: &Proc, end_ns: u64) -> ProcessFunnel {
         comm: p.comm.clone(),
         verdict: verdict.to_string(),
         verdict_kind: verdict.kind(),
+        judged: verdict,
         verdict_vma,
         stages: p.all.row(end_ns),
         vmas: vmas
@@ -304,10 +309,25 @@ fn row(p: &Proc, end_ns: u64) -> ProcessFunnel {
                     named: r.named,
                     verdict: v.to_string(),
                     verdict_kind: v.kind(),
+                    judged: v,
                     stages: r.stages.row(end_ns),
                 }
             })
             .collect(),
+    }
+}
+
+/// The rows' verdicts for a kernel whose threshold measures `hotness`.
+pub fn with_hotness(rows: &mut [ProcessFunnel], hotness: crate::params::KernelHotness) {
+    let rejudge = |judged: &mut Verdict, line: &mut String| {
+        *judged = judged.clone().with_hotness(hotness);
+        *line = judged.to_string();
+    };
+    for p in rows {
+        rejudge(&mut p.judged, &mut p.verdict);
+        for v in &mut p.vmas {
+            rejudge(&mut v.judged, &mut v.verdict);
+        }
     }
 }
 

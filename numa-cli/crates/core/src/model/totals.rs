@@ -181,6 +181,7 @@ impl Report {
     pub fn with_hotness(mut self, hotness: KernelHotness) -> Report {
         self.kernel_hotness = hotness;
         self.kernel_threshold_reason = hotness.reject_reason();
+        super::funnel::with_hotness(&mut self.funnel, hotness);
         self
     }
 }

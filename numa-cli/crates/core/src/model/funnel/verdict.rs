@@ -30,11 +30,14 @@ pub enum Verdict {
         decisions: u64,
     },
     /// Most decisions refused because the latency was over the threshold.
+    /// On the fault-count RFC's kernel (`fault_count`) the kernel's
+    /// "latency" and threshold are hint-fault counts, not ms.
     RefusedLatency {
         refused: u64,
         decisions: u64,
         mean_ms: Option<u64>,
         threshold_ms: Option<u32>,
+        fault_count: bool,
     },
     RefusedRateLimit {
         refused: u64,
@@ -58,6 +61,14 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict on a kernel whose threshold measures `hotness`.
+    pub fn with_hotness(mut self, hotness: crate::params::KernelHotness) -> Verdict {
+        if let Verdict::RefusedLatency { fault_count, .. } = &mut self {
+            *fault_count = hotness == crate::params::KernelHotness::FaultCount;
+        }
+        self
+    }
+
     /// A stable snake_case id (`stats --json`'s `verdict_kind`).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -109,11 +120,18 @@ impl fmt::Display for Verdict {
                 decisions,
                 mean_ms,
                 threshold_ms,
+                fault_count,
             } => {
-                write!(f, "touched, refused: latency")?;
+                let v = |n: u64| if *fault_count { n.to_string() } else { secs(n) };
+                let what = if *fault_count {
+                    "fault count"
+                } else {
+                    "latency"
+                };
+                write!(f, "touched, refused: {what}")?;
                 match (mean_ms, threshold_ms) {
-                    (Some(l), Some(t)) => write!(f, " {} > {}", secs(*l), secs(u64::from(*t)))?,
-                    (Some(l), None) => write!(f, " {}", secs(*l))?,
+                    (Some(l), Some(t)) => write!(f, " {} > {}", v(*l), v(u64::from(*t)))?,
+                    (Some(l), None) => write!(f, " {}", v(*l))?,
                     _ => {}
                 }
                 write!(f, " ({refused} of {decisions} decisions)")
@@ -220,6 +238,7 @@ fn refused(s: &Stages, decisions: u64) -> Verdict {
             decisions,
             mean_ms: s.refused_latency_mean_ms(),
             threshold_ms: s.threshold_ms,
+            fault_count: false,
         }
     } else if s.rejected_rate_limit >= s.rejected_other {
         Verdict::RefusedRateLimit { refused, decisions }
@@ -319,6 +338,11 @@ mod tests {
         assert_eq!(
             v.to_string(),
             "touched, refused: latency 1.5 s > 1.1 s (3001 of 4097 decisions)"
+        );
+        let rfc = v.with_hotness(crate::params::KernelHotness::FaultCount);
+        assert_eq!(
+            rfc.to_string(),
+            "touched, refused: fault count 1501 > 1100 (3001 of 4097 decisions)"
         );
     }
 
