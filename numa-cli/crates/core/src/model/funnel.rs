@@ -7,7 +7,7 @@
 //! `vm_start..vm_end` a `sched_skip_vma_numa` record names, or, until one
 //! names it, the span of overlapping or adjacent scan passes (a pass never
 //! crosses a VMA, but adjacent VMAs' passes join). A skip record takes the
-//! passes' regions it overlaps into its VMA. Faults count in the region
+//! regions it overlaps into its VMA. Faults count in the region
 //! holding their address, scans in the one holding their start; what no
 //! region holds counts for the process only. At most [`MAX_REGIONS`] per
 //! process: later ones count for the process only.
@@ -91,9 +91,13 @@ impl Proc {
         Some(&mut self.regions[i].stages)
     }
 
-    /// The VMA a skip record names, taking in the provisional regions it
-    /// overlaps.
+    /// The VMA a skip record names, taking in the regions it overlaps: the
+    /// scan passes' spans, and a VMA named before with other bounds (grown,
+    /// shrunk or replaced at the same place).
     fn vma(&mut self, start: u64, end: u64) -> Option<&mut Stages> {
+        if end <= start {
+            return None;
+        }
         if let Some(i) = self
             .regions
             .iter()
@@ -101,7 +105,7 @@ impl Proc {
         {
             return Some(&mut self.regions[i].stages);
         }
-        let overlaps = |r: &Region| !r.named && r.start < end && start < r.end;
+        let overlaps = |r: &Region| r.start < end && start < r.end;
         let mut taken = Stages::default();
         self.regions.retain(|r| {
             let take = overlaps(r);

@@ -155,3 +155,21 @@ fn the_recorded_trace_funnel_adds_up_to_the_totals() {
     let json = serde_json::to_value(&r).expect("report as JSON");
     assert_eq!(json["funnel"][0]["verdict_kind"], hot.verdict_kind);
 }
+
+/// A VMA named again with other bounds (a heap that grew) is the same
+/// region; a damaged skip naming an empty range changes nothing.
+#[test]
+fn a_vma_named_with_new_bounds_takes_the_old_one_in() {
+    let mut f = Funnel::default();
+    f.skip(&skip(7, BASE, BASE + 4 * MIB, S, 4));
+    f.scan(&scan(7, BASE, BASE + 4 * MIB, 2 * S, 1024));
+    f.skip(&skip(7, BASE, BASE + 8 * MIB, 3 * S, 4));
+    f.skip(&skip(7, BASE + 8 * MIB, BASE + 2 * MIB, 3 * S, 4));
+    let rows = f.report(4 * S);
+    let vmas = &rows[0].vmas;
+    assert_eq!(vmas.len(), 1);
+    assert_eq!((vmas[0].start, vmas[0].end), (BASE, BASE + 8 * MIB));
+    assert_eq!(vmas[0].stages.ptes_protected, 1024);
+    assert_eq!(vmas[0].stages.skips["pid_inactive"].count, 2);
+    assert_eq!(rows[0].stages.skips["pid_inactive"].count, 3);
+}
