@@ -170,6 +170,7 @@ fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
             r.runs_missed, r.late_records
         )?;
     }
+    print_funnel(&r.funnel, out)?;
     writeln!(out, "\n  scan-to-fault latency (ms)")?;
     numa_core::histtext::write(out, &r.latency_ms, "ms")?;
     writeln!(
@@ -177,5 +178,59 @@ fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         "\n  fault-count delta (per-process hint faults between scan and fault)"
     )?;
     numa_core::histtext::write(out, &r.fault_delta, "")?;
+    Ok(())
+}
+
+/// The funnel section: per process, its verdict and the stages behind it.
+fn print_funnel(
+    rows: &[numa_core::model::funnel::ProcessFunnel],
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\n  funnel (slow-tier pages by process, most activity first)"
+    )?;
+    for p in rows {
+        let s = &p.stages;
+        let comm = if p.comm.is_empty() { "" } else { " " };
+        writeln!(out, "    pid {}{comm}{}: {}", p.pid, p.comm, p.verdict)?;
+        if let Some([start, end]) = p.verdict_vma {
+            writeln!(out, "      in VMA {start:#x}-{end:#x}")?;
+        }
+        let last = s
+            .last_scan_s_ago
+            .map_or("none".to_owned(), |t| format!("{t:.1} s ago"));
+        writeln!(
+            out,
+            "      scanned {} passes, {} PTEs protected, last pass {last}",
+            s.scan_passes, s.ptes_protected
+        )?;
+        if !s.skips.is_empty() {
+            let skips: Vec<String> = s
+                .skips
+                .iter()
+                .map(|(r, k)| match k.since_last_scan {
+                    0 => format!("{r} {}", k.count),
+                    n => format!("{r} {} ({n} since the last pass)", k.count),
+                })
+                .collect();
+            writeln!(out, "      skipped {}", skips.join(", "))?;
+        }
+        writeln!(
+            out,
+            "      faulted {} ({} pages), promoted {}, refused latency {} / rate limit {} / other {}, migrations {} ok / {} failed",
+            s.slow_faults,
+            s.slow_fault_pages,
+            s.promoted,
+            s.rejected_latency,
+            s.rejected_rate_limit,
+            s.rejected_other,
+            s.migrate_ok,
+            s.migrate_fail
+        )?;
+    }
     Ok(())
 }

@@ -8,6 +8,7 @@ use numa_ebpf_common::{
 use serde::Serialize;
 
 use super::{
+    funnel::{Funnel, ProcessFunnel},
     log2::{BucketCount, Log2Hist},
     scans::ScanIndex,
     window::Window,
@@ -64,6 +65,7 @@ pub struct Totals {
     /// having been skipped (`LATE_END`).
     pub late_records: u64,
     pub patch: PatchInputs,
+    pub funnel: Funnel,
 }
 
 /// Consistency of the fault-count patch's inputs the probes give (see
@@ -168,6 +170,9 @@ pub struct Report {
     pub checks: Checks,
     /// Run count and time of each BPF program (live with --bpf-stats).
     pub bpf_programs: Vec<crate::plan::ProgramStat>,
+    /// The processes with the most slow-tier activity, stage by stage,
+    /// with their verdicts (see [`super::funnel`]).
+    pub funnel: Vec<ProcessFunnel>,
 }
 
 impl Report {
@@ -176,6 +181,7 @@ impl Report {
     pub fn with_hotness(mut self, hotness: KernelHotness) -> Report {
         self.kernel_hotness = hotness;
         self.kernel_threshold_reason = hotness.reject_reason();
+        super::funnel::with_hotness(&mut self.funnel, hotness);
         self
     }
 }
@@ -235,6 +241,7 @@ impl Totals {
                 self.scan_ptes = self.scan_ptes.saturating_add(s.ptes_updated);
                 self.scan_stamps = self.scan_stamps.saturating_add(s.stamps);
                 self.scans.record(s);
+                self.funnel.scan(s);
                 self.seen(s.ts_ns);
             }
             Event::Skip(s) => {
@@ -242,6 +249,7 @@ impl Totals {
                     .vma_skips
                     .entry(crate::decode::skip_reason_name(s.reason))
                     .or_default() += 1;
+                self.funnel.skip(s);
                 self.seen(s.ts_ns);
             }
         }
@@ -270,10 +278,12 @@ impl Totals {
                 self.migrate_fail += 1;
             }
         }
-        if (0..64).contains(&f.src_nid) && self.toptier_mask >> f.src_nid & 1 == 0 {
+        let slow = (0..64).contains(&f.src_nid) && self.toptier_mask >> f.src_nid & 1 == 0;
+        if slow {
             self.slow_faults += 1;
             self.patch.fault(f);
         }
+        self.funnel.fault(f, slow);
         // Looked up for every fault, stamped or not: each one tells the
         // index its process is still there.
         let tgid = (f.pid_tgid >> 32) as u32;
@@ -355,7 +365,15 @@ impl Totals {
             kernel_histograms_match: hists.kernel_match,
             bpf_programs: Vec::new(),
             checks: self.checks(attach_started_ns),
+            funnel: self.funnel.report(self.end_ns()),
         }
+    }
+
+    /// The end of what was seen: the last snapshot or event.
+    pub fn end_ns(&self) -> u64 {
+        self.window
+            .last()
+            .map_or(self.last_ts_ns, |s| s.ts_ns.max(self.last_ts_ns))
     }
 
     /// The snapshot window's span when there is one, else the span of the

@@ -1,0 +1,339 @@
+//! The promotion funnel: per process, and per VMA where the events tell
+//! it, each stage a slow-tier page passes on its way to DRAM (scanned or
+//! skipped, protected, faulted, decided, migrated) and a verdict naming
+//! the first stage where most of it stops ([`verdict::judge`]).
+//!
+//! **VMA** here is a region of one process's address space: the exact
+//! `vm_start..vm_end` a `sched_skip_vma_numa` record names, or, until one
+//! names it, the span of overlapping or adjacent scan passes (a pass never
+//! crosses a VMA, but adjacent VMAs' passes join). A skip record takes the
+//! regions it overlaps into its VMA. Faults count in the region
+//! holding their address, scans in the one holding their start; what no
+//! region holds counts for the process only. At most [`MAX_REGIONS`] per
+//! process: later ones count for the process only.
+//!
+//! Fed by [`super::totals::Totals`] with the events of its window, so its
+//! sums match the totals'. Bounded: a process gone (no event for
+//! [`GONE_AFTER_NS`]) leaves the live table, and is kept only while it
+//! ranks among the [`TOP`] the report lists (its counts no longer grow, so
+//! once [`TOP`] others rank above it they always will).
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+use numa_ebpf_common::{FaultEvent, ScanEvent, SkipEvent};
+
+use super::GONE_AFTER_NS;
+
+mod stages;
+pub mod verdict;
+
+pub use stages::{SkipRow, StageRow, Stages};
+pub use verdict::{judge, Verdict};
+
+/// Processes the report lists, by slow-tier activity.
+pub const TOP: usize = 10;
+/// Regions (VMAs) kept per process.
+pub const MAX_REGIONS: usize = 32;
+
+#[derive(Debug, Clone)]
+struct Region {
+    start: u64,
+    end: u64,
+    /// Named by a skip record (else the span of scan passes).
+    named: bool,
+    stages: Stages,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Proc {
+    pid: u32,
+    comm: String,
+    last_ns: u64,
+    all: Stages,
+    regions: Vec<Region>,
+}
+
+impl Proc {
+    /// Ranks in the report: most activity first, then skips, then pid.
+    fn rank(&self) -> (std::cmp::Reverse<(u64, u64)>, u32) {
+        let skips = self.all.skips.values().map(|s| s.count).sum();
+        (std::cmp::Reverse((self.all.activity(), skips)), self.pid)
+    }
+
+    fn region_at(&mut self, addr: u64) -> Option<&mut Stages> {
+        self.regions
+            .iter_mut()
+            .find(|r| r.start <= addr && addr < r.end)
+            .map(|r| &mut r.stages)
+    }
+
+    /// The region of a scan pass over `start..end`: the one holding its
+    /// start, else a provisional one joined to a neighbour or new.
+    fn scan_region(&mut self, start: u64, end: u64) -> Option<&mut Stages> {
+        let i = match self
+            .regions
+            .iter()
+            .position(|r| r.start <= start && start < r.end)
+        {
+            Some(i) => i,
+            None => {
+                let joins = |r: &Region| !r.named && r.start <= end && start <= r.end;
+                match self.regions.iter().position(joins) {
+                    Some(i) => {
+                        let r = &mut self.regions[i];
+                        (r.start, r.end) = (r.start.min(start), r.end.max(end));
+                        i
+                    }
+                    None => self.new_region(start, end, false)?,
+                }
+            }
+        };
+        Some(&mut self.regions[i].stages)
+    }
+
+    /// The VMA a skip record names, taking in the regions it overlaps: the
+    /// scan passes' spans, and a VMA named before with other bounds (grown,
+    /// shrunk or replaced at the same place).
+    fn vma(&mut self, start: u64, end: u64) -> Option<&mut Stages> {
+        if end <= start {
+            return None;
+        }
+        if let Some(i) = self
+            .regions
+            .iter()
+            .position(|r| r.named && r.start == start && r.end == end)
+        {
+            return Some(&mut self.regions[i].stages);
+        }
+        let overlaps = |r: &Region| r.start < end && start < r.end;
+        let mut taken = Stages::default();
+        self.regions.retain(|r| {
+            let take = overlaps(r);
+            if take {
+                taken.absorb(&r.stages);
+            }
+            !take
+        });
+        let i = self.new_region(start, end, true)?;
+        self.regions[i].stages = taken;
+        Some(&mut self.regions[i].stages)
+    }
+
+    fn new_region(&mut self, start: u64, end: u64, named: bool) -> Option<usize> {
+        if self.regions.len() >= MAX_REGIONS || end <= start {
+            return None;
+        }
+        self.regions.push(Region {
+            start,
+            end,
+            named,
+            stages: Stages::default(),
+        });
+        Some(self.regions.len() - 1)
+    }
+}
+
+/// Per-process funnels over the events of a window.
+#[derive(Debug, Default)]
+pub struct Funnel {
+    live: FxHashMap<u32, Proc>,
+    retired: Vec<Proc>,
+    now_ns: u64,
+    next_sweep_ns: u64,
+}
+
+impl Funnel {
+    pub fn scan(&mut self, s: &ScanEvent) {
+        let p = self.proc((s.pid_tgid >> 32) as u32, s.ts_ns);
+        p.all.scan(s.ts_ns, s.ptes_updated);
+        if let Some(r) = p.scan_region(s.start, s.end) {
+            r.scan(s.ts_ns, s.ptes_updated);
+        }
+    }
+
+    pub fn skip(&mut self, s: &SkipEvent) {
+        let p = self.proc((s.pid_tgid >> 32) as u32, s.ts_ns);
+        p.all.skip(s.ts_ns, s.reason);
+        if let Some(r) = p.vma(s.vm_start, s.vm_end) {
+            r.skip(s.ts_ns, s.reason);
+        }
+    }
+
+    /// A hint fault; `slow` when its folio is on a slow-tier node (the
+    /// caller knows the tiers): only those count, the others only tell
+    /// that the process is there.
+    pub fn fault(&mut self, f: &FaultEvent, slow: bool) {
+        let p = self.proc((f.pid_tgid >> 32) as u32, f.ts_ns);
+        if p.comm.is_empty() {
+            p.comm = crate::decode::comm(&f.comm);
+        }
+        if !slow {
+            return;
+        }
+        p.all.fault(f);
+        if let Some(r) = p.region_at(f.addr) {
+            r.fault(f);
+        }
+    }
+
+    /// The live entry of `pid` at `ts_ns`; a new one when the pid is new or
+    /// its previous process is gone.
+    fn proc(&mut self, pid: u32, ts_ns: u64) -> &mut Proc {
+        self.now_ns = self.now_ns.max(ts_ns);
+        if self.now_ns >= self.next_sweep_ns {
+            self.sweep();
+        }
+        let now = self.now_ns;
+        let p = self.live.entry(pid).or_insert_with(|| Proc {
+            pid,
+            last_ns: now,
+            ..Proc::default()
+        });
+        if now.saturating_sub(p.last_ns) >= GONE_AFTER_NS {
+            let old = std::mem::replace(
+                p,
+                Proc {
+                    pid,
+                    ..Proc::default()
+                },
+            );
+            self.retired.push(old);
+        }
+        // Borrowed again: the retirement above needed `self.retired`.
+        let p = self.live.entry(pid).or_default();
+        p.last_ns = now;
+        p
+    }
+
+    /// Retires the gone processes and keeps the retired that may still
+    /// rank among the report's [`TOP`].
+    #[cold]
+    fn sweep(&mut self) {
+        let now = self.now_ns;
+        self.next_sweep_ns = now.saturating_add(GONE_AFTER_NS / 4);
+        let gone: Vec<u32> = self
+            .live
+            .iter()
+            .filter(|(_, p)| now.saturating_sub(p.last_ns) >= GONE_AFTER_NS)
+            .map(|(pid, _)| *pid)
+            .collect();
+        for pid in gone {
+            if let Some(p) = self.live.remove(&pid) {
+                self.retired.push(p);
+            }
+        }
+        let mut ranks: Vec<_> = self
+            .live
+            .values()
+            .chain(&self.retired)
+            .map(Proc::rank)
+            .collect();
+        if ranks.len() > TOP {
+            let (_, nth, _) = ranks.select_nth_unstable(TOP - 1);
+            let nth = *nth;
+            self.retired.retain(|p| p.rank() <= nth);
+        }
+    }
+
+    /// Live processes and retired ones kept.
+    pub fn len(&self) -> (usize, usize) {
+        (self.live.len(), self.retired.len())
+    }
+
+    /// The [`TOP`] processes by slow-tier activity, judged at `end_ns`.
+    pub fn report(&self, end_ns: u64) -> Vec<ProcessFunnel> {
+        let mut procs: Vec<&Proc> = self.live.values().chain(&self.retired).collect();
+        procs.sort_by_key(|p| p.rank());
+        procs.truncate(TOP);
+        procs.into_iter().map(|p| row(p, end_ns)).collect()
+    }
+}
+
+/// One process in the report: its stages, its VMAs' and the verdict.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessFunnel {
+    pub pid: u32,
+    pub comm: String,
+    /// The verdict's line, and its stable id.
+    pub verdict: String,
+    pub verdict_kind: &'static str,
+    #[serde(skip)]
+    pub judged: Verdict,
+    /// The VMA the verdict is about, when one holds most of the activity.
+    pub verdict_vma: Option<[u64; 2]>,
+    #[serde(flatten)]
+    pub stages: StageRow,
+    pub vmas: Vec<VmaFunnel>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VmaFunnel {
+    pub start: u64,
+    pub end: u64,
+    /// Named by a skip record (else the span of the scan passes seen).
+    pub named: bool,
+    pub verdict: String,
+    pub verdict_kind: &'static str,
+    #[serde(skip)]
+    pub judged: Verdict,
+    #[serde(flatten)]
+    pub stages: StageRow,
+}
+
+/// A process's verdict is its main VMA's when one holds more than half of
+/// its activity, else the process's over all its VMAs (a process without
+/// activity too: a VMA's skips alone do not speak for it).
+fn row(p: &Proc, end_ns: u64) -> ProcessFunnel {
+    let total = p.all.activity();
+    let main = p
+        .regions
+        .iter()
+        .find(|r| r.stages.activity().saturating_mul(2) > total && total > 0);
+    let (verdict, verdict_vma) = match main {
+        Some(r) => (judge(&r.stages, end_ns), Some([r.start, r.end])),
+        None => (judge(&p.all, end_ns), None),
+    };
+    let mut vmas: Vec<&Region> = p.regions.iter().collect();
+    vmas.sort_by_key(|r| (std::cmp::Reverse(r.stages.activity()), r.start));
+    ProcessFunnel {
+        pid: p.pid,
+        comm: p.comm.clone(),
+        verdict: verdict.to_string(),
+        verdict_kind: verdict.kind(),
+        judged: verdict,
+        verdict_vma,
+        stages: p.all.row(end_ns),
+        vmas: vmas
+            .into_iter()
+            .map(|r| {
+                let v = judge(&r.stages, end_ns);
+                VmaFunnel {
+                    start: r.start,
+                    end: r.end,
+                    named: r.named,
+                    verdict: v.to_string(),
+                    verdict_kind: v.kind(),
+                    judged: v,
+                    stages: r.stages.row(end_ns),
+                }
+            })
+            .collect(),
+    }
+}
+
+/// The rows' verdicts for a kernel whose threshold measures `hotness`.
+pub fn with_hotness(rows: &mut [ProcessFunnel], hotness: crate::params::KernelHotness) {
+    let rejudge = |judged: &mut Verdict, line: &mut String| {
+        *judged = judged.clone().with_hotness(hotness);
+        *line = judged.to_string();
+    };
+    for p in rows {
+        rejudge(&mut p.judged, &mut p.verdict);
+        for v in &mut p.vmas {
+            rejudge(&mut v.judged, &mut v.verdict);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

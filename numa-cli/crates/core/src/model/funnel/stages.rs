@@ -1,0 +1,227 @@
+//! The counts of one funnel (a process, or one VMA of it): each stage a
+//! slow-tier page passes on its way to DRAM. Sums saturate: a damaged
+//! trace can hold any value.
+use std::collections::BTreeMap;
+
+use numa_ebpf_common::{fault_flags as ff, FaultEvent, Outcome};
+use serde::Serialize;
+
+/// One skip reason's records.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SkipStat {
+    pub count: u64,
+    /// Those after the latest scan pass (all of them without one).
+    pub since_scan: u64,
+    pub last_ns: u64,
+}
+
+/// Stage counts, in trace time (ns of the events' clock).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Stages {
+    /// The first event counted here.
+    pub first_ns: Option<u64>,
+    pub scan_passes: u64,
+    pub ptes_protected: u64,
+    pub last_scan_ns: Option<u64>,
+    /// By the kernel's `numa_vmaskip_reason` (bounded by decode: < 64).
+    pub skips: BTreeMap<u32, SkipStat>,
+    /// Hint faults on slow-tier folios, and their pages (a THP's 512).
+    pub slow_faults: u64,
+    pub slow_fault_pages: u64,
+    pub promoted: u64,
+    pub rejected_latency: u64,
+    pub rejected_rate_limit: u64,
+    pub rejected_other: u64,
+    /// Of the latency rejections, those with the kernel's latency: its sum
+    /// (ms) and count, for their mean.
+    pub refused_latency_sum_ms: u64,
+    pub refused_latency_n: u64,
+    /// The threshold of the latest decision that ran the threshold path:
+    /// the one in force at the end (the kernel adjusts it over time).
+    pub threshold_ms: Option<u32>,
+    pub migrate_ok: u64,
+    pub migrate_fail: u64,
+}
+
+impl Stages {
+    fn seen(&mut self, ts_ns: u64) {
+        let first = self.first_ns.get_or_insert(ts_ns);
+        *first = (*first).min(ts_ns);
+    }
+
+    pub fn scan(&mut self, ts_ns: u64, ptes: u64) {
+        self.seen(ts_ns);
+        self.scan_passes = self.scan_passes.saturating_add(1);
+        self.ptes_protected = self.ptes_protected.saturating_add(ptes);
+        if self.last_scan_ns.is_none_or(|t| t <= ts_ns) {
+            self.last_scan_ns = Some(ts_ns);
+            for s in self.skips.values_mut() {
+                s.since_scan = 0;
+            }
+        }
+    }
+
+    pub fn skip(&mut self, ts_ns: u64, reason: u32) {
+        self.seen(ts_ns);
+        let s = self.skips.entry(reason).or_default();
+        s.count = s.count.saturating_add(1);
+        s.last_ns = s.last_ns.max(ts_ns);
+        if self.last_scan_ns.is_none_or(|t| t <= ts_ns) {
+            s.since_scan = s.since_scan.saturating_add(1);
+        }
+    }
+
+    /// A hint fault on a slow-tier folio.
+    pub fn fault(&mut self, f: &FaultEvent) {
+        self.seen(f.ts_ns);
+        self.slow_faults = self.slow_faults.saturating_add(1);
+        self.slow_fault_pages = self
+            .slow_fault_pages
+            .saturating_add(u64::from(f.nr_pages.max(1)));
+        let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
+        let add = |n: &mut u64| *n = n.saturating_add(1);
+        match outcome {
+            Outcome::PromoteHot | Outcome::PromoteFreeSpace => add(&mut self.promoted),
+            Outcome::RejectLatency => add(&mut self.rejected_latency),
+            Outcome::RejectRateLimit => add(&mut self.rejected_rate_limit),
+            Outcome::RejectOther => add(&mut self.rejected_other),
+            Outcome::NotTiering | Outcome::NoDecision => {}
+        }
+        if f.flags & ff::KERNEL_LATENCY != 0 {
+            self.threshold_ms = Some(f.threshold_ms);
+            if outcome == Outcome::RejectLatency {
+                add(&mut self.refused_latency_n);
+                self.refused_latency_sum_ms = self
+                    .refused_latency_sum_ms
+                    .saturating_add(u64::from(f.kernel_latency_ms));
+            }
+        }
+        if f.flags & ff::MIGRATE_TRIED != 0 {
+            if f.migrate_ok != 0 {
+                add(&mut self.migrate_ok);
+            } else {
+                add(&mut self.migrate_fail);
+            }
+        }
+    }
+
+    /// Adds `o`'s counts (a provisional region taken into the VMA a skip
+    /// record names). Skips since the latest scan are summed as they are:
+    /// each side counted them against its own latest scan.
+    pub fn absorb(&mut self, o: &Stages) {
+        if let Some(t) = o.first_ns {
+            self.seen(t);
+        }
+        let sum = |a: &mut u64, b: u64| *a = a.saturating_add(b);
+        sum(&mut self.scan_passes, o.scan_passes);
+        sum(&mut self.ptes_protected, o.ptes_protected);
+        self.last_scan_ns = self.last_scan_ns.max(o.last_scan_ns);
+        for (r, s) in &o.skips {
+            let m = self.skips.entry(*r).or_default();
+            sum(&mut m.count, s.count);
+            sum(&mut m.since_scan, s.since_scan);
+            m.last_ns = m.last_ns.max(s.last_ns);
+        }
+        sum(&mut self.slow_faults, o.slow_faults);
+        sum(&mut self.slow_fault_pages, o.slow_fault_pages);
+        sum(&mut self.promoted, o.promoted);
+        sum(&mut self.rejected_latency, o.rejected_latency);
+        sum(&mut self.rejected_rate_limit, o.rejected_rate_limit);
+        sum(&mut self.rejected_other, o.rejected_other);
+        sum(&mut self.refused_latency_sum_ms, o.refused_latency_sum_ms);
+        sum(&mut self.refused_latency_n, o.refused_latency_n);
+        self.threshold_ms = self.threshold_ms.or(o.threshold_ms);
+        sum(&mut self.migrate_ok, o.migrate_ok);
+        sum(&mut self.migrate_fail, o.migrate_fail);
+    }
+
+    /// Tiering decisions: promoted or refused.
+    pub fn decisions(&self) -> u64 {
+        self.promoted.saturating_add(self.refused())
+    }
+
+    pub fn refused(&self) -> u64 {
+        self.rejected_latency
+            .saturating_add(self.rejected_rate_limit)
+            .saturating_add(self.rejected_other)
+    }
+
+    /// What the funnel ranks by: slow-tier pages protected or faulted.
+    pub fn activity(&self) -> u64 {
+        self.ptes_protected.saturating_add(self.slow_fault_pages)
+    }
+
+    /// Time without a scan pass at `end_ns`: since the latest pass, or
+    /// since the first event when none was seen.
+    pub fn unscanned_ns(&self, end_ns: u64) -> u64 {
+        let since = self.last_scan_ns.or(self.first_ns).unwrap_or(end_ns);
+        end_ns.saturating_sub(since)
+    }
+
+    /// The mean kernel latency of the latency rejections, ms.
+    pub fn refused_latency_mean_ms(&self) -> Option<u64> {
+        (self.refused_latency_n > 0).then(|| self.refused_latency_sum_ms / self.refused_latency_n)
+    }
+
+    /// The report's view at `end_ns`: times as seconds before the end.
+    pub fn row(&self, end_ns: u64) -> StageRow {
+        let ago = |t: u64| end_ns.saturating_sub(t) as f64 / 1e9;
+        StageRow {
+            scan_passes: self.scan_passes,
+            ptes_protected: self.ptes_protected,
+            last_scan_s_ago: self.last_scan_ns.map(ago),
+            unscanned_s: self.unscanned_ns(end_ns) as f64 / 1e9,
+            skips: self
+                .skips
+                .iter()
+                .map(|(r, s)| {
+                    let row = SkipRow {
+                        count: s.count,
+                        since_last_scan: s.since_scan,
+                        last_s_ago: ago(s.last_ns),
+                    };
+                    (crate::decode::skip_reason_name(*r), row)
+                })
+                .collect(),
+            slow_faults: self.slow_faults,
+            slow_fault_pages: self.slow_fault_pages,
+            decisions: self.decisions(),
+            promoted: self.promoted,
+            rejected_latency: self.rejected_latency,
+            rejected_rate_limit: self.rejected_rate_limit,
+            rejected_other: self.rejected_other,
+            refused_latency_mean_ms: self.refused_latency_mean_ms(),
+            threshold_ms: self.threshold_ms,
+            migrate_ok: self.migrate_ok,
+            migrate_fail: self.migrate_fail,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SkipRow {
+    pub count: u64,
+    pub since_last_scan: u64,
+    pub last_s_ago: f64,
+}
+
+/// [`Stages`] as `stats --json` shows them ("ago": before the report's end).
+#[derive(Debug, Clone, Serialize)]
+pub struct StageRow {
+    pub scan_passes: u64,
+    pub ptes_protected: u64,
+    pub last_scan_s_ago: Option<f64>,
+    pub unscanned_s: f64,
+    pub skips: BTreeMap<String, SkipRow>,
+    pub slow_faults: u64,
+    pub slow_fault_pages: u64,
+    pub decisions: u64,
+    pub promoted: u64,
+    pub rejected_latency: u64,
+    pub rejected_rate_limit: u64,
+    pub rejected_other: u64,
+    pub refused_latency_mean_ms: Option<u64>,
+    pub threshold_ms: Option<u32>,
+    pub migrate_ok: u64,
+    pub migrate_fail: u64,
+}

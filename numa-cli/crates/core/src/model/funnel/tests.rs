@@ -1,0 +1,175 @@
+use numa_ebpf_common::{EventKind, Outcome, ScanEvent, SkipEvent};
+
+use super::*;
+use crate::decode::fixtures::fault;
+use crate::model::totals::Totals;
+
+const S: u64 = 1_000_000_000;
+const BASE: u64 = 0x7f00_0000_0000;
+const MIB: u64 = 1 << 20;
+
+fn scan(pid: u64, start: u64, end: u64, ts_ns: u64, ptes: u64) -> ScanEvent {
+    ScanEvent {
+        kind: EventKind::Scan as u32,
+        pid_tgid: pid << 32,
+        start,
+        end,
+        ts_ns,
+        ptes_updated: ptes,
+        ..ScanEvent::default()
+    }
+}
+
+fn skip(pid: u64, start: u64, end: u64, ts_ns: u64, reason: u32) -> SkipEvent {
+    SkipEvent {
+        kind: EventKind::VmaSkip as u32,
+        reason,
+        ts_ns,
+        pid_tgid: pid << 32,
+        vm_start: start,
+        vm_end: end,
+    }
+}
+
+/// The test bed's story: two 16 MiB passes over a 256 MiB VMA, their
+/// pages faulted and promoted, then only `pid_inactive` skips of it for
+/// 40 s, while a small scanned VMA elsewhere has no fault.
+#[test]
+fn a_vma_scanned_twice_then_skipped_is_not_scanned() {
+    let mut f = Funnel::default();
+    f.scan(&scan(42, BASE, BASE + 16 * MIB, S, 4096));
+    f.scan(&scan(42, BASE + 16 * MIB, BASE + 32 * MIB, 2 * S, 4096));
+    f.scan(&scan(42, 0x1000_0000, 0x1000_1000, 2 * S, 1));
+    for i in 0..8192 {
+        let mut ev = fault(i, i, 500, Outcome::PromoteHot);
+        ev.ts_ns = 3 * S + i;
+        f.fault(&ev, true);
+    }
+    for t in 0..80 {
+        f.skip(&skip(42, BASE, BASE + 256 * MIB, 4 * S + t * S / 2, 4));
+    }
+    let rows = f.report(44 * S);
+    assert_eq!(rows.len(), 1);
+    let p = &rows[0];
+    assert_eq!((p.pid, p.comm.as_str()), (42, "hot-chunks"));
+    assert_eq!(p.verdict_kind, "not_scanned");
+    assert_eq!(
+        p.verdict,
+        "not scanned for 42 s (pid_inactive, 80 skips since the last pass)"
+    );
+    assert_eq!(p.verdict_vma, Some([BASE, BASE + 256 * MIB]));
+    // The skip record took both passes' region into its VMA.
+    assert_eq!(p.vmas.len(), 2);
+    let vma = &p.vmas[0];
+    assert!(vma.named);
+    assert_eq!(
+        (vma.stages.scan_passes, vma.stages.ptes_protected),
+        (2, 8192)
+    );
+    assert_eq!(vma.stages.slow_faults, 8192);
+    assert_eq!(vma.stages.skips["pid_inactive"].count, 80);
+    assert_eq!(
+        (p.vmas[1].start, p.vmas[1].named, p.vmas[1].verdict_kind),
+        (0x1000_0000, false, "cold")
+    );
+    assert_eq!(p.stages.scan_passes, 3);
+}
+
+#[test]
+fn regions_are_bounded_and_faults_outside_count_for_the_process() {
+    let mut f = Funnel::default();
+    for i in 0..(MAX_REGIONS as u64 + 8) {
+        let start = BASE + i * 64 * MIB;
+        f.skip(&skip(7, start, start + 32 * MIB, S + i, 0));
+    }
+    let mut ev = fault(1, 1, 5, Outcome::PromoteHot);
+    ev.pid_tgid = 7 << 32;
+    (ev.addr, ev.ts_ns) = (0x10_0000, 2 * S);
+    f.fault(&ev, true);
+    f.fault(&ev, false);
+    let rows = f.report(2 * S);
+    assert_eq!(rows[0].vmas.len(), MAX_REGIONS);
+    assert_eq!(rows[0].stages.slow_faults, 1);
+    assert!(rows[0].vmas.iter().all(|v| v.stages.slow_faults == 0));
+}
+
+#[test]
+fn gone_processes_leave_unless_they_rank() {
+    let mut f = Funnel::default();
+    // 30 short-lived processes, one every 100 s; pid 1000 the busiest.
+    for pid in 0..30u64 {
+        let ptes = if pid == 0 { 1_000_000 } else { 10 + pid };
+        f.scan(&scan(1000 + pid, BASE, BASE + MIB, 100 * S * pid, ptes));
+    }
+    let (live, retired) = f.len();
+    assert!(live <= 8, "{live}");
+    assert!(live + retired <= TOP + 8, "{live} + {retired}");
+    let rows = f.report(3000 * S);
+    assert_eq!(rows.len(), TOP);
+    assert_eq!(rows[0].pid, 1000);
+    // A pid back after its process went is a new process.
+    f.scan(&scan(1000, BASE, BASE + MIB, 3000 * S, 2_000_000));
+    let rows = f.report(3000 * S);
+    assert_eq!(rows.iter().filter(|r| r.pid == 1000).count(), 2);
+}
+
+/// The recorded test-bed trace: the funnel's sums are the totals'.
+#[test]
+fn the_recorded_trace_funnel_adds_up_to_the_totals() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/testdata/hot-chunks-6.12.trace");
+    let mut reader = crate::trace::Reader::open(&path).expect("test trace");
+    let mask = reader.header.params.as_ref().map_or(1, |p| p.toptier_mask);
+    let mut totals = Totals::new(mask);
+    for item in reader.by_ref() {
+        match item.expect("trace item") {
+            crate::trace::Item::Event(ev) => totals.event(&ev),
+            crate::trace::Item::Snapshot(s) => totals.snapshot(&s),
+            crate::trace::Item::Footer(_) => {}
+        }
+    }
+    let r = totals.report(1 << 20, 0);
+    assert!(r.funnel.len() < TOP, "every process listed");
+    let sum = |g: fn(&ProcessFunnel) -> u64| r.funnel.iter().map(g).sum::<u64>();
+    assert!(r.checks.slow_node_faults > 0);
+    assert_eq!(sum(|p| p.stages.slow_faults), r.checks.slow_node_faults);
+    assert_eq!(sum(|p| p.stages.scan_passes), r.scan_ranges);
+    assert_eq!(sum(|p| p.stages.ptes_protected), r.scan_ptes_updated);
+    assert_eq!(sum(|p| p.stages.promoted), r.kernel_promote);
+    assert_eq!(sum(|p| p.stages.rejected_latency), r.kernel_reject.latency);
+    let skips: u64 = r.vma_skips.values().sum();
+    let funnel_skips = r
+        .funnel
+        .iter()
+        .flat_map(|p| p.stages.skips.values())
+        .map(|s| s.count)
+        .sum::<u64>();
+    assert_eq!(funnel_skips, skips);
+    let hot = r
+        .funnel
+        .iter()
+        .find(|p| p.comm == "hot-chunks")
+        .expect("the workload's process");
+    assert!(!hot.verdict.is_empty() && !hot.verdict_kind.is_empty());
+    assert_eq!(hot.pid, r.funnel[0].pid, "the workload ranks first");
+    let json = serde_json::to_value(&r).expect("report as JSON");
+    assert_eq!(json["funnel"][0]["verdict_kind"], hot.verdict_kind);
+}
+
+/// A VMA named again with other bounds (a heap that grew) is the same
+/// region; a damaged skip naming an empty range changes nothing.
+#[test]
+fn a_vma_named_with_new_bounds_takes_the_old_one_in() {
+    let mut f = Funnel::default();
+    f.skip(&skip(7, BASE, BASE + 4 * MIB, S, 4));
+    f.scan(&scan(7, BASE, BASE + 4 * MIB, 2 * S, 1024));
+    f.skip(&skip(7, BASE, BASE + 8 * MIB, 3 * S, 4));
+    f.skip(&skip(7, BASE + 8 * MIB, BASE + 2 * MIB, 3 * S, 4));
+    let rows = f.report(4 * S);
+    let vmas = &rows[0].vmas;
+    assert_eq!(vmas.len(), 1);
+    assert_eq!((vmas[0].start, vmas[0].end), (BASE, BASE + 8 * MIB));
+    assert_eq!(vmas[0].stages.ptes_protected, 1024);
+    assert_eq!(vmas[0].stages.skips["pid_inactive"].count, 2);
+    assert_eq!(rows[0].stages.skips["pid_inactive"].count, 3);
+}
