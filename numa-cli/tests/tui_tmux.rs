@@ -219,6 +219,13 @@ fn top_in_tmux_sort_filter_detail_help_resize_quit() {
                     .is_some_and(|v| v != "0" && v != "0.0")
         })
     });
+    // The funnel's verdict for the recorded workload: its pages were
+    // refused on latency (3.2 s mean against the 1 s threshold).
+    t.wait("the verdict column", |s| {
+        s.contains("WHY")
+            && s.lines()
+                .any(|l| l.contains("hot-chunks") && l.contains("refused 3"))
+    });
 
     // Sort: next column, then reverse.
     t.keys(&["s"]);

@@ -23,10 +23,11 @@ pub enum SortKey {
     P99,
     Delta,
     Resident,
+    Verdict,
 }
 
 impl SortKey {
-    pub const ALL: [SortKey; 11] = [
+    pub const ALL: [SortKey; 12] = [
         SortKey::Pid,
         SortKey::Comm,
         SortKey::Faults,
@@ -38,6 +39,7 @@ impl SortKey {
         SortKey::P99,
         SortKey::Delta,
         SortKey::Resident,
+        SortKey::Verdict,
     ];
 
     pub fn name(self) -> &'static str {
@@ -53,6 +55,7 @@ impl SortKey {
             SortKey::P99 => "latency p99",
             SortKey::Delta => "fault-count delta",
             SortKey::Resident => "resident pages",
+            SortKey::Verdict => "verdict",
         }
     }
 
@@ -63,7 +66,7 @@ impl SortKey {
 
     /// Text columns sort ascending by default, numbers descending.
     fn default_desc(self) -> bool {
-        !matches!(self, SortKey::Pid | SortKey::Comm)
+        !matches!(self, SortKey::Pid | SortKey::Comm | SortKey::Verdict)
     }
 }
 
@@ -115,7 +118,7 @@ fn sort_value(r: &ProcRow, key: SortKey, model: usize) -> f64 {
     let o = |v: Option<f64>| v.unwrap_or(-1.0);
     match key {
         SortKey::Pid => f64::from(r.pid),
-        SortKey::Comm => 0.0,
+        SortKey::Comm | SortKey::Verdict => 0.0,
         SortKey::Faults => r.faults_s,
         SortKey::Promoted => r.promoted_s,
         SortKey::RejLatency => r.rej_latency_s,
@@ -150,6 +153,8 @@ pub fn visible<'a>(
     v.sort_by(|a, b| {
         let ord = if key == SortKey::Comm {
             a.comm.cmp(&b.comm)
+        } else if key == SortKey::Verdict {
+            a.verdict.cmp(&b.verdict)
         } else {
             sort_value(a, key, model).total_cmp(&sort_value(b, key, model))
         };

@@ -134,6 +134,9 @@ pub struct ProcRow {
     pub faults_total: u64,
     /// Resident pages per node (live, from /proc/PID/numa_maps).
     pub resident: Option<Vec<(u32, u64)>>,
+    /// Where its slow-tier pages stop, in a few words (the funnel's
+    /// verdict): `unscanned 42 s: pid_inactive`, `cold`, `promoted`, ...
+    pub verdict: Option<String>,
 }
 
 /// Log2 histograms of one selection, split by the kernel's decision.
@@ -167,6 +170,19 @@ pub struct Detail {
     /// VMA skips by reason (sched_skip_vma_numa).
     pub skips: BTreeMap<String, u64>,
     pub heat: Heat,
+    /// The funnel's verdict for the process, and for each of its VMAs.
+    pub verdict: Option<String>,
+    pub vma_verdicts: Vec<VmaVerdict>,
+}
+
+/// One VMA's verdict: a range a skip named (`named`), else the span of
+/// the scanner's passes there.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct VmaVerdict {
+    pub start: u64,
+    pub end: u64,
+    pub named: bool,
+    pub verdict: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]

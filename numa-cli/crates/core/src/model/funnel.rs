@@ -240,6 +240,12 @@ impl Funnel {
         (self.live.len(), self.retired.len())
     }
 
+    /// One live process judged at `end_ns` (for a view that lists its own
+    /// processes, such as `top`'s table).
+    pub fn process(&self, pid: u32, end_ns: u64) -> Option<ProcessFunnel> {
+        self.live.get(&pid).map(|p| row(p, end_ns))
+    }
+
     /// The [`TOP`] processes by slow-tier activity, judged at `end_ns`.
     pub fn report(&self, end_ns: u64) -> Vec<ProcessFunnel> {
         let mut procs: Vec<&Proc> = self.live.values().chain(&self.retired).collect();

@@ -99,6 +99,8 @@ impl Aggregator {
             ranges,
             skips: p.skips.clone(),
             heat: heat(p),
+            verdict: None,
+            vma_verdicts: Vec::new(),
         })
     }
 }

@@ -9,6 +9,7 @@
 //! pruned.
 mod coverage;
 mod fault;
+mod funnel;
 mod header;
 mod heat;
 mod hists;
@@ -20,7 +21,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use numa_core::{
     decode::{Event, Snapshot},
-    model::{policy::Policy, scans::ScanIndex, window::Window},
+    model::{funnel::Funnel, policy::Policy, scans::ScanIndex, window::Window},
+    params::KernelHotness,
     sink::Sink,
     topology::Node,
     trace,
@@ -112,6 +114,11 @@ pub struct Aggregator {
     seq: u64,
     ended: Option<String>,
     st: Static,
+    /// Where each process's slow-tier pages stop (the verdict column).
+    funnel: Funnel,
+    /// Nodes of the top tier (bit per node): a fault elsewhere is slow-tier.
+    toptier_mask: u64,
+    hotness: KernelHotness,
 }
 
 impl Aggregator {
@@ -155,6 +162,12 @@ impl Aggregator {
                 tiers: header.memory_tiers.clone(),
                 stamp_capacity: u64::from(header.stamp_entries),
             },
+            funnel: Funnel::default(),
+            toptier_mask: header.params.as_ref().map_or(1, |p| p.toptier_mask),
+            hotness: header
+                .params
+                .as_ref()
+                .map_or(KernelHotness::default(), |p| p.hotness),
         }
     }
 
@@ -218,6 +231,7 @@ impl Aggregator {
         self.events += 1;
         self.first_ts.get_or_insert(ts);
         self.now_ts = self.now_ts.max(ts);
+        self.funnel_event(ev);
         match ev {
             Event::Fault(f) => self.fault(f),
             Event::Scan(s) => self.scan(s),

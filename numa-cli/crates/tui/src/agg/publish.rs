@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use numa_ebpf_common::Counter;
 
-use crate::frame::{Axis, Frame, HistView, ModelView, ProcRow, RateSeries, Warnings};
+use crate::frame::{Axis, Detail, Frame, HistView, ModelView, ProcRow, RateSeries, Warnings};
 
 use super::{
     header::tier_views,
@@ -57,7 +57,13 @@ impl Aggregator {
                     .then(b.counts.faults.cmp(&a.counts.faults))
                     .then(a.pid.cmp(&b.pid))
             });
-            v.into_iter().take(MAX_ROWS).map(|p| self.row(p)).collect()
+            v.into_iter()
+                .take(MAX_ROWS)
+                .map(|p| ProcRow {
+                    verdict: self.verdict_short(p.pid, now),
+                    ..self.row(p)
+                })
+                .collect()
         };
         let mut header = self.st.header.clone();
         header.tiers = tier_views(&self.st.tiers, &self.st.nodes);
@@ -79,7 +85,14 @@ impl Aggregator {
             system: self.system_row(),
             processes: rows,
             hist: self.hist_view(focus.hist_pid),
-            detail: focus.detail_pid.and_then(|pid| self.detail(pid)),
+            detail: focus.detail_pid.and_then(|pid| {
+                let (verdict, vma_verdicts) = self.verdict_lines(pid, now);
+                self.detail(pid).map(|d| Detail {
+                    verdict,
+                    vma_verdicts,
+                    ..d
+                })
+            }),
         }
     }
 
@@ -210,7 +223,7 @@ impl Aggregator {
 }
 
 /// The rates and percentiles of a table row; the caller fills in the
-/// agreement, the total and the resident pages.
+/// agreement, the total, the resident pages and the verdict.
 fn rates_row(pid: u32, comm: String, rates: &Rates, h: &Hists) -> ProcRow {
     let r = &rates.counts;
     ProcRow {
@@ -229,5 +242,6 @@ fn rates_row(pid: u32, comm: String, rates: &Rates, h: &Hists) -> ProcRow {
         delta_p50: h.delta_all.quantile(0.5),
         faults_total: 0,
         resident: None,
+        verdict: None,
     }
 }

@@ -423,3 +423,55 @@ fn process_table_index_survives_pruning_and_the_last_lookup_cache() {
     assert!(t.get(50).is_none());
     assert_eq!(t.get_mut(30).map(|p| p.pid), Some(30));
 }
+
+/// The test bed's stuck VMA: two passes, their pages faulted, then only
+/// `pid_inactive` skips. The table row and the detail say so at the next
+/// publication after the skips.
+#[test]
+fn a_vma_the_scanner_stopped_skipping_shows_its_verdict() {
+    let mut a = agg(&[]);
+    a.snapshot(&snap(T0, 0, 0, 0));
+    let base = 0x7f00_0000_0000u64;
+    let mib = 1u64 << 20;
+    a.event(&scan(9, base, base + 16 * mib, T0 + S, 4096));
+    a.event(&scan(9, base + 16 * mib, base + 32 * mib, T0 + 2 * S, 4096));
+    for i in 0..8192u64 {
+        let mut ev = f(9, T0 + 3 * S + i, i, 2500, Outcome::RejectLatency);
+        if let Event::Fault(e) = &mut ev {
+            e.addr = base + i * 4096;
+        }
+        a.event(&ev);
+    }
+    let focus = Focus {
+        hist_pid: None,
+        detail_pid: Some(9),
+    };
+    // Before the skips: the pages were refused on latency.
+    let early = a.publish(Some(T0 + 4 * S), focus);
+    assert_eq!(
+        early.processes[0].verdict.as_deref(),
+        Some("refused 2.5s>1.0s")
+    );
+    for t in 0..80u64 {
+        a.event(&Event::Skip(SkipEvent {
+            kind: EventKind::VmaSkip as u32,
+            reason: 4,
+            ts_ns: T0 + 4 * S + t * S / 2,
+            pid_tgid: 9u64 << 32,
+            vm_start: base,
+            vm_end: base + 256 * mib,
+        }));
+    }
+    let frame = a.publish(Some(T0 + 44 * S), focus);
+    assert_eq!(
+        frame.processes[0].verdict.as_deref(),
+        Some("pid_inactive 42s")
+    );
+    let d = frame.detail.expect("detail of pid 9");
+    assert_eq!(
+        d.verdict.as_deref(),
+        Some("not scanned for 42 s (pid_inactive, 80 skips since the last pass)")
+    );
+    assert_eq!(d.vma_verdicts.len(), 1, "{:?}", d.vma_verdicts);
+    assert!(d.vma_verdicts[0].named);
+}

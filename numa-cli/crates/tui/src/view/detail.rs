@@ -67,11 +67,38 @@ fn table(d: &Detail, area: Rect, buf: &mut Buffer) {
     if area.height < 2 {
         return;
     }
-    let lines = match &d.vmas {
+    // The verdicts take at most a quarter of the table's rows.
+    let mut lines = funnel_lines(d, FUNNEL_VMAS.min(area.height as usize / 4));
+    lines.extend(match &d.vmas {
         Some(vmas) => vma_lines(d, vmas),
         None => range_lines(d),
-    };
+    });
     Paragraph::new(lines).render(area, buf);
+}
+
+/// At most this many VMAs' verdicts before the mappings.
+const FUNNEL_VMAS: usize = 3;
+
+/// Each VMA's verdict, busiest first (the funnel's regions: a range a skip
+/// named, or the span of the scanner's passes).
+fn funnel_lines(d: &Detail, max: usize) -> Vec<Line<'static>> {
+    if d.vma_verdicts.is_empty() || max == 0 {
+        return Vec::new();
+    }
+    let mut lines = vec![titled(
+        "funnel per VMA",
+        "  where slow-tier pages stop (VMA: named by a skip; pass: the scanner's span)",
+    )];
+    for v in d.vma_verdicts.iter().take(max) {
+        lines.push(Line::from(format!(
+            "{:>12x} {:>6} {:<4} {}",
+            v.start,
+            fmt::bytes(v.end.saturating_sub(v.start)),
+            if v.named { "VMA" } else { "pass" },
+            v.verdict
+        )));
+    }
+    lines
 }
 
 fn head_style() -> Style {
@@ -204,14 +231,25 @@ pub fn render(app: &App, pid: u32, area: Rect, buf: &mut Buffer) {
         dim("  (Esc back)"),
     ]);
     Paragraph::new(head).render(Rect::new(area.x, area.y, area.width, 1), buf);
-    let rest = area.height - 1;
+    if area.height < 2 {
+        return;
+    }
+    let why = match &d.verdict {
+        Some(v) => Line::from(vec![
+            Span::styled("why: ", title_style()),
+            Span::styled(v.clone(), Style::default().add_modifier(Modifier::BOLD)),
+        ]),
+        None => Line::from(dim("why: no slow-tier page protected or faulted yet")),
+    };
+    Paragraph::new(why).render(Rect::new(area.x, area.y + 1, area.width, 1), buf);
+    let rest = area.height - 2;
     let heat_h = (d.heat.rows.len().max(1) as u16 + 1)
         .min(rest / 2)
         .max(2.min(rest));
-    heat_rows(d, Rect::new(area.x, area.y + 1, area.width, heat_h), buf);
+    heat_rows(d, Rect::new(area.x, area.y + 2, area.width, heat_h), buf);
     table(
         d,
-        Rect::new(area.x, area.y + 1 + heat_h, area.width, rest - heat_h),
+        Rect::new(area.x, area.y + 2 + heat_h, area.width, rest - heat_h),
         buf,
     );
 }

@@ -65,21 +65,38 @@ impl Col {
     }
 }
 
+/// The narrowest verdict column: room for `pid_inactive 42s`.
+const WHY_MIN: usize = 16;
+
 /// The columns that fit `width`, in display order: the identity and rate
-/// columns, then the model's, then latency and the resident pages when wide.
+/// columns, then the model's, then latency and the resident pages when
+/// wide, and last the verdict in what is left. The verdict comes first:
+/// latency and resident pages are shown only with room left for it (the
+/// hist pane and the detail view have them too).
 fn columns(app: &App, width: u16) -> Vec<Col> {
     let w = width as usize;
     let (wide, wider) = (w >= 110, w >= 130);
     let mut cols = rate_columns(wide, wider);
     cols.extend(model_columns(app));
-    cols.extend(latency_columns());
-    if wide {
+    let used = |cols: &[Col]| cols.iter().map(|c| c.width + 1).sum::<usize>();
+    let latency = latency_columns();
+    if w >= used(&cols) + used(&latency) + WHY_MIN {
+        cols.extend(latency);
+    }
+    let resident_w = if wider { 24 } else { 18 };
+    if wide && w >= used(&cols) + resident_w + 1 + WHY_MIN {
         cols.push(Col::left(
             "RESIDENT PAGES",
-            if wider { 24 } else { 18 },
+            resident_w,
             SortKey::Resident,
             resident,
         ));
+    }
+    let why = w.saturating_sub(used(&cols)).min(40);
+    if why >= WHY_MIN {
+        cols.push(Col::left("WHY", why, SortKey::Verdict, |r| {
+            r.verdict.clone().unwrap_or_else(|| "-".into())
+        }));
     }
     cols
 }

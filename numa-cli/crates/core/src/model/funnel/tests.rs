@@ -73,6 +73,11 @@ fn a_vma_scanned_twice_then_skipped_is_not_scanned() {
         (0x1000_0000, false, "cold")
     );
     assert_eq!(p.stages.scan_passes, 3);
+    // The table cell, and one process asked for by pid.
+    assert_eq!(p.judged.short(), "pid_inactive 42s");
+    let one = f.process(42, 44 * S).expect("pid 42 is live");
+    assert_eq!(one.verdict, p.verdict);
+    assert!(f.process(43, 44 * S).is_none());
 }
 
 #[test]

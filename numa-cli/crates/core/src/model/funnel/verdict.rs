@@ -69,6 +69,43 @@ impl Verdict {
         self
     }
 
+    /// The verdict in at most about 20 characters, for a table cell: what
+    /// stops the pages and the one figure that decides it
+    /// (`pid_inactive 42s`: skipped for that reason, unscanned for 42 s).
+    pub fn short(&self) -> String {
+        let compact = |ms: u64| secs(ms).replace(' ', "");
+        match self {
+            Verdict::NotScanned { for_ns, reason, .. } => {
+                format!("{reason} {}", compact(for_ns / 1_000_000))
+            }
+            Verdict::Cold { .. } => "cold".into(),
+            Verdict::Undecided { .. } => "no decision".into(),
+            Verdict::RefusedLatency {
+                mean_ms,
+                threshold_ms,
+                fault_count,
+                ..
+            } => {
+                let v = |n: u64| {
+                    if *fault_count {
+                        n.to_string()
+                    } else {
+                        compact(n)
+                    }
+                };
+                match (mean_ms, threshold_ms) {
+                    (Some(l), Some(t)) => format!("refused {}>{}", v(*l), v(u64::from(*t))),
+                    _ => "refused: latency".into(),
+                }
+            }
+            Verdict::RefusedRateLimit { .. } => "rate limit".into(),
+            Verdict::RefusedOther { .. } => "refused: other".into(),
+            Verdict::MigrationFailed { .. } => "migration failed".into(),
+            Verdict::Promoted { .. } => "promoted".into(),
+            Verdict::Quiet => "quiet".into(),
+        }
+    }
+
     /// A stable snake_case id (`stats --json`'s `verdict_kind`).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -334,6 +371,7 @@ mod tests {
         s.fault(&slow);
         let v = judge(&s, 5 * S);
         assert_eq!(v.kind(), "refused_latency");
+        assert_eq!(v.short(), "refused 1.5s>1.1s");
         // (3000 * 1500 + 5100) / 3001 = 1501 ms; the latest threshold.
         assert_eq!(
             v.to_string(),
@@ -344,6 +382,7 @@ mod tests {
             rfc.to_string(),
             "touched, refused: fault count 1501 > 1100 (3001 of 4097 decisions)"
         );
+        assert_eq!(rfc.short(), "refused 1501>1100");
     }
 
     #[test]

@@ -1,0 +1,48 @@
+//! The promotion funnel per process (`numa_core::model::funnel`): the
+//! table's verdict column and the detail view's verdict lines.
+use numa_core::decode::Event;
+
+use crate::frame::VmaVerdict;
+
+use super::Aggregator;
+
+impl Aggregator {
+    pub(super) fn funnel_event(&mut self, ev: &Event) {
+        match ev {
+            Event::Fault(f) => {
+                let slow = (0..64).contains(&f.src_nid) && self.toptier_mask >> f.src_nid & 1 == 0;
+                self.funnel.fault(f, slow);
+            }
+            Event::Scan(s) => self.funnel.scan(s),
+            Event::Skip(s) => self.funnel.skip(s),
+        }
+    }
+
+    /// The verdict of `pid` in a few words, judged at `now`.
+    pub(super) fn verdict_short(&self, pid: u32, now: u64) -> Option<String> {
+        let p = self.funnel.process(pid, now)?;
+        Some(p.judged.with_hotness(self.hotness).short())
+    }
+
+    /// The verdict of `pid` in full, and each VMA's, judged at `now`.
+    pub(super) fn verdict_lines(&self, pid: u32, now: u64) -> (Option<String>, Vec<VmaVerdict>) {
+        let Some(mut p) = self.funnel.process(pid, now) else {
+            return (None, Vec::new());
+        };
+        numa_core::model::funnel::with_hotness(std::slice::from_mut(&mut p), self.hotness);
+        // A VMA with no slow-tier page protected or faulted (a guard page
+        // skipped as inaccessible) says nothing about why pages stop.
+        let vmas = p
+            .vmas
+            .iter()
+            .filter(|v| v.stages.ptes_protected > 0 || v.stages.slow_faults > 0)
+            .map(|v| VmaVerdict {
+                start: v.start,
+                end: v.end,
+                named: v.named,
+                verdict: v.verdict.clone(),
+            })
+            .collect();
+        (Some(p.verdict), vmas)
+    }
+}
