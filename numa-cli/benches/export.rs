@@ -104,6 +104,7 @@ fn full_state(generation: u64) -> MetricsState {
                 hint_faults: 1_000_000 - u64::from(i),
                 promote: 1000,
                 reject: 999_000,
+                verdict: "refused_latency",
             })
             .collect(),
         vmstat: numa_core::topology::NUMA_VMSTAT
@@ -126,6 +127,7 @@ fn full_state(generation: u64) -> MetricsState {
                 )
             })
             .collect(),
+        funnel: Default::default(),
         snapshots: generation,
         events: 123_456_789,
         last_snapshot_unix_s: 1.7e9,
@@ -171,6 +173,7 @@ fn publisher() -> (Publisher, Arc<Shared>) {
         )),
         per_process: 100,
         sample_every: 1,
+        toptier_mask: 1,
         stamp_capacity: 1 << 20,
         node_vmstat: None,
     });

@@ -14,11 +14,12 @@ use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome};
 use tokio::sync::watch;
 
 use super::metrics::{
-    Decision, Info, KernelMetrics, MetricsState, ModelMetrics, OutcomeHist, ProcessMetrics,
+    Decision, FunnelMetrics, Info, KernelMetrics, MetricsState, ModelMetrics, OutcomeHist,
+    ProcessMetrics,
 };
 use numa_core::{
-    decode::{comm, Event, Snapshot},
-    model::{shadow::Shadow, window::Window, GONE_AFTER_NS},
+    decode::{comm, skip_reason_name, Event, Snapshot},
+    model::{funnel::Funnel, shadow::Shadow, window::Window, GONE_AFTER_NS},
     sink::Sink,
 };
 
@@ -53,6 +54,9 @@ pub struct Options {
     /// STAMPS map capacity, for the eviction estimate.
     pub stamp_capacity: u64,
     pub node_vmstat: Option<NodeVmstat>,
+    /// Nodes of the top tier (bit per node): faults elsewhere are the
+    /// funnel's slow-tier faults.
+    pub toptier_mask: u64,
 }
 
 pub struct Publisher {
@@ -67,6 +71,9 @@ pub struct Publisher {
     next_sweep_ns: u64,
     snapshots: u64,
     events: u64,
+    funnel: Funnel,
+    /// VMA skips by the kernel's reason id.
+    skips: BTreeMap<u32, u64>,
 }
 
 impl Publisher {
@@ -89,6 +96,8 @@ impl Publisher {
                 next_sweep_ns: 0,
                 snapshots: 0,
                 events: 0,
+                funnel: Funnel::default(),
+                skips: BTreeMap::new(),
             },
             rx,
         )
@@ -183,6 +192,23 @@ impl Publisher {
         }
     }
 
+    fn funnel_metrics(&self) -> FunnelMetrics {
+        let mut by_verdict: BTreeMap<&'static str, u64> = BTreeMap::new();
+        for p in self.funnel.report(self.now_ns) {
+            *by_verdict.entry(p.verdict_kind).or_default() += 1;
+        }
+        FunnelMetrics {
+            scan_passes: self.window.count(Counter::ScanRanges),
+            ptes_protected: self.window.count(Counter::ScanPtesUpdated),
+            vma_skips: self
+                .skips
+                .iter()
+                .map(|(r, n)| (skip_reason_name(*r), *n))
+                .collect(),
+            processes_by_verdict: by_verdict.into_iter().collect(),
+        }
+    }
+
     fn state(&self, s: &Snapshot) -> MetricsState {
         let decisions = self
             .decisions
@@ -225,10 +251,17 @@ impl Publisher {
                 hint_faults: p.hint_faults,
                 promote: p.promote,
                 reject: p.reject,
+                verdict: "",
             })
             .collect();
         processes.sort_by(|a, b| b.hint_faults.cmp(&a.hint_faults).then(a.pid.cmp(&b.pid)));
         processes.truncate(self.opts.per_process);
+        for p in &mut processes {
+            p.verdict = self
+                .funnel
+                .process(p.pid, now)
+                .map_or("", |f| f.verdict_kind);
+        }
         MetricsState {
             generation: self.snapshots,
             info: self.opts.info.clone(),
@@ -236,6 +269,7 @@ impl Publisher {
             decisions,
             models,
             processes,
+            funnel: self.funnel_metrics(),
             vmstat: s.vmstat.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             node_vmstat: self.opts.node_vmstat.map(|f| f()).unwrap_or_default(),
             snapshots: self.snapshots,
@@ -254,9 +288,20 @@ impl Sink for Publisher {
             shadow.event(ev);
         }
         // The window of `numatrace stats`: nothing before the first snapshot.
-        if let Event::Fault(f) = ev {
-            if self.window.first().is_none_or(|s| f.ts_ns >= s.ts_ns) {
+        if self.window.first().is_some_and(|s| ev.ts_ns() < s.ts_ns) {
+            return Ok(());
+        }
+        match ev {
+            Event::Fault(f) => {
+                let slow =
+                    (0..64).contains(&f.src_nid) && self.opts.toptier_mask >> f.src_nid & 1 == 0;
+                self.funnel.fault(f, slow);
                 self.fault(f);
+            }
+            Event::Scan(s) => self.funnel.scan(s),
+            Event::Skip(s) => {
+                self.funnel.skip(s);
+                *self.skips.entry(s.reason).or_default() += 1;
             }
         }
         Ok(())
@@ -315,6 +360,7 @@ mod tests {
             sample_every,
             stamp_capacity: 1 << 20,
             node_vmstat: None,
+            toptier_mask: 1,
         })
     }
 
@@ -370,6 +416,39 @@ mod tests {
         assert_eq!(s.processes[0].hint_faults, 8);
         assert_eq!(s.processes[0].comm, "hot-chunks");
         assert_eq!(s.events, 3);
+    }
+
+    /// Skips by reason and each process's verdict, from the events after
+    /// the first snapshot.
+    #[test]
+    fn the_funnel_counts_skips_and_judges_the_top_processes() {
+        let (mut p, rx) = publisher(1, 1);
+        let skip = |ts_ns: u64| {
+            Event::Skip(numa_ebpf_common::SkipEvent {
+                kind: numa_ebpf_common::EventKind::VmaSkip as u32,
+                reason: 4,
+                ts_ns,
+                pid_tgid: 42 << 32,
+                vm_start: 0x7f00_0000_0000,
+                vm_end: 0x7f00_1000_0000,
+            })
+        };
+        p.snapshot(&snap(1, 0, 0, 0)).expect("snapshot");
+        p.event(&skip(0)).expect("before the window: not counted");
+        for i in 1..=10 {
+            p.event(&Event::Fault(fault(i, i, 5000, Outcome::RejectLatency)))
+                .expect("event");
+        }
+        for t in 0..3 {
+            p.event(&skip(20_000 + t)).expect("skip");
+        }
+        p.snapshot(&snap(2_000_000_000, 10, 0, 0))
+            .expect("snapshot");
+        let s = rx.borrow().clone();
+        assert_eq!(s.funnel.vma_skips, vec![("pid_inactive".to_owned(), 3)]);
+        // Skipped with no pass seen: the scanner never got to its pages.
+        assert_eq!(s.processes[0].verdict, "not_scanned");
+        assert_eq!(s.funnel.processes_by_verdict, vec![("not_scanned", 1)]);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use prometheus_client::{
 
 use numa_host::promoter_state::{PromoterState, Reading};
 
-use super::{prometheus_buckets, KernelMetrics, MetricsState, OutcomeHist};
+use super::{prometheus_buckets, FunnelMetrics, KernelMetrics, MetricsState, OutcomeHist};
 
 /// A label value escaped as both text formats require (`\`, `"`, newline):
 /// comms come from processes and can contain anything. `prometheus-client`
@@ -121,6 +121,9 @@ impl Collector for StateCollector {
         decisions(&mut enc, s)?;
         models(&mut enc, s)?;
         processes(&mut enc, s)?;
+        if s.kernel.is_some() {
+            funnel(&mut enc, &s.funnel)?;
+        }
         vmstat(&mut enc, s)?;
         if let Some(r) = &self.1 {
             promoter(&mut enc, r)?;
@@ -283,7 +286,63 @@ fn processes(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result 
                 (labels, v)
             })
         }),
-    )
+    )?;
+    let mut m = enc.encode_descriptor(
+        "numatrace_process_verdict",
+        "Where the slow-tier pages of the top processes (--per-process) stop: 1 for the funnel's verdict.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (p, pid) in s
+        .processes
+        .iter()
+        .zip(&pids)
+        .filter(|(p, _)| !p.verdict.is_empty())
+    {
+        let labels = [
+            ("pid", Esc(pid)),
+            ("comm", Esc(&p.comm)),
+            ("verdict", Esc(p.verdict)),
+        ];
+        m.encode_family(&labels)?.encode_gauge(&1i64)?;
+    }
+    Ok(())
+}
+
+/// Where slow-tier pages stop: the scanner's passes, its skips by reason,
+/// and the most active processes by verdict.
+fn funnel(enc: &mut DescriptorEncoder, f: &FunnelMetrics) -> std::fmt::Result {
+    counter(
+        enc,
+        "numatrace_scan_passes",
+        "Ranges the NUMA scanner protected (change_prot_numa passes).",
+        f.scan_passes,
+    )?;
+    counter(
+        enc,
+        "numatrace_scan_ptes_protected",
+        "PTEs the NUMA scanner made PROT_NONE.",
+        f.ptes_protected,
+    )?;
+    counters(
+        enc,
+        "numatrace_vma_skips",
+        "VMAs the NUMA scanner skipped, by the kernel's reason (sched_skip_vma_numa).",
+        f.vma_skips
+            .iter()
+            .map(|(reason, v)| ([("reason", Esc(reason))], *v)),
+    )?;
+    let mut m = enc.encode_descriptor(
+        "numatrace_funnel_processes",
+        "The most active processes (up to 10) by where their slow-tier pages stop (the funnel's verdict).",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (verdict, n) in &f.processes_by_verdict {
+        m.encode_family(&[("verdict", Esc(verdict))])?
+            .encode_gauge(&(*n as i64))?;
+    }
+    Ok(())
 }
 
 /// The system-wide and per-node vmstat counters, when read.

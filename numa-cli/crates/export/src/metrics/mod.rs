@@ -83,6 +83,22 @@ pub struct ProcessMetrics {
     pub hint_faults: u64,
     pub promote: u64,
     pub reject: u64,
+    /// The funnel's verdict (`not_scanned`, `cold`, `refused_latency`, ...;
+    /// empty while it has none).
+    pub verdict: &'static str,
+}
+
+/// The promotion funnel's stages a scrape can count: where slow-tier pages
+/// stop, system-wide.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FunnelMetrics {
+    /// The scanner's passes and the PTEs it protected (BPF counters).
+    pub scan_passes: u64,
+    pub ptes_protected: u64,
+    /// VMAs the scanner skipped, by the kernel's reason (skip events).
+    pub vma_skips: Vec<(String, u64)>,
+    /// The most active processes (the funnel's report) by verdict.
+    pub processes_by_verdict: Vec<(&'static str, u64)>,
 }
 
 /// Everything one scrape shows. Built by the pipeline, read by the HTTP
@@ -97,6 +113,7 @@ pub struct MetricsState {
     pub decisions: Vec<Decision>,
     pub models: Vec<ModelMetrics>,
     pub processes: Vec<ProcessMetrics>,
+    pub funnel: FunnelMetrics,
     /// System-wide NUMA vmstat counters (`/proc/vmstat`, since boot).
     pub vmstat: Vec<(String, u64)>,
     /// Per-node vmstat counters (`/sys/devices/system/node/nodeN/vmstat`,

@@ -79,7 +79,14 @@ pub(crate) fn full_state() -> MetricsState {
             hint_faults: 10,
             promote: 1,
             reject: 9,
+            verdict: "not_scanned",
         }],
+        funnel: FunnelMetrics {
+            scan_passes: 32,
+            ptes_protected: 32768,
+            vma_skips: vec![("pid_inactive".into(), 80), ("unsuitable".into(), 3)],
+            processes_by_verdict: vec![("not_scanned", 1), ("promoted", 2)],
+        },
         vmstat: vec![("pgpromote_success".into(), 2506)],
         node_vmstat: vec![(1, vec![("pgdemote_kswapd".into(), 4)])],
         snapshots: 27,
@@ -120,6 +127,11 @@ fn names_follow_the_issue_and_prometheus_conventions() {
         "numatrace_vmstat_total",
         "numatrace_node_vmstat_total",
         "numatrace_process_hint_faults_total",
+        "numatrace_scan_passes_total",
+        "numatrace_scan_ptes_protected_total",
+        "numatrace_vma_skips_total",
+        "numatrace_funnel_processes",
+        "numatrace_process_verdict",
     ] {
         assert!(
             om.lines()
@@ -150,6 +162,9 @@ fn names_follow_the_issue_and_prometheus_conventions() {
     assert!(
         om.contains(r#"numatrace_model_agreement_total{model="fault-count",cell="model_only"} 4"#)
     );
+    assert!(om.contains(r#"numatrace_vma_skips_total{reason="pid_inactive"} 80"#));
+    assert!(om.contains(r#"numatrace_funnel_processes{verdict="promoted"} 2"#));
+    assert!(om.contains(r#"verdict="not_scanned"} 1"#), "{om}");
     assert!(om.contains(
         r#"numatrace_info{version="0.1.0",kernel="6.12.117+deb12-amd64",attach_mode="fentry"} 1"#
     ));
