@@ -229,6 +229,14 @@ fn write_processes(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()
             p.reject_latency,
             p.model_promote
         )?;
+        let refused = p.decisions.saturating_sub(p.kernel_promote);
+        for (m, n) in r.models.iter().zip(&p.model_promote_refused) {
+            writeln!(
+                out,
+                "  {:>7} {} would have promoted {n} of the {refused} the kernel refused",
+                "", m.name
+            )?;
+        }
     }
     writeln!(out)?;
     for n in &r.node_pairs {

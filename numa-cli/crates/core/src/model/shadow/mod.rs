@@ -455,6 +455,7 @@ impl Engine {
         let pi = self.processes.get(tgid, f.ts_ns, || ProcessRow {
             pid: tgid,
             model_promote: vec![0; n_models],
+            model_promote_refused: vec![0; n_models],
             ..ProcessRow::default()
         });
         let proc_row = self.processes.row(pi);
@@ -520,6 +521,9 @@ impl Engine {
             m.tally(v, kernel_promote, nr_pages);
             if v.promote {
                 proc_row.model_promote[i] += 1;
+                if !kernel_promote {
+                    proc_row.model_promote_refused[i] += 1;
+                }
                 pair.model_promote[i] += 1;
                 wanted |= 1 << i;
             }
@@ -618,6 +622,9 @@ mod tests {
             r.processes.first().map(|p| p.comm.as_str()),
             Some("hot-chunks")
         );
+        // Per process, what each model would add to the kernel's promotions.
+        let p = &r.processes[0];
+        assert_eq!(p.model_promote_refused, vec![0, fc.agreement.model_only]);
     }
 
     #[test]

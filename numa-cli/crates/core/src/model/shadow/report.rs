@@ -58,6 +58,9 @@ pub struct ProcessRow {
     pub reject_latency: u64,
     /// Would-promote per model, in model order.
     pub model_promote: Vec<u64>,
+    /// Of the decisions the kernel refused, those each model would have
+    /// promoted (model order): what the model would change for it.
+    pub model_promote_refused: Vec<u64>,
 }
 
 #[derive(Debug, Default, Clone, Serialize)]
