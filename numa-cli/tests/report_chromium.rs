@@ -84,11 +84,16 @@ fn report_renders_in_headless_chromium() {
     let dom = dump_dom(&html, &profile);
     assert_eq!(
         dom.matches("<svg").count(),
-        5,
-        "chromium's DOM should hold 5 charts:\n{}",
+        6,
+        "chromium's DOM should hold 6 charts:\n{}",
         &dom[..dom.len().min(500)]
     );
     assert_every_chart_has_marks(&dom);
+    // The funnel chart names the workload's verdict.
+    assert!(
+        dom.contains("173 hot-chunks: touched, refused: latency"),
+        "the funnel chart's legend lacks the verdict"
+    );
     let png = dir.join("shot.png");
     let shot = Command::new(chromium())
         .args(FLAGS)
@@ -104,7 +109,7 @@ fn report_renders_in_headless_chromium() {
         String::from_utf8_lossy(&shot.stderr)
     );
     let size = std::fs::metadata(&png).map(|m| m.len()).unwrap_or(0);
-    // A blank 1000x3000 PNG compresses to a few KB; five charts do not.
+    // A blank 1000x3000 PNG compresses to a few KB; six charts do not.
     assert!(size > 40_000, "screenshot is {size} bytes: nothing drawn?");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -127,13 +132,13 @@ fn fleet_report_of_two_traces_renders_two_columns() {
         "progress drawn off a terminal: {stderr:?}"
     );
     let dom = dump_dom(&html, &dir.join("profile"));
-    assert_eq!(dom.matches("<svg").count(), 10, "5 chart rows x 2 columns");
-    assert_eq!(dom.matches("class=\"row\"").count(), 5, "5 chart rows");
+    assert_eq!(dom.matches("<svg").count(), 12, "6 chart rows x 2 columns");
+    assert_eq!(dom.matches("class=\"row\"").count(), 6, "6 chart rows");
     assert_every_chart_has_marks(&dom);
     for name in ["host-a.trace", "host-b.trace"] {
         let label = format!("{name} \u{b7} kernel 6.12");
-        // A label above each of the 5 charts and one over its summary column.
-        assert_eq!(dom.matches(&label).count(), 6, "labels of {name}");
+        // A label above each of the 6 charts and one over its summary column.
+        assert_eq!(dom.matches(&label).count(), 7, "labels of {name}");
     }
     assert!(dom.contains("two-touch agreement %"), "summary per model");
     let refused = Command::new(env!("CARGO_BIN_EXE_numatrace"))

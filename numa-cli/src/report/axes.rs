@@ -2,10 +2,13 @@
 //! that trace holds; on a page of several traces each row of charts
 //! shares the widest ranges of its columns, so bars and lines of
 //! different hosts or runs compare by eye.
-use numa_core::model::{log2::Log2Hist, shadow::ShadowReport};
+use numa_core::model::{funnel::ProcessFunnel, log2::Log2Hist, shadow::ShadowReport};
 use numa_ebpf_common::OUTCOMES;
 
-use super::Gathered;
+use super::{
+    charts::{funnel_rows, FUNNEL_STAGES},
+    Gathered,
+};
 
 /// The buckets shown and the height of a stacked log2 histogram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +66,8 @@ pub(super) struct Axes {
     pub agreement_max: u64,
     /// Most promotions of any sweep threshold, or of the kernel.
     pub sweep_max: u64,
+    /// The largest stage count of the funnel chart's processes.
+    pub funnel_max: u64,
 }
 
 impl Axes {
@@ -74,6 +79,7 @@ impl Axes {
             timeline: g.timeline.extent(hot_ms),
             agreement_max: agreement_max(&g.models),
             sweep_max: sweep_max(&g.sweep),
+            funnel_max: funnel_max(&g.stats.funnel),
         }
     }
 
@@ -88,6 +94,7 @@ impl Axes {
             ),
             agreement_max: self.agreement_max.max(o.agreement_max),
             sweep_max: self.sweep_max.max(o.sweep_max),
+            funnel_max: self.funnel_max.max(o.funnel_max),
         }
     }
 }
@@ -99,6 +106,15 @@ fn agreement_max(r: &ShadowReport) -> u64 {
             let a = &m.agreement;
             [a.both, a.kernel_only, a.model_only, a.neither]
         })
+        .max()
+        .unwrap_or(0)
+        .max(1)
+}
+
+fn funnel_max(rows: &[ProcessFunnel]) -> u64 {
+    funnel_rows(rows)
+        .into_iter()
+        .flat_map(|p| FUNNEL_STAGES.iter().map(|(_, v)| v(&p.stages)))
         .max()
         .unwrap_or(0)
         .max(1)

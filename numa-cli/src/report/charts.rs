@@ -12,6 +12,7 @@ use super::{
 use numa_core::{
     decode::{Event, Snapshot},
     model::{
+        funnel::{ProcessFunnel, StageRow},
         log2::{upper_bound, Log2Hist},
         shadow::ShadowReport,
     },
@@ -337,18 +338,97 @@ fn sweep_chart(r: &ShadowReport, max: u64, width: u32) -> Result<Svg> {
     })
 }
 
+/// A funnel stage's count in a process's stages.
+pub(super) type StageValue = fn(&StageRow) -> u64;
+
+/// The funnel's stages as the chart shows them, a value per process.
+pub(super) const FUNNEL_STAGES: [(&str, StageValue); 8] = [
+    ("VMA skips", |s| s.skips.values().map(|k| k.count).sum()),
+    ("PTEs protected", |s| s.ptes_protected),
+    ("pages faulted", |s| s.slow_fault_pages),
+    ("decided", |s| s.decisions),
+    ("promoted", |s| s.promoted),
+    ("refused: latency", |s| s.rejected_latency),
+    ("refused: rate limit", |s| s.rejected_rate_limit),
+    ("refused: other", |s| s.rejected_other),
+];
+
+/// Processes the funnel chart draws (the report's busiest).
+const FUNNEL_PROCESSES: usize = 3;
+
+/// The processes the funnel chart draws: the busiest with slow-tier
+/// activity.
+pub(super) fn funnel_rows(rows: &[ProcessFunnel]) -> Vec<&ProcessFunnel> {
+    rows.iter()
+        .filter(|p| p.verdict_kind != "quiet")
+        .take(FUNNEL_PROCESSES)
+        .collect()
+}
+
+/// Where slow-tier pages stop: each stage's count for the busiest
+/// processes, bars up to `max`, each process labelled with its verdict.
+fn funnel_chart(rows: &[ProcessFunnel], max: u64, width: u32) -> Result<Svg> {
+    let colors = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+    ];
+    let rows = funnel_rows(rows);
+    let group = rows.len().max(1) as u32 + 1;
+    let n = FUNNEL_STAGES.len() as u32;
+    svg_chart((width, 380), |root| {
+        // Headroom above the bars for the legend's lines.
+        let top = max + max * 2 / 5 + 1;
+        let mut chart = chart_builder(root, "slow-tier pages, stage by stage", 40, 90)
+            .build_cartesian_2d(0u32..n * group, 0u64..top)
+            .map_err(plot_err)?;
+        chart
+            .configure_mesh()
+            .x_labels((n * group) as usize)
+            .x_label_formatter(
+                &|x| match (x % group == 0, FUNNEL_STAGES.get((x / group) as usize)) {
+                    (true, Some((name, _))) => (*name).to_owned(),
+                    _ => String::new(),
+                },
+            )
+            .y_desc("pages or events")
+            .draw()
+            .map_err(plot_err)?;
+        for (i, (p, color)) in rows.into_iter().zip(colors).enumerate() {
+            let bars = FUNNEL_STAGES.iter().enumerate().map(|(k, (_, value))| {
+                let x = k as u32 * group + i as u32;
+                Rectangle::new([(x, 0), (x + 1, value(&p.stages))], color.filled())
+            });
+            chart
+                .draw_series(bars)
+                .map_err(plot_err)?
+                .label(format!("{} {}: {}", p.pid, p.comm, p.verdict))
+                .legend(box_legend(color));
+        }
+        // Upper right, in the headroom left above the bars.
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(plot_err)
+    })
+}
+
 /// The titles of the page's charts, in page order.
-pub(super) const TITLES: [&str; 5] = [
+pub(super) const TITLES: [&str; 6] = [
     "Scan-to-fault latency by kernel outcome",
     "Fault-count delta by kernel outcome",
     "Kernel threshold over time",
     "Agreement matrices",
     "Threshold sweep",
+    "Promotion funnel",
 ];
 
 /// Every chart of one trace, in the order of [`TITLES`], `width` pixels
 /// wide, on the axes `ax` (shared by the traces of one page).
-pub(super) fn all(g: &Gathered, hot_ms: u64, ax: &Axes, width: u32) -> Result<[Svg; 5]> {
+pub(super) fn all(g: &Gathered, hot_ms: u64, ax: &Axes, width: u32) -> Result<[Svg; 6]> {
     Ok([
         stacked_hist(
             "scan-to-fault latency (first-scan stamp)",
@@ -369,5 +449,6 @@ pub(super) fn all(g: &Gathered, hot_ms: u64, ax: &Axes, width: u32) -> Result<[S
         threshold_chart(&g.timeline, hot_ms, ax.timeline, width)?,
         agreement_chart(&g.models, ax.agreement_max, width)?,
         sweep_chart(&g.sweep, ax.sweep_max, width)?,
+        funnel_chart(&g.stats.funnel, ax.funnel_max, width)?,
     ])
 }

@@ -13,7 +13,7 @@ use super::{
 
 /// Assembles the page around the already drawn charts, `charts[i]` of
 /// `traces[i]` in the order of `TITLES`.
-pub(super) fn page(traces: &[Trace], charts: &[[Svg; 5]]) -> String {
+pub(super) fn page(traces: &[Trace], charts: &[[Svg; 6]]) -> String {
     let mut h = String::new();
     match (traces, charts) {
         ([t], [svgs]) => {
