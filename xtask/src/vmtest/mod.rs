@@ -292,7 +292,10 @@ fn judge(test: &VmTest, dir: &Path, console: &str, series: Series) -> Result<()>
 
 /// The guest script running `tests` one after another.
 fn guest_script(tests: &[&VmTest]) -> String {
-    let mut s = String::from("failed=0\n");
+    // The scripts' stderr is the serial console, a terminal: TERM=dumb
+    // keeps progress bars (and their escapes) out of the log the checks
+    // read, as in a CI log. A test that needs a terminal sets its own.
+    let mut s = String::from("failed=0\nexport TERM=dumb\n");
     for t in tests {
         let dir = format!("/results/{}", t.name);
         let _ = write!(
