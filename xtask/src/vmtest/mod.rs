@@ -59,13 +59,6 @@ pub const TESTS: &[VmTest] = &[
         timeout_s: 180,
         check: probe_count::check,
     },
-    VmTest {
-        name: "logging",
-        script: logging::SCRIPT,
-        kernels: &Series::ALL,
-        timeout_s: 240,
-        check: logging::check,
-    },
     // Records the trace that `shadow` reads.
     VmTest {
         name: "recording",
@@ -127,6 +120,17 @@ pub const TESTS: &[VmTest] = &[
         kernels: &[Series::V6_12Rfc],
         timeout_s: 400,
         check: rfc::check,
+    },
+    // Late: it switches numa_balancing from 2 to 1 and back, which resets
+    // the kernel's adaptive promotion threshold (reset_memory_tiering) in
+    // the middle of its window; the tests that compare models with the
+    // kernel must not run after that.
+    VmTest {
+        name: "logging",
+        script: logging::SCRIPT,
+        kernels: &Series::ALL,
+        timeout_s: 240,
+        check: logging::check,
     },
     // Last in every boot: it puts the kernel in lockdown, which holds
     // until the guest powers off.
@@ -364,6 +368,29 @@ mod tests {
         for series in Series::ALL {
             let last = TESTS.iter().rfind(|t| t.kernels.contains(&series));
             assert_eq!(last.map(|t| t.name), Some("hostile"), "{series:?}");
+        }
+    }
+
+    /// The mode switch resets the kernel's adaptive threshold: every test
+    /// that compares a model or a count with the kernel runs before it.
+    #[test]
+    fn the_mode_switching_test_runs_after_the_kernel_comparisons() {
+        let at = |name: &str| TESTS.iter().position(|t| t.name == name);
+        let logging = at("logging").expect("the logging test");
+        for name in [
+            "probe_count",
+            "recording",
+            "shadow",
+            "top",
+            "export",
+            "promote",
+            "detach",
+            "soak",
+        ] {
+            assert!(
+                at(name).is_some_and(|i| i < logging),
+                "{name} runs after logging"
+            );
         }
     }
 

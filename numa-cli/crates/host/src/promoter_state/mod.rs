@@ -22,6 +22,7 @@ use std::{
     fs, io,
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
+    sync::{Arc, Mutex},
 };
 
 use serde::{Deserialize, Serialize};
@@ -311,6 +312,10 @@ pub struct Writer {
     /// How its own file is read back (to remove it only if still ours).
     dir: Dir,
     prev: Option<(f64, u64)>,
+    /// Set once the file is removed: no publication may bring it back.
+    /// Held while writing, so a removal (the panic guard's, on another
+    /// thread) never lands between a publication's check and its rename.
+    closed: Arc<Mutex<bool>>,
 }
 
 impl Writer {
@@ -358,6 +363,7 @@ impl Writer {
             path: path.to_owned(),
             dir,
             prev: None,
+            closed: Arc::new(Mutex::new(false)),
         };
         // Fail now, not at the first publication.
         w.write(&PromoterState {
@@ -375,6 +381,10 @@ impl Writer {
 
     fn write(&self, s: &PromoterState) -> io::Result<()> {
         let bytes = serde_json::to_vec(s).map_err(io::Error::other)?;
+        let closed = lock(&self.closed);
+        if *closed {
+            return Ok(());
+        }
         crate::fs::write_atomic(&self.path, &bytes, 0o644)
     }
 
@@ -396,16 +406,17 @@ impl Writer {
     /// Removes the file if it is still ours (readers then say "not running"
     /// at once instead of after the staleness delay).
     pub fn remove(&self) {
-        remove_own(&self.path, self.dir);
+        close_and_remove(&self.closed, &self.path, self.dir);
     }
 
     /// A guard that removes this process's file if a panic unwinds past it:
     /// the thread that owns the writer dies with the process without
-    /// cleaning up.
+    /// cleaning up, and may still be publishing until then.
     pub fn panic_guard(&self) -> PanicGuard {
         PanicGuard {
             path: self.path.clone(),
             dir: self.dir,
+            closed: Arc::clone(&self.closed),
         }
     }
 }
@@ -414,14 +425,27 @@ impl Writer {
 pub struct PanicGuard {
     path: PathBuf,
     dir: Dir,
+    closed: Arc<Mutex<bool>>,
 }
 
 impl Drop for PanicGuard {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            remove_own(&self.path, self.dir);
+            close_and_remove(&self.closed, &self.path, self.dir);
         }
     }
+}
+
+/// A poisoned lock still guards a plain flag.
+fn lock(m: &Mutex<bool>) -> std::sync::MutexGuard<'_, bool> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Stops further publications, then removes the file if it is ours.
+fn close_and_remove(closed: &Mutex<bool>, path: &Path, dir: Dir) {
+    let mut closed = lock(closed);
+    *closed = true;
+    remove_own(path, dir);
 }
 
 /// Removes the file at `path` if it is this process's state.

@@ -64,6 +64,38 @@ fn round_trip_through_the_writer() {
         Source::at(&path).read(),
         Reading::NotRunning(NotRunning::NoFile)
     );
+    // Removed for good: a late publication (the mover thread, still
+    // running while a panic unwinds the main thread) does not bring it back.
+    w.publish(&mut s).expect("publish after removal");
+    assert_eq!(
+        Source::at(&path).read(),
+        Reading::NotRunning(NotRunning::NoFile)
+    );
+    let _ = fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_panic_guard_closes_the_writer_another_thread_publishes_with() {
+    let dir = std::env::temp_dir().join(format!("numatrace-guard-{}", std::process::id()));
+    let path = dir.join("promoter.json");
+    let mut w = Writer::at(&path, false).expect("writer");
+    let guard = w.panic_guard();
+    let unwound = std::thread::spawn(move || {
+        let _guard = guard;
+        panic!("the main thread's test panic");
+    })
+    .join();
+    assert!(unwound.is_err());
+    assert_eq!(
+        Source::at(&path).read(),
+        Reading::NotRunning(NotRunning::NoFile)
+    );
+    w.publish(&mut PromoterState::default()).expect("publish");
+    assert_eq!(
+        Source::at(&path).read(),
+        Reading::NotRunning(NotRunning::NoFile),
+        "the writer published again after the guard removed its file"
+    );
     let _ = fs::remove_dir_all(dir);
 }
 
