@@ -182,7 +182,12 @@ mod tests {
         let trace =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/hot-chunks-6.12.trace");
         let html = render(&[trace], &[]).expect("report");
-        assert_eq!(html.matches("<svg").count(), 5, "five charts");
+        assert_eq!(
+            html.matches("<svg").count(),
+            charts::TITLES.len(),
+            "six charts"
+        );
+        assert_eq!(charts::TITLES.len(), 6);
         // Every chart has drawn marks (bars or lines), not just axes.
         for chart in html.split("<div class=\"chart\">").skip(1) {
             let marks = chart.matches("<rect").count()
