@@ -523,6 +523,29 @@ pub struct HotChunksArgs {
     /// Upper bound in seconds when --min-faults extends the run.
     #[arg(long, default_value_t = 300.0, value_parser = ranges::run_seconds)]
     pub max_duration: f64,
+    /// MiB of a second mapping placed on the slow node like the first and
+    /// never touched again, up to 1048576: a VMA the scanner finds cold
+    /// (an inaccessible page between the two keeps them apart as VMAs).
+    #[arg(long, default_value_t = 0,
+          value_parser = ranges::int(0, ranges::MAX_WORKLOAD_MB, "MiB"))]
+    pub cold_mb: u64,
+    /// Populate the slow mapping in two steps: its first chunk, then this
+    /// many milliseconds of computing elsewhere (0 to 600000) while the
+    /// scanner passes over it, then the rest, placed through the thread's
+    /// policy so the VMA keeps its scan history; the access phase then
+    /// touches only the chunks populated late. The kernel scans a VMA
+    /// unconditionally only in its first two scan sequences, so pages
+    /// that arrive later wait for a hint fault of the scanning thread in
+    /// the VMA (none comes: nothing there is protected) or a forced scan.
+    #[arg(long, default_value_t = 0,
+          value_parser = ranges::int(0u64, 600_000, "milliseconds"))]
+    pub late_populate_ms: u64,
+    /// Extra threads that only sleep, 0 to 1024: the kernel force-scans a
+    /// VMA its threads have not faulted on lately only once every
+    /// (threads) scan sequences, so they keep such a VMA unscanned longer.
+    #[arg(long, default_value_t = 0,
+          value_parser = ranges::int(0u64, 1024, "threads"))]
+    pub idle_threads: u64,
     /// Slow node (default: the first CPU-less node).
     #[arg(long, value_parser = ranges::node)]
     pub slow_node: Option<u32>,

@@ -13,11 +13,33 @@ use crate::{
 use numa_core::{
     decode::{Event, Snapshot},
     model::{
+        funnel::{ProcessFunnel, Watch},
         policy::{self, KernelDefaults},
         shadow::{RefaultReport, Shadow, ShadowReport},
     },
+    plan::AttachPlan,
     trace,
 };
+
+/// The shadow report with the promotion funnel of the same events.
+#[derive(serde::Serialize)]
+struct Output<'a> {
+    #[serde(flatten)]
+    shadow: &'a ShadowReport,
+    funnel: Vec<ProcessFunnel>,
+    /// As in `stats`: whether the kernel reports the VMAs its scanner skips.
+    skips_observable: Option<bool>,
+}
+
+impl<'a> Output<'a> {
+    fn new(shadow: &'a ShadowReport, funnel: &Watch, plan: Option<&AttachPlan>) -> Self {
+        Output {
+            shadow,
+            funnel: funnel.report(),
+            skips_observable: numa_core::model::totals::skips_observable(plan),
+        }
+    }
+}
 
 /// Prints an interim report every `every_ns` of snapshot time.
 struct Interval<'a> {
@@ -257,15 +279,16 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
-fn emit(r: &ShadowReport, a: &ModelArgs) -> Result<()> {
+fn emit(o: &Output, a: &ModelArgs) -> Result<()> {
     let mut buf = Vec::new();
     if a.json {
-        serde_json::to_writer_pretty(&mut buf, r)?;
+        serde_json::to_writer_pretty(&mut buf, o)?;
         writeln!(buf)?;
     } else if a.csv {
-        write_csv(r, &mut buf)?;
+        write_csv(o.shadow, &mut buf)?;
     } else {
-        write_human(r, &mut buf)?;
+        write_human(o.shadow, &mut buf)?;
+        crate::stats::print_funnel(&o.funnel, o.skips_observable, &mut buf)?;
     }
     write_output(a, &buf)
 }
@@ -283,6 +306,8 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
     let probes_header = numa_probe::session::header(&probes);
     let k = KernelDefaults::from_host(&probes_header.tunables, probes_header.params.as_ref());
     let mut engine = Shadow::new(args.models.sel.policies(&k)?, args.models.top);
+    let mut funnel = Watch::new(probes.params.toptier_mask);
+    let plan = probes.plan.clone();
     let reason = {
         let mut interval = Interval {
             shadow: &mut engine,
@@ -297,11 +322,18 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
         });
         args.probe
             .live(probes, Duration::from_secs(1))
-            .run_recorded(args.probe.report_until(), output, &mut [&mut interval])?
+            .run_recorded(
+                args.probe.report_until(),
+                output,
+                &mut [&mut interval, &mut funnel],
+            )?
             .reason
     };
     log::info!("shadow stopped: {}", reason.describe());
-    emit(&engine.report(), &args.models)?;
+    emit(
+        &Output::new(&engine.report(), &funnel, Some(&plan)),
+        &args.models,
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -312,8 +344,12 @@ pub fn replay(args: &ReplayArgs) -> Result<ExitCode> {
         return run_sweep(args, sweep, &k);
     }
     let mut engine = Shadow::new(args.models.sel.policies(&k)?, args.models.top);
-    crate::read_trace(&args.trace, AtEnd, &mut [&mut engine])?;
-    emit(&engine.report(), &args.models)?;
+    let mut funnel = Watch::new(header.params.as_ref().map_or(1, |p| p.toptier_mask));
+    crate::read_trace(&args.trace, AtEnd, &mut [&mut engine, &mut funnel])?;
+    emit(
+        &Output::new(&engine.report(), &funnel, header.attach_plan.as_ref()),
+        &args.models,
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -47,7 +47,8 @@ fn live_report(totals: &Totals, source: &Source) -> Result<Report> {
             u64::from(probes.options.stamp_entries),
             probes.attach_started_ns,
         )
-        .with_hotness(probes.params.hotness);
+        .with_hotness(probes.params.hotness)
+        .with_plan(Some(&probes.plan));
     r.bpf_programs = probes.program_stats();
     Ok(r)
 }
@@ -88,6 +89,7 @@ pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
                     .as_ref()
                     .map_or_else(Default::default, |p| p.hotness),
             )
+            .with_plan(header.attach_plan.as_ref())
     };
     print(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
@@ -170,7 +172,7 @@ fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
             r.runs_missed, r.late_records
         )?;
     }
-    print_funnel(&r.funnel, out)?;
+    print_funnel(&r.funnel, r.skips_observable, out)?;
     writeln!(out, "\n  scan-to-fault latency (ms)")?;
     numa_core::histtext::write(out, &r.latency_ms, "ms")?;
     writeln!(
@@ -182,8 +184,9 @@ fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
 }
 
 /// The funnel section: per process, its verdict and the stages behind it.
-fn print_funnel(
+pub(crate) fn print_funnel(
     rows: &[numa_core::model::funnel::ProcessFunnel],
+    skips_observable: Option<bool>,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
     if rows.is_empty() {
@@ -208,7 +211,12 @@ fn print_funnel(
             "      scanned {} passes, {} PTEs protected, last pass {last}",
             s.scan_passes, s.ptes_protected
         )?;
-        if !s.skips.is_empty() {
+        if skips_observable == Some(false) {
+            writeln!(
+                out,
+                "      skips not observable on this kernel (no sched:sched_skip_vma_numa tracepoint)"
+            )?;
+        } else if !s.skips.is_empty() {
             let skips: Vec<String> = s
                 .skips
                 .iter()

@@ -106,6 +106,62 @@ impl Region {
         Ok(r)
     }
 
+    /// Two mappings of `first` and `second` bytes with an inaccessible page
+    /// between them, so they stay two VMAs whatever the kernel merges.
+    pub(crate) fn pair(first: usize, second: usize, thp: bool) -> Result<(Self, Self)> {
+        let whole = Region::new(first + PAGE + second, thp)?;
+        // SAFETY: the guard page lies inside `whole`'s mapping.
+        let guard = unsafe { whole.ptr.add(first) };
+        // SAFETY: mprotect of a page of our own mapping.
+        if unsafe { libc::mprotect(guard.cast(), PAGE, libc::PROT_NONE) } != 0 {
+            return Err(std::io::Error::last_os_error()).context("mprotect of the guard page");
+        }
+        // The parts own their ranges from here on; the guard page stays
+        // mapped until the process exits.
+        let whole = std::mem::ManuallyDrop::new(whole);
+        let a = Region {
+            ptr: whole.ptr,
+            len: first,
+        };
+        // SAFETY: first + PAGE is inside the mapping.
+        let b = Region {
+            ptr: unsafe { whole.ptr.add(first + PAGE) },
+            len: second,
+        };
+        Ok((a, b))
+    }
+
+    /// Populates `range` of the mapping on `node` in one system call
+    /// (MADV_POPULATE_WRITE under the thread's memory policy): the NUMA
+    /// scanner runs as task work on return to user space, so it never sees
+    /// the range half-populated, and no VMA policy splits the mapping (a
+    /// new VMA would start its scan history anew).
+    fn populate_on(&self, node: u32, range: std::ops::Range<usize>) -> Result<()> {
+        const MADV_POPULATE_WRITE: libc::c_int = 23;
+        let range = range.start.min(self.len)..range.end.min(self.len);
+        set_thread_policy(MPOL_BIND, Some(node))?;
+        // SAFETY: the range lies inside our mapping.
+        let rc = unsafe {
+            libc::madvise(
+                self.ptr.add(range.start).cast(),
+                range.len(),
+                MADV_POPULATE_WRITE,
+            )
+        };
+        let err = std::io::Error::last_os_error();
+        set_thread_policy(MPOL_DEFAULT, None)?;
+        if rc != 0 {
+            return Err(err).context("madvise(MADV_POPULATE_WRITE): Linux 5.14 or later is needed");
+        }
+        Ok(())
+    }
+
+    /// `[start, end)` of the mapping.
+    fn span(&self) -> [u64; 2] {
+        let start = self.ptr as u64;
+        [start, start + self.len as u64]
+    }
+
     /// Pages of the mapping on `node`.
     pub(crate) fn pages_on(&self, node: u32) -> usize {
         self.page_nodes()
@@ -156,6 +212,11 @@ struct Summary {
     slow_node: u32,
     dram_node: u32,
     slow_pages: usize,
+    /// `[start, end)` of the accessed slow-node mapping, and of the cold
+    /// one (`--cold-mb`).
+    slow_vma: [u64; 2],
+    cold_vma: Option<[u64; 2]>,
+    cold_pages_on_dram_node_at_end: usize,
     slow_pages_on_slow_node_at_start: usize,
     slow_pages_on_dram_node_at_end: usize,
     chunk_visits: u64,
@@ -236,6 +297,8 @@ struct Accessed {
 /// Random accesses to random chunks of `slow` until `--duration` (or, with
 /// `--min-faults`, until that many hint faults or `--max-duration`).
 fn access_chunks(a: &HotChunksArgs, slow: &Region, start: Instant, faults0: u64) -> Accessed {
+    // The first chunk of a late-populated mapping stays untouched.
+    let first_chunk = usize::from(a.late_populate_ms > 0);
     let chunk_pages = (a.chunk_mb as usize * MIB) / PAGE;
     let chunks = a.slow_mb / a.chunk_mb;
     let mut rng = Rng::new(a.seed);
@@ -250,7 +313,7 @@ fn access_chunks(a: &HotChunksArgs, slow: &Region, start: Instant, faults0: u64)
         {
             break;
         }
-        let chunk = (rng.next_u64() % chunks) as usize;
+        let chunk = first_chunk + (rng.next_u64() % (chunks - first_chunk as u64)) as usize;
         let t = Instant::now();
         for _ in 0..a.accesses {
             let page = chunk * chunk_pages + (rng.next_u64() as usize % chunk_pages);
@@ -274,6 +337,90 @@ fn access_chunks(a: &HotChunksArgs, slow: &Region, start: Instant, faults0: u64)
     }
 }
 
+/// Threads started by `--idle-threads`, asleep until the process exits.
+type Sleepers = Vec<std::thread::JoinHandle<()>>;
+
+/// The accessed slow-node mapping, the cold one `--cold-mb` asks for, and
+/// the idle threads, started after the mappings so that their stacks lie
+/// below them (mmap places top-down) and come first in the scanner's
+/// address-ordered walk.
+fn slow_regions(a: &HotChunksArgs, node: u32) -> Result<(Region, Option<Region>, Sleepers)> {
+    let hot = a.slow_mb as usize * MIB;
+    if a.late_populate_ms > 0 {
+        return late_populated(a, node);
+    }
+    if a.cold_mb == 0 {
+        let hot = Region::placed_then_released(hot, a.thp, node)?;
+        return Ok((hot, None, idle_threads(a.idle_threads)?));
+    }
+    let (hot, cold) = Region::pair(hot, a.cold_mb as usize * MIB, a.thp)?;
+    // Each populated whole before the scanner first comes by, so that the
+    // passes of its first two scan sequences protect all of it.
+    cold.populate_on(node, 0..cold.len)?;
+    hot.populate_on(node, 0..hot.len)?;
+    Ok((hot, Some(cold), idle_threads(a.idle_threads)?))
+}
+
+/// The slow mapping populated in two steps (see `--late-populate-ms`).
+fn late_populated(a: &HotChunksArgs, node: u32) -> Result<(Region, Option<Region>, Sleepers)> {
+    let r = Region::new(a.slow_mb as usize * MIB, a.thp)?;
+    let chunk = a.chunk_mb as usize * MIB;
+    r.populate_on(node, 0..chunk)?;
+    let sleepers = idle_threads(a.idle_threads)?;
+    compute_for(Duration::from_millis(a.late_populate_ms));
+    r.populate_on(node, chunk..r.len)?;
+    Ok((r, None, sleepers))
+}
+
+/// set_mempolicy(2) for the calling thread.
+fn set_thread_policy(mode: libc::c_long, node: Option<u32>) -> Result<()> {
+    let mut mask = [0u64; 16];
+    if let Some(n) = node {
+        mask[(n / 64) as usize % 16] |= 1 << (n % 64);
+    }
+    let (ptr, maxnode) = match node {
+        Some(_) => (mask.as_ptr(), 1024 + 1),
+        None => (std::ptr::null(), 0),
+    };
+    // SAFETY: a valid mask buffer of 1024 bits, or none.
+    let rc = unsafe { libc::syscall(libc::SYS_set_mempolicy, mode, ptr, maxnode as libc::c_ulong) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error())
+            .context(format!("set_mempolicy(mode {mode}, node {node:?})"));
+    }
+    Ok(())
+}
+
+/// Keeps the CPU busy on a small buffer of its own for `d`: the NUMA
+/// scanner runs on the task's CPU time, so it makes scan sequences pass.
+fn compute_for(d: Duration) {
+    let mut buf = vec![0u64; 4096];
+    let end = Instant::now() + d;
+    let mut i = 0usize;
+    while Instant::now() < end {
+        for _ in 0..10_000 {
+            i = i.wrapping_mul(31).wrapping_add(7) % buf.len();
+            buf[i] = buf[i].wrapping_add(1);
+        }
+    }
+    std::hint::black_box(&buf);
+}
+
+/// Threads that sleep until the process exits (see `--idle-threads`).
+fn idle_threads(n: u64) -> Result<Sleepers> {
+    (0..n)
+        .map(|i| {
+            std::thread::Builder::new()
+                .name(format!("idle-{i}"))
+                .stack_size(64 * 1024)
+                .spawn(|| loop {
+                    std::thread::park();
+                })
+                .context("spawning an idle thread")
+        })
+        .collect()
+}
+
 fn write_summary(a: &HotChunksArgs, summary: &Summary) -> Result<()> {
     let mut json = serde_json::to_vec(summary)?;
     if a.summary.is_none() {
@@ -292,6 +439,14 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
         &system::nodes(),
         " (see `numatrace doctor`)",
     )?;
+    if a.slow_mb == 0 && a.cold_mb > 0 {
+        bail!("--cold-mb needs a slow-node mapping to sit beside: give --slow-mb too");
+    }
+    if a.late_populate_ms > 0 && (a.cold_mb > 0 || a.slow_mb < 2 * a.chunk_mb) {
+        bail!(
+            "--late-populate-ms needs at least two chunks (--slow-mb >= 2 x --chunk-mb) and no --cold-mb"
+        );
+    }
     if a.slow_mb > 0 && (a.chunk_mb == 0 || a.slow_mb < a.chunk_mb) {
         bail!("--chunk-mb must be between 1 and --slow-mb ({})", a.slow_mb);
     }
@@ -306,7 +461,7 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    let slow = Region::placed_then_released(a.slow_mb as usize * MIB, a.thp, slow_node)?;
+    let (slow, cold, _sleepers) = slow_regions(a, slow_node)?;
     let at_start = slow.pages_on(slow_node);
 
     let (user0, sys0) = cpu_times_ms();
@@ -321,6 +476,9 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
         slow_node,
         dram_node,
         slow_pages: slow.len / PAGE,
+        slow_vma: slow.span(),
+        cold_vma: cold.as_ref().map(Region::span),
+        cold_pages_on_dram_node_at_end: cold.as_ref().map_or(0, |c| c.pages_on(dram_node)),
         slow_pages_on_slow_node_at_start: at_start,
         slow_pages_on_dram_node_at_end: at_end,
         chunk_visits: done.visits,

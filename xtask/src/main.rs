@@ -89,7 +89,8 @@ enum Cmd {
         #[arg(long, default_value_t = 600)]
         seconds: u64,
         /// `rfc`: the kernels to boot (the stock 6.12 gives Default and
-        /// Predicted, 6.12-rfc Patched; a column not run shows `-`).
+        /// Predicted, 6.12-rfc Patched; a column not run shows `-`);
+        /// `observer`: the kernels to measure, one boot each.
         #[arg(
             long,
             value_enum,
@@ -117,6 +118,10 @@ enum BenchKind {
     /// The fault-count RFC's table: stock 6.12, the patched kernel, and
     /// numatrace's fault-count shadow of the stock run.
     Rfc,
+    /// The seed-style workload run bare and under `numatrace record`,
+    /// alternating, in one boot per kernel (`--kernels`): does attaching
+    /// change the kernel's hint faults and promotions?
+    Observer,
 }
 
 /// What `cargo xtask demo` runs in the emulated CXL box: doctor, then the
@@ -267,6 +272,11 @@ fn run(command: Cmd) -> Result<ExitCode> {
             ..
         } => bench_rfc(&kernels),
         Cmd::Bench {
+            which: BenchKind::Observer,
+            kernels,
+            ..
+        } => bench_observer(&kernels),
+        Cmd::Bench {
             which: BenchKind::Overhead,
             wall_clock,
             ..
@@ -292,6 +302,23 @@ fn run(command: Cmd) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `cargo xtask bench observer`: one boot per kernel, then each kernel's
+/// table.
+fn bench_observer(kernels: &[Series]) -> Result<ExitCode> {
+    let root = cmd::target_dir().join("bench/observer");
+    for series in kernels {
+        let out = root.join(series.name());
+        let code = bench_vm(&out, &bench::observer::script(), 2, *series, false)?;
+        if code != ExitCode::SUCCESS {
+            return Ok(code);
+        }
+    }
+    for series in kernels {
+        bench::observer::report(series.name(), &root.join(series.name()))?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `cargo xtask bench rfc`: one boot per kernel, then the table.

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::results::read_json;
 
+pub mod observer;
 pub mod overhead;
 pub mod promote;
 pub mod rfc;

@@ -12,6 +12,7 @@
 mod detach;
 mod doctor;
 mod export;
+mod funnel;
 mod hostile;
 mod logging;
 mod probe_count;
@@ -89,6 +90,14 @@ pub const TESTS: &[VmTest] = &[
         // takes tens of seconds under TCG on a busy host.
         timeout_s: 240,
         check: export::check,
+    },
+    VmTest {
+        name: "funnel",
+        script: funnel::SCRIPT,
+        kernels: &Series::ALL,
+        // Three attaches around about 100 s of workloads.
+        timeout_s: 360,
+        check: funnel::check,
     },
     VmTest {
         name: "promote",

@@ -10,7 +10,10 @@
 //! regions it overlaps into its VMA. Faults count in the region
 //! holding their address, scans in the one holding their start; what no
 //! region holds counts for the process only. At most [`MAX_REGIONS`] per
-//! process: later ones count for the process only.
+//! process: when they are all taken, a new one replaces a region without
+//! slow-tier activity (a VMA only ever skipped, such as each thread's
+//! stack guard in a process of many threads), else it counts for the
+//! process only; a region with activity is never replaced.
 //!
 //! Fed by [`super::totals::Totals`] with the events of its window, so its
 //! sums match the totals'. Bounded: a process gone (no event for
@@ -34,6 +37,8 @@ pub use verdict::{judge, Verdict};
 pub const TOP: usize = 10;
 /// Regions (VMAs) kept per process.
 pub const MAX_REGIONS: usize = 32;
+/// x86-64's base page: the PTEs a pass protects are counted in these.
+const PAGE_SHIFT: u32 = 12;
 
 #[derive(Debug, Clone)]
 struct Region {
@@ -115,21 +120,35 @@ impl Proc {
             !take
         });
         let i = self.new_region(start, end, true)?;
+        taken.vma_pages = Some((end - start) >> PAGE_SHIFT);
         self.regions[i].stages = taken;
         Some(&mut self.regions[i].stages)
     }
 
     fn new_region(&mut self, start: u64, end: u64, named: bool) -> Option<usize> {
-        if self.regions.len() >= MAX_REGIONS || end <= start {
+        if end <= start {
             return None;
         }
-        self.regions.push(Region {
+        let region = Region {
             start,
             end,
             named,
             stages: Stages::default(),
-        });
-        Some(self.regions.len() - 1)
+        };
+        if self.regions.len() < MAX_REGIONS {
+            self.regions.push(region);
+            return Some(self.regions.len() - 1);
+        }
+        // The oldest-seen region without activity makes room.
+        let idle = self
+            .regions
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.stages.activity() == 0)
+            .min_by_key(|(_, r)| r.stages.first_ns)
+            .map(|(i, _)| i)?;
+        self.regions[idle] = region;
+        Some(idle)
     }
 }
 
@@ -253,6 +272,62 @@ impl Funnel {
         procs.truncate(TOP);
         procs.into_iter().map(|p| row(p, end_ns)).collect()
     }
+}
+
+/// The funnel on its own, as a sink beside others (the shadow models):
+/// the totals' window rule (nothing before the first snapshot) and its
+/// slow-tier test (a source node outside the top tier).
+#[derive(Debug, Default)]
+pub struct Watch {
+    funnel: Funnel,
+    toptier_mask: u64,
+    first_snapshot_ns: Option<u64>,
+    end_ns: u64,
+}
+
+impl Watch {
+    pub fn new(toptier_mask: u64) -> Self {
+        Watch {
+            toptier_mask,
+            ..Watch::default()
+        }
+    }
+
+    /// The [`TOP`] processes, judged at the end of what was seen.
+    pub fn report(&self) -> Vec<ProcessFunnel> {
+        self.funnel.report(self.end_ns)
+    }
+}
+
+impl crate::sink::Sink for Watch {
+    fn event(&mut self, ev: &crate::decode::Event) -> anyhow::Result<()> {
+        use crate::decode::Event;
+        let ts = ev.ts_ns();
+        if self.first_snapshot_ns.is_some_and(|first| ts < first) {
+            return Ok(());
+        }
+        self.end_ns = self.end_ns.max(ts);
+        match ev {
+            Event::Fault(f) => {
+                self.funnel
+                    .fault(f, slow_tier(f.src_nid, self.toptier_mask));
+            }
+            Event::Scan(s) => self.funnel.scan(s),
+            Event::Skip(s) => self.funnel.skip(s),
+        }
+        Ok(())
+    }
+
+    fn snapshot(&mut self, s: &crate::decode::Snapshot) -> anyhow::Result<()> {
+        self.first_snapshot_ns.get_or_insert(s.ts_ns);
+        self.end_ns = self.end_ns.max(s.ts_ns);
+        Ok(())
+    }
+}
+
+/// Whether node `nid` is outside the top tier (`toptier_mask`'s bits).
+pub(crate) fn slow_tier(nid: i32, toptier_mask: u64) -> bool {
+    (0..64).contains(&nid) && toptier_mask >> nid & 1 == 0
 }
 
 /// One process in the report: its stages, its VMAs' and the verdict.

@@ -173,6 +173,10 @@ pub struct Report {
     /// The processes with the most slow-tier activity, stage by stage,
     /// with their verdicts (see [`super::funnel`]).
     pub funnel: Vec<ProcessFunnel>,
+    /// Whether the kernel reports the VMAs its scanner skips
+    /// (sched_skip_vma_numa, 6.7 on): without it the funnel's skip stage
+    /// is empty because it cannot be seen. None: the trace does not say.
+    pub skips_observable: Option<bool>,
 }
 
 impl Report {
@@ -184,6 +188,21 @@ impl Report {
         super::funnel::with_hotness(&mut self.funnel, hotness);
         self
     }
+
+    /// The report of probes attached by `plan`.
+    pub fn with_plan(mut self, plan: Option<&crate::plan::AttachPlan>) -> Report {
+        self.skips_observable = skips_observable(plan);
+        self
+    }
+}
+
+/// Whether probes attached by `plan` see the VMAs the scanner skips (None:
+/// no plan to tell).
+pub fn skips_observable(plan: Option<&crate::plan::AttachPlan>) -> Option<bool> {
+    plan.map(|p| {
+        p.hook(crate::plan::Hook::VmaSkip)
+            .is_some_and(|h| h.status == crate::plan::HookStatus::Attached)
+    })
 }
 
 #[derive(Debug, Serialize)]
@@ -278,7 +297,7 @@ impl Totals {
                 self.migrate_fail += 1;
             }
         }
-        let slow = (0..64).contains(&f.src_nid) && self.toptier_mask >> f.src_nid & 1 == 0;
+        let slow = super::funnel::slow_tier(f.src_nid, self.toptier_mask);
         if slow {
             self.slow_faults += 1;
             self.patch.fault(f);
@@ -366,6 +385,7 @@ impl Totals {
             bpf_programs: Vec::new(),
             checks: self.checks(attach_started_ns),
             funnel: self.funnel.report(self.end_ns()),
+            skips_observable: None,
         }
     }
 

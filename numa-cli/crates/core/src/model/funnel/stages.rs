@@ -20,6 +20,8 @@ pub struct SkipStat {
 pub struct Stages {
     /// The first event counted here.
     pub first_ns: Option<u64>,
+    /// The VMA's size in pages, when a skip record named its bounds.
+    pub vma_pages: Option<u64>,
     pub scan_passes: u64,
     pub ptes_protected: u64,
     pub last_scan_ns: Option<u64>,

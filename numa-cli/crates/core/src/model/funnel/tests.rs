@@ -98,6 +98,41 @@ fn regions_are_bounded_and_faults_outside_count_for_the_process() {
     assert!(rows[0].vmas.iter().all(|v| v.stages.slow_faults == 0));
 }
 
+/// A process of many threads: each thread's stack guard is a VMA the
+/// scanner skips. They take the free places, but a VMA with slow-tier
+/// activity that comes after them still gets one, and keeps it.
+#[test]
+fn vmas_only_skipped_give_way_to_one_with_activity() {
+    let mut f = Funnel::default();
+    let guard = |i: u64| BASE + i * 64 * MIB;
+    for i in 0..(MAX_REGIONS as u64) {
+        f.skip(&skip(7, guard(i), guard(i) + 4096, S + i, 3));
+    }
+    let hot = 0x10_0000_0000;
+    f.scan(&scan(7, hot, hot + 16 * MIB, 2 * S, 4096));
+    for i in 0..(2 * MAX_REGIONS as u64) {
+        f.skip(&skip(
+            7,
+            guard(100 + i),
+            guard(100 + i) + 4096,
+            3 * S + i,
+            3,
+        ));
+    }
+    f.skip(&skip(7, hot, hot + 256 * MIB, 4 * S, 4));
+    let rows = f.report(40 * S);
+    let p = &rows[0];
+    assert_eq!(p.vmas.len(), MAX_REGIONS);
+    assert_eq!(p.verdict_vma, Some([hot, hot + 256 * MIB]));
+    assert_eq!(p.vmas[0].stages.ptes_protected, 4096);
+    assert_eq!(p.verdict_kind, "not_scanned");
+    // The latest skip-only VMAs hold the other places.
+    assert!(p
+        .vmas
+        .iter()
+        .any(|v| v.start == guard(100 + 2 * MAX_REGIONS as u64 - 1)));
+}
+
 #[test]
 fn gone_processes_leave_unless_they_rank() {
     let mut f = Funnel::default();
@@ -126,14 +161,28 @@ fn the_recorded_trace_funnel_adds_up_to_the_totals() {
     let mut reader = crate::trace::Reader::open(&path).expect("test trace");
     let mask = reader.header.params.as_ref().map_or(1, |p| p.toptier_mask);
     let mut totals = Totals::new(mask);
+    let mut watch = Watch::new(mask);
     for item in reader.by_ref() {
         match item.expect("trace item") {
-            crate::trace::Item::Event(ev) => totals.event(&ev),
-            crate::trace::Item::Snapshot(s) => totals.snapshot(&s),
+            crate::trace::Item::Event(ev) => {
+                totals.event(&ev);
+                crate::sink::Sink::event(&mut watch, &ev).expect("watch");
+            }
+            crate::trace::Item::Snapshot(s) => {
+                totals.snapshot(&s);
+                crate::sink::Sink::snapshot(&mut watch, &s).expect("watch");
+            }
             crate::trace::Item::Footer(_) => {}
         }
     }
     let r = totals.report(1 << 20, 0);
+    // The funnel on its own (beside the shadow models) sees the same.
+    let alone = watch.report();
+    let line = |p: &ProcessFunnel| (p.pid, p.verdict.clone(), p.stages.slow_faults);
+    assert_eq!(
+        alone.iter().map(line).collect::<Vec<_>>(),
+        r.funnel.iter().map(line).collect::<Vec<_>>()
+    );
     assert!(r.funnel.len() < TOP, "every process listed");
     let sum = |g: fn(&ProcessFunnel) -> u64| r.funnel.iter().map(g).sum::<u64>();
     assert!(r.checks.slow_node_faults > 0);

@@ -200,8 +200,11 @@ impl fmt::Display for Verdict {
 ///
 /// 1. **not scanned**: a skip since the latest pass (or with no pass seen),
 ///    and no pass for at least [`UNSCANNED_MIN_NS`] and at least half the
-///    time the funnel was watched (first event to the end). The reason is
-///    the most frequent among the skips since the latest pass.
+///    time the funnel was watched (first event to the end), over a VMA the
+///    passes did not mostly cover (PTEs protected below half its pages,
+///    when its size is known): a covered VMA's pages went on to the later
+///    stages, which tell where they stopped. The reason is the most
+///    frequent among the skips since the latest pass.
 /// 2. **quiet**: nothing protected, no slow-tier fault.
 /// 3. **cold**: pages protected, and fewer than half as many pages faulted.
 /// 4. **undecided**: fewer tiering decisions than half the faults.
@@ -250,6 +253,11 @@ pub fn judge(s: &Stages, end_ns: u64) -> Verdict {
 }
 
 fn not_scanned(s: &Stages, end_ns: u64) -> Option<Verdict> {
+    if s.vma_pages
+        .is_some_and(|pages| s.ptes_protected.saturating_mul(2) >= pages)
+    {
+        return None;
+    }
     let (reason, _) = s
         .skips
         .iter()
@@ -327,6 +335,24 @@ mod tests {
         // A pass at the end: the scanner is back, the pages were promoted.
         s.scan(44 * S, 0);
         assert_eq!(judge(&s, 45 * S).kind(), "promoted");
+    }
+
+    #[test]
+    fn a_vma_the_passes_covered_is_judged_by_its_later_stages() {
+        let mut s = scanned_and_faulted(Outcome::RejectLatency, 8192);
+        for t in 0..100 {
+            s.skip(5 * S + t * S / 3, PID_INACTIVE);
+        }
+        // A 32 MiB VMA: the two passes protected all its 8192 pages, and
+        // the kernel refused them before it stopped scanning.
+        s.vma_pages = Some(8192);
+        assert_eq!(judge(&s, 45 * S).kind(), "refused_latency");
+        // A 256 MiB one: 8192 of its 65536 pages protected, the rest never.
+        s.vma_pages = Some(65536);
+        assert_eq!(judge(&s, 45 * S).kind(), "not_scanned");
+        // Its size unknown: the skips speak.
+        s.vma_pages = None;
+        assert_eq!(judge(&s, 45 * S).kind(), "not_scanned");
     }
 
     #[test]

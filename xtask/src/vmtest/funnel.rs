@@ -1,0 +1,180 @@
+//! The promotion funnel's verdicts on workloads shaped to stop their
+//! slow-tier pages at a known stage, each recorded on its own:
+//!
+//! - `promoted`: a small region accessed without pause while DRAM is free.
+//! - `refused`: DRAM filled by another process, chunks with idle gaps, so
+//!   each page's next access comes seconds after the scanner protected it
+//!   (refused on latency); beside it a cold VMA, populated whole before
+//!   the scanner first comes by and never touched again.
+//! - `unscanned`: a 256 MiB VMA whose first chunk is populated at once and
+//!   the rest only after the scanner's first two sequences over it, the
+//!   only ones in which 6.7+ kernels scan a VMA regardless of which
+//!   threads fault in it. Nothing in the rest is protected, so no hint
+//!   fault ever marks the VMA as the scanning thread's, and 512 idle
+//!   threads put the kernel's forced rescan (every `threads` sequences)
+//!   beyond the run: every later visit is a `pid_inactive` skip. On 6.1,
+//!   which has no such skip (and no skip tracepoint), the report must say
+//!   that the skip stage cannot be seen there.
+//!
+//! The `refused` recording is replayed too: the shadow report's funnel
+//! must give the verdicts `stats` gives.
+use std::path::Path;
+
+use anyhow::{ensure, Context, Result};
+use serde_json::Value;
+
+use crate::kernels::Series;
+use crate::results::{read_json, text};
+
+pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
+W='numatrace workload hot-chunks'
+rec() { name=$1; shift; numatrace -q record -o /tmp/$name.trace --overwrite -- $W "$@" --summary $name-workload.json || exit 1
+  numatrace stats /tmp/$name.trace --json > $name.json || exit 1
+  numatrace stats /tmp/$name.trace > $name.txt || exit 1; }
+rec promoted --slow-mb 32 --chunk-mb 32 --accesses 20000 --duration 8 --min-faults 8192 --max-duration 60
+rec unscanned --slow-mb 256 --chunk-mb 16 --late-populate-ms 3000 --idle-threads 512 --accesses 2000 --idle-ms 1000 --duration 30
+$W --dram-mb 1400 --slow-mb 0 --duration 900 > /dev/null &
+filler=$!
+sleep 8
+rec refused --slow-mb 64 --cold-mb 32 --chunk-mb 8 --accesses 20000 --idle-ms 300 --duration 25 --min-faults 16384 --max-duration 120
+kill $filler
+numatrace replay /tmp/refused.trace --json > refused-replay.json || exit 1
+rm -f /tmp/promoted.trace /tmp/unscanned.trace /tmp/refused.trace
+"#;
+
+pub fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
+    let promoted = Run::read(dir, "promoted")?;
+    promoted.expect_process("promoted")?;
+    let refused = Run::read(dir, "refused")?;
+    refused.expect_process("refused_latency")?;
+    let cold = refused.workload["cold_vma"][0]
+        .as_u64()
+        .context("the refused run's workload names no cold VMA")?;
+    refused.expect_vma(cold, "cold")?;
+    check_replay(dir, &refused)?;
+    let unscanned = Run::read(dir, "unscanned")?;
+    if series == Series::V6_1 {
+        ensure!(
+            unscanned.stats["skips_observable"] == Value::Bool(false),
+            "6.1 has no sched_skip_vma_numa, but the report's skips_observable is {}",
+            unscanned.stats["skips_observable"]
+        );
+        let txt = text(dir, "unscanned.txt")?;
+        ensure!(
+            txt.contains("skips not observable on this kernel"),
+            "6.1: stats does not say the skip stage cannot be seen:\n{txt}"
+        );
+        return Ok(());
+    }
+    ensure!(
+        unscanned.stats["skips_observable"] == Value::Bool(true),
+        "the skip tracepoint was not attached: skips_observable is {}",
+        unscanned.stats["skips_observable"]
+    );
+    let p = unscanned.expect_process("not_scanned")?;
+    let verdict = p["verdict"].as_str().unwrap_or_default();
+    ensure!(
+        verdict.contains("pid_inactive"),
+        "the unscanned VMA's verdict names another reason than pid_inactive: {verdict}"
+    );
+    let vma = unscanned.workload["slow_vma"].clone();
+    ensure!(
+        p["verdict_vma"] == vma,
+        "the verdict is about VMA {}, the workload's is {vma}",
+        p["verdict_vma"]
+    );
+    Ok(())
+}
+
+/// One recording: its `stats --json` and its workload's summary.
+struct Run {
+    name: &'static str,
+    stats: Value,
+    workload: Value,
+}
+
+impl Run {
+    fn read(dir: &Path, name: &'static str) -> Result<Run> {
+        Ok(Run {
+            name,
+            stats: read_json(dir, &format!("{name}.json"))?,
+            workload: read_json(dir, &format!("{name}-workload.json"))?,
+        })
+    }
+
+    /// The workload's process in the funnel, with verdict `kind`.
+    fn expect_process(&self, kind: &str) -> Result<&Value> {
+        let p = process(&self.stats, &self.workload).with_context(|| {
+            format!("{}: the workload's process is not in the funnel", self.name)
+        })?;
+        ensure!(
+            p["verdict_kind"] == kind,
+            "{}: the workload's verdict is {:?} ({}), expected {kind}; its VMAs: {}",
+            self.name,
+            p["verdict_kind"],
+            p["verdict"],
+            vma_lines(p)
+        );
+        Ok(p)
+    }
+
+    /// The workload's VMA starting at `start`, with verdict `kind`.
+    fn expect_vma(&self, start: u64, kind: &str) -> Result<()> {
+        let p = process(&self.stats, &self.workload).context("no workload process")?;
+        let vma = p["vmas"]
+            .as_array()
+            .and_then(|v| v.iter().find(|v| v["start"] == start))
+            .with_context(|| {
+                format!(
+                    "{}: no funnel VMA starts at {start:#x}; its VMAs: {}",
+                    self.name,
+                    vma_lines(p)
+                )
+            })?;
+        ensure!(
+            vma["verdict_kind"] == kind,
+            "{}: VMA {start:#x} is {:?} ({}), expected {kind}",
+            self.name,
+            vma["verdict_kind"],
+            vma["verdict"]
+        );
+        Ok(())
+    }
+}
+
+fn process<'a>(stats: &'a Value, workload: &Value) -> Option<&'a Value> {
+    stats["funnel"]
+        .as_array()?
+        .iter()
+        .find(|p| p["pid"] == workload["pid"])
+}
+
+/// A process's VMAs and their verdicts, for a failure message.
+fn vma_lines(p: &Value) -> String {
+    let vmas = p["vmas"].as_array().map(Vec::as_slice).unwrap_or_default();
+    vmas.iter()
+        .map(|v| {
+            format!(
+                "\n  {:#x}-{:#x}: {}",
+                v["start"].as_u64().unwrap_or(0),
+                v["end"].as_u64().unwrap_or(0),
+                v["verdict"]
+            )
+        })
+        .collect()
+}
+
+/// The shadow report of the same recording carries the same funnel.
+fn check_replay(dir: &Path, refused: &Run) -> Result<()> {
+    let replay = read_json(dir, "refused-replay.json")?;
+    let shadow = process(&replay, &refused.workload)
+        .context("the replay's funnel does not list the workload's process")?;
+    let stats = process(&refused.stats, &refused.workload).context("no workload process")?;
+    ensure!(
+        shadow["verdict"] == stats["verdict"],
+        "replay's verdict {} differs from stats' {}",
+        shadow["verdict"],
+        stats["verdict"]
+    );
+    Ok(())
+}
