@@ -97,8 +97,8 @@ impl Proc {
     }
 
     /// The VMA a skip record names, taking in the regions it overlaps: the
-    /// scan passes' spans, and a VMA named before with other bounds (grown,
-    /// shrunk or replaced at the same place).
+    /// scan passes' spans (those mostly inside it), and a VMA named before
+    /// with other bounds (grown, shrunk or replaced at the same place).
     fn vma(&mut self, start: u64, end: u64) -> Option<&mut Stages> {
         if end <= start {
             return None;
@@ -110,10 +110,19 @@ impl Proc {
         {
             return Some(&mut self.regions[i].stages);
         }
-        let overlaps = |r: &Region| r.start < end && start < r.end;
+        // A provisional region can span adjacent VMAs (their passes
+        // joined): it goes to the VMA holding most of it.
+        let takes = |r: &Region| {
+            let inside = r.end.min(end).saturating_sub(r.start.max(start));
+            if r.named {
+                inside > 0
+            } else {
+                inside.saturating_mul(2) > r.end - r.start
+            }
+        };
         let mut taken = Stages::default();
         self.regions.retain(|r| {
-            let take = overlaps(r);
+            let take = takes(r);
             if take {
                 taken.absorb(&r.stages);
             }

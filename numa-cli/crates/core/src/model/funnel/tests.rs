@@ -98,6 +98,26 @@ fn regions_are_bounded_and_faults_outside_count_for_the_process() {
     assert!(rows[0].vmas.iter().all(|v| v.stages.slow_faults == 0));
 }
 
+/// A thread stack mapped right below a big VMA: their passes join into
+/// one provisional region, which goes to the VMA holding most of it when
+/// skip records name them, not to the first one named.
+#[test]
+fn passes_joined_across_adjacent_vmas_go_to_the_vma_holding_most() {
+    let mut f = Funnel::default();
+    let (stack, big) = (BASE, BASE + 68 * 1024);
+    f.scan(&scan(7, stack, big, S, 0));
+    f.scan(&scan(7, big, big + 256 * MIB, S, 4096));
+    f.skip(&skip(7, stack, big, 2 * S, 4));
+    f.skip(&skip(7, big, big + 256 * MIB, 3 * S, 4));
+    let rows = f.report(40 * S);
+    let p = &rows[0];
+    assert_eq!(p.verdict_vma, Some([big, big + 256 * MIB]));
+    let vma = p.vmas.iter().find(|v| v.start == big).expect("the big VMA");
+    assert!(vma.named);
+    assert_eq!(vma.stages.ptes_protected, 4096);
+    assert_eq!(p.verdict_kind, "not_scanned");
+}
+
 /// A process of many threads: each thread's stack guard is a VMA the
 /// scanner skips. They take the free places, but a VMA with slow-tier
 /// activity that comes after them still gets one, and keeps it.
