@@ -537,6 +537,8 @@ pub struct HotChunksArgs {
     /// unconditionally only in its first two scan sequences, so pages
     /// that arrive later wait for a hint fault of the scanning thread in
     /// the VMA (none comes: nothing there is protected) or a forced scan.
+    /// The summary then leaves out the page-placement counts: querying
+    /// every page's node is CPU time, on which the scanner runs.
     #[arg(long, default_value_t = 0,
           value_parser = ranges::int(0u64, 600_000, "milliseconds"))]
     pub late_populate_ms: u64,

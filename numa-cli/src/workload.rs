@@ -57,18 +57,8 @@ impl Region {
     }
 
     pub(crate) fn mbind(&self, mode: libc::c_long, node: Option<u32>) -> Result<()> {
-        let mask: [u64; 16] = {
-            let mut m = [0u64; 16];
-            if let Some(n) = node {
-                m[(n / 64) as usize % 16] |= 1 << (n % 64);
-            }
-            m
-        };
-        let (mask_ptr, maxnode) = if node.is_some() {
-            (mask.as_ptr(), 1024 + 1)
-        } else {
-            (std::ptr::null(), 0)
-        };
+        let mask = NodeMask::of(node);
+        let (mask_ptr, maxnode) = mask.arg();
         // SAFETY: mbind on our own mapping with a valid mask buffer.
         let rc = unsafe {
             libc::syscall(
@@ -77,7 +67,7 @@ impl Region {
                 self.len,
                 mode,
                 mask_ptr,
-                maxnode as libc::c_ulong,
+                maxnode,
                 0u32,
             )
         };
@@ -217,8 +207,10 @@ struct Summary {
     slow_vma: [u64; 2],
     cold_vma: Option<[u64; 2]>,
     cold_pages_on_dram_node_at_end: usize,
-    slow_pages_on_slow_node_at_start: usize,
-    slow_pages_on_dram_node_at_end: usize,
+    /// Not asked with `--late-populate-ms`: a query of every page's node is
+    /// CPU time, on which the scanner runs, at the ends of the run.
+    slow_pages_on_slow_node_at_start: Option<usize>,
+    slow_pages_on_dram_node_at_end: Option<usize>,
     chunk_visits: u64,
     accesses: u64,
     elapsed_s: f64,
@@ -372,18 +364,34 @@ fn late_populated(a: &HotChunksArgs, node: u32) -> Result<(Region, Option<Region
     Ok((r, None, sleepers))
 }
 
+/// A node mask of 1024 bits for mbind(2) and set_mempolicy(2); none for
+/// the default policy.
+struct NodeMask(Option<[u64; 16]>);
+
+impl NodeMask {
+    fn of(node: Option<u32>) -> Self {
+        NodeMask(node.map(|n| {
+            let mut m = [0u64; 16];
+            m[(n / 64) as usize % 16] |= 1 << (n % 64);
+            m
+        }))
+    }
+
+    /// (mask pointer, maxnode) as the system calls take them.
+    fn arg(&self) -> (*const u64, libc::c_ulong) {
+        match &self.0 {
+            Some(m) => (m.as_ptr(), 1024 + 1),
+            None => (std::ptr::null(), 0),
+        }
+    }
+}
+
 /// set_mempolicy(2) for the calling thread.
 fn set_thread_policy(mode: libc::c_long, node: Option<u32>) -> Result<()> {
-    let mut mask = [0u64; 16];
-    if let Some(n) = node {
-        mask[(n / 64) as usize % 16] |= 1 << (n % 64);
-    }
-    let (ptr, maxnode) = match node {
-        Some(_) => (mask.as_ptr(), 1024 + 1),
-        None => (std::ptr::null(), 0),
-    };
+    let mask = NodeMask::of(node);
+    let (ptr, maxnode) = mask.arg();
     // SAFETY: a valid mask buffer of 1024 bits, or none.
-    let rc = unsafe { libc::syscall(libc::SYS_set_mempolicy, mode, ptr, maxnode as libc::c_ulong) };
+    let rc = unsafe { libc::syscall(libc::SYS_set_mempolicy, mode, ptr, maxnode) };
     if rc != 0 {
         return Err(std::io::Error::last_os_error())
             .context(format!("set_mempolicy(mode {mode}, node {node:?})"));
@@ -462,7 +470,8 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let (slow, cold, _sleepers) = slow_regions(a, slow_node)?;
-    let at_start = slow.pages_on(slow_node);
+    let query = a.late_populate_ms == 0;
+    let at_start = query.then(|| slow.pages_on(slow_node));
 
     let (user0, sys0) = cpu_times_ms();
     let faults0 = hint_faults();
@@ -470,7 +479,7 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
     let done = access_chunks(a, &slow, start, faults0);
     let (user1, sys1) = cpu_times_ms();
     let faults1 = hint_faults();
-    let at_end = slow.pages_on(dram_node);
+    let at_end = query.then(|| slow.pages_on(dram_node));
     let summary = Summary {
         pid: std::process::id(),
         slow_node,
