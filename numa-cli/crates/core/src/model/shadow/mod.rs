@@ -382,31 +382,29 @@ fn asked(f: &FaultEvent) -> bool {
     !matches!(outcome, Outcome::NoDecision | Outcome::NotTiering) && f.flags & ff::DECIDED != 0
 }
 
+// The counting below adds 0 or 1 instead of branching: outcomes and
+// verdicts vary from fault to fault without a pattern, so a branch per
+// count is a misprediction every few faults.
 impl KernelCounts {
     #[inline]
     fn count_migration(&mut self, f: &FaultEvent) {
-        if f.flags & ff::MIGRATE_TRIED != 0 {
-            if f.migrate_ok != 0 {
-                self.migrate_success += 1;
-            } else {
-                self.migrate_fail += 1;
-            }
-        }
+        let tried = f.flags & ff::MIGRATE_TRIED != 0;
+        let ok = f.migrate_ok != 0;
+        self.migrate_success += u64::from(tried && ok);
+        self.migrate_fail += u64::from(tried && !ok);
     }
 
     /// Counts a decided fault's outcome (not `NoDecision` or `NotTiering`).
     #[inline]
     fn count_outcome(&mut self, outcome: Outcome) {
-        match outcome {
-            Outcome::PromoteHot => self.promote += 1,
-            Outcome::PromoteFreeSpace => {
-                self.promote += 1;
-                self.free_space += 1;
-            }
-            Outcome::RejectLatency => self.reject_latency += 1,
-            Outcome::RejectRateLimit => self.reject_rate_limit += 1,
-            _ => self.reject_other += 1,
-        }
+        let is = |o: Outcome| u64::from(outcome == o);
+        let (hot, free) = (is(Outcome::PromoteHot), is(Outcome::PromoteFreeSpace));
+        let (latency, rate) = (is(Outcome::RejectLatency), is(Outcome::RejectRateLimit));
+        self.promote += hot + free;
+        self.free_space += free;
+        self.reject_latency += latency;
+        self.reject_rate_limit += rate;
+        self.reject_other += 1 - (hot + free + latency + rate);
     }
 }
 
@@ -473,17 +471,14 @@ impl Engine {
         proc_row.decisions += 1;
         let kernel_promote = f.decision == 1;
         self.kernel.count_outcome(outcome);
-        if outcome == Outcome::RejectLatency {
-            proc_row.reject_latency += 1;
-        }
-        if kernel_promote {
-            proc_row.kernel_promote += 1;
-        }
-        if f.flags & ff::KERNEL_LATENCY != 0 && !kernel_promote {
-            self.rejected_seen += 1;
-            if self.rejected_seen == self.next_sample {
-                self.sample_rejection(f);
-            }
+        proc_row.reject_latency += u64::from(outcome == Outcome::RejectLatency);
+        proc_row.kernel_promote += u64::from(kernel_promote);
+        let rejected = f.flags & ff::KERNEL_LATENCY != 0 && !kernel_promote;
+        self.rejected_seen += u64::from(rejected);
+        // `next_sample` is always past the count before this fault, so
+        // only a fault that counted can reach it.
+        if self.rejected_seen == self.next_sample {
+            self.sample_rejection(f);
         }
         let wanted = self.decide(f, &view, pi, kernel_promote);
         if kernel_promote {
@@ -516,17 +511,29 @@ impl Engine {
         let proc_row = self.processes.row(pi);
         let mut wanted = 0u64;
         let nr_pages = u64::from(f.nr_pages.max(1));
-        for (i, m) in self.models.iter_mut().enumerate() {
+        let refused = u64::from(!kernel_promote);
+        // The rows' per-model counts, zipped: no bounds check per model
+        // (every row is made with one count per model).
+        debug_assert!(
+            proc_row.model_promote.len() == n_models
+                && proc_row.model_promote_refused.len() == n_models
+                && pair.model_promote.len() == n_models
+        );
+        let counts = proc_row
+            .model_promote
+            .iter_mut()
+            .zip(&mut proc_row.model_promote_refused)
+            .zip(&mut pair.model_promote);
+        for (i, (m, ((promote, promote_refused), pair_promote))) in
+            self.models.iter_mut().zip(counts).enumerate()
+        {
             let v = m.policy.decide(f, view);
             m.tally(v, kernel_promote, nr_pages);
-            if v.promote {
-                proc_row.model_promote[i] += 1;
-                if !kernel_promote {
-                    proc_row.model_promote_refused[i] += 1;
-                }
-                pair.model_promote[i] += 1;
-                wanted |= 1 << i;
-            }
+            let p = u64::from(v.promote);
+            *promote += p;
+            *promote_refused += p & refused;
+            *pair_promote += p;
+            wanted |= p << i;
         }
         wanted
     }

@@ -84,7 +84,12 @@ struct RefaultSet {
 impl Refaults {
     pub(super) fn new(models: usize) -> Self {
         Refaults {
-            table: PageTable::default(),
+            // Half full at most, as two-touch's: three faults in four end
+            // in a lookup, a removal or an insert that walks its probe run
+            // to the end, which gets long in a fuller table. Up to twice
+            // the slots below MAX_TRACKED, the same 8 Mi (128 MiB) at it:
+            // a power of two fills exactly half of them.
+            table: PageTable::with_max_load(1, 2),
             wide: FxHashMap::default(),
             sets: vec![RefaultSet::default(); models + 1],
             base_ns: None,
