@@ -96,9 +96,9 @@ impl Proc {
         Some(&mut self.regions[i].stages)
     }
 
-    /// The VMA a skip record names, taking in the regions it overlaps: the
-    /// scan passes' spans (those mostly inside it), and a VMA named before
-    /// with other bounds (grown, shrunk or replaced at the same place).
+    /// The VMA a skip record names, taking in the regions mostly inside
+    /// it: the scan passes' spans, and a VMA named before with other
+    /// bounds (grown, shrunk or replaced at the same place).
     fn vma(&mut self, start: u64, end: u64) -> Option<&mut Stages> {
         if end <= start {
             return None;
@@ -110,15 +110,13 @@ impl Proc {
         {
             return Some(&mut self.regions[i].stages);
         }
-        // A provisional region can span adjacent VMAs (their passes
-        // joined): it goes to the VMA holding most of it.
+        // A region goes to the VMA holding most of it: a provisional one
+        // can span adjacent VMAs (their passes joined), and a VMA named
+        // before can have been split since (a thread's stack mapped next
+        // to it merges with it, then its guard page splits it off).
         let takes = |r: &Region| {
             let inside = r.end.min(end).saturating_sub(r.start.max(start));
-            if r.named {
-                inside > 0
-            } else {
-                inside.saturating_mul(2) > r.end - r.start
-            }
+            inside.saturating_mul(2) > r.end - r.start
         };
         let mut taken = Stages::default();
         self.regions.retain(|r| {

@@ -118,6 +118,24 @@ fn passes_joined_across_adjacent_vmas_go_to_the_vma_holding_most() {
     assert_eq!(p.verdict_kind, "not_scanned");
 }
 
+/// A VMA named whole, then split: its small piece named first does not
+/// take the whole's counts; the big piece does.
+#[test]
+fn a_named_vma_split_since_goes_to_its_bigger_piece() {
+    let mut f = Funnel::default();
+    let (small, big) = (BASE, BASE + 8 * 1024);
+    f.scan(&scan(7, small, big + 256 * MIB, S, 4096));
+    f.skip(&skip(7, small, big + 256 * MIB, 2 * S, 4));
+    f.skip(&skip(7, small, big, 3 * S, 4));
+    f.skip(&skip(7, big, big + 256 * MIB, 4 * S, 4));
+    let rows = f.report(40 * S);
+    let p = &rows[0];
+    assert_eq!(p.verdict_vma, Some([big, big + 256 * MIB]));
+    let piece = |start| p.vmas.iter().find(|v| v.start == start).expect("piece");
+    assert_eq!(piece(big).stages.ptes_protected, 4096);
+    assert_eq!(piece(small).stages.ptes_protected, 0);
+}
+
 /// A process of many threads: each thread's stack guard is a VMA the
 /// scanner skips. They take the free places, but a VMA with slow-tier
 /// activity that comes after them still gets one, and keeps it.
