@@ -293,8 +293,7 @@ impl Sink for Publisher {
         }
         match ev {
             Event::Fault(f) => {
-                let slow =
-                    (0..64).contains(&f.src_nid) && self.opts.toptier_mask >> f.src_nid & 1 == 0;
+                let slow = numa_core::model::funnel::slow_tier(f.src_nid, self.opts.toptier_mask);
                 self.funnel.fault(f, slow);
                 self.fault(f);
             }

@@ -333,7 +333,7 @@ impl crate::sink::Sink for Watch {
 }
 
 /// Whether node `nid` is outside the top tier (`toptier_mask`'s bits).
-pub(crate) fn slow_tier(nid: i32, toptier_mask: u64) -> bool {
+pub fn slow_tier(nid: i32, toptier_mask: u64) -> bool {
     (0..64).contains(&nid) && toptier_mask >> nid & 1 == 0
 }
 

@@ -10,7 +10,7 @@ impl Aggregator {
     pub(super) fn funnel_event(&mut self, ev: &Event) {
         match ev {
             Event::Fault(f) => {
-                let slow = (0..64).contains(&f.src_nid) && self.toptier_mask >> f.src_nid & 1 == 0;
+                let slow = numa_core::model::funnel::slow_tier(f.src_nid, self.toptier_mask);
                 self.funnel.fault(f, slow);
             }
             Event::Scan(s) => self.funnel.scan(s),

@@ -50,7 +50,14 @@ impl Aggregator {
     pub(super) fn frame(&mut self, now: u64, focus: Focus) -> Frame {
         self.seq += 1;
         let rows: Vec<ProcRow> = {
-            let mut v: Vec<&Proc> = self.procs.iter().filter(|p| p.counts.faults > 0).collect();
+            // A process whose pages the scanner protected but that never
+            // faults on them is listed too: its verdict (cold, or not
+            // scanned since) is the answer the table is for.
+            let mut v: Vec<&Proc> = self
+                .procs
+                .iter()
+                .filter(|p| p.counts.faults > 0 || p.ptes > 0)
+                .collect();
             v.sort_by(|a, b| {
                 b.rates.counts[0]
                     .total_cmp(&a.rates.counts[0])

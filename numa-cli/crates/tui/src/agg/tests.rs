@@ -475,3 +475,35 @@ fn a_vma_the_scanner_stopped_skipping_shows_its_verdict() {
     assert_eq!(d.vma_verdicts.len(), 1, "{:?}", d.vma_verdicts);
     assert!(d.vma_verdicts[0].named);
 }
+
+/// A process with pages protected but no hint fault (the scanner came by
+/// once, then only skipped its VMA) is in the table, with its verdict.
+#[test]
+fn a_process_without_faults_but_with_protected_pages_is_listed() {
+    let mut a = agg(&[]);
+    a.snapshot(&snap(T0, 0, 0, 0));
+    let base = 0x7f00_0000_0000u64;
+    let mib = 1u64 << 20;
+    a.event(&scan(11, base, base + 256 * mib, T0 + S, 4096));
+    for t in 0..60u64 {
+        a.event(&Event::Skip(SkipEvent {
+            kind: EventKind::VmaSkip as u32,
+            reason: 4,
+            ts_ns: T0 + 2 * S + t * S / 2,
+            pid_tgid: 11u64 << 32,
+            vm_start: base,
+            vm_end: base + 256 * mib,
+        }));
+    }
+    let focus = Focus {
+        hist_pid: None,
+        detail_pid: None,
+    };
+    let frame = a.publish(Some(T0 + 33 * S), focus);
+    let row = frame
+        .processes
+        .iter()
+        .find(|p| p.pid == 11)
+        .expect("pid 11 listed");
+    assert_eq!(row.verdict.as_deref(), Some("pid_inactive 32s"));
+}
