@@ -365,13 +365,11 @@ mod tests {
 
     const PDEATHSIG_OUT: &str = "NUMATRACE_TEST_PDEATHSIG_OUT";
 
-    /// Run by `the_command_dies_with_a_killed_numatrace` in a process of
-    /// its own: starts `sleep 60` as a live run's command does, writes its
-    /// pid, and waits to be killed.
-    #[test]
-    #[ignore = "a helper process, started by the_command_dies_with_a_killed_numatrace"]
-    fn pdeathsig_helper() {
-        let out = std::env::var_os(PDEATHSIG_OUT).expect("started by the pdeathsig test");
+    /// The body of the process `the_command_dies_with_a_killed_numatrace`
+    /// starts (the test binary again, with [`PDEATHSIG_OUT`] set): starts
+    /// `sleep 60` as a live run's command does, writes its pid to `out`,
+    /// and waits to be killed.
+    fn pdeathsig_child(out: std::ffi::OsString) {
         let rt = crate::runtime().expect("runtime");
         let child = rt
             .block_on(async { spawn(&["sleep".to_owned(), "60".to_owned()]) })
@@ -393,10 +391,16 @@ mod tests {
 
     #[test]
     fn the_command_dies_with_a_killed_numatrace() {
+        if let Some(out) = std::env::var_os(PDEATHSIG_OUT) {
+            return pdeathsig_child(out);
+        }
         let out = std::env::temp_dir().join(format!("numatrace-pdeathsig-{}", std::process::id()));
         let _ = std::fs::remove_file(&out);
         let mut helper = std::process::Command::new(std::env::current_exe().expect("test binary"))
-            .args(["--ignored", "--exact", "live::tests::pdeathsig_helper"])
+            .args([
+                "--exact",
+                "live::tests::the_command_dies_with_a_killed_numatrace",
+            ])
             .env(PDEATHSIG_OUT, &out)
             .stdout(std::process::Stdio::null())
             .spawn()
