@@ -255,6 +255,18 @@ fn drops_and_evictions_from_snapshots() {
     assert_eq!(fr.header.tiers[1].nodes[0].cpus, 0);
 }
 
+/// A `sched_skip_vma_numa` record of `pid` naming `start..end`.
+fn skip(pid: u64, start: u64, end: u64, ts: u64, reason: u32) -> Event {
+    Event::Skip(SkipEvent {
+        kind: EventKind::VmaSkip as u32,
+        reason,
+        ts_ns: ts,
+        pid_tgid: pid << 32,
+        vm_start: start,
+        vm_end: end,
+    })
+}
+
 fn scan(pid: u32, start: u64, end: u64, ts: u64, ptes: u64) -> Event {
     Event::Scan(ScanEvent {
         kind: EventKind::Scan as u32,
@@ -281,14 +293,13 @@ fn detail_has_scan_coverage_skips_vmas_and_heat() {
         T0 + 2,
         512,
     ));
-    a.event(&Event::Skip(SkipEvent {
-        kind: EventKind::VmaSkip as u32,
-        reason: 2,
-        ts_ns: T0 + 3,
-        pid_tgid: 5u64 << 32,
-        vm_start: base + (1 << 30),
-        vm_end: base + (1 << 30) + (2 << 20),
-    }));
+    a.event(&skip(
+        5,
+        base + (1 << 30),
+        base + (1 << 30) + (2 << 20),
+        T0 + 3,
+        2,
+    ));
     for i in 0..40u64 {
         let mut ev = f(5, T0 + 10 + i, 0, 50, Outcome::PromoteHot);
         if let Event::Fault(e) = &mut ev {
@@ -453,14 +464,7 @@ fn a_vma_the_scanner_stopped_skipping_shows_its_verdict() {
         Some("refused 2.5s>1.0s")
     );
     for t in 0..80u64 {
-        a.event(&Event::Skip(SkipEvent {
-            kind: EventKind::VmaSkip as u32,
-            reason: 4,
-            ts_ns: T0 + 4 * S + t * S / 2,
-            pid_tgid: 9u64 << 32,
-            vm_start: base,
-            vm_end: base + 256 * mib,
-        }));
+        a.event(&skip(9, base, base + 256 * mib, T0 + 4 * S + t * S / 2, 4));
     }
     let frame = a.publish(Some(T0 + 44 * S), focus);
     assert_eq!(
@@ -486,14 +490,7 @@ fn a_process_without_faults_but_with_protected_pages_is_listed() {
     let mib = 1u64 << 20;
     a.event(&scan(11, base, base + 256 * mib, T0 + S, 4096));
     for t in 0..60u64 {
-        a.event(&Event::Skip(SkipEvent {
-            kind: EventKind::VmaSkip as u32,
-            reason: 4,
-            ts_ns: T0 + 2 * S + t * S / 2,
-            pid_tgid: 11u64 << 32,
-            vm_start: base,
-            vm_end: base + 256 * mib,
-        }));
+        a.event(&skip(11, base, base + 256 * mib, T0 + 2 * S + t * S / 2, 4));
     }
     let focus = Focus {
         hist_pid: None,
