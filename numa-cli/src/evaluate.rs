@@ -17,6 +17,7 @@ use numa_core::{
         policy::{self, KernelDefaults},
         shadow::{RefaultReport, Shadow, ShadowReport},
     },
+    params::KernelParams,
     plan::AttachPlan,
     trace,
 };
@@ -32,10 +33,15 @@ struct Output<'a> {
 }
 
 impl<'a> Output<'a> {
-    fn new(shadow: &'a ShadowReport, funnel: &Watch, plan: Option<&AttachPlan>) -> Self {
+    fn new(
+        shadow: &'a ShadowReport,
+        funnel: &Watch,
+        plan: Option<&AttachPlan>,
+        params: Option<&KernelParams>,
+    ) -> Self {
         Output {
             shadow,
-            funnel: funnel.report(),
+            funnel: funnel.report(params.map_or_else(Default::default, |p| p.hotness)),
             skips_observable: numa_core::model::totals::skips_observable(plan),
         }
     }
@@ -331,7 +337,12 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
     };
     log::info!("shadow stopped: {}", reason.describe());
     emit(
-        &Output::new(&engine.report(), &funnel, Some(&plan)),
+        &Output::new(
+            &engine.report(),
+            &funnel,
+            Some(&plan),
+            probes_header.params.as_ref(),
+        ),
         &args.models,
     )?;
     Ok(ExitCode::SUCCESS)
@@ -347,7 +358,12 @@ pub fn replay(args: &ReplayArgs) -> Result<ExitCode> {
     let mut funnel = Watch::new(header.params.as_ref().map_or(1, |p| p.toptier_mask));
     crate::read_trace(&args.trace, AtEnd, &mut [&mut engine, &mut funnel])?;
     emit(
-        &Output::new(&engine.report(), &funnel, header.attach_plan.as_ref()),
+        &Output::new(
+            &engine.report(),
+            &funnel,
+            header.attach_plan.as_ref(),
+            header.params.as_ref(),
+        ),
         &args.models,
     )?;
     Ok(ExitCode::SUCCESS)

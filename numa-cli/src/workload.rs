@@ -206,7 +206,7 @@ struct Summary {
     /// one (`--cold-mb`).
     slow_vma: [u64; 2],
     cold_vma: Option<[u64; 2]>,
-    cold_pages_on_dram_node_at_end: usize,
+    cold_pages_on_dram_node_at_end: Option<usize>,
     /// Not asked with `--late-populate-ms`: a query of every page's node is
     /// CPU time, on which the scanner runs, at the ends of the run.
     slow_pages_on_slow_node_at_start: Option<usize>,
@@ -487,7 +487,7 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
         slow_pages: slow.len / PAGE,
         slow_vma: slow.span(),
         cold_vma: cold.as_ref().map(Region::span),
-        cold_pages_on_dram_node_at_end: cold.as_ref().map_or(0, |c| c.pages_on(dram_node)),
+        cold_pages_on_dram_node_at_end: cold.as_ref().map(|c| c.pages_on(dram_node)),
         slow_pages_on_slow_node_at_start: at_start,
         slow_pages_on_dram_node_at_end: at_end,
         chunk_visits: done.visits,

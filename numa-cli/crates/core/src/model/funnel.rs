@@ -300,9 +300,12 @@ impl Watch {
         }
     }
 
-    /// The [`TOP`] processes, judged at the end of what was seen.
-    pub fn report(&self) -> Vec<ProcessFunnel> {
-        self.funnel.report(self.end_ns)
+    /// The [`TOP`] processes, judged at the end of what was seen, on a
+    /// kernel whose threshold measures `hotness`.
+    pub fn report(&self, hotness: crate::params::KernelHotness) -> Vec<ProcessFunnel> {
+        let mut rows = self.funnel.report(self.end_ns);
+        with_hotness(&mut rows, hotness);
+        rows
     }
 }
 

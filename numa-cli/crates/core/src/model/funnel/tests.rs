@@ -215,7 +215,7 @@ fn the_recorded_trace_funnel_adds_up_to_the_totals() {
     }
     let r = totals.report(1 << 20, 0);
     // The funnel on its own (beside the shadow models) sees the same.
-    let alone = watch.report();
+    let alone = watch.report(crate::params::KernelHotness::Latency);
     let line = |p: &ProcessFunnel| (p.pid, p.verdict.clone(), p.stages.slow_faults);
     assert_eq!(
         alone.iter().map(line).collect::<Vec<_>>(),
