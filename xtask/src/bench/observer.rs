@@ -6,10 +6,12 @@
 //! gives its hint faults (vmstat, over its access phase) and the pages of
 //! its region found on DRAM at the end (promotions).
 //!
-//! On the small test bed this workload sits on a cliff (the scanner's
-//! `pid_inactive` VMA skip stops scanning after one or two passes in some
-//! runs and not in others), so the question is whether the traced runs'
-//! spread differs from the bare runs' beyond that run-to-run spread.
+//! On the small test bed this workload sits on a cliff: 6.7+ kernels scan
+//! a VMA unconditionally only in its first two scan sequences, and
+//! whether those come before or after its pages exist decides between no
+//! hint fault at all and tens of thousands. So the question is whether
+//! the traced runs' spread differs from the bare runs' beyond that
+//! run-to-run spread.
 use std::path::Path;
 
 use anyhow::Result;
