@@ -509,6 +509,13 @@ pub struct HotChunksArgs {
     #[arg(long, default_value_t = 0,
           value_parser = ranges::int(0u64, 3_600_000, "milliseconds"))]
     pub idle_ms: u64,
+    /// Computing time after each chunk visit, in milliseconds (up to an
+    /// hour), before --idle-ms: the NUMA scanner runs on the task's CPU
+    /// time, so a task that computes between accesses is scanned on
+    /// schedule, one that sleeps hardly at all.
+    #[arg(long, default_value_t = 0,
+          value_parser = ranges::int(0u64, 3_600_000, "milliseconds"))]
+    pub compute_ms: u64,
     /// Total run time in seconds.
     #[arg(long, default_value_t = 10.0, value_parser = ranges::run_seconds)]
     pub duration: f64,

@@ -96,29 +96,44 @@ impl Region {
         Ok(r)
     }
 
-    /// Two mappings of `first` and `second` bytes with an inaccessible page
-    /// between them, so they stay two VMAs whatever the kernel merges.
+    /// Two mappings of `first` and `second` bytes; see [`Region::fenced`].
     pub(crate) fn pair(first: usize, second: usize, thp: bool) -> Result<(Self, Self)> {
-        let whole = Region::new(first + PAGE + second, thp)?;
-        // SAFETY: the guard page lies inside `whole`'s mapping.
-        let guard = unsafe { whole.ptr.add(first) };
-        // SAFETY: mprotect of a page of our own mapping.
-        if unsafe { libc::mprotect(guard.cast(), PAGE, libc::PROT_NONE) } != 0 {
-            return Err(std::io::Error::last_os_error()).context("mprotect of the guard page");
+        let mut parts = Region::fenced(&[first, second], thp)?.into_iter();
+        match (parts.next(), parts.next()) {
+            (Some(a), Some(b)) => Ok((a, b)),
+            _ => bail!("fenced mapping returned fewer than two parts"),
         }
-        // The parts own their ranges from here on; the guard page stays
+    }
+
+    /// Mappings of the given sizes fenced by inaccessible pages before,
+    /// between and after them, so each stays one VMA of exactly its own
+    /// range whatever the kernel would merge with its neighbours.
+    pub(crate) fn fenced(sizes: &[usize], thp: bool) -> Result<Vec<Self>> {
+        let total = sizes.iter().sum::<usize>() + (sizes.len() + 1) * PAGE;
+        // The parts own their ranges from here on; the guard pages stay
         // mapped until the process exits.
-        let whole = std::mem::ManuallyDrop::new(whole);
-        let a = Region {
-            ptr: whole.ptr,
-            len: first,
-        };
-        // SAFETY: first + PAGE is inside the mapping.
-        let b = Region {
-            ptr: unsafe { whole.ptr.add(first + PAGE) },
-            len: second,
-        };
-        Ok((a, b))
+        let whole = std::mem::ManuallyDrop::new(Region::new(total, thp)?);
+        let mut parts = Vec::with_capacity(sizes.len());
+        let mut off = 0;
+        for &len in sizes {
+            whole.protect_none(off)?;
+            off += PAGE;
+            // SAFETY: off + len lies inside the mapping, before its last guard.
+            let ptr = unsafe { whole.ptr.add(off) };
+            parts.push(Region { ptr, len });
+            off += len;
+        }
+        whole.protect_none(off)?;
+        Ok(parts)
+    }
+
+    fn protect_none(&self, off: usize) -> Result<()> {
+        // SAFETY: mprotect of a page inside our own mapping.
+        let rc = unsafe { libc::mprotect(self.ptr.add(off).cast(), PAGE, libc::PROT_NONE) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error()).context("mprotect of a guard page");
+        }
+        Ok(())
     }
 
     /// Populates `range` of the mapping on `node` in one system call
@@ -318,6 +333,9 @@ fn access_chunks(a: &HotChunksArgs, slow: &Region, start: Instant, faults0: u64)
         busy += t.elapsed();
         accesses += a.accesses;
         visits += 1;
+        if a.compute_ms > 0 {
+            compute_for(Duration::from_millis(a.compute_ms));
+        }
         if a.idle_ms > 0 {
             std::thread::sleep(Duration::from_millis(a.idle_ms));
         }
@@ -341,13 +359,18 @@ fn slow_regions(a: &HotChunksArgs, node: u32) -> Result<(Region, Option<Region>,
     if a.late_populate_ms > 0 {
         return late_populated(a, node);
     }
+    // Each populated whole before the scanner first comes by, so that the
+    // passes of its first two scan sequences protect all of it (touching
+    // page by page, a slow machine may let the scanner visit the VMA
+    // half-populated and then skip it for good as never accessed).
     if a.cold_mb == 0 {
-        let hot = Region::placed_then_released(hot, a.thp, node)?;
+        let hot = Region::fenced(&[hot], a.thp)?
+            .pop()
+            .context("fenced mapping returned no part")?;
+        hot.populate_on(node, 0..hot.len)?;
         return Ok((hot, None, idle_threads(a.idle_threads)?));
     }
     let (hot, cold) = Region::pair(hot, a.cold_mb as usize * MIB, a.thp)?;
-    // Each populated whole before the scanner first comes by, so that the
-    // passes of its first two scan sequences protect all of it.
     cold.populate_on(node, 0..cold.len)?;
     hot.populate_on(node, 0..hot.len)?;
     Ok((hot, Some(cold), idle_threads(a.idle_threads)?))
@@ -355,7 +378,10 @@ fn slow_regions(a: &HotChunksArgs, node: u32) -> Result<(Region, Option<Region>,
 
 /// The slow mapping populated in two steps (see `--late-populate-ms`).
 fn late_populated(a: &HotChunksArgs, node: u32) -> Result<(Region, Option<Region>, Sleepers)> {
-    let r = Region::new(a.slow_mb as usize * MIB, a.thp)?;
+    let slow = a.slow_mb as usize * MIB;
+    let r = Region::fenced(&[slow], a.thp)?
+        .pop()
+        .context("fenced mapping returned no part")?;
     let chunk = a.chunk_mb as usize * MIB;
     r.populate_on(node, 0..chunk)?;
     let sleepers = idle_threads(a.idle_threads)?;

@@ -357,7 +357,7 @@ pub mod ext_flags {
 
 /// Flags in [`ScanEvent::ext_flags`].
 pub mod scan_ext_flags {
-    /// `pc_count` is the scanned mm's fault-count counter at the pass's end.
+    /// `pc_count` is the scanned mm's fault-count counter at the pass's start.
     pub const PC_COUNT: u32 = 1;
 }
 
@@ -443,11 +443,13 @@ pub struct ScanEvent {
     pub ptes_updated: u64,
     /// Folios stamped with an access time during this pass.
     pub stamps: u64,
+    /// The global and the process's hint-fault sequence numbers at the
+    /// pass's start, read with `ts_ns`.
     pub seq_global: u64,
     pub seq_mm: u64,
     // Appended in ABI 2.
     /// The scanned mm's fault-count counter (the patch's) at the pass's
-    /// end: what patch 2/2 re-stamps the pass's PROT_NONE folios with.
+    /// start: what patch 2/2 re-stamps the pass's PROT_NONE folios with.
     /// Valid with `scan_ext_flags::PC_COUNT`.
     pub pc_count: u32,
     /// [`scan_ext_flags`].

@@ -159,6 +159,10 @@ pub struct ThreadCtx {
     /// do_huge_pmd_numa_page's `vmf->address & HPAGE_PMD_MASK`: the next
     /// hint fault at that address is its PMD fault (0: none pending).
     pub thp_haddr: u64,
+    /// The hint-fault counters at the pass's start, read with its
+    /// timestamp: a fault during the pass never precedes them.
+    pub scan_seq_global: u64,
+    pub scan_seq_mm: u64,
     /// The scanned mm's fault-count counter at the pass's start.
     pub scan_pc: u32,
     pub scan_pc_known: u32,

@@ -134,6 +134,7 @@ fn on_scan_entry(start: u64, end: u64) {
     ctx.scan_end = end;
     ctx.scan_stamps = 0;
     ctx.scan_start_ns = now_ns();
+    (ctx.scan_seq_global, ctx.scan_seq_mm) = current_seqs((pid_tgid() >> 32) as u32);
     // The patch stamps each folio with atomic_read(&mm->hint_faults); read
     // once per pass here (the scanner runs in a thread of the mm it scans):
     // faults of the mm's other threads during the pass are not in it.
@@ -162,19 +163,17 @@ fn on_scan_exit(ret: i64) {
     let ptes_updated = ret as u64;
     count(Counter::ScanRanges, 1);
     count(Counter::ScanPtesUpdated, ptes_updated);
-    let key = pid_tgid();
-    let (seq_global, seq_mm) = current_seqs((key >> 32) as u32);
     let ev = ScanEvent {
         kind: EventKind::Scan as u32,
         cpu: cpu(),
         ts_ns: ctx.scan_start_ns,
-        pid_tgid: key,
+        pid_tgid: pid_tgid(),
         start: ctx.scan_start,
         end: ctx.scan_end,
         ptes_updated,
         stamps: ctx.scan_stamps,
-        seq_global,
-        seq_mm,
+        seq_global: ctx.scan_seq_global,
+        seq_mm: ctx.scan_seq_mm,
         pc_count: ctx.scan_pc,
         ext_flags: if ctx.scan_pc_known != 0 {
             scan_ext_flags::PC_COUNT

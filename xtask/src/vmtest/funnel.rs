@@ -83,6 +83,8 @@ pub fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
         verdict.contains("pid_inactive"),
         "the unscanned VMA's verdict names another reason than pid_inactive: {verdict}"
     );
+    // The workload fences its mapping with guard pages, so the kernel's
+    // VMA is exactly its range.
     let vma = unscanned.workload["slow_vma"].clone();
     ensure!(
         p["verdict_vma"] == vma,

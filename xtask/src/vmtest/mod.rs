@@ -15,6 +15,7 @@ mod export;
 mod funnel;
 mod hostile;
 mod logging;
+mod passes;
 mod probe_count;
 mod promote;
 mod recording;
@@ -98,6 +99,15 @@ pub const TESTS: &[VmTest] = &[
         // Three attaches around about 100 s of workloads.
         timeout_s: 360,
         check: funnel::check,
+    },
+    // Sets scan_period_max_ms and puts it back.
+    VmTest {
+        name: "passes",
+        script: passes::SCRIPT,
+        kernels: &Series::ALL,
+        // DRAM filled, one attach, 100 s of workload, a replay.
+        timeout_s: 330,
+        check: passes::check,
     },
     VmTest {
         name: "promote",

@@ -225,7 +225,7 @@ fn check_scan_index(rows: &[Global], seconds: u64) -> Result<()> {
     let (_, _, _, entries_end, procs_end) = *rows.last().context("no global samples")?;
     let procs_max = rows.iter().map(|r| r.4).max().unwrap_or(0);
     println!(
-        "    scan index: {entries_end} chunks of {procs_end} processes at the end, at most {procs_max} processes"
+        "    scan index: {entries_end} entries (chunks and passes) of {procs_end} processes at the end, at most {procs_max} processes"
     );
     ensure!(
         procs_end > 0,

@@ -1,11 +1,18 @@
-//! Where and when the scanner last passed: an index of range scans per
-//! process at 2 MiB granularity, so a fault can find the *latest* scan of
-//! the range covering its page (the RFC's patch 2/2 stamp), next to the
+//! Where and when the scanner passed: an index of range scans per process
+//! at 2 MiB granularity, so a fault can find the *latest* scan of the
+//! range covering its page (the RFC's patch 2/2 stamp), next to the
 //! kernel's per-folio *first* scan.
+//!
+//! Each chunk keeps its last [`PASSES_PER_CHUNK`] passes, newest first, so
+//! a newer pass over part of a chunk does not hide an older one that
+//! covered the faulting address. A pass is stored once per process and
+//! shared by the chunks it covers.
 //!
 //! Bounded: the entries of a process that is gone (see [`GONE_AFTER_NS`])
 //! are dropped, and past [`MAX_ENTRIES`] the least recently active
 //! processes' entries go first.
+use std::collections::VecDeque;
+
 use rustc_hash::FxHashMap;
 
 use numa_ebpf_common::{scan_ext_flags, ScanEvent};
@@ -16,14 +23,21 @@ const CHUNK_SHIFT: u32 = 21;
 /// Cap on chunks updated per scan event (a 64 GiB range); bigger ranges
 /// are indexed at their ends only.
 const MAX_CHUNKS_PER_SCAN: u64 = 32768;
-/// Entries kept at most (8 TiB of scanned address space, about 300 MiB):
-/// beyond it, whole processes are dropped, least recently active first.
+/// Passes remembered per chunk: the latest covering pass of an address is
+/// found unless this many newer passes each covered another part of its
+/// chunk.
+pub const PASSES_PER_CHUNK: usize = 4;
+/// Entries (chunks plus stored passes, at most about 64 bytes each) kept at
+/// most, about 256 MiB: beyond it, whole processes are dropped, least
+/// recently active first.
 pub const MAX_ENTRIES: usize = 1 << 22;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RangeScan {
     pub start: u64,
     pub end: u64,
+    /// When the pass started; `seq_global`, `seq_mm` and `pc_count` were
+    /// read then too.
     pub ts_ns: u64,
     pub seq_global: u64,
     pub seq_mm: u64,
@@ -57,12 +71,152 @@ impl Default for ScanIndex {
     }
 }
 
-/// One process's scanned chunks.
-#[derive(Debug, Default)]
+/// A chunk's passes by id, newest first; 0 is an empty slot.
+type Slots = [u32; PASSES_PER_CHUNK];
+
+/// A stored pass and how many chunks' slots hold it.
+#[derive(Debug)]
+struct Pass {
+    scan: RangeScan,
+    refs: u32,
+}
+
+/// One process's passes and scanned chunks.
+#[derive(Debug)]
 struct ProcScans {
     /// Its latest scan pass or fault looked up here.
     last_ns: u64,
-    chunks: FxHashMap<u64, RangeScan>,
+    /// `passes[i]` has id `first_id + i`; the front is always referenced.
+    passes: VecDeque<Pass>,
+    first_id: u32,
+    /// Passes some chunk still holds.
+    live: usize,
+    chunks: FxHashMap<u64, Slots>,
+}
+
+impl Default for ProcScans {
+    fn default() -> Self {
+        ProcScans {
+            last_ns: 0,
+            passes: VecDeque::new(),
+            first_id: 1,
+            live: 0,
+            chunks: FxHashMap::default(),
+        }
+    }
+}
+
+impl ProcScans {
+    /// Chunks and stored passes.
+    fn entries(&self) -> usize {
+        self.chunks.len() + self.passes.len()
+    }
+
+    fn pass(&self, id: u32) -> Option<&RangeScan> {
+        let i = id.checked_sub(self.first_id)?;
+        self.passes.get(i as usize).map(|p| &p.scan)
+    }
+
+    /// Stores `scan` as the newest pass of the chunks `first..=last` (or
+    /// of those two alone when the range is too big to index whole).
+    fn record(&mut self, scan: RangeScan, first: u64, last: u64) {
+        if self.next_id().is_none() {
+            self.compact();
+        }
+        let Some(id) = self.next_id() else {
+            return;
+        };
+        self.passes.push_back(Pass { scan, refs: 0 });
+        self.live += 1;
+        if last - first < MAX_CHUNKS_PER_SCAN {
+            for c in first..=last {
+                self.hold(c, id);
+            }
+        } else {
+            self.hold(first, id);
+            self.hold(last, id);
+        }
+        while self.passes.front().is_some_and(|p| p.refs == 0) {
+            self.passes.pop_front();
+            self.first_id += 1;
+        }
+        if self.passes.len() > 2 * self.live + 64 {
+            self.compact();
+        }
+    }
+
+    fn next_id(&self) -> Option<u32> {
+        let n = u32::try_from(self.passes.len()).ok()?;
+        self.first_id.checked_add(n)
+    }
+
+    /// Pass `id` becomes chunk `c`'s newest; its oldest pass drops out.
+    fn hold(&mut self, c: u64, id: u32) {
+        let slots = self.chunks.entry(c).or_default();
+        let evicted = slots[PASSES_PER_CHUNK - 1];
+        slots.copy_within(0..PASSES_PER_CHUNK - 1, 1);
+        slots[0] = id;
+        self.adjust(id, true);
+        if evicted != 0 {
+            self.adjust(evicted, false);
+        }
+    }
+
+    fn adjust(&mut self, id: u32, up: bool) {
+        let Some(p) = id
+            .checked_sub(self.first_id)
+            .and_then(|i| self.passes.get_mut(i as usize))
+        else {
+            return;
+        };
+        if up {
+            p.refs += 1;
+        } else {
+            p.refs = p.refs.saturating_sub(1);
+            if p.refs == 0 {
+                self.live -= 1;
+            }
+        }
+    }
+
+    /// Drops the passes no chunk holds and numbers the rest from 1 again.
+    #[cold]
+    fn compact(&mut self) {
+        let first = self.first_id;
+        let mut new_id = vec![0u32; self.passes.len()];
+        let mut next = 1u32;
+        for (i, p) in self.passes.iter().enumerate() {
+            if p.refs > 0 {
+                new_id[i] = next;
+                next += 1;
+            }
+        }
+        self.passes.retain(|p| p.refs > 0);
+        self.first_id = 1;
+        for slots in self.chunks.values_mut() {
+            for s in slots.iter_mut().filter(|s| **s != 0) {
+                *s = new_id[(*s - first) as usize];
+            }
+        }
+    }
+
+    /// The newest of the chunk's passes that covers `addr` and started by
+    /// `ts_ns`.
+    fn latest(&self, addr: u64, ts_ns: u64) -> Option<RangeScan> {
+        let slots = self.chunks.get(&(addr >> CHUNK_SHIFT))?;
+        slots
+            .iter()
+            .filter_map(|&id| self.pass(id))
+            .find(|s| s.start <= addr && addr < s.end && s.ts_ns <= ts_ns)
+            .copied()
+    }
+
+    fn clear(&mut self) {
+        *self = ProcScans {
+            last_ns: self.last_ns,
+            ..ProcScans::default()
+        };
+    }
 }
 
 impl ScanIndex {
@@ -80,24 +234,17 @@ impl ScanIndex {
             return;
         }
         let p = self.active(tgid, ev.ts_ns);
-        let before = p.chunks.len();
-        let (first, last) = (ev.start >> CHUNK_SHIFT, (ev.end - 1) >> CHUNK_SHIFT);
-        if last - first < MAX_CHUNKS_PER_SCAN {
-            for c in first..=last {
-                p.chunks.insert(c, scan);
-            }
-        } else {
-            p.chunks.insert(first, scan);
-            p.chunks.insert(last, scan);
-        }
-        self.entries += p.chunks.len() - before;
+        let before = p.entries();
+        p.record(scan, ev.start >> CHUNK_SHIFT, (ev.end - 1) >> CHUNK_SHIFT);
+        let after = p.entries();
+        self.entries = self.entries + after - before;
         while self.entries > self.cap && self.procs.len() > 1 {
             self.drop_least_recent(tgid);
         }
         self.maybe_sweep();
     }
 
-    /// The latest scan of `tgid` covering `addr` that ended before `ts_ns`
+    /// The latest scan of `tgid` covering `addr` that started by `ts_ns`
     /// (a fault at `ts_ns` asks: the process is still there).
     #[inline]
     pub fn latest(&mut self, tgid: u32, addr: u64, ts_ns: u64) -> Option<RangeScan> {
@@ -105,14 +252,13 @@ impl ScanIndex {
             return None;
         }
         let found = if self.procs.contains_key(&tgid) {
-            let p = self.active(tgid, ts_ns);
-            p.chunks.get(&(addr >> CHUNK_SHIFT)).copied()
+            self.active(tgid, ts_ns).latest(addr, ts_ns)
         } else {
             self.now_ns = self.now_ns.max(ts_ns);
             None
         };
         self.maybe_sweep();
-        found.filter(|s| s.start <= addr && addr < s.end && s.ts_ns <= ts_ns)
+        found
     }
 
     /// The entries of `tgid`, active at `ts_ns`; emptied first when the
@@ -125,14 +271,14 @@ impl ScanIndex {
         let now = self.now_ns;
         let p = self.procs.entry(tgid).or_default();
         if now.saturating_sub(p.last_ns) >= GONE_AFTER_NS {
-            self.entries -= p.chunks.len();
-            p.chunks.clear();
+            self.entries -= p.entries();
+            p.clear();
         }
         p.last_ns = now;
         p
     }
 
-    /// Entries held (chunks over all processes) and processes.
+    /// Entries held (chunks and passes over all processes) and processes.
     pub fn len(&self) -> (usize, usize) {
         (self.entries, self.procs.len())
     }
@@ -152,7 +298,7 @@ impl ScanIndex {
         self.procs.retain(|_, p| {
             let keep = now.saturating_sub(p.last_ns) < GONE_AFTER_NS;
             if !keep {
-                dropped += p.chunks.len();
+                dropped += p.entries();
             }
             keep
         });
@@ -170,7 +316,7 @@ impl ScanIndex {
             .min_by_key(|(t, p)| (p.last_ns, **t))
             .map(|(t, _)| *t);
         if let Some(p) = victim.and_then(|t| self.procs.remove(&t)) {
-            self.entries -= p.chunks.len();
+            self.entries -= p.entries();
         }
     }
 }
@@ -198,10 +344,52 @@ mod tests {
         idx.record(&scan(0x4800_0000, 0x4900_0000, 200));
         assert_eq!(idx.latest(7, 0x4810_0000, 300).map(|s| s.ts_ns), Some(200));
         assert_eq!(idx.latest(7, 0x4010_0000, 300).map(|s| s.ts_ns), Some(100));
-        // Other process, outside any range, or a scan after the fault.
+        // Before the newer pass, the older one.
+        assert_eq!(idx.latest(7, 0x4810_0000, 150).map(|s| s.ts_ns), Some(100));
+        // Other process, outside any range, or every scan after the fault.
         assert_eq!(idx.latest(8, 0x4810_0000, 300), None);
         assert_eq!(idx.latest(7, 0x6000_0000, 300), None);
-        assert_eq!(idx.latest(7, 0x4810_0000, 150), None);
+        assert_eq!(idx.latest(7, 0x4810_0000, 50), None);
+    }
+
+    #[test]
+    fn a_newer_partial_pass_does_not_hide_an_older_covering_one() {
+        let mut idx = ScanIndex::default();
+        // One pass over a whole chunk, then newer ones over its upper half.
+        idx.record(&scan(0x4000_0000, 0x4020_0000, 100));
+        for ts in [200, 300, 400] {
+            idx.record(&scan(0x4010_0000, 0x4020_0000, ts));
+        }
+        assert_eq!(idx.latest(7, 0x4000_1000, 500).map(|s| s.ts_ns), Some(100));
+        assert_eq!(idx.latest(7, 0x4010_1000, 500).map(|s| s.ts_ns), Some(400));
+        // A fault between passes gets the pass before it.
+        assert_eq!(idx.latest(7, 0x4010_1000, 250).map(|s| s.ts_ns), Some(200));
+        // A fourth newer partial pass pushes the covering one out of the
+        // chunk's memory: no stamp rather than a wrong one.
+        idx.record(&scan(0x4010_0000, 0x4020_0000, 450));
+        assert_eq!(idx.latest(7, 0x4000_1000, 500), None);
+    }
+
+    #[test]
+    fn passes_stay_bounded_by_what_chunks_hold() {
+        let mut idx = ScanIndex::default();
+        // One chunk scanned once, then another scanned 100 000 times: the
+        // old pass stays findable, the superseded ones are dropped.
+        idx.record(&scan(0x1000_0000, 0x1020_0000, 1));
+        for ts in 2..100_002 {
+            idx.record(&scan(0x4000_0000, 0x4020_0000, ts));
+            let (entries, _) = idx.len();
+            assert!(entries <= 2 + 2 * (PASSES_PER_CHUNK + 1) + 64, "{entries}");
+        }
+        assert_eq!(idx.latest(7, 0x1000_1000, S).map(|s| s.ts_ns), Some(1));
+        assert_eq!(
+            idx.latest(7, 0x4000_1000, S).map(|s| s.ts_ns),
+            Some(100_001)
+        );
+        assert_eq!(
+            idx.latest(7, 0x4000_1000, 99_999).map(|s| s.ts_ns),
+            Some(99_999)
+        );
     }
 
     fn scan_of(tgid: u64, start: u64, end: u64, ts: u64) -> ScanEvent {
@@ -232,10 +420,11 @@ mod tests {
             peak = (peak.0.max(e), peak.1.max(p));
         }
         // Gone after 600 s, swept every 150 s: at most 750 processes of 4
-        // chunks, and the long-lived one.
+        // chunks and one pass, and the long-lived one's chunk and passes.
         let gone = (GONE_AFTER_NS + GONE_AFTER_NS / 4) / S;
         assert!(peak.1 as u64 <= gone + 2, "{peak:?}");
-        assert!(peak.0 as u64 <= 4 * (gone + 1) + 1, "{peak:?}");
+        let long_lived = 1 + 2 * PASSES_PER_CHUNK as u64 + 64;
+        assert!(peak.0 as u64 <= 5 * (gone + 1) + long_lived, "{peak:?}");
         // The long-lived process kept its entry all along.
         assert!(idx.latest(7, 0x1010_0000, 1_000 * S + 20_000 * S).is_some());
     }
@@ -267,15 +456,16 @@ mod tests {
     #[test]
     fn past_the_entry_cap_the_least_recent_process_goes() {
         let mut idx = ScanIndex {
-            cap: 4096,
+            cap: 4 * 1025,
             ..ScanIndex::default()
         };
-        // Each scan covers 1024 chunks (2 GiB): 4 processes fill the cap.
+        // Each scan covers 1024 chunks (2 GiB), one pass: 4 processes fill
+        // the cap.
         let span = 1024 << CHUNK_SHIFT;
         for tgid in 1..=6 {
             idx.record(&scan_of(tgid, 0, span, S + tgid));
         }
-        assert_eq!(idx.len(), (4096, 4));
+        assert_eq!(idx.len(), (4 * 1025, 4));
         // The first two went, the last four are there.
         assert_eq!(idx.latest(1, 0x1000, 2 * S), None);
         assert_eq!(idx.latest(2, 0x1000, 2 * S), None);

@@ -41,6 +41,9 @@ pub struct Totals {
     pub latest_scan_newer: u64,
     /// Faults with a stamp where a covering range scan was known.
     pub latest_scan_known: u64,
+    /// Stamped faults by how often the scanner had protected their folio
+    /// while followed: once, twice, three times or more.
+    pub protections: [u64; 3],
     /// Most negative / largest checks for the fidelity tests.
     pub max_latency_ns: u64,
     /// |kernel latency - numatrace latency| in ms, max over stamped decisions.
@@ -226,7 +229,17 @@ pub struct Checks {
     pub latency_rejects_below_threshold: u64,
     pub latest_scan_known: u64,
     pub latest_scan_newer_than_stamp: u64,
+    pub faults_by_protections: Protections,
     pub patch_inputs: PatchInputs,
+}
+
+/// Stamped faults by how many times the scanner had protected their folio
+/// (made its PTE PROT_NONE) since numatrace began following it.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct Protections {
+    pub once: u64,
+    pub twice: u64,
+    pub three_or_more: u64,
 }
 
 /// The event-derived histograms of a report.
@@ -312,6 +325,7 @@ impl Totals {
                 self.negative_latencies += 1;
             }
             let latency = f.ts_ns.saturating_sub(f.scan_ns);
+            self.protections[f.scan_count.clamp(1, 3) as usize - 1] += 1;
             self.max_latency_ns = self.max_latency_ns.max(latency);
             self.latency_ns[o].add(latency);
             if f.flags & ff::STAMP_OTHER_MM == 0 {
@@ -501,6 +515,11 @@ impl Totals {
             latency_rejects_below_threshold: self.latency_rejects_below_threshold,
             latest_scan_known: self.latest_scan_known,
             latest_scan_newer_than_stamp: self.latest_scan_newer,
+            faults_by_protections: Protections {
+                once: self.protections[0],
+                twice: self.protections[1],
+                three_or_more: self.protections[2],
+            },
             patch_inputs: self.patch.clone(),
         }
     }
@@ -566,5 +585,22 @@ mod tests {
         assert_eq!(c.kernel_latencies, 5);
         assert_eq!(c.max_kernel_latency_gap_ms, 99);
         assert_eq!(c.kernel_latency_gaps_over_50ms, 2);
+    }
+
+    #[test]
+    fn stamped_faults_are_counted_by_their_folios_protections() {
+        let mut t = Totals::new(1);
+        for (i, n) in [1, 2, 3, 7, 0].into_iter().enumerate() {
+            let mut f = fault(10 + i as u64, 1, 5, Outcome::RejectLatency);
+            f.scan_count = n;
+            t.event(&Event::Fault(f));
+        }
+        let mut unstamped = fault(20, 1, 5, Outcome::RejectLatency);
+        unstamped.flags &= !ff::HAS_STAMP;
+        unstamped.scan_count = 3;
+        t.event(&Event::Fault(unstamped));
+        let p = t.checks(0).faults_by_protections;
+        // A stamped folio was protected at least once, whatever its count.
+        assert_eq!((p.once, p.twice, p.three_or_more), (2, 1, 2));
     }
 }

@@ -131,7 +131,12 @@ pub fn fault_delta(
         StampKind::Latest => {
             // The latest pass over the range, or the folio's own stamp when
             // that is newer (a pass that found the PTE still accessible).
-            let s = view.latest_scan;
+            // A pass whose counters are ahead of the fault's (read after
+            // it, as recordings of older probes did at a pass's end) says
+            // nothing about it.
+            let s = view
+                .latest_scan
+                .filter(|s| s.seq_global <= ev.seq_global && s.seq_mm <= ev.seq_mm);
             match (s, ev.flags & ff::HAS_STAMP != 0) {
                 (Some(s), true) if s.ts_ns > ev.scan_ns => (s.seq_global, s.seq_mm),
                 (_, true) => (ev.scan_seq_global, ev.scan_seq_mm),

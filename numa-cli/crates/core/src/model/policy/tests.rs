@@ -305,6 +305,18 @@ fn latest_stamp_uses_the_newer_range_scan() {
         fault_delta(&ev, &view, Counter::Mm, StampKind::Latest),
         Some(10)
     );
+    // A pass whose counters were read after this fault (it raced the
+    // pass) gives no delta near 2^64: the folio's own stamp stands.
+    let racing = pass(ev.scan_ns + 1, 1010, None);
+    assert_eq!(
+        fault_delta(&ev, &racing, Counter::Mm, StampKind::Latest),
+        Some(900)
+    );
+    ev.flags &= !ff::HAS_STAMP;
+    assert_eq!(
+        fault_delta(&ev, &racing, Counter::Mm, StampKind::Latest),
+        None
+    );
 }
 
 #[test]

@@ -1,0 +1,92 @@
+//! Many scanner passes over one hot page: the seed microbenchmark's shape
+//! (DRAM filled by another process, a 64 MiB region on the slow node read
+//! at random with computing in between) with `scan_period_max_ms` at 1 s.
+//!
+//! The kernel's scanner runs on the task's CPU time: a task that computes
+//! between accesses is scanned on schedule, one that sleeps hardly at all.
+//! 160 accesses per 100 ms of computing reach a given page about every
+//! 10 s, long after the scanner protected it, so the kernel refuses most
+//! faults on latency, the page stays on the slow node and the next pass
+//! protects it again: measured here, about five protections per page in
+//! 120 s on 6.12 and 7.x. Each fault's first-scan stamp (the kernel's,
+//! from the protecting pass) then often lies before a later pass that
+//! found the PTE still PROT_NONE (the latest-scan stamp of the RFC's
+//! patch 2/2), and refused pages fault again.
+use std::path::Path;
+
+use anyhow::{ensure, Context, Result};
+use serde_json::Value;
+
+use crate::kernels::Series;
+use crate::results::{read_json, u};
+
+/// The guest script (`$RESULTS` is the test's results directory).
+pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
+D=/sys/kernel/debug/sched/numa_balancing
+old_max=$(cat $D/scan_period_max_ms)
+echo 1000 > $D/scan_period_max_ms
+numatrace workload hot-chunks --dram-mb 1400 --slow-mb 0 --duration 400 > filler.json &
+filler=$!
+i=0
+while [ $i -lt 240 ] && [ "$(awk '/VmRSS/ {print $2}' /proc/$filler/status)" -lt 1400000 ]; do sleep 0.5; i=$((i + 1)); done
+numatrace shadow --json -o shadow.json --record t.trace -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 64 --accesses 160 --compute-ms 100 --duration 100 --summary workload.json
+rc=$?
+echo $old_max > $D/scan_period_max_ms
+kill $filler
+[ $rc = 0 ] || exit 1
+numatrace stats t.trace --json > stats.json
+"#;
+
+/// At least one fault per page of the region: the scanner protected all
+/// of it once, and the assertions below are about what came after.
+const MIN_FAULTS: u64 = 16384;
+/// Faults on folios protected three times or more: the stated minimum of
+/// re-protection (measured: tens of thousands).
+const MIN_THIRD_PROTECTIONS: u64 = 1000;
+
+pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+    let stats = read_json(dir, "stats.json")?;
+    let shadow = read_json(dir, "shadow.json")?;
+    let faults = u(&stats, &["hint_faults"])?;
+    let c = |k: &str| u(&stats, &["checks", k]);
+    let p = |k: &str| u(&stats, &["checks", "faults_by_protections", k]);
+    let (once, twice, more) = (p("once")?, p("twice")?, p("three_or_more")?);
+    let newer = c("latest_scan_newer_than_stamp")?;
+    println!(
+        "    passes: {faults} hint faults; by protections of their folio: {once} once, {twice} twice, {more} three or more; latest scan newer than the stamp on {newer}"
+    );
+    ensure!(
+        faults >= MIN_FAULTS,
+        "{faults} hint faults, fewer than one per page of the region ({MIN_FAULTS}): the scanner did not cover it"
+    );
+    ensure!(
+        more >= MIN_THIRD_PROTECTIONS,
+        "only {more} faults on folios protected three times or more (at least {MIN_THIRD_PROTECTIONS} expected)"
+    );
+    ensure!(
+        newer > 0,
+        "no fault had a latest-scan stamp newer than its first-scan stamp"
+    );
+    check_refaults(&shadow)
+}
+
+/// Pages the kernel refused fault again, among them pages the fault-count
+/// model would have promoted.
+fn check_refaults(shadow: &Value) -> Result<()> {
+    let refused = u(shadow, &["kernel", "reject_latency"])?;
+    let fc = shadow["models"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["name"] == "fault-count"))
+        .context("no fault-count model in the shadow report")?;
+    let model_only = u(fc, &["refault_after_model_only", "refaulted"])?;
+    let neither = u(shadow, &["refault_after_neither", "refaulted"])?;
+    println!(
+        "    passes: kernel refused {refused} on latency; refaulted after fault-count only {model_only}, after neither {neither}"
+    );
+    ensure!(refused > 0, "the kernel refused nothing on latency");
+    ensure!(
+        model_only > 0,
+        "no page fault-count would have promoted and the kernel refused faulted again"
+    );
+    Ok(())
+}
