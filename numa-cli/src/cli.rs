@@ -509,10 +509,11 @@ pub struct HotChunksArgs {
     #[arg(long, default_value_t = 0,
           value_parser = ranges::int(0u64, 3_600_000, "milliseconds"))]
     pub idle_ms: u64,
-    /// Computing time after each chunk visit, in milliseconds (up to an
-    /// hour), before --idle-ms: the NUMA scanner runs on the task's CPU
-    /// time, so a task that computes between accesses is scanned on
-    /// schedule, one that sleeps hardly at all.
+    /// Computing after each chunk visit, before --idle-ms: a fixed amount
+    /// of work, measured at start to take this many milliseconds (up to an
+    /// hour). The NUMA scanner runs on the task's CPU time, so a task that
+    /// computes between accesses is scanned on schedule, one that sleeps
+    /// hardly at all.
     #[arg(long, default_value_t = 0,
           value_parser = ranges::int(0u64, 3_600_000, "milliseconds"))]
     pub compute_ms: u64,
@@ -530,6 +531,12 @@ pub struct HotChunksArgs {
     /// Upper bound in seconds when --min-faults extends the run.
     #[arg(long, default_value_t = 300.0, value_parser = ranges::run_seconds)]
     pub max_duration: f64,
+    /// Stop after this many chunk visits instead of at --duration (at most
+    /// --max-duration; 0 to 1e9, 0: run by time): the same work in every
+    /// run, so that runs compare by their elapsed and CPU time.
+    #[arg(long, default_value_t = 0,
+          value_parser = ranges::int(0u64, 1_000_000_000, "visits"))]
+    pub visits: u64,
     /// MiB of a second mapping placed on the slow node like the first and
     /// never touched again, up to 1048576: a VMA the scanner finds cold
     /// (an inaccessible page between the two keeps them apart as VMAs).

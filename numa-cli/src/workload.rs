@@ -312,12 +312,17 @@ fn access_chunks(a: &HotChunksArgs, slow: &Region, start: Instant, faults0: u64)
     let deadline = start + Duration::from_secs_f64(a.duration);
     let hard_deadline = start + Duration::from_secs_f64(a.max_duration.max(a.duration));
     let faults_so_far = || hint_faults().saturating_sub(faults0);
+    let compute = (a.compute_ms > 0).then(|| Work::taking(Duration::from_millis(a.compute_ms)));
     let (mut visits, mut accesses, mut busy) = (0u64, 0u64, Duration::ZERO);
     loop {
         let now = Instant::now();
-        if now >= deadline
-            && !(a.min_faults > 0 && now < hard_deadline && faults_so_far() < a.min_faults)
-        {
+        let done = if a.visits > 0 {
+            visits >= a.visits || now >= hard_deadline
+        } else {
+            now >= deadline
+                && !(a.min_faults > 0 && now < hard_deadline && faults_so_far() < a.min_faults)
+        };
+        if done {
             break;
         }
         let chunk = first_chunk + (rng.next_u64() % (chunks - first_chunk as u64)) as usize;
@@ -333,8 +338,8 @@ fn access_chunks(a: &HotChunksArgs, slow: &Region, start: Instant, faults0: u64)
         busy += t.elapsed();
         accesses += a.accesses;
         visits += 1;
-        if a.compute_ms > 0 {
-            compute_for(Duration::from_millis(a.compute_ms));
+        if let Some(w) = &compute {
+            w.run();
         }
         if a.idle_ms > 0 {
             std::thread::sleep(Duration::from_millis(a.idle_ms));
@@ -428,16 +433,52 @@ fn set_thread_policy(mode: libc::c_long, node: Option<u32>) -> Result<()> {
 /// Keeps the CPU busy on a small buffer of its own for `d`: the NUMA
 /// scanner runs on the task's CPU time, so it makes scan sequences pass.
 fn compute_for(d: Duration) {
-    let mut buf = vec![0u64; 4096];
     let end = Instant::now() + d;
-    let mut i = 0usize;
     while Instant::now() < end {
-        for _ in 0..10_000 {
-            i = i.wrapping_mul(31).wrapping_add(7) % buf.len();
-            buf[i] = buf[i].wrapping_add(1);
+        Work { rounds: 1 }.run();
+    }
+}
+
+/// A fixed amount of computing on a small buffer of its own, in rounds of
+/// 10 000 steps.
+struct Work {
+    rounds: u64,
+}
+
+impl Work {
+    /// The work that took `d` here: timed over a few samples, the fastest
+    /// taken, as a sample the task was preempted in ran long.
+    fn taking(d: Duration) -> Work {
+        const SAMPLE_ROUNDS: u64 = 64;
+        let fastest = (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                Work {
+                    rounds: SAMPLE_ROUNDS,
+                }
+                .run();
+                t.elapsed()
+            })
+            .min()
+            .unwrap_or(Duration::from_millis(1))
+            .max(Duration::from_nanos(1));
+        let rounds = d.as_nanos() * u128::from(SAMPLE_ROUNDS) / fastest.as_nanos();
+        Work {
+            rounds: u64::try_from(rounds).unwrap_or(u64::MAX).max(1),
         }
     }
-    std::hint::black_box(&buf);
+
+    fn run(&self) {
+        let mut buf = [0u64; 4096];
+        let mut i = 0usize;
+        for _ in 0..self.rounds {
+            for _ in 0..10_000 {
+                i = i.wrapping_mul(31).wrapping_add(7) % buf.len();
+                buf[i] = buf[i].wrapping_add(1);
+            }
+        }
+        std::hint::black_box(&buf);
+    }
 }
 
 /// Threads that sleep until the process exits (see `--idle-threads`).

@@ -109,6 +109,10 @@ enum Cmd {
 enum BenchKind {
     /// Probe overhead on a hint-fault-bound workload.
     Overhead,
+    /// What `stats --live`, `shadow` and `export` cost a workload shaped
+    /// like the seed microbenchmark (computing between slow-tier reads),
+    /// in instructions.
+    Production,
     /// `numatrace top` CPU and memory on a replayed 200k events/s stream.
     Top,
     /// `numatrace promote`'s mover against one big move_pages call.
@@ -276,6 +280,20 @@ fn run(command: Cmd) -> Result<ExitCode> {
             kernels,
             ..
         } => bench_observer(&kernels),
+        Cmd::Bench {
+            which: BenchKind::Production,
+            ..
+        } => {
+            let out = cmd::target_dir().join("bench/production");
+            let script = bench::production::script();
+            let cpus = bench::production::CPUS;
+            let code = bench_vm(&out, &script, cpus, Series::V6_12, true)?;
+            if code != ExitCode::SUCCESS {
+                return Ok(code);
+            }
+            bench::production::report(&out)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Bench {
             which: BenchKind::Overhead,
             wall_clock,

@@ -1,5 +1,5 @@
 //! `cargo xtask bench`: benchmarks measured side by side in one VM boot
-//! (`overhead`, `promote`, `table`) or on the host (`top`), one file each;
+//! (`overhead`, `production`, `promote`, `table`) or on the host (`top`), one file each;
 //! here, what their reports share: reading a round's runs and the spread
 //! of a figure over the rounds.
 use std::path::Path;
@@ -11,6 +11,7 @@ use crate::results::read_json;
 
 pub mod observer;
 pub mod overhead;
+pub mod production;
 pub mod promote;
 pub mod rfc;
 pub mod table;
