@@ -179,6 +179,13 @@ fn workload_cases() -> Vec<Case> {
             "from 1 to 1000000000",
         ),
         case(HC, "--idle-ms", &["-1", "3600001"], "from 0 to 3600000"),
+        case(HC, "--compute-ms", &["-1", "3600001"], "from 0 to 3600000"),
+        case(
+            HC,
+            "--visits",
+            &["-1", "1000000001"],
+            "from 0 to 1000000000",
+        ),
         case(HC, "--cold-mb", WORKLOAD_MB, "from 0 to 1048576"),
         case(HC, "--idle-threads", &["-1", "1025"], "from 0 to 1024"),
         case(
