@@ -44,6 +44,10 @@ impl Tmux {
             &h.to_string(),
             "env PS1='$ ' TERM=xterm-256color sh",
         ]);
+        // Keys typed before the shell's first prompt are echoed ahead of
+        // it, and the command's output then starts after the prompt, not
+        // at the start of a line.
+        t.wait("the shell's prompt", |s| s.starts_with('$'));
         t
     }
 
