@@ -10,7 +10,7 @@ use std::{cell::RefCell, collections::BTreeMap};
 
 use rustc_hash::FxHashMap;
 
-use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome};
+use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome, OUTCOMES};
 
 pub use self::report::{
     Agreement, KernelCounts, LatencySample, ModelReport, NodePairRow, ProcessRow, Projected,
@@ -145,7 +145,10 @@ struct Engine {
     models: Vec<ModelState>,
     /// The models whose policy prefetches (see [`Policy::prefetches`]).
     prefetching: Vec<usize>,
+    /// The migration counts; the outcome counts are in `outcomes`.
     kernel: KernelCounts,
+    /// Decided faults by outcome (`Outcome as usize`).
+    outcomes: [u64; OUTCOMES],
     hint_faults: u64,
     decisions: u64,
     refaults: Refaults,
@@ -182,11 +185,11 @@ impl Lookahead {
         if self.len == LOOKAHEAD {
             let slot = &mut self.ring[self.start];
             engine.apply(slot);
-            *slot = *ev;
+            copy_event(slot, ev);
             self.start = (self.start + 1) % LOOKAHEAD;
             return;
         }
-        self.ring[(self.start + self.len) % LOOKAHEAD] = *ev;
+        copy_event(&mut self.ring[(self.start + self.len) % LOOKAHEAD], ev);
         self.len += 1;
     }
 
@@ -198,6 +201,29 @@ impl Lookahead {
         self.start = (self.start + 1) % LOOKAHEAD;
         self.len -= 1;
         Some(ev)
+    }
+}
+
+/// `*dst = *src` in two halves that the compiler copies inline: copied
+/// whole, an event is too big for that and costs a call to `memcpy` with
+/// its size dispatch, on every event.
+#[inline(always)]
+fn copy_event(dst: &mut Event, src: &Event) {
+    use std::mem::{size_of, MaybeUninit};
+    const HALF: usize = size_of::<Event>() / 2;
+    type Half = MaybeUninit<[u8; HALF]>;
+    const _: () = assert!(size_of::<Event>() == 2 * HALF);
+    let (d, s) = (
+        (dst as *mut Event).cast::<Half>(),
+        (src as *const Event).cast::<Half>(),
+    );
+    // SAFETY: both halves lie inside the two events, which do not overlap
+    // (one is borrowed mutably); `MaybeUninit` bytes may hold anything,
+    // padding included, and the copy of both halves is a copy of the whole
+    // event, a valid `Event`. Unaligned accesses: a byte array's alignment.
+    unsafe {
+        d.write_unaligned(s.read_unaligned());
+        d.add(1).write_unaligned(s.add(1).read_unaligned());
     }
 }
 
@@ -268,6 +294,7 @@ impl Shadow {
                         .collect(),
                     prefetching,
                     kernel: KernelCounts::default(),
+                    outcomes: [0; OUTCOMES],
                     hint_faults: 0,
                     decisions: 0,
                     refaults,
@@ -343,7 +370,7 @@ impl Shadow {
             duration_s: self.window.span_ns() as f64 / 1e9,
             hint_faults: e.hint_faults,
             decisions: e.decisions,
-            kernel: e.kernel.clone(),
+            kernel: e.kernel.with_outcomes(&e.outcomes),
             models: e
                 .models
                 .iter()
@@ -384,7 +411,9 @@ fn asked(f: &FaultEvent) -> bool {
 
 // The counting below adds 0 or 1 instead of branching: outcomes and
 // verdicts vary from fault to fault without a pattern, so a branch per
-// count is a misprediction every few faults.
+// count is a misprediction every few faults. Outcomes are counted by
+// outcome, one addition a fault, and summed into the kernel's counts
+// for a report.
 impl KernelCounts {
     #[inline]
     fn count_migration(&mut self, f: &FaultEvent) {
@@ -394,17 +423,20 @@ impl KernelCounts {
         self.migrate_fail += u64::from(tried && !ok);
     }
 
-    /// Counts a decided fault's outcome (not `NoDecision` or `NotTiering`).
-    #[inline]
-    fn count_outcome(&mut self, outcome: Outcome) {
-        let is = |o: Outcome| u64::from(outcome == o);
-        let (hot, free) = (is(Outcome::PromoteHot), is(Outcome::PromoteFreeSpace));
-        let (latency, rate) = (is(Outcome::RejectLatency), is(Outcome::RejectRateLimit));
-        self.promote += hot + free;
-        self.free_space += free;
-        self.reject_latency += latency;
-        self.reject_rate_limit += rate;
-        self.reject_other += 1 - (hot + free + latency + rate);
+    /// The counts with the outcomes of the decided faults (`NoDecision`
+    /// and `NotTiering` never counted), by `Outcome as usize`.
+    fn with_outcomes(&self, n: &[u64; OUTCOMES]) -> KernelCounts {
+        let at = |o: Outcome| n[o as usize];
+        let (hot, free) = (at(Outcome::PromoteHot), at(Outcome::PromoteFreeSpace));
+        let (latency, rate) = (at(Outcome::RejectLatency), at(Outcome::RejectRateLimit));
+        KernelCounts {
+            promote: hot + free,
+            free_space: free,
+            reject_latency: latency,
+            reject_rate_limit: rate,
+            reject_other: n.iter().sum::<u64>() - (hot + free + latency + rate),
+            ..self.clone()
+        }
     }
 }
 
@@ -470,7 +502,7 @@ impl Engine {
         self.decisions += 1;
         proc_row.decisions += 1;
         let kernel_promote = f.decision == 1;
-        self.kernel.count_outcome(outcome);
+        self.outcomes[outcome as usize] += 1;
         proc_row.reject_latency += u64::from(outcome == Outcome::RejectLatency);
         proc_row.kernel_promote += u64::from(kernel_promote);
         let rejected = f.flags & ff::KERNEL_LATENCY != 0 && !kernel_promote;
