@@ -165,6 +165,9 @@ struct Engine {
 /// The events arrived and not yet applied, oldest first.
 struct Lookahead {
     ring: Box<[Event; LOOKAHEAD]>,
+    /// The packed page key of each fault in `ring` (same index; 0 when
+    /// it does not pack): packed once, for the prefetch, not again.
+    keys: [u64; LOOKAHEAD],
     start: usize,
     len: usize,
 }
@@ -173,6 +176,7 @@ impl Lookahead {
     fn new() -> Self {
         Lookahead {
             ring: Box::new([Event::Skip(Default::default()); LOOKAHEAD]),
+            keys: [0; LOOKAHEAD],
             start: 0,
             len: 0,
         }
@@ -181,23 +185,26 @@ impl Lookahead {
     /// Queues `ev`; when the window is full, first applies the oldest
     /// event to `engine` in place (no copy out) and puts `ev` in its slot.
     #[inline]
-    fn push(&mut self, ev: &Event, engine: &mut Engine) {
+    fn push(&mut self, ev: &Event, key: u64, engine: &mut Engine) {
         if self.len == LOOKAHEAD {
             let slot = &mut self.ring[self.start];
-            engine.apply(slot);
+            engine.apply(slot, self.keys[self.start]);
             copy_event(slot, ev);
+            self.keys[self.start] = key;
             self.start = (self.start + 1) % LOOKAHEAD;
             return;
         }
-        copy_event(&mut self.ring[(self.start + self.len) % LOOKAHEAD], ev);
+        let i = (self.start + self.len) % LOOKAHEAD;
+        copy_event(&mut self.ring[i], ev);
+        self.keys[i] = key;
         self.len += 1;
     }
 
-    fn pop(&mut self) -> Option<Event> {
+    fn pop(&mut self) -> Option<(Event, u64)> {
         if self.len == 0 {
             return None;
         }
-        let ev = self.ring[self.start];
+        let ev = (self.ring[self.start], self.keys[self.start]);
         self.start = (self.start + 1) % LOOKAHEAD;
         self.len -= 1;
         Some(ev)
@@ -317,8 +324,8 @@ impl Shadow {
     fn applied(&self) -> std::cell::RefMut<'_, Engine> {
         let mut e = self.engine.borrow_mut();
         let (engine, ahead) = &mut *e;
-        while let Some(ev) = ahead.pop() {
-            engine.apply(&ev);
+        while let Some((ev, key)) = ahead.pop() {
+            engine.apply(&ev, key);
         }
         std::cell::RefMut::map(e, |(engine, _)| engine)
     }
@@ -354,8 +361,8 @@ impl Shadow {
             return;
         }
         let (engine, ahead) = self.engine.get_mut();
-        engine.prefetch(ev);
-        ahead.push(ev, engine);
+        let key = engine.prefetch(ev);
+        ahead.push(ev, key, engine);
     }
 
     pub fn report(&self) -> ShadowReport {
@@ -442,25 +449,30 @@ impl KernelCounts {
 
 impl Engine {
     /// Starts loading the page state of an event that arrives (it is
-    /// applied [`LOOKAHEAD`] events later).
+    /// applied [`LOOKAHEAD`] events later). Returns the packed page key
+    /// of a fault, 0 for other events and keys that do not pack.
     #[inline]
-    fn prefetch(&self, ev: &Event) {
-        if let Event::Fault(f) = ev {
-            let tgid = (f.pid_tgid >> 32) as u32;
-            if let Some(key) = pagetable::pack(tgid, f.addr) {
-                self.refaults.prefetch(key);
-            }
-            for &i in &self.prefetching {
-                self.models[i].policy.prefetch(f);
-            }
+    fn prefetch(&self, ev: &Event) -> u64 {
+        let Event::Fault(f) = ev else {
+            return 0;
+        };
+        let tgid = (f.pid_tgid >> 32) as u32;
+        let key = pagetable::pack(tgid, f.addr);
+        if let Some(key) = key {
+            self.refaults.prefetch(key);
         }
+        for &i in &self.prefetching {
+            self.models[i].policy.prefetch(f);
+        }
+        key.unwrap_or(0)
     }
 
+    /// Applies `ev`; `key` is what [`prefetch`](Self::prefetch) returned.
     #[inline]
-    fn apply(&mut self, ev: &Event) {
+    fn apply(&mut self, ev: &Event, key: u64) {
         match ev {
             Event::Fault(f) => {
-                self.fault(f);
+                self.fault(f, key);
                 if let Some(gone) = self.processes.take_gone() {
                     self.refaults.forget(&gone);
                 }
@@ -470,10 +482,10 @@ impl Engine {
         }
     }
 
-    fn fault(&mut self, f: &FaultEvent) {
+    fn fault(&mut self, f: &FaultEvent, key: u64) {
         self.hint_faults += 1;
         let tgid = (f.pid_tgid >> 32) as u32;
-        let page = Page::new(tgid, f.addr);
+        let page = Page::packed_as(tgid, f.addr, key);
         // Every fault may answer an earlier refusal of the same page.
         let held = self.refaults.fault(&page, f.ts_ns);
         // Looked up for every fault, decided or not: each one tells the
@@ -695,6 +707,42 @@ mod tests {
             (fc.promote_pages, fc.candidate_pages, fc.reject_threshold),
             (3 + 512, 3, 1)
         );
+    }
+
+    /// Each outcome lands in the kernel's counts, the undecided ones in
+    /// none; a page whose key does not pack (no key kept beside it in the
+    /// lookahead) is followed after a refusal as any other.
+    #[test]
+    fn outcomes_count_and_unpacked_pages_are_followed() {
+        let mut s = engine(&["kernel-time"]);
+        let mut seq = 100;
+        for o in Outcome::ALL {
+            for unaligned in [0, 1] {
+                let mut f = fault(seq, seq, 5000, o);
+                f.addr += unaligned;
+                s.event(&Event::Fault(f));
+                seq += 1;
+            }
+        }
+        // Page 105 (unaligned) was refused on latency: it faults again.
+        let mut again = fault(seq, 105, 10, Outcome::PromoteHot);
+        again.addr += 1;
+        s.event(&Event::Fault(again));
+        let r = s.report();
+        let k = &r.kernel;
+        assert_eq!((r.hint_faults, r.decisions), (15, 11));
+        assert_eq!(
+            (
+                k.promote,
+                k.free_space,
+                k.reject_latency,
+                k.reject_rate_limit,
+                k.reject_other
+            ),
+            (5, 2, 2, 2, 2)
+        );
+        let n = &r.refault_after_neither;
+        assert_eq!((n.pages, n.refaulted), (6, 1));
     }
 
     #[test]
