@@ -85,6 +85,9 @@ pub struct PageTable<const N: usize> {
     /// Highest load factor (numerator, denominator) before the table
     /// doubles.
     max_load: (usize, usize),
+    /// Most entries the slots take at `max_load` (computed when they
+    /// change, not at every insert).
+    max_len: usize,
 }
 
 impl<const N: usize> Default for PageTable<N> {
@@ -94,6 +97,7 @@ impl<const N: usize> Default for PageTable<N> {
             len: 0,
             shift: 64,
             max_load: MAX_LOAD,
+            max_len: 0,
         }
     }
 }
@@ -211,18 +215,24 @@ impl<const N: usize> PageTable<N> {
     #[inline]
     pub fn insert_at(&mut self, vacant: Vacant, entry: [u64; N]) {
         debug_assert!(entry[0] != 0 && self.find(entry[0]).is_none());
-        if (self.len + 1) * self.max_load.1 > self.slots.len() * self.max_load.0 {
-            self.grow();
-            self.place(entry);
-        } else {
-            match vacant.0 {
-                Some(i) => {
-                    debug_assert_eq!(self.slots[i][0], 0);
-                    self.slots[i] = entry;
-                }
-                None => self.place(entry),
+        match vacant.0 {
+            Some(i) if self.len < self.max_len => {
+                debug_assert_eq!(self.slots[i][0], 0);
+                self.slots[i] = entry;
+                self.len += 1;
             }
+            _ => self.insert_probing(entry),
         }
+    }
+
+    /// [`insert_at`](Self::insert_at) without a known slot or when the
+    /// table grows first: out of line, the common insert stays small.
+    #[inline(never)]
+    fn insert_probing(&mut self, entry: [u64; N]) {
+        if self.len >= self.max_len {
+            self.grow();
+        }
+        self.place(entry);
         self.len += 1;
     }
 
@@ -241,6 +251,8 @@ impl<const N: usize> PageTable<N> {
         let old = std::mem::replace(&mut self.slots, vec![[0u64; N]; cap]);
         advise_huge(&self.slots);
         self.shift = 64 - cap.trailing_zeros();
+        // The largest `len` with `len * den <= cap * num`.
+        self.max_len = cap * self.max_load.0 / self.max_load.1;
         for e in old {
             if e[0] != 0 {
                 self.place(e);
@@ -381,6 +393,35 @@ mod tests {
             t.clear();
             assert!(t.is_empty() && t.iter().next().is_none());
             assert_eq!(t.find(pack(0, 0).expect("packs")), None);
+        }
+    }
+
+    /// Inserts at the slot a lookup found double the table exactly when
+    /// the load would pass its maximum, as inserts that probe do.
+    #[test]
+    fn inserts_at_a_found_slot_grow_at_the_maximum_load() {
+        for (num, den) in [(1usize, 2usize), (7, 8), (2, 3)] {
+            let mut t = PageTable::<2>::with_max_load(num, den);
+            let mut r = Rng::new(0xABCD + num as u64);
+            for n in 1..=20_000usize {
+                let key = loop {
+                    let k = pack((r.next_u64() % 7) as u32, (r.next_u64() % (1 << 30)) << 12)
+                        .expect("packs");
+                    if t.find(k).is_none() {
+                        break k;
+                    }
+                };
+                match t.lookup(key) {
+                    Ok(_) => panic!("key {key} not inserted yet"),
+                    Err(vacant) => t.insert_at(vacant, [key, n as u64]),
+                }
+                let mut cap = MIN_CAPACITY;
+                while n * den > cap * num {
+                    cap *= 2;
+                }
+                assert_eq!((t.len(), t.capacity()), (n, cap), "{num}/{den}");
+                assert_eq!(t.find(key).map(|i| t.slot(i)[1]), Some(n as u64));
+            }
         }
     }
 

@@ -10,7 +10,7 @@ use std::{cell::RefCell, collections::BTreeMap};
 
 use rustc_hash::FxHashMap;
 
-use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome};
+use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome, OUTCOMES};
 
 pub use self::report::{
     Agreement, KernelCounts, LatencySample, ModelReport, NodePairRow, ProcessRow, Projected,
@@ -145,7 +145,10 @@ struct Engine {
     models: Vec<ModelState>,
     /// The models whose policy prefetches (see [`Policy::prefetches`]).
     prefetching: Vec<usize>,
+    /// The migration counts; the outcome counts are in `outcomes`.
     kernel: KernelCounts,
+    /// Decided faults by outcome (`Outcome as usize`).
+    outcomes: [u64; OUTCOMES],
     hint_faults: u64,
     decisions: u64,
     refaults: Refaults,
@@ -162,6 +165,9 @@ struct Engine {
 /// The events arrived and not yet applied, oldest first.
 struct Lookahead {
     ring: Box<[Event; LOOKAHEAD]>,
+    /// The packed page key of each fault in `ring` (same index; 0 when
+    /// it does not pack): packed once, for the prefetch, not again.
+    keys: [u64; LOOKAHEAD],
     start: usize,
     len: usize,
 }
@@ -170,6 +176,7 @@ impl Lookahead {
     fn new() -> Self {
         Lookahead {
             ring: Box::new([Event::Skip(Default::default()); LOOKAHEAD]),
+            keys: [0; LOOKAHEAD],
             start: 0,
             len: 0,
         }
@@ -178,26 +185,52 @@ impl Lookahead {
     /// Queues `ev`; when the window is full, first applies the oldest
     /// event to `engine` in place (no copy out) and puts `ev` in its slot.
     #[inline]
-    fn push(&mut self, ev: &Event, engine: &mut Engine) {
+    fn push(&mut self, ev: &Event, key: u64, engine: &mut Engine) {
         if self.len == LOOKAHEAD {
             let slot = &mut self.ring[self.start];
-            engine.apply(slot);
-            *slot = *ev;
+            engine.apply(slot, self.keys[self.start]);
+            copy_event(slot, ev);
+            self.keys[self.start] = key;
             self.start = (self.start + 1) % LOOKAHEAD;
             return;
         }
-        self.ring[(self.start + self.len) % LOOKAHEAD] = *ev;
+        let i = (self.start + self.len) % LOOKAHEAD;
+        copy_event(&mut self.ring[i], ev);
+        self.keys[i] = key;
         self.len += 1;
     }
 
-    fn pop(&mut self) -> Option<Event> {
+    fn pop(&mut self) -> Option<(Event, u64)> {
         if self.len == 0 {
             return None;
         }
-        let ev = self.ring[self.start];
+        let ev = (self.ring[self.start], self.keys[self.start]);
         self.start = (self.start + 1) % LOOKAHEAD;
         self.len -= 1;
         Some(ev)
+    }
+}
+
+/// `*dst = *src` in two halves that the compiler copies inline: copied
+/// whole, an event is too big for that and costs a call to `memcpy` with
+/// its size dispatch, on every event.
+#[inline(always)]
+fn copy_event(dst: &mut Event, src: &Event) {
+    use std::mem::{size_of, MaybeUninit};
+    const HALF: usize = size_of::<Event>() / 2;
+    type Half = MaybeUninit<[u8; HALF]>;
+    const _: () = assert!(size_of::<Event>() == 2 * HALF);
+    let (d, s) = (
+        (dst as *mut Event).cast::<Half>(),
+        (src as *const Event).cast::<Half>(),
+    );
+    // SAFETY: both halves lie inside the two events, which do not overlap
+    // (one is borrowed mutably); `MaybeUninit` bytes may hold anything,
+    // padding included, and the copy of both halves is a copy of the whole
+    // event, a valid `Event`. Unaligned accesses: a byte array's alignment.
+    unsafe {
+        d.write_unaligned(s.read_unaligned());
+        d.add(1).write_unaligned(s.add(1).read_unaligned());
     }
 }
 
@@ -268,6 +301,7 @@ impl Shadow {
                         .collect(),
                     prefetching,
                     kernel: KernelCounts::default(),
+                    outcomes: [0; OUTCOMES],
                     hint_faults: 0,
                     decisions: 0,
                     refaults,
@@ -290,8 +324,8 @@ impl Shadow {
     fn applied(&self) -> std::cell::RefMut<'_, Engine> {
         let mut e = self.engine.borrow_mut();
         let (engine, ahead) = &mut *e;
-        while let Some(ev) = ahead.pop() {
-            engine.apply(&ev);
+        while let Some((ev, key)) = ahead.pop() {
+            engine.apply(&ev, key);
         }
         std::cell::RefMut::map(e, |(engine, _)| engine)
     }
@@ -327,8 +361,8 @@ impl Shadow {
             return;
         }
         let (engine, ahead) = self.engine.get_mut();
-        engine.prefetch(ev);
-        ahead.push(ev, engine);
+        let key = engine.prefetch(ev);
+        ahead.push(ev, key, engine);
     }
 
     pub fn report(&self) -> ShadowReport {
@@ -343,7 +377,7 @@ impl Shadow {
             duration_s: self.window.span_ns() as f64 / 1e9,
             hint_faults: e.hint_faults,
             decisions: e.decisions,
-            kernel: e.kernel.clone(),
+            kernel: e.kernel.with_outcomes(&e.outcomes),
             models: e
                 .models
                 .iter()
@@ -384,7 +418,9 @@ fn asked(f: &FaultEvent) -> bool {
 
 // The counting below adds 0 or 1 instead of branching: outcomes and
 // verdicts vary from fault to fault without a pattern, so a branch per
-// count is a misprediction every few faults.
+// count is a misprediction every few faults. Outcomes are counted by
+// outcome, one addition a fault, and summed into the kernel's counts
+// for a report.
 impl KernelCounts {
     #[inline]
     fn count_migration(&mut self, f: &FaultEvent) {
@@ -394,41 +430,49 @@ impl KernelCounts {
         self.migrate_fail += u64::from(tried && !ok);
     }
 
-    /// Counts a decided fault's outcome (not `NoDecision` or `NotTiering`).
-    #[inline]
-    fn count_outcome(&mut self, outcome: Outcome) {
-        let is = |o: Outcome| u64::from(outcome == o);
-        let (hot, free) = (is(Outcome::PromoteHot), is(Outcome::PromoteFreeSpace));
-        let (latency, rate) = (is(Outcome::RejectLatency), is(Outcome::RejectRateLimit));
-        self.promote += hot + free;
-        self.free_space += free;
-        self.reject_latency += latency;
-        self.reject_rate_limit += rate;
-        self.reject_other += 1 - (hot + free + latency + rate);
+    /// The counts with the outcomes of the decided faults (`NoDecision`
+    /// and `NotTiering` never counted), by `Outcome as usize`.
+    fn with_outcomes(&self, n: &[u64; OUTCOMES]) -> KernelCounts {
+        let at = |o: Outcome| n[o as usize];
+        let (hot, free) = (at(Outcome::PromoteHot), at(Outcome::PromoteFreeSpace));
+        let (latency, rate) = (at(Outcome::RejectLatency), at(Outcome::RejectRateLimit));
+        KernelCounts {
+            promote: hot + free,
+            free_space: free,
+            reject_latency: latency,
+            reject_rate_limit: rate,
+            reject_other: n.iter().sum::<u64>() - (hot + free + latency + rate),
+            ..self.clone()
+        }
     }
 }
 
 impl Engine {
     /// Starts loading the page state of an event that arrives (it is
-    /// applied [`LOOKAHEAD`] events later).
+    /// applied [`LOOKAHEAD`] events later). Returns the packed page key
+    /// of a fault, 0 for other events and keys that do not pack.
     #[inline]
-    fn prefetch(&self, ev: &Event) {
-        if let Event::Fault(f) = ev {
-            let tgid = (f.pid_tgid >> 32) as u32;
-            if let Some(key) = pagetable::pack(tgid, f.addr) {
-                self.refaults.prefetch(key);
-            }
-            for &i in &self.prefetching {
-                self.models[i].policy.prefetch(f);
-            }
+    fn prefetch(&self, ev: &Event) -> u64 {
+        let Event::Fault(f) = ev else {
+            return 0;
+        };
+        let tgid = (f.pid_tgid >> 32) as u32;
+        let key = pagetable::pack(tgid, f.addr);
+        if let Some(key) = key {
+            self.refaults.prefetch(key);
         }
+        for &i in &self.prefetching {
+            self.models[i].policy.prefetch(f);
+        }
+        key.unwrap_or(0)
     }
 
+    /// Applies `ev`; `key` is what [`prefetch`](Self::prefetch) returned.
     #[inline]
-    fn apply(&mut self, ev: &Event) {
+    fn apply(&mut self, ev: &Event, key: u64) {
         match ev {
             Event::Fault(f) => {
-                self.fault(f);
+                self.fault(f, key);
                 if let Some(gone) = self.processes.take_gone() {
                     self.refaults.forget(&gone);
                 }
@@ -438,10 +482,10 @@ impl Engine {
         }
     }
 
-    fn fault(&mut self, f: &FaultEvent) {
+    fn fault(&mut self, f: &FaultEvent, key: u64) {
         self.hint_faults += 1;
         let tgid = (f.pid_tgid >> 32) as u32;
-        let page = Page::new(tgid, f.addr);
+        let page = Page::packed_as(tgid, f.addr, key);
         // Every fault may answer an earlier refusal of the same page.
         let held = self.refaults.fault(&page, f.ts_ns);
         // Looked up for every fault, decided or not: each one tells the
@@ -470,7 +514,7 @@ impl Engine {
         self.decisions += 1;
         proc_row.decisions += 1;
         let kernel_promote = f.decision == 1;
-        self.kernel.count_outcome(outcome);
+        self.outcomes[outcome as usize] += 1;
         proc_row.reject_latency += u64::from(outcome == Outcome::RejectLatency);
         proc_row.kernel_promote += u64::from(kernel_promote);
         let rejected = f.flags & ff::KERNEL_LATENCY != 0 && !kernel_promote;
@@ -663,6 +707,42 @@ mod tests {
             (fc.promote_pages, fc.candidate_pages, fc.reject_threshold),
             (3 + 512, 3, 1)
         );
+    }
+
+    /// Each outcome lands in the kernel's counts, the undecided ones in
+    /// none; a page whose key does not pack (no key kept beside it in the
+    /// lookahead) is followed after a refusal as any other.
+    #[test]
+    fn outcomes_count_and_unpacked_pages_are_followed() {
+        let mut s = engine(&["kernel-time"]);
+        let mut seq = 100;
+        for o in Outcome::ALL {
+            for unaligned in [0, 1] {
+                let mut f = fault(seq, seq, 5000, o);
+                f.addr += unaligned;
+                s.event(&Event::Fault(f));
+                seq += 1;
+            }
+        }
+        // Page 105 (unaligned) was refused on latency: it faults again.
+        let mut again = fault(seq, 105, 10, Outcome::PromoteHot);
+        again.addr += 1;
+        s.event(&Event::Fault(again));
+        let r = s.report();
+        let k = &r.kernel;
+        assert_eq!((r.hint_faults, r.decisions), (15, 11));
+        assert_eq!(
+            (
+                k.promote,
+                k.free_space,
+                k.reject_latency,
+                k.reject_rate_limit,
+                k.reject_other
+            ),
+            (5, 2, 2, 2, 2)
+        );
+        let n = &r.refault_after_neither;
+        assert_eq!((n.pages, n.refaulted), (6, 1));
     }
 
     #[test]

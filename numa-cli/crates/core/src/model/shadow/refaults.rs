@@ -52,13 +52,12 @@ pub(super) struct Page {
 }
 
 impl Page {
+    /// The page with its key already packed (0: it does not pack).
     #[inline]
-    pub(super) fn new(tgid: u32, addr: u64) -> Self {
-        Page {
-            tgid,
-            addr,
-            packed: pagetable::pack(tgid, addr),
-        }
+    pub(super) fn packed_as(tgid: u32, addr: u64, key: u64) -> Self {
+        let packed = (key != 0).then_some(key);
+        debug_assert_eq!(packed, pagetable::pack(tgid, addr));
+        Page { tgid, addr, packed }
     }
 }
 
@@ -322,7 +321,7 @@ mod tests {
                     1 => !0xfff,
                     _ => 0x7f00_0000_0000 + (r.next_u64() % 600) * 4096,
                 };
-                let page = Page::new(tgid, addr);
+                let page = Page::packed_as(tgid, addr, pagetable::pack(tgid, addr).unwrap_or(0));
                 let held = new.fault(&page, t);
                 old.fault((tgid, addr), t);
                 if r.next_u64().is_multiple_of(4) {
