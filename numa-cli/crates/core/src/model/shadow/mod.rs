@@ -189,13 +189,13 @@ impl Lookahead {
         if self.len == LOOKAHEAD {
             let slot = &mut self.ring[self.start];
             engine.apply(slot, self.keys[self.start]);
-            copy_event(slot, ev);
+            *slot = *ev;
             self.keys[self.start] = key;
             self.start = (self.start + 1) % LOOKAHEAD;
             return;
         }
         let i = (self.start + self.len) % LOOKAHEAD;
-        copy_event(&mut self.ring[i], ev);
+        self.ring[i] = *ev;
         self.keys[i] = key;
         self.len += 1;
     }
@@ -208,29 +208,6 @@ impl Lookahead {
         self.start = (self.start + 1) % LOOKAHEAD;
         self.len -= 1;
         Some(ev)
-    }
-}
-
-/// `*dst = *src` in two halves that the compiler copies inline: copied
-/// whole, an event is too big for that and costs a call to `memcpy` with
-/// its size dispatch, on every event.
-#[inline(always)]
-fn copy_event(dst: &mut Event, src: &Event) {
-    use std::mem::{size_of, MaybeUninit};
-    const HALF: usize = size_of::<Event>() / 2;
-    type Half = MaybeUninit<[u8; HALF]>;
-    const _: () = assert!(size_of::<Event>() == 2 * HALF);
-    let (d, s) = (
-        (dst as *mut Event).cast::<Half>(),
-        (src as *const Event).cast::<Half>(),
-    );
-    // SAFETY: both halves lie inside the two events, which do not overlap
-    // (one is borrowed mutably); `MaybeUninit` bytes may hold anything,
-    // padding included, and the copy of both halves is a copy of the whole
-    // event, a valid `Event`. Unaligned accesses: a byte array's alignment.
-    unsafe {
-        d.write_unaligned(s.read_unaligned());
-        d.add(1).write_unaligned(s.add(1).read_unaligned());
     }
 }
 
