@@ -241,85 +241,81 @@ fn run(command: Cmd) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Bench {
-            which: BenchKind::Top,
+            which,
             seconds,
-            ..
-        } => {
+            kernels,
+            wall_clock,
+        } => bench(which, seconds, &kernels, wall_clock),
+    }
+}
+
+/// `cargo xtask bench WHICH`.
+fn bench(which: BenchKind, seconds: u64, kernels: &[Series], wall_clock: bool) -> Result<ExitCode> {
+    match which {
+        BenchKind::Top => {
             bench::top::run(seconds)?;
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Bench {
-            which: which @ (BenchKind::Promote | BenchKind::Table),
-            ..
-        } => {
-            let promote = matches!(which, BenchKind::Promote);
-            let (name, script) = if promote {
-                ("promote", bench::promote::script())
-            } else {
-                ("table", bench::table::script())
-            };
-            let out = cmd::target_dir().join("bench").join(name);
-            let code = bench_vm(&out, &script, 2, Series::V6_12, false)?;
-            if code != ExitCode::SUCCESS {
-                return Ok(code);
-            }
-            if promote {
-                bench::promote::report(&out)?;
-            } else {
-                bench::table::report(&out)?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::Bench {
-            which: BenchKind::Rfc,
-            kernels,
-            ..
-        } => bench_rfc(&kernels),
-        Cmd::Bench {
-            which: BenchKind::Observer,
-            kernels,
-            ..
-        } => bench_observer(&kernels),
-        Cmd::Bench {
-            which: BenchKind::Production,
-            ..
-        } => {
-            let out = cmd::target_dir().join("bench/production");
+        BenchKind::Promote => one_boot(
+            "promote",
+            &bench::promote::script(),
+            2,
+            false,
+            bench::promote::report,
+        ),
+        BenchKind::Table => one_boot(
+            "table",
+            &bench::table::script(),
+            2,
+            false,
+            bench::table::report,
+        ),
+        BenchKind::Rfc => bench_rfc(kernels),
+        BenchKind::Observer => bench_observer(kernels),
+        BenchKind::Production => {
             let script = bench::production::script();
-            let cpus = bench::production::CPUS;
-            let code = bench_vm(&out, &script, cpus, Series::V6_12, true)?;
-            if code != ExitCode::SUCCESS {
-                return Ok(code);
-            }
-            bench::production::report(&out)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::Bench {
-            which: BenchKind::Overhead,
-            wall_clock,
-            ..
-        } => {
-            let out = cmd::target_dir().join("bench/overhead");
-            let script = bench::overhead::script();
-            let code = bench_vm(
-                &out,
+            one_boot(
+                "production",
                 &script,
-                bench::overhead::CPUS,
-                Series::V6_12,
-                !wall_clock,
-            )?;
-            if code != ExitCode::SUCCESS {
-                return Ok(code);
-            }
+                bench::production::CPUS,
+                true,
+                bench::production::report,
+            )
+        }
+        BenchKind::Overhead => {
             let clock = if wall_clock {
                 bench::overhead::Clock::Wall
             } else {
                 bench::overhead::Clock::Instructions
             };
-            bench::overhead::report(&out, clock)?;
-            Ok(ExitCode::SUCCESS)
+            let script = bench::overhead::script();
+            one_boot(
+                "overhead",
+                &script,
+                bench::overhead::CPUS,
+                !wall_clock,
+                |out| bench::overhead::report(out, clock),
+            )
         }
     }
+}
+
+/// A bench of one 6.12 boot: its script's results go to
+/// `target/bench/NAME`, which `report` then reads.
+fn one_boot(
+    name: &str,
+    script: &str,
+    cpus: u32,
+    icount: bool,
+    report: impl FnOnce(&std::path::Path) -> Result<()>,
+) -> Result<ExitCode> {
+    let out = cmd::target_dir().join("bench").join(name);
+    let code = bench_vm(&out, script, cpus, Series::V6_12, icount)?;
+    if code != ExitCode::SUCCESS {
+        return Ok(code);
+    }
+    report(&out)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `cargo xtask bench observer`: one boot per kernel, then each kernel's
