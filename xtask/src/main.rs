@@ -3,6 +3,22 @@
 //! tiered-NUMA QEMU test bed, `demo` shows numatrace in it, and `test` runs
 //! everything CI runs.
 
+/// Guest shell lines: an idle `hot-chunks` process holding 1400 MiB of
+/// DRAM for `$secs` seconds (its pid in `$filler`), then a wait of at most
+/// `$polls` half-seconds until it holds them (TCG takes a while to touch
+/// them). A literal, for the scripts that are constants.
+macro_rules! fill_dram {
+    ($secs:literal, $polls:literal) => {
+        concat!(
+            "numatrace workload hot-chunks --dram-mb 1400 --slow-mb 0 --duration ",
+            $secs,
+            " > /dev/null &\nfiller=$!\ni=0\nwhile [ $i -lt ",
+            $polls,
+            " ] && [ \"$(awk '/VmRSS/ {print $2}' /proc/$filler/status)\" -lt 1400000 ]; do sleep 0.5; i=$((i + 1)); done\n"
+        )
+    };
+}
+
 mod bench;
 mod binary;
 mod cmd;

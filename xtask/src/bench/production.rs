@@ -39,12 +39,10 @@ const RUNS: [(&str, &str); 4] = [
 ];
 
 pub fn script() -> String {
-    let mut s = String::from(
-        "echo 2 > /proc/sys/kernel/numa_balancing\ncd /results\nexport TERM=dumb\n\
-         numatrace workload hot-chunks --dram-mb 1400 --slow-mb 0 --duration 36000 > /dev/null &\n\
-         filler=$!\n\
-         i=0; while [ $i -lt 1200 ] && [ \"$(awk '/VmRSS/ {print $2}' /proc/$filler/status)\" -lt 1400000 ]; do sleep 0.5; i=$((i + 1)); done\n",
-    );
+    let mut s = String::from(concat!(
+        "echo 2 > /proc/sys/kernel/numa_balancing\ncd /results\nexport TERM=dumb\n",
+        fill_dram!(36000, 1200)
+    ));
     for i in 0..ROUNDS {
         for (name, tool) in rotated(&RUNS, i) {
             let summary = format!("{name}_{i}.json");

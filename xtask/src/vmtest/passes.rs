@@ -21,21 +21,21 @@ use crate::kernels::Series;
 use crate::results::{read_json, u};
 
 /// The guest script (`$RESULTS` is the test's results directory).
-pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
+pub const SCRIPT: &str = concat!(
+    r#"echo 2 > /proc/sys/kernel/numa_balancing
 D=/sys/kernel/debug/sched/numa_balancing
 old_max=$(cat $D/scan_period_max_ms)
 echo 1000 > $D/scan_period_max_ms
-numatrace workload hot-chunks --dram-mb 1400 --slow-mb 0 --duration 400 > filler.json &
-filler=$!
-i=0
-while [ $i -lt 240 ] && [ "$(awk '/VmRSS/ {print $2}' /proc/$filler/status)" -lt 1400000 ]; do sleep 0.5; i=$((i + 1)); done
-numatrace shadow --json -o shadow.json --record t.trace -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 64 --accesses 160 --compute-ms 100 --duration 100 --summary workload.json
+"#,
+    fill_dram!(400, 240),
+    r#"numatrace shadow --json -o shadow.json --record t.trace -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 64 --accesses 160 --compute-ms 100 --duration 100 --summary workload.json
 rc=$?
 echo $old_max > $D/scan_period_max_ms
 kill $filler
 [ $rc = 0 ] || exit 1
 numatrace stats t.trace --json > stats.json
-"#;
+"#
+);
 
 /// At least one fault per page of the region: the scanner protected all
 /// of it once, and the assertions below are about what came after.

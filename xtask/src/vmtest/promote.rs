@@ -22,13 +22,10 @@ use crate::kernels::Series;
 use crate::results::{read_json, text, u};
 
 /// The guest script (`$RESULTS` is the test's results directory).
-pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
-numatrace workload hot-chunks --dram-mb 1400 --slow-mb 0 --duration 300 > filler.json &
-filler=$!
-# Until the filler holds its 1400 MiB (TCG takes a while to touch them).
-i=0
-while [ $i -lt 240 ] && [ "$(awk '/VmRSS/ {print $2}' /proc/$filler/status)" -lt 1400000 ]; do sleep 0.5; i=$((i + 1)); done
-sleep 2
+pub const SCRIPT: &str = concat!(
+    "echo 2 > /proc/sys/kernel/numa_balancing\n",
+    fill_dram!(300, 240),
+    r#"sleep 2
 W="numatrace workload hot-chunks --chunk-mb 8 --accesses 20000 --idle-ms 100"
 # Each workload waits for "go" so both promoters attach first; exec keeps the pid.
 sh -c "while [ ! -e go ]; do sleep 0.2; done; exec $W --slow-mb 128 --duration 45 --seed 1 --summary a.json" &
@@ -86,7 +83,8 @@ kill -INT $d 2>/dev/null; wait $d; echo $? > dry.rc
 kill $sampler
 kill $filler
 cat promote.err dry.err
-"#;
+"#
+);
 
 /// How a `--pid` promote run ends once its processes have exited.
 const SCOPE_EXITED: &str = "every --pid process exited";
