@@ -127,6 +127,13 @@ impl Region {
         Ok(parts)
     }
 
+    /// One mapping of `len` bytes; see [`Region::fenced`].
+    fn fenced_one(len: usize, thp: bool) -> Result<Self> {
+        Region::fenced(&[len], thp)?
+            .pop()
+            .context("fenced mapping returned no part")
+    }
+
     fn protect_none(&self, off: usize) -> Result<()> {
         // SAFETY: mprotect of a page inside our own mapping.
         let rc = unsafe { libc::mprotect(self.ptr.add(off).cast(), PAGE, libc::PROT_NONE) };
@@ -369,9 +376,7 @@ fn slow_regions(a: &HotChunksArgs, node: u32) -> Result<(Region, Option<Region>,
     // page by page, a slow machine may let the scanner visit the VMA
     // half-populated and then skip it for good as never accessed).
     if a.cold_mb == 0 {
-        let hot = Region::fenced(&[hot], a.thp)?
-            .pop()
-            .context("fenced mapping returned no part")?;
+        let hot = Region::fenced_one(hot, a.thp)?;
         hot.populate_on(node, 0..hot.len)?;
         return Ok((hot, None, idle_threads(a.idle_threads)?));
     }
@@ -383,10 +388,7 @@ fn slow_regions(a: &HotChunksArgs, node: u32) -> Result<(Region, Option<Region>,
 
 /// The slow mapping populated in two steps (see `--late-populate-ms`).
 fn late_populated(a: &HotChunksArgs, node: u32) -> Result<(Region, Option<Region>, Sleepers)> {
-    let slow = a.slow_mb as usize * MIB;
-    let r = Region::fenced(&[slow], a.thp)?
-        .pop()
-        .context("fenced mapping returned no part")?;
+    let r = Region::fenced_one(a.slow_mb as usize * MIB, a.thp)?;
     let chunk = a.chunk_mb as usize * MIB;
     r.populate_on(node, 0..chunk)?;
     let sleepers = idle_threads(a.idle_threads)?;
