@@ -121,6 +121,48 @@ pub fn sample(s: &str) -> Result<u64, String> {
     int(lo, hi, "N (one record in N)")(s)
 }
 
+/// `--map-budget` bounds in bytes: 1 MiB to 1 TiB.
+pub const MAP_BUDGET: (u64, u64) = (1 << 20, 1 << 40);
+
+/// `--map-budget`: kernel memory for all maps, as a whole number with a
+/// binary unit (`512M`, `2GiB`, `1 t`); a bare number counts MiB, the
+/// unit of `--ring-mb`.
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "no command takes --map-budget yet")
+)]
+pub fn map_budget(s: &str) -> Result<u64, String> {
+    const RANGE: &str = "from 1MiB to 1TiB";
+    let s = s.trim();
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(digits);
+    let shift = match unit.trim_start().to_ascii_lowercase().as_str() {
+        "k" | "kib" => 10,
+        "" | "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        "t" | "tib" => 40,
+        _ => -1,
+    };
+    let not_a_size = || {
+        format!(
+            "not a size: give a whole number with K, M, G or T (or KiB, MiB, GiB, TiB; \
+             a bare number is MiB) {RANGE}"
+        )
+    };
+    if number.is_empty() || shift < 0 {
+        return Err(not_a_size());
+    }
+    // Digits too many for a u64 are a size, just far out of range.
+    let bytes = number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift));
+    match bytes {
+        Some(b) if (MAP_BUDGET.0..=MAP_BUDGET.1).contains(&b) => Ok(b),
+        _ => Err(format!("out of range: give a size {RANGE}")),
+    }
+}
+
 /// A process id.
 pub fn pid(s: &str) -> Result<u32, String> {
     int(1, MAX_PID, "a process id")(s)

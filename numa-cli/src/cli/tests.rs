@@ -452,3 +452,44 @@ fn host_names_are_printable_and_not_empty() {
     let long = "h".repeat(256);
     assert!(try_parse_from(["numatrace", "dump", "t", "--host", &long]).is_err());
 }
+
+#[test]
+fn map_budget_takes_binary_sizes_from_1mib_to_1tib() {
+    use super::ranges::map_budget;
+    const MIB: u64 = 1 << 20;
+    for (s, want) in [
+        ("64", 64 * MIB),
+        ("1", MIB),
+        ("1024K", MIB),
+        ("1024kib", MIB),
+        ("512M", 512 * MIB),
+        ("512 MiB", 512 * MIB),
+        (" 2g ", 2048 * MIB),
+        ("2GiB", 2048 * MIB),
+        ("1T", 1 << 40),
+        ("1 tib", 1 << 40),
+        ("1048576", 1 << 40),
+    ] {
+        assert_eq!(map_budget(s), Ok(want), "{s}");
+    }
+    for s in [
+        "0",
+        "1023K",
+        "1025G",
+        "2T",
+        "1048577",
+        "99999999999999999999",
+        "0M",
+    ] {
+        let e = map_budget(s).unwrap_err();
+        assert!(e.starts_with("out of range: "), "{s}: {e}");
+        assert!(e.contains("from 1MiB to 1TiB"), "{s}: {e}");
+    }
+    for s in [
+        "", "-1", "1.5G", "M", "12 B", "1KB", "1 2M", "+5", "0x10", "nan",
+    ] {
+        let e = map_budget(s).unwrap_err();
+        assert!(e.starts_with("not a size: "), "{s}: {e}");
+        assert!(e.contains("from 1MiB to 1TiB"), "{s}: {e}");
+    }
+}

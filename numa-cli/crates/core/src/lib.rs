@@ -1,7 +1,8 @@
 //! numatrace's pure core: the decoded events and snapshots, the trace file
 //! format, the [`sink::Sink`] trait every consumer implements, the models
 //! (totals, histograms, scan index, shadow policies) and the data that
-//! describes a host (topology, kernel parameters, attach plan).
+//! describes a host (topology, kernel parameters, attach plan, and the
+//! folio map's plan: which slow-node pages it follows within a budget).
 //!
 //! Nothing here attaches probes, reads the clock, spawns threads or parses
 //! command lines: time arrives inside events and snapshots, so a replayed
@@ -9,6 +10,7 @@
 //! reader and writer take files or any `Read`/`Write`.
 pub mod decode;
 pub mod histtext;
+pub mod mapplan;
 pub mod model;
 pub mod params;
 pub mod plan;
