@@ -94,7 +94,7 @@ impl ProbeArgs {
             pid: self.pid,
             cgroup: self.cgroup.clone(),
             sample: self.sample,
-            max_folios: self.max_folios,
+            map_budget: self.map_budget,
             ring_mb: self.ring_mb,
             bpf_stats: self.bpf_stats,
             empty_programs: self.empty_programs,
@@ -147,11 +147,12 @@ pub struct ProbeArgs {
     /// stay exact).
     #[arg(long, default_value_t = 1, value_parser = ranges::sample)]
     pub sample: u64,
-    /// Size of the per-folio stamp map (folios tracked at once), 1024 to
-    /// 67108864.
-    #[arg(long, default_value_t = numa_ebpf_common::DEFAULT_STAMP_ENTRIES,
-          value_parser = ranges::max_folios)]
-    pub max_folios: u32,
+    /// Kernel memory all of numatrace's maps may take, 1MiB to 1TiB
+    /// (K, M, G, T binary suffixes; a bare number is MiB). When the slow
+    /// nodes' per-folio state does not fit, one folio in 2^k is followed
+    /// (by PFN hash) and estimates are scaled back: reports state the rate.
+    #[arg(long, default_value = "256M", value_parser = ranges::map_budget)]
+    pub map_budget: u64,
     /// Ring buffer size in MiB, 1 to 2048 (rounded up to a power of two).
     #[arg(long, default_value_t = 16, value_parser = ranges::ring_mb)]
     pub ring_mb: u32,
@@ -636,11 +637,12 @@ pub struct PromoteArgs {
     /// Write the final report here instead of stdout.
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
-    /// Size of the per-folio stamp map (folios tracked at once), 1024 to
-    /// 67108864.
-    #[arg(long, default_value_t = numa_ebpf_common::DEFAULT_STAMP_ENTRIES,
-          value_parser = ranges::max_folios)]
-    pub max_folios: u32,
+    /// Kernel memory all of numatrace's maps may take, 1MiB to 1TiB
+    /// (K, M, G, T binary suffixes; a bare number is MiB). When the slow
+    /// nodes' per-folio state does not fit, one folio in 2^k is followed
+    /// (by PFN hash) and estimates are scaled back: reports state the rate.
+    #[arg(long, default_value = "256M", value_parser = ranges::map_budget)]
+    pub map_budget: u64,
     /// Ring buffer size in MiB, 1 to 2048.
     #[arg(long, default_value_t = 16, value_parser = ranges::ring_mb)]
     pub ring_mb: u32,

@@ -175,7 +175,7 @@ fn live_pipeline(args: &ExportArgs) -> Result<Pipeline> {
     let header = numa_probe::session::header(&probes);
     let (publisher, rx) = Publisher::new(Options {
         sample_every: probes.options.sample_every,
-        stamp_capacity: u64::from(probes.options.stamp_entries),
+        stamp_capacity: probes.map_plan.slots,
         ..options(
             args,
             &header,

@@ -93,7 +93,7 @@ fn probe_args(a: &PromoteArgs) -> ProbeArgs {
         pid: (a.pids.len() == 1).then(|| a.pids[0]),
         cgroup: a.cgroup.clone(),
         sample: 1,
-        max_folios: a.max_folios,
+        map_budget: a.map_budget,
         ring_mb: a.ring_mb,
         duration: a.duration,
         bpf_stats: false,
@@ -287,8 +287,8 @@ mod tests {
             "1000000",
             "--duration",
             "2.5",
-            "--max-folios",
-            "1024",
+            "--map-budget",
+            "64M",
             "--ring-mb",
             "1024",
         ])
@@ -296,7 +296,7 @@ mod tests {
         assert_eq!(a.rate_limit, 1 << 20);
         assert_eq!(a.min_free.to_string(), "200 MiB");
         assert_eq!(a.duration, Some(2.5));
-        assert_eq!((a.queue, a.max_folios, a.ring_mb), (1_000_000, 1024, 1024));
+        assert_eq!((a.queue, a.map_budget, a.ring_mb), (1_000_000, 64 << 20, 1024));
         assert_eq!(a.batch_ms, 0.5);
         let a = parse(&["--rate-limit", "unlimited", "--min-free", "0%"]).expect("valid");
         assert_eq!(a.rate_limit, 0);

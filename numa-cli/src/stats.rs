@@ -44,7 +44,7 @@ fn live_report(totals: &Totals, source: &Source) -> Result<Report> {
     let probes = source.probes().context("a live run without probes")?;
     let mut r = totals
         .report(
-            u64::from(probes.options.stamp_entries),
+            probes.map_plan.slots,
             probes.attach_started_ns,
         )
         .with_hotness(probes.params.hotness)

@@ -90,19 +90,29 @@ pub enum Counter {
     /// meanwhile. Each is an event lost or left incomplete. Never written
     /// by BPF: userspace fills it from the programs' `recursion_misses`.
     RunsMissed = 35,
+    /// Hint faults on slow-node folios that per-folio sampling does not
+    /// follow (`--map-budget`): counted and recorded, without a stamp.
+    Unfollowed = 36,
 }
 
 /// First slot of the per-outcome fault counters in `COUNTERS`.
 pub const OUTCOME_BASE: u32 = Counter::OutcomeBase as u32;
 
 /// Number of slots in `COUNTERS` (room to grow without an ABI bump).
-pub const COUNTER_SLOTS: u32 = 36;
+pub const COUNTER_SLOTS: u32 = 37;
+
+/// Slow-node PFN spans the stamp array covers (more are merged).
+pub const MAX_SPANS: usize = 4;
+/// The multiplier of the hash that picks the followed PFN of each block
+/// (2^64 / golden ratio: consecutive blocks get well-spread picks).
+pub const FOLLOW_HASH: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Map names, as userspace looks them up.
 pub mod maps {
     pub const COUNTERS: &str = "COUNTERS";
     pub const EVENTS: &str = "EVENTS";
     pub const STAMPS: &str = "STAMPS";
+    pub const VMEMMAP: &str = "VMEMMAP";
     pub const CPU_NODE: &str = "CPU_NODE";
     pub const HIST_LATENCY: &str = "HIST_LATENCY";
     pub const HIST_DELTA: &str = "HIST_DELTA";
@@ -353,6 +363,9 @@ pub mod ext_flags {
     /// thread's next hint fault, with `nr_pages` and `tnf_flags` inferred
     /// (a PMD fault's 512 pages; MIGRATED from the migration's result).
     pub const LATE_END: u64 = 64;
+    /// The folio is on a slow node but per-folio sampling does not follow
+    /// it: no stamp, latency or delta by design (not a miss).
+    pub const UNFOLLOWED: u64 = 128;
 }
 
 /// Flags in [`ScanEvent::ext_flags`].
@@ -479,7 +492,8 @@ pub struct SkipEvent {
     pub vm_end: u64,
 }
 
-/// Per-folio scan stamp kept in the `STAMPS` LRU map.
+/// Per-folio scan stamp, a slot of the `STAMPS` array (all zero until the
+/// folio is first stamped; `scan_ns` is never 0 after).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Stamp {
@@ -521,8 +535,6 @@ pub struct PcCounter {
     /// 1 once numatrace saw the counter's last reset.
     pub base_known: u32,
 }
-/// Default size of the per-folio stamp map: 1M folios = 4 GiB of 4K pages.
-pub const DEFAULT_STAMP_ENTRIES: u32 = 1 << 20;
 /// Default ring buffer size in bytes.
 pub const DEFAULT_RING_BYTES: u32 = 16 << 20;
 /// Reasons of mm_migrate_pages counted per slot in `MIGRATE_REASON_PAGES`.

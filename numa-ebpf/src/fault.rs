@@ -17,9 +17,10 @@ use numa_ebpf_common::{
 use aya_log_ebpf::{debug, warn};
 
 use crate::maps::{
-    add, cgroup_id, count, count_rare, cpu, current_mm, emit, existing_thread_ctx, next_fault_seqs,
-    now_ns, pc_on_fault, pid_tgid, thread_ctx, vmf_address, wanted, ThreadCtx, COUNTERS,
-    HIST_DELTA, HIST_LATENCY, HIST_SUM, STAMPS,
+    add, cgroup_id, count, count_rare, cpu, current_mm, emit, existing_stamp, existing_thread_ctx,
+    next_fault_seqs, now_ns, pc_on_fault, pid_tgid, stamp_slot, thread_ctx, vmf_address, wanted,
+    NoSlot, ThreadCtx, COUNTERS,
+    HIST_DELTA, HIST_LATENCY, HIST_SUM,
 };
 
 const PAGE_MASK: u64 = !0xfff;
@@ -56,13 +57,21 @@ fn pc_exchange(ctx: &mut ThreadCtx, stamp: Option<*mut Stamp>, pc: PcCounter, no
     stamp.scan_ns = now;
 }
 
-/// The decision exchanged the fault's count into a folio numatrace had no
-/// stamp for (protected before attach, or evicted): a stamp that holds
-/// only the count (not pending: no scan stamp), for the next fault on it.
+/// The decision exchanged the fault's count into a followed folio numatrace
+/// had no stamp for (protected before attach): a stamp that holds only the
+/// count (not pending: no scan stamp), for the next fault on it.
 #[inline(always)]
 pub fn pc_exchange_unstamped(ctx: &ThreadCtx) {
     let ev = &ctx.ev;
-    let fresh = Stamp {
+    let Ok(slot) = stamp_slot(ev.folio) else {
+        return;
+    };
+    // SAFETY: array value pointer.
+    let slot = unsafe { &mut *slot };
+    if slot.scan_ns == 0 {
+        count(Counter::StampInserts, 1);
+    }
+    *slot = Stamp {
         scan_ns: ev.ts_ns,
         tgid: (ev.pid_tgid >> 32) as u32,
         access: ACCESS_UNKNOWN,
@@ -70,16 +79,13 @@ pub fn pc_exchange_unstamped(ctx: &ThreadCtx) {
         pc_known: 1,
         ..Stamp::default()
     };
-    if STAMPS.insert(ev.folio, fresh, 0).is_ok() {
-        count(Counter::StampInserts, 1);
-    }
 }
 
 /// The decision made no exchange (free-space shortcut, no decision, not
 /// tiering) and the folio did not move: put back what it held.
 #[inline(always)]
 fn pc_unexchange(ctx: &ThreadCtx) {
-    if let Some(stamp) = STAMPS.get_ptr_mut(ctx.ev.folio) {
+    if let Some(stamp) = existing_stamp(ctx.ev.folio) {
         // SAFETY: map value pointer.
         let stamp = unsafe { &mut *stamp };
         stamp.pc_known = ctx.pc_prev_known;
@@ -142,7 +148,13 @@ fn on_hint_fault(folio: u64, addr: u64) {
             ev.ext_flags |= xf::PC_BASE_KNOWN;
         }
     }
-    let stamp = STAMPS.get_ptr_mut(folio);
+    let slot = stamp_slot(folio);
+    // SAFETY: array value pointer.
+    let stamp = slot.ok().filter(|s| unsafe { (**s).scan_ns } != 0);
+    if slot == Err(NoSlot::Unfollowed) {
+        ev.ext_flags |= xf::UNFOLLOWED;
+        count(Counter::Unfollowed, 1);
+    }
     match stamp {
         Some(stamp) => {
             // SAFETY: map value pointer; concurrent writers only race on
@@ -166,7 +178,8 @@ fn on_hint_fault(folio: u64, addr: u64) {
             }
             ev.scan_count = stamp.scan_count;
         }
-        None => count(Counter::StampMisses, 1),
+        None if slot != Err(NoSlot::Unfollowed) => count(Counter::StampMisses, 1),
+        None => {}
     }
     ctx.stamp_access = stamp_access;
     if let Some(pc) = pc {

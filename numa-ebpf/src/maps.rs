@@ -19,9 +19,9 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
 use numa_ebpf_common::{
-    Counter, FaultEvent, PcCounter, Stamp, COUNTER_SLOTS, DEFAULT_RING_BYTES,
-    DEFAULT_STAMP_ENTRIES, HIST_SLOTS, MAX_CPUS, MIGRATE_REASONS, MM_SEQ_ENTRIES, OUTCOMES,
-    PC_COUNT_ENTRIES,
+    Counter, FaultEvent, PcCounter, Stamp, COUNTER_SLOTS, DEFAULT_RING_BYTES, FOLLOW_HASH,
+    HIST_SLOTS, MAX_CPUS, MIGRATE_REASONS, MM_SEQ_ENTRIES, OUTCOMES,
+    MAX_SPANS, PC_COUNT_ENTRIES,
 };
 
 /// Per-CPU event counters, indexed by [`Counter`]; userspace sums the CPUs.
@@ -32,9 +32,17 @@ pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTER_SL
 #[map(name = "EVENTS")]
 pub static EVENTS: RingBuf = RingBuf::with_byte_size(DEFAULT_RING_BYTES, 0);
 
-/// Per-folio scan stamps, keyed by folio address. Resized by userspace.
+/// Per-folio scan stamps: one slot per followed PFN of the slow nodes'
+/// spans (see [`stamp_slot`]). An array, not a hash: a slot is found by
+/// arithmetic, costs only its value's bytes, and is never evicted. Sized by
+/// userspace from the spans and the sampling rate.
 #[map(name = "STAMPS")]
-pub static STAMPS: LruHashMap<u64, Stamp> = LruHashMap::with_max_entries(DEFAULT_STAMP_ENTRIES, 0);
+pub static STAMPS: Array<Stamp> = Array::with_max_entries(1, 0);
+
+/// `vmemmap_base` once read (slot 0; 0 until the first lookup), so the
+/// probe-read happens once, not on every folio.
+#[map(name = "VMEMMAP")]
+pub static VMEMMAP: Array<u64> = Array::with_max_entries(1, 0);
 
 /// The global hint-fault sequence number (slot 0).
 #[map(name = "GLOBAL_SEQ")]
@@ -216,6 +224,27 @@ static FILTER_CGROUP: u64 = 0;
 /// filter takes in every descendant.
 #[no_mangle]
 static FILTER_CGROUP_LEVEL: u32 = 0;
+/// Where `struct page`s live: the address of the kernel variable
+/// `vmemmap_base` (randomised with the memory layout), or 0 when the kernel
+/// has none and the fixed `VMEMMAP_FIXED` holds.
+#[no_mangle]
+static VMEMMAP_SYM: u64 = 0;
+#[no_mangle]
+static VMEMMAP_FIXED: u64 = 0xffff_ea00_0000_0000;
+/// sizeof(struct page), from BTF.
+#[no_mangle]
+static PAGE_STRUCT_SIZE: u64 = 64;
+/// One PFN in `1 << FOLLOW_SHIFT` is followed (see [`stamp_slot`]).
+#[no_mangle]
+static FOLLOW_SHIFT: u32 = 0;
+/// The slow nodes' PFN spans `[SPAN_START, SPAN_END)` and the `STAMPS`
+/// slot each begins at; unused spans are empty.
+#[no_mangle]
+static SPAN_START: [u64; MAX_SPANS] = [0; MAX_SPANS];
+#[no_mangle]
+static SPAN_END: [u64; MAX_SPANS] = [0; MAX_SPANS];
+#[no_mangle]
+static SPAN_BASE: [u64; MAX_SPANS] = [0; MAX_SPANS];
 /// Pending bytes in `EVENTS` that wake the reader at once (see [`emit`]).
 #[no_mangle]
 static RING_WAKE_BYTES: u64 = (DEFAULT_RING_BYTES / 4) as u64;
@@ -607,6 +636,84 @@ pub fn wanted(tgid: u32, seq_global: u64) -> bool {
     }
     let n = setting!(SAMPLE_EVERY);
     n <= 1 || seq_global % n == 0
+}
+
+/// Why a folio has no stamp slot.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum NoSlot {
+    /// Not on a slow node's span (DRAM, or memory added after load).
+    NotSlow,
+    /// On a slow node, but sampling follows another PFN of its block.
+    Unfollowed,
+}
+
+/// The `vmemmap_base` the kernel uses, read once.
+#[inline(always)]
+fn vmemmap() -> Option<u64> {
+    let sym = setting!(VMEMMAP_SYM);
+    if sym == 0 {
+        return Some(setting!(VMEMMAP_FIXED));
+    }
+    let cache = VMEMMAP.get_ptr_mut(0)?;
+    // SAFETY: array value pointer; every CPU writes the same value.
+    unsafe {
+        if *cache == 0 {
+            *cache = read_kernel_u64(sym)?;
+        }
+        Some(*cache)
+    }
+}
+
+/// The stamp slot of the folio whose head `struct page` is at `folio`.
+///
+/// The folio's PFN is its offset in vmemmap. Each slow span is cut into
+/// aligned blocks of `1 << FOLLOW_SHIFT` PFNs and one PFN per block, picked
+/// by a multiplicative hash of the block number, is followed: deterministic
+/// (the same folio is followed by every hook and every run), one slot per
+/// block so the array has no collisions, and unbiased towards any stride a
+/// workload or the allocator may have. Mirrored by userspace's map plan.
+#[inline(always)]
+pub fn stamp_slot(folio: u64) -> Result<*mut Stamp, NoSlot> {
+    let base = vmemmap().ok_or(NoSlot::NotSlow)?;
+    let size = setting!(PAGE_STRUCT_SIZE);
+    if folio < base || size == 0 {
+        return Err(NoSlot::NotSlow);
+    }
+    let pfn = (folio - base) / size;
+    let shift = setting!(FOLLOW_SHIFT) & 63;
+    for i in 0..MAX_SPANS {
+        // SAFETY: plain reads of constant-after-load globals.
+        let (start, end) = unsafe {
+            (
+                core::ptr::read_volatile(&SPAN_START[i]),
+                core::ptr::read_volatile(&SPAN_END[i]),
+            )
+        };
+        if pfn < start || pfn >= end {
+            continue;
+        }
+        let off = pfn - start;
+        let block = off >> shift;
+        if shift != 0 {
+            let chosen = block.wrapping_mul(FOLLOW_HASH) >> (64 - shift);
+            if chosen != off & ((1 << shift) - 1) {
+                return Err(NoSlot::Unfollowed);
+            }
+        }
+        // SAFETY: as above.
+        let slot = unsafe { core::ptr::read_volatile(&SPAN_BASE[i]) } + block;
+        return STAMPS.get_ptr_mut(slot as u32).ok_or(NoSlot::NotSlow);
+    }
+    Err(NoSlot::NotSlow)
+}
+
+/// The stamp of a folio that has one: a slot written at least once (every
+/// write sets `scan_ns`).
+#[inline(always)]
+pub fn existing_stamp(folio: u64) -> Option<*mut Stamp> {
+    let s = stamp_slot(folio).ok()?;
+    // SAFETY: array value pointer.
+    (unsafe { (*s).scan_ns } != 0).then_some(s)
 }
 
 pub(crate) use setting;

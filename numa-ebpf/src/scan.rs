@@ -22,12 +22,12 @@ use aya_ebpf::{
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
 use numa_ebpf_common::{
-    fault_flags as ff, scan_ext_flags, Counter, EventKind, PcCounter, ScanEvent, Stamp,
+    fault_flags as ff, scan_ext_flags, Counter, EventKind, PcCounter, ScanEvent,
 };
 
 use crate::maps::{
     count, cpu, current_mm, current_seqs, emit, existing_thread_ctx, now_ns, pc_current, pid_tgid,
-    stored_cpupid, task_mm, thread_ctx, PC_COUNT, STAMPS,
+    stamp_slot, stored_cpupid, task_mm, thread_ctx, PC_COUNT,
 };
 
 /// folio_xchg_last_cpupid(folio, new) is called. This runs several times
@@ -63,37 +63,24 @@ fn on_xchg(folio: u64, new: u32) {
     let (seq_global, seq_mm) = current_seqs(tgid);
     let now = now_ns();
     let access = stored_cpupid(new);
-    match STAMPS.get_ptr_mut(folio) {
-        Some(s) => {
-            // SAFETY: map value pointer.
-            let s = unsafe { &mut *s };
-            s.scan_ns = now;
-            s.seq_global = seq_global;
-            s.seq_mm = seq_mm;
-            s.tgid = tgid;
-            s.scan_count = s.scan_count.wrapping_add(1);
-            s.pending = 1;
-            s.access = access;
-            s.pc_stored = ctx.scan_pc;
-            s.pc_known = ctx.scan_pc_known;
-        }
-        None => {
-            let stamp = Stamp {
-                scan_ns: now,
-                seq_global,
-                seq_mm,
-                tgid,
-                scan_count: 1,
-                pending: 1,
-                access,
-                pc_stored: ctx.scan_pc,
-                pc_known: ctx.scan_pc_known,
-            };
-            if STAMPS.insert(folio, stamp, 0).is_ok() {
-                count(Counter::StampInserts, 1);
-            }
-        }
+    let Ok(s) = stamp_slot(folio) else {
+        return;
+    };
+    // SAFETY: array value pointer; the PTE lock serialises writers of one
+    // folio.
+    let s = unsafe { &mut *s };
+    if s.scan_ns == 0 {
+        count(Counter::StampInserts, 1);
     }
+    s.scan_ns = now;
+    s.seq_global = seq_global;
+    s.seq_mm = seq_mm;
+    s.tgid = tgid;
+    s.scan_count = s.scan_count.wrapping_add(1);
+    s.pending = 1;
+    s.access = access;
+    s.pc_stored = ctx.scan_pc;
+    s.pc_known = ctx.scan_pc_known;
 }
 
 #[fentry]

@@ -109,28 +109,15 @@ pub fn ring_mb(s: &str) -> Result<u32, String> {
     int(lo, hi, "MiB")(s)
 }
 
-/// `--max-folios`: the stamp map's entries.
-pub fn max_folios(s: &str) -> Result<u32, String> {
-    let (lo, hi) = limits::STAMP_ENTRIES;
-    int(lo, hi, "folios")(s)
-}
-
 /// `--sample`: one fault record in N.
 pub fn sample(s: &str) -> Result<u64, String> {
     let (lo, hi) = limits::SAMPLE_EVERY;
     int(lo, hi, "N (one record in N)")(s)
 }
 
-/// `--map-budget` bounds in bytes: 1 MiB to 1 TiB.
-pub const MAP_BUDGET: (u64, u64) = (1 << 20, 1 << 40);
-
 /// `--map-budget`: kernel memory for all maps, as a whole number with a
 /// binary unit (`512M`, `2GiB`, `1 t`); a bare number counts MiB, the
 /// unit of `--ring-mb`.
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "no command takes --map-budget yet")
-)]
 pub fn map_budget(s: &str) -> Result<u64, String> {
     const RANGE: &str = "from 1MiB to 1TiB";
     let s = s.trim();
@@ -158,7 +145,7 @@ pub fn map_budget(s: &str) -> Result<u64, String> {
         .ok()
         .and_then(|n| n.checked_mul(1 << shift));
     match bytes {
-        Some(b) if (MAP_BUDGET.0..=MAP_BUDGET.1).contains(&b) => Ok(b),
+        Some(b) if (limits::MAP_BUDGET.0..=limits::MAP_BUDGET.1).contains(&b) => Ok(b),
         _ => Err(format!("out of range: give a size {RANGE}")),
     }
 }

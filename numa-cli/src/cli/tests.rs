@@ -39,8 +39,8 @@ const SPEED: &[&str] = &["-1", "nan", "inf", "1e-300", "1e7", "fast"];
 const SPEED_RANGE: &str = "or a factor from 0.001 to 1000000";
 const RING_MB: &[&str] = &["0", "2049", "-1", "4294967296", "1.5"];
 const RING_RANGE: &str = "from 1 to 2048";
-const FOLIOS: &[&str] = &["0", "1023", "67108865", "-5"];
-const FOLIOS_RANGE: &str = "from 1024 to 67108864";
+const BUDGET: &[&str] = &["0", "1023K", "1025G", "2T", "-5", "1.5M", "lots"];
+const BUDGET_RANGE: &str = "from 1MiB to 1TiB";
 const NODE: &[&str] = &["1024", "-1", "x"];
 const NODE_RANGE: &str = "from 0 to 1023";
 const WORKLOAD_MB: &[&str] = &["1048577", "-1"];
@@ -50,7 +50,7 @@ macro_rules! probe_cases {
     ($($before:expr),+) => {[$(
         case($before, "--duration", RUN_S, RUN_RANGE),
         case($before, "--ring-mb", RING_MB, RING_RANGE),
-        case($before, "--max-folios", FOLIOS, FOLIOS_RANGE),
+        case($before, "--map-budget", BUDGET, BUDGET_RANGE),
         case($before, "--sample", &["0", "1000001", "-1"], "from 1 to 1000000"),
         case($before, "--pid", &["0", "-1", "4194305"], "from 1 to 4194304"),
     )+]};
@@ -126,7 +126,7 @@ fn promote_cases() -> Vec<Case> {
         // The probe flags share the parsers above.
         case(P, "--duration", RUN_S, RUN_RANGE),
         case(P, "--ring-mb", RING_MB, RING_RANGE),
-        case(P, "--max-folios", FOLIOS, FOLIOS_RANGE),
+        case(P, "--map-budget", BUDGET, BUDGET_RANGE),
         case(
             &["promote"],
             "--pid",
@@ -370,8 +370,8 @@ fn defaults_and_ordinary_values_still_parse() {
             "--all",
             "--duration",
             "31536000",
-            "--max-folios",
-            "1024",
+            "--map-budget",
+            "1M",
         ],
         &["numatrace", "doctor"],
         &["numatrace", "dump", "t"],

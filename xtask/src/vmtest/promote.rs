@@ -43,7 +43,7 @@ attached() { i=0; while [ $i -lt 240 ] && ! grep -q 'Ctrl-C stops' "$1"; do slee
 # promoter's own maps take from node 0.
 free0=$(node0_free)
 # The dry run publishes its state elsewhere: the well-known path is the real promoter's.
-NUMATRACE_PROMOTER_STATE=$PWD/dry-state.json numatrace promote --pid $b --dry-run --duration 300 --max-folios 131072 --ring-mb 8 --json -o dry.json 2> dry.err &
+NUMATRACE_PROMOTER_STATE=$PWD/dry-state.json numatrace promote --pid $b --dry-run --duration 300 --ring-mb 8 --json -o dry.json 2> dry.err &
 d=$!
 attached dry.err
 free1=$(node0_free)
@@ -52,7 +52,7 @@ free1=$(node0_free)
 # of it in some runs.
 floor=$((free1 - (free0 - free1) - 256 * 1024))
 echo $floor > floor_kb
-numatrace promote --pid $a --pid $c --min-free ${floor}KiB --duration 300 --max-folios 131072 --ring-mb 8 --json -o promote.json 2> promote.err &
+numatrace promote --pid $a --pid $c --min-free ${floor}KiB --duration 300 --ring-mb 8 --json -o promote.json 2> promote.err &
 p=$!
 attached promote.err
 echo $p > promote.pid

@@ -16,6 +16,7 @@ pub mod params;
 pub mod plan;
 pub mod procfs;
 pub mod rng;
+pub mod sampling;
 pub mod sink;
 pub mod topology;
 pub mod trace;

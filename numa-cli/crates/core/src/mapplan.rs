@@ -16,7 +16,7 @@ use serde::Serialize;
 
 /// The PFNs `[start, end)` of one NUMA node (or of several merged ones,
 /// then `node` is the lowest of them).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct PfnSpan {
     pub node: u32,
     pub start: u64,
@@ -41,14 +41,14 @@ impl PfnSpan {
 
 /// Spans the BPF program checks at most: each costs a compare per fault,
 /// and a fixed count keeps its loop bounded for the verifier.
-pub const MAX_SPANS: usize = 4;
+pub use numa_ebpf_common::MAX_SPANS;
 
 /// The sparsest sampling: one PFN in 16 Mi (64 GiB of 4 KiB pages).
 pub const MAX_SHIFT: u32 = 24;
 
 /// The multiplier of Fibonacci hashing (2^64 / golden ratio): its top bits
 /// spread consecutive block indexes, and multiples of powers of two, evenly.
-const HASH_MUL: u64 = 0x9E37_79B9_7F4A_7C15;
+const HASH_MUL: u64 = numa_ebpf_common::FOLLOW_HASH;
 
 /// One zone block of `/proc/zoneinfo` while it is read.
 #[derive(Default)]
@@ -189,7 +189,7 @@ pub enum PlanError {
 
 /// How the folio map covers the slow nodes within a budget of kernel
 /// memory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct MapPlan {
     /// Kernel memory all maps together may take.
     pub budget_bytes: u64,

@@ -41,6 +41,15 @@ pub struct KernelParams {
     /// per-process counter; 0: not that kernel).
     #[serde(default)]
     pub off_mm_hint_faults: u32,
+    /// Address of `vmemmap_base` (0: the kernel has a fixed vmemmap).
+    #[serde(default)]
+    pub sym_vmemmap_base: u64,
+    /// sizeof(struct page) from BTF (0: unknown).
+    #[serde(default)]
+    pub page_struct_size: u32,
+    /// Every node's PFN span, from /proc/zoneinfo.
+    #[serde(default)]
+    pub pfn_spans: Vec<crate::mapplan::PfnSpan>,
 }
 
 /// What a kernel compares with its promotion threshold.

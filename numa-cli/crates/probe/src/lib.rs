@@ -9,6 +9,7 @@ pub mod discover;
 pub mod doctor;
 pub mod load;
 pub mod loaded;
+pub mod memory;
 pub mod params;
 pub mod preflight;
 pub mod session;

@@ -12,8 +12,12 @@ use aya::{
 };
 use numa_ebpf_common::{maps, programs as p, Counter, MigrateRet};
 
+use crate::memory;
+
 use numa_core::{
+    mapplan::MapPlan,
     params::KernelParams,
+    sampling::Sampling,
     plan::{
         AttachPlan, Hook, HookStatus, Mechanism, PlannedHook, ProgramStat, PMD_PASS, PTE_RANGE,
     },
@@ -264,12 +268,21 @@ pub struct Probes {
     pub plan: AttachPlan,
     pub params: KernelParams,
     pub options: LoadOptions,
+    /// The stamp array's spans and sampling rate under the budget.
+    pub map_plan: MapPlan,
+    /// Each map's kernel memory after load (fdinfo `memlock`).
+    pub map_bytes: Vec<(String, u64)>,
 }
+
+/// Kernel memory for every map by default: a TiB of slow memory is then
+/// followed at 1 folio in 64.
+pub const DEFAULT_MAP_BUDGET: u64 = 256 << 20;
 
 /// User-chosen sizes, filters and sampling.
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
-    pub stamp_entries: u32,
+    /// Kernel memory all maps may take (bytes); sets the sampling rate.
+    pub map_budget: u64,
     pub ring_bytes: u32,
     pub sample_every: u64,
     pub filter_tgid: u32,
@@ -283,7 +296,7 @@ pub struct LoadOptions {
 impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions {
-            stamp_entries: numa_ebpf_common::DEFAULT_STAMP_ENTRIES,
+            map_budget: DEFAULT_MAP_BUDGET,
             ring_bytes: numa_ebpf_common::DEFAULT_RING_BYTES,
             sample_every: 1,
             filter_tgid: 0,
@@ -319,21 +332,26 @@ fn bpf_log_level() -> u8 {
     log::max_level() as u8
 }
 
+/// The ring buffer's size: a power of two of at least a page.
+fn ring_bytes(o: &LoadOptions) -> u32 {
+    o.ring_bytes
+        .max(4096)
+        .checked_next_power_of_two()
+        .unwrap_or(1 << 31)
+}
+
 /// `misplaced`: see [`migrate_via_tracepoint`].
 fn load_object(
     plan: &AttachPlan,
     k: &KernelParams,
     o: &LoadOptions,
     misplaced: Option<u32>,
+    stamps: &MapPlan,
 ) -> Result<Ebpf> {
     let convention = migrate_convention(plan) as u32;
     let misplaced = misplaced.unwrap_or(u32::MAX);
     let (tp_ok, tp_failed, tp_reason) = k.tp_migrate.unwrap_or((8, 16, 0));
-    let ring_bytes = o
-        .ring_bytes
-        .max(4096)
-        .checked_next_power_of_two()
-        .unwrap_or(1 << 31);
+    let ring_bytes = ring_bytes(o);
     // The ring wakes its reader once this much is pending (else on a timer).
     let ring_wake_bytes = u64::from(ring_bytes / 4);
     let mut ebpf = EbpfLoader::new()
@@ -361,7 +379,13 @@ fn load_object(
         .override_global("TP_MIGRATE_REASON_OFF", &tp_reason, true)
         .override_global("TP_REASON_NUMA_MISPLACED", &misplaced, true)
         .override_global(aya_log::LEVEL, &bpf_log_level(), true)
-        .map_max_entries(maps::STAMPS, o.stamp_entries.max(1024))
+        .override_global("VMEMMAP_SYM", &k.sym_vmemmap_base, true)
+        .override_global("PAGE_STRUCT_SIZE", &u64::from(k.page_struct_size), true)
+        .override_global("FOLLOW_SHIFT", &stamps.shift, true)
+        .override_global("SPAN_START", &stamps.span_starts(), true)
+        .override_global("SPAN_END", &stamps.span_ends(), true)
+        .override_global("SPAN_BASE", &stamps.span_bases(), true)
+        .map_max_entries(maps::STAMPS, u32::try_from(stamps.slots).unwrap_or(u32::MAX))
         .map_max_entries(maps::EVENTS, ring_bytes)
         // THREADS is task storage, which aya creates but has no type for.
         .allow_unsupported_maps()
@@ -417,7 +441,9 @@ pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
     let attach_started_ns = numa_host::clock::monotonic_ns();
     let params = super::params::resolve();
     let misplaced = migrate_via_tracepoint(&plan, &params);
-    let mut ebpf = load_object(&plan, &params, options, misplaced)?;
+    let map_plan = memory::plan(&params, options.map_budget, u64::from(ring_bytes(options)))?;
+    let mut ebpf = load_object(&plan, &params, options, misplaced, &map_plan)?;
+    let map_bytes = memory::measured(&ebpf);
     let btf = Btf::from_sys_fs().ok();
     let via_tp = misplaced.is_some();
     for h in plan.hooks.iter_mut() {
@@ -451,10 +477,28 @@ pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
         plan,
         params,
         options: options.clone(),
+        map_plan,
+        map_bytes,
     })
 }
 
 impl Probes {
+    /// The per-folio sampling in force: the plan, the kernel's figure for
+    /// all maps, and the followed folios stamped so far.
+    pub fn sampling(&self) -> Sampling {
+        let folios = self
+            .counters()
+            .ok()
+            .and_then(|c| c.get(Counter::StampInserts as usize).copied())
+            .unwrap_or(0);
+        Sampling::new(&self.map_plan, self.map_bytes_total(), folios)
+    }
+
+    /// The kernel's memory figure for all maps (fdinfo `memlock`).
+    pub fn map_bytes_total(&self) -> u64 {
+        self.map_bytes.iter().map(|(_, b)| b).sum()
+    }
+
     /// Every counter summed over CPUs, indexed by [`Counter`].
     pub fn counters(&self) -> Result<Vec<u64>> {
         let mut values = read_counters(&self.ebpf)?;

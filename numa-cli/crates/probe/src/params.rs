@@ -56,6 +56,17 @@ fn offset_in(btf: &Btf, ty: &Type, member: &str, depth: u32) -> Option<u32> {
     })
 }
 
+/// sizeof(struct `name`).
+fn struct_size(btf: &Btf, name: &str) -> Option<u32> {
+    btf.resolve_types_by_name(name)
+        .ok()?
+        .iter()
+        .find_map(|t| match t {
+            Type::Struct(s) => Some(s.size() as u32),
+            _ => None,
+        })
+}
+
 /// The value of `name` in `enum enum_name`.
 fn enum_value(btf: &Btf, enum_name: &str, name: &str) -> Option<u32> {
     btf.resolve_types_by_name(enum_name)
@@ -129,6 +140,7 @@ pub fn resolve() -> KernelParams {
         "sysctl_numa_balancing_hot_threshold",
         "sysctl_numa_balancing_fault_count_threshold",
         "node_data",
+        "vmemmap_base",
     ]);
     let btf = Btf::from_file(discover::BTF_VMLINUX).ok();
     let kernel_max: u32 = fs::read_to_string("/sys/devices/system/cpu/kernel_max")
@@ -168,6 +180,11 @@ pub fn resolve() -> KernelParams {
             .collect(),
         ..KernelParams::default()
     };
+    params.sym_vmemmap_base = syms.get("vmemmap_base").copied().unwrap_or(0);
+    params.page_struct_size = btf.as_ref().and_then(|b| struct_size(b, "page")).unwrap_or(0);
+    params.pfn_spans = numa_core::mapplan::parse_zoneinfo(
+        &fs::read_to_string("/proc/zoneinfo").unwrap_or_default(),
+    );
     let fc_sym = syms
         .get("sysctl_numa_balancing_fault_count_threshold")
         .copied();

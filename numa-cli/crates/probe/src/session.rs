@@ -22,9 +22,8 @@ use crate::{
 pub mod limits {
     /// Ring buffer MiB: a BPF ring buffer is a power of two below 4 GiB.
     pub const RING_MB: (u32, u32) = (1, 2048);
-    /// Stamp map entries: the map's own minimum, and 64 Mi folios (256 GiB
-    /// of 4 KiB pages, about 6 GiB of preallocated kernel memory).
-    pub const STAMP_ENTRIES: (u32, u32) = (1024, 1 << 26);
+    /// Kernel memory for all maps, bytes: 1 MiB to 1 TiB.
+    pub const MAP_BUDGET: (u64, u64) = (1 << 20, 1 << 40);
     /// One fault record in N.
     pub const SAMPLE_EVERY: (u64, u64) = (1, 1_000_000);
 }
@@ -38,8 +37,8 @@ pub struct ProbeOptions {
     pub cgroup: Option<PathBuf>,
     /// Emit one fault record in N.
     pub sample: u64,
-    /// Size of the per-folio stamp map.
-    pub max_folios: u32,
+    /// Kernel memory all maps may take, bytes (sets per-folio sampling).
+    pub map_budget: u64,
     /// Ring buffer size in MiB.
     pub ring_mb: u32,
     /// Turn on the kernel's per-program run statistics.
@@ -79,11 +78,7 @@ fn load_options(a: &ProbeOptions) -> Result<LoadOptions> {
     };
     let widen = |(lo, hi): (u32, u32)| (u64::from(lo), u64::from(hi));
     within(u64::from(a.ring_mb), widen(limits::RING_MB), "--ring-mb")?;
-    within(
-        u64::from(a.max_folios),
-        widen(limits::STAMP_ENTRIES),
-        "--max-folios",
-    )?;
+    within(a.map_budget, limits::MAP_BUDGET, "--map-budget")?;
     within(a.sample, limits::SAMPLE_EVERY, "--sample")?;
     if let Some(pid) = a.pid {
         if pid == 0 {
@@ -94,7 +89,7 @@ fn load_options(a: &ProbeOptions) -> Result<LoadOptions> {
         }
     }
     Ok(LoadOptions {
-        stamp_entries: a.max_folios,
+        map_budget: a.map_budget,
         ring_bytes: a.ring_mb << 20,
         sample_every: a.sample,
         filter_tgid: a.pid.unwrap_or(0),
@@ -173,7 +168,9 @@ pub fn header(probes: &Probes) -> trace::Header {
         started_mono_ns: monotonic_ns(),
         attach_started_mono_ns: probes.attach_started_ns,
         sample_every: probes.options.sample_every,
-        stamp_entries: probes.options.stamp_entries,
+        stamp_entries: u32::try_from(probes.map_plan.slots).unwrap_or(u32::MAX),
+        map_plan: Some(probes.map_plan.clone()),
+        map_bytes: probes.map_bytes_total(),
         record_sizes: trace::record_sizes(),
     }
 }
@@ -204,7 +201,7 @@ mod tests {
             pid: None,
             cgroup: None,
             sample: 1,
-            max_folios: numa_ebpf_common::DEFAULT_STAMP_ENTRIES,
+            map_budget: load::DEFAULT_MAP_BUDGET,
             ring_mb: 16,
             bpf_stats: false,
             empty_programs: false,
@@ -236,10 +233,10 @@ mod tests {
             ),
             (
                 ProbeOptions {
-                    max_folios: 1023,
+                    map_budget: 1023,
                     ..options()
                 },
-                "--max-folios 1023",
+                "--map-budget 1023",
             ),
             (
                 ProbeOptions {

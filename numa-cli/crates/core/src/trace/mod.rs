@@ -63,6 +63,13 @@ pub struct Header {
     /// Capacity of the per-folio stamp map (for the eviction estimate).
     #[serde(default)]
     pub stamp_entries: u32,
+    /// The stamp array's budget, spans and sampling rate (absent in
+    /// traces of the hash-map era: every folio followed).
+    #[serde(default)]
+    pub map_plan: Option<crate::mapplan::MapPlan>,
+    /// The kernel's figure for all maps at attach (fdinfo memlock).
+    #[serde(default)]
+    pub map_bytes: u64,
     pub record_sizes: [usize; 3],
 }
 
@@ -380,6 +387,8 @@ pub mod fixtures {
             attach_started_mono_ns: 0,
             sample_every: 1,
             stamp_entries: 1024,
+            map_plan: None,
+            map_bytes: 0,
             record_sizes: record_sizes(),
         }
     }

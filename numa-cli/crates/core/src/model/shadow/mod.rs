@@ -10,7 +10,9 @@ use std::{cell::RefCell, collections::BTreeMap};
 
 use rustc_hash::FxHashMap;
 
-use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome, OUTCOMES};
+use numa_ebpf_common::{
+    ext_flags as xf, fault_flags as ff, Counter, FaultEvent, Outcome, OUTCOMES,
+};
 
 pub use self::report::{
     Agreement, KernelCounts, LatencySample, ModelReport, NodePairRow, ProcessRow, Projected,
@@ -151,6 +153,9 @@ struct Engine {
     outcomes: [u64; OUTCOMES],
     hint_faults: u64,
     decisions: u64,
+    /// Of `decisions`, those on folios per-folio sampling does not follow:
+    /// counted for the kernel, not judged by the models.
+    unfollowed: u64,
     refaults: Refaults,
     samples: Vec<LatencySample>,
     sample_stride: u64,
@@ -281,6 +286,7 @@ impl Shadow {
                     outcomes: [0; OUTCOMES],
                     hint_faults: 0,
                     decisions: 0,
+                    unfollowed: 0,
                     refaults,
                     samples: Vec::new(),
                     sample_stride: 1,
@@ -354,6 +360,8 @@ impl Shadow {
             duration_s: self.window.span_ns() as f64 / 1e9,
             hint_faults: e.hint_faults,
             decisions: e.decisions,
+            judged_decisions: e.decisions - e.unfollowed,
+            sampling: None,
             kernel: e.kernel.with_outcomes(&e.outcomes),
             models: e
                 .models
@@ -494,6 +502,13 @@ impl Engine {
         self.outcomes[outcome as usize] += 1;
         proc_row.reject_latency += u64::from(outcome == Outcome::RejectLatency);
         proc_row.kernel_promote += u64::from(kernel_promote);
+        if f.ext_flags & xf::UNFOLLOWED != 0 {
+            // Without the folio's stamp no model can be asked; the
+            // followed folios are the sample every model figure is from.
+            self.unfollowed += 1;
+            self.refaults.release(held);
+            return;
+        }
         let rejected = f.flags & ff::KERNEL_LATENCY != 0 && !kernel_promote;
         self.rejected_seen += u64::from(rejected);
         // `next_sample` is always past the count before this fault, so

@@ -117,6 +117,12 @@ pub struct ShadowReport {
     pub duration_s: f64,
     pub hint_faults: u64,
     pub decisions: u64,
+    /// The decisions the models judged: those on followed folios. Every
+    /// model figure is over these; with per-folio sampling they are a
+    /// sample of `decisions`, and `sampling` says how to scale and how far
+    /// to trust them.
+    pub judged_decisions: u64,
+    pub sampling: Option<crate::sampling::SampledShadow>,
     pub kernel: KernelCounts,
     pub models: Vec<ModelReport>,
     /// Pages the kernel refused and no model wanted: faulted again later?

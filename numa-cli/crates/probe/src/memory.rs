@@ -1,0 +1,130 @@
+//! The kernel memory numatrace's maps take: the budget plan made before
+//! load (which decides the per-folio sampling rate) and the kernel's own
+//! accounting of every map once loaded.
+use std::{
+    fs,
+    mem::size_of,
+    os::fd::{AsFd, AsRawFd},
+};
+
+use anyhow::Result;
+use aya::{
+    maps::{Map, MapData},
+    Ebpf,
+};
+use numa_core::{
+    mapplan::{slow_spans, MapPlan},
+    params::KernelParams,
+};
+use numa_ebpf_common::{
+    PcCounter, Stamp, COUNTER_SLOTS, HIST_SLOTS, MAX_CPUS, MIGRATE_REASONS, MM_SEQ_ENTRIES,
+    OUTCOMES, PC_COUNT_ENTRIES,
+};
+
+/// Bytes of one `STAMPS` slot (an array element is its value, 8-aligned).
+pub const SLOT_BYTES: u64 = size_of::<Stamp>().next_multiple_of(8) as u64;
+
+/// A hash element's bookkeeping beside its key and value (`htab_elem`
+/// with its list node, hash and LRU links), rounded up.
+const HASH_ELEM_OVERHEAD: u64 = 64;
+/// Threads whose task-local context the estimate allows for.
+const THREADS_ALLOWED: u64 = 4096;
+/// A thread's context (`ThreadCtx`, a fault record and the pass state)
+/// with task storage's own element, bounded above.
+const THREAD_CTX_BYTES: u64 = 512;
+/// The object's global-data maps, the log ring and what the estimate
+/// leaves out.
+const SLACK_BYTES: u64 = 1 << 20;
+
+/// Kernel memory of every map but `STAMPS`, estimated before load from the
+/// map definitions; `measured` gives the kernel's figure afterwards.
+pub fn fixed_bytes(ring_bytes: u64, cpus: u64) -> u64 {
+    let hash = |entries: u32, key: usize, value: usize| {
+        u64::from(entries)
+            * (HASH_ELEM_OVERHEAD
+                + key.next_multiple_of(8) as u64
+                + value.next_multiple_of(8) as u64)
+    };
+    let per_cpu_slots = u64::from(COUNTER_SLOTS)
+        + 2 * HIST_SLOTS as u64
+        + 2 * OUTCOMES as u64
+        + 2 * u64::from(MIGRATE_REASONS);
+    ring_bytes
+        + hash(MM_SEQ_ENTRIES, 4, 8)
+        + hash(PC_COUNT_ENTRIES, 8, size_of::<PcCounter>())
+        + per_cpu_slots * 8 * cpus
+        + u64::from(MAX_CPUS) * 4
+        + THREADS_ALLOWED * THREAD_CTX_BYTES
+        + SLACK_BYTES
+}
+
+/// The stamp array's plan for `budget` bytes of kernel memory: the slow
+/// nodes' spans, and the smallest sampling rate that fits beside the other
+/// maps. Without sizeof(struct page) in BTF no folio can be placed, so
+/// nothing is followed.
+pub fn plan(k: &KernelParams, budget: u64, ring_bytes: u64) -> Result<MapPlan> {
+    let cpus = aya::util::nr_cpus().map_or(u64::from(MAX_CPUS), |n| n as u64);
+    let spans = if k.page_struct_size == 0 {
+        Vec::new()
+    } else {
+        slow_spans(&k.pfn_spans, k.toptier_mask)
+    };
+    Ok(MapPlan::choose(
+        budget,
+        fixed_bytes(ring_bytes, cpus),
+        SLOT_BYTES,
+        spans,
+    )?)
+}
+
+/// The kernel's own figure for each map: `memlock` in the map's fdinfo.
+pub fn measured(ebpf: &Ebpf) -> Vec<(String, u64)> {
+    ebpf.maps()
+        .filter_map(|(name, map)| {
+            let fd = map_data(map)?.fd().as_fd().as_raw_fd();
+            let text = fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+            Some((name.to_owned(), memlock(&text)?))
+        })
+        .collect()
+}
+
+fn memlock(fdinfo: &str) -> Option<u64> {
+    fdinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("memlock:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn map_data(map: &Map) -> Option<&MapData> {
+    match map {
+        Map::Array(m)
+        | Map::PerCpuArray(m)
+        | Map::HashMap(m)
+        | Map::LruHashMap(m)
+        | Map::RingBuf(m)
+        | Map::Unsupported(m) => Some(m),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memlock_is_read_from_fdinfo() {
+        let text = "pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t2079\nmap_type:\t2\n\
+                    key_size:\t4\nvalue_size:\t48\nmax_entries:\t65536\nmap_flags:\t0x0\n\
+                    map_extra:\t0x0\nmemlock:\t3149824\nmap_id:\t12\n";
+        assert_eq!(memlock(text), Some(3_149_824));
+        assert_eq!(memlock("pos:\t0\n"), None);
+    }
+
+    #[test]
+    fn the_fixed_estimate_counts_the_ring_and_grows_with_cpus() {
+        let one = fixed_bytes(16 << 20, 1);
+        assert!(one > 16 << 20);
+        assert!(fixed_bytes(16 << 20, 64) > one);
+        assert_eq!(SLOT_BYTES, 48);
+    }
+}
