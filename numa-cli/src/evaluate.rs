@@ -109,6 +109,7 @@ pub fn write_human(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()
         "numatrace shadow report: {:.1} s, {} hint faults, {} tiering decisions, {} ring drops",
         r.duration_s, r.hint_faults, r.decisions, r.drops
     )?;
+    write_sampling(r, out)?;
     writeln!(out)?;
     write_policies(r, out)?;
     writeln!(out)?;
@@ -119,6 +120,31 @@ pub fn write_human(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()
     write_evidence(r, out)?;
     writeln!(out)?;
     write_processes(r, out)
+}
+
+/// How much of the slow memory the models saw, and their error from it.
+fn write_sampling(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
+    let Some(s) = &r.sampling else {
+        return Ok(());
+    };
+    writeln!(out, "  {}", s.sampling.describe())?;
+    if !s.sampling.sampled() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  models judged {} of the {} decisions (followed folios); model counts are of those, \
+         x{} for all; agreement error at 3 sigma:",
+        r.judged_decisions, r.decisions, s.sampling.rate
+    )?;
+    for (m, e) in r.models.iter().zip(&s.agreement_pct_error) {
+        writeln!(
+            out,
+            "    {:<28} {:.1}% +/- {:.1}",
+            m.name, m.agreement_pct, e
+        )?;
+    }
+    Ok(())
 }
 
 /// What the kernel and each model decided, by reason.
@@ -312,6 +338,7 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
     let probes_header = numa_probe::session::header(&probes);
     let k = KernelDefaults::from_host(&probes_header.tunables, probes_header.params.as_ref());
     let mut engine = Shadow::new(args.models.sel.policies(&k)?, args.models.top);
+    engine.set_map_plan(probes_header.map_plan.as_ref(), probes_header.map_bytes);
     let mut funnel = Watch::new(probes.params.toptier_mask);
     let plan = probes.plan.clone();
     let reason = {
@@ -355,6 +382,7 @@ pub fn replay(args: &ReplayArgs) -> Result<ExitCode> {
         return run_sweep(args, sweep, &k);
     }
     let mut engine = Shadow::new(args.models.sel.policies(&k)?, args.models.top);
+    engine.set_map_plan(header.map_plan.as_ref(), header.map_bytes);
     let mut funnel = Watch::new(header.params.as_ref().map_or(1, |p| p.toptier_mask));
     crate::read_trace(&args.trace, AtEnd, &mut [&mut engine, &mut funnel])?;
     emit(

@@ -137,6 +137,10 @@ fn options(
         per_process: args.per_process,
         sample_every: header.sample_every,
         stamp_capacity: u64::from(header.stamp_entries),
+        sampling: header
+            .map_plan
+            .as_ref()
+            .map(|p| numa_core::sampling::Sampling::new(p, header.map_bytes, 0)),
         toptier_mask: header.params.as_ref().map_or(1, |p| p.toptier_mask),
         node_vmstat,
     })

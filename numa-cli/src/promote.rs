@@ -296,7 +296,10 @@ mod tests {
         assert_eq!(a.rate_limit, 1 << 20);
         assert_eq!(a.min_free.to_string(), "200 MiB");
         assert_eq!(a.duration, Some(2.5));
-        assert_eq!((a.queue, a.map_budget, a.ring_mb), (1_000_000, 64 << 20, 1024));
+        assert_eq!(
+            (a.queue, a.map_budget, a.ring_mb),
+            (1_000_000, 64 << 20, 1024)
+        );
         assert_eq!(a.batch_ms, 0.5);
         let a = parse(&["--rate-limit", "unlimited", "--min-free", "0%"]).expect("valid");
         assert_eq!(a.rate_limit, 0);

@@ -11,6 +11,7 @@ use numa_source::{Recording, Source, StopReason};
 use crate::cli::{ProbeArgs, RecordArgs, StatsArgs};
 use numa_core::{
     model::totals::{Report, Totals},
+    sampling::Sampling,
     trace,
 };
 
@@ -43,12 +44,10 @@ fn run_live(
 fn live_report(totals: &Totals, source: &Source) -> Result<Report> {
     let probes = source.probes().context("a live run without probes")?;
     let mut r = totals
-        .report(
-            probes.map_plan.slots,
-            probes.attach_started_ns,
-        )
+        .report(probes.map_plan.slots, probes.attach_started_ns)
         .with_hotness(probes.params.hotness)
-        .with_plan(Some(&probes.plan));
+        .with_plan(Some(&probes.plan))
+        .with_sampling(Some(probes.sampling()));
     r.bpf_programs = probes.program_stats();
     Ok(r)
 }
@@ -90,6 +89,12 @@ pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
                     .map_or_else(Default::default, |p| p.hotness),
             )
             .with_plan(header.attach_plan.as_ref())
+            .with_sampling(
+                header
+                    .map_plan
+                    .as_ref()
+                    .map(|p| Sampling::new(p, header.map_bytes, totals.stamped_folios())),
+            )
     };
     print(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
@@ -172,7 +177,11 @@ fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
             r.runs_missed, r.late_records
         )?;
     }
+    if let Some(s) = &r.sampling {
+        writeln!(out, "  {}", s.describe())?;
+    }
     print_funnel(&r.funnel, r.skips_observable, out)?;
+    print_quantiles(r, out)?;
     writeln!(out, "\n  scan-to-fault latency (ms)")?;
     numa_core::histtext::write(out, &r.latency_ms, "ms")?;
     writeln!(
@@ -180,6 +189,27 @@ fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         "\n  fault-count delta (per-process hint faults between scan and fault)"
     )?;
     numa_core::histtext::write(out, &r.fault_delta, "")?;
+    Ok(())
+}
+
+/// The quantiles, with their rank error when folios were sampled.
+fn print_quantiles(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
+    let e = &r.estimates;
+    let row = |q: &std::collections::BTreeMap<&str, Option<f64>>| {
+        q.iter()
+            .map(|(k, v)| format!("{k} {}", v.map_or("-".to_owned(), |v| format!("<={v}"))))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    writeln!(out, "\n  latency ms: {}", row(&e.latency_ms))?;
+    writeln!(out, "  fault delta: {}", row(&e.fault_delta))?;
+    if e.rank_error > 0.0 {
+        writeln!(
+            out,
+            "  (from sampled folios: each pN lies between the full population's p(N-{0:.1}) and p(N+{0:.1}) at 99.9%)",
+            100.0 * e.rank_error
+        )?;
+    }
     Ok(())
 }
 

@@ -19,8 +19,7 @@ use aya_log_ebpf::{debug, warn};
 use crate::maps::{
     add, cgroup_id, count, count_rare, cpu, current_mm, emit, existing_stamp, existing_thread_ctx,
     next_fault_seqs, now_ns, pc_on_fault, pid_tgid, stamp_slot, thread_ctx, vmf_address, wanted,
-    NoSlot, ThreadCtx, COUNTERS,
-    HIST_DELTA, HIST_LATENCY, HIST_SUM,
+    NoSlot, ThreadCtx, COUNTERS, HIST_DELTA, HIST_LATENCY, HIST_SUM,
 };
 
 const PAGE_MASK: u64 = !0xfff;

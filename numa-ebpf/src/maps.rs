@@ -20,8 +20,7 @@ use aya_ebpf::{
 };
 use numa_ebpf_common::{
     Counter, FaultEvent, PcCounter, Stamp, COUNTER_SLOTS, DEFAULT_RING_BYTES, FOLLOW_HASH,
-    HIST_SLOTS, MAX_CPUS, MIGRATE_REASONS, MM_SEQ_ENTRIES, OUTCOMES,
-    MAX_SPANS, PC_COUNT_ENTRIES,
+    HIST_SLOTS, MAX_CPUS, MAX_SPANS, MIGRATE_REASONS, MM_SEQ_ENTRIES, OUTCOMES, PC_COUNT_ENTRIES,
 };
 
 /// Per-CPU event counters, indexed by [`Counter`]; userspace sums the CPUs.

@@ -20,6 +20,7 @@ use super::metrics::{
 use numa_core::{
     decode::{comm, skip_reason_name, Event, Snapshot},
     model::{funnel::Funnel, shadow::Shadow, window::Window, GONE_AFTER_NS},
+    sampling::Sampling,
     sink::Sink,
 };
 
@@ -53,6 +54,8 @@ pub struct Options {
     pub sample_every: u64,
     /// STAMPS map capacity, for the eviction estimate.
     pub stamp_capacity: u64,
+    /// The per-folio plan of the run (None: a recording without one).
+    pub sampling: Option<Sampling>,
     pub node_vmstat: Option<NodeVmstat>,
     /// Nodes of the top tier (bit per node): faults elsewhere are the
     /// funnel's slow-tier faults.
@@ -187,6 +190,15 @@ impl Publisher {
             ring_drops: w.count(Counter::RingDrops),
             runs_missed: w.count(Counter::RunsMissed),
             map_evictions: w.evictions(self.opts.stamp_capacity),
+            unfollowed_faults: w.count(Counter::Unfollowed),
+            map_budget_bytes: self
+                .opts
+                .sampling
+                .as_ref()
+                .map_or(0, |s| s.map_budget_bytes),
+            map_bytes: self.opts.sampling.as_ref().map_or(0, |s| s.map_bytes),
+            folio_sample_rate: self.opts.sampling.as_ref().map_or(1, |s| s.rate),
+            folio_coverage: self.opts.sampling.as_ref().map_or(1.0, |s| s.coverage),
             latency_ns: hist(|s| &s.hist_latency, 0),
             fault_delta: hist(|s| &s.hist_delta, 1),
         }
@@ -358,6 +370,7 @@ mod tests {
             per_process,
             sample_every,
             stamp_capacity: 1 << 20,
+            sampling: None,
             node_vmstat: None,
             toptier_mask: 1,
         })

@@ -59,6 +59,49 @@ pub struct Report {
     pub tunables: numa_core::topology::Tunables,
     /// What the kernel's promotion threshold measures.
     pub kernel_hotness: KernelHotness,
+    /// The per-folio state under the default budget, as loaded (None
+    /// without root or when the object did not load).
+    pub folio_map: Option<FolioMap>,
+}
+
+/// How per-folio state is kept on this host: the plan under the budget,
+/// and the kernel's memory figure for each map once loaded.
+#[derive(Debug, Serialize)]
+pub struct FolioMap {
+    pub sampling: numa_core::sampling::Sampling,
+    pub plan: numa_core::mapplan::MapPlan,
+    /// (map, bytes) from each map's fdinfo `memlock`.
+    pub maps: Vec<(String, u64)>,
+    /// Where folio addresses become PFNs: `vmemmap_base`'s address, or 0
+    /// for the fixed layout.
+    pub sym_vmemmap_base: u64,
+    pub page_struct_size: u32,
+}
+
+fn folio_map_check(m: &FolioMap) -> Check {
+    let s = &m.sampling;
+    if m.page_struct_size == 0 {
+        return check(
+            "folio_map",
+            Status::Warn,
+            "no sizeof(struct page) in BTF: folios cannot be placed, so no stamp, latency or delta",
+            "use a kernel with BTF (CONFIG_DEBUG_INFO_BTF)",
+        );
+    }
+    if s.slow_pfns == 0 {
+        return check(
+            "folio_map",
+            Status::Warn,
+            "no slow-tier node with memory: no folio to follow",
+            "online the slow memory (daxctl reconfigure-device --mode=system-ram) before attaching",
+        );
+    }
+    check(
+        "folio_map",
+        Status::Ok,
+        s.describe(),
+        "raise --map-budget to follow every folio (estimates then carry no sampling error)",
+    )
 }
 
 fn numa_nodes_check(nodes: &[numa_core::topology::Node]) -> Check {
@@ -269,11 +312,23 @@ pub fn run() -> Report {
     let privileged = preflight::privileged(&host);
     let facts = discover::discover();
     let mut attach_plan = plan::build(&facts);
+    let mut folio_map = None;
     let (trials, mechanisms) = if privileged {
         let (trials, mechanisms) = mechanism_trials();
         checks.push(function_probes_check(&trials));
         match load::attach(attach_plan.clone(), &load::LoadOptions::default()) {
-            Ok(probes) => attach_plan = probes.plan.clone(),
+            Ok(probes) => {
+                attach_plan = probes.plan.clone();
+                let map = FolioMap {
+                    sampling: probes.sampling(),
+                    plan: probes.map_plan.clone(),
+                    maps: probes.map_bytes.clone(),
+                    sym_vmemmap_base: probes.params.sym_vmemmap_base,
+                    page_struct_size: probes.params.page_struct_size,
+                };
+                checks.push(folio_map_check(&map));
+                folio_map = Some(map);
+            }
             Err(e) => checks.push(check(
                 "bpf_object",
                 Status::Fail,
@@ -308,6 +363,7 @@ pub fn run() -> Report {
         numa_balancing: host.numa_balancing,
         tunables,
         kernel_hotness,
+        folio_map,
     }
 }
 

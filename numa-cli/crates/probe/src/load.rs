@@ -17,10 +17,10 @@ use crate::memory;
 use numa_core::{
     mapplan::MapPlan,
     params::KernelParams,
-    sampling::Sampling,
     plan::{
         AttachPlan, Hook, HookStatus, Mechanism, PlannedHook, ProgramStat, PMD_PASS, PTE_RANGE,
     },
+    sampling::Sampling,
 };
 
 /// The BPF object built from `numa-ebpf` by build.rs.
@@ -385,7 +385,10 @@ fn load_object(
         .override_global("SPAN_START", &stamps.span_starts(), true)
         .override_global("SPAN_END", &stamps.span_ends(), true)
         .override_global("SPAN_BASE", &stamps.span_bases(), true)
-        .map_max_entries(maps::STAMPS, u32::try_from(stamps.slots).unwrap_or(u32::MAX))
+        .map_max_entries(
+            maps::STAMPS,
+            u32::try_from(stamps.slots).unwrap_or(u32::MAX),
+        )
         .map_max_entries(maps::EVENTS, ring_bytes)
         // THREADS is task storage, which aya creates but has no type for.
         .allow_unsupported_maps()

@@ -181,7 +181,10 @@ pub fn resolve() -> KernelParams {
         ..KernelParams::default()
     };
     params.sym_vmemmap_base = syms.get("vmemmap_base").copied().unwrap_or(0);
-    params.page_struct_size = btf.as_ref().and_then(|b| struct_size(b, "page")).unwrap_or(0);
+    params.page_struct_size = btf
+        .as_ref()
+        .and_then(|b| struct_size(b, "page"))
+        .unwrap_or(0);
     params.pfn_spans = numa_core::mapplan::parse_zoneinfo(
         &fs::read_to_string("/proc/zoneinfo").unwrap_or_default(),
     );

@@ -15,6 +15,7 @@ use super::{
 };
 use crate::decode::{Event, Snapshot};
 use crate::params::KernelHotness;
+use crate::sampling::Sampling;
 
 /// Kernel and numatrace latencies further apart than this are counted.
 pub const LATENCY_GAP_MS: u64 = 50;
@@ -180,9 +181,43 @@ pub struct Report {
     /// (sched_skip_vma_numa, 6.7 on): without it the funnel's skip stage
     /// is empty because it cannot be seen. None: the trace does not say.
     pub skips_observable: Option<bool>,
+    /// Quantiles of the latency and delta histograms (bucket upper bounds).
+    pub estimates: Estimates,
+    /// The budget, sampling rate and coverage of per-folio state (None: a
+    /// trace made before it was recorded).
+    pub sampling: Option<Sampling>,
+}
+
+/// The latency and fault-delta quantiles, and how far a sampled run's may
+/// be from the full population's.
+#[derive(Debug, Default, Serialize)]
+pub struct Estimates {
+    /// By quantile name (`p50`, `p90`, `p99`): the bucket's upper bound.
+    pub latency_ms: BTreeMap<&'static str, Option<f64>>,
+    pub fault_delta: BTreeMap<&'static str, Option<f64>>,
+    /// A sampled p-quantile lies between the full population's (p - e) and
+    /// (p + e) quantiles, at 99.9% (0: every folio followed).
+    pub rank_error: f64,
+}
+
+/// The quantiles every report gives.
+pub const QUANTILES: [(&str, f64); 3] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)];
+
+fn quantiles(h: &Log2Hist, unit: f64) -> BTreeMap<&'static str, Option<f64>> {
+    QUANTILES
+        .iter()
+        .map(|&(name, q)| (name, h.quantile(q).map(|v| v as f64 / unit)))
+        .collect()
 }
 
 impl Report {
+    /// The report of a run whose per-folio state followed `sampling`.
+    pub fn with_sampling(mut self, sampling: Option<Sampling>) -> Report {
+        self.estimates.rank_error = sampling.as_ref().map_or(0.0, Sampling::rank_error);
+        self.sampling = sampling;
+        self
+    }
+
     /// The report of a kernel whose threshold measures `hotness` (the
     /// fault-count RFC's kernel rejects on a hint-fault count, not a time).
     pub fn with_hotness(mut self, hotness: KernelHotness) -> Report {
@@ -355,6 +390,11 @@ impl Totals {
         self.window.push(s);
     }
 
+    /// Followed folios first stamped (by the scanner or a decision).
+    pub fn stamped_folios(&self) -> u64 {
+        self.window.count(Counter::StampInserts)
+    }
+
     /// `stamp_capacity` is the STAMPS map size, for the eviction estimate;
     /// `attach_started_ns` bounds every latency (no stamp is older).
     pub fn report(&self, stamp_capacity: u64, attach_started_ns: u64) -> Report {
@@ -391,6 +431,12 @@ impl Totals {
             evictions: self.window.evictions(stamp_capacity),
             stamp_misses: kc(Counter::StampMisses),
             vmstat_delta,
+            estimates: Estimates {
+                latency_ms: quantiles(&hists.all_latency, 1e6),
+                fault_delta: quantiles(&hists.all_delta, 1.0),
+                rank_error: 0.0,
+            },
+            sampling: None,
             latency_ms: hists.all_latency.rows(1e6),
             fault_delta: hists.all_delta.rows(1.0),
             latency_ms_by_outcome: hists.by_outcome,

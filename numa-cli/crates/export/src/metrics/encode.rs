@@ -181,8 +181,42 @@ fn kernel(enc: &mut DescriptorEncoder, k: &KernelMetrics) -> std::fmt::Result {
     counter(
         enc,
         "numatrace_map_evictions",
-        "Per-folio scan stamps evicted from the LRU map before their fault (lower bound: inserts - capacity).",
+        "Per-folio scan stamps lost before their fault (lower bound: inserts - capacity; 0 with the PFN-indexed array).",
         k.map_evictions,
+    )?;
+    counter(
+        enc,
+        "numatrace_unfollowed_faults",
+        "Hint faults on slow-node folios that per-folio sampling does not follow: counted, without latency or delta.",
+        k.unfollowed_faults,
+    )?;
+    gauge(
+        enc,
+        "numatrace_map_budget",
+        "--map-budget: kernel memory all of numatrace's maps may take.",
+        Some(&Unit::Bytes),
+        k.map_budget_bytes as i64,
+    )?;
+    gauge(
+        enc,
+        "numatrace_map_memory",
+        "Kernel memory of numatrace's maps at attach (fdinfo memlock).",
+        Some(&Unit::Bytes),
+        k.map_bytes as i64,
+    )?;
+    gauge(
+        enc,
+        "numatrace_folio_sample_rate",
+        "One slow-node folio in this many is followed (latency, delta and model figures scale by it).",
+        None,
+        k.folio_sample_rate as i64,
+    )?;
+    gauge(
+        enc,
+        "numatrace_folio_coverage_ratio",
+        "Followed PFNs over the slow nodes' PFNs.",
+        None,
+        k.folio_coverage,
     )?;
     histograms(
         enc,

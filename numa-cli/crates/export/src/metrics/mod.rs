@@ -51,6 +51,14 @@ pub struct KernelMetrics {
     pub ring_drops: u64,
     pub runs_missed: u64,
     pub map_evictions: u64,
+    /// Hint faults on slow-node folios per-folio sampling does not follow.
+    pub unfollowed_faults: u64,
+    /// The per-folio plan: budget, the kernel's figure for all maps, one
+    /// folio in `sample_rate` followed, coverage of the slow PFNs.
+    pub map_budget_bytes: u64,
+    pub map_bytes: u64,
+    pub folio_sample_rate: u64,
+    pub folio_coverage: f64,
     /// Scan-to-fault latency in ns, one per outcome.
     pub latency_ns: Vec<OutcomeHist>,
     /// Per-process hint faults between scan and fault, one per outcome.

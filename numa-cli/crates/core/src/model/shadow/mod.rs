@@ -29,7 +29,11 @@ use super::{
     scans::ScanIndex,
     window::Window,
 };
-use crate::decode::{comm, Event, Snapshot};
+use crate::{
+    decode::{comm, Event, Snapshot},
+    mapplan::MapPlan,
+    sampling::{SampledShadow, Sampling},
+};
 
 /// (latency, threshold) samples kept, like the RFC's first table.
 const MAX_SAMPLES: usize = 32;
@@ -133,6 +137,8 @@ pub struct Shadow {
     engine: RefCell<(Engine, Lookahead)>,
     window: Window,
     top_n: usize,
+    /// The run's per-folio plan and the kernel's figure for its maps.
+    map: Option<(MapPlan, u64)>,
 }
 
 /// Events are applied [`LOOKAHEAD`] events after they arrive; on arrival
@@ -299,6 +305,7 @@ impl Shadow {
                 Lookahead::new(),
             )),
             window: Window::default(),
+            map: None,
             top_n,
         }
     }
@@ -348,6 +355,24 @@ impl Shadow {
         ahead.push(ev, key, engine);
     }
 
+    /// States the per-folio sampling of the run in every report (its plan
+    /// and the kernel's figure for all maps), with each model's error.
+    pub fn set_map_plan(&mut self, plan: Option<&MapPlan>, map_bytes: u64) {
+        self.map = plan.map(|p| (p.clone(), map_bytes));
+    }
+
+    fn sampling(&self, models: &[ModelReport]) -> Option<SampledShadow> {
+        let (plan, map_bytes) = self.map.as_ref()?;
+        let s = Sampling::new(plan, *map_bytes, self.window.count(Counter::StampInserts));
+        Some(SampledShadow {
+            agreement_pct_error: models
+                .iter()
+                .map(|m| 100.0 * s.fraction_error(m.agreement_pct / 100.0))
+                .collect(),
+            sampling: s,
+        })
+    }
+
     pub fn report(&self) -> ShadowReport {
         let e = self.applied();
         let drops = self.window.count(Counter::RingDrops);
@@ -356,7 +381,7 @@ impl Shadow {
         processes.truncate(self.top_n);
         let mut node_pairs: Vec<NodePairRow> = e.node_pairs.rows.clone();
         node_pairs.sort_by_key(|p| (p.src_node, p.dst_node));
-        ShadowReport {
+        let mut r = ShadowReport {
             duration_s: self.window.span_ns() as f64 / 1e9,
             hint_faults: e.hint_faults,
             decisions: e.decisions,
@@ -389,7 +414,9 @@ impl Shadow {
             node_pairs,
             drops,
             evidence_note: EVIDENCE_NOTE,
-        }
+        };
+        r.sampling = self.sampling(&r.models);
+        r
     }
 }
 
