@@ -82,6 +82,11 @@ fn full_state(generation: u64) -> MetricsState {
             ring_drops: 17,
             runs_missed: 3,
             map_evictions: 99,
+            unfollowed_faults: 0,
+            map_budget_bytes: 256 << 20,
+            map_bytes: 30 << 20,
+            folio_sample_rate: 1,
+            folio_coverage: 1.0,
             latency_ns: hists(1),
             fault_delta: hists(2),
         }),
@@ -175,6 +180,7 @@ fn publisher() -> (Publisher, Arc<Shared>) {
         sample_every: 1,
         toptier_mask: 1,
         stamp_capacity: 1 << 20,
+        sampling: None,
         node_vmstat: None,
     });
     (p, Shared::new(rx, String::new()))
