@@ -105,8 +105,9 @@ pub const TESTS: &[VmTest] = &[
         name: "passes",
         script: passes::SCRIPT,
         kernels: &Series::ALL,
-        // DRAM filled, one attach, 100 s of workload, a replay.
-        timeout_s: 330,
+        // doctor, DRAM filled, two attaches, 100 s of workload, four
+        // reports from the two traces.
+        timeout_s: 540,
         check: passes::check,
     },
     VmTest {
