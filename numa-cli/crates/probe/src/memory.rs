@@ -109,6 +109,8 @@ fn map_data(map: &Map) -> Option<&MapData> {
 
 #[cfg(test)]
 mod tests {
+    use numa_core::mapplan::PfnSpan;
+
     use super::*;
 
     #[test]
@@ -118,6 +120,30 @@ mod tests {
                     map_extra:\t0x0\nmemlock:\t3149824\nmap_id:\t12\n";
         assert_eq!(memlock(text), Some(3_149_824));
         assert_eq!(memlock("pos:\t0\n"), None);
+    }
+
+    #[test]
+    fn a_tib_of_slow_memory_is_followed_at_one_in_64_by_default() {
+        let k = KernelParams {
+            page_struct_size: 64,
+            toptier_mask: 1,
+            pfn_spans: vec![
+                PfnSpan {
+                    node: 0,
+                    start: 1,
+                    end: 1 << 24,
+                },
+                PfnSpan {
+                    node: 1,
+                    start: 1 << 24,
+                    end: (1 << 24) + (1 << 28),
+                },
+            ],
+            ..KernelParams::default()
+        };
+        let plan = plan(&k, crate::load::DEFAULT_MAP_BUDGET, 16 << 20).expect("fits");
+        assert_eq!((plan.rate(), plan.slots), (64, 1 << 22));
+        assert!(plan.total_bytes() <= crate::load::DEFAULT_MAP_BUDGET);
     }
 
     #[test]

@@ -95,7 +95,9 @@ fn check_agreement(dir: &Path) -> Result<()> {
             .with_context(|| format!("no {name} in the full shadow report"))?;
         let (s, fu) = (f(m, &["agreement_pct"])?, f(other, &["agreement_pct"])?);
         let err = err.as_f64().context("an agreement error is not a number")?;
-        println!("    sampling: {name} agreement {s:.2}% sampled, {fu:.2}% full, stated error {err:.2}");
+        println!(
+            "    sampling: {name} agreement {s:.2}% sampled, {fu:.2}% full, stated error {err:.2}"
+        );
         ensure!(
             (s - fu).abs() <= err,
             "{name}: sampled agreement {s:.2}% is {:.2} points from the full run's {fu:.2}%, beyond the stated {err:.2}",
