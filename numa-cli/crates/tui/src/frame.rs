@@ -49,6 +49,10 @@ pub struct HeaderView {
     /// recent decisions that exposed it.
     pub kernel_threshold_ms: BTreeMap<i32, u32>,
     pub sample_every: u64,
+    /// One slow folio in this many followed, and the share of slow PFNs
+    /// (per-folio sampling under `--map-budget`; 1 and 1.0 when all are).
+    pub folio_rate: u64,
+    pub folio_coverage: f64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]

@@ -74,6 +74,8 @@ pub(super) fn header_view(h: &trace::Header) -> HeaderView {
         ),
         kernel_threshold_ms: BTreeMap::new(),
         sample_every: h.sample_every,
+        folio_rate: h.map_plan.as_ref().map_or(1, |p| p.rate()),
+        folio_coverage: h.map_plan.as_ref().map_or(1.0, |p| p.coverage()),
     }
 }
 

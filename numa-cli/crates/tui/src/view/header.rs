@@ -184,6 +184,14 @@ fn source_line(f: &Frame) -> Line<'static> {
         l.push(sep());
         l.push(Span::raw(format!("sampling 1/{}", h.sample_every)));
     }
+    if h.folio_rate > 1 {
+        l.push(sep());
+        l.push(Span::raw(format!(
+            "folios 1/{} ({:.1}% of slow memory followed)",
+            h.folio_rate,
+            100.0 * h.folio_coverage
+        )));
+    }
     Line::from(l)
 }
 

@@ -306,3 +306,17 @@ fn header_shows_a_running_promoter() {
         four
     );
 }
+
+#[test]
+fn the_header_states_folio_sampling() {
+    let mut frame = empty_frame();
+    frame.header.folio_rate = 8;
+    frame.header.folio_coverage = 0.125;
+    let s = text(&draw(&app_with(frame), 200, 50));
+    assert!(
+        s.contains("folios 1/8 (12.5% of slow memory followed)"),
+        "{s}"
+    );
+    let s = text(&draw(&app_with(empty_frame()), 200, 50));
+    assert!(!s.contains("folios 1/"), "{s}");
+}
