@@ -11,14 +11,17 @@ use numa_host::system;
 
 use crate::discover;
 
-/// Data symbols from /proc/kallsyms (0 when hidden by kptr_restrict).
+/// Addresses of kernel variables from /proc/kallsyms (0 when hidden by
+/// kptr_restrict). The symbol type is not checked: 7.x lists the NUMA
+/// balancing sysctls (`sysctl_numa_balancing_hot_threshold`) as `T`, and
+/// the names asked for are variables on every kernel.
 fn data_symbols(names: &[&str]) -> BTreeMap<String, u64> {
     let text = fs::read_to_string("/proc/kallsyms").unwrap_or_default();
     text.lines()
         .filter_map(|l| {
             let mut it = l.split_whitespace();
-            let (addr, kind, name) = (it.next()?, it.next()?, it.next()?);
-            if !names.contains(&name) || !matches!(kind, "d" | "D" | "b" | "B" | "r" | "R") {
+            let (addr, _kind, name) = (it.next()?, it.next()?, it.next()?);
+            if !names.contains(&name) {
                 return None;
             }
             let addr = u64::from_str_radix(addr, 16).ok().filter(|a| *a != 0)?;
