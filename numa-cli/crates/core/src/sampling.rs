@@ -99,7 +99,8 @@ impl Sampling {
     }
 }
 
-/// The shadow report's sampling: the plan and each model's agreement error.
+/// The shadow report's sampling: the plan, each model's agreement error
+/// and its projected promotions scaled to every slow folio.
 #[derive(Debug, Clone, Serialize)]
 pub struct SampledShadow {
     #[serde(flatten)]
@@ -107,6 +108,33 @@ pub struct SampledShadow {
     /// Per model (report order): the agreement percentage's error, in
     /// percentage points.
     pub agreement_pct_error: Vec<f64>,
+    /// Per model (report order): its projected pages for all folios.
+    pub projected_all: Vec<ScaledCount>,
+}
+
+/// A count over the followed folios scaled to all of them, with its error.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ScaledCount {
+    pub estimate: f64,
+    /// Three standard errors. Each folio is followed with probability
+    /// 1/rate, so a count `x = sum c_i` over the followed folios estimates
+    /// `rate * x` with variance `rate * (rate - 1) * sum c_i^2`, taken as
+    /// `rate * (rate - 1) * (x + 1) * per_folio` with `per_folio` the mean
+    /// count a folio brings (the `+ 1`: a count of 0 in the sample does not
+    /// make 0 certain).
+    pub error: f64,
+}
+
+impl Sampling {
+    /// `x`, counted over the followed folios (`per_folio` counts a folio on
+    /// average, at least 1), scaled to all of them.
+    pub fn scale(&self, x: u64, per_folio: f64) -> ScaledCount {
+        let (r, x) = (self.rate.max(1) as f64, x as f64);
+        ScaledCount {
+            estimate: r * x,
+            error: SIGMAS * (r * (r - 1.0) * (x + 1.0) * per_folio.max(1.0)).sqrt(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -119,6 +147,21 @@ mod tests {
             folios,
             ..Sampling::default()
         }
+    }
+
+    #[test]
+    fn counts_scale_by_the_rate_with_their_error() {
+        assert_eq!(
+            sampled(1, 10).scale(500, 1.0),
+            ScaledCount {
+                estimate: 500.0,
+                error: 0.0
+            }
+        );
+        let s = sampled(8, 10).scale(200, 4.0);
+        assert_eq!(s.estimate, 1600.0);
+        assert!((s.error - 3.0 * (8.0f64 * 7.0 * 201.0 * 4.0).sqrt()).abs() < 1e-9);
+        assert!(sampled(8, 10).scale(0, 1.0).error > 0.0);
     }
 
     #[test]

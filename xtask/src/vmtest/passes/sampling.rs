@@ -87,7 +87,7 @@ fn check_agreement(dir: &Path) -> Result<()> {
         .context("no agreement errors in the sampled shadow report")?;
     let models = sampled["models"].as_array().context("no models")?;
     ensure!(!models.is_empty(), "no models in the sampled shadow report");
-    for (m, err) in models.iter().zip(errors) {
+    for (i, (m, err)) in models.iter().zip(errors).enumerate() {
         let name = m["name"].as_str().context("a model without a name")?;
         let other = full["models"]
             .as_array()
@@ -103,6 +103,27 @@ fn check_agreement(dir: &Path) -> Result<()> {
             "{name}: sampled agreement {s:.2}% is {:.2} points from the full run's {fu:.2}%, beyond the stated {err:.2}",
             (s - fu).abs()
         );
+        check_projected(
+            &sampled,
+            i,
+            name,
+            u(other, &["projected", "promote_pages"])?,
+        )?;
     }
+    Ok(())
+}
+
+/// The sampled run's promotions scaled to all folios, within their stated
+/// error of the full run's.
+fn check_projected(sampled: &Value, i: usize, name: &str, full: u64) -> Result<()> {
+    let p = &sampled["sampling"]["projected_all"][i];
+    let (estimate, error) = (f(p, &["estimate"])?, f(p, &["error"])?);
+    println!(
+        "    sampling: {name} would promote {estimate:.0} +/- {error:.0} pages (sampled, scaled), {full} (full)"
+    );
+    ensure!(
+        (estimate - full as f64).abs() <= error,
+        "{name}: scaled projected promotions {estimate:.0} are more than the stated {error:.0} from the full run's {full}"
+    );
     Ok(())
 }

@@ -361,13 +361,18 @@ impl Shadow {
         self.map = plan.map(|p| (p.clone(), map_bytes));
     }
 
-    fn sampling(&self, models: &[ModelReport]) -> Option<SampledShadow> {
+    fn sampling(&self, models: &[ModelReport], judged: u64) -> Option<SampledShadow> {
         let (plan, map_bytes) = self.map.as_ref()?;
         let s = Sampling::new(plan, *map_bytes, self.window.count(Counter::StampInserts));
+        let per_folio = judged as f64 / s.folios.max(1) as f64;
         Some(SampledShadow {
             agreement_pct_error: models
                 .iter()
                 .map(|m| 100.0 * s.fraction_error(m.agreement_pct / 100.0))
+                .collect(),
+            projected_all: models
+                .iter()
+                .map(|m| s.scale(m.projected.promote_pages, per_folio))
                 .collect(),
             sampling: s,
         })
@@ -415,7 +420,7 @@ impl Shadow {
             drops,
             evidence_note: EVIDENCE_NOTE,
         };
-        r.sampling = self.sampling(&r.models);
+        r.sampling = self.sampling(&r.models, r.judged_decisions);
         r
     }
 }
