@@ -237,6 +237,19 @@ mod tests {
             "attach_plan": {"complete": true, "hooks": hooks},
             "memory_tiers": tiers,
             "numa_balancing": 2,
+            "folio_map": folio_map(1, 262_144 * 48),
+        })
+    }
+
+    /// The folio map of the test bed's 1 GiB slow node at `rate`, with the
+    /// kernel's figure for `STAMPS`.
+    fn folio_map(rate: u64, stamps: u64) -> Value {
+        let slots = 262_144 / rate;
+        json!({
+            "sampling": {"rate": rate, "followed_pfns": slots, "slow_pfns": 262_144,
+                "map_budget_bytes": 256u64 << 20},
+            "plan": {"slots": slots},
+            "maps": [["STAMPS", stamps], ["EVENTS", 16u64 << 20]],
         })
     }
 
@@ -290,5 +303,16 @@ mod tests {
             {"tier": "memory_tier22", "id": 22, "nodes": [0]},
         ]);
         assert!(check_json(&doctor(true, inverted, &folio), Series::V6_12).is_err());
+    }
+
+    #[test]
+    fn the_folio_map_follows_the_slow_node_whole_in_its_slots_bytes() {
+        assert!(check_folio_map(&folio_map(1, 262_144 * 48)).is_ok());
+        // 6.1 counts the key too.
+        assert!(check_folio_map(&folio_map(1, 262_144 * 56)).is_ok());
+        assert!(check_folio_map(&folio_map(8, 32_768 * 48)).is_err());
+        assert!(check_folio_map(&folio_map(1, 262_144 * 100)).is_err());
+        assert!(check_folio_map(&folio_map(1, 1 << 40)).is_err());
+        assert!(check_folio_map(&json!({})).is_err());
     }
 }
