@@ -18,8 +18,8 @@ use aya_log_ebpf::{debug, warn};
 
 use crate::maps::{
     add, cgroup_id, count, count_rare, cpu, current_mm, emit, existing_stamp, existing_thread_ctx,
-    next_fault_seqs, now_ns, pc_on_fault, pid_tgid, stamp_slot, thread_ctx, vmf_address, wanted,
-    NoSlot, ThreadCtx, COUNTERS, HIST_DELTA, HIST_LATENCY, HIST_SUM,
+    next_fault_seqs, now_ns, occupied, pc_on_fault, pid_tgid, stamp_slot, thread_ctx, vmf_address,
+    wanted, NoSlot, ThreadCtx, COUNTERS, HIST_DELTA, HIST_LATENCY, HIST_SUM,
 };
 
 const PAGE_MASK: u64 = !0xfff;
@@ -148,8 +148,7 @@ fn on_hint_fault(folio: u64, addr: u64) {
         }
     }
     let slot = stamp_slot(folio);
-    // SAFETY: array value pointer.
-    let stamp = slot.ok().filter(|s| unsafe { (**s).scan_ns } != 0);
+    let stamp = slot.ok().and_then(occupied);
     if slot == Err(NoSlot::Unfollowed) {
         ev.ext_flags |= xf::UNFOLLOWED;
         count(Counter::Unfollowed, 1);

@@ -710,9 +710,14 @@ pub fn stamp_slot(folio: u64) -> Result<*mut Stamp, NoSlot> {
 /// write sets `scan_ns`).
 #[inline(always)]
 pub fn existing_stamp(folio: u64) -> Option<*mut Stamp> {
-    let s = stamp_slot(folio).ok()?;
-    // SAFETY: array value pointer.
-    (unsafe { (*s).scan_ns } != 0).then_some(s)
+    occupied(stamp_slot(folio).ok()?)
+}
+
+/// `slot` if it holds a stamp.
+#[inline(always)]
+pub fn occupied(slot: *mut Stamp) -> Option<*mut Stamp> {
+    // SAFETY: an array value pointer from `stamp_slot`.
+    (unsafe { (*slot).scan_ns } != 0).then_some(slot)
 }
 
 pub(crate) use setting;
