@@ -123,29 +123,24 @@ pub fn map_budget(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (number, unit) = s.split_at(digits);
-    let shift = match unit.trim_start().to_ascii_lowercase().as_str() {
-        "k" | "kib" => 10,
-        "" | "m" | "mib" => 20,
-        "g" | "gib" => 30,
-        "t" | "tib" => 40,
-        _ => -1,
-    };
-    let not_a_size = || {
-        format!(
+    let unit = unit.trim_start().to_ascii_lowercase();
+    // Whole numbers and binary units only; the arithmetic is the one every
+    // byte-size flag shares.
+    let binary = matches!(
+        unit.as_str(),
+        "" | "k" | "kib" | "m" | "mib" | "g" | "gib" | "t" | "tib"
+    );
+    if number.is_empty() || !binary {
+        return Err(format!(
             "not a size: give a whole number with K, M, G or T (or KiB, MiB, GiB, TiB; \
              a bare number is MiB) {RANGE}"
-        )
-    };
-    if number.is_empty() || shift < 0 {
-        return Err(not_a_size());
+        ));
     }
-    // Digits too many for a u64 are a size, just far out of range.
-    let bytes = number
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(1 << shift));
-    match bytes {
-        Some(b) if (limits::MAP_BUDGET.0..=limits::MAP_BUDGET.1).contains(&b) => Ok(b),
+    let unit = if unit.is_empty() { "m" } else { unit.as_str() };
+    match numa_promote::bucket::parse_bytes_f64(&format!("{number}{unit}")) {
+        Some(b) if (limits::MAP_BUDGET.0 as f64..=limits::MAP_BUDGET.1 as f64).contains(&b) => {
+            Ok(b as u64)
+        }
         _ => Err(format!("out of range: give a size {RANGE}")),
     }
 }

@@ -493,3 +493,12 @@ fn map_budget_takes_binary_sizes_from_1mib_to_1tib() {
         assert!(e.contains("from 1MiB to 1TiB"), "{s}: {e}");
     }
 }
+
+#[test]
+fn the_map_budget_default_is_the_loaders() {
+    let args = try_parse_from(["numatrace", "record", "-o", "t"]).expect("valid");
+    let super::Command::Record(r) = args.command else {
+        panic!("not record");
+    };
+    assert_eq!(r.probe.map_budget, numa_probe::load::DEFAULT_MAP_BUDGET);
+}

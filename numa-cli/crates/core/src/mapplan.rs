@@ -46,10 +46,6 @@ pub use numa_ebpf_common::MAX_SPANS;
 /// The sparsest sampling: one PFN in 16 Mi (64 GiB of 4 KiB pages).
 pub const MAX_SHIFT: u32 = 24;
 
-/// The multiplier of Fibonacci hashing (2^64 / golden ratio): its top bits
-/// spread consecutive block indexes, and multiples of powers of two, evenly.
-const HASH_MUL: u64 = numa_ebpf_common::FOLLOW_HASH;
-
 /// One zone block of `/proc/zoneinfo` while it is read.
 #[derive(Default)]
 struct Zone {
@@ -164,7 +160,7 @@ pub fn followed(offset: u64, shift: u32) -> bool {
         return true;
     }
     let block = offset >> shift;
-    let chosen = block.wrapping_mul(HASH_MUL) >> (64 - shift);
+    let chosen = block.wrapping_mul(numa_ebpf_common::FOLLOW_HASH) >> (64 - shift);
     chosen == offset & ((1u64 << shift) - 1)
 }
 
