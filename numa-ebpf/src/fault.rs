@@ -5,7 +5,6 @@
 //! The record is completed by the decision and migration hooks and emitted
 //! from `task_numa_fault`, which ends every hint fault with its flags.
 use aya_ebpf::{
-    helpers::bpf_get_current_comm,
     macros::{fentry, kprobe},
     programs::{FEntryContext, ProbeContext},
 };
@@ -17,9 +16,10 @@ use numa_ebpf_common::{
 use aya_log_ebpf::{debug, warn};
 
 use crate::maps::{
-    add, cgroup_id, count, count_rare, cpu, current_mm, emit, existing_stamp, existing_thread_ctx,
-    next_fault_seqs, now_ns, occupied, pc_on_fault, pid_tgid, stamp_slot, thread_ctx, vmf_address,
-    wanted, NoSlot, ThreadCtx, COUNTERS, HIST_DELTA, HIST_LATENCY, HIST_SUM,
+    add, as_number, cgroup_id, count, count_rare, cpu, current_comm, current_mm, emit,
+    existing_stamp, existing_thread_ctx, next_fault_seqs, now_ns, occupied, pc_on_fault, pid_tgid,
+    stamp_slot, thread_ctx, vmf_address, wanted, zero, NoSlot, ThreadCtx, COUNTERS, HIST_DELTA,
+    HIST_LATENCY, HIST_SUM,
 };
 
 const PAGE_MASK: u64 = !0xfff;
@@ -70,14 +70,12 @@ pub fn pc_exchange_unstamped(ctx: &ThreadCtx) {
     if slot.scan_ns == 0 {
         count(Counter::StampInserts, 1);
     }
-    *slot = Stamp {
-        scan_ns: ev.ts_ns,
-        tgid: (ev.pid_tgid >> 32) as u32,
-        access: ACCESS_UNKNOWN,
-        pc_stored: ev.pc_count,
-        pc_known: 1,
-        ..Stamp::default()
-    };
+    zero(slot);
+    slot.scan_ns = ev.ts_ns;
+    slot.tgid = (ev.pid_tgid >> 32) as u32;
+    slot.access = ACCESS_UNKNOWN;
+    slot.pc_stored = ev.pc_count;
+    slot.pc_known = 1;
 }
 
 /// The decision made no exchange (free-space shortcut, no decision, not
@@ -105,6 +103,7 @@ fn on_hint_fault(folio: u64, addr: u64) {
     // SAFETY: `ctx` points to this thread's storage; only this thread
     // writes it.
     let ctx = unsafe { &mut *ctx };
+    let folio = as_number(&mut ctx.number, folio);
     if ctx.ev.kind == EventKind::Fault as u32 {
         finish_late(ctx);
     }
@@ -120,22 +119,20 @@ fn on_hint_fault(folio: u64, addr: u64) {
     let now = now_ns();
     let mut stamp_access = ACCESS_UNKNOWN;
     let ev = &mut ctx.ev;
-    *ev = FaultEvent {
-        kind: EventKind::Fault as u32,
-        cpu: cpu(),
-        ts_ns: now,
-        pid_tgid: key,
-        cgroup_id: cgroup_id(),
-        addr: addr & PAGE_MASK,
-        folio,
-        seq_global,
-        seq_mm,
-        src_nid: -1,
-        dst_nid: -1,
-        outcome: Outcome::NoDecision as u8,
-        flags: ff::HAS_FAULT_HOOK,
-        ..FaultEvent::default()
-    };
+    zero(ev);
+    ev.kind = EventKind::Fault as u32;
+    ev.cpu = cpu();
+    ev.ts_ns = now;
+    ev.pid_tgid = key;
+    ev.cgroup_id = cgroup_id();
+    ev.addr = addr & PAGE_MASK;
+    ev.folio = folio;
+    ev.seq_global = seq_global;
+    ev.seq_mm = seq_mm;
+    ev.src_nid = -1;
+    ev.dst_nid = -1;
+    ev.outcome = Outcome::NoDecision as u8;
+    ev.flags = ff::HAS_FAULT_HOOK;
     if pmd {
         ev.ext_flags |= xf::PMD_FAULT;
         count(Counter::PmdHintFaults, 1);
@@ -304,9 +301,7 @@ fn finish(ctx: &mut ThreadCtx, mem_node: i32, pages: u32, flags: u32) {
     hist(outcome, ev);
     let tgid = (ev.pid_tgid >> 32) as u32;
     if wanted(tgid, ev.seq_global) {
-        if let Ok(comm) = bpf_get_current_comm() {
-            ev.comm = comm;
-        }
+        current_comm(&mut ev.comm);
         emit::<FaultEvent>(ev);
     }
     // Mark consumed so a stray task_numa_fault cannot emit it twice.

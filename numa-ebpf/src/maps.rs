@@ -11,7 +11,7 @@ use aya_ebpf::{
     helpers::{
         bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
         generated::{
-            bpf_get_current_ancestor_cgroup_id, bpf_get_current_cgroup_id, bpf_get_current_task,
+            bpf_get_current_ancestor_cgroup_id, bpf_get_current_cgroup_id, bpf_get_current_comm,
             bpf_get_current_task_btf, bpf_get_smp_processor_id, bpf_task_storage_get,
         },
     },
@@ -42,6 +42,11 @@ pub static STAMPS: Array<Stamp> = Array::with_max_entries(1, 0);
 /// probe-read happens once, not on every folio.
 #[map(name = "VMEMMAP")]
 pub static VMEMMAP: Array<u64> = Array::with_max_entries(1, 0);
+
+/// `NODE_DATA(nid)` of nodes below 64 once read (0 until the first
+/// lookup): a node's pglist_data never moves once the node is online.
+#[map(name = "PGDAT")]
+pub static PGDAT: Array<u64> = Array::with_max_entries(64, 0);
 
 /// The global hint-fault sequence number (slot 0).
 #[map(name = "GLOBAL_SEQ")]
@@ -181,6 +186,8 @@ pub struct ThreadCtx {
     pub pc_prev_known: u32,
     pub pc_prev: u32,
     pub pc_prev_ns: u64,
+    /// Where a pointer argument becomes a number (see [`as_number`]).
+    pub number: u64,
 }
 
 // Settings (see module docs). `#[no_mangle]` keeps the names userspace sets.
@@ -317,6 +324,14 @@ pub fn ancestor_cgroup_id(level: u32) -> u64 {
     unsafe { bpf_get_current_ancestor_cgroup_id(level as i32) }
 }
 
+/// The current task's name, written straight into `comm` (no copy through
+/// the stack); left as it is when the helper fails.
+#[inline(always)]
+pub fn current_comm(comm: &mut [u8; 16]) {
+    // SAFETY: the helper writes at most 16 bytes into `comm`.
+    unsafe { bpf_get_current_comm(comm.as_mut_ptr().cast(), 16) };
+}
+
 #[inline(always)]
 pub fn pid_tgid() -> u64 {
     bpf_get_current_pid_tgid()
@@ -391,11 +406,21 @@ pub fn task_mm(task: u64) -> u64 {
     read_kernel_u64(task + u64::from(off)).unwrap_or(0)
 }
 
-/// `current->mm`.
+/// `current->mm`, read straight from the task: the current task is a
+/// typed pointer to the verifier, and the offset a constant it checks
+/// against the kernel's BTF, so no probe-read helper is needed.
 #[inline(always)]
 pub fn current_mm() -> u64 {
-    // SAFETY: helper without preconditions.
-    task_mm(unsafe { bpf_get_current_task() })
+    let off = setting!(OFF_TASK_MM);
+    if off == 0 {
+        return 0;
+    }
+    // SAFETY: the current task is valid for the program's run; the field
+    // at `off` is task_struct.mm (from BTF, checked again by the verifier).
+    unsafe {
+        let task = bpf_get_current_task_btf().cast::<u8>();
+        core::ptr::read_volatile(task.add(off as usize).cast::<u64>())
+    }
 }
 
 /// `vmf->address` (0 when unknown).
@@ -480,13 +505,31 @@ pub fn pc_current(mm: u64) -> Option<PcCounter> {
 #[inline(always)]
 pub fn node_candidates(nid: i32) -> Option<u64> {
     let off = setting!(OFF_PROMOTE_CANDIDATE);
-    let node_data = setting!(SYM_NODE_DATA);
-    if off == 0 || node_data == 0 || !(0..1024).contains(&nid) {
+    if off == 0 {
         return None;
     }
-    let pgdat = read_kernel_u64(node_data + 8 * nid as u64)?;
-    let v = read_kernel_u64(pgdat + u64::from(off))? as i64;
+    let v = read_kernel_u64(pgdat(nid)? + u64::from(off))? as i64;
     Some(v.max(0) as u64)
+}
+
+/// `NODE_DATA(nid)`, read once per node below 64.
+#[inline(always)]
+fn pgdat(nid: i32) -> Option<u64> {
+    let node_data = setting!(SYM_NODE_DATA);
+    if node_data == 0 || !(0..1024).contains(&nid) {
+        return None;
+    }
+    let read = || read_kernel_u64(node_data + 8 * nid as u64).filter(|&p| p != 0);
+    let Some(cache) = PGDAT.get_ptr_mut(nid as u32) else {
+        return read();
+    };
+    // SAFETY: array value pointer; every CPU writes the same value.
+    unsafe {
+        if *cache == 0 {
+            *cache = read()?;
+        }
+        Some(*cache)
+    }
 }
 
 /// The current thread's context, created zeroed if absent (ThreadCtx is
@@ -503,8 +546,11 @@ pub fn existing_thread_ctx() -> Option<*mut ThreadCtx> {
     THREADS.current(false)
 }
 
-/// Sends `value` to the `EVENTS` ring (reserve, write in place, submit),
-/// counting a full ring as a drop.
+/// Sends `value` to the `EVENTS` ring, counting a full ring as a drop.
+///
+/// The kernel copies the record (bpf_ringbuf_output): a copy in the
+/// program would be a call to the BPF target's memcpy, which moves one byte
+/// per eight instructions.
 ///
 /// The reader drains the ring on its own timer; a record wakes it only
 /// when a quarter of the ring is pending. A wakeup is an irq_work whose
@@ -514,16 +560,41 @@ pub fn existing_thread_ctx() -> Option<*mut ThreadCtx> {
 /// of it on this CPU is then skipped by the kernel (`RunsMissed`).
 #[inline(always)]
 pub fn emit<T: Copy + 'static>(value: &T) {
-    let Some(mut entry) = EVENTS.reserve::<T>(0) else {
-        return count(Counter::RingDrops, 1);
-    };
-    entry.write(*value);
-    let flags = if EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= setting!(RING_WAKE_BYTES) {
+    let pending = EVENTS.query(BPF_RB_AVAIL_DATA as u64) + core::mem::size_of::<T>() as u64;
+    let flags = if pending >= setting!(RING_WAKE_BYTES) {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP
     };
-    entry.submit(flags as u64);
+    if EVENTS.output::<T>(value, flags as u64).is_err() {
+        count(Counter::RingDrops, 1);
+    }
+}
+
+/// Zeroes `value` a word at a time. A struct literal or `Default` would
+/// compile to a call of the BPF target's memset, one byte per six
+/// instructions.
+#[inline(always)]
+pub fn zero<T: Copy>(value: &mut T) {
+    const { assert!(core::mem::size_of::<T>() % 8 == 0 && core::mem::align_of::<T>() == 8) };
+    let words = core::ptr::from_mut(value).cast::<u64>();
+    for i in 0..core::mem::size_of::<T>() / 8 {
+        // SAFETY: within `value`, aligned (checked above).
+        unsafe { words.add(i).write_volatile(0) };
+    }
+}
+
+/// `v` as a plain number. A tracing program's pointer argument is a typed
+/// kernel pointer to the verifier, which refuses arithmetic on it
+/// (a folio's PFN is its offset in vmemmap); read back from map memory it
+/// is a number.
+#[inline(always)]
+pub fn as_number(slot: &mut u64, v: u64) -> u64 {
+    // SAFETY: a map value's field; volatile so the store and load are kept.
+    unsafe {
+        core::ptr::write_volatile(slot, v);
+        core::ptr::read_volatile(slot)
+    }
 }
 
 #[inline(always)]
@@ -560,19 +631,10 @@ pub fn cpu_node(cpu: u32) -> i32 {
 pub fn kernel_threshold_ms(dst_nid: i32) -> u32 {
     let def = read_kernel_u32(setting!(SYM_HOT_THRESHOLD)).unwrap_or(0);
     let off = setting!(OFF_NBP_THRESHOLD);
-    let node_data = setting!(SYM_NODE_DATA);
-    if off == 0 || node_data == 0 || !(0..1024).contains(&dst_nid) {
+    if off == 0 {
         return def;
     }
-    // SAFETY: bpf_probe_read_kernel copes with any address.
-    let pgdat = unsafe { bpf_probe_read_kernel((node_data + 8 * dst_nid as u64) as *const u64) };
-    match pgdat.ok().and_then(|p| {
-        if p == 0 {
-            None
-        } else {
-            read_kernel_u32(p + off as u64)
-        }
-    }) {
+    match pgdat(dst_nid).and_then(|p| read_kernel_u32(p + u64::from(off))) {
         Some(nbp) if nbp != 0 => nbp,
         _ => def,
     }

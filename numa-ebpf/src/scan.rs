@@ -26,8 +26,8 @@ use numa_ebpf_common::{
 };
 
 use crate::maps::{
-    count, cpu, current_mm, current_seqs, emit, existing_thread_ctx, now_ns, pc_current, pid_tgid,
-    stamp_slot, stored_cpupid, task_mm, thread_ctx, PC_COUNT,
+    as_number, count, cpu, current_mm, current_seqs, emit, existing_thread_ctx, now_ns, pc_current,
+    pid_tgid, stamp_slot, stored_cpupid, task_mm, thread_ctx, PC_COUNT,
 };
 
 /// folio_xchg_last_cpupid(folio, new) is called. This runs several times
@@ -63,6 +63,7 @@ fn on_xchg(folio: u64, new: u32) {
     let (seq_global, seq_mm) = current_seqs(tgid);
     let now = now_ns();
     let access = stored_cpupid(new);
+    let folio = as_number(&mut ctx.number, folio);
     let Ok(s) = stamp_slot(folio) else {
         return;
     };

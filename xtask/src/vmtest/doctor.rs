@@ -112,7 +112,30 @@ fn check_json(doc: &Value, series: Series) -> Result<()> {
         );
     }
     check_design(hooks)?;
+    check_none_refused(hooks)?;
     check_folio_map(&doc["folio_map"])
+}
+
+/// Every program loads with the mechanism the plan chose. A hook that fell
+/// back because the kernel refused numatrace's own program (a verifier
+/// rejection) is a bug in the program, and the fallback costs more per run.
+fn check_none_refused(hooks: &[Value]) -> Result<()> {
+    let refused: Vec<String> = hooks
+        .iter()
+        .filter_map(|h| {
+            let detail = h["detail"].as_str()?;
+            detail.contains("degraded to").then(|| {
+                let first: String = detail.chars().take(200).collect();
+                format!("{}: {first}", h["hook"])
+            })
+        })
+        .collect();
+    ensure!(
+        refused.is_empty(),
+        "the kernel refused programs and their hooks fell back: {}",
+        refused.join("; ")
+    );
+    Ok(())
 }
 
 /// The slow node's 1 GiB is followed whole under the default budget, and
@@ -295,6 +318,11 @@ mod tests {
         let mut silent = doctor(true, two_tiers(), &per_pte);
         silent["attach_plan"]["hooks"][0]["design"]["why_not"] = json!("");
         assert!(check_json(&silent, Series::V7).is_err());
+        // A program the verifier refused, its hook on the fallback.
+        let mut refused = doctor(true, two_tiers(), &folio);
+        refused["attach_plan"]["hooks"][0]["detail"] =
+            json!("fentry refused: fentry fentry_hint_fault: ...; degraded to kprobe");
+        assert!(check_json(&refused, Series::V6_12).is_err());
         assert!(check_json(&doctor(false, two_tiers(), &folio), Series::V6_12).is_err());
         let one_tier = json!([{"tier": "memory_tier4", "id": 4, "nodes": [0, 1]}]);
         assert!(check_json(&doctor(true, one_tier, &folio), Series::V6_12).is_err());
