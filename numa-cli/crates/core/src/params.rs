@@ -20,6 +20,9 @@ pub struct KernelParams {
     /// pglist_data.vm_stat[PGPROMOTE_CANDIDATE] (0: unknown).
     #[serde(default)]
     pub off_task_mm: u32,
+    /// Byte offset of task_struct.comm (0: unknown).
+    #[serde(default)]
+    pub off_task_comm: u32,
     #[serde(default)]
     pub off_vmf_address: u32,
     #[serde(default)]

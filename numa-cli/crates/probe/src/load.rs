@@ -367,7 +367,7 @@ fn load_object(
         .override_global("TOPTIER_MASK", &k.toptier_mask, true)
         .override_global("CPUPID_MASK", &k.cpupid_mask, true)
         .override_global("ACCESS_TIME_BUCKETS", &k.access_time_buckets, true)
-        .override_global("OFF_TASK_MM", &k.off_task_mm, true)
+        .override_global("OFF_TASK_COMM", &k.off_task_comm, true)
         .override_global("OFF_MM_HINT_FAULTS", &k.off_mm_hint_faults, true)
         .override_global("SAMPLE_EVERY", &o.sample_every.max(1), true)
         .override_global("FILTER_TGID", &o.filter_tgid, true)

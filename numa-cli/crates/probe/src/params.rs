@@ -168,6 +168,10 @@ pub fn resolve() -> KernelParams {
             .as_ref()
             .and_then(|b| member_offset(b, "task_struct", "mm"))
             .unwrap_or(0),
+        off_task_comm: btf
+            .as_ref()
+            .and_then(|b| member_offset(b, "task_struct", "comm"))
+            .unwrap_or(0),
         off_vmf_address: btf
             .as_ref()
             .and_then(|b| member_offset(b, "vm_fault", "address"))
