@@ -37,7 +37,7 @@ mod vmtest;
 
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 
 use host::Setup;
@@ -118,6 +118,10 @@ enum Cmd {
         /// (times then follow the host's load).
         #[arg(long)]
         wall_clock: bool,
+        /// One-boot benches: report the results of the last run again
+        /// (target/bench/NAME) without booting.
+        #[arg(long)]
+        report_only: bool,
     },
 }
 
@@ -261,12 +265,29 @@ fn run(command: Cmd) -> Result<ExitCode> {
             seconds,
             kernels,
             wall_clock,
-        } => bench(which, seconds, &kernels, wall_clock),
+            report_only,
+        } => bench(which, seconds, &kernels, wall_clock, report_only),
     }
 }
 
 /// `cargo xtask bench WHICH`.
-fn bench(which: BenchKind, seconds: u64, kernels: &[Series], wall_clock: bool) -> Result<ExitCode> {
+fn bench(
+    which: BenchKind,
+    seconds: u64,
+    kernels: &[Series],
+    wall_clock: bool,
+    report_only: bool,
+) -> Result<ExitCode> {
+    let one_boot = |name: &str,
+                    script: &str,
+                    cpus: u32,
+                    icount: bool,
+                    report: &dyn Fn(&std::path::Path) -> Result<()>| {
+        one_boot(name, script, cpus, icount, report_only, report)
+    };
+    if report_only && matches!(which, BenchKind::Top | BenchKind::Rfc | BenchKind::Observer) {
+        bail!("--report-only is for the one-boot benches (promote, table, production, overhead)");
+    }
     match which {
         BenchKind::Top => {
             bench::top::run(seconds)?;
@@ -277,14 +298,14 @@ fn bench(which: BenchKind, seconds: u64, kernels: &[Series], wall_clock: bool) -
             &bench::promote::script(),
             2,
             false,
-            bench::promote::report,
+            &bench::promote::report,
         ),
         BenchKind::Table => one_boot(
             "table",
             &bench::table::script(),
             2,
             false,
-            bench::table::report,
+            &bench::table::report,
         ),
         BenchKind::Rfc => bench_rfc(kernels),
         BenchKind::Observer => bench_observer(kernels),
@@ -295,7 +316,7 @@ fn bench(which: BenchKind, seconds: u64, kernels: &[Series], wall_clock: bool) -
                 &script,
                 bench::production::CPUS,
                 true,
-                bench::production::report,
+                &bench::production::report,
             )
         }
         BenchKind::Overhead => {
@@ -310,25 +331,29 @@ fn bench(which: BenchKind, seconds: u64, kernels: &[Series], wall_clock: bool) -
                 &script,
                 bench::overhead::CPUS,
                 !wall_clock,
-                |out| bench::overhead::report(out, clock),
+                &|out| bench::overhead::report(out, clock),
             )
         }
     }
 }
 
 /// A bench of one 6.12 boot: its script's results go to
-/// `target/bench/NAME`, which `report` then reads.
+/// `target/bench/NAME`, which `report` then reads (without a boot when
+/// `report_only`).
 fn one_boot(
     name: &str,
     script: &str,
     cpus: u32,
     icount: bool,
-    report: impl FnOnce(&std::path::Path) -> Result<()>,
+    report_only: bool,
+    report: &dyn Fn(&std::path::Path) -> Result<()>,
 ) -> Result<ExitCode> {
     let out = cmd::target_dir().join("bench").join(name);
-    let code = bench_vm(&out, script, cpus, Series::V6_12, icount)?;
-    if code != ExitCode::SUCCESS {
-        return Ok(code);
+    if !report_only {
+        let code = bench_vm(&out, script, cpus, Series::V6_12, icount)?;
+        if code != ExitCode::SUCCESS {
+            return Ok(code);
+        }
     }
     report(&out)?;
     Ok(ExitCode::SUCCESS)

@@ -148,6 +148,8 @@ struct Figures {
     bpf_ns_per_fault: Vec<f64>,
     bpf_share: Vec<f64>,
     per_program: BTreeMap<String, ProgramFigures>,
+    /// Per round: numatrace's userspace CPU per record it read (guest ns).
+    reader_ns_per_record: Vec<f64>,
     drops: u64,
 }
 
@@ -183,6 +185,7 @@ pub fn report(dir: &Path, clock: Clock) -> Result<()> {
         bpf_ns_per_fault: Vec::new(),
         bpf_share: Vec::new(),
         per_program: BTreeMap::new(),
+        reader_ns_per_record: Vec::new(),
         drops: 0,
     };
     let (ns, us) = clock.units();
@@ -243,7 +246,29 @@ fn round(dir: &Path, i: usize, fig: &mut Figures) -> Result<String> {
         fig.busy[k].push(b);
         line.push_str(&format!(" {b:>5.2}"));
     }
+    let reader = reader_ns_per_record(&runs, &traced, fig.busy[0][i], fig.busy[2][i])?;
+    fig.reader_ns_per_record.push(reader);
     Ok(line)
+}
+
+/// numatrace's userspace per record in the traced run: the guest's busy CPU
+/// beyond the workload's own, less the same excess of the bare run (kernel
+/// threads, the shell), over the records the probes sent (faults, passes,
+/// VMA skips). On one vCPU the reader's time is billed to it alone.
+fn reader_ns_per_record(
+    runs: &[Value],
+    traced: &Value,
+    busy_base: f64,
+    busy_traced: f64,
+) -> Result<f64> {
+    let workload_s =
+        |w: &Value| -> Result<f64> { Ok((num(w, "user_ms")? + num(w, "sys_ms")?) / 1000.0) };
+    let excess = (busy_traced - workload_s(&runs[2])?) - (busy_base - workload_s(&runs[0])?);
+    let records: f64 = ["hint_faults", "scan_ranges", "vma_skips"]
+        .iter()
+        .map(|k| traced[*k].as_f64().unwrap_or(0.0))
+        .sum();
+    Ok(excess.max(0.0) * 1e9 / records.max(1.0))
 }
 
 /// Each program's figures (`stats` runs): its run time per hint fault, its
@@ -319,6 +344,11 @@ fn print_summary(fig: &Figures, clock: Clock) {
     for ((name, _), v) in RUNS.iter().zip(&fig.busy) {
         println!("    {name:<46} {:.2}", Spread::of(v));
     }
+    let reader = Spread::of(&fig.reader_ns_per_record);
+    println!(
+        "  numatrace's userspace per record read (traced runs, {ns}): {reader:.0}, so one guest CPU reads {:.0} records/s",
+        1e9 / reader.median.max(1.0)
+    );
     println!(
         "  ring buffer drops (traced and stats runs; target 0): {}",
         fig.drops
@@ -357,6 +387,17 @@ mod tests {
         let run = json!({"user_ms": 123.0, "sys_ms": 1500.0, "numa_hint_faults": 20000.0});
         let r = same_work_ratio(&base, &run).unwrap();
         assert!((r - 1.25).abs() < 1e-9, "{r}");
+    }
+
+    #[test]
+    fn the_reader_is_the_busy_cpu_beyond_the_workloads_less_the_bare_runs() {
+        let w = |user, sys| json!({"user_ms": user, "sys_ms": sys});
+        let runs = [w(1000.0, 500.0), w(0.0, 0.0), w(1000.0, 700.0)];
+        let traced = json!({"hint_faults": 30_000, "scan_ranges": 9_000, "vma_skips": 1_000});
+        // Bare: 0.1 s beyond its workload; traced: 0.5 s beyond, so 0.4 s
+        // over 40,000 records.
+        let r = reader_ns_per_record(&runs, &traced, 1.6, 2.2).unwrap();
+        assert!((r - 10_000.0).abs() < 1e-6, "{r}");
     }
 
     /// The report reads exactly the files the script makes: write what the
