@@ -3,6 +3,7 @@
 use aya_ebpf::{
     macros::{fexit, kretprobe, tracepoint},
     programs::{FExitContext, RetProbeContext, TracePointContext},
+    EbpfContext,
 };
 use numa_ebpf_common::{
     fault_flags as ff, Counter, EventKind, MigrateRet, SkipEvent, MIGRATE_REASONS,
@@ -81,14 +82,11 @@ pub fn tp_migrate_pages(ctx: TracePointContext) -> u32 {
         setting!(TP_MIGRATE_SUCCEEDED_OFF),
         setting!(TP_MIGRATE_FAILED_OFF),
     );
-    // SAFETY: offsets come from the tracepoint's own format file.
-    let (reason, ok, failed) = unsafe {
-        (
-            ctx.read_at::<u32>(off as usize).unwrap_or(u32::MAX),
-            ctx.read_at::<u64>(ok_off as usize).unwrap_or(0),
-            ctx.read_at::<u64>(failed_off as usize).unwrap_or(0),
-        )
-    };
+    let (reason, ok, failed) = (
+        tp_u32(&ctx, off).unwrap_or(u32::MAX),
+        tp_u64(&ctx, ok_off).unwrap_or(0),
+        tp_u64(&ctx, failed_off).unwrap_or(0),
+    );
     if reason < MIGRATE_REASONS {
         add(&MIGRATE_REASON_PAGES, reason * 2, ok);
         add(&MIGRATE_REASON_PAGES, reason * 2 + 1, failed);
@@ -101,6 +99,31 @@ pub fn tp_migrate_pages(ctx: TracePointContext) -> u32 {
     }
     0
 }
+
+/// Loads of a tracepoint record's fields straight from the context. The
+/// verifier accepts a context load only at an offset written in the
+/// instruction, and the offsets come from the format file at load time, so
+/// each offset a field can have is a load of its own; an offset outside
+/// them is read with the probe-read helper, which costs more than the whole
+/// comparison chain.
+macro_rules! tp_field {
+    ($name:ident, $t:ty, $($off:literal)*) => {
+        #[inline(always)]
+        fn $name(ctx: &TracePointContext, off: u32) -> Option<$t> {
+            let p = ctx.as_ptr().cast::<u8>();
+            match off {
+                // SAFETY: inside the record (the format file's offsets);
+                // the verifier checks the bounds again.
+                $($off => Some(unsafe { p.add($off).cast::<$t>().read_volatile() }),)*
+                // SAFETY: bpf_probe_read_kernel copes with any address.
+                _ => unsafe { ctx.read_at::<$t>(off as usize) }.ok(),
+            }
+        }
+    };
+}
+
+tp_field!(tp_u64, u64, 8 16 24 32 40 48 56 64);
+tp_field!(tp_u32, u32, 40 44 48 52 56 60 64 68 72);
 
 /// sched:sched_skip_vma_numa: numa_scan_offset@8, vm_start@16, vm_end@24,
 /// reason@32 (include/trace/events/sched.h, 6.12+; common header 8 bytes).
