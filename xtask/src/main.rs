@@ -278,13 +278,6 @@ fn bench(
     wall_clock: bool,
     report_only: bool,
 ) -> Result<ExitCode> {
-    let one_boot = |name: &str,
-                    script: &str,
-                    cpus: u32,
-                    icount: bool,
-                    report: &dyn Fn(&std::path::Path) -> Result<()>| {
-        one_boot(name, script, cpus, icount, report_only, report)
-    };
     if report_only && matches!(which, BenchKind::Top | BenchKind::Rfc | BenchKind::Observer) {
         bail!("--report-only is for the one-boot benches (promote, table, production, overhead)");
     }
@@ -298,6 +291,7 @@ fn bench(
             &bench::promote::script(),
             2,
             false,
+            report_only,
             &bench::promote::report,
         ),
         BenchKind::Table => one_boot(
@@ -305,6 +299,7 @@ fn bench(
             &bench::table::script(),
             2,
             false,
+            report_only,
             &bench::table::report,
         ),
         BenchKind::Rfc => bench_rfc(kernels),
@@ -316,6 +311,7 @@ fn bench(
                 &script,
                 bench::production::CPUS,
                 true,
+                report_only,
                 &bench::production::report,
             )
         }
@@ -331,6 +327,7 @@ fn bench(
                 &script,
                 bench::overhead::CPUS,
                 !wall_clock,
+                report_only,
                 &|out| bench::overhead::report(out, clock),
             )
         }
