@@ -539,17 +539,7 @@ fn pgdat(nid: i32) -> Option<u64> {
     if node_data == 0 || !(0..1024).contains(&nid) {
         return None;
     }
-    let read = || read_kernel_u64(node_data + 8 * nid as u64).filter(|&p| p != 0);
-    let Some(cache) = PGDAT.get_ptr_mut(nid as u32) else {
-        return read();
-    };
-    // SAFETY: array value pointer; every CPU writes the same value.
-    unsafe {
-        if *cache == 0 {
-            *cache = read()?;
-        }
-        Some(*cache)
-    }
+    read_kernel_u64_once(&PGDAT, nid as u32, node_data + 8 * nid as u64)
 }
 
 /// The current thread's context, created zeroed if absent (ThreadCtx is
@@ -735,13 +725,24 @@ fn vmemmap() -> Option<u64> {
     if sym == 0 {
         return Some(setting!(VMEMMAP_FIXED));
     }
-    let cache = VMEMMAP.get_ptr_mut(0)?;
+    read_kernel_u64_once(&VMEMMAP, 0, sym)
+}
+
+/// The non-zero u64 of kernel memory at `addr`, for a value the kernel
+/// never changes once set: read once, then kept in `cache[index]` (read
+/// every time when the slot is missing).
+#[inline(always)]
+fn read_kernel_u64_once(cache: &Array<u64>, index: u32, addr: u64) -> Option<u64> {
+    let read = || read_kernel_u64(addr).filter(|&v| v != 0);
+    let Some(slot) = cache.get_ptr_mut(index) else {
+        return read();
+    };
     // SAFETY: array value pointer; every CPU writes the same value.
     unsafe {
-        if *cache == 0 {
-            *cache = read_kernel_u64(sym)?;
+        if *slot == 0 {
+            *slot = read()?;
         }
-        Some(*cache)
+        Some(*slot)
     }
 }
 
