@@ -320,6 +320,51 @@ pub const fn hist_slot(outcome: usize, bucket: usize) -> usize {
 /// Slots of every outcome's histogram row.
 pub const HIST_SLOTS: usize = OUTCOMES * HIST_BUCKETS;
 
+/// What one hint fault adds to the histograms: a latency and, when the
+/// stamp was made in its own process, a fault-count delta, in its
+/// outcome's row. Each fault is counted once: by the probes when its
+/// record does not reach the ring (sampled out, dropped), else by
+/// userspace from the record, both through this one function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistEntry {
+    pub outcome: usize,
+    pub latency_ns: u64,
+    pub delta: Option<u64>,
+}
+
+impl HistEntry {
+    /// The entry of `ev`; None for a fault without a stamp.
+    #[inline(always)]
+    pub fn of(ev: &FaultEvent) -> Option<HistEntry> {
+        let outcome = ev.outcome as usize;
+        if ev.flags & fault_flags::HAS_STAMP == 0 || outcome >= OUTCOMES {
+            return None;
+        }
+        let delta = if ev.flags & fault_flags::STAMP_OTHER_MM == 0 {
+            Some(ev.seq_mm.saturating_sub(ev.scan_seq_mm))
+        } else {
+            None
+        };
+        Some(HistEntry {
+            outcome,
+            latency_ns: ev.ts_ns.saturating_sub(ev.scan_ns),
+            delta,
+        })
+    }
+
+    /// Slot of the latency in `HIST_LATENCY`, and of `delta` in `HIST_DELTA`.
+    #[inline(always)]
+    pub fn slot(&self, v: u64) -> usize {
+        hist_slot(self.outcome, log2_bucket(v))
+    }
+
+    /// Slot of the latency sum in `HIST_SUM`; the delta sum's is the next.
+    #[inline(always)]
+    pub fn sum_slot(&self) -> usize {
+        self.outcome * 2
+    }
+}
+
 /// Flags in [`FaultEvent::flags`].
 pub mod fault_flags {
     /// The folio had a first-scan stamp: latency and deltas are valid.

@@ -9,8 +9,8 @@ use aya_ebpf::{
     programs::{FEntryContext, ProbeContext},
 };
 use numa_ebpf_common::{
-    ext_flags as xf, fault_flags as ff, hist_slot, log2_bucket, tnf, Counter, EventKind,
-    FaultEvent, Outcome, PcCounter, Stamp, ACCESS_UNKNOWN, OUTCOME_BASE,
+    ext_flags as xf, fault_flags as ff, tnf, Counter, EventKind, FaultEvent, HistEntry, Outcome,
+    PcCounter, Stamp, ACCESS_UNKNOWN, OUTCOME_BASE,
 };
 
 use aya_log_ebpf::{debug, warn};
@@ -194,20 +194,19 @@ pub fn kprobe_hint_fault(ctx: ProbeContext) -> u32 {
     0
 }
 
+/// The fault's histogram entry, for a fault whose record did not reach the
+/// ring (userspace counts the others from their records).
 #[inline(always)]
-fn hist(outcome: u8, ev: &FaultEvent) {
-    if ev.flags & ff::HAS_STAMP == 0 {
+fn hist(ev: &FaultEvent) {
+    let Some(h) = HistEntry::of(ev) else {
         return;
-    }
-    let o = outcome as u32;
-    let latency = ev.ts_ns.saturating_sub(ev.scan_ns);
-    let slot = |v: u64| hist_slot(outcome as usize, log2_bucket(v)) as u32;
-    add(&HIST_LATENCY, slot(latency), 1);
-    add(&HIST_SUM, o * 2, latency);
-    if ev.flags & ff::STAMP_OTHER_MM == 0 {
-        let delta = ev.seq_mm.saturating_sub(ev.scan_seq_mm);
-        add(&HIST_DELTA, slot(delta), 1);
-        add(&HIST_SUM, o * 2 + 1, delta);
+    };
+    let sum = h.sum_slot() as u32;
+    add(&HIST_LATENCY, h.slot(h.latency_ns) as u32, 1);
+    add(&HIST_SUM, sum, h.latency_ns);
+    if let Some(delta) = h.delta {
+        add(&HIST_DELTA, h.slot(delta) as u32, 1);
+        add(&HIST_SUM, sum + 1, delta);
     }
 }
 
@@ -296,13 +295,14 @@ fn finish(ctx: &mut ThreadCtx, mem_node: i32, pages: u32, flags: u32) {
     if ev.flags & ff::DECIDED == 0 && flags & tnf::MIGRATED != 0 {
         ev.dst_nid = mem_node;
     }
-    let outcome = ev.outcome;
-    add(&COUNTERS, OUTCOME_BASE + (outcome as u32 & 7), 1);
-    hist(outcome, ev);
+    add(&COUNTERS, OUTCOME_BASE + (ev.outcome as u32 & 7), 1);
     let tgid = (ev.pid_tgid >> 32) as u32;
-    if wanted(tgid, ev.seq_global) {
+    let sent = wanted(tgid, ev.seq_global) && {
         current_comm(&mut ev.comm);
-        emit::<FaultEvent>(ev);
+        emit::<FaultEvent>(ev)
+    };
+    if !sent {
+        hist(ev);
     }
     // Mark consumed so a stray task_numa_fault cannot emit it twice.
     ev.kind = 0;

@@ -556,7 +556,8 @@ pub fn existing_thread_ctx() -> Option<*mut ThreadCtx> {
     THREADS.current(false)
 }
 
-/// Sends `value` to the `EVENTS` ring, counting a full ring as a drop.
+/// Sends `value` to the `EVENTS` ring, counting a full ring as a drop;
+/// false when it was dropped.
 ///
 /// The kernel copies the record (bpf_ringbuf_output): a copy in the
 /// program would be a call to the BPF target's memcpy, which moves one byte
@@ -569,16 +570,18 @@ pub fn existing_thread_ctx() -> Option<*mut ThreadCtx> {
 /// the program still marked running on this CPU: every other task's run
 /// of it on this CPU is then skipped by the kernel (`RunsMissed`).
 #[inline(always)]
-pub fn emit<T: Copy + 'static>(value: &T) {
+pub fn emit<T: Copy + 'static>(value: &T) -> bool {
     let pending = EVENTS.query(BPF_RB_AVAIL_DATA as u64) + core::mem::size_of::<T>() as u64;
     let flags = if pending >= setting!(RING_WAKE_BYTES) {
         BPF_RB_FORCE_WAKEUP
     } else {
         BPF_RB_NO_WAKEUP
     };
-    if EVENTS.output::<T>(value, flags as u64).is_err() {
+    let sent = EVENTS.output::<T>(value, flags as u64).is_ok();
+    if !sent {
         count(Counter::RingDrops, 1);
     }
+    sent
 }
 
 /// Zeroes `value` a word at a time. A struct literal or `Default` would

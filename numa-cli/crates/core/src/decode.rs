@@ -1,6 +1,6 @@
 //! Bytes from the ring buffer (or a trace file) -> typed events. The only
 //! place that reinterprets raw bytes.
-use numa_ebpf_common::{EventKind, FaultEvent, ScanEvent, SkipEvent};
+use numa_ebpf_common::{EventKind, FaultEvent, HistEntry, ScanEvent, SkipEvent};
 use serde::{Deserialize, Serialize};
 
 /// A decoded kernel event.
@@ -218,6 +218,62 @@ pub struct Snapshot {
     pub vmstat: std::collections::BTreeMap<String, u64>,
 }
 
+/// The histograms of the fault records read from the ring. The probes
+/// count a fault in their in-kernel histograms only when its record does
+/// not reach the ring (sampled out or dropped), so a live snapshot's
+/// histograms are the kernel's plus these, every fault counted once.
+#[derive(Debug, Clone)]
+pub struct RecordHistograms {
+    latency: Vec<u64>,
+    delta: Vec<u64>,
+    sum: Vec<u64>,
+}
+
+impl Default for RecordHistograms {
+    fn default() -> Self {
+        RecordHistograms {
+            latency: vec![0; numa_ebpf_common::HIST_SLOTS],
+            delta: vec![0; numa_ebpf_common::HIST_SLOTS],
+            sum: vec![0; numa_ebpf_common::OUTCOMES * 2],
+        }
+    }
+}
+
+impl RecordHistograms {
+    pub fn add(&mut self, f: &FaultEvent) {
+        let Some(h) = HistEntry::of(f) else {
+            return;
+        };
+        let mut bump = |v: &mut Vec<u64>, slot: usize, by: u64| {
+            if let Some(x) = v.get_mut(slot) {
+                *x = x.wrapping_add(by);
+            }
+        };
+        bump(&mut self.latency, h.slot(h.latency_ns), 1);
+        bump(&mut self.sum, h.sum_slot(), h.latency_ns);
+        if let Some(d) = h.delta {
+            bump(&mut self.delta, h.slot(d), 1);
+            bump(&mut self.sum, h.sum_slot() + 1, d);
+        }
+    }
+
+    /// `s` with these added to its histograms.
+    pub fn added_to(&self, mut s: Snapshot) -> Snapshot {
+        let plus = |to: &mut Vec<u64>, from: &[u64]| {
+            if to.len() < from.len() {
+                to.resize(from.len(), 0);
+            }
+            for (t, f) in to.iter_mut().zip(from) {
+                *t = t.wrapping_add(*f);
+            }
+        };
+        plus(&mut s.hist_latency, &self.latency);
+        plus(&mut s.hist_delta, &self.delta);
+        plus(&mut s.hist_sum, &self.sum);
+        s
+    }
+}
+
 /// Event builders for tests (here and in the crates downstream).
 pub mod fixtures {
     use numa_ebpf_common::{ext_flags, fault_flags, EventKind, FaultEvent, Outcome};
@@ -269,6 +325,43 @@ mod tests {
     use numa_ebpf_common::Outcome;
 
     use super::{fixtures::fault, *};
+
+    #[test]
+    fn record_histograms_count_each_stamped_fault_once_in_its_outcomes_row() {
+        use numa_ebpf_common::{fault_flags as ff, hist_slot, log2_bucket};
+        let mut h = RecordHistograms::default();
+        let own = fault(7, 3, 1500, Outcome::RejectLatency);
+        let mut other = fault(8, 4, 2, Outcome::PromoteHot);
+        other.flags |= ff::STAMP_OTHER_MM;
+        let mut unstamped = fault(9, 5, 2, Outcome::PromoteHot);
+        unstamped.flags &= !ff::HAS_STAMP;
+        for f in [&own, &other, &unstamped] {
+            h.add(f);
+        }
+        let s = h.added_to(Snapshot {
+            hist_latency: vec![0; 10],
+            ..Snapshot::default()
+        });
+        let (reject, hot) = (
+            Outcome::RejectLatency as usize,
+            Outcome::PromoteHot as usize,
+        );
+        let delta = own.seq_mm - own.scan_seq_mm;
+        assert!(delta > 0);
+        assert_eq!(s.hist_latency.len(), numa_ebpf_common::HIST_SLOTS);
+        assert_eq!(s.hist_latency.iter().sum::<u64>(), 2);
+        assert_eq!(
+            s.hist_latency[hist_slot(reject, log2_bucket(1_500_000_000))],
+            1
+        );
+        assert_eq!(s.hist_latency[hist_slot(hot, log2_bucket(2_000_000))], 1);
+        assert_eq!(s.hist_delta.iter().sum::<u64>(), 1);
+        assert_eq!(s.hist_delta[hist_slot(reject, log2_bucket(delta))], 1);
+        assert_eq!(s.hist_sum[reject * 2], 1_500_000_000);
+        assert_eq!(s.hist_sum[reject * 2 + 1], delta);
+        assert_eq!(s.hist_sum[hot * 2], 2_000_000);
+        assert_eq!(s.hist_sum[hot * 2 + 1], 0);
+    }
 
     #[test]
     fn roundtrip_every_kind() {

@@ -5,7 +5,7 @@ use std::{os::fd::AsRawFd, sync::Arc, time::Duration};
 use anyhow::{Context, Result};
 use aya::maps::{MapData, RingBuf};
 use numa_core::{
-    decode::{self, Snapshot},
+    decode::{self, Event, RecordHistograms, Snapshot},
     sink::Sink,
 };
 use numa_probe::{
@@ -84,10 +84,12 @@ enum Drained {
     More,
 }
 
-/// The ring buffer, polled by the runtime, and what it could not decode.
+/// The ring buffer, polled by the runtime, what it could not decode and
+/// the histograms of the fault records it read.
 pub(crate) struct Ring<R: Records> {
     fd: AsyncFd<R>,
     decode_errors: u64,
+    hist: RecordHistograms,
     /// The programs' own log, emptied with every drain.
     log: Option<BpfLog>,
 }
@@ -110,13 +112,30 @@ impl<R: Records> Ring<R> {
         Ok(Ring {
             fd,
             decode_errors: 0,
+            hist: RecordHistograms::default(),
             log: None,
         })
     }
 
-    fn drain_ring(ring: &mut R, errors: &mut u64, sinks: &mut [&mut dyn Sink]) -> Result<Drained> {
+    /// The probes' `snapshot` with the histograms of the records read so
+    /// far, which the probes leave to userspace.
+    fn complete(&self, snapshot: Snapshot) -> Snapshot {
+        self.hist.added_to(snapshot)
+    }
+
+    fn drain_ring(
+        ring: &mut R,
+        errors: &mut u64,
+        hist: &mut RecordHistograms,
+        sinks: &mut [&mut dyn Sink],
+    ) -> Result<Drained> {
         let mut hand_on = |bytes: &[u8]| match decode::decode(bytes) {
-            Ok(ev) => dispatch(sinks, &ev),
+            Ok(ev) => {
+                if let Event::Fault(f) = &ev {
+                    hist.add(f);
+                }
+                dispatch(sinks, &ev)
+            }
             Err(_) => {
                 *errors += 1;
                 Ok(())
@@ -150,14 +169,24 @@ impl<R: Records> Ring<R> {
         if let Some(log) = &mut self.log {
             log.flush();
         }
-        Self::drain_ring(self.fd.get_mut(), &mut self.decode_errors, sinks)
+        Self::drain_ring(
+            self.fd.get_mut(),
+            &mut self.decode_errors,
+            &mut self.hist,
+            sinks,
+        )
     }
 
     /// Waits until the probes wake the reader, then drains (one bounded
     /// drain: with records left, the ring stays readable).
     async fn readable(&mut self, sinks: &mut [&mut dyn Sink]) -> Result<()> {
         let mut guard = self.fd.readable_mut().await?;
-        let drained = Self::drain_ring(guard.get_inner_mut(), &mut self.decode_errors, sinks)?;
+        let drained = Self::drain_ring(
+            guard.get_inner_mut(),
+            &mut self.decode_errors,
+            &mut self.hist,
+            sinks,
+        )?;
         if drained == Drained::Empty {
             guard.clear_ready();
         } else {
@@ -233,7 +262,7 @@ pub(crate) async fn run(
     sinks: &mut [&mut dyn Sink],
 ) -> Result<StopReason> {
     let mut ring = Ring::of(probes)?;
-    dispatch_snapshot(sinks, &session::snapshot(probes)?)?;
+    dispatch_snapshot(sinks, &ring.complete(session::snapshot(probes)?))?;
     let mut child = spawn(&opts.command)?;
     let loop_opts = LoopOptions {
         snapshot_every: opts.snapshot_every,
@@ -260,7 +289,7 @@ pub(crate) async fn run(
             FINAL_DRAIN_MAX_TIME.as_secs()
         );
     }
-    dispatch_snapshot(sinks, &session::snapshot(probes)?)?;
+    dispatch_snapshot(sinks, &ring.complete(session::snapshot(probes)?))?;
     if ring.decode_errors > 0 {
         log::warn!("{} ring records could not be decoded", ring.decode_errors);
     }
@@ -306,7 +335,7 @@ async fn pump<R: Records>(
             }
             _ = tick.tick() => {
                 ring.drain(sinks)?;
-                dispatch_snapshot(sinks, &snapshot()?)?;
+                dispatch_snapshot(sinks, &ring.complete(snapshot()?))?;
             }
             _ = crate::sleep_until(o.deadline) => break StopReason::Duration,
             s = signals.recv() => break StopReason::Signal(s),
@@ -501,6 +530,34 @@ mod tests {
             self.snapshots += 1;
             Ok(())
         }
+    }
+
+    /// The probes leave the records they send out of their histograms:
+    /// a snapshot's are the kernel's plus the records read.
+    #[test]
+    fn snapshots_count_the_records_read_in_their_histograms() {
+        use numa_ebpf_common::{HistEntry, HIST_SLOTS};
+        let rt = crate::runtime().expect("runtime");
+        let h = HistEntry::of(&fault(1, 1, 10, Outcome::PromoteHot)).expect("a stamped fault");
+        let slot = h.slot(h.latency_ns);
+        let (read, s) = rt
+            .block_on(async {
+                let mut ring = Ring::new(Flood::new())?;
+                let mut count = Count::default();
+                ring.drain(&mut [&mut count])?;
+                let mut kernel = Snapshot {
+                    hist_latency: vec![0; HIST_SLOTS],
+                    ..Snapshot::default()
+                };
+                // Five faults the probes counted themselves (sampled out).
+                kernel.hist_latency[slot] = 5;
+                anyhow::Ok((count.events, ring.complete(kernel)))
+            })
+            .expect("a drain");
+        assert!(read > 0);
+        assert_eq!(s.hist_latency[slot], 5 + read);
+        assert_eq!(s.hist_latency.iter().sum::<u64>(), 5 + read);
+        assert_eq!(s.hist_sum[h.sum_slot()], read * h.latency_ns);
     }
 
     #[test]
