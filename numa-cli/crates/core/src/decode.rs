@@ -244,7 +244,7 @@ impl RecordHistograms {
         let Some(h) = HistEntry::of(f) else {
             return;
         };
-        let mut bump = |v: &mut Vec<u64>, slot: usize, by: u64| {
+        let bump = |v: &mut Vec<u64>, slot: usize, by: u64| {
             if let Some(x) = v.get_mut(slot) {
                 *x = x.wrapping_add(by);
             }
