@@ -9,10 +9,13 @@
 //! rounds (median, min, max):
 //!
 //! - the workload slowdown of `empty`, `traced` and `stats`: the base run's
-//!   CPU time with its hint faults at the run's system time per fault, over
+//!   CPU time with its hint faults at the run's kernel time per fault, over
 //!   the base run's CPU time (see [`same_work_ratio`]); the target is on
 //!   `traced`;
-//! - the fault-path cost: the workload's system time per hint fault;
+//! - the fault-path cost: the workload's kernel time per hint fault (in
+//!   instruction-count mode its CPU time less its accesses' own, an
+//!   access costing what it costs in a calibration run with NUMA
+//!   balancing off, see [`KernelTime`]);
 //! - from `stats`: each program's run time per hint fault and the BPF share
 //!   of the workload's CPU time;
 //! - hint faults/s, ring drops, and the guest's busy CPU (numatrace's own
@@ -68,6 +71,10 @@ pub const CPUS: u32 = 1;
 /// fixed window decided a run's speed more than the probes did.
 const WORKLOAD: &str = "numatrace workload hot-chunks --slow-mb 128 --chunk-mb 128 --accesses 100000 --duration 2 --min-faults 24000 --max-duration 120";
 
+/// The same accesses for the same time with NUMA balancing off (no
+/// scanner, no hint fault), once per boot: what an access costs alone.
+const CALIBRATION: &str = "numatrace workload hot-chunks --slow-mb 128 --chunk-mb 128 --accesses 100000 --duration 2 --seed 0 --summary calibration.json";
+
 /// The four ways a round runs the workload: name and the numatrace command
 /// in front of it (none for the base run).
 const RUNS: [(&str, &str); 4] = [
@@ -78,7 +85,9 @@ const RUNS: [(&str, &str); 4] = [
 ];
 
 pub fn script() -> String {
-    let mut s = String::from("echo 2 > /proc/sys/kernel/numa_balancing\ncd /results\n");
+    let mut s = format!(
+        "cd /results\necho 0 > /proc/sys/kernel/numa_balancing\n{CALIBRATION} || exit 1\necho 2 > /proc/sys/kernel/numa_balancing\n"
+    );
     for i in 0..ROUNDS {
         // /proc/stat's first line around each run: the guest's busy CPU.
         for (name, tool) in rotated(&RUNS, i) {
@@ -96,21 +105,63 @@ pub fn script() -> String {
     s
 }
 
-/// The workload's system time per hint fault, in µs.
-fn sys_us_per_fault(w: &Value) -> Result<f64> {
-    Ok(num(w, "sys_ms")? * 1000.0 / num(w, "numa_hint_faults")?.max(1.0))
+/// How a run's kernel time is told from its user time.
+#[derive(Clone, Copy)]
+enum KernelTime {
+    /// The system time the kernel bills. It splits the run's exact CPU
+    /// time between user and system by where timer ticks land, which
+    /// moves the split by 2-3% from run to run.
+    Billed,
+    /// The run's CPU time less its accesses at the calibration run's cost
+    /// per access. In instruction-count mode an access is the same
+    /// instructions every time, and the CPU time (the scheduler's, not
+    /// ticks) is exact, so this is exact too.
+    BeyondAccesses { ms_per_access: f64 },
 }
 
-/// The base run's CPU time with its system time per hint fault replaced by
+impl KernelTime {
+    fn of(clock: Clock, calibration: &Value) -> Result<KernelTime> {
+        if clock == Clock::Wall {
+            // Under TCG's real-time clock an access's cost follows the host.
+            return Ok(KernelTime::Billed);
+        }
+        let accesses = num(calibration, "accesses")?;
+        ensure!(accesses > 0.0, "the calibration run made no access");
+        Ok(KernelTime::BeyondAccesses {
+            ms_per_access: cpu_ms(calibration)? / accesses,
+        })
+    }
+
+    /// The workload's kernel time, in ms.
+    fn ms(self, w: &Value) -> Result<f64> {
+        match self {
+            KernelTime::Billed => num(w, "sys_ms"),
+            KernelTime::BeyondAccesses { ms_per_access } => {
+                Ok(cpu_ms(w)? - num(w, "accesses")? * ms_per_access)
+            }
+        }
+    }
+
+    /// The workload's kernel time per hint fault, in µs.
+    fn us_per_fault(self, w: &Value) -> Result<f64> {
+        Ok(self.ms(w)? * 1000.0 / num(w, "numa_hint_faults")?.max(1.0))
+    }
+}
+
+fn cpu_ms(w: &Value) -> Result<f64> {
+    Ok(num(w, "user_ms")? + num(w, "sys_ms")?)
+}
+
+/// The base run's CPU time with its kernel time per hint fault replaced by
 /// `run`'s, over the base run's CPU time: the workload's slowdown for the
-/// same work. The probes run only in the kernel, so only the system side is
+/// same work. The probes run only in the kernel, so only the kernel side is
 /// taken from `run`; the user side is not comparable between runs (the
-/// accesses made while waiting for the scanner, and their cost per access
-/// under TCG, swing 3-5x between runs of the same build, probes or not).
-fn same_work_ratio(base: &Value, run: &Value) -> Result<f64> {
-    let (ub, sb) = (num(base, "user_ms")?, num(base, "sys_ms")?);
+/// accesses made while waiting for the scanner differ).
+fn same_work_ratio(base: &Value, run: &Value, kt: KernelTime) -> Result<f64> {
+    let total = cpu_ms(base)?;
+    let user = total - kt.ms(base)?;
     let faults = num(base, "numa_hint_faults")?;
-    Ok((ub + faults * sys_us_per_fault(run)? / 1000.0) / (ub + sb).max(1e-9))
+    Ok((user + faults * kt.us_per_fault(run)? / 1000.0) / total.max(1e-9))
 }
 
 /// Busy CPU seconds of the guest between two `/proc/stat` "cpu" lines
@@ -140,8 +191,8 @@ fn busy_cpu_s(dir: &Path, run: &str) -> Result<f64> {
 struct Figures {
     /// Per tool run (`RUNS[1..]`): same-work CPU time / base.
     same_work: Vec<Vec<f64>>,
-    /// Per run: the workload's system time per hint fault (µs).
-    sys_us: Vec<Vec<f64>>,
+    /// Per run: the workload's kernel time per hint fault (µs).
+    kernel_us: Vec<Vec<f64>>,
     /// Per run: the guest's busy CPU seconds.
     busy: Vec<Vec<f64>>,
     faults_per_s: Vec<f64>,
@@ -179,7 +230,7 @@ impl ProgramFigures {
 pub fn report(dir: &Path, clock: Clock) -> Result<()> {
     let mut fig = Figures {
         same_work: vec![Vec::new(); RUNS.len() - 1],
-        sys_us: vec![Vec::new(); RUNS.len()],
+        kernel_us: vec![Vec::new(); RUNS.len()],
         busy: vec![Vec::new(); RUNS.len()],
         faults_per_s: Vec::new(),
         bpf_ns_per_fault: Vec::new(),
@@ -189,9 +240,10 @@ pub fn report(dir: &Path, clock: Clock) -> Result<()> {
         drops: 0,
     };
     let (ns, us) = clock.units();
-    println!("round | same-work CPU / base: empty  traced  stats | sys {us}/fault: base  empty traced  stats | traced faults/s | BPF {ns}/fault  % of CPU | guest busy CPU s: base empty traced stats");
+    let kt = KernelTime::of(clock, &read_json(dir, "calibration.json")?)?;
+    println!("round | same-work CPU / base: empty  traced  stats | kernel {us}/fault: base  empty traced  stats | traced faults/s | BPF {ns}/fault  % of CPU | guest busy CPU s: base empty traced stats");
     for i in 0..ROUNDS {
-        let line = round(dir, i, &mut fig)?;
+        let line = round(dir, i, kt, &mut fig)?;
         println!("{line}");
     }
     print_summary(&fig, clock);
@@ -199,19 +251,19 @@ pub fn report(dir: &Path, clock: Clock) -> Result<()> {
 }
 
 /// Adds round `i`'s figures to `fig`; returns its line of the table.
-fn round(dir: &Path, i: usize, fig: &mut Figures) -> Result<String> {
+fn round(dir: &Path, i: usize, kt: KernelTime, fig: &mut Figures) -> Result<String> {
     let runs = round_runs(dir, &RUNS, i)?;
     let base = &runs[0];
     let mut line = format!("{i:>5} |");
     for (k, run) in runs[1..].iter().enumerate() {
-        let r = same_work_ratio(base, run)?;
+        let r = same_work_ratio(base, run, kt)?;
         fig.same_work[k].push(r);
         line.push_str(&format!(" {r:>6.3}"));
     }
     line.push_str(" |");
     for (k, run) in runs.iter().enumerate() {
-        let us = sys_us_per_fault(run)?;
-        fig.sys_us[k].push(us);
+        let us = kt.us_per_fault(run)?;
+        fig.kernel_us[k].push(us);
         line.push_str(&format!(" {us:>6.1}"));
     }
     let traced = read_json(dir, &format!("tool_traced_{i}.json"))?;
@@ -320,13 +372,19 @@ fn print_summary(fig: &Figures, clock: Clock) {
     for (label, v) in labels.iter().zip(&fig.same_work) {
         println!("    {label:<46} {}", Spread::of(v));
     }
-    println!("  kernel (system) time per hint fault ({us}):");
-    for ((name, _), v) in RUNS.iter().zip(&fig.sys_us) {
+    let how = match clock {
+        Clock::Instructions => {
+            "CPU time beyond the accesses' own, from a calibration run with NUMA balancing off"
+        }
+        Clock::Wall => "the system time the kernel bills",
+    };
+    println!("  kernel time per hint fault ({us}; {how}):");
+    for ((name, _), v) in RUNS.iter().zip(&fig.kernel_us) {
         let sp = Spread::of(v);
         println!("    {name:<46} {sp:.2}, spread {:.1}%", sp.spread_pct());
     }
-    let base = Spread::of(&fig.sys_us[0]).median;
-    for ((name, _), v) in RUNS.iter().zip(&fig.sys_us).skip(1) {
+    let base = Spread::of(&fig.kernel_us[0]).median;
+    for ((name, _), v) in RUNS.iter().zip(&fig.kernel_us).skip(1) {
         let added = 100.0 * (Spread::of(v).median / base - 1.0);
         println!("    {name} adds {added:+.1}% to the bare hint-fault path");
     }
@@ -382,13 +440,34 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn same_work_ratio_takes_only_the_system_side_from_the_run() {
+    fn same_work_ratio_takes_only_the_kernel_side_from_the_run() {
         let base = json!({"user_ms": 1000.0, "sys_ms": 1000.0, "numa_hint_faults": 20000.0});
         // 50 us per fault in the base run; 75 us in the run, whose user side
         // (any value) must not matter.
         let run = json!({"user_ms": 123.0, "sys_ms": 1500.0, "numa_hint_faults": 20000.0});
-        let r = same_work_ratio(&base, &run).unwrap();
+        let r = same_work_ratio(&base, &run, KernelTime::Billed).unwrap();
         assert!((r - 1.25).abs() < 1e-9, "{r}");
+    }
+
+    /// In instruction-count mode the kernel time is the CPU time beyond the
+    /// accesses, however the kernel split it between user and system.
+    #[test]
+    fn kernel_time_is_the_cpu_time_beyond_the_accesses_at_the_calibrated_cost() {
+        // 20 ns (instructions) an access.
+        let calibration = json!({"user_ms": 1990.0, "sys_ms": 10.0, "accesses": 1e8});
+        let kt = KernelTime::of(Clock::Instructions, &calibration).unwrap();
+        // 1600 ms of accesses; the other 400 ms over 20,000 faults, however
+        // the ticks split them.
+        for (user, sys) in [(1600.0, 400.0), (1550.0, 450.0)] {
+            let w = json!({"user_ms": user, "sys_ms": sys, "accesses": 8e7, "numa_hint_faults": 20000.0});
+            let us = kt.us_per_fault(&w).unwrap();
+            assert!((us - 20.0).abs() < 1e-9, "{us}");
+        }
+        let wall = KernelTime::of(Clock::Wall, &calibration).unwrap();
+        let w = json!({"user_ms": 1550.0, "sys_ms": 450.0, "accesses": 8e7, "numa_hint_faults": 20000.0});
+        assert!((wall.us_per_fault(&w).unwrap() - 22.5).abs() < 1e-9);
+        let none = json!({"user_ms": 1.0, "sys_ms": 1.0, "accesses": 0.0});
+        assert!(KernelTime::of(Clock::Instructions, &none).is_err());
     }
 
     #[test]
@@ -432,7 +511,8 @@ mod tests {
                 std::fs::write(dir.join(next), line).unwrap();
             }
         }
-        assert_eq!(runs, ROUNDS * RUNS.len());
+        // The calibration run and every round's runs.
+        assert_eq!(runs, 1 + ROUNDS * RUNS.len());
         report(&dir, Clock::Instructions).unwrap();
         report(&dir, Clock::Wall).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
