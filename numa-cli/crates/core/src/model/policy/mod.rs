@@ -102,9 +102,16 @@ pub trait Policy {
     /// Called for every hint fault the kernel decided in tiering mode on a
     /// slow-node folio (the decisions the policies compete on).
     fn decide(&mut self, ev: &FaultEvent, view: &FaultView) -> Verdict;
-    /// Told of a fault some events before `decide` sees it: a policy with
+    /// [`decide`](Self::decide) with the fault's page key packed by the
+    /// caller (`pagetable::pack` of its tgid and address, 0 when it does
+    /// not pack): the engine packs it once per fault for every model.
+    fn decide_keyed(&mut self, ev: &FaultEvent, view: &FaultView, _key: u64) -> Verdict {
+        self.decide(ev, view)
+    }
+    /// Told of a fault some events before `decide` sees it, with its page
+    /// key as [`decide_keyed`](Self::decide_keyed) gets it: a policy with
     /// per-page state may start loading it (a hint; no effect on results).
-    fn prefetch(&self, _ev: &FaultEvent) {}
+    fn prefetch(&self, _key: u64) {}
     /// Whether [`prefetch`](Self::prefetch) does anything: the engine
     /// calls it only for the policies that say so.
     fn prefetches(&self) -> bool {

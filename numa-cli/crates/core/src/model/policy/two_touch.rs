@@ -68,17 +68,25 @@ impl Policy for TwoTouch {
         true
     }
 
-    fn prefetch(&self, ev: &FaultEvent) {
-        if let Some(key) = pagetable::pack((ev.pid_tgid >> 32) as u32, ev.addr) {
+    fn prefetch(&self, key: u64) {
+        if key != 0 {
             self.last.prefetch(key);
         }
     }
 
-    fn decide(&mut self, ev: &FaultEvent, _view: &FaultView) -> Verdict {
-        let tgid = (ev.pid_tgid >> 32) as u32;
+    fn decide(&mut self, ev: &FaultEvent, view: &FaultView) -> Verdict {
+        let key = pagetable::pack((ev.pid_tgid >> 32) as u32, ev.addr);
+        self.decide_keyed(ev, view, key.unwrap_or(0))
+    }
+
+    fn decide_keyed(&mut self, ev: &FaultEvent, _view: &FaultView, key: u64) -> Verdict {
+        debug_assert_eq!(
+            key,
+            pagetable::pack((ev.pid_tgid >> 32) as u32, ev.addr).unwrap_or(0)
+        );
         let now_ms = ev.ts_ns / 1_000_000;
-        let Some(key) = pagetable::pack(tgid, ev.addr) else {
-            let key = (tgid, ev.addr);
+        if key == 0 {
+            let key = ((ev.pid_tgid >> 32) as u32, ev.addr);
             if !self.wide.contains_key(&key) {
                 self.make_room(now_ms);
             }
@@ -89,7 +97,7 @@ impl Policy for TwoTouch {
                 }
                 _ => FIRST_TOUCH,
             };
-        };
+        }
         let vacant = match self.last.lookup(key) {
             Ok(i) => {
                 let prev = self.last.slot(i)[1];

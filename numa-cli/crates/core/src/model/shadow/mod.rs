@@ -474,14 +474,14 @@ impl Engine {
             return 0;
         };
         let tgid = (f.pid_tgid >> 32) as u32;
-        let key = pagetable::pack(tgid, f.addr);
-        if let Some(key) = key {
-            self.refaults.prefetch(key);
-        }
+        let Some(key) = pagetable::pack(tgid, f.addr) else {
+            return 0;
+        };
+        self.refaults.prefetch(key);
         for &i in &self.prefetching {
-            self.models[i].policy.prefetch(f);
+            self.models[i].policy.prefetch(key);
         }
-        key.unwrap_or(0)
+        key
     }
 
     /// Applies `ev`; `key` is what [`prefetch`](Self::prefetch) returned.
@@ -548,7 +548,7 @@ impl Engine {
         if self.rejected_seen == self.next_sample {
             self.sample_rejection(f);
         }
-        let wanted = self.decide(f, &view, pi, kernel_promote);
+        let wanted = self.decide(f, &view, key, pi, kernel_promote);
         if kernel_promote {
             self.refaults.release(held);
         } else {
@@ -562,7 +562,14 @@ impl Engine {
     /// fault's node pair. Returns the set of models that wanted to promote
     /// (bit `i` = model `i`).
     #[inline]
-    fn decide(&mut self, f: &FaultEvent, view: &FaultView, pi: usize, kernel_promote: bool) -> u64 {
+    fn decide(
+        &mut self,
+        f: &FaultEvent,
+        view: &FaultView,
+        key: u64,
+        pi: usize,
+        kernel_promote: bool,
+    ) -> u64 {
         let n_models = self.models.len();
         let hint = (f.src_nid as usize) ^ (f.dst_nid as usize) << 2;
         let ni = self
@@ -595,7 +602,7 @@ impl Engine {
         for (i, (m, ((promote, promote_refused), pair_promote))) in
             self.models.iter_mut().zip(counts).enumerate()
         {
-            let v = m.policy.decide(f, view);
+            let v = m.policy.decide_keyed(f, view, key);
             m.tally(v, kernel_promote, nr_pages);
             let p = u64::from(v.promote);
             *promote += p;
