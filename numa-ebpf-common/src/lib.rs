@@ -329,7 +329,11 @@ pub const HIST_SLOTS: usize = OUTCOMES * HIST_BUCKETS;
 pub struct HistEntry {
     pub outcome: usize,
     pub latency_ns: u64,
-    pub delta: Option<u64>,
+    /// The fault-count delta, counted when `own_mm`. A plain number, not
+    /// an Option: the BPF verifier refuses the spill of an Option's
+    /// undefined payload that LLVM emits.
+    pub delta: u64,
+    pub own_mm: bool,
 }
 
 impl HistEntry {
@@ -340,15 +344,11 @@ impl HistEntry {
         if ev.flags & fault_flags::HAS_STAMP == 0 || outcome >= OUTCOMES {
             return None;
         }
-        let delta = if ev.flags & fault_flags::STAMP_OTHER_MM == 0 {
-            Some(ev.seq_mm.saturating_sub(ev.scan_seq_mm))
-        } else {
-            None
-        };
         Some(HistEntry {
             outcome,
             latency_ns: ev.ts_ns.saturating_sub(ev.scan_ns),
-            delta,
+            delta: ev.seq_mm.saturating_sub(ev.scan_seq_mm),
+            own_mm: ev.flags & fault_flags::STAMP_OTHER_MM == 0,
         })
     }
 
@@ -565,13 +565,12 @@ pub struct Stamp {
 /// `Stamp::access` when the folio's stored access time is not known.
 pub const ACCESS_UNKNOWN: u32 = u32::MAX;
 
-/// Per-process hint-fault sequence number (`MM_SEQ`, keyed by tgid).
-pub const MM_SEQ_ENTRIES: u32 = 65536;
-/// The fault-count patch's per-mm counters (`PC_COUNT`, keyed by the
-/// mm_struct's address, dropped with the mm).
+/// The per-mm counters (`PC_COUNT`, keyed by the mm_struct's address,
+/// dropped with the mm).
 pub const PC_COUNT_ENTRIES: u32 = 65536;
 
-/// One `PC_COUNT` entry: the mm's counter as the patch keeps it.
+/// One `PC_COUNT` entry: the mm's counter as the patch keeps it, and its
+/// hint-fault sequence number.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PcCounter {
@@ -579,6 +578,9 @@ pub struct PcCounter {
     pub count: u32,
     /// 1 once numatrace saw the counter's last reset.
     pub base_known: u32,
+    /// numatrace's count of the mm's hint faults since attach, PTE and PMD
+    /// alike (`FaultEvent::seq_mm`); never reset while the mm lives.
+    pub seq: u64,
 }
 /// Default ring buffer size in bytes.
 pub const DEFAULT_RING_BYTES: u32 = 16 << 20;

@@ -17,7 +17,7 @@ use aya_log_ebpf::{debug, warn};
 
 use crate::maps::{
     add, as_number, cgroup_id, count, count_rare, cpu, current_comm, current_mm, emit,
-    existing_stamp, existing_thread_ctx, next_fault_seqs, now_ns, occupied, pc_on_fault, pid_tgid,
+    existing_stamp, existing_thread_ctx, next_global_seq, now_ns, occupied, pc_on_fault, pid_tgid,
     stamp_slot, thread_ctx, vmf_address, wanted, zero, NoSlot, ThreadCtx, COUNTERS, HIST_DELTA,
     HIST_LATENCY, HIST_SUM,
 };
@@ -96,7 +96,7 @@ fn on_hint_fault(folio: u64, addr: u64) {
     count(Counter::HintFaults, 1);
     let key = pid_tgid();
     let tgid = (key >> 32) as u32;
-    let (seq_global, seq_mm) = next_fault_seqs(tgid);
+    let seq_global = next_global_seq();
     let Some(ctx) = thread_ctx() else {
         return no_thread_ctx();
     };
@@ -128,7 +128,6 @@ fn on_hint_fault(folio: u64, addr: u64) {
     ev.addr = addr & PAGE_MASK;
     ev.folio = folio;
     ev.seq_global = seq_global;
-    ev.seq_mm = seq_mm;
     ev.src_nid = -1;
     ev.dst_nid = -1;
     ev.outcome = Outcome::NoDecision as u8;
@@ -138,6 +137,7 @@ fn on_hint_fault(folio: u64, addr: u64) {
         count(Counter::PmdHintFaults, 1);
     }
     if let Some(pc) = pc {
+        ev.seq_mm = pc.seq;
         ev.pc_count = pc.count;
         ev.ext_flags |= xf::PC_COUNT;
         if pc.base_known != 0 {
@@ -204,9 +204,9 @@ fn hist(ev: &FaultEvent) {
     let sum = h.sum_slot() as u32;
     add(&HIST_LATENCY, h.slot(h.latency_ns) as u32, 1);
     add(&HIST_SUM, sum, h.latency_ns);
-    if let Some(delta) = h.delta {
-        add(&HIST_DELTA, h.slot(delta) as u32, 1);
-        add(&HIST_SUM, sum + 1, delta);
+    if h.own_mm {
+        add(&HIST_DELTA, h.slot(h.delta) as u32, 1);
+        add(&HIST_SUM, sum + 1, h.delta);
     }
 }
 

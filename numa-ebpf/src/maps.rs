@@ -16,11 +16,11 @@ use aya_ebpf::{
         },
     },
     macros::{btf_map, map},
-    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
 use numa_ebpf_common::{
     Counter, FaultEvent, PcCounter, Stamp, COUNTER_SLOTS, DEFAULT_RING_BYTES, FOLLOW_HASH,
-    HIST_SLOTS, MAX_CPUS, MAX_SPANS, MIGRATE_REASONS, MM_SEQ_ENTRIES, OUTCOMES, PC_COUNT_ENTRIES,
+    HIST_SLOTS, MAX_CPUS, MAX_SPANS, MIGRATE_REASONS, OUTCOMES, PC_COUNT_ENTRIES,
 };
 
 /// Per-CPU event counters, indexed by [`Counter`]; userspace sums the CPUs.
@@ -52,15 +52,12 @@ pub static PGDAT: Array<u64> = Array::with_max_entries(64, 0);
 #[map(name = "GLOBAL_SEQ")]
 pub static GLOBAL_SEQ: Array<u64> = Array::with_max_entries(1, 0);
 
-/// Per-process hint-fault sequence numbers (the RFC's per-mm counter),
-/// keyed by tgid: the scanner runs in a thread of the process it scans.
-#[map(name = "MM_SEQ")]
-pub static MM_SEQ: LruHashMap<u32, u64> = LruHashMap::with_max_entries(MM_SEQ_ENTRIES, 0);
-
-/// The fault-count patch's `mm->hint_faults`, per mm_struct address: a
-/// plain hash, not an LRU, so a counter is never silently restarted; an
-/// entry goes with its mm (`__mmdrop`), and a full map is counted
-/// (`PcUnavailable`) with the fault's counter unknown.
+/// Per mm_struct address: the fault-count patch's `mm->hint_faults` and
+/// numatrace's per-process hint-fault sequence number (one lookup a fault
+/// for both; the scanner runs in a thread of the mm it scans). A plain
+/// hash, not an LRU, so a counter is never silently restarted; an entry
+/// goes with its mm (`__mmdrop`), and a full map is counted
+/// (`PcUnavailable`) with the fault's counters unknown.
 #[map(name = "PC_COUNT")]
 pub static PC_COUNT: HashMap<u64, PcCounter> = HashMap::with_max_entries(PC_COUNT_ENTRIES, 0);
 
@@ -371,39 +368,20 @@ fn next_seq(slot: *mut u64) -> u64 {
     }
 }
 
-/// Takes the next global and per-process hint-fault sequence numbers.
+/// Takes the next global hint-fault sequence number.
 #[inline(always)]
-pub fn next_fault_seqs(tgid: u32) -> (u64, u64) {
-    let global = match GLOBAL_SEQ.get_ptr_mut(0) {
-        Some(p) => next_seq(p),
-        None => 0,
-    };
-    let mm = match MM_SEQ.get_ptr_mut(tgid) {
-        Some(p) => next_seq(p),
-        None => {
-            // First fault of this process since attach. BPF_NOEXIST: a racing
-            // thread's insert wins and we bump its slot instead.
-            let _ = MM_SEQ.insert(tgid, 0u64, 1);
-            match MM_SEQ.get_ptr_mut(tgid) {
-                Some(p) => next_seq(p),
-                None => 0,
-            }
-        }
-    };
-    (global, mm)
+pub fn next_global_seq() -> u64 {
+    GLOBAL_SEQ.get_ptr_mut(0).map_or(0, next_seq)
 }
 
-/// Current (not incremented) global and per-process sequence numbers.
+/// The current (not incremented) global sequence number.
 #[inline(always)]
-pub fn current_seqs(tgid: u32) -> (u64, u64) {
-    // SAFETY: reads of map values; a torn read is impossible for aligned u64.
-    let g = GLOBAL_SEQ
+pub fn current_global_seq() -> u64 {
+    // SAFETY: a read of a map value; a torn read is impossible for an
+    // aligned u64.
+    GLOBAL_SEQ
         .get_ptr_mut(0)
-        .map_or(0, |p| unsafe { core::ptr::read_volatile(p) });
-    let m = MM_SEQ
-        .get_ptr_mut(tgid)
-        .map_or(0, |p| unsafe { core::ptr::read_volatile(p) });
-    (g, m)
+        .map_or(0, |p| unsafe { core::ptr::read_volatile(p) })
 }
 
 /// A u64 of kernel memory at `addr` (None for 0 or an unreadable address).
@@ -453,9 +431,10 @@ pub fn vmf_address(vmf: u64) -> u64 {
     read_kernel_u64(vmf + u64::from(off)).unwrap_or(0)
 }
 
-/// The patch's counter of `mm` at a hint fault: do_numa_page's
+/// The counters of `mm` at a hint fault: the patch's, do_numa_page's
 /// `atomic_inc(&mm->hint_faults)` for a PTE fault, a plain read for a PMD
-/// one (should_numa_migrate_memory's `atomic_read`). An mm numatrace has
+/// one (should_numa_migrate_memory's `atomic_read`); and the next
+/// per-process sequence number, for every hint fault. An mm numatrace has
 /// not seen yet starts at 0 (its counter before attach is not known).
 #[inline(always)]
 pub fn pc_on_fault(mm: u64, pte: bool) -> Option<PcCounter> {
@@ -493,12 +472,13 @@ pub fn pc_on_fault(mm: u64, pte: bool) -> Option<PcCounter> {
     Some(PcCounter {
         count,
         base_known: c.base_known,
+        seq: next_seq(&mut c.seq),
     })
 }
 
-/// The patch's counter of `mm` now (the scanner's atomic_read), made at 0
-/// for an mm numatrace has not seen fault yet: the scanner usually passes
-/// over a new mm before its first hint fault.
+/// The counters of `mm` now (the patch's: the scanner's atomic_read), made
+/// at 0 for an mm numatrace has not seen fault yet: the scanner usually
+/// passes over a new mm before its first hint fault.
 #[inline(always)]
 pub fn pc_current(mm: u64) -> Option<PcCounter> {
     if mm == 0 {

@@ -26,8 +26,8 @@ use numa_ebpf_common::{
 };
 
 use crate::maps::{
-    as_number, count, cpu, current_mm, current_seqs, emit, existing_thread_ctx, now_ns, pc_current,
-    pid_tgid, stamp_slot, stored_cpupid, task_mm, thread_ctx, PC_COUNT,
+    as_number, count, cpu, current_global_seq, current_mm, emit, existing_thread_ctx, now_ns,
+    pc_current, pid_tgid, stamp_slot, stored_cpupid, task_mm, thread_ctx, PC_COUNT,
 };
 
 /// folio_xchg_last_cpupid(folio, new) is called. This runs several times
@@ -60,7 +60,8 @@ fn on_xchg(folio: u64, new: u32) {
     count(Counter::ScanStamps, 1);
     ctx.scan_stamps += 1;
     let tgid = (key >> 32) as u32;
-    let (seq_global, seq_mm) = current_seqs(tgid);
+    let seq_global = current_global_seq();
+    let seq_mm = pc_current(current_mm()).map_or(0, |c| c.seq);
     let now = now_ns();
     let access = stored_cpupid(new);
     let folio = as_number(&mut ctx.number, folio);
@@ -122,11 +123,12 @@ fn on_scan_entry(start: u64, end: u64) {
     ctx.scan_end = end;
     ctx.scan_stamps = 0;
     ctx.scan_start_ns = now_ns();
-    (ctx.scan_seq_global, ctx.scan_seq_mm) = current_seqs((pid_tgid() >> 32) as u32);
+    ctx.scan_seq_global = current_global_seq();
     // The patch stamps each folio with atomic_read(&mm->hint_faults); read
     // once per pass here (the scanner runs in a thread of the mm it scans):
     // faults of the mm's other threads during the pass are not in it.
     let pc = pc_current(current_mm());
+    ctx.scan_seq_mm = pc.map_or(0, |c| c.seq);
     ctx.scan_pc = pc.map_or(0, |c| c.count);
     ctx.scan_pc_known = u32::from(pc.is_some());
 }
@@ -293,12 +295,18 @@ fn on_pc_reset(task: u64) {
         return;
     }
     count(Counter::PcResets, 1);
-    let zero = PcCounter {
-        count: 0,
-        base_known: 1,
-    };
-    if PC_COUNT.insert(&mm, &zero, 0).is_err() {
-        count(Counter::PcUnavailable, 1);
+    if PC_COUNT.get_ptr_mut(&mm).is_none() {
+        // BPF_NOEXIST: a racing fault's new entry is reset below instead.
+        let _ = PC_COUNT.insert(&mm, &PcCounter::default(), 1);
+    }
+    match PC_COUNT.get_ptr_mut(&mm) {
+        // SAFETY: map value pointer. The sequence number goes on: it
+        // counts the mm's faults, which the patch's reset does not touch.
+        Some(c) => unsafe {
+            (*c).count = 0;
+            (*c).base_known = 1;
+        },
+        None => count(Counter::PcUnavailable, 1),
     }
 }
 

@@ -251,9 +251,9 @@ impl RecordHistograms {
         };
         bump(&mut self.latency, h.slot(h.latency_ns), 1);
         bump(&mut self.sum, h.sum_slot(), h.latency_ns);
-        if let Some(d) = h.delta {
-            bump(&mut self.delta, h.slot(d), 1);
-            bump(&mut self.sum, h.sum_slot() + 1, d);
+        if h.own_mm {
+            bump(&mut self.delta, h.slot(h.delta), 1);
+            bump(&mut self.sum, h.sum_slot() + 1, h.delta);
         }
     }
 

@@ -17,8 +17,8 @@ use numa_core::{
     params::KernelParams,
 };
 use numa_ebpf_common::{
-    PcCounter, Stamp, COUNTER_SLOTS, HIST_SLOTS, MAX_CPUS, MIGRATE_REASONS, MM_SEQ_ENTRIES,
-    OUTCOMES, PC_COUNT_ENTRIES,
+    PcCounter, Stamp, COUNTER_SLOTS, HIST_SLOTS, MAX_CPUS, MIGRATE_REASONS, OUTCOMES,
+    PC_COUNT_ENTRIES,
 };
 
 /// Bytes of one `STAMPS` slot (an array element is its value, 8-aligned).
@@ -50,7 +50,6 @@ pub fn fixed_bytes(ring_bytes: u64, cpus: u64) -> u64 {
         + 2 * OUTCOMES as u64
         + 2 * u64::from(MIGRATE_REASONS);
     ring_bytes
-        + hash(MM_SEQ_ENTRIES, 4, 8)
         + hash(PC_COUNT_ENTRIES, 8, size_of::<PcCounter>())
         + per_cpu_slots * 8 * cpus
         + u64::from(MAX_CPUS) * 4
