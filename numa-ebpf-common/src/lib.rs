@@ -25,13 +25,17 @@ pub const RECORD_SIZES_V1: [usize; 3] = [136, 72, 40];
 pub enum Counter {
     /// NUMA hint faults (numa_migrate_check / numa_migrate_prep entries).
     HintFaults = 0,
-    /// should_numa_migrate_memory returns.
+    /// Not counted by the probes: the decisions are `DecisionPromote` plus
+    /// `DecisionReject`, one of which every return counts. The slot stays
+    /// so that recorded traces keep their counter indexes.
     Decisions = 1,
     /// should_numa_migrate_memory returned true.
     DecisionPromote = 2,
     /// should_numa_migrate_memory returned false.
     DecisionReject = 3,
-    /// last_cpupid exchanges (the tiering scan stamp and other callers).
+    /// Not counted (the exchange runs about four times per promoted hint
+    /// fault; its run count is in the program's `bpf_stats`). The slot
+    /// stays so that recorded traces keep their counter indexes.
     CpupidXchg = 4,
     /// change_prot_numa calls (one scanned range each).
     ScanRanges = 5,
@@ -41,7 +45,8 @@ pub enum Counter {
     MigrateSuccess = 7,
     /// migrate_misplaced_{folio,page} calls that failed.
     MigrateFail = 8,
-    /// task_numa_fault calls.
+    /// Not counted (its run count is in the program's `bpf_stats`). The
+    /// slot stays so that recorded traces keep their counter indexes.
     FaultAccount = 9,
     /// do_huge_pmd_numa_page calls.
     ThpFaults = 10,
@@ -49,7 +54,8 @@ pub enum Counter {
     ThpScans = 11,
     /// sched:sched_skip_vma_numa events.
     VmaSkips = 12,
-    /// migrate:mm_migrate_pages events.
+    /// Not counted (its run count is in the program's `bpf_stats`). The
+    /// slot stays so that recorded traces keep their counter indexes.
     MigrateTpEvents = 13,
     /// Hits of doctor's trial probes.
     TrialHits = 14,
@@ -69,8 +75,9 @@ pub enum Counter {
     ThreadCtxUnavailable = 20,
     /// task_numa_fault without a hint fault seen first (attach races).
     FaultWithoutContext = 21,
-    /// mm_migrate_pages pages succeeded with reason numa_misplaced/demotion
-    /// are in `MIGRATE_REASON_PAGES`; this counts the events.
+    /// Not counted: the pages mm_migrate_pages moved are the succeeded
+    /// slots of `MIGRATE_REASON_PAGES` summed. The slot stays so that
+    /// recorded traces keep their counter indexes.
     MigrateTpPages = 22,
     /// Resets of an mm's fault-count counter seen (init_numa_balancing).
     PcResets = 23,

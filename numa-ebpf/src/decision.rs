@@ -74,7 +74,6 @@ fn on_decision_entry(src_nid: i32, dst_cpu: i32) {
 #[inline(always)]
 fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
     let promote = ret & 0xff != 0;
-    count(Counter::Decisions, 1);
     count(
         if promote {
             Counter::DecisionPromote

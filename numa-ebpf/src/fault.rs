@@ -240,7 +240,6 @@ fn fault_without_context() {
 /// fault. Completes the record and emits it.
 #[inline(always)]
 fn on_fault_account(mem_node: i32, pages: i32, flags: i32) {
-    count(Counter::FaultAccount, 1);
     let ctx = match existing_thread_ctx() {
         // SAFETY: this thread's storage, see on_hint_fault.
         Some(ctx) => unsafe { &mut *ctx },

@@ -620,16 +620,20 @@ pub fn cpu_node(cpu: u32) -> i32 {
 
 /// The threshold should_numa_migrate_memory compares against:
 /// `pgdat->nbp_threshold ?: sysctl_numa_balancing_hot_threshold`, in ms.
+/// The sysctl is read only when the node has no threshold of its own
+/// (before its first adjustment period), as the kernel uses it: one probe
+/// read a decision instead of two.
 #[inline(always)]
 pub fn kernel_threshold_ms(dst_nid: i32) -> u32 {
-    let def = read_kernel_u32(setting!(SYM_HOT_THRESHOLD)).unwrap_or(0);
     let off = setting!(OFF_NBP_THRESHOLD);
-    if off == 0 {
-        return def;
-    }
-    match pgdat(dst_nid).and_then(|p| read_kernel_u32(p + u64::from(off))) {
+    let nbp = if off == 0 {
+        None
+    } else {
+        pgdat(dst_nid).and_then(|p| read_kernel_u32(p + u64::from(off)))
+    };
+    match nbp {
         Some(nbp) if nbp != 0 => nbp,
-        _ => def,
+        _ => read_kernel_u32(setting!(SYM_HOT_THRESHOLD)).unwrap_or(0),
     }
 }
 

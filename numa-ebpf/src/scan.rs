@@ -35,7 +35,6 @@ use crate::maps::{
 /// so the common cases leave after one task-storage lookup.
 #[inline(always)]
 fn on_xchg(folio: u64, new: u32) {
-    count(Counter::CpupidXchg, 1);
     let Some(ctx) = existing_thread_ctx() else {
         return;
     };

@@ -509,7 +509,10 @@ impl Totals {
         let kc = |c: Counter| self.window.count(c);
         BTreeMap::from([
             ("hint_faults", kc(Counter::HintFaults)),
-            ("decisions", kc(Counter::Decisions)),
+            (
+                "decisions",
+                kc(Counter::DecisionPromote) + kc(Counter::DecisionReject),
+            ),
             ("decision_promote", kc(Counter::DecisionPromote)),
             ("decision_reject", kc(Counter::DecisionReject)),
             (
@@ -527,17 +530,14 @@ impl Totals {
             ("scan_stamps", kc(Counter::ScanStamps)),
             ("scan_ranges", kc(Counter::ScanRanges)),
             ("stamp_inserts", kc(Counter::StampInserts)),
-            ("fault_account", kc(Counter::FaultAccount)),
             ("faults_without_context", kc(Counter::FaultWithoutContext)),
             ("thread_ctx_unavailable", kc(Counter::ThreadCtxUnavailable)),
             ("balancing_mode_changed", kc(Counter::BalancingModeChanged)),
-            ("cpupid_xchg", kc(Counter::CpupidXchg)),
             ("scan_ptes_updated", kc(Counter::ScanPtesUpdated)),
             ("thp_faults", kc(Counter::ThpFaults)),
             ("thp_scans", kc(Counter::ThpScans)),
             ("vma_skips", kc(Counter::VmaSkips)),
-            ("migrate_tp_events", kc(Counter::MigrateTpEvents)),
-            ("migrate_tp_pages", kc(Counter::MigrateTpPages)),
+            ("migrate_tp_pages", self.window.migrated_pages()),
             ("pc_resets", kc(Counter::PcResets)),
             ("pc_drops", kc(Counter::PcDrops)),
             ("pc_unavailable", kc(Counter::PcUnavailable)),
@@ -573,7 +573,7 @@ impl Totals {
 
 #[cfg(test)]
 mod tests {
-    use numa_ebpf_common::{ext_flags as xf, Outcome, ScanEvent};
+    use numa_ebpf_common::{ext_flags as xf, Outcome, ScanEvent, COUNTER_SLOTS, MIGRATE_REASONS};
 
     use super::*;
     use crate::decode::fixtures::fault;
@@ -601,6 +601,35 @@ mod tests {
         none.ext_flags &= !xf::PC_COUNT;
         p.fault(&none);
         assert_eq!((p.faults_with_counter, p.faults_without_counter), (3, 1));
+    }
+
+    /// The figures the probes no longer count are derived from the ones
+    /// they do, the same way for a recorded trace that still has them.
+    #[test]
+    fn decisions_and_migrated_pages_are_derived_from_their_parts() {
+        let snap = |promote: u64, reject: u64, moved: u64| {
+            let mut counters = vec![0; COUNTER_SLOTS as usize];
+            counters[Counter::DecisionPromote as usize] = promote;
+            counters[Counter::DecisionReject as usize] = reject;
+            counters[Counter::Decisions as usize] = 1000;
+            let mut migrate_reason_pages = vec![0; MIGRATE_REASONS as usize * 2];
+            migrate_reason_pages[2 * 3] = moved;
+            migrate_reason_pages[2 * 3 + 1] = 1000;
+            Snapshot {
+                counters,
+                migrate_reason_pages,
+                ..Snapshot::default()
+            }
+        };
+        let mut t = Totals::new(1);
+        t.snapshot(&snap(1, 2, 3));
+        t.snapshot(&snap(11, 7, 8));
+        let c = t.kernel_counters();
+        assert_eq!((c["decisions"], c["decision_promote"]), (15, 10));
+        assert_eq!(c["migrate_tp_pages"], 5);
+        for gone in ["cpupid_xchg", "fault_account", "migrate_tp_events"] {
+            assert!(!c.contains_key(gone), "{gone}");
+        }
     }
 
     #[test]

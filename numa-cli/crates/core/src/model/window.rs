@@ -4,7 +4,7 @@
 //! two snapshots, taken here in one way for every consumer.
 use std::collections::BTreeMap;
 
-use numa_ebpf_common::{hist_slot, Counter, HIST_BUCKETS};
+use numa_ebpf_common::{hist_slot, Counter, HIST_BUCKETS, MIGRATE_REASONS};
 
 use crate::{decode::Snapshot, topology};
 
@@ -38,6 +38,19 @@ impl Snapshot {
     /// since `before`.
     pub fn hist_sum_since(&self, before: &Snapshot, slot: usize) -> u64 {
         grew(&self.hist_sum, &before.hist_sum, slot)
+    }
+
+    /// Pages mm_migrate_pages moved, every reason, since `before`.
+    pub fn migrated_pages_since(&self, before: &Snapshot) -> u64 {
+        (0..MIGRATE_REASONS as usize)
+            .map(|r| {
+                grew(
+                    &self.migrate_reason_pages,
+                    &before.migrate_reason_pages,
+                    r * 2,
+                )
+            })
+            .sum()
     }
 
     /// The named vmstat counters summed, since `before`.
@@ -115,6 +128,11 @@ impl Window {
         self.pair().map_or(0, |(a, b)| b.hist_sum_since(a, slot))
     }
 
+    /// Pages mm_migrate_pages moved over the window.
+    pub fn migrated_pages(&self) -> u64 {
+        self.pair().map_or(0, |(a, b)| b.migrated_pages_since(a))
+    }
+
     /// The named vmstat counters summed over the window.
     pub fn vmstat(&self, keys: &[&str]) -> u64 {
         self.pair().map_or(0, |(a, b)| b.vmstat_since(a, keys))
@@ -162,6 +180,31 @@ mod tests {
         assert_eq!((row.len(), row[3], row[4]), (HIST_BUCKETS, 0, 5));
         let none = Window::default().hist_row(|s| &s.hist_latency, 2);
         assert_eq!(none, vec![0; HIST_BUCKETS]);
+    }
+
+    #[test]
+    fn migrated_pages_are_the_succeeded_slots_of_every_reason() {
+        let reasons = |pages: &[(usize, u64)]| {
+            let mut v = vec![0; MIGRATE_REASONS as usize * 2];
+            for &(slot, n) in pages {
+                v[slot] = n;
+            }
+            Snapshot {
+                migrate_reason_pages: v,
+                ..Snapshot::default()
+            }
+        };
+        let mut w = Window::default();
+        w.push(&reasons(&[(0, 1), (1, 50), (2 * 5, 10)]));
+        w.push(&reasons(&[
+            (0, 4),
+            (1, 90),
+            (2 * 5, 30),
+            (2 * 15, 7),
+            (2 * 15 + 1, 9),
+        ]));
+        assert_eq!(w.migrated_pages(), 3 + 20 + 7);
+        assert_eq!(Window::default().migrated_pages(), 0);
     }
 
     #[test]
