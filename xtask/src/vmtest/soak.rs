@@ -25,7 +25,8 @@ scrape() { wget -q -O - http://127.0.0.1:9465/metrics 2>/dev/null; }
 # One attach at a time (each takes tens of seconds under TCG). stats
 # first: its window must open before any workload runs, for its counts to
 # equal vmstat's; the exporter next, until it answers.
-ours() { numatrace doctor --loaded --json | grep -c '"numatrace": true'; }
+# Listing the loaded objects while others attach and detach must not fail.
+ours() { numatrace doctor --loaded --json 2>> loaded.err | grep -c '"numatrace": true'; }
 numatrace stats --live --json --duration $((S + 600)) > stats.json 2> stats.err &
 sta=$!
 i=0; while [ "$(ours)" = 0 ] && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
@@ -65,6 +66,7 @@ while [ "$(date +%s)" -le $end ]; do
 	entries=$(field scan_index_entries)
 	procs=$(field scan_index_processes)
 	echo "$t ${series:-0} ${queue:-0} ${entries:-0} ${procs:-0}" >> global.txt
+	ours > /dev/null
 	sleep 5
 done
 wait $churn $tops
@@ -111,6 +113,12 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         !dir.join("top.failed").exists(),
         "top --once failed at (unix s) {}",
         text(dir, "top.failed")?.trim()
+    );
+    let listing = text(dir, "loaded.err")?;
+    ensure!(
+        listing.trim().is_empty(),
+        "doctor --loaded failed while others attached and detached: {}",
+        listing.trim()
     );
     let seconds: u64 = text(dir, "soak_seconds")?
         .trim()

@@ -62,12 +62,16 @@ fn own_names() -> Result<(BTreeSet<String>, BTreeSet<String>)> {
     ))
 }
 
-/// Every loaded program, map and link (needs CAP_SYS_ADMIN).
+/// Every loaded program, map and link (needs CAP_SYS_ADMIN). Objects
+/// that go away between being listed and being opened, or that another
+/// process is still creating, are left out: they are not loaded now.
 pub fn scan() -> Result<Loaded> {
     let (prog_names, map_names) = own_names()?;
     let mut loaded = Loaded::default();
     for p in aya::programs::loaded_programs() {
-        let p = p.context("listing loaded BPF programs (needs root)")?;
+        let Some(p) = present(p).context("listing loaded BPF programs (needs root)")? else {
+            continue;
+        };
         let name = p.name_as_str().unwrap_or_default().to_owned();
         loaded.programs.push(Object {
             id: p.id(),
@@ -76,7 +80,9 @@ pub fn scan() -> Result<Loaded> {
         });
     }
     for m in aya::maps::loaded_maps() {
-        let m = m.context("listing loaded BPF maps (needs root)")?;
+        let Some(m) = present(m).context("listing loaded BPF maps (needs root)")? else {
+            continue;
+        };
         let name = m.name_as_str().unwrap_or_default().to_owned();
         loaded.maps.push(Object {
             id: m.id(),
@@ -91,7 +97,9 @@ pub fn scan() -> Result<Loaded> {
         .map(|p| p.id)
         .collect();
     for l in aya::programs::loaded_links() {
-        let l = l.context("listing BPF links (needs root)")?;
+        let Some(l) = present(l).context("listing BPF links (needs root)")? else {
+            continue;
+        };
         loaded.links.push(Link {
             id: l.id(),
             program_id: l.program_id(),
@@ -99,6 +107,32 @@ pub fn scan() -> Result<Loaded> {
         });
     }
     Ok(loaded)
+}
+
+/// An object listed by id, None when opening it by id found it gone
+/// (`ENOENT`: freed since it was listed) or not yet settled (`EAGAIN`: a
+/// link whose attach is still under way in another process).
+fn present<T, E>(r: Result<T, E>) -> Result<Option<T>, E>
+where
+    E: std::error::Error + 'static,
+{
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if io_errno(&e).is_some_and(|n| n == libc::ENOENT || n == libc::EAGAIN) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The OS error number at the root of `e`, if any.
+fn io_errno(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return io.raw_os_error();
+        }
+        cur = err.source();
+    }
+    None
 }
 
 #[cfg(test)]
@@ -111,5 +145,23 @@ mod tests {
         assert!(progs.contains("fentry_hint_fau"), "{progs:?}");
         assert!(maps.contains(numa_ebpf_common::maps::EVENTS), "{maps:?}");
         assert!(progs.iter().chain(&maps).all(|n| n.len() <= OBJ_NAME_LEN));
+    }
+
+    fn by_id(errno: i32) -> Result<(), aya::programs::links::LinkError> {
+        Err(aya::sys::SyscallError {
+            call: "bpf_link_get_fd_by_id",
+            io_error: std::io::Error::from_raw_os_error(errno),
+        }
+        .into())
+    }
+
+    /// An object that went away or is still being created is not listed;
+    /// any other failure (no permission) is an error.
+    #[test]
+    fn objects_gone_or_unsettled_are_skipped_and_other_failures_are_errors() {
+        assert!(matches!(present(by_id(libc::ENOENT)), Ok(None)));
+        assert!(matches!(present(by_id(libc::EAGAIN)), Ok(None)));
+        assert!(present(by_id(libc::EPERM)).is_err());
+        assert!(matches!(present(Ok::<_, std::io::Error>(7)), Ok(Some(7))));
     }
 }
