@@ -28,7 +28,7 @@ use numa_core::{
     rng::Rng,
     trace,
 };
-use numa_ebpf_common::{fault_flags as ff, EventKind, FaultEvent, Outcome};
+use numa_ebpf_common::{ext_flags as xf, fault_flags as ff, EventKind, FaultEvent, Outcome};
 
 const EVENTS: u64 = 10_000_000;
 const FOLIOS: u64 = 512 * 1024;
@@ -79,6 +79,14 @@ fn event(i: u64, g: &mut Rng, folios: u64) -> FaultEvent {
         outcome: outcome as u8,
         decision: if outcome.promoted() { 1 } else { 2 },
         flags: ff::HAS_STAMP | ff::DECIDED | ff::KERNEL_LATENCY | ff::HAS_FAULT_HOOK,
+        // As the probes record a decision that reached the threshold step
+        // on a kernel with the patch's inputs: every model does its whole
+        // work, none stops at a shortcut.
+        ext_flags: xf::THRESHOLD_PATH | xf::PC_COUNT | xf::PC_STORED | xf::NODE_CANDIDATES,
+        pc_count: (i / 8 + 1) as u32,
+        pc_stored: (i / 8 + 1).saturating_sub((r >> 8) % 250_000) as u32,
+        pc_stored_ns: ts_ns - latency_ms * 1_000_000,
+        node_candidates: i / 4,
         comm: *b"bench\0\0\0\0\0\0\0\0\0\0\0",
         ..FaultEvent::default()
     }
