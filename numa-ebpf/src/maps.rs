@@ -289,8 +289,14 @@ pub fn count(counter: Counter, n: u64) {
     add(&COUNTERS, counter as u32, n);
 }
 
+/// Adding 0 is skipped: it would cost a map lookup, and a variable count
+/// is often 0 (a promotion moves one folio: its succeeded or its failed
+/// page count is 0). A constant count folds the test away.
 #[inline(always)]
 pub fn add(array: &PerCpuArray<u64>, index: u32, n: u64) {
+    if n == 0 {
+        return;
+    }
     if let Some(slot) = array.get_ptr_mut(index) {
         // SAFETY: the pointer comes from a successful per-CPU array lookup and
         // only this CPU writes to its slot (preemption is off in BPF programs).

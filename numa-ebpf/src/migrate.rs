@@ -86,15 +86,9 @@ pub fn tp_migrate_pages(ctx: TracePointContext) -> u32 {
         tp_u64(&ctx, ok_off).unwrap_or(0),
         tp_u64(&ctx, failed_off).unwrap_or(0),
     );
-    // A promotion moves one folio: one of the two is 0, and adding it
-    // would cost a map lookup.
     if reason < MIGRATE_REASONS {
-        if ok != 0 {
-            add(&MIGRATE_REASON_PAGES, reason * 2, ok);
-        }
-        if failed != 0 {
-            add(&MIGRATE_REASON_PAGES, reason * 2 + 1, failed);
-        }
+        add(&MIGRATE_REASON_PAGES, reason * 2, ok);
+        add(&MIGRATE_REASON_PAGES, reason * 2 + 1, failed);
     }
     // migrate_misplaced_* calls migrate_pages once, for this one folio,
     // in the faulting thread (MIGRATE_ASYNC): its result is the folio's.
