@@ -42,6 +42,15 @@ fn check_json(doc: &Value, series: Series) -> Result<()> {
         doc["ok"],
         failing.join("; ")
     );
+    let reads = doc["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["name"] == "snapshot_reads");
+    ensure!(
+        reads.is_some_and(|c| c["status"] == "ok"),
+        "snapshots do not read per-CPU maps in one batch lookup each: {reads:?}"
+    );
     ensure!(
         doc["attach_plan"]["complete"] == Value::Bool(true),
         "attach_plan.complete is {}",
@@ -256,7 +265,7 @@ mod tests {
         json!({
             "ok": ok,
             "kernel_release": "6.12.117+deb12-amd64",
-            "checks": [],
+            "checks": [{"name": "snapshot_reads", "status": "ok", "detail": "", "remedy": ""}],
             "attach_plan": {"complete": true, "hooks": hooks},
             "memory_tiers": tiers,
             "numa_balancing": 2,
@@ -318,6 +327,10 @@ mod tests {
         let mut silent = doctor(true, two_tiers(), &per_pte);
         silent["attach_plan"]["hooks"][0]["design"]["why_not"] = json!("");
         assert!(check_json(&silent, Series::V7).is_err());
+        // Snapshots read slot by slot: the batch lookup was refused.
+        let mut slotwise = doctor(true, two_tiers(), &per_pte);
+        slotwise["checks"][0]["status"] = json!("warn");
+        assert!(check_json(&slotwise, Series::V7).is_err());
         // A program the verifier refused, its hook on the fallback.
         let mut refused = doctor(true, two_tiers(), &folio);
         refused["attach_plan"]["hooks"][0]["detail"] =

@@ -1,7 +1,8 @@
 //! Everything that touches the kernel's BPF interface: what the running
 //! kernel offers (`discover`, `doctor`), the values the programs need
 //! (`params`), loading and attaching the programs with fallbacks (`load`),
-//! and the one attach sequence every attaching command uses (`session`).
+//! the one attach sequence every attaching command uses (`session`), and
+//! per-CPU arrays read whole (`percpu`).
 //! The pure attach plan (facts -> hooks) lives in `numa_core::plan`, so a
 //! trace header can carry it; the BPF object is compiled by this crate's
 //! build.rs and embedded here only.
@@ -11,5 +12,6 @@ pub mod load;
 pub mod loaded;
 pub mod memory;
 pub mod params;
+pub mod percpu;
 pub mod preflight;
 pub mod session;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use aya::{
-    maps::{Array, PerCpuArray, RingBuf},
+    maps::{Array, RingBuf},
     programs::{FEntry, FExit, KProbe, KProbeError, ProgramError, TracePoint},
     Btf, Ebpf, EbpfLoader,
 };
@@ -522,7 +522,13 @@ impl Probes {
 
     /// A per-CPU u64 array summed over CPUs.
     pub fn summed(&self, name: &str) -> Result<Vec<u64>> {
-        summed(&self.ebpf, name)
+        crate::percpu::summed(&self.ebpf, name)
+    }
+
+    /// Whether snapshots read each per-CPU array with one syscall (see
+    /// [`crate::percpu`]); the error says why not.
+    pub fn batch_reads(&self) -> Result<()> {
+        crate::percpu::batch_lookup(&self.ebpf, maps::COUNTERS)
     }
 
     /// Run counts and run time of every attached program (needs
@@ -583,16 +589,6 @@ impl Probes {
     }
 }
 
-fn summed(ebpf: &Ebpf, name: &str) -> Result<Vec<u64>> {
-    let map = ebpf
-        .map(name)
-        .ok_or_else(|| anyhow!("map {name} missing from the BPF object"))?;
-    let array = PerCpuArray::<_, u64>::try_from(map)?;
-    (0..array.len())
-        .map(|i| Ok(array.get(&i, 0)?.iter().sum()))
-        .collect()
-}
-
 /// The kernel's count of skipped runs of one loaded program, from its fd's
 /// `recursion_misses` (fdinfo; counted whether or not run stats are on).
 fn runs_missed(prog: &aya::programs::Program) -> Option<u64> {
@@ -610,7 +606,7 @@ fn fdinfo_field(info: &str, key: &str) -> Option<u64> {
 }
 
 fn read_counters(ebpf: &Ebpf) -> Result<Vec<u64>> {
-    summed(ebpf, maps::COUNTERS)
+    crate::percpu::summed(ebpf, maps::COUNTERS)
 }
 
 pub fn counter(values: &[u64], c: Counter) -> u64 {
