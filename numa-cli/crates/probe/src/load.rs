@@ -525,6 +525,16 @@ impl Probes {
         crate::percpu::summed(&self.ebpf, name)
     }
 
+    /// Whether the probes' histogram maps (`HIST_*`) are still all zero,
+    /// judged from `counters` read before them. The probes count a fault
+    /// there only when its record does not reach the ring: sampled out,
+    /// filtered out, or dropped. Without sampling or a filter and with no
+    /// ring drop in `counters`, none was; a drop after `counters` were
+    /// read shows in the next snapshot's, whose maps are then read.
+    pub fn histograms_empty(&self, counters: &[u64]) -> bool {
+        histograms_empty(&self.options, counters)
+    }
+
     /// Whether snapshots read each per-CPU array with one syscall (see
     /// [`crate::percpu`]); the error says why not.
     pub fn batch_reads(&self) -> Result<()> {
@@ -607,6 +617,14 @@ fn fdinfo_field(info: &str, key: &str) -> Option<u64> {
 
 fn read_counters(ebpf: &Ebpf) -> Result<Vec<u64>> {
     crate::percpu::summed(ebpf, maps::COUNTERS)
+}
+
+/// See [`Probes::histograms_empty`].
+fn histograms_empty(o: &LoadOptions, counters: &[u64]) -> bool {
+    o.sample_every <= 1
+        && o.filter_tgid == 0
+        && o.filter_cgroup == 0
+        && counter(counters, Counter::RingDrops) == 0
 }
 
 pub fn counter(values: &[u64], c: Counter) -> u64 {
@@ -709,6 +727,31 @@ mod tests {
             }
         }
         assert!(p::empty_twin(p::KPROBE_HINT_FAULT).is_none());
+    }
+
+    #[test]
+    fn histogram_maps_are_read_once_a_record_can_miss_the_ring() {
+        let mut counters = vec![0; numa_ebpf_common::COUNTER_SLOTS as usize];
+        let all = LoadOptions::default();
+        assert!(histograms_empty(&all, &counters));
+        for o in [
+            LoadOptions {
+                sample_every: 4,
+                ..all.clone()
+            },
+            LoadOptions {
+                filter_tgid: 7,
+                ..all.clone()
+            },
+            LoadOptions {
+                filter_cgroup: 9,
+                ..all.clone()
+            },
+        ] {
+            assert!(!histograms_empty(&o, &counters), "{o:?}");
+        }
+        counters[Counter::RingDrops as usize] = 1;
+        assert!(!histograms_empty(&all, &counters));
     }
 }
 

@@ -8,7 +8,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use numa_core::{decode::Snapshot, plan::HookStatus, topology::NUMA_VMSTAT, trace};
-use numa_ebpf_common::maps;
+use numa_ebpf_common::{maps, HIST_SLOTS, OUTCOMES};
 use numa_host::{clock::monotonic_ns, system};
 
 use crate::{
@@ -178,12 +178,23 @@ pub fn header(probes: &Probes) -> trace::Header {
 /// The probes' counters and histograms, summed over CPUs, with the NUMA
 /// vmstat counters read at the same moment.
 pub fn snapshot(probes: &Probes) -> Result<Snapshot> {
+    let ts_ns = monotonic_ns();
+    let counters = probes.counters()?;
+    // Nearly 1,000 per-CPU slots a second otherwise, every one 0.
+    let empty = probes.histograms_empty(&counters);
+    let hist = |name: &str, slots: usize| {
+        if empty {
+            Ok(vec![0; slots])
+        } else {
+            probes.summed(name)
+        }
+    };
     Ok(Snapshot {
-        ts_ns: monotonic_ns(),
-        counters: probes.counters()?,
-        hist_latency: probes.summed(maps::HIST_LATENCY)?,
-        hist_delta: probes.summed(maps::HIST_DELTA)?,
-        hist_sum: probes.summed(maps::HIST_SUM)?,
+        ts_ns,
+        hist_latency: hist(maps::HIST_LATENCY, HIST_SLOTS)?,
+        hist_delta: hist(maps::HIST_DELTA, HIST_SLOTS)?,
+        hist_sum: hist(maps::HIST_SUM, OUTCOMES * 2)?,
+        counters,
         migrate_reason_pages: probes.summed(maps::MIGRATE_REASON_PAGES)?,
         vmstat: system::vmstat()
             .into_iter()
