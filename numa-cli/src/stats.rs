@@ -5,27 +5,36 @@ use std::{io::Write, path::Path, process::ExitCode, time::Duration};
 use anyhow::{Context, Result};
 
 use numa_core::sink::Sink;
+use numa_host::clock::process_cpu_ns;
 use numa_probe::session;
 use numa_source::{Recording, Source, StopReason};
 
 use crate::cli::{ProbeArgs, RecordArgs, StatsArgs};
 use numa_core::{
-    model::totals::{Report, Totals},
+    model::totals::{Report, SelfCpu, Totals},
     sampling::Sampling,
     trace,
 };
 
+/// A live run's source with its probes, why it stopped, and numatrace's
+/// process CPU time (ns) before attaching, once attached and at the end.
+struct LiveRun {
+    source: Source,
+    reason: StopReason,
+    cpu_ns: [u64; 3],
+}
+
 /// Attaches and runs the live pipeline into `sinks` plus an optional trace
-/// (its path, and whether to replace an existing file); returns the live
-/// source with its probes, and why it stopped.
+/// (its path, and whether to replace an existing file).
 fn run_live(
     a: &ProbeArgs,
     output: Option<(&Path, bool)>,
     sinks: &mut [&mut dyn Sink],
-) -> Result<(Source, StopReason)> {
+) -> Result<LiveRun> {
     if let Some((path, overwrite)) = output {
         numa_source::check_new_trace(path, overwrite)?;
     }
+    let start = process_cpu_ns();
     let probes = session::attach(&a.options())?;
     let header = output.map(|_| session::header(&probes));
     let recording = output
@@ -36,19 +45,27 @@ fn run_live(
             overwrite,
         });
     let mut source = a.live(probes, Duration::from_secs(1));
+    let attached = process_cpu_ns();
     let finished = source.run_recorded(a.report_until(), recording, sinks)?;
-    Ok((source, finished.reason))
+    Ok(LiveRun {
+        source,
+        reason: finished.reason,
+        cpu_ns: [start, attached, process_cpu_ns()],
+    })
 }
 
-/// The totals of a live run, with its probes' figures.
-fn live_report(totals: &Totals, source: &Source) -> Result<Report> {
-    let probes = source.probes().context("a live run without probes")?;
+/// The totals of a live run, with its probes' figures and numatrace's own
+/// CPU time.
+fn live_report(totals: &Totals, run: &LiveRun) -> Result<Report> {
+    let probes = run.source.probes().context("a live run without probes")?;
     let mut r = totals
         .report(probes.map_plan.slots, probes.attach_started_ns)
         .with_hotness(probes.params.hotness)
         .with_plan(Some(&probes.plan))
         .with_sampling(Some(probes.sampling()));
     r.bpf_programs = probes.program_stats();
+    let [start, attached, end] = run.cpu_ns;
+    r.numatrace_cpu = Some(SelfCpu::new(start, attached, end, r.records()));
     Ok(r)
 }
 
@@ -67,8 +84,8 @@ pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
     let report = if args.live {
         let mut totals = Totals::new(numa_probe::params::resolve_toptier());
         let output = args.record.as_deref().map(|p| (p, args.overwrite));
-        let (source, _) = run_live(&args.probe, output, &mut [&mut totals])?;
-        live_report(&totals, &source)?
+        let run = run_live(&args.probe, output, &mut [&mut totals])?;
+        live_report(&totals, &run)?
     } else {
         let path = args
             .file
@@ -103,14 +120,14 @@ pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
 pub fn record(args: &RecordArgs) -> Result<ExitCode> {
     let mut totals = Totals::new(numa_probe::params::resolve_toptier());
     let output = Some((args.output.as_path(), args.overwrite));
-    let (source, reason) = run_live(&args.probe, output, &mut [&mut totals])?;
-    let r = live_report(&totals, &source)?;
+    let run = run_live(&args.probe, output, &mut [&mut totals])?;
+    let r = live_report(&totals, &run)?;
     log::info!(
         "recorded {} hint faults, {} scans to {} ({}); drops {}",
         r.hint_faults,
         r.scan_ranges,
         args.output.display(),
-        reason.describe(),
+        run.reason.describe(),
         r.drops
     );
     Ok(ExitCode::SUCCESS)
@@ -179,6 +196,13 @@ fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     }
     if let Some(s) = &r.sampling {
         writeln!(out, "  {}", s.describe())?;
+    }
+    if let Some(c) = &r.numatrace_cpu {
+        writeln!(
+            out,
+            "  numatrace's own CPU  attaching {:.2} s, running {:.2} s ({:.0} ns per record read)",
+            c.attach_s, c.run_s, c.run_ns_per_record
+        )?;
     }
     print_funnel(&r.funnel, r.skips_observable, out)?;
     print_quantiles(r, out)?;

@@ -18,8 +18,8 @@
 //!   balancing off, see [`KernelTime`]);
 //! - from `stats`: each program's run time per hint fault and the BPF share
 //!   of the workload's CPU time;
-//! - hint faults/s, ring drops, and the guest's busy CPU (numatrace's own
-//!   userspace included).
+//! - hint faults/s, ring drops, the guest's busy CPU (numatrace's own
+//!   userspace included), and numatrace's own CPU per record it read.
 //!
 //! By default the guest runs in QEMU's instruction-count mode
 //! ([`Clock::Instructions`]): one guest nanosecond per executed guest
@@ -298,31 +298,18 @@ fn round(dir: &Path, i: usize, kt: KernelTime, fig: &mut Figures) -> Result<Stri
         fig.busy[k].push(b);
         line.push_str(&format!(" {b:>5.2}"));
     }
-    let reader = reader_ns_per_record(&runs, &traced, fig.busy[1][i], fig.busy[2][i])?;
+    let reader = reader_ns_per_record(&traced)?;
     fig.reader_ns_per_record.push(reader);
     Ok(line)
 }
 
-/// An upper bound of numatrace's userspace per record in the traced run: the
-/// guest's busy CPU beyond the workload's own, less the same excess of the
-/// `empty` run (numatrace starting, parsing BTF, loading and attaching
-/// programs that do nothing; kernel threads), over the records the probes
-/// sent (faults, passes, VMA skips). What remains also holds the
-/// verification of the real programs, longer than the empty ones'.
-fn reader_ns_per_record(
-    runs: &[Value],
-    traced: &Value,
-    busy_empty: f64,
-    busy_traced: f64,
-) -> Result<f64> {
-    let workload_s =
-        |w: &Value| -> Result<f64> { Ok((num(w, "user_ms")? + num(w, "sys_ms")?) / 1000.0) };
-    let excess = (busy_traced - workload_s(&runs[2])?) - (busy_empty - workload_s(&runs[1])?);
-    let records: f64 = ["hint_faults", "scan_ranges", "vma_skips"]
-        .iter()
-        .map(|k| traced[*k].as_f64().unwrap_or(0.0))
-        .sum();
-    Ok(excess.max(0.0) * 1e9 / records.max(1.0))
+/// numatrace's own userspace per record in the traced run: its process
+/// CPU time from attached to the end (reading and decoding records, the
+/// totals, snapshots, timers), over the records it read, as `stats`
+/// reports it. Starting, parsing BTF and verifying the programs come
+/// before and are not in it.
+fn reader_ns_per_record(traced: &Value) -> Result<f64> {
+    num(&traced["numatrace_cpu"], "run_ns_per_record")
 }
 
 /// Each program's figures (`stats` runs): its run time per hint fault, its
@@ -406,7 +393,7 @@ fn print_summary(fig: &Figures, clock: Clock) {
     }
     let reader = Spread::of(&fig.reader_ns_per_record);
     println!(
-        "  numatrace's userspace per record read, at most (traced vs empty runs, {ns}): {reader:.0}, so one guest CPU reads at least {:.0} records/s",
+        "  numatrace's userspace per record read (traced runs, its own CPU once attached, {ns}): {reader:.0}, so one guest CPU reads {:.0} records/s",
         1e9 / reader.median.max(1.0)
     );
     println!(
@@ -471,14 +458,10 @@ mod tests {
     }
 
     #[test]
-    fn the_reader_is_the_busy_cpu_beyond_the_workloads_less_the_empty_runs() {
-        let w = |user, sys| json!({"user_ms": user, "sys_ms": sys});
-        let runs = [w(0.0, 0.0), w(1000.0, 500.0), w(1000.0, 700.0)];
-        let traced = json!({"hint_faults": 30_000, "scan_ranges": 9_000, "vma_skips": 1_000});
-        // Empty: 0.1 s beyond its workload; traced: 0.5 s beyond, so 0.4 s
-        // over 40,000 records.
-        let r = reader_ns_per_record(&runs, &traced, 1.6, 2.2).unwrap();
-        assert!((r - 10_000.0).abs() < 1e-6, "{r}");
+    fn the_reader_is_numatraces_own_cpu_per_record() {
+        let traced = json!({"numatrace_cpu": {"run_ns_per_record": 1234.5}});
+        assert_eq!(reader_ns_per_record(&traced).unwrap(), 1234.5);
+        assert!(reader_ns_per_record(&json!({"hint_faults": 3})).is_err());
     }
 
     /// The report reads exactly the files the script makes: write what the
@@ -502,6 +485,7 @@ mod tests {
                 std::fs::write(dir.join(next), summary.to_string()).unwrap();
             } else if *w == ">" && next.starts_with("tool_") {
                 let tool = json!({"hint_faults": 30000, "duration_s": 5.0, "drops": 0,
+                    "numatrace_cpu": {"run_ns_per_record": 900.0},
                     "bpf_programs": [{"name": "fentry_hint_fault", "run_time_ns": 3e7,
                         "run_count": 30000, "xlated_bytes": 800, "jited_bytes": 500}]});
                 std::fs::write(dir.join(next), tool.to_string()).unwrap();

@@ -1,7 +1,8 @@
 //! A probe attached through the plan counts should_numa_migrate_memory
 //! calls equal to vmstat's numa_hint_faults delta (a small workload);
 //! --empty-programs attaches programs that run once per hint fault and
-//! record nothing; --cgroup takes in the cgroups below the one named.
+//! record nothing; --cgroup takes in the cgroups below the one named;
+//! the report states numatrace's own CPU over every record it counts.
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
@@ -21,12 +22,40 @@ sh -c 'echo $$ > /sys/fs/cgroup/nt/child/cgroup.procs && exec numatrace stats --
 /// A probe attached through the plan counts
 /// should_numa_migrate_memory calls equal to vmstat's numa_hint_faults delta.
 pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
-    faults_match_vmstat(&read_json(dir, "stats.json")?)?;
+    let stats = read_json(dir, "stats.json")?;
+    faults_match_vmstat(&stats)?;
+    check_own_cpu(&stats)?;
     check_empty_programs(&read_json(dir, "empty.json")?)?;
     check_cgroup_filter(
         &read_json(dir, "cgroup-parent.json")?,
         &read_json(dir, "cgroup-other.json")?,
     )
+}
+
+/// numatrace's own CPU: time spent attaching and running, over the records
+/// the report counts (faults, passes, VMA skips).
+fn check_own_cpu(s: &Value) -> Result<()> {
+    let c = &s["numatrace_cpu"];
+    let skips: u64 = s["vma_skips"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, v)| v.as_u64())
+        .sum();
+    let records = u(s, &["hint_faults"])? + u(s, &["scan_ranges"])? + skips;
+    ensure!(
+        c["records"].as_u64() == Some(records) && records > 0,
+        "numatrace_cpu.records {} != the report's {records} records",
+        c["records"]
+    );
+    for key in ["attach_s", "run_s", "run_ns_per_record"] {
+        ensure!(
+            c[key].as_f64().is_some_and(|v| v > 0.0),
+            "numatrace_cpu.{key} is {} in {c}",
+            c[key]
+        );
+    }
+    Ok(())
 }
 
 /// `--cgroup` of the workload's parent cgroup sees its hint faults; of a
@@ -97,6 +126,19 @@ mod tests {
     fn empty_run(programs: Value, recorded: u64) -> Value {
         json!({"hint_faults": recorded, "vmstat_delta": {"numa_hint_faults": 700},
             "bpf_programs": programs})
+    }
+
+    #[test]
+    fn own_cpu_counts_every_record_of_the_report() {
+        let s = |records: u64, run_s: f64| {
+            json!({"hint_faults": 100, "scan_ranges": 20, "vma_skips": {"pid_inactive": 3},
+                "numatrace_cpu": {"records": records, "attach_s": 1.5, "run_s": run_s,
+                    "run_ns_per_record": run_s * 1e9 / records as f64}})
+        };
+        check_own_cpu(&s(123, 0.2)).unwrap();
+        assert!(check_own_cpu(&s(120, 0.2)).is_err());
+        assert!(check_own_cpu(&s(123, 0.0)).is_err());
+        assert!(check_own_cpu(&json!({"hint_faults": 1, "scan_ranges": 0})).is_err());
     }
 
     #[test]

@@ -174,6 +174,9 @@ pub struct Report {
     pub checks: Checks,
     /// Run count and time of each BPF program (live with --bpf-stats).
     pub bpf_programs: Vec<crate::plan::ProgramStat>,
+    /// numatrace's own CPU time in a live run (None from a trace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub numatrace_cpu: Option<SelfCpu>,
     /// The processes with the most slow-tier activity, stage by stage,
     /// with their verdicts (see [`super::funnel`]).
     pub funnel: Vec<ProcessFunnel>,
@@ -186,6 +189,36 @@ pub struct Report {
     /// The budget, sampling rate and coverage of per-folio state (None: a
     /// trace made before it was recorded).
     pub sampling: Option<Sampling>,
+}
+
+/// numatrace's own process CPU time (not the command it runs): loading,
+/// verifying and attaching the programs, then the run itself (reading and
+/// decoding records, the models, snapshots, timers), and the records read.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SelfCpu {
+    pub attach_s: f64,
+    pub run_s: f64,
+    pub records: u64,
+    /// `run_s` per record, ns (0 without records).
+    pub run_ns_per_record: f64,
+}
+
+impl SelfCpu {
+    /// From process CPU times (ns) before attaching, after attaching and
+    /// after the run, and the records read.
+    pub fn new(start_ns: u64, attached_ns: u64, end_ns: u64, records: u64) -> Self {
+        let run_ns = end_ns.saturating_sub(attached_ns) as f64;
+        SelfCpu {
+            attach_s: attached_ns.saturating_sub(start_ns) as f64 / 1e9,
+            run_s: run_ns / 1e9,
+            records,
+            run_ns_per_record: if records == 0 {
+                0.0
+            } else {
+                run_ns / records as f64
+            },
+        }
+    }
 }
 
 /// The latency and fault-delta quantiles, and how far a sampled run's may
@@ -211,6 +244,12 @@ fn quantiles(h: &Log2Hist, unit: f64) -> BTreeMap<&'static str, Option<f64>> {
 }
 
 impl Report {
+    /// The records the totals were made from: faults, scanner passes and
+    /// VMA skips.
+    pub fn records(&self) -> u64 {
+        self.hint_faults + self.scan_ranges + self.vma_skips.values().sum::<u64>()
+    }
+
     /// The report of a run whose per-folio state followed `sampling`.
     pub fn with_sampling(mut self, sampling: Option<Sampling>) -> Report {
         self.estimates.rank_error = sampling.as_ref().map_or(0.0, Sampling::rank_error);
@@ -443,6 +482,7 @@ impl Totals {
             kernel_counters: self.kernel_counters(),
             kernel_histograms_match: hists.kernel_match,
             bpf_programs: Vec::new(),
+            numatrace_cpu: None,
             checks: self.checks(attach_started_ns),
             funnel: self.funnel.report(self.end_ns()),
             skips_observable: None,
@@ -630,6 +670,14 @@ mod tests {
         for gone in ["cpupid_xchg", "fault_account", "migrate_tp_events"] {
             assert!(!c.contains_key(gone), "{gone}");
         }
+    }
+
+    #[test]
+    fn own_cpu_is_split_at_the_attach_and_divided_by_the_records() {
+        let c = SelfCpu::new(1_000, 3_001_000, 5_001_000, 1_000);
+        assert_eq!((c.attach_s, c.run_s), (0.003, 0.002));
+        assert_eq!(c.run_ns_per_record, 2_000.0);
+        assert_eq!(SelfCpu::new(0, 5, 9, 0).run_ns_per_record, 0.0);
     }
 
     #[test]
