@@ -63,11 +63,17 @@ pub fn guest_files() -> Result<Vec<GuestFile>> {
 }
 
 /// The guest script: top in a 120x40 tmux pane against the workload.
+///
+/// With DRAM free the kernel promotes every page on its first hint fault,
+/// so the workload's faults come in one pass over its chunks; computing
+/// half a second after each chunk visit spreads that pass over several of
+/// top's one-second intervals, longer than the capture loop's period even
+/// on a loaded host.
 pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
 command -v tmux >/dev/null || { echo "no tmux in the guest"; exit 1; }
 export LANG=C.UTF-8 TERM=xterm TERMINFO=/lib/terminfo
 T="tmux -L top"
-$T new-session -d -x 120 -y 40 -s top "numatrace top --interval 1 -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 90 --summary $RESULTS/workload.json 2> $RESULTS/top.err; echo \$? > $RESULTS/top.rc; stty -a > $RESULTS/stty.txt; sleep 60" || exit 1
+$T new-session -d -x 120 -y 40 -s top "numatrace top --interval 1 -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --compute-ms 500 --duration 90 --summary $RESULTS/workload.json 2> $RESULTS/top.err; echo \$? > $RESULTS/top.rc; stty -a > $RESULTS/stty.txt; sleep 60" || exit 1
 # Wait (up to 60 s) for the workload's row with non-zero hint faults/s.
 i=0
 while [ $i -lt 60 ]; do
