@@ -98,6 +98,7 @@ impl ProbeArgs {
             ring_mb: self.ring_mb,
             bpf_stats: self.bpf_stats,
             empty_programs: self.empty_programs,
+            empty_only: self.empty_program.clone(),
         }
     }
 
@@ -168,6 +169,12 @@ pub struct ProbeArgs {
     /// see what attaching alone costs on this machine (fentry/fexit only).
     #[arg(long)]
     pub empty_programs: bool,
+    /// Attach this one program's empty twin, the others as they are
+    /// (repeatable; fentry/fexit/tracepoint programs, as `doctor --json`
+    /// names them): which program's work changes what the kernel does.
+    #[arg(long, value_name = "PROGRAM", value_parser = ranges::empty_program,
+          conflicts_with = "empty_programs")]
+    pub empty_program: Vec<&'static str>,
     /// Run this command while attached and stop when it exits.
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -538,6 +545,12 @@ pub struct HotChunksArgs {
     #[arg(long, default_value_t = 0,
           value_parser = ranges::int(0u64, 1_000_000_000, "visits"))]
     pub visits: u64,
+    /// Visit the chunks in address order, sleeping --idle-ms before each
+    /// visit instead of after it (random chunks otherwise): each chunk is
+    /// reached after an idle gap long enough for the kernel to forget
+    /// which threads touched the mapping.
+    #[arg(long)]
+    pub in_turn: bool,
     /// MiB of a second mapping placed on the slow node like the first and
     /// never touched again, up to 1048576: a VMA the scanner finds cold
     /// (an inaccessible page between the two keeps them apart as VMAs).

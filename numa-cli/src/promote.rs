@@ -98,6 +98,7 @@ fn probe_args(a: &PromoteArgs) -> ProbeArgs {
         duration: a.duration,
         bpf_stats: false,
         empty_programs: false,
+        empty_program: Vec::new(),
         command: Vec::new(),
     }
 }

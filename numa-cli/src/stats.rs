@@ -64,6 +64,8 @@ fn live_report(totals: &Totals, run: &LiveRun) -> Result<Report> {
         .with_plan(Some(&probes.plan))
         .with_sampling(Some(probes.sampling()));
     r.bpf_programs = probes.program_stats();
+    r.scanner_cost =
+        numa_core::plan::ScannerCost::of(&r.bpf_programs, r.scan_ptes_updated, r.scan_stamps);
     let [start, attached, end] = run.cpu_ns;
     r.numatrace_cpu = Some(SelfCpu::new(start, attached, end, r.records()));
     Ok(r)
@@ -196,6 +198,19 @@ fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     }
     if let Some(s) = &r.sampling {
         writeln!(out, "  {}", s.describe())?;
+    }
+    if let Some(c) = &r.scanner_cost {
+        writeln!(
+            out,
+            "  in the scanner       at most {:.0} ns of program time per protected PTE \
+             (passes {:.1}, the access-time exchange {:.0} per run, {} of its {} runs the scanner's); \
+             the kernel charges its scanner 32 times its runtime",
+            c.ns_per_pte_at_most,
+            c.pass_ns_per_pte,
+            c.exchange_ns_per_run,
+            c.scanner_exchanges,
+            c.exchange_runs
+        )?;
     }
     if let Some(c) = &r.numatrace_cpu {
         writeln!(

@@ -332,7 +332,16 @@ fn access_chunks(a: &HotChunksArgs, slow: &Region, start: Instant, faults0: u64)
         if done {
             break;
         }
-        let chunk = first_chunk + (rng.next_u64() % (chunks - first_chunk as u64)) as usize;
+        let span = chunks - first_chunk as u64;
+        let chunk = first_chunk
+            + if a.in_turn {
+                visits % span
+            } else {
+                rng.next_u64() % span
+            } as usize;
+        if a.in_turn && a.idle_ms > 0 {
+            std::thread::sleep(Duration::from_millis(a.idle_ms));
+        }
         let t = Instant::now();
         for _ in 0..a.accesses {
             let page = chunk * chunk_pages + (rng.next_u64() as usize % chunk_pages);
@@ -348,7 +357,7 @@ fn access_chunks(a: &HotChunksArgs, slow: &Region, start: Instant, faults0: u64)
         if let Some(w) = &compute {
             w.run();
         }
-        if a.idle_ms > 0 {
+        if a.idle_ms > 0 && !a.in_turn {
             std::thread::sleep(Duration::from_millis(a.idle_ms));
         }
     }

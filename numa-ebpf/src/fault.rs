@@ -111,7 +111,10 @@ fn on_hint_fault(folio: u64, addr: u64) {
     // is the decision's (see scan::on_xchg).
     ctx.xchg_seen = 0;
     // Not in the scanner: a pass still open here lost its end (attach race).
-    ctx.scanning = 0;
+    if ctx.scanning != 0 {
+        crate::scan::release_pass(ctx);
+        ctx.scanning = 0;
+    }
     let pmd = ctx.thp_haddr != 0 && ctx.thp_haddr == addr;
     ctx.thp_haddr = 0;
     ctx.pc_exchanged = 0;

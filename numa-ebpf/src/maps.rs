@@ -146,6 +146,32 @@ pub static HIST_SUM: PerCpuArray<u64> = PerCpuArray::with_max_entries((OUTCOMES 
 pub static MIGRATE_REASON_PAGES: PerCpuArray<u64> =
     PerCpuArray::with_max_entries(MIGRATE_REASONS * 2, 0);
 
+/// The scanner pass running on this CPU, so that the per-folio exchange
+/// the scanner makes (thousands per pass, inside the time the kernel
+/// charges its scanner 32-fold) recognises its pass with one per-CPU
+/// lookup instead of a task-storage lookup. Set at the pass's entry and
+/// cleared at its exit by the thread that owns it; a pass that moved to
+/// another CPU meanwhile stamps there through its thread context.
+#[map(name = "SCAN_CPU")]
+pub static SCAN_CPU: PerCpuArray<ScanCpu> = PerCpuArray::with_max_entries(1, 0);
+
+/// One CPU's running pass: its thread (0: none), start time (which
+/// tells the thread's passes apart) and the counters read at its start.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ScanCpu {
+    pub pid_tgid: u64,
+    pub scan_ns: u64,
+    pub seq_mm: u64,
+    /// Folios stamped on this CPU during the pass, added to the
+    /// `ScanStamps` counter when the slot is released or taken over.
+    pub stamps: u64,
+    pub pc: u32,
+    pub pc_known: u32,
+    /// Where a pointer argument becomes a number (see [`as_number`]).
+    pub number: u64,
+}
+
 /// Per-thread state; see [`THREADS`].
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -163,6 +189,8 @@ pub struct ThreadCtx {
     pub scan_end: u64,
     pub scan_stamps: u64,
     pub scan_start_ns: u64,
+    /// The CPU whose pass slot ([`SCAN_CPU`]) the pass took.
+    pub scan_cpu: u64,
     /// The decision's kprobe saves src_nid << 32 | dst_cpu for its kretprobe.
     pub saved_arg: u64,
     /// do_huge_pmd_numa_page's `vmf->address & HPAGE_PMD_MASK`: the next

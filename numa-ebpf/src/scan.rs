@@ -17,7 +17,7 @@
 //! decision needs, is the one the scanner put in: kept in the folio's
 //! stamp (`Stamp::access`).
 use aya_ebpf::{
-    helpers::bpf_probe_read_kernel,
+    helpers::{bpf_probe_read_kernel, generated::bpf_map_lookup_percpu_elem},
     macros::{fentry, fexit, kprobe, kretprobe},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
@@ -27,14 +27,31 @@ use numa_ebpf_common::{
 
 use crate::maps::{
     as_number, count, cpu, current_global_seq, current_mm, emit, existing_thread_ctx, now_ns,
-    pc_current, pid_tgid, stamp_slot, stored_cpupid, task_mm, thread_ctx, PC_COUNT,
+    pc_current, pid_tgid, stamp_slot, stored_cpupid, task_mm, thread_ctx, ScanCpu, ThreadCtx,
+    PC_COUNT, SCAN_CPU,
 };
 
 /// folio_xchg_last_cpupid(folio, new) is called. This runs several times
-/// per hint fault (decision, both folios of a migration, the scan stamp),
-/// so the common cases leave after one task-storage lookup.
+/// per hint fault (decision, both folios of a migration) and once per
+/// protected slow-node folio in the scanner, inside the time the kernel
+/// charges its scanner for (`p->node_stamp += 32 * diff`): instructions
+/// here delay the next scan. So the scanner's calls are recognised by the
+/// CPU's pass slot, one per-CPU lookup, and only the rest pay for the
+/// task-storage lookup.
 #[inline(always)]
 fn on_xchg(folio: u64, new: u32) {
+    if let Some(pass) = own_pass() {
+        pass.stamps += 1;
+        let folio = as_number(&mut pass.number, folio);
+        let p = Pass {
+            tgid: (pass.pid_tgid >> 32) as u32,
+            scan_ns: pass.scan_ns,
+            seq_mm: pass.seq_mm,
+            pc: pass.pc,
+            pc_known: pass.pc_known,
+        };
+        return stamp(folio, new, &p);
+    }
     let Some(ctx) = existing_thread_ctx() else {
         return;
     };
@@ -53,17 +70,44 @@ fn on_xchg(folio: u64, new: u32) {
     if ctx.scanning == 0 {
         return;
     }
-    let key = pid_tgid();
-    // The scanner stamped this folio: it was not PROT_NONE, so this is the
-    // first scan since its last fault (the kernel's own semantics).
-    count(Counter::ScanStamps, 1);
+    // A pass that moved to another CPU since its start.
     ctx.scan_stamps += 1;
-    let tgid = (key >> 32) as u32;
-    let seq_global = current_global_seq();
-    let seq_mm = pc_current(current_mm()).map_or(0, |c| c.seq);
-    let now = now_ns();
-    let access = stored_cpupid(new);
+    count(Counter::ScanStamps, 1);
     let folio = as_number(&mut ctx.number, folio);
+    let p = Pass {
+        tgid: (pid_tgid() >> 32) as u32,
+        scan_ns: ctx.scan_start_ns,
+        seq_mm: ctx.scan_seq_mm,
+        pc: ctx.scan_pc,
+        pc_known: ctx.scan_pc_known,
+    };
+    stamp(folio, new, &p);
+}
+
+/// What a pass stamps into every folio it protects: read once at its
+/// start. The folio's stamp time is its pass's start (a pass takes a few
+/// milliseconds at most; the kernel's own stamp has jiffy resolution).
+struct Pass {
+    tgid: u32,
+    scan_ns: u64,
+    seq_mm: u64,
+    pc: u32,
+    pc_known: u32,
+}
+
+/// This CPU's pass slot when the current thread is in the pass it holds.
+#[inline(always)]
+fn own_pass() -> Option<&'static mut ScanCpu> {
+    let slot = SCAN_CPU.get_ptr_mut(0)?;
+    // SAFETY: this CPU's slot; preemption is off while a program runs.
+    let slot = unsafe { &mut *slot };
+    (slot.pid_tgid != 0 && slot.pid_tgid == pid_tgid()).then_some(slot)
+}
+
+/// The scanner stamped this folio: it was not PROT_NONE, so this is the
+/// first scan since its last fault (the kernel's own semantics).
+#[inline(always)]
+fn stamp(folio: u64, new: u32, pass: &Pass) {
     let Ok(s) = stamp_slot(folio) else {
         return;
     };
@@ -73,15 +117,17 @@ fn on_xchg(folio: u64, new: u32) {
     if s.scan_ns == 0 {
         count(Counter::StampInserts, 1);
     }
-    s.scan_ns = now;
-    s.seq_global = seq_global;
-    s.seq_mm = seq_mm;
-    s.tgid = tgid;
+    s.scan_ns = pass.scan_ns;
+    // Read per folio (one array load): the faults between scan and fault
+    // are counted from this folio's own stamp, not its pass's start.
+    s.seq_global = current_global_seq();
+    s.seq_mm = pass.seq_mm;
+    s.tgid = pass.tgid;
     s.scan_count = s.scan_count.wrapping_add(1);
     s.pending = 1;
-    s.access = access;
-    s.pc_stored = ctx.scan_pc;
-    s.pc_known = ctx.scan_pc_known;
+    s.access = stored_cpupid(new);
+    s.pc_stored = pass.pc;
+    s.pc_known = pass.pc_known;
 }
 
 #[fentry]
@@ -115,8 +161,12 @@ fn on_scan_entry(start: u64, end: u64) {
     let ctx = unsafe { &mut *ctx };
     // The scanner never runs inside a fault: a fault still open here lost
     // its end to an attach race; close it so it cannot take this pass's
-    // exchanges for a decision's.
+    // exchanges for a decision's. A pass still open lost its end: its
+    // slot goes first.
     ctx.ev.kind = 0;
+    if ctx.scanning != 0 {
+        release_pass(ctx);
+    }
     ctx.scanning = 1;
     ctx.scan_start = start;
     ctx.scan_end = end;
@@ -130,6 +180,53 @@ fn on_scan_entry(start: u64, end: u64) {
     ctx.scan_seq_mm = pc.map_or(0, |c| c.seq);
     ctx.scan_pc = pc.map_or(0, |c| c.count);
     ctx.scan_pc_known = u32::from(pc.is_some());
+    ctx.scan_cpu = u64::from(cpu());
+    if let Some(slot) = SCAN_CPU.get_ptr_mut(0) {
+        // SAFETY: this CPU's slot; preemption is off while a program runs.
+        let slot = unsafe { &mut *slot };
+        // A pass preempted on this CPU made these stamps here; its record
+        // will lack them, the counter not.
+        count(Counter::ScanStamps, slot.stamps);
+        slot.pid_tgid = pid_tgid();
+        slot.scan_ns = ctx.scan_start_ns;
+        slot.seq_mm = ctx.scan_seq_mm;
+        slot.stamps = 0;
+        slot.pc = ctx.scan_pc;
+        slot.pc_known = ctx.scan_pc_known;
+    }
+}
+
+/// Ends this thread's pass `ctx` on the slot it took, on whichever CPU
+/// that is, so that no slot outlives its pass (a slot is trusted on its
+/// thread's id alone). Returns the stamps made through the slot. A slot
+/// another pass took meanwhile is left alone; clearing it by a race only
+/// sends that pass to the thread-context path, which stamps the same.
+#[inline(always)]
+pub fn release_pass(ctx: &ThreadCtx) -> u64 {
+    let key = 0u32;
+    // SAFETY: SCAN_CPU is a per-CPU array (the def pointer is the map's,
+    // `repr(transparent)`); the helper returns NULL or that CPU's value.
+    let slot = unsafe {
+        bpf_map_lookup_percpu_elem(
+            core::ptr::from_ref(&SCAN_CPU).cast_mut().cast(),
+            core::ptr::from_ref(&key).cast(),
+            ctx.scan_cpu as u32,
+        )
+    }
+    .cast::<ScanCpu>();
+    if slot.is_null() {
+        return 0;
+    }
+    // SAFETY: a value of the map, checked non-null.
+    let slot = unsafe { &mut *slot };
+    if slot.pid_tgid != pid_tgid() || slot.scan_ns != ctx.scan_start_ns {
+        return 0;
+    }
+    slot.pid_tgid = 0;
+    let stamps = slot.stamps;
+    slot.stamps = 0;
+    count(Counter::ScanStamps, stamps);
+    stamps
 }
 
 /// The pass ends. `ret` is the functions' PTE count; negative is a pass
@@ -146,6 +243,7 @@ fn on_scan_exit(ret: i64) {
         return;
     }
     ctx.scanning = 0;
+    let stamps = ctx.scan_stamps + release_pass(ctx);
     if ret < 0 {
         return;
     }
@@ -160,7 +258,7 @@ fn on_scan_exit(ret: i64) {
         start: ctx.scan_start,
         end: ctx.scan_end,
         ptes_updated,
-        stamps: ctx.scan_stamps,
+        stamps,
         seq_global: ctx.scan_seq_global,
         seq_mm: ctx.scan_seq_mm,
         pc_count: ctx.scan_pc,

@@ -142,9 +142,10 @@ enum BenchKind {
     /// The fault-count RFC's table: stock 6.12, the patched kernel, and
     /// numatrace's fault-count shadow of the stock run.
     Rfc,
-    /// The seed-style workload run bare and under `numatrace record`,
-    /// alternating, in one boot per kernel (`--kernels`): does attaching
-    /// change the kernel's hint faults and promotions?
+    /// The seed-style workload run bare, under `stats --live` and under
+    /// `--empty-programs`, rotated, in one instruction-count boot per
+    /// kernel (`--kernels`): does attaching change the kernel's hint
+    /// faults, PTE updates and promotions?
     Observer,
 }
 
@@ -362,7 +363,7 @@ fn bench_observer(kernels: &[Series]) -> Result<ExitCode> {
     let root = cmd::target_dir().join("bench/observer");
     for series in kernels {
         let out = root.join(series.name());
-        let code = bench_vm(&out, &bench::observer::script(), 2, *series, false)?;
+        let code = bench_vm(&out, &bench::observer::script(), 2, *series, true)?;
         if code != ExitCode::SUCCESS {
             return Ok(code);
         }

@@ -244,3 +244,19 @@ where
     }
     Ok(cli)
 }
+
+/// A program that has an empty twin (`--empty-program`).
+pub fn empty_program(s: &str) -> Result<&'static str, String> {
+    use numa_ebpf_common::programs::EMPTY_TWINS;
+    EMPTY_TWINS
+        .iter()
+        .find(|(real, _)| *real == s)
+        .map(|&(real, _)| real)
+        .ok_or_else(|| {
+            let names: Vec<&str> = EMPTY_TWINS.iter().map(|(real, _)| *real).collect();
+            format!(
+                "no program {s:?} with an empty twin; one of: {}",
+                names.join(", ")
+            )
+        })
+}

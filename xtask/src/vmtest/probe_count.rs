@@ -2,7 +2,8 @@
 //! calls equal to vmstat's numa_hint_faults delta (a small workload);
 //! --empty-programs attaches programs that run once per hint fault and
 //! record nothing; --cgroup takes in the cgroups below the one named;
-//! the report states numatrace's own CPU over every record it counts.
+//! the report states numatrace's own CPU over every record it counts, and
+//! with --bpf-stats what its programs add inside the scanner.
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
@@ -12,7 +13,7 @@ use crate::kernels::Series;
 use crate::results::{faults_match_vmstat, read_json, u};
 
 pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
-numatrace stats --live --json -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 6 --summary "$RESULTS/workload.json" > "$RESULTS/stats.json"
+numatrace stats --live --bpf-stats --json -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 6 --summary "$RESULTS/workload.json" > "$RESULTS/stats.json"
 numatrace stats --live --empty-programs --bpf-stats --json -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 6 --summary "$RESULTS/empty-workload.json" > "$RESULTS/empty.json"
 mkdir -p /sys/fs/cgroup/nt/child /sys/fs/cgroup/other
 sh -c 'echo $$ > /sys/fs/cgroup/nt/child/cgroup.procs && exec numatrace stats --live --json --cgroup /sys/fs/cgroup/nt -- numatrace workload hot-chunks --slow-mb 32 --chunk-mb 8 --accesses 2000 --duration 4 --summary "$RESULTS/cgroup-parent-workload.json"' > "$RESULTS/cgroup-parent.json"
@@ -25,11 +26,43 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     let stats = read_json(dir, "stats.json")?;
     faults_match_vmstat(&stats)?;
     check_own_cpu(&stats)?;
+    check_scanner_cost(&stats)?;
     check_empty_programs(&read_json(dir, "empty.json")?)?;
     check_cgroup_filter(
         &read_json(dir, "cgroup-parent.json")?,
         &read_json(dir, "cgroup-other.json")?,
     )
+}
+
+/// With --bpf-stats and protected PTEs, the programs' time in the scanner
+/// per protected PTE, over the report's own PTE and stamp counts.
+fn check_scanner_cost(s: &Value) -> Result<()> {
+    let ptes = u(s, &["scan_ptes_updated"])?;
+    ensure!(ptes > 0, "the workload was never scanned: no PTE protected");
+    let c = &s["scanner_cost"];
+    ensure!(
+        c["ptes"].as_u64() == Some(ptes),
+        "scanner_cost.ptes {} != scan_ptes_updated {ptes}",
+        c["ptes"]
+    );
+    let (stamps, runs) = (u(c, &["scanner_exchanges"])?, u(c, &["exchange_runs"])?);
+    ensure!(
+        stamps == u(s, &["scan_stamps"])?.min(runs) && stamps > 0,
+        "scanner_cost.scanner_exchanges {stamps} is not the report's scan stamps ({} runs): {c}",
+        runs
+    );
+    for key in [
+        "pass_ns_per_pte",
+        "exchange_ns_per_run",
+        "ns_per_pte_at_most",
+    ] {
+        ensure!(
+            c[key].as_f64().is_some_and(|v| v > 0.0),
+            "scanner_cost.{key} is {} in {c}",
+            c[key]
+        );
+    }
+    Ok(())
 }
 
 /// numatrace's own CPU: time spent attaching and running, over the records

@@ -120,12 +120,12 @@ fn attach_family(
     h: &PlannedHook,
     family: Mechanism,
     target: &str,
-    empty: bool,
+    (empty, empty_only): (bool, &[&str]),
 ) -> Result<()> {
     let progs = programs(h.hook, h.layout.as_deref(), family)
         .iter()
         .map(|&(name, half)| {
-            if !empty {
+            if !empty && !empty_only.contains(&name) {
                 return Ok((name, half));
             }
             p::empty_twin(name).map(|e| (e, half)).ok_or_else(|| {
@@ -291,6 +291,9 @@ pub struct LoadOptions {
     pub filter_cgroup_level: u32,
     /// Attach the programs that do nothing instead (see numa-ebpf empty.rs).
     pub empty_programs: bool,
+    /// Attach these programs' empty twins instead, the others as they are
+    /// (ablation: which program's work changes what the kernel does).
+    pub empty_only: Vec<&'static str>,
 }
 
 impl Default for LoadOptions {
@@ -303,6 +306,7 @@ impl Default for LoadOptions {
             filter_cgroup: 0,
             filter_cgroup_level: 0,
             empty_programs: false,
+            empty_only: Vec::new(),
         }
     }
 }
@@ -408,7 +412,8 @@ fn load_object(
 
 /// Attaches one resolved hook, falling back from tracing programs to
 /// probes, and records the outcome in `h`.
-fn attach_hook(ebpf: &mut Ebpf, btf: Option<&Btf>, h: &mut PlannedHook, empty: bool) {
+fn attach_hook(ebpf: &mut Ebpf, btf: Option<&Btf>, h: &mut PlannedHook, options: &LoadOptions) {
+    let empty = (options.empty_programs, options.empty_only.as_slice());
     let (Some(target), Some(first)) = (h.target.clone(), h.mechanism) else {
         return;
     };
@@ -453,7 +458,7 @@ pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
         if via_tp && h.hook == Hook::Migrate {
             continue; // after the tracepoint, below
         }
-        attach_hook(&mut ebpf, btf.as_ref(), h, options.empty_programs);
+        attach_hook(&mut ebpf, btf.as_ref(), h, options);
     }
     let tp_attached = plan
         .hook(Hook::MigrateTracepoint)
@@ -469,7 +474,7 @@ pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
         } else if via_tp {
             // The tracepoint did not attach, so its program never runs:
             // the fexit reports the result after all.
-            attach_hook(&mut ebpf, btf.as_ref(), h, options.empty_programs);
+            attach_hook(&mut ebpf, btf.as_ref(), h, options);
         }
     }
     plan.refresh_complete();

@@ -45,6 +45,8 @@ pub struct ProbeOptions {
     pub bpf_stats: bool,
     /// Attach programs that do nothing at the same hooks.
     pub empty_programs: bool,
+    /// Attach only these programs' empty twins.
+    pub empty_only: Vec<&'static str>,
 }
 
 /// Refuses to go on when a prerequisite fails (what is wrong and the
@@ -96,6 +98,7 @@ fn load_options(a: &ProbeOptions) -> Result<LoadOptions> {
         filter_cgroup,
         filter_cgroup_level,
         empty_programs: a.empty_programs,
+        empty_only: a.empty_only.clone(),
     })
 }
 
@@ -216,6 +219,7 @@ mod tests {
             ring_mb: 16,
             bpf_stats: false,
             empty_programs: false,
+            empty_only: Vec::new(),
         }
     }
 

@@ -174,6 +174,9 @@ pub struct Report {
     pub checks: Checks,
     /// Run count and time of each BPF program (live with --bpf-stats).
     pub bpf_programs: Vec<crate::plan::ProgramStat>,
+    /// What the programs add inside the scanner (live with --bpf-stats).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scanner_cost: Option<crate::plan::ScannerCost>,
     /// numatrace's own CPU time in a live run (None from a trace).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub numatrace_cpu: Option<SelfCpu>,
@@ -482,6 +485,7 @@ impl Totals {
             kernel_counters: self.kernel_counters(),
             kernel_histograms_match: hists.kernel_match,
             bpf_programs: Vec::new(),
+            scanner_cost: None,
             numatrace_cpu: None,
             checks: self.checks(attach_started_ns),
             funnel: self.funnel.report(self.end_ns()),

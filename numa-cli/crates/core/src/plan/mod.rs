@@ -518,5 +518,80 @@ pub struct ProgramStat {
     pub runs_missed: u64,
 }
 
+/// What numatrace's programs add inside the NUMA scanner, the path the
+/// kernel rate-limits itself on: it charges a task 32 times the runtime
+/// of its scan (`p->node_stamp += 32 * diff` in task_numa_work), so
+/// program time there delays the task's next scan 32-fold. From the
+/// programs' run statistics (`--bpf-stats`): ns of program time, which
+/// is instructions in the test bed's instruction-count mode; the
+/// trampolines' own cost is not in them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ScannerCost {
+    /// PTEs the scanner protected.
+    pub ptes: u64,
+    /// The pass programs (a pass's entry and exit, the VMA skips) per
+    /// protected PTE.
+    pub pass_ns_per_pte: f64,
+    /// The access-time exchange program: mean time per run, over the
+    /// scanner's stamps and the hint faults' exchanges alike.
+    pub exchange_ns_per_run: f64,
+    /// Of its runs, the scanner's (one per folio stamped).
+    pub exchange_runs: u64,
+    pub scanner_exchanges: u64,
+    /// The sum per protected PTE, with every scanner exchange at the
+    /// program's mean (its scanner path is its cheapest, so this bounds it).
+    pub ns_per_pte_at_most: f64,
+}
+
+impl ScannerCost {
+    /// None without run statistics or without a protected PTE.
+    pub fn of(programs: &[ProgramStat], ptes: u64, stamps: u64) -> Option<Self> {
+        use numa_ebpf_common::programs as p;
+        const PASS: [&str; 11] = [
+            p::FENTRY_SCAN_RANGE,
+            p::FEXIT_SCAN_RANGE,
+            p::KPROBE_SCAN_RANGE,
+            p::KRETPROBE_SCAN_RANGE,
+            p::FENTRY_SCAN_PTE,
+            p::KPROBE_SCAN_PTE,
+            p::FENTRY_THP_SCAN_PASS,
+            p::FEXIT_THP_SCAN_PASS,
+            p::KPROBE_THP_SCAN_PASS,
+            p::KRETPROBE_THP_SCAN_PASS,
+            p::TP_SKIP_VMA,
+        ];
+        const EXCHANGE: [&str; 2] = [p::FENTRY_SCAN_STAMP, p::KPROBE_SCAN_STAMP];
+        if programs.is_empty() || ptes == 0 {
+            return None;
+        }
+        let (_, pass_ns) = run_totals(programs, &PASS);
+        let (runs, ns) = run_totals(programs, &EXCHANGE);
+        let exchange_ns_per_run = if runs == 0 {
+            0.0
+        } else {
+            ns as f64 / runs as f64
+        };
+        let scanner = stamps.min(runs);
+        let pass_ns_per_pte = pass_ns as f64 / ptes as f64;
+        Some(ScannerCost {
+            ptes,
+            pass_ns_per_pte,
+            exchange_ns_per_run,
+            exchange_runs: runs,
+            scanner_exchanges: scanner,
+            ns_per_pte_at_most: pass_ns_per_pte
+                + exchange_ns_per_run * scanner as f64 / ptes as f64,
+        })
+    }
+}
+
+/// Runs and run time of the programs named.
+fn run_totals(programs: &[ProgramStat], names: &[&str]) -> (u64, u64) {
+    programs
+        .iter()
+        .filter(|s| names.contains(&s.name.as_str()))
+        .fold((0, 0), |(r, t), s| (r + s.run_count, t + s.run_time_ns))
+}
+
 #[cfg(test)]
 mod tests;

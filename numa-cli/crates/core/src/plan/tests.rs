@@ -258,3 +258,44 @@ fn plans_without_design_functions_still_deserialize() {
     let h: PlannedHook = serde_json::from_str(old).expect("old plan entry");
     assert_eq!(h.design, None);
 }
+
+fn stat(name: &str, run_count: u64, run_time_ns: u64) -> ProgramStat {
+    ProgramStat {
+        name: name.to_owned(),
+        run_count,
+        run_time_ns,
+        ns_per_run: 0.0,
+        xlated_bytes: 0,
+        jited_bytes: 0,
+        runs_missed: 0,
+    }
+}
+
+#[test]
+fn scanner_cost_is_the_pass_programs_and_the_scanners_share_of_the_exchange_per_pte() {
+    use numa_ebpf_common::programs as p;
+    let programs = [
+        stat(p::FENTRY_SCAN_RANGE, 10, 4_000),
+        stat(p::FEXIT_SCAN_RANGE, 10, 6_000),
+        stat(p::TP_SKIP_VMA, 5, 10_000),
+        // 1000 exchanges at 200 ns: 600 of them the scanner's.
+        stat(p::FENTRY_SCAN_STAMP, 1000, 200_000),
+        // Fault-path programs are not the scanner's.
+        stat(p::FENTRY_HINT_FAULT, 400, 280_000),
+    ];
+    let c = ScannerCost::of(&programs, 500, 600).expect("a cost");
+    assert_eq!(c.pass_ns_per_pte, 40.0);
+    assert_eq!(c.exchange_ns_per_run, 200.0);
+    assert_eq!(c.scanner_exchanges, 600);
+    assert_eq!(c.ns_per_pte_at_most, 40.0 + 200.0 * 600.0 / 500.0);
+}
+
+#[test]
+fn no_scanner_cost_without_run_statistics_or_protected_ptes() {
+    use numa_ebpf_common::programs as p;
+    assert_eq!(ScannerCost::of(&[], 500, 600), None);
+    assert_eq!(
+        ScannerCost::of(&[stat(p::FENTRY_SCAN_STAMP, 1, 1)], 0, 0),
+        None
+    );
+}
