@@ -363,7 +363,13 @@ fn bench_observer(kernels: &[Series]) -> Result<ExitCode> {
     let root = cmd::target_dir().join("bench/observer");
     for series in kernels {
         let out = root.join(series.name());
-        let code = bench_vm(&out, &bench::observer::script(), 2, *series, true)?;
+        let code = bench_vm(
+            &out,
+            &bench::observer::script(),
+            bench::observer::cpus(*series),
+            *series,
+            true,
+        )?;
         if code != ExitCode::SUCCESS {
             return Ok(code);
         }

@@ -20,6 +20,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::{num, rotated, Spread};
+use crate::kernels::Series;
 use crate::results::read_json;
 
 pub const ROUNDS: usize = 3;
@@ -71,6 +72,16 @@ pub fn script() -> String {
         }
     }
     s
+}
+
+/// vCPUs of the boot: 2, but 1 on 6.1, which hangs bringing up a second
+/// CPU in instruction-count mode.
+pub fn cpus(series: Series) -> u32 {
+    if series == Series::V6_1 {
+        1
+    } else {
+        2
+    }
 }
 
 /// `traced / bare - 1` in percent (0 when both are 0).
