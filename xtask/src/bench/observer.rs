@@ -6,7 +6,7 @@
 //! rotated, with the kernel's own `/proc/vmstat` deltas taken around each
 //! run by the guest script, not by numatrace.
 //!
-//! The workload is the seeds' shape ([`WORKLOAD`]): DRAM filled, a
+//! The workload ([`WORKLOAD`]): DRAM filled, a
 //! 256 MiB slow-node region visited in 64 MiB chunks in turn after 4 s of
 //! sleep each, with `hot_threshold_ms` at 100. The kernel scans a task on
 //! its CPU time and charges the scanner 32 times its own runtime

@@ -120,12 +120,12 @@ fn attach_family(
     h: &PlannedHook,
     family: Mechanism,
     target: &str,
-    (empty, empty_only): (bool, &[&str]),
+    options: &LoadOptions,
 ) -> Result<()> {
     let progs = programs(h.hook, h.layout.as_deref(), family)
         .iter()
         .map(|&(name, half)| {
-            if !empty && !empty_only.contains(&name) {
+            if !options.empty_twin_of(name) {
                 return Ok((name, half));
             }
             p::empty_twin(name).map(|e| (e, half)).ok_or_else(|| {
@@ -296,6 +296,13 @@ pub struct LoadOptions {
     pub empty_only: Vec<&'static str>,
 }
 
+impl LoadOptions {
+    /// Whether `program`'s empty twin is attached in its place.
+    fn empty_twin_of(&self, program: &str) -> bool {
+        self.empty_programs || self.empty_only.contains(&program)
+    }
+}
+
 impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions {
@@ -413,14 +420,13 @@ fn load_object(
 /// Attaches one resolved hook, falling back from tracing programs to
 /// probes, and records the outcome in `h`.
 fn attach_hook(ebpf: &mut Ebpf, btf: Option<&Btf>, h: &mut PlannedHook, options: &LoadOptions) {
-    let empty = (options.empty_programs, options.empty_only.as_slice());
     let (Some(target), Some(first)) = (h.target.clone(), h.mechanism) else {
         return;
     };
     let mut errors = Vec::new();
     let mut mechanism = Some(first);
     while let Some(m) = mechanism {
-        match attach_family(ebpf, btf, h, m, &target, empty) {
+        match attach_family(ebpf, btf, h, m, &target, options) {
             Ok(()) => {
                 log::debug!("{:?}: attached {} to {target}", h.hook, m.name());
                 h.mechanism = Some(m);
