@@ -35,7 +35,7 @@ use numa_ebpf_common::{Outcome, OUTCOMES};
 use numa_export::{
     metrics::{
         encode_openmetrics, to_prometheus_text, Decision, Format, Info, KernelMetrics,
-        MetricsState, ModelMetrics, OutcomeHist, ProcessMetrics, HIST_BUCKETS,
+        MetricsState, MigratedPages, ModelMetrics, OutcomeHist, ProcessMetrics, HIST_BUCKETS,
     },
     publish::{Options, Publisher},
     server::Shared,
@@ -65,6 +65,7 @@ fn full_state(generation: u64) -> MetricsState {
                 src_node: src,
                 dst_node: dst,
                 count: 987_654_321,
+                pages: 987_654_321 * 512,
             });
         }
     }
@@ -90,6 +91,11 @@ fn full_state(generation: u64) -> MetricsState {
             latency_ns: hists(1),
             fault_delta: hists(2),
         }),
+        migrated_pages: MigratedPages {
+            success: 1_234_567 * 512,
+            fail: 12_345 * 512,
+            promoted: 1_234_567 * 512,
+        },
         decisions,
         models: ["kernel-time", "fault-count", "two-touch"]
             .iter()
@@ -100,6 +106,11 @@ fn full_state(generation: u64) -> MetricsState {
                 kernel_only: 2,
                 model_only: 3,
                 neither: 4,
+                promote_pages: 512_000_000,
+                both_pages: 512,
+                kernel_only_pages: 1024,
+                model_only_pages: 1536,
+                neither_pages: 2048,
             })
             .collect(),
         processes: (0..100)
@@ -109,6 +120,8 @@ fn full_state(generation: u64) -> MetricsState {
                 hint_faults: 1_000_000 - u64::from(i),
                 promote: 1000,
                 reject: 999_000,
+                promote_pages: 512_000,
+                reject_pages: 999_000 * 512,
                 verdict: "refused_latency",
             })
             .collect(),

@@ -576,13 +576,51 @@ pub struct HotChunksArgs {
     #[arg(long, default_value_t = 0,
           value_parser = ranges::int(0u64, 1024, "threads"))]
     pub idle_threads: u64,
+    /// Processes running the access phase, 1 to 64: once the mappings are
+    /// set up, the workload forks N-1 children that run the same access
+    /// phase, each with its own random seed. Each child has its own
+    /// --slow-mb (and --cold-mb) mapping at the parent's addresses, placed
+    /// on the slow node anew right after the fork (pages it shared
+    /// copy-on-write with the parent would be copied to its local node on
+    /// its first write), so N processes hold N times that memory;
+    /// --shared-mb is the one mapping they all share. Only the parent
+    /// writes the summary, once every child has ended, and it fails if any
+    /// child failed.
+    #[arg(long, default_value_t = 1,
+          value_parser = ranges::int(1u64, 64, "processes"))]
+    pub procs: u64,
+    /// Threads running the access phase of each process, 1 to 64: each
+    /// chunk visit's --accesses are split between them (each does
+    /// --accesses / N, so a visit is the same work whatever N), each thread
+    /// with its own random seed. The choice of chunk, --compute-ms and
+    /// --idle-ms stay with the first thread, which waits for the others to
+    /// finish the visit.
+    #[arg(long, default_value_t = 1,
+          value_parser = ranges::int(1u64, 64, "threads"))]
+    pub threads: u64,
+    /// MiB of a shared anonymous mapping (MAP_SHARED) placed on the slow
+    /// node before --procs forks, up to 1048576, so every process maps the
+    /// same pages. Accesses then alternate between the --slow-mb mapping
+    /// and this one: in the chunk of the same number when it has that many
+    /// whole --chunk-mb chunks, anywhere in it otherwise. Once populated it
+    /// gets the policy MPOL_BIND to the slow and DRAM nodes with
+    /// MPOL_F_NUMA_BALANCING: the kernel's NUMA scanner skips shared
+    /// anonymous memory under the default policy, which would then take no
+    /// hint fault at all.
+    #[arg(long, default_value_t = 0,
+          value_parser = ranges::int(0, ranges::MAX_WORKLOAD_MB, "MiB"))]
+    pub shared_mb: u64,
     /// Slow node (default: the first CPU-less node).
     #[arg(long, value_parser = ranges::node)]
     pub slow_node: Option<u32>,
     /// DRAM node (default: the node of CPU 0).
     #[arg(long, value_parser = ranges::node)]
     pub dram_node: Option<u32>,
-    /// Allow transparent huge pages (default: 4K pages via MADV_NOHUGEPAGE).
+    /// Ask for transparent huge pages with MADV_HUGEPAGE (default: 4K pages
+    /// via MADV_NOHUGEPAGE), which the kernel grants as
+    /// /sys/kernel/mm/transparent_hugepage/enabled allows (always or
+    /// madvise), and for the --shared-mb mapping as its shmem_enabled does
+    /// (advise, always or within_size; never under never or deny).
     #[arg(long)]
     pub thp: bool,
     /// Random seed.

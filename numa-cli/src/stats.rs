@@ -5,6 +5,7 @@ use std::{io::Write, path::Path, process::ExitCode, time::Duration};
 use anyhow::{Context, Result};
 
 use numa_core::sink::Sink;
+use numa_ebpf_common::Outcome;
 use numa_host::clock::process_cpu_ns;
 use numa_probe::session;
 use numa_source::{Recording, Source, StopReason};
@@ -144,32 +145,64 @@ fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         r.hint_faults,
         vm("numa_hint_faults")
     )?;
-    writeln!(out, "  promotion decisions  {:>12}", r.decisions)?;
+    let u = &r.unrecorded;
+    if u.not_sent + u.open_at_end > 0 {
+        writeln!(
+            out,
+            "    without a record   {:>12}   ({} not sent: filtered, sampled or dropped; {} not ended at the last snapshot)",
+            u.not_sent + u.open_at_end,
+            u.not_sent,
+            u.open_at_end
+        )?;
+    }
+    let p = &r.pages;
+    let page = |o: Outcome| p.by_outcome.get(o.name()).copied().unwrap_or(0);
     writeln!(
         out,
-        "    promote            {:>12}   (free space: {})",
-        r.kernel_promote, r.free_space_promote
+        "  (folios, one per hint fault; pages as vmstat counts them)"
     )?;
     writeln!(
         out,
-        "    reject threshold   {:>12}   ({})",
-        r.kernel_reject.latency, r.kernel_threshold_reason
+        "  promotion decisions  {:>12}   pages {}",
+        r.decisions, p.decisions
     )?;
     writeln!(
         out,
-        "    reject rate limit  {:>12}",
-        r.kernel_reject.rate_limit
+        "    promote            {:>12}   pages {}   (free space: {}, pages {})",
+        r.kernel_promote,
+        p.kernel_promote,
+        r.free_space_promote,
+        page(Outcome::PromoteFreeSpace)
     )?;
     writeln!(
         out,
-        "    reject other       {:>12}   not tiering: {}",
-        r.kernel_reject.other, r.not_tiering
+        "    reject threshold   {:>12}   pages {}   ({})",
+        r.kernel_reject.latency,
+        page(Outcome::RejectLatency),
+        r.kernel_threshold_reason
     )?;
     writeln!(
         out,
-        "  migrations ok/fail   {:>12} / {}   (vmstat pgpromote_success {})",
-        r.migrate.success,
-        r.migrate.fail,
+        "    reject rate limit  {:>12}   pages {}",
+        r.kernel_reject.rate_limit,
+        page(Outcome::RejectRateLimit)
+    )?;
+    writeln!(
+        out,
+        "    reject other       {:>12}   pages {}   not tiering: {}",
+        r.kernel_reject.other,
+        page(Outcome::RejectOther),
+        r.not_tiering
+    )?;
+    writeln!(
+        out,
+        "  migrations ok/fail   {:>12} / {}   pages {} / {}",
+        r.migrate.success, r.migrate.fail, p.migrate_success, p.migrate_fail
+    )?;
+    writeln!(
+        out,
+        "  promoted pages       {:>12}   (vmstat pgpromote_success {})",
+        p.promoted,
         vm("pgpromote_success")
     )?;
     writeln!(
@@ -192,8 +225,15 @@ fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     if r.runs_missed > 0 {
         writeln!(
             out,
-            "  runs missed          {:>12}   (a probe preempted on its CPU; {} fault records recovered late)",
-            r.runs_missed, r.late_records
+            "  runs missed          {:>12}   (a probe preempted on its CPU)",
+            r.runs_missed
+        )?;
+    }
+    if r.late_records > 0 {
+        writeln!(
+            out,
+            "  late fault records   {:>12}   (sent without task_numa_fault's probe: {} failed migrations, {} at a thread's exit)",
+            r.late_records, r.no_account_records, r.exit_records
         )?;
     }
     if let Some(s) = &r.sampling {
@@ -263,8 +303,10 @@ pub(crate) fn print_funnel(
     }
     writeln!(
         out,
-        "\n  funnel (slow-tier pages by process, most activity first)"
+        "\n  funnel (slow-tier pages by process, most activity first; faults, decisions and migrations in folios, one per hint fault, and in pages, as vmstat's pgpromote_* count them)"
     )?;
+    // "N folios / P pages": the pages say how much memory a count moved.
+    let fp = |folios: u64, pages: u64| format!("{folios} folios / {pages} pages");
     for p in rows {
         let s = &p.stages;
         let comm = if p.comm.is_empty() { "" } else { " " };
@@ -298,15 +340,14 @@ pub(crate) fn print_funnel(
         }
         writeln!(
             out,
-            "      faulted {} ({} pages), promoted {}, refused latency {} / rate limit {} / other {}, migrations {} ok / {} failed",
-            s.slow_faults,
-            s.slow_fault_pages,
-            s.promoted,
-            s.rejected_latency,
-            s.rejected_rate_limit,
-            s.rejected_other,
-            s.migrate_ok,
-            s.migrate_fail
+            "      faulted {}, promoted {}\n      refused: latency {}, rate limit {}, other {}\n      migrations: ok {}, failed {}",
+            fp(s.slow_faults, s.slow_fault_pages),
+            fp(s.promoted, s.promoted_pages),
+            fp(s.rejected_latency, s.rejected_latency_pages),
+            fp(s.rejected_rate_limit, s.rejected_rate_limit_pages),
+            fp(s.rejected_other, s.rejected_other_pages),
+            fp(s.migrate_ok, s.migrate_ok_pages),
+            fp(s.migrate_fail, s.migrate_fail_pages)
         )?;
     }
     Ok(())

@@ -4,9 +4,19 @@
 //!
 //! Memory is placed with mbind(2) on the slow node, touched, then its policy
 //! reset to the default so NUMA balancing may promote it.
+//!
+//! With `--procs`, `--threads` and `--shared-mb` the access phase takes the
+//! shapes of production: forked processes, threads of one process, and a
+//! shared mapping all the processes touch.
 use std::{
     io::Write,
+    marker::PhantomData,
+    panic::AssertUnwindSafe,
     process::ExitCode,
+    sync::{
+        atomic::{AtomicU8, Ordering},
+        Condvar, Mutex, MutexGuard, PoisonError,
+    },
     time::{Duration, Instant},
 };
 
@@ -23,6 +33,10 @@ const PAGE: usize = 4096;
 const MIB: usize = 1 << 20;
 pub(crate) const MPOL_DEFAULT: libc::c_long = 0;
 pub(crate) const MPOL_BIND: libc::c_long = 2;
+/// Gives a policy MPOL_F_MOF, which the NUMA scanner asks of a VMA.
+const MPOL_F_NUMA_BALANCING: libc::c_long = libc::MPOL_F_NUMA_BALANCING as libc::c_long;
+/// Stack of an access thread (`--threads`): it only draws and touches.
+const ACCESS_THREAD_STACK: usize = 64 * 1024;
 
 /// An anonymous mapping, unmapped on drop.
 pub(crate) struct Region {
@@ -32,23 +46,52 @@ pub(crate) struct Region {
 
 impl Region {
     pub(crate) fn new(len: usize, thp: bool) -> Result<Self> {
-        // SAFETY: anonymous private mapping; the result is checked.
+        let r = Region::map(len, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS)?;
+        r.advise_thp(thp);
+        Ok(r)
+    }
+
+    /// A shared anonymous mapping (shmem), which forked children map too.
+    fn shared(len: usize, thp: bool) -> Result<Self> {
+        let r = Region::map(len, libc::MAP_SHARED | libc::MAP_ANONYMOUS)?;
+        r.advise_thp(thp);
+        Ok(r)
+    }
+
+    /// Asks for huge pages or forbids them: MADV_HUGEPAGE is what the
+    /// `madvise` settings of transparent_hugepage/enabled (private memory)
+    /// and `advise` of shmem_enabled (shared) wait for.
+    fn advise_thp(&self, thp: bool) {
+        let advice = if thp {
+            libc::MADV_HUGEPAGE
+        } else {
+            libc::MADV_NOHUGEPAGE
+        };
+        // SAFETY: madvise of our own mapping.
+        let rc = unsafe { libc::madvise(self.ptr.cast(), self.len, advice) };
+        if rc != 0 && thp {
+            log::warn!(
+                "--thp: madvise(MADV_HUGEPAGE) failed ({}): the mapping stays on 4K pages",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+
+    fn map(len: usize, flags: libc::c_int) -> Result<Self> {
+        // SAFETY: an anonymous mapping placed by the kernel; the result is
+        // checked.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                flags,
                 -1,
                 0,
             )
         };
         if ptr == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error()).context(format!("mmap {len} bytes"));
-        }
-        if !thp {
-            // SAFETY: the range was just mapped by us.
-            unsafe { libc::madvise(ptr, len, libc::MADV_NOHUGEPAGE) };
         }
         Ok(Region {
             ptr: ptr.cast(),
@@ -57,7 +100,11 @@ impl Region {
     }
 
     pub(crate) fn mbind(&self, mode: libc::c_long, node: Option<u32>) -> Result<()> {
-        let mask = NodeMask::of(node);
+        self.mbind_mask(mode, &NodeMask::of(node))
+            .with_context(|| format!("mbind(mode {mode}, node {node:?})"))
+    }
+
+    fn mbind_mask(&self, mode: libc::c_long, mask: &NodeMask) -> std::io::Result<()> {
         let (mask_ptr, maxnode) = mask.arg();
         // SAFETY: mbind on our own mapping with a valid mask buffer.
         let rc = unsafe {
@@ -72,8 +119,20 @@ impl Region {
             )
         };
         if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Leaves a forked child an empty mapping in the place of this one,
+    /// instead of its pages shared copy-on-write: the child's first write
+    /// to such a page would copy it to the child's local node.
+    fn wipe_on_fork(&self) -> Result<()> {
+        // SAFETY: madvise of our own private anonymous mapping.
+        let rc = unsafe { libc::madvise(self.ptr.cast(), self.len, libc::MADV_WIPEONFORK) };
+        if rc != 0 {
             return Err(std::io::Error::last_os_error())
-                .context(format!("mbind(mode {mode}, node {node:?})"));
+                .context("madvise(MADV_WIPEONFORK): Linux 4.14 or later is needed");
         }
         Ok(())
     }
@@ -232,18 +291,35 @@ struct Summary {
     /// Not asked with `--late-populate-ms`: a query of every page's node is
     /// CPU time, on which the scanner runs, at the ends of the run.
     slow_pages_on_slow_node_at_start: Option<usize>,
+    /// Pages of this process's slow mapping: a child's own are not counted.
     slow_pages_on_dram_node_at_end: Option<usize>,
+    /// Visits and accesses of this process (all its threads); each child
+    /// makes as many with `--visits`.
     chunk_visits: u64,
     accesses: u64,
+    /// From the start of this process's access phase to the end of the
+    /// last process's (`--procs`).
     elapsed_s: f64,
     /// Microseconds spent accessing (idle gaps excluded): the RFC's "score".
     score_us: u64,
-    /// CPU time of the access phase: system time is where hint faults
-    /// (and any probe on them) are paid.
+    /// CPU time of the access phase, this process's threads only: system
+    /// time is where hint faults (and any probe on them) are paid.
     user_ms: f64,
     sys_ms: f64,
-    /// System-wide vmstat numa_hint_faults during the access phase.
+    /// System-wide vmstat numa_hint_faults during the access phase, until
+    /// the last process's ended.
     numa_hint_faults: u64,
+    /// Processes (this one and its children) and access threads in each.
+    procs: u64,
+    threads: u64,
+    /// Pages of the `--shared-mb` mapping (0 without one) and its
+    /// `[start, end)`, the same in every process.
+    shared_pages: usize,
+    shared_vma: Option<[u64; 2]>,
+    /// None without a shared mapping, or when the page queries are left
+    /// out (`--late-populate-ms`).
+    shared_pages_on_dram_node_at_end: Option<usize>,
+    child_pids: Vec<u32>,
 }
 
 /// (user, system) CPU time of this process, in ms.
@@ -308,30 +384,172 @@ struct Accessed {
     busy: Duration,
 }
 
-/// Random accesses to random chunks of `slow` until `--duration` (or, with
-/// `--min-faults`, until that many hint faults or `--max-duration`).
-fn access_chunks(a: &HotChunksArgs, slow: &Region, start: Instant, faults0: u64) -> Accessed {
+/// The pages of one mapping as the access phase touches them, for as
+/// long as the mapping is borrowed.
+#[derive(Clone, Copy)]
+struct Pages<'a> {
+    ptr: *mut u8,
+    pages: usize,
+    /// Whether other threads or processes touch it at the same time.
+    concurrent: bool,
+    region: PhantomData<&'a Region>,
+}
+
+// SAFETY: the borrow keeps the mapping alive wherever a Pages goes, and
+// a Pages that several threads touch is `concurrent`, so they touch it
+// with atomics.
+unsafe impl Send for Pages<'_> {}
+// SAFETY: as for Send.
+unsafe impl Sync for Pages<'_> {}
+
+impl<'a> Pages<'a> {
+    fn of(r: &'a Region, concurrent: bool) -> Self {
+        Pages {
+            ptr: r.ptr,
+            pages: r.len / PAGE,
+            concurrent,
+            region: PhantomData,
+        }
+    }
+
+    /// Reads the first byte of `page` and writes it back plus one, so the
+    /// page takes a hint fault whichever access the scanner traps. Atomic
+    /// when other threads or processes may touch the byte at once (plain
+    /// accesses would race), volatile otherwise: the same load and store.
+    ///
+    /// # Safety
+    ///
+    /// `page` must be below `self.pages`.
+    unsafe fn bump(&self, page: usize) {
+        // SAFETY: page < pages (the caller's promise): inside the mapping.
+        let p = unsafe { self.ptr.add(page * PAGE) };
+        if self.concurrent {
+            // SAFETY: p is valid for a u8 while the mapping is borrowed,
+            // and every access to it that may run at the same time is
+            // atomic.
+            let byte = unsafe { AtomicU8::from_ptr(p) };
+            byte.store(
+                byte.load(Ordering::Relaxed).wrapping_add(1),
+                Ordering::Relaxed,
+            );
+        } else {
+            // SAFETY: p lies in the mapping and no other thread touches it.
+            unsafe { p.write_volatile(p.read_volatile().wrapping_add(1)) };
+        }
+    }
+
+    /// (first page, pages) of chunk `chunk` when the mapping holds it
+    /// whole, else of the whole mapping.
+    fn chunk_or_all(&self, chunk: usize, chunk_pages: usize) -> (usize, usize) {
+        if (chunk + 1) * chunk_pages <= self.pages {
+            (chunk * chunk_pages, chunk_pages)
+        } else {
+            (0, self.pages)
+        }
+    }
+}
+
+/// Where the access phase's accesses land.
+#[derive(Clone, Copy)]
+struct Layout<'a> {
+    slow: Pages<'a>,
+    shared: Option<Pages<'a>>,
+    chunk_pages: usize,
+}
+
+impl Layout<'_> {
+    /// `n` random accesses to `chunk`: of the private mapping alone or,
+    /// with a shared one, of each in turn (`shared_next` carries the turn
+    /// over to the next visit, so that an odd `n` favours neither).
+    fn visit(&self, chunk: usize, n: u64, rng: &mut Rng, shared_next: &mut bool) {
+        let cp = self.chunk_pages;
+        let Some(shared) = self.shared else {
+            for _ in 0..n {
+                let page = chunk * cp + (rng.next_u64() as usize % cp);
+                // SAFETY: chunk < slow_mb / chunk_mb, so page < slow_mb * MiB / PAGE.
+                unsafe { self.slow.bump(page) };
+            }
+            return;
+        };
+        let (first, span) = shared.chunk_or_all(chunk, cp);
+        for _ in 0..n {
+            let r = rng.next_u64() as usize;
+            if *shared_next {
+                // SAFETY: first + span <= shared.pages (chunk_or_all).
+                unsafe { shared.bump(first + r % span) };
+            } else {
+                // SAFETY: chunk < slow_mb / chunk_mb, as above.
+                unsafe { self.slow.bump(chunk * cp + r % cp) };
+            }
+            *shared_next = !*shared_next;
+        }
+    }
+}
+
+/// When the access phase ends: after `--visits` visits, or at
+/// `--duration`, kept going by `--min-faults` up to `--max-duration`.
+struct Pace {
+    deadline: Instant,
+    hard_deadline: Instant,
+    faults0: u64,
+}
+
+impl Pace {
+    fn new(a: &HotChunksArgs, start: Instant, faults0: u64) -> Self {
+        Pace {
+            deadline: start + Duration::from_secs_f64(a.duration),
+            hard_deadline: start + Duration::from_secs_f64(a.max_duration.max(a.duration)),
+            faults0,
+        }
+    }
+
+    fn done(&self, a: &HotChunksArgs, visits: u64) -> bool {
+        let now = Instant::now();
+        if a.visits > 0 {
+            return visits >= a.visits || now >= self.hard_deadline;
+        }
+        let faults_so_far = || hint_faults().saturating_sub(self.faults0);
+        now >= self.deadline
+            && !(a.min_faults > 0 && now < self.hard_deadline && faults_so_far() < a.min_faults)
+    }
+}
+
+/// Random accesses to random chunks of the slow mapping (and the shared
+/// one) until `--duration` (or, with `--min-faults`, until that many hint
+/// faults or `--max-duration`), in `--threads` threads; `index` numbers
+/// the process (0: the parent) for the random seeds.
+fn access_chunks(
+    a: &HotChunksArgs,
+    layout: Layout,
+    index: u64,
+    start: Instant,
+    faults0: u64,
+) -> Result<Accessed> {
+    let mut rng = Rng::new(stream_seed(a.seed, index, 0));
+    let pace = Pace::new(a, start, faults0);
+    if a.threads == 1 {
+        let mut shared_next = false;
+        return Ok(visit_loop(a, &pace, &mut rng, |chunk, rng| {
+            layout.visit(chunk, a.accesses, rng, &mut shared_next)
+        }));
+    }
+    crew_access(a, layout, index, &pace, &mut rng)
+}
+
+/// Chunk visits until `pace` says done; `visit` makes one visit's
+/// accesses, drawing from `rng` after the chunk was drawn from it.
+fn visit_loop(
+    a: &HotChunksArgs,
+    pace: &Pace,
+    rng: &mut Rng,
+    mut visit: impl FnMut(usize, &mut Rng),
+) -> Accessed {
     // The first chunk of a late-populated mapping stays untouched.
     let first_chunk = usize::from(a.late_populate_ms > 0);
-    let chunk_pages = (a.chunk_mb as usize * MIB) / PAGE;
     let chunks = a.slow_mb / a.chunk_mb;
-    let mut rng = Rng::new(a.seed);
-    let deadline = start + Duration::from_secs_f64(a.duration);
-    let hard_deadline = start + Duration::from_secs_f64(a.max_duration.max(a.duration));
-    let faults_so_far = || hint_faults().saturating_sub(faults0);
     let compute = (a.compute_ms > 0).then(|| Work::taking(Duration::from_millis(a.compute_ms)));
     let (mut visits, mut accesses, mut busy) = (0u64, 0u64, Duration::ZERO);
-    loop {
-        let now = Instant::now();
-        let done = if a.visits > 0 {
-            visits >= a.visits || now >= hard_deadline
-        } else {
-            now >= deadline
-                && !(a.min_faults > 0 && now < hard_deadline && faults_so_far() < a.min_faults)
-        };
-        if done {
-            break;
-        }
+    while !pace.done(a, visits) {
         let span = chunks - first_chunk as u64;
         let chunk = first_chunk
             + if a.in_turn {
@@ -343,14 +561,7 @@ fn access_chunks(a: &HotChunksArgs, slow: &Region, start: Instant, faults0: u64)
             std::thread::sleep(Duration::from_millis(a.idle_ms));
         }
         let t = Instant::now();
-        for _ in 0..a.accesses {
-            let page = chunk * chunk_pages + (rng.next_u64() as usize % chunk_pages);
-            // SAFETY: page < slow_mb * MiB / PAGE, inside the mapping.
-            unsafe {
-                let p = slow.ptr.add(page * PAGE);
-                p.write_volatile(p.read_volatile().wrapping_add(1));
-            }
-        }
+        visit(chunk, rng);
         busy += t.elapsed();
         accesses += a.accesses;
         visits += 1;
@@ -368,14 +579,201 @@ fn access_chunks(a: &HotChunksArgs, slow: &Region, start: Instant, faults0: u64)
     }
 }
 
+/// The seed of thread `thread` of process `proc`: `--seed` itself for the
+/// parent's first thread, so that one thread in one process draws the
+/// sequence `--seed` names; a mix of it and both indices otherwise.
+fn stream_seed(seed: u64, proc: u64, thread: u64) -> u64 {
+    if proc == 0 && thread == 0 {
+        return seed;
+    }
+    splitmix64(seed ^ splitmix64((proc << 32) | thread))
+}
+
+/// The splitmix64 finalizer: distinct inputs give unrelated outputs.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Thread `thread`'s part of `accesses` split between `threads`: the
+/// parts add up to `accesses`.
+fn share(accesses: u64, threads: u64, thread: u64) -> u64 {
+    accesses / threads + u64::from(thread < accesses % threads)
+}
+
+/// The visit loop with `--threads` - 1 more threads making their part of
+/// each visit's accesses while this one makes its own, then waits for
+/// them; the chunk, computing and idling stay with this thread.
+fn crew_access(
+    a: &HotChunksArgs,
+    layout: Layout,
+    index: u64,
+    pace: &Pace,
+    rng: &mut Rng,
+) -> Result<Accessed> {
+    let gate = Gate::default();
+    let helpers = a.threads - 1;
+    std::thread::scope(|s| {
+        // Whatever way this closure is left, the helpers stop, so the
+        // scope's join cannot wait for ever.
+        let _stop = StopOnDrop(&gate);
+        for t in 1..a.threads {
+            let (gate, part) = (&gate, share(a.accesses, a.threads, t));
+            let seed = stream_seed(a.seed, index, t);
+            std::thread::Builder::new()
+                .stack_size(ACCESS_THREAD_STACK)
+                .spawn_scoped(s, move || access_thread(gate, layout, part, seed))
+                .context("spawning an access thread (--threads)")?;
+        }
+        let own = share(a.accesses, a.threads, 0);
+        let mut shared_next = false;
+        Ok(visit_loop(a, pace, rng, |chunk, rng| {
+            gate.open(chunk, helpers as usize);
+            layout.visit(chunk, own, rng, &mut shared_next);
+            gate.wait_done();
+        }))
+    })
+}
+
+/// A helper of [`crew_access`]: `part` accesses to each visit's chunk.
+fn access_thread(gate: &Gate, layout: Layout, part: u64, seed: u64) {
+    // A panic here stops the visits rather than leave them waiting.
+    let _stop = StopOnDrop(gate);
+    let mut rng = Rng::new(seed);
+    let mut shared_next = false;
+    let mut seen = 0;
+    while let Some((round, chunk)) = gate.next(seen) {
+        seen = round;
+        layout.visit(chunk, part, &mut rng, &mut shared_next);
+        gate.finished();
+    }
+}
+
+/// Where the visiting thread hands each visit's chunk to the helpers and
+/// waits for them to finish it.
+#[derive(Default)]
+struct Gate {
+    round: Mutex<Round>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct Round {
+    number: u64,
+    chunk: usize,
+    /// Helpers still accessing in this round.
+    running: usize,
+    stop: bool,
+}
+
+impl Gate {
+    fn lock(&self) -> MutexGuard<'_, Round> {
+        self.round.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn wait<'g>(&self, r: MutexGuard<'g, Round>) -> MutexGuard<'g, Round> {
+        self.changed.wait(r).unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts a round of visits to `chunk` by `helpers` threads.
+    fn open(&self, chunk: usize, helpers: usize) {
+        let mut r = self.lock();
+        r.number += 1;
+        r.chunk = chunk;
+        r.running = helpers;
+        self.changed.notify_all();
+    }
+
+    /// Waits until every helper has finished the round (or stopped).
+    fn wait_done(&self) {
+        let mut r = self.lock();
+        while r.running > 0 && !r.stop {
+            r = self.wait(r);
+        }
+    }
+
+    /// A helper's next round after round `seen`: (number, chunk), or none
+    /// once stopped.
+    fn next(&self, seen: u64) -> Option<(u64, usize)> {
+        let mut r = self.lock();
+        loop {
+            if r.stop {
+                return None;
+            }
+            if r.number != seen {
+                return Some((r.number, r.chunk));
+            }
+            r = self.wait(r);
+        }
+    }
+
+    fn finished(&self) {
+        let mut r = self.lock();
+        r.running = r.running.saturating_sub(1);
+        if r.running == 0 {
+            self.changed.notify_all();
+        }
+    }
+
+    fn stop(&self) {
+        self.lock().stop = true;
+        self.changed.notify_all();
+    }
+}
+
+/// Stops the gate's rounds when dropped.
+struct StopOnDrop<'g>(&'g Gate);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
 /// Threads started by `--idle-threads`, asleep until the process exits.
 type Sleepers = Vec<std::thread::JoinHandle<()>>;
 
-/// The accessed slow-node mapping, the cold one `--cold-mb` asks for, and
-/// the idle threads, started after the mappings so that their stacks lie
-/// below them (mmap places top-down) and come first in the scanner's
-/// address-ordered walk.
-fn slow_regions(a: &HotChunksArgs, node: u32) -> Result<(Region, Option<Region>, Sleepers)> {
+/// The memory of the run: the accessed private mapping on the slow node,
+/// the cold one beside it (`--cold-mb`), the shared one (`--shared-mb`),
+/// and the idle threads if `--late-populate-ms` had to start them between
+/// its populate steps.
+struct Setup {
+    cold: Option<Region>,
+    slow: Region,
+    shared: Option<Region>,
+    sleepers: Option<Sleepers>,
+}
+
+impl Setup {
+    fn layout(&self, a: &HotChunksArgs) -> Layout<'_> {
+        Layout {
+            slow: Pages::of(&self.slow, a.threads > 1),
+            // Other processes may touch it whenever they like.
+            shared: self.shared.as_ref().map(|r| Pages::of(r, true)),
+            chunk_pages: (a.chunk_mb as usize * MIB) / PAGE,
+        }
+    }
+
+    /// Places a child's private mappings on `node` as the parent's were:
+    /// the fork left it them empty (see [`Region::wipe_on_fork`]).
+    fn repopulate(&self, node: u32) -> Result<()> {
+        if let Some(cold) = &self.cold {
+            cold.populate_on(node, 0..cold.len)?;
+        }
+        self.slow.populate_on(node, 0..self.slow.len)
+    }
+
+    /// The private mappings, which every process has of its own.
+    fn private(&self) -> impl Iterator<Item = &Region> {
+        std::iter::once(&self.slow).chain(&self.cold)
+    }
+}
+
+/// The accessed slow-node mapping and the cold one `--cold-mb` asks for;
+/// the idle threads start after them (see [`start_sleepers`]).
+fn slow_regions(a: &HotChunksArgs, node: u32) -> Result<Setup> {
     let hot = a.slow_mb as usize * MIB;
     if a.late_populate_ms > 0 {
         return late_populated(a, node);
@@ -384,26 +782,75 @@ fn slow_regions(a: &HotChunksArgs, node: u32) -> Result<(Region, Option<Region>,
     // passes of its first two scan sequences protect all of it (touching
     // page by page, a slow machine may let the scanner visit the VMA
     // half-populated and then skip it for good as never accessed).
-    if a.cold_mb == 0 {
+    let (slow, cold) = if a.cold_mb == 0 {
         let hot = Region::fenced_one(hot, a.thp)?;
         hot.populate_on(node, 0..hot.len)?;
-        return Ok((hot, None, idle_threads(a.idle_threads)?));
-    }
-    let (hot, cold) = Region::pair(hot, a.cold_mb as usize * MIB, a.thp)?;
-    cold.populate_on(node, 0..cold.len)?;
-    hot.populate_on(node, 0..hot.len)?;
-    Ok((hot, Some(cold), idle_threads(a.idle_threads)?))
+        (hot, None)
+    } else {
+        let (hot, cold) = Region::pair(hot, a.cold_mb as usize * MIB, a.thp)?;
+        cold.populate_on(node, 0..cold.len)?;
+        hot.populate_on(node, 0..hot.len)?;
+        (hot, Some(cold))
+    };
+    Ok(Setup {
+        slow,
+        cold,
+        shared: None,
+        sleepers: None,
+    })
 }
 
 /// The slow mapping populated in two steps (see `--late-populate-ms`).
-fn late_populated(a: &HotChunksArgs, node: u32) -> Result<(Region, Option<Region>, Sleepers)> {
+fn late_populated(a: &HotChunksArgs, node: u32) -> Result<Setup> {
     let r = Region::fenced_one(a.slow_mb as usize * MIB, a.thp)?;
     let chunk = a.chunk_mb as usize * MIB;
     r.populate_on(node, 0..chunk)?;
     let sleepers = idle_threads(a.idle_threads)?;
     compute_for(Duration::from_millis(a.late_populate_ms));
     r.populate_on(node, chunk..r.len)?;
-    Ok((r, None, sleepers))
+    Ok(Setup {
+        slow: r,
+        cold: None,
+        shared: None,
+        sleepers: Some(sleepers),
+    })
+}
+
+/// The idle threads, unless `--late-populate-ms` started them already:
+/// started after the mappings (and any fork) so that their stacks lie
+/// below the mappings (mmap places top-down) and come first in the
+/// scanner's address-ordered walk.
+fn start_sleepers(a: &HotChunksArgs, setup: &mut Setup) -> Result<Sleepers> {
+    match setup.sleepers.take() {
+        Some(s) => Ok(s),
+        None => idle_threads(a.idle_threads),
+    }
+}
+
+/// The `--shared-mb` mapping, populated on `slow` as the private one is,
+/// then given a policy under which the NUMA scanner visits it.
+fn shared_region(a: &HotChunksArgs, slow: u32, dram: u32) -> Result<Option<Region>> {
+    if a.shared_mb == 0 {
+        return Ok(None);
+    }
+    let r = Region::shared(a.shared_mb as usize * MIB, a.thp)?;
+    r.populate_on(slow, 0..r.len)?;
+    // Shmem allocates under its shared policy once it has one, hence the
+    // policy after the pages. Shmem has none by default, and then
+    // task_numa_work() skips the VMA (vma_policy_mof() is false);
+    // MPOL_F_NUMA_BALANCING adds the MPOL_F_MOF it asks for, and lets a
+    // hint fault move a page to the faulting CPU's node when the mask
+    // holds that node, as the default policy does for private memory.
+    // Without MPOL_MF_MOVE, mbind moves none of the pages placed above.
+    r.mbind_mask(
+        MPOL_BIND | MPOL_F_NUMA_BALANCING,
+        &NodeMask::of_nodes(&[slow, dram]),
+    )
+    .context(
+        "mbind(MPOL_BIND | MPOL_F_NUMA_BALANCING) of the --shared-mb mapping: \
+             Linux 5.14 or later is needed",
+    )?;
+    Ok(Some(r))
 }
 
 /// A node mask of 1024 bits for mbind(2) and set_mempolicy(2); none for
@@ -412,11 +859,18 @@ struct NodeMask(Option<[u64; 16]>);
 
 impl NodeMask {
     fn of(node: Option<u32>) -> Self {
-        NodeMask(node.map(|n| {
-            let mut m = [0u64; 16];
+        match node {
+            Some(n) => NodeMask::of_nodes(&[n]),
+            None => NodeMask(None),
+        }
+    }
+
+    fn of_nodes(nodes: &[u32]) -> Self {
+        let mut m = [0u64; 16];
+        for n in nodes {
             m[(n / 64) as usize % 16] |= 1 << (n % 64);
-            m
-        }))
+        }
+        NodeMask(Some(m))
     }
 
     /// (mask pointer, maxnode) as the system calls take them.
@@ -515,16 +969,180 @@ fn write_summary(a: &HotChunksArgs, summary: &Summary) -> Result<()> {
     crate::write_output(a.summary.as_deref(), &json)
 }
 
-pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
-    // Show up as "hot-chunks" in top/ps, not as another numatrace.
-    // SAFETY: PR_SET_NAME with a NUL-terminated buffer of <= 16 bytes.
-    unsafe { libc::prctl(libc::PR_SET_NAME, c"hot-chunks".as_ptr()) };
-    let (slow_node, dram_node) = slow_and_dram_nodes(
-        a.slow_node,
-        a.dram_node,
-        &system::nodes(),
-        " (see `numatrace doctor`)",
-    )?;
+/// The children `--procs` forked: killed and reaped when dropped, unless
+/// [`Children::wait`] reaped them.
+struct Children(Vec<libc::pid_t>);
+
+impl Children {
+    fn pids(&self) -> Vec<u32> {
+        self.0.iter().map(|&p| p.unsigned_abs()).collect()
+    }
+
+    /// Waits for every child; the error names each one that failed.
+    fn wait(mut self) -> Result<()> {
+        let pids = std::mem::take(&mut self.0);
+        let failures: Vec<String> = pids
+            .iter()
+            .zip(1..)
+            .filter_map(|(&pid, index)| {
+                let what = match reap(pid) {
+                    Ok(status) => exit_problem(status)?,
+                    Err(e) => format!("could not be waited for: {e}"),
+                };
+                Some(format!("child {index} (pid {pid}) {what}"))
+            })
+            .collect();
+        if !failures.is_empty() {
+            bail!(
+                "--procs: {} of {} children failed, so no summary: {} (a child's own error, \
+                 if it had one, is logged above)",
+                failures.len(),
+                pids.len(),
+                failures.join("; ")
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            // SAFETY: a child of ours not yet reaped, so the pid is still
+            // its own; kill takes no pointer.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = reap(pid);
+        }
+    }
+}
+
+/// waitpid(2) for child `pid`, retried when a signal interrupts it.
+fn reap(pid: libc::pid_t) -> std::io::Result<libc::c_int> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid for our own child, with a valid status pointer.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if rc == pid {
+            return Ok(status);
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// What went wrong with a child that ended with wait status `status`, if
+/// anything.
+fn exit_problem(status: libc::c_int) -> Option<String> {
+    if libc::WIFEXITED(status) {
+        match libc::WEXITSTATUS(status) {
+            0 => None,
+            code => Some(format!("exited with status {code}")),
+        }
+    } else if libc::WIFSIGNALED(status) {
+        Some(format!("was killed by signal {}", libc::WTERMSIG(status)))
+    } else {
+        Some(format!("ended with wait status {status:#x}"))
+    }
+}
+
+/// Which side of the fork the caller is on.
+enum Forked {
+    Parent(Children),
+    /// Child number 1 to `--procs` - 1.
+    Child(u64),
+}
+
+/// Forks `--procs` - 1 children, each of which leaves here as
+/// `Forked::Child`, with its private mappings empty (see
+/// [`Region::wipe_on_fork`]) and the shared one in common.
+fn fork_children(a: &HotChunksArgs, setup: &Setup) -> Result<Forked> {
+    let mut children = Children(Vec::new());
+    if a.procs == 1 {
+        return Ok(Forked::Parent(children));
+    }
+    single_threaded()?;
+    for r in setup.private() {
+        r.wipe_on_fork()?;
+    }
+    let parent = std::process::id();
+    for index in 1..a.procs {
+        // SAFETY: no other thread exists (checked above), so the child
+        // inherits no lock some other thread held at the fork, and can
+        // run ordinary code.
+        match unsafe { libc::fork() } {
+            -1 => {
+                return Err(std::io::Error::last_os_error())
+                    .context(format!("fork of child {index} (--procs {})", a.procs));
+            }
+            0 => {
+                // The siblings are the parent's to reap, not this child's.
+                children.0.clear();
+                die_with_parent(parent);
+                return Ok(Forked::Child(index));
+            }
+            pid => children.0.push(pid),
+        }
+    }
+    Ok(Forked::Parent(children))
+}
+
+/// Fails unless this process has a single thread: a forked child gets a
+/// copy of every lock another thread held, and none of those threads.
+fn single_threaded() -> Result<()> {
+    let threads = std::fs::read_dir("/proc/self/task")
+        .context("reading /proc/self/task (--procs)")?
+        .count();
+    if threads != 1 {
+        bail!(
+            "--procs forks, which needs a single-threaded process; this one has {threads} threads"
+        );
+    }
+    Ok(())
+}
+
+/// Has the calling child killed when the parent dies, so that an
+/// interrupted run leaves no workload behind.
+fn die_with_parent(parent: u32) {
+    // SAFETY: PR_SET_PDEATHSIG takes a signal number and no pointer.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
+    // The parent may have died before the call above took effect.
+    if std::os::unix::process::parent_id() != parent {
+        // SAFETY: ends this process at once; see `run_child`.
+        unsafe { libc::_exit(1) };
+    }
+}
+
+/// The life of child `index`: its private memory placed, its idle threads
+/// started, its access phase run; then `_exit`, never a return into the
+/// parent's code, which would write a second summary.
+fn run_child(a: &HotChunksArgs, setup: &Setup, slow_node: u32, index: u64) -> ! {
+    let body = || -> Result<()> {
+        setup.repopulate(slow_node)?;
+        let _sleepers = idle_threads(a.idle_threads)?;
+        access_chunks(a, setup.layout(a), index, Instant::now(), hint_faults())?;
+        Ok(())
+    };
+    let code = match std::panic::catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            let pid = std::process::id();
+            crate::logging::fatal(&e.context(format!("hot-chunks child {index} (pid {pid})")));
+            1
+        }
+        // The panic hook has told what happened.
+        Err(_) => 101,
+    };
+    // SAFETY: ends this process at once: its copy of the parent's state
+    // has nothing to flush or clean up (stdout is untouched; the summary
+    // is the parent's), and its threads end with it.
+    unsafe { libc::_exit(code) }
+}
+
+/// Refuses flag combinations that make no sense, naming the flags and
+/// the way out.
+fn check_flags(a: &HotChunksArgs) -> Result<()> {
     if a.slow_mb == 0 && a.cold_mb > 0 {
         bail!("--cold-mb needs a slow-node mapping to sit beside: give --slow-mb too");
     }
@@ -536,6 +1154,82 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
     if a.slow_mb > 0 && (a.chunk_mb == 0 || a.slow_mb < a.chunk_mb) {
         bail!("--chunk-mb must be between 1 and --slow-mb ({})", a.slow_mb);
     }
+    check_shapes(a)
+}
+
+/// [`check_flags`] for `--procs`, `--threads` and `--shared-mb`.
+fn check_shapes(a: &HotChunksArgs) -> Result<()> {
+    if a.slow_mb == 0 {
+        let given = [
+            ("--procs", a.procs > 1),
+            ("--threads", a.threads > 1),
+            ("--shared-mb", a.shared_mb > 0),
+        ];
+        let given: Vec<&str> = given.iter().filter(|g| g.1).map(|g| g.0).collect();
+        if let Some((last, rest)) = given.split_last() {
+            let (flags, verb) = match rest {
+                [] => (last.to_string(), "shapes"),
+                _ => (format!("{} and {last}", rest.join(", ")), "shape"),
+            };
+            bail!(
+                "{flags} {verb} the access phase, which --slow-mb 0 (DRAM filler only) has \
+                 none of: give --slow-mb too, or leave {flags} out"
+            );
+        }
+    }
+    if a.late_populate_ms > 0 && a.procs > 1 {
+        bail!(
+            "--procs with --late-populate-ms: the idle threads start between the populate \
+             steps, before a fork could (fork needs a single-threaded process), and a child \
+             would populate its mapping at once: drop --procs or --late-populate-ms"
+        );
+    }
+    if a.late_populate_ms > 0 && a.shared_mb > 0 {
+        bail!(
+            "--shared-mb with --late-populate-ms: the hint faults of the shared mapping would \
+             mix with those of the pages that arrive late: drop --shared-mb or \
+             --late-populate-ms"
+        );
+    }
+    if a.threads > a.accesses {
+        bail!(
+            "--threads {} would split --accesses {} per chunk visit, leaving some threads none: \
+             give --accesses at least --threads",
+            a.threads,
+            a.accesses
+        );
+    }
+    check_slow_total(a)
+}
+
+/// [`check_flags`] for the memory `--procs` multiplies.
+fn check_slow_total(a: &HotChunksArgs) -> Result<()> {
+    let max = crate::cli::ranges::MAX_WORKLOAD_MB;
+    let on_slow = a.procs * (a.slow_mb + a.cold_mb) + a.shared_mb;
+    if a.procs > 1 && on_slow > max {
+        bail!(
+            "--procs {} x (--slow-mb {} + --cold-mb {}) + --shared-mb {} is {on_slow} MiB on the \
+             slow node, over the {max} MiB a workload may place there: lower one of them",
+            a.procs,
+            a.slow_mb,
+            a.cold_mb,
+            a.shared_mb,
+        );
+    }
+    Ok(())
+}
+
+pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
+    // Show up as "hot-chunks" in top/ps, not as another numatrace.
+    // SAFETY: PR_SET_NAME with a NUL-terminated buffer of <= 16 bytes.
+    unsafe { libc::prctl(libc::PR_SET_NAME, c"hot-chunks".as_ptr()) };
+    let (slow_node, dram_node) = slow_and_dram_nodes(
+        a.slow_node,
+        a.dram_node,
+        &system::nodes(),
+        " (see `numatrace doctor`)",
+    )?;
+    check_flags(a)?;
     let _dram = dram_filler(a, dram_node)?;
     if a.slow_mb == 0 {
         // DRAM filler only: hold the memory idle for the duration.
@@ -547,35 +1241,120 @@ pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    let (slow, cold, _sleepers) = slow_regions(a, slow_node)?;
+    let mut setup = slow_regions(a, slow_node)?;
+    setup.shared = shared_region(a, slow_node, dram_node)?;
+    let children = match fork_children(a, &setup)? {
+        Forked::Parent(children) => children,
+        Forked::Child(index) => run_child(a, &setup, slow_node, index),
+    };
+    let _sleepers = start_sleepers(a, &mut setup)?;
+    let summary = measure(a, &setup, children, slow_node, dram_node)?;
+    write_summary(a, &summary)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// This process's access phase, measured, then the children awaited.
+fn measure(
+    a: &HotChunksArgs,
+    setup: &Setup,
+    children: Children,
+    slow_node: u32,
+    dram_node: u32,
+) -> Result<Summary> {
     let query = a.late_populate_ms == 0;
-    let at_start = query.then(|| slow.pages_on(slow_node));
+    let at_start = query.then(|| setup.slow.pages_on(slow_node));
+    let child_pids = children.pids();
 
     let (user0, sys0) = cpu_times_ms();
     let faults0 = hint_faults();
     let start = Instant::now();
-    let done = access_chunks(a, &slow, start, faults0);
+    let done = access_chunks(a, setup.layout(a), 0, start, faults0)?;
     let (user1, sys1) = cpu_times_ms();
+    children.wait()?;
     let faults1 = hint_faults();
-    let at_end = query.then(|| slow.pages_on(dram_node));
-    let summary = Summary {
+    let at_end = query.then(|| setup.slow.pages_on(dram_node));
+    let (slow, cold, shared) = (&setup.slow, setup.cold.as_ref(), setup.shared.as_ref());
+    Ok(Summary {
         pid: std::process::id(),
         slow_node,
         dram_node,
         slow_pages: slow.len / PAGE,
         slow_vma: slow.span(),
-        cold_vma: cold.as_ref().map(Region::span),
-        cold_pages_on_dram_node_at_end: cold.as_ref().map(|c| c.pages_on(dram_node)),
+        cold_vma: cold.map(Region::span),
+        cold_pages_on_dram_node_at_end: cold.map(|c| c.pages_on(dram_node)),
         slow_pages_on_slow_node_at_start: at_start,
         slow_pages_on_dram_node_at_end: at_end,
         chunk_visits: done.visits,
         accesses: done.accesses,
+        shared_pages_on_dram_node_at_end: shared.filter(|_| query).map(|s| s.pages_on(dram_node)),
         elapsed_s: start.elapsed().as_secs_f64(),
         score_us: done.busy.as_micros() as u64,
         user_ms: user1 - user0,
         sys_ms: sys1 - sys0,
         numa_hint_faults: faults1.saturating_sub(faults0),
-    };
-    write_summary(a, &summary)?;
-    Ok(ExitCode::SUCCESS)
+        procs: a.procs,
+        threads: a.threads,
+        shared_pages: shared.map_or(0, |s| s.len / PAGE),
+        shared_vma: shared.map(Region::span),
+        child_pids,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parents_first_thread_draws_the_seed_itself_and_the_others_differ() {
+        assert_eq!(stream_seed(7, 0, 0), 7);
+        let mut seeds: Vec<u64> = (0..64)
+            .flat_map(|p| (0..64).map(move |t| stream_seed(7, p, t)))
+            .collect();
+        seeds.sort_unstable();
+        seeds.dedup();
+        assert_eq!(seeds.len(), 64 * 64);
+    }
+
+    #[test]
+    fn the_threads_parts_add_up_to_the_accesses() {
+        for (accesses, threads) in [(20_000, 3), (7, 7), (64, 5), (1, 1)] {
+            let parts: Vec<u64> = (0..threads).map(|t| share(accesses, threads, t)).collect();
+            assert_eq!(parts.iter().sum::<u64>(), accesses);
+            assert!(parts.iter().max().unwrap() - parts.iter().min().unwrap() <= 1);
+        }
+    }
+
+    #[test]
+    fn a_shared_chunk_is_used_only_when_whole() -> Result<()> {
+        let r = Region::new(3 * PAGE, false)?;
+        let p = Pages::of(&r, true);
+        assert_eq!(p.chunk_or_all(0, 2), (0, 2));
+        assert_eq!(p.chunk_or_all(1, 2), (0, 3));
+        assert_eq!(p.chunk_or_all(1, 1), (1, 1));
+        Ok(())
+    }
+
+    #[test]
+    fn a_round_waits_for_every_helper() {
+        let gate = Gate::default();
+        let done = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            let _stop = StopOnDrop(&gate);
+            for _ in 0..3 {
+                s.spawn(|| {
+                    let mut seen = 0;
+                    while let Some((round, chunk)) = gate.next(seen) {
+                        seen = round;
+                        done.fetch_add(chunk, Ordering::Relaxed);
+                        gate.finished();
+                    }
+                });
+            }
+            for chunk in 1..=4 {
+                gate.open(chunk, 3);
+                gate.wait_done();
+                assert_eq!(done.load(Ordering::Relaxed), 3 * (1..=chunk).sum::<usize>());
+            }
+        });
+    }
 }

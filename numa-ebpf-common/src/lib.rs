@@ -166,6 +166,8 @@ pub mod programs {
     pub const KRETPROBE_THP_SCAN_PASS: &str = "kretprobe_thp_scan_pass";
     pub const TP_SKIP_VMA: &str = "tp_skip_vma";
     pub const TP_MIGRATE_PAGES: &str = "tp_migrate_pages";
+    /// sched:sched_process_exit: a thread's last fault record goes out.
+    pub const TP_THREAD_EXIT: &str = "tp_thread_exit";
     /// init_numa_balancing: where the fault-count patch resets its counter.
     pub const FENTRY_PC_RESET: &str = "fentry_pc_reset";
     pub const KPROBE_PC_RESET: &str = "kprobe_pc_reset";
@@ -179,7 +181,7 @@ pub mod programs {
     /// Each fentry/fexit/tracepoint program and its twin that does nothing
     /// (`--empty-programs`: what attaching alone costs). Programs that
     /// never attach in the same run (a hook's variants) share a twin.
-    pub const EMPTY_TWINS: [(&str, &str); 16] = [
+    pub const EMPTY_TWINS: [(&str, &str); 17] = [
         (FENTRY_HINT_FAULT, "empty_fentry_hint_fault"),
         (FENTRY_SCAN_RANGE, "empty_fentry_scan_range"),
         (FENTRY_FAULT_ACCOUNT, "empty_fentry_fault_account"),
@@ -194,6 +196,7 @@ pub mod programs {
         (FEXIT_MIGRATE, "empty_fexit_migrate"),
         (TP_SKIP_VMA, "empty_tp_skip_vma"),
         (TP_MIGRATE_PAGES, "empty_tp_migrate_pages"),
+        (TP_THREAD_EXIT, "empty_tp_thread_exit"),
         (FENTRY_PC_RESET, "empty_fentry_pc_reset"),
         (FENTRY_PC_DROP, "empty_fentry_pc_drop"),
     ];
@@ -410,14 +413,23 @@ pub mod ext_flags {
     /// The decision passed the free-space shortcut and ran the threshold
     /// path (its access-time exchange was seen).
     pub const THRESHOLD_PATH: u64 = 32;
-    /// task_numa_fault's probe run for this fault was skipped by the
-    /// kernel (see `Counter::RunsMissed`); the record was sent at the
-    /// thread's next hint fault, with `nr_pages` and `tnf_flags` inferred
-    /// (a PMD fault's 512 pages; MIGRATED from the migration's result).
+    /// task_numa_fault's probe did not run for this fault: the record was
+    /// sent at the thread's next hint fault, scanner pass or exit, with
+    /// `nr_pages` and `tnf_flags` inferred (a PMD fault's 512 pages;
+    /// MIGRATED or MIGRATE_FAIL from the migration's result). Either the
+    /// kernel skipped the run (see `Counter::RunsMissed`) or, with
+    /// [`NO_ACCOUNT`], the fault had no task_numa_fault to see.
     pub const LATE_END: u64 = 64;
     /// The folio is on a slow node but per-folio sampling does not follow
     /// it: no stamp, latency or delta by design (not a miss).
     pub const UNFOLLOWED: u64 = 128;
+    /// With [`LATE_END`]: a failed migration, after which the kernel
+    /// returns without task_numa_fault when the PTE (or PMD) changed
+    /// meanwhile, so the kernel's own fault statistics may not have it
+    /// either (vmstat's numa_hint_faults does).
+    pub const NO_ACCOUNT: u64 = 256;
+    /// With [`LATE_END`]: sent when its thread exited.
+    pub const AT_EXIT: u64 = 512;
 }
 
 /// Flags in [`ScanEvent::ext_flags`].
@@ -491,6 +503,16 @@ pub struct FaultEvent {
     pub pc_stored: u32,
     /// [`ext_flags`].
     pub ext_flags: u64,
+}
+
+impl FaultEvent {
+    /// The pages of the fault's folio as the kernel counts them
+    /// (task_numa_fault's `pages`: 512 for a PMD fault, the folio's size
+    /// on 6.12+), at least 1: vmstat's page counters (pgpromote_*) add
+    /// these, its numa_hint_faults adds 1 per record.
+    pub fn pages(&self) -> u64 {
+        u64::from(self.nr_pages.max(1))
+    }
 }
 
 /// One scanner pass over a range (change_prot_numa); `ts_ns` is when the

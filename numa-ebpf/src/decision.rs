@@ -28,9 +28,9 @@ use aya_log_ebpf::warn;
 
 use crate::fault::pc_exchange_unstamped;
 use crate::maps::{
-    count, count_rare, cpu_node, existing_thread_ctx, fault_count_kernel, is_toptier,
-    kernel_fault_count_latency, kernel_latency_ms, kernel_threshold_ms, node_candidates,
-    numa_balancing_mode, numa_balancing_mode_at_load,
+    count, count_rare, cpu_node, existing_stamp, existing_thread_ctx, fault_count_kernel,
+    is_toptier, kernel_fault_count_latency, kernel_latency_ms, kernel_threshold_ms,
+    node_candidates, numa_balancing_mode, numa_balancing_mode_at_load, stored_cpupid,
 };
 
 const NUMA_BALANCING_MEMORY_TIERING: u32 = 2;
@@ -138,16 +138,31 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
         Outcome::RejectOther
     };
     ev.outcome = outcome as u8;
+    if ctx.xchg_seen != 0 {
+        exchanged_in(ev.folio, ctx.xchg_new);
+    }
     if ctx.pc_exchanged == 2 && ctx.ev.ext_flags & xf::THRESHOLD_PATH != 0 {
         pc_exchange_unstamped(ctx);
+    }
+}
+
+/// The decision's exchange left `new` in the folio: the next hint fault on
+/// it without a scan in between (another process's PTE of a shared folio,
+/// another PTE of a large one) compares with this, as the kernel does.
+#[inline(always)]
+fn exchanged_in(folio: u64, new: u32) {
+    if let Some(stamp) = existing_stamp(folio) {
+        // SAFETY: map value pointer; the PTE lock serialises the folio's
+        // faults.
+        unsafe { (*stamp).access = stored_cpupid(new) };
     }
 }
 
 /// What should_numa_migrate_memory compared with its threshold, from the
 /// values its exchange put in (`new`) and took out (`old`): ms on mainline,
 /// hint faults on the fault-count RFC's kernel. None when `old` is unknown
-/// (the folio was not stamped by a scan numatrace saw since its last
-/// fault): the threshold path ran, but the kernel's latency is unknown.
+/// (neither a scan nor a decision numatrace saw put it in the folio): the
+/// threshold path ran, but the kernel's latency is unknown.
 #[inline(always)]
 fn kernel_latency(new: u32, old: u32) -> Option<u32> {
     if old == ACCESS_UNKNOWN {

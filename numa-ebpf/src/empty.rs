@@ -43,5 +43,6 @@ empty!(
     tracepoint,
     TracePointContext,
     empty_tp_skip_vma,
-    empty_tp_migrate_pages
+    empty_tp_migrate_pages,
+    empty_tp_thread_exit
 );

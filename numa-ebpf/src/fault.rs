@@ -5,8 +5,8 @@
 //! The record is completed by the decision and migration hooks and emitted
 //! from `task_numa_fault`, which ends every hint fault with its flags.
 use aya_ebpf::{
-    macros::{fentry, kprobe},
-    programs::{FEntryContext, ProbeContext},
+    macros::{fentry, kprobe, tracepoint},
+    programs::{FEntryContext, ProbeContext, TracePointContext},
 };
 use numa_ebpf_common::{
     ext_flags as xf, fault_flags as ff, tnf, Counter, EventKind, FaultEvent, HistEntry, Outcome,
@@ -105,7 +105,7 @@ fn on_hint_fault(folio: u64, addr: u64) {
     let ctx = unsafe { &mut *ctx };
     let folio = as_number(&mut ctx.number, folio);
     if ctx.ev.kind == EventKind::Fault as u32 {
-        finish_late(ctx);
+        finish_late(ctx, 0);
     }
     // The first access-time exchange from here until the decision returns
     // is the decision's (see scan::on_xchg).
@@ -254,27 +254,41 @@ fn on_fault_account(mem_node: i32, pages: i32, flags: i32) {
     finish(ctx, mem_node, pages as u32, flags as u32);
 }
 
-/// The thread's previous hint fault never reached task_numa_fault's probe:
-/// the kernel skipped that run, the probe being busy on the CPU with a
-/// preempted task (`RunsMissed`). Its record goes out now, with what
-/// task_numa_fault would have said inferred. A failed migration is the
-/// exception: the kernel returns without task_numa_fault when the PTE
-/// changed meanwhile, so such a fault may have had no end to miss.
+/// The thread's previous hint fault never reached task_numa_fault's probe
+/// (`why`: the thread's next hint fault or scanner pass, or its exit).
+/// Either the kernel skipped that run, the probe being busy on the CPU
+/// with a preempted task (`RunsMissed`), or the migration failed and the
+/// kernel returned without task_numa_fault because the PTE changed
+/// meanwhile. The record goes out now, with what task_numa_fault would
+/// have said inferred: every hint fault the kernel counts has a record.
 #[inline(always)]
-fn finish_late(ctx: &mut ThreadCtx) {
+pub fn finish_late(ctx: &mut ThreadCtx, why: u64) {
     let ev = &mut ctx.ev;
-    let tried = ev.flags & ff::MIGRATE_TRIED != 0;
-    if tried && ev.migrate_ok == 0 {
-        return;
-    }
-    ev.ext_flags |= xf::LATE_END;
+    ev.ext_flags |= xf::LATE_END | why;
     let pmd = ev.ext_flags & xf::PMD_FAULT != 0;
-    let (mem_node, flags) = if tried {
-        (ev.dst_nid, tnf::MIGRATED)
-    } else {
-        (ev.src_nid, 0)
+    let (mem_node, flags) = match (ev.flags & ff::MIGRATE_TRIED != 0, ev.migrate_ok != 0) {
+        (true, true) => (ev.dst_nid, tnf::MIGRATED),
+        (true, false) => {
+            ev.ext_flags |= xf::NO_ACCOUNT;
+            (ev.src_nid, tnf::MIGRATE_FAIL)
+        }
+        (false, _) => (ev.src_nid, 0),
     };
     finish(ctx, mem_node, if pmd { 512 } else { 1 }, flags);
+}
+
+/// sched:sched_process_exit, in every exiting thread: its last hint
+/// fault's record, if still open, goes out before its storage does.
+#[tracepoint]
+pub fn tp_thread_exit(_ctx: TracePointContext) -> u32 {
+    if let Some(ctx) = existing_thread_ctx() {
+        // SAFETY: this thread's storage.
+        let ctx = unsafe { &mut *ctx };
+        if ctx.ev.kind == EventKind::Fault as u32 {
+            finish_late(ctx, xf::AT_EXIT);
+        }
+    }
+    0
 }
 
 /// Completes the record of the fault in `ctx` with task_numa_fault's

@@ -159,11 +159,13 @@ fn on_scan_entry(start: u64, end: u64) {
     };
     // SAFETY: this thread's storage.
     let ctx = unsafe { &mut *ctx };
-    // The scanner never runs inside a fault: a fault still open here lost
-    // its end to an attach race; close it so it cannot take this pass's
-    // exchanges for a decision's. A pass still open lost its end: its
-    // slot goes first.
-    ctx.ev.kind = 0;
+    // The scanner never runs inside a fault: a fault still open here had
+    // no end the probes saw (see `finish_late`); it goes out now, so that
+    // it cannot take this pass's exchanges for a decision's. A pass still
+    // open lost its end: its slot goes first.
+    if ctx.ev.kind == EventKind::Fault as u32 {
+        crate::fault::finish_late(ctx, 0);
+    }
     if ctx.scanning != 0 {
         release_pass(ctx);
     }

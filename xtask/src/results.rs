@@ -83,6 +83,33 @@ pub fn faults_match_vmstat(s: &Value) -> Result<FaultCounts> {
     Ok(c)
 }
 
+/// A missed probe run hides at most one fault: up to a huge page's pages.
+const PAGES_PER_MISSED_RUN: u64 = 512;
+
+/// A `stats --json` report's promotions in pages against vmstat's page
+/// counters: pages migrated from a lower tier to the top tier against
+/// pgpromote_success, and the pages of decisions that passed the
+/// threshold (promoted hot, or refused by the rate limit, which counts
+/// them first) against pgpromote_candidate. Equal but for the probe runs
+/// missed, each up to a huge page.
+pub fn promoted_pages_match_vmstat(s: &Value) -> Result<()> {
+    let missed = u(s, &["runs_missed"])?.saturating_mul(PAGES_PER_MISSED_RUN);
+    let vm = |k: &str| u(s, &["vmstat_delta", k]);
+    equal_but_missed(
+        "promoted pages vs vmstat pgpromote_success",
+        u(s, &["pages", "promoted"])?,
+        vm("pgpromote_success")?,
+        missed,
+    )?;
+    let by = |o: &str| s["pages"]["by_outcome"][o].as_u64().unwrap_or(0);
+    equal_but_missed(
+        "pages of decisions past the threshold (promote_hot + reject_rate_limit) vs vmstat pgpromote_candidate",
+        by("promote_hot") + by("reject_rate_limit"),
+        vm("pgpromote_candidate")?,
+        missed,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -188,6 +188,9 @@ fn workload_cases() -> Vec<Case> {
         ),
         case(HC, "--cold-mb", WORKLOAD_MB, "from 0 to 1048576"),
         case(HC, "--idle-threads", &["-1", "1025"], "from 0 to 1024"),
+        case(HC, "--procs", &["0", "65", "-1", "x"], "from 1 to 64"),
+        case(HC, "--threads", &["0", "65", "-1"], "from 1 to 64"),
+        case(HC, "--shared-mb", WORKLOAD_MB, "from 0 to 1048576"),
         case(
             HC,
             "--late-populate-ms",

@@ -256,7 +256,7 @@ fn agreement_chart(r: &ShadowReport, max: u64, width: u32) -> Result<Svg> {
                     String::new()
                 }
             })
-            .y_desc("decisions")
+            .y_desc("decisions (folios)")
             .draw()
             .map_err(plot_err)?;
         for (c, (cell, color)) in cells.iter().zip(colors).enumerate() {
@@ -302,7 +302,7 @@ fn sweep_chart(r: &ShadowReport, max: u64, width: u32) -> Result<Svg> {
             .configure_mesh()
             .x_desc("threshold (hint faults between scan and fault)")
             .x_label_formatter(&|x| format!("1e{x:.0}"))
-            .y_desc("would promote")
+            .y_desc("would promote (folios)")
             .draw()
             .map_err(plot_err)?;
         chart
@@ -341,16 +341,17 @@ fn sweep_chart(r: &ShadowReport, max: u64, width: u32) -> Result<Svg> {
 /// A funnel stage's count in a process's stages.
 pub(super) type StageValue = fn(&StageRow) -> u64;
 
-/// The funnel's stages as the chart shows them, a value per process.
+/// The funnel's stages as the chart shows them, a value per process: pages
+/// (a THP's 512) on one axis, the VMA skips in records.
 pub(super) const FUNNEL_STAGES: [(&str, StageValue); 8] = [
     ("VMA skips", |s| s.skips.values().map(|k| k.count).sum()),
     ("PTEs protected", |s| s.ptes_protected),
-    ("pages faulted", |s| s.slow_fault_pages),
-    ("decided", |s| s.decisions),
-    ("promoted", |s| s.promoted),
-    ("refused: latency", |s| s.rejected_latency),
-    ("refused: rate limit", |s| s.rejected_rate_limit),
-    ("refused: other", |s| s.rejected_other),
+    ("faulted", |s| s.slow_fault_pages),
+    ("decided", |s| s.decision_pages),
+    ("promoted", |s| s.promoted_pages),
+    ("refused: latency", |s| s.rejected_latency_pages),
+    ("refused: rate limit", |s| s.rejected_rate_limit_pages),
+    ("refused: other", |s| s.rejected_other_pages),
 ];
 
 /// Processes the funnel chart draws (the report's busiest).
@@ -391,7 +392,7 @@ fn funnel_chart(rows: &[ProcessFunnel], max: u64, width: u32) -> Result<Svg> {
                     _ => String::new(),
                 },
             )
-            .y_desc("pages or events")
+            .y_desc("pages (VMA skips: records)")
             .draw()
             .map_err(plot_err)?;
         for (i, (p, color)) in rows.into_iter().zip(colors).enumerate() {

@@ -66,15 +66,26 @@ fn write_summary(h: &mut String, traces: &[Trace]) {
     let mut rows: Vec<Row> = vec![
         row("trace", &|t| t.path.display().to_string()),
         row("duration (s)", &|t| format!("{:.1}", t.g.stats.duration_s)),
-        row("hint faults", &|t| t.g.stats.hint_faults.to_string()),
-        row("decisions", &|t| t.g.stats.decisions.to_string()),
-        row("ring drops", &|t| t.g.stats.drops.to_string()),
-        row("kernel promoted", &|t| {
-            t.g.models.kernel.promote.to_string()
+        row("hint faults (folios / pages)", &|t| {
+            let s = &t.g.stats;
+            format!("{} / {}", s.hint_faults, s.pages.hint_faults)
         }),
-        row("migrations ok / failed", &|t| {
+        row("decisions (folios / pages)", &|t| {
+            let s = &t.g.stats;
+            format!("{} / {}", s.decisions, s.pages.decisions)
+        }),
+        row("ring drops", &|t| t.g.stats.drops.to_string()),
+        row("kernel promoted (folios / pages)", &|t| {
+            let k = &t.g.models.kernel;
+            format!("{} / {}", k.promote, k.promote_pages)
+        }),
+        row("migrations ok / failed (folios)", &|t| {
             let k = &t.g.models.kernel;
             format!("{} / {}", k.migrate_success, k.migrate_fail)
+        }),
+        row("migrations ok / failed (pages)", &|t| {
+            let k = &t.g.models.kernel;
+            format!("{} / {}", k.migrate_success_pages, k.migrate_fail_pages)
         }),
     ];
     // Every trace ran the same model specs, in the same order.
@@ -83,13 +94,20 @@ fn write_summary(h: &mut String, traces: &[Trace]) {
         .map(|t| t.g.models.models.iter().map(|m| m.name.clone()).collect())
         .unwrap_or_default();
     for (i, name) in names.iter().enumerate() {
-        rows.push(row(&format!("{name} would promote"), &|t| {
+        rows.push(row(
+            &format!("{name} would promote (folios / pages)"),
+            &|t| {
+                let m = t.g.models.models.get(i);
+                m.map_or("-".into(), |m| {
+                    format!("{} / {}", m.promote, m.projected.promote_pages)
+                })
+            },
+        ));
+        rows.push(row(&format!("{name} agreement % (folios / pages)"), &|t| {
             let m = t.g.models.models.get(i);
-            m.map_or("-".into(), |m| m.promote.to_string())
-        }));
-        rows.push(row(&format!("{name} agreement %"), &|t| {
-            let m = t.g.models.models.get(i);
-            m.map_or("-".into(), |m| format!("{:.1}", m.agreement_pct))
+            m.map_or("-".into(), |m| {
+                format!("{:.1} / {:.1}", m.agreement_pct, m.agreement_pages_pct)
+            })
         }));
     }
     h.push_str("<h2>Summary</h2><table><tr><th></th>");

@@ -48,13 +48,15 @@ fn write_head(h: &mut String, path: &Path, header: &Header, g: &Gathered) {
     let _ = write!(
         h,
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>numatrace report</title>{}</head><body>\
-         <h1>numatrace report</h1><p>{} &middot; kernel {} &middot; {:.1} s &middot; {} hint faults &middot; {} decisions &middot; {} ring drops</p>",
+         <h1>numatrace report</h1><p>{} &middot; kernel {} &middot; {:.1} s &middot; {} hint faults ({} pages) &middot; {} decisions ({} pages) &middot; {} ring drops</p>",
         style("960px"),
         esc(&path.display().to_string()),
         esc(&header.kernel_release),
         stats.duration_s,
         stats.hint_faults,
+        stats.pages.hint_faults,
         stats.decisions,
+        stats.pages.decisions,
         stats.drops
     );
     if let Some(w) = &g.warning {
@@ -62,35 +64,88 @@ fn write_head(h: &mut String, path: &Path, header: &Header, g: &Gathered) {
     }
 }
 
-/// The kernel's decisions, then each model's agreement with them.
+/// What the tables count, under their headings.
+const UNITS: &str = "Each count in folios (one per hint fault, as vmstat's numa_hint_faults) \
+    and in pages (a THP's 512, as vmstat's pgpromote_success): compare pages with vmstat.";
+
+/// The kernel's decisions, then each model's agreement with them: a row
+/// of folios and a row of pages each.
 fn write_tables(h: &mut String, g: &Gathered) {
     let sr = &g.models;
+    let k = &sr.kernel;
     let _ = write!(
         h,
-        "<h2>Kernel decisions</h2><table><tr><th>promote</th><th>free space</th><th>reject latency</th><th>reject rate limit</th><th>reject other</th><th>migrations ok</th><th>failed</th></tr>\
-         <tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>",
-        sr.kernel.promote, sr.kernel.free_space, sr.kernel.reject_latency, sr.kernel.reject_rate_limit, sr.kernel.reject_other, sr.kernel.migrate_success, sr.kernel.migrate_fail
+        "<h2>Kernel decisions</h2><p class=\"note\">{UNITS}</p><table><tr><th>unit</th><th>promote</th><th>free space</th><th>reject latency</th><th>reject rate limit</th><th>reject other</th><th>migrations ok</th><th>failed</th></tr>"
     );
-    let _ = write!(h, "<h2>Models</h2><table><tr><th>model</th><th>params</th><th>promote</th><th>both</th><th>kernel only</th><th>model only</th><th>neither</th><th>agree %</th><th>refaulted after model-only</th></tr>");
+    for (unit, row) in [
+        (
+            "folios",
+            [
+                k.promote,
+                k.free_space,
+                k.reject_latency,
+                k.reject_rate_limit,
+                k.reject_other,
+                k.migrate_success,
+                k.migrate_fail,
+            ],
+        ),
+        (
+            "pages",
+            [
+                k.promote_pages,
+                k.free_space_pages,
+                k.reject_latency_pages,
+                k.reject_rate_limit_pages,
+                k.reject_other_pages,
+                k.migrate_success_pages,
+                k.migrate_fail_pages,
+            ],
+        ),
+    ] {
+        let _ = write!(h, "<tr><td>{unit}</td>{}</tr>", cells(&row));
+    }
+    let _ = write!(h, "</table><h2>Models</h2><table><tr><th>model</th><th>params</th><th>unit</th><th>promote</th><th>both</th><th>kernel only</th><th>model only</th><th>neither</th><th>agree %</th><th>refaulted after model-only</th></tr>");
     for m in &sr.models {
         let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let a = &m.agreement;
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{} / {}</td></tr>",
-            esc(&m.name),
-            esc(&params.join(", ")),
-            m.promote,
-            a.both,
-            a.kernel_only,
-            a.model_only,
-            a.neither,
-            m.agreement_pct,
-            m.refault_after_model_only.refaulted,
-            m.refault_after_model_only.pages
-        );
+        let (a, e) = (&m.agreement, &m.refault_after_model_only);
+        for (unit, row, agree, refaulted) in [
+            (
+                "folios",
+                [m.promote, a.both, a.kernel_only, a.model_only, a.neither],
+                m.agreement_pct,
+                [e.refaulted, e.pages],
+            ),
+            (
+                "pages",
+                [
+                    m.projected.promote_pages,
+                    a.both_pages,
+                    a.kernel_only_pages,
+                    a.model_only_pages,
+                    a.neither_pages,
+                ],
+                m.agreement_pages_pct,
+                [e.refaulted_pages, e.followed_pages],
+            ),
+        ] {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{unit}</td>{}<td>{agree:.1}</td><td>{} / {}</td></tr>",
+                esc(&m.name),
+                esc(&params.join(", ")),
+                cells(&row),
+                refaulted[0],
+                refaulted[1]
+            );
+        }
     }
     let _ = write!(h, "</table><p class=\"note\">{}</p>", esc(sr.evidence_note));
+}
+
+/// Table cells of counts.
+fn cells(counts: &[u64]) -> String {
+    counts.iter().map(|n| format!("<td>{n}</td>")).collect()
 }
 
 pub(super) fn esc(s: &str) -> String {
@@ -98,4 +153,57 @@ pub(super) fn esc(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use numa_core::{
+        decode::{fixtures::fault, Event},
+        model::{
+            policy::{build, KernelDefaults, ModelDefaults},
+            shadow::Shadow,
+            totals::Totals,
+        },
+    };
+    use numa_ebpf_common::Outcome;
+
+    use super::*;
+
+    /// The kernel's and the model's tables give a THP's 512 pages in the
+    /// pages row, one folio in the folios row.
+    #[test]
+    fn the_tables_give_folios_and_pages() {
+        let model = || {
+            let (d, k) = (ModelDefaults::default(), KernelDefaults::default());
+            vec![build("kernel-time", &d, &k).expect("model")]
+        };
+        let (mut totals, mut shadow) = (Totals::new(1), Shadow::new(model(), 10));
+        let mut thp = fault(100, 1, 100, Outcome::PromoteHot);
+        thp.nr_pages = 512;
+        for f in [thp, fault(101, 2, 5000, Outcome::RejectLatency)] {
+            totals.event(&Event::Fault(f));
+            shadow.event(&Event::Fault(f));
+        }
+        let g = Gathered {
+            stats: totals.report(1 << 20, 0),
+            totals,
+            warning: None,
+            models: shadow.report(),
+            sweep: Shadow::new(model(), 10).report(),
+            timeline: Default::default(),
+        };
+        let mut h = String::new();
+        write_tables(&mut h, &g);
+        let row = |unit: &str, first: &str| format!("<tr><td>{unit}</td><td>{first}</td>");
+        assert!(h.contains(&row("folios", "1")), "{h}");
+        assert!(h.contains(&row("pages", "512")), "{h}");
+        assert!(
+            h.contains("<td>pages</td><td>512</td><td>512</td><td>0</td>"),
+            "{h}"
+        );
+        assert!(
+            h.contains("<td>folios</td><td>1</td><td>1</td><td>0</td>"),
+            "{h}"
+        );
+    }
 }

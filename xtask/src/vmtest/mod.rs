@@ -21,6 +21,7 @@ mod promote;
 mod recording;
 mod rfc;
 mod shadow;
+mod shapes;
 pub mod soak;
 mod top;
 
@@ -75,6 +76,14 @@ pub const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         timeout_s: 120,
         check: shadow::check,
+    },
+    VmTest {
+        name: "shapes",
+        script: shapes::SCRIPT,
+        kernels: &Series::ALL,
+        // One attach around a workload of three processes of three threads.
+        timeout_s: 240,
+        check: shapes::check,
     },
     VmTest {
         name: "top",

@@ -17,7 +17,7 @@ use anyhow::{ensure, Context, Result};
 use serde_json::Value;
 
 use crate::kernels::Series;
-use crate::results::{equal_but_missed, read_json, text, u};
+use crate::results::{equal_but_missed, promoted_pages_match_vmstat, read_json, text, u};
 
 /// The threshold the script gives the kernel and the models.
 pub const THRESHOLD: u64 = 6000;
@@ -97,12 +97,7 @@ fn check_counters(s: &Value) -> Result<()> {
         vm("numa_hint_faults")?,
         missed,
     )?;
-    equal_but_missed(
-        "successful migrations vs vmstat pgpromote_success",
-        u(s, &["migrate", "success"])?,
-        vm("pgpromote_success")?,
-        missed,
-    )?;
+    promoted_pages_match_vmstat(s)?;
     let decisions = u(s, &["decisions"])?;
     let slow = u(s, &["checks", "slow_node_faults"])?;
     ensure!(

@@ -1,5 +1,6 @@
 //! The exporter's sink: keeps the event-derived counts (decisions by node
-//! pair, per-process, shadow models) and, on every kernel snapshot, turns
+//! pair, per-process, shadow models; in folios, one per hint fault, and in
+//! their pages, as vmstat counts) and, on every kernel snapshot, turns
 //! them and the snapshot into an immutable [`MetricsState`] published on a
 //! `tokio::sync::watch` channel. The HTTP side and the textfile writer only
 //! read the latest value: a scrape never waits for the pipeline, and the
@@ -14,12 +15,17 @@ use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome};
 use tokio::sync::watch;
 
 use super::metrics::{
-    Decision, FunnelMetrics, Info, KernelMetrics, MetricsState, ModelMetrics, OutcomeHist,
-    ProcessMetrics,
+    Decision, FunnelMetrics, Info, KernelMetrics, MetricsState, MigratedPages, ModelMetrics,
+    OutcomeHist, ProcessMetrics,
 };
 use numa_core::{
     decode::{comm, skip_reason_name, Event, Snapshot},
-    model::{funnel::Funnel, shadow::Shadow, window::Window, GONE_AFTER_NS},
+    model::{
+        funnel::{slow_tier, top_tier, Funnel},
+        shadow::{ModelReport, Shadow},
+        window::Window,
+        GONE_AFTER_NS,
+    },
     sampling::Sampling,
     sink::Sink,
 };
@@ -34,12 +40,26 @@ const MAX_TRACKED_PROCESSES: usize = 1 << 16;
 /// pure models).
 pub type NodeVmstat = fn() -> Vec<(u32, Vec<(String, u64)>)>;
 
+/// Folios (one per hint fault) and the pages they hold.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    folios: u64,
+    pages: u64,
+}
+
+impl Tally {
+    fn add(&mut self, folios: u64, pages: u64) {
+        self.folios += folios;
+        self.pages += pages;
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 struct ProcessCounts {
     comm: String,
     hint_faults: u64,
-    promote: u64,
-    reject: u64,
+    promote: Tally,
+    reject: Tally,
     /// Trace time of its latest hint fault.
     last_ns: u64,
 }
@@ -66,7 +86,8 @@ pub struct Publisher {
     tx: watch::Sender<Arc<MetricsState>>,
     opts: Options,
     window: Window,
-    decisions: BTreeMap<(bool, u8, i32, i32), u64>,
+    decisions: BTreeMap<(bool, u8, i32, i32), Tally>,
+    migrated_pages: MigratedPages,
     processes: HashMap<u32, ProcessCounts>,
     /// The latest event or snapshot time seen.
     now_ns: u64,
@@ -94,6 +115,7 @@ impl Publisher {
                 opts,
                 window: Window::default(),
                 decisions: BTreeMap::new(),
+                migrated_pages: MigratedPages::default(),
                 processes: HashMap::new(),
                 now_ns: 0,
                 next_sweep_ns: 0,
@@ -111,16 +133,20 @@ impl Publisher {
         self.window.span_ns() as f64 / 1e9
     }
 
+    /// Counts a fault record, which stands for `--sample` faults: that
+    /// many folios, and that many times the record's pages.
     fn fault(&mut self, f: &FaultEvent) {
         let scale = self.opts.sample_every.max(1);
+        let pages = scale.saturating_mul(f.pages());
         let decided = f.flags & ff::DECIDED != 0;
         let promote = f.decision == 1;
+        self.migration(f, pages);
         if decided {
             let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision) as u8;
-            *self
-                .decisions
+            self.decisions
                 .entry((promote, outcome, f.src_nid, f.dst_nid))
-                .or_default() += scale;
+                .or_default()
+                .add(scale, pages);
         }
         if self.opts.per_process == 0 {
             return;
@@ -142,11 +168,30 @@ impl Publisher {
         }
         p.hint_faults += scale;
         if decided {
-            if promote {
-                p.promote += scale;
+            let t = if promote {
+                &mut p.promote
             } else {
-                p.reject += scale;
-            }
+                &mut p.reject
+            };
+            t.add(scale, pages);
+        }
+    }
+
+    /// The pages of a migration the fault tried: vmstat counts these where
+    /// the in-kernel counters count one per folio.
+    fn migration(&mut self, f: &FaultEvent, pages: u64) {
+        if f.flags & ff::MIGRATE_TRIED == 0 {
+            return;
+        }
+        let m = &mut self.migrated_pages;
+        if f.migrate_ok == 0 {
+            m.fail += pages;
+            return;
+        }
+        m.success += pages;
+        let mask = self.opts.toptier_mask;
+        if slow_tier(f.src_nid, mask) && top_tier(f.dst_nid, mask) {
+            m.promoted += pages;
         }
     }
 
@@ -221,37 +266,53 @@ impl Publisher {
         }
     }
 
-    fn state(&self, s: &Snapshot) -> MetricsState {
-        let decisions = self
-            .decisions
+    fn decision_metrics(&self) -> Vec<Decision> {
+        self.decisions
             .iter()
-            .map(|(&(promote, outcome, src, dst), &count)| Decision {
+            .map(|(&(promote, outcome, src, dst), t)| Decision {
                 promote,
                 reason: Outcome::from_u8(outcome)
                     .unwrap_or(Outcome::NoDecision)
                     .name(),
                 src_node: src,
                 dst_node: dst,
-                count,
+                count: t.folios,
+                pages: t.pages,
             })
-            .collect();
-        let models = match &self.opts.shadow {
-            Some((shadow, labels)) => shadow
-                .report()
-                .models
-                .iter()
-                .zip(labels)
-                .map(|(m, label)| ModelMetrics {
-                    model: label.clone(),
-                    promote: m.promote,
-                    both: m.agreement.both,
-                    kernel_only: m.agreement.kernel_only,
-                    model_only: m.agreement.model_only,
-                    neither: m.agreement.neither,
-                })
-                .collect(),
-            None => Vec::new(),
+            .collect()
+    }
+
+    fn model_metrics(&self) -> Vec<ModelMetrics> {
+        let Some((shadow, labels)) = &self.opts.shadow else {
+            return Vec::new();
         };
+        let model = |(m, label): (&ModelReport, &String)| {
+            let a = &m.agreement;
+            ModelMetrics {
+                model: label.clone(),
+                promote: m.promote,
+                both: a.both,
+                kernel_only: a.kernel_only,
+                model_only: a.model_only,
+                neither: a.neither,
+                promote_pages: m.projected.promote_pages,
+                both_pages: a.both_pages,
+                kernel_only_pages: a.kernel_only_pages,
+                model_only_pages: a.model_only_pages,
+                neither_pages: a.neither_pages,
+            }
+        };
+        shadow
+            .report()
+            .models
+            .iter()
+            .zip(labels)
+            .map(model)
+            .collect()
+    }
+
+    /// The top `--per-process` processes still active, busiest first.
+    fn process_metrics(&self) -> Vec<ProcessMetrics> {
         let now = self.now_ns;
         let mut processes: Vec<ProcessMetrics> = self
             .processes
@@ -261,8 +322,10 @@ impl Publisher {
                 pid,
                 comm: p.comm.clone(),
                 hint_faults: p.hint_faults,
-                promote: p.promote,
-                reject: p.reject,
+                promote: p.promote.folios,
+                reject: p.reject.folios,
+                promote_pages: p.promote.pages,
+                reject_pages: p.reject.pages,
                 verdict: "",
             })
             .collect();
@@ -274,13 +337,18 @@ impl Publisher {
                 .process(p.pid, now)
                 .map_or("", |f| f.verdict_kind);
         }
+        processes
+    }
+
+    fn state(&self, s: &Snapshot) -> MetricsState {
         MetricsState {
             generation: self.snapshots,
             info: self.opts.info.clone(),
             kernel: Some(self.kernel()),
-            decisions,
-            models,
-            processes,
+            migrated_pages: self.migrated_pages.clone(),
+            decisions: self.decision_metrics(),
+            models: self.model_metrics(),
+            processes: self.process_metrics(),
             funnel: self.funnel_metrics(),
             vmstat: s.vmstat.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             node_vmstat: self.opts.node_vmstat.map(|f| f()).unwrap_or_default(),
@@ -305,7 +373,7 @@ impl Sink for Publisher {
         }
         match ev {
             Event::Fault(f) => {
-                let slow = numa_core::model::funnel::slow_tier(f.src_nid, self.opts.toptier_mask);
+                let slow = slow_tier(f.src_nid, self.opts.toptier_mask);
                 self.funnel.fault(f, slow);
                 self.fault(f);
             }
@@ -360,11 +428,8 @@ mod tests {
         }
     }
 
-    fn publisher(
-        per_process: usize,
-        sample_every: u64,
-    ) -> (Publisher, watch::Receiver<Arc<MetricsState>>) {
-        Publisher::new(Options {
+    fn options(per_process: usize, sample_every: u64) -> Options {
+        Options {
             info: Info::default(),
             shadow: None,
             per_process,
@@ -373,7 +438,14 @@ mod tests {
             sampling: None,
             node_vmstat: None,
             toptier_mask: 1,
-        })
+        }
+    }
+
+    fn publisher(
+        per_process: usize,
+        sample_every: u64,
+    ) -> (Publisher, watch::Receiver<Arc<MetricsState>>) {
+        Publisher::new(options(per_process, sample_every))
     }
 
     #[test]
@@ -461,6 +533,94 @@ mod tests {
         // Skipped with no pass seen: the scanner never got to its pages.
         assert_eq!(s.processes[0].verdict, "not_scanned");
         assert_eq!(s.funnel.processes_by_verdict, vec![("not_scanned", 1)]);
+    }
+
+    /// A fault on a THP: one folio, 512 pages (`FaultEvent::pages`).
+    fn thp(seq: u64, latency_ms: u64, outcome: Outcome, migrated: Option<bool>) -> FaultEvent {
+        let mut f = fault(seq, seq, latency_ms, outcome);
+        f.nr_pages = 512;
+        if let Some(ok) = migrated {
+            f.flags |= ff::MIGRATE_TRIED;
+            f.migrate_ok = u8::from(ok);
+        }
+        f
+    }
+
+    /// Decisions, migrations, processes and models count a THP fault as
+    /// one folio of 512 pages, each figure scaled by `--sample`.
+    #[test]
+    fn a_thp_fault_is_one_folio_and_512_pages() {
+        let (mut p, rx) = Publisher::new(Options {
+            shadow: Some((
+                Shadow::new(vec![kernel_time()], 0),
+                vec!["kernel-time".into()],
+            )),
+            ..options(1, 2)
+        });
+        p.snapshot(&snap(1, 0, 0, 0)).expect("snapshot");
+        let mut base_fail = fault(2, 2, 10, Outcome::PromoteHot);
+        base_fail.flags |= ff::MIGRATE_TRIED;
+        let mut dram = thp(4, 10, Outcome::PromoteHot, Some(true));
+        dram.src_nid = 0;
+        for f in [
+            thp(1, 10, Outcome::PromoteHot, Some(true)),
+            base_fail,
+            thp(3, 5000, Outcome::RejectLatency, None),
+            dram,
+        ] {
+            p.event(&Event::Fault(f)).expect("event");
+        }
+        p.snapshot(&snap(1_001_000_000_000, 4, 0, 0))
+            .expect("snapshot");
+        let s = rx.borrow().clone();
+        let got: Vec<(bool, i32, u64, u64)> = s
+            .decisions
+            .iter()
+            .map(|d| (d.promote, d.src_node, d.count, d.pages))
+            .collect();
+        assert_eq!(
+            got,
+            [(false, 1, 2, 1024), (true, 0, 2, 1024), (true, 1, 4, 1026)]
+        );
+        // DRAM to DRAM migrated but did not promote.
+        let m = &s.migrated_pages;
+        assert_eq!((m.success, m.fail, m.promoted), (2048, 2, 1024));
+        let pr = &s.processes[0];
+        assert_eq!((pr.promote, pr.promote_pages), (6, 2050));
+        assert_eq!((pr.reject, pr.reject_pages), (2, 1024));
+        // The shadow models count records (no --sample scale), as before.
+        let md = &s.models[0];
+        assert_eq!((md.promote, md.promote_pages), (3, 1025));
+        assert_eq!((md.both, md.both_pages), (3, 1025));
+        assert_eq!((md.neither, md.neither_pages), (1, 512));
+        exposed_in_pages(s);
+    }
+
+    /// The THP test's state as scraped: page series with the pages.
+    fn exposed_in_pages(s: Arc<MetricsState>) {
+        let om = crate::metrics::encode_openmetrics(s).expect("encode");
+        for line in [
+            r#"numatrace_promotion_decisions_total{result="promote",reason="promote_hot",src_node="1",dst_node="0"} 4"#,
+            r#"numatrace_promotion_decision_pages_total{result="promote",reason="promote_hot",src_node="1",dst_node="0"} 1026"#,
+            r#"numatrace_migrated_pages_total{result="success"} 2048"#,
+            r#"numatrace_migrated_pages_total{result="fail"} 2"#,
+            "numatrace_promoted_pages_total 1024",
+            r#"numatrace_process_promotion_decision_pages_total{pid="42",comm="hot-chunks",result="promote"} 2050"#,
+            r#"numatrace_model_promote_pages_total{model="kernel-time"} 1025"#,
+            r#"numatrace_model_agreement_pages_total{model="kernel-time",cell="neither"} 512"#,
+        ] {
+            assert!(om.lines().any(|l| l == line), "{line} not in\n{om}");
+        }
+    }
+
+    fn kernel_time() -> Box<dyn numa_core::model::policy::Policy> {
+        use numa_core::model::policy::{build, KernelDefaults, ModelDefaults};
+        build(
+            "kernel-time",
+            &ModelDefaults::default(),
+            &KernelDefaults::default(),
+        )
+        .expect("kernel-time")
     }
 
     #[test]

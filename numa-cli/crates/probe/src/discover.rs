@@ -30,7 +30,11 @@ pub const FUNCTIONS: &[&str] = &[
     "__mmdrop",
 ];
 
-pub const TRACEPOINTS: &[&str] = &["sched:sched_skip_vma_numa", "migrate:mm_migrate_pages"];
+pub const TRACEPOINTS: &[&str] = &[
+    "sched:sched_skip_vma_numa",
+    "migrate:mm_migrate_pages",
+    "sched:sched_process_exit",
+];
 
 /// The tracefs mount, if any.
 pub fn tracefs() -> Option<&'static str> {

@@ -85,6 +85,7 @@ fn programs(
         (H::PcDrop, false) => &[(p::KPROBE_PC_DROP, Entry)],
         (H::VmaSkip, _) => &[(p::TP_SKIP_VMA, Entry)],
         (H::MigrateTracepoint, _) => &[(p::TP_MIGRATE_PAGES, Entry)],
+        (H::ThreadExit, _) => &[(p::TP_THREAD_EXIT, Entry)],
     }
 }
 

@@ -54,9 +54,25 @@ fn offset_in(btf: &Btf, ty: &Type, member: &str, depth: u32) -> Option<u32> {
         if !name.is_empty() || depth >= 4 {
             return None;
         }
-        let inner = btf.resolve_chained_type(m).ok()?;
+        let inner = unqualified(btf, btf.resolve_chained_type(m).ok()?)?;
         offset_in(btf, &inner, member, depth + 1).map(|o| o + m.bit_offset() / 8)
     })
+}
+
+/// `ty` without its qualifiers and typedefs: `vm_fault`'s anonymous
+/// struct is a `const` one.
+fn unqualified(btf: &Btf, mut ty: Type) -> Option<Type> {
+    for _ in 0..8 {
+        ty = match &ty {
+            Type::Const(t) => btf.resolve_chained_type(t).ok()?,
+            Type::Volatile(t) => btf.resolve_chained_type(t).ok()?,
+            Type::Restrict(t) => btf.resolve_chained_type(t).ok()?,
+            Type::Typedef(t) => btf.resolve_chained_type(t).ok()?,
+            Type::TypeTag(t) => btf.resolve_chained_type(t).ok()?,
+            _ => return Some(ty),
+        };
+    }
+    None
 }
 
 /// sizeof(struct `name`).

@@ -11,6 +11,11 @@
 //! call in flight, or once every process of a `--pid` scope has exited,
 //! and prints a report (moves, failures by status, time in move_pages, the
 //! kernel's own promotions in the same window, agreement).
+//!
+//! Two units: a decision, a request and a move are one per folio (the
+//! faulting address; a THP moves whole), counted without a suffix; what
+//! that is in pages (a THP's 512) is counted in the `_pages` fields. Only
+//! pages compare with vmstat's pgpromote_success.
 pub mod batch;
 pub mod bucket;
 pub mod floor;
@@ -112,7 +117,7 @@ impl Targets {
     }
 }
 
-/// Per-process view of the run.
+/// Per-process view of the run: folios, and pages where named.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct ProcRow {
     pub pid: u32,
@@ -121,8 +126,10 @@ pub struct ProcRow {
     pub hint_faults: u64,
     /// Tiering decisions on slow-node pages.
     pub decisions: u64,
-    /// The kernel's successful promotions (its migration succeeded).
+    /// The kernel's successful promotions (its migration succeeded), and
+    /// their pages.
     pub kernel_promoted: u64,
+    pub kernel_promoted_pages: u64,
     pub model_promote: u64,
     /// Requests sent to the mover.
     pub requested: u64,
@@ -143,21 +150,43 @@ pub struct PromoteSink {
     procs: BTreeMap<u32, ProcRow>,
 }
 
+/// What the pipeline saw and asked for: folios, and pages where named.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct SinkCounts {
     pub hint_faults: u64,
     /// Tiering decisions on slow-node pages of processes in scope.
     pub decisions: u64,
+    pub decision_pages: u64,
+    /// Of those, the kernel's successful promotions: in pages, its part
+    /// of vmstat's pgpromote_success.
     pub kernel_promote: u64,
+    pub kernel_promote_pages: u64,
     pub model_promote: u64,
+    pub model_promote_pages: u64,
     /// Model and kernel on in-scope decisions (kernel = its migration succeeded).
     pub agreement: Agreement,
+    /// Requests sent to the mover, and their pages.
     pub requested: u64,
+    pub requested_pages: u64,
     pub queue_overflows: u64,
     /// Decisions of processes outside the scope (never queued).
     pub out_of_scope: u64,
     /// Model said promote but no higher-tier target exists for the page.
     pub no_target: u64,
+}
+
+impl SinkCounts {
+    /// An in-scope decision on a folio of `pages` pages: whether the
+    /// kernel promoted it (its migration succeeded) and the model would.
+    fn decided(&mut self, kernel: bool, model: bool, pages: u64) {
+        self.decisions += 1;
+        self.decision_pages += pages;
+        self.kernel_promote += u64::from(kernel);
+        self.kernel_promote_pages += u64::from(kernel) * pages;
+        self.model_promote += u64::from(model);
+        self.model_promote_pages += u64::from(model) * pages;
+        self.agreement.count(kernel, model, 1, pages);
+    }
 }
 
 /// Processes tracked in the per-process table (memory bound).
@@ -218,26 +247,19 @@ impl PromoteSink {
             latest_scan: self.scans.latest(tgid, f.addr, f.ts_ns),
         };
         let verdict = self.policy.decide(f, &view);
+        let pages = f.pages();
         let mut row = row;
         if let Some(r) = row.as_deref_mut() {
             r.decisions += 1;
             r.kernel_promoted += u64::from(kernel_moved);
+            r.kernel_promoted_pages += u64::from(kernel_moved) * pages;
             r.model_promote += u64::from(verdict.promote);
         }
         if !in_scope {
             self.counts.out_of_scope += 1;
             return;
         }
-        self.counts.decisions += 1;
-        self.counts.kernel_promote += u64::from(kernel_moved);
-        self.counts.model_promote += u64::from(verdict.promote);
-        let a = &mut self.counts.agreement;
-        match (kernel_moved, verdict.promote) {
-            (true, true) => a.both += 1,
-            (true, false) => a.kernel_only += 1,
-            (false, true) => a.model_only += 1,
-            (false, false) => a.neither += 1,
-        }
+        self.counts.decided(kernel_moved, verdict.promote, pages);
         if !verdict.promote || kernel_moved {
             return;
         }
@@ -251,12 +273,13 @@ impl PromoteSink {
             addr: f.addr & !(mover::PAGE - 1),
             src_node: f.src_nid,
             target,
-            nr_pages: f.nr_pages.max(1),
+            nr_pages: pages,
             ts_ns: f.ts_ns,
         };
         match tx.try_send(req) {
             Ok(()) => {
                 self.counts.requested += 1;
+                self.counts.requested_pages += pages;
                 self.shared.sent.fetch_add(1, Ordering::Relaxed);
                 if let Some(r) = row {
                     r.requested += 1;
@@ -306,8 +329,14 @@ pub struct PromoteReport {
     #[serde(flatten)]
     pub facts: RunFacts,
     pub events: SinkCounts,
+    /// Agreement over the decisions (folios), and over their pages.
     pub agreement_pct: f64,
+    pub agreement_pages_pct: f64,
+    /// What move_pages moved: pages (a THP's 512; what vmstat's
+    /// pgpromote_success counts), their folios (one address each in the
+    /// call) and bytes.
     pub moved_pages: u64,
+    pub moved_folios: u64,
     pub moved_bytes: u64,
     /// Moved bytes over the whole window, MB/s (10^6).
     pub mb_per_s: f64,
@@ -315,11 +344,13 @@ pub struct PromoteReport {
     pub mb_per_s_in_calls: f64,
     pub move_pages_s: f64,
     pub query_s: f64,
+    /// Folios whose move failed.
     pub failures: u64,
     /// Dry run: the mean rate the moves would need over the window, MiB/s.
     pub rate_needed_mib_per_s: f64,
     pub peak_rate_needed_mib_per_s: f64,
-    /// The kernel's own promotions and demotions in the same window (vmstat).
+    /// The kernel's own promotions and demotions in the same window
+    /// (vmstat, all processes), in pages.
     pub kernel_pgpromote_success: u64,
     pub kernel_pgdemote: u64,
     /// Fault records the pipeline never saw: the ring was full, or a probe
@@ -370,8 +401,10 @@ impl PromoteSink {
             duration_s,
             facts,
             agreement_pct: self.counts.agreement.agree_pct(),
+            agreement_pages_pct: self.counts.agreement.agree_pages_pct(),
             events: self.counts.clone(),
-            moved_pages: mover_report.statuses.moved,
+            moved_pages: mover_report.moved_pages,
+            moved_folios: mover_report.statuses.moved,
             moved_bytes: mover_report.moved_bytes,
             mb_per_s: mb(mover_report.moved_bytes, duration_s),
             mb_per_s_in_calls: mb(mover_report.moved_bytes, mover_report.move_ns as f64 / 1e9),
@@ -511,6 +544,57 @@ mod tests {
         assert!(!s.procs[&8].in_scope);
     }
 
+    /// Decisions are one per folio, their pages beside; the report puts
+    /// what move_pages moved and the kernel promoted in pages, as vmstat's
+    /// pgpromote_success counts.
+    #[test]
+    fn the_sink_and_report_count_folios_and_their_pages() {
+        let (mut s, rx) = sink(&[7], 16);
+        let thp = |e: Event| match e {
+            Event::Fault(mut f) => {
+                f.nr_pages = 512;
+                Event::Fault(f)
+            }
+            other => other,
+        };
+        let evs = [
+            thp(fault(7, 512, Outcome::RejectLatency, 5, false)), // queued
+            fault(7, 2, Outcome::RejectLatency, 5, false),        // queued
+            thp(fault(7, 1024, Outcome::PromoteHot, 5, true)),    // both
+            fault(7, 3, Outcome::PromoteHot, 500, true),          // kernel only
+        ];
+        for e in &evs {
+            s.event(e).expect("sink");
+        }
+        let sizes: Vec<u64> = rx.try_iter().map(|r| r.nr_pages).collect();
+        assert_eq!(sizes, [512, 1]);
+        let c = &s.counts;
+        assert_eq!((c.decisions, c.decision_pages), (4, 1026));
+        assert_eq!((c.kernel_promote, c.kernel_promote_pages), (2, 513));
+        assert_eq!((c.model_promote, c.model_promote_pages), (3, 1025));
+        assert_eq!((c.requested, c.requested_pages), (2, 513));
+        let a = &c.agreement;
+        assert_eq!((a.model_only, a.model_only_pages), (2, 513));
+        assert_eq!((a.both, a.both_pages), (1, 512));
+        assert_eq!((a.kernel_only, a.kernel_only_pages), (1, 1));
+        assert_eq!(s.procs[&7].kernel_promoted_pages, 513);
+        let mut m = MoverReport::default();
+        m.statuses.moved = 2;
+        (m.moved_pages, m.moved_bytes) = (513, 513 * mover::PAGE);
+        let r = s.report(facts(false), m);
+        assert_eq!((r.moved_pages, r.moved_folios), (513, 2));
+        assert!((r.agreement_pct - 25.0).abs() < 1e-9);
+        assert!((r.agreement_pages_pct - 100.0 * 512.0 / 1026.0).abs() < 1e-9);
+        let mut out = Vec::new();
+        write_human(&r, &mut out).expect("text");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(text.contains("moved       513 pages in 2 folios"), "{text}");
+        assert!(
+            text.contains("the kernel promoted 513 pages (2 folios), numatrace moved 513 pages"),
+            "{text}"
+        );
+    }
+
     fn facts(dry_run: bool) -> RunFacts {
         RunFacts {
             stopped: "every --pid process exited".into(),
@@ -542,7 +626,7 @@ mod tests {
         write_human(&s.report(facts(true), m), &mut out).expect("text");
         let text = String::from_utf8(out).expect("utf-8");
         assert!(
-            text.contains("7 requests for pages beyond the first 1000 were not counted"),
+            text.contains("7 requests for folios beyond the first 1000 were not counted"),
             "{text}"
         );
     }

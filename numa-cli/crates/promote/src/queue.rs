@@ -1,5 +1,7 @@
-//! The mover's queue: pages waiting to be promoted, one entry per page
-//! however often it faults, bounded, with retry bookkeeping.
+//! The mover's queue: pages waiting to be promoted, one entry per folio
+//! (the faulting address; a THP moves whole) however often it faults,
+//! bounded in entries, with retry bookkeeping. Batches are taken by base
+//! pages, the unit of the rate limit and the free floor.
 //!
 //! Pages ready to move wait in lanes, one per (target node, process), in
 //! address order; the processes of a target take turns. Pages waiting for a
@@ -22,7 +24,7 @@ pub struct Request {
     /// Top-tier node to move it to.
     pub target: u32,
     /// Base pages of the folio (a THP moves whole).
-    pub nr_pages: u32,
+    pub nr_pages: u64,
     /// When the fault happened (CLOCK_MONOTONIC ns).
     pub ts_ns: u64,
 }
@@ -30,20 +32,22 @@ pub struct Request {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pending {
     pub target: u32,
-    pub nr_pages: u32,
+    /// Base pages of the folio, at least 1.
+    pub nr_pages: u64,
     /// Failed attempts so far.
     pub tries: u32,
     /// Not before this time (retry backoff), ns.
     pub due_ns: u64,
 }
 
+/// Requests, one per folio.
 #[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
 pub struct QueueCounts {
-    /// Requests accepted as new pages.
+    /// Requests accepted as new folios.
     pub queued: u64,
-    /// Requests for a page already waiting (coalesced into it).
+    /// Requests for a folio already waiting (coalesced into it).
     pub coalesced: u64,
-    /// Requests dropped because the queue was full, and waiting pages
+    /// Requests dropped because the queue was full, and waiting folios
     /// dropped to make room for a target that can move.
     pub dropped_full: u64,
 }
@@ -265,7 +269,7 @@ impl Queue {
 
     /// The process whose turn it is at `target`, and the base pages of its
     /// first ready folio.
-    pub fn front(&self, target: u32) -> Option<(u32, u32)> {
+    pub fn front(&self, target: u32) -> Option<(u32, u64)> {
         let pid = *self.lanes.get(&target)?.turn.front()?;
         let (_, p) = self.procs.get(&pid)?.range(target).next()?;
         Some((pid, p.nr_pages))
@@ -285,7 +289,7 @@ impl Queue {
         let mut used = 0u64;
         let mut cut = None;
         for (key, p) in proc.range(target) {
-            let n = u64::from(p.nr_pages);
+            let n = p.nr_pages;
             if used + n > budget_pages {
                 cut = Some(*key);
                 break;

@@ -1,6 +1,8 @@
 //! The promote report as text: what the pipeline asked for, what moved
 //! (or, in a dry run, would have), the limits that held moves back, and
-//! the busiest processes.
+//! the busiest processes. Each count says its unit: folios (one per
+//! fault, one address in a move_pages call) or pages (a THP's 512, what
+//! vmstat's pgpromote_success counts).
 use std::io::Write;
 
 use super::PromoteReport;
@@ -26,11 +28,7 @@ pub fn write_human(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<(
         write_moves(r, out)?;
         write_limits(r, out)?;
     }
-    writeln!(
-        out,
-        "  kernel      pgpromote_success +{}, pgdemote +{} in the same window",
-        r.kernel_pgpromote_success, r.kernel_pgdemote
-    )?;
+    write_kernel(r, out)?;
     if r.ring_drops + r.runs_missed > 0 {
         writeln!(
             out,
@@ -40,6 +38,25 @@ pub fn write_human(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<(
     }
     writeln!(out)?;
     write_processes(r, out)
+}
+
+/// The kernel's own promotions beside numatrace's, in pages as vmstat
+/// counts them.
+fn write_kernel(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
+    let ours = if r.facts.dry_run {
+        format!("numatrace would move {} pages", r.mover.would_move_pages)
+    } else {
+        format!("numatrace moved {} pages", r.moved_pages)
+    };
+    writeln!(
+        out,
+        "  kernel      pgpromote_success +{} pages, pgdemote +{} pages in the same window (all processes); \
+         in scope the kernel promoted {} pages ({} folios), {ours}",
+        r.kernel_pgpromote_success,
+        r.kernel_pgdemote,
+        r.events.kernel_promote_pages,
+        r.events.kernel_promote
+    )
 }
 
 /// The run, and what the pipeline saw and asked for.
@@ -64,24 +81,24 @@ fn write_header(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> 
     )?;
     writeln!(
         out,
-        "  decisions   {} on slow-node pages in scope ({} hint faults seen, {} decisions out of scope ignored)",
-        e.decisions, e.hint_faults, e.out_of_scope
+        "  decisions   {} folios ({} pages) on slow nodes in scope ({} hint faults seen, {} decisions out of scope ignored)",
+        e.decisions, e.decision_pages, e.hint_faults, e.out_of_scope
+    )?;
+    let a = &e.agreement;
+    writeln!(
+        out,
+        "  model       promote {} / kernel promoted {} folios: agreement {:.1}% (both {}, kernel only {}, model only {}, neither {})",
+        e.model_promote, e.kernel_promote, r.agreement_pct, a.both, a.kernel_only, a.model_only, a.neither
     )?;
     writeln!(
         out,
-        "  model       promote {} / kernel promoted {}: agreement {:.1}% (both {}, kernel only {}, model only {}, neither {})",
-        e.model_promote,
-        e.kernel_promote,
-        r.agreement_pct,
-        e.agreement.both,
-        e.agreement.kernel_only,
-        e.agreement.model_only,
-        e.agreement.neither
+        "              in pages: promote {} / kernel promoted {}: agreement {:.1}% (both {}, kernel only {}, model only {}, neither {})",
+        e.model_promote_pages, e.kernel_promote_pages, r.agreement_pages_pct, a.both_pages, a.kernel_only_pages, a.model_only_pages, a.neither_pages
     )?;
     writeln!(
         out,
-        "  queue       {} requests, {} new pages, {} duplicates coalesced, {} without target; dropped: {} channel full, {} queue full",
-        e.requested, m.queue.queued, m.queue.coalesced, e.no_target, e.queue_overflows, m.queue.dropped_full
+        "  queue       {} requests ({} pages), {} new folios, {} duplicates coalesced, {} without target; dropped: {} channel full, {} queue full",
+        e.requested, e.requested_pages, m.queue.queued, m.queue.coalesced, e.no_target, e.queue_overflows, m.queue.dropped_full
     )?;
     Ok(())
 }
@@ -91,8 +108,9 @@ fn write_would_move(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<
     let m = &r.mover;
     writeln!(
         out,
-        "  would move  {} pages ({:.1} MiB), nothing moved; rate needed: {:.2} MiB/s mean, {:.2} MiB/s peak (1 s windows); --rate-limit {}",
+        "  would move  {} pages in {} folios ({:.1} MiB), nothing moved; rate needed: {:.2} MiB/s mean, {:.2} MiB/s peak (1 s windows); --rate-limit {}",
         m.would_move_pages,
+        m.would_move_folios,
         mib(m.would_move_bytes),
         r.rate_needed_mib_per_s,
         r.peak_rate_needed_mib_per_s,
@@ -101,7 +119,7 @@ fn write_would_move(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<
     if m.queue.dropped_full > 0 {
         writeln!(
             out,
-            "              at least: {} requests for pages beyond the first {} were not counted (--queue)",
+            "              at least: {} requests for folios beyond the first {} were not counted (--queue)",
             m.queue.dropped_full, m.queue.queued
         )?;
     }
@@ -116,8 +134,9 @@ fn write_moves(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
     let m = &r.mover;
     writeln!(
         out,
-        "  moved       {} pages ({:.1} MiB): {:.2} MB/s over the run, {:.1} MB/s inside move_pages",
+        "  moved       {} pages in {} folios ({:.1} MiB): {:.2} MB/s over the run, {:.1} MB/s inside move_pages",
         r.moved_pages,
+        r.moved_folios,
         mib(r.moved_bytes),
         r.mb_per_s,
         r.mb_per_s_in_calls
@@ -136,7 +155,7 @@ fn write_moves(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
     let s = &m.statuses;
     writeln!(
         out,
-        "  statuses    moved {}  already-on-target {}  EBUSY {}  ENOMEM {}  EACCES {}  EFAULT {}  ENOENT {}  not-migrated {}  other {}",
+        "  statuses    (folios) moved {}  already-on-target {}  EBUSY {}  ENOMEM {}  EACCES {}  EFAULT {}  ENOENT {}  not-migrated {}  other {}",
         s.moved, s.already_on_target, s.ebusy, s.enomem, s.eacces, s.efault, s.enoent, s.not_migrated, s.other
     )?;
     Ok(())
@@ -158,7 +177,7 @@ fn write_limits(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> 
         .collect();
     writeln!(
         out,
-        "  limits      rate {} (waited {}x); floor {} (waited {}x); {} pages given up after {} retries; {} left queued",
+        "  limits      rate {} (waited {}x); floor {} (waited {}x); {} folios given up after {} retries; {} left queued",
         rate_limit_text(r.facts.rate_limit_bytes_per_s),
         m.rate_waits,
         if floors.is_empty() { r.facts.min_free.clone() } else { floors.join(", ") },
@@ -169,50 +188,59 @@ fn write_limits(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> 
     )?;
     writeln!(
         out,
-        "  processes   {} exited mid-run, {} refused (EPERM), {} pages dropped with them, {} dropped out of scope, {} pids served again for a new process",
+        "  processes   {} exited mid-run, {} refused (EPERM), {} folios dropped with them, {} dropped out of scope, {} pids served again for a new process",
         m.processes_exited, m.processes_refused, m.dropped_exited, m.dropped_out_of_scope, m.pids_reused
     )?;
     writeln!(
         out,
-        "  verify      {} moved pages checked at the end: {} on target, {} elsewhere, {} gone",
+        "  verify      {} moved folios checked at the end: {} on target, {} elsewhere, {} gone",
         m.verify.checked, m.verify.on_target, m.verify.elsewhere, m.verify.gone
     )?;
     Ok(())
 }
 
-/// The busiest processes, in scope first.
+/// The busiest processes, in scope first: folios, and the pages the
+/// kernel and numatrace moved (or would).
 fn write_processes(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(out, "  processes (folios; pg: pages)")?;
     writeln!(
         out,
-        "  {:>7} {:<16} {:>5} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9}",
+        "  {:>7} {:<16} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>7} {:>9} {:>9}",
         "PID",
         "COMM",
         "scope",
         "faults",
         "decisions",
         "k:promo",
+        "k:pg",
         "model",
         "queued",
         "moved",
+        "moved:pg",
         "failed",
-        "would"
+        "would",
+        "would:pg"
     )?;
     for p in r.processes.iter().take(20) {
+        let m = &p.moves;
         writeln!(
             out,
-            "  {:>7} {:<16} {:>5} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9}{}",
+            "  {:>7} {:<16} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>7} {:>9} {:>9}{}",
             p.pid,
             p.comm,
             if p.in_scope { "yes" } else { "no" },
             p.hint_faults,
             p.decisions,
             p.kernel_promoted,
+            p.kernel_promoted_pages,
             p.model_promote,
             p.requested,
-            p.moves.moved,
-            p.moves.failed,
-            p.moves.would_move,
-            if p.moves.exited { "  (exited)" } else { "" }
+            m.moved,
+            m.moved_pages,
+            m.failed,
+            m.would_move,
+            m.would_move_pages,
+            if m.exited { "  (exited)" } else { "" }
         )?;
     }
     Ok(())

@@ -82,6 +82,9 @@ pub struct Warnings {
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct RateSeries {
     pub name: String,
+    /// What it counts per second: `folios` (one per hint fault, a THP's
+    /// too), `pages` (as vmstat counts them, a THP is 512), or `%`.
+    pub unit: String,
     /// Per second, or a percentage for `local %`.
     pub current: f64,
     /// Oldest first, at most [`crate::agg::HISTORY`] points.
@@ -116,6 +119,8 @@ pub struct ModelView {
     pub agree_pct: Option<f64>,
 }
 
+/// One process's rates: hint faults and decisions in folios (one per
+/// fault, a THP's too), `promoted_pages_s` in pages.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct ProcRow {
     pub pid: u32,
@@ -123,7 +128,11 @@ pub struct ProcRow {
     pub faults_s: f64,
     pub local_pct: Option<f64>,
     pub decisions_s: f64,
+    /// Folios the kernel decided to promote, per second.
     pub promoted_s: f64,
+    /// Pages migrated to the top tier per second (vmstat's
+    /// pgpromote_success counts these).
+    pub promoted_pages_s: f64,
     pub rej_latency_s: f64,
     pub rej_rate_limit_s: f64,
     /// Would-promote per second, per model (frame.models order).

@@ -340,6 +340,11 @@ pub fn slow_tier(nid: i32, toptier_mask: u64) -> bool {
     (0..64).contains(&nid) && toptier_mask >> nid & 1 == 0
 }
 
+/// Whether node `nid` is in the top tier (`toptier_mask`'s bits).
+pub fn top_tier(nid: i32, toptier_mask: u64) -> bool {
+    (0..64).contains(&nid) && toptier_mask >> nid & 1 == 1
+}
+
 /// One process in the report: its stages, its VMAs' and the verdict.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProcessFunnel {

@@ -68,6 +68,12 @@ pub struct Totals {
     /// Records sent at the thread's next fault, their end's probe run
     /// having been skipped (`LATE_END`).
     pub late_records: u64,
+    /// Late records of failed migrations (`NO_ACCOUNT`) and of exiting
+    /// threads (`AT_EXIT`).
+    pub no_account_records: u64,
+    pub exit_records: u64,
+    /// The faults' folios in pages (see [`PageCounts`]).
+    pub pages: PageCounts,
     pub patch: PatchInputs,
     pub funnel: Funnel,
 }
@@ -120,11 +126,79 @@ impl PatchInputs {
     }
 }
 
+/// The same figures in pages, as vmstat counts pages: a hint fault or a
+/// decision is one per folio, a THP's is one of 512 pages.
+#[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
+pub struct PageCounts {
+    /// Pages of the faulting folios.
+    pub hint_faults: u64,
+    pub decisions: u64,
+    pub kernel_promote: u64,
+    /// By outcome ([`Outcome::name`]).
+    pub by_outcome: BTreeMap<&'static str, u64>,
+    pub migrate_success: u64,
+    pub migrate_fail: u64,
+    /// Migrated from a lower-tier node to a top-tier one: what vmstat's
+    /// pgpromote_success counts.
+    pub promoted: u64,
+}
+
+impl PageCounts {
+    fn fault(&mut self, f: &FaultEvent, outcome: Outcome, toptier_mask: u64) {
+        let pages = f.pages();
+        self.hint_faults += pages;
+        *self.by_outcome.entry(outcome.name()).or_default() += pages;
+        if f.flags & ff::DECIDED != 0 {
+            self.decisions += pages;
+            if f.decision == 1 {
+                self.kernel_promote += pages;
+            }
+        }
+        if f.flags & ff::MIGRATE_TRIED == 0 {
+            return;
+        }
+        if f.migrate_ok == 0 {
+            self.migrate_fail += pages;
+            return;
+        }
+        self.migrate_success += pages;
+        use super::funnel::{slow_tier, top_tier};
+        if slow_tier(f.src_nid, toptier_mask) && top_tier(f.dst_nid, toptier_mask) {
+            self.promoted += pages;
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct Rejects {
     pub latency: u64,
     pub rate_limit: u64,
     pub other: u64,
+}
+
+/// Hint faults counted in the window without a record in the totals.
+#[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
+pub struct Unrecorded {
+    /// Ended faults whose record was not sent: filtered out (`--pid`,
+    /// `--cgroup`), sampled out (`--sample-every`) or dropped by a full
+    /// ring (see `drops`). The kernel-side counters and histograms have
+    /// them.
+    pub not_sent: u64,
+    /// Faults with no end yet at the last snapshot (their record goes out
+    /// at the thread's next fault, scanner pass or exit), or without a
+    /// thread context.
+    pub open_at_end: u64,
+}
+
+impl Unrecorded {
+    /// From the window's hint-fault counter, its faults ended (one
+    /// per-outcome count each) and the records in the totals.
+    fn of(counted: u64, ended: u64, records: u64) -> Self {
+        Unrecorded {
+            not_sent: ended.saturating_sub(records),
+            open_at_end: counted.saturating_sub(ended),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -147,7 +221,12 @@ pub struct Report {
     pub free_space_promote: u64,
     pub not_tiering: u64,
     pub no_decision: u64,
+    /// Folios (one per hint fault); `pages` has the same in pages.
     pub migrate: Migrations,
+    pub pages: PageCounts,
+    /// Hint faults the kernel counted (numatrace's counter at the fault's
+    /// entry) whose records are not in the totals, and why.
+    pub unrecorded: Unrecorded,
     pub scan_stamps: u64,
     pub scan_ranges: u64,
     pub scan_ptes_updated: u64,
@@ -156,8 +235,13 @@ pub struct Report {
     /// Program runs the kernel skipped (a run preempted on the same CPU):
     /// events lost or incomplete, in counters and histograms too.
     pub runs_missed: u64,
-    /// Of the hint faults, records recovered after a skipped run.
+    /// Of the hint faults, records sent without task_numa_fault's probe
+    /// (a skipped run, a failed migration, a thread's exit).
     pub late_records: u64,
+    /// Of those, failed migrations (after which the kernel may return
+    /// without task_numa_fault) and records sent at a thread's exit.
+    pub no_account_records: u64,
+    pub exit_records: u64,
     pub evictions: u64,
     pub stamp_misses: u64,
     pub vmstat_delta: BTreeMap<String, u64>,
@@ -372,10 +456,13 @@ impl Totals {
     fn fault(&mut self, f: &FaultEvent) {
         self.faults += 1;
         self.late_records += u64::from(f.ext_flags & xf::LATE_END != 0);
+        self.no_account_records += u64::from(f.ext_flags & xf::NO_ACCOUNT != 0);
+        self.exit_records += u64::from(f.ext_flags & xf::AT_EXIT != 0);
         self.seen(f.ts_ns);
         let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
         let o = outcome as usize;
         self.outcomes[o] += 1;
+        self.pages.fault(f, outcome, self.toptier_mask);
         if f.flags & ff::DECIDED != 0 {
             self.decisions += 1;
             self.promotes += u64::from(f.decision == 1);
@@ -463,6 +550,8 @@ impl Totals {
                 success: self.migrate_ok,
                 fail: self.migrate_fail,
             },
+            pages: self.pages.clone(),
+            unrecorded: Unrecorded::of(kc(Counter::HintFaults), self.faults_ended(), self.faults),
             scan_stamps: self.scan_stamps,
             scan_ranges: self.scan_ranges,
             scan_ptes_updated: self.scan_ptes,
@@ -470,6 +559,8 @@ impl Totals {
             drops: kc(Counter::RingDrops),
             runs_missed: kc(Counter::RunsMissed),
             late_records: self.late_records,
+            no_account_records: self.no_account_records,
+            exit_records: self.exit_records,
             evictions: self.window.evictions(stamp_capacity),
             stamp_misses: kc(Counter::StampMisses),
             vmstat_delta,
@@ -537,6 +628,14 @@ impl Totals {
             by_outcome,
             kernel_match,
         }
+    }
+
+    /// Faults the probes ended in the window (each adds to one outcome).
+    fn faults_ended(&self) -> u64 {
+        Outcome::ALL
+            .iter()
+            .map(|&o| self.window.counter((OUTCOME_BASE + o as u32) as usize))
+            .sum()
     }
 
     /// Compares numatrace's latency with the kernel's for one decision.
@@ -674,6 +773,68 @@ mod tests {
         for gone in ["cpupid_xchg", "fault_account", "migrate_tp_events"] {
             assert!(!c.contains_key(gone), "{gone}");
         }
+    }
+
+    /// A THP promotion is one fault and one migration of 512 pages; only
+    /// slow-to-top-tier migrations are what vmstat's pgpromote_success adds.
+    #[test]
+    fn pages_are_counted_beside_folios() {
+        let mut t = Totals::new(1);
+        let migrated = |seq, pages, ok: bool, src: i32| {
+            let mut f = fault(seq, seq, 5, Outcome::PromoteHot);
+            (f.nr_pages, f.src_nid, f.migrate_ok) = (pages, src, u8::from(ok));
+            f.flags |= ff::MIGRATE_TRIED;
+            f
+        };
+        for f in [
+            migrated(1, 512, true, 1),
+            migrated(2, 1, true, 1),
+            migrated(3, 1, false, 1),
+            // DRAM to DRAM: migrated, not promoted.
+            migrated(4, 512, true, 0),
+            fault(5, 5, 2000, Outcome::RejectLatency),
+        ] {
+            t.event(&Event::Fault(f));
+        }
+        let r = t.report(1 << 20, 0);
+        assert_eq!(
+            (r.hint_faults, r.migrate.success, r.migrate.fail),
+            (5, 3, 1)
+        );
+        let p = &r.pages;
+        assert_eq!(
+            (p.hint_faults, p.decisions, p.kernel_promote),
+            (1027, 1027, 1026)
+        );
+        assert_eq!(
+            (p.migrate_success, p.migrate_fail, p.promoted),
+            (1025, 1, 513)
+        );
+        assert_eq!(p.by_outcome["promote_hot"], 1026);
+        assert_eq!(p.by_outcome["reject_latency"], 1);
+    }
+
+    /// Hint faults the probes counted without a record in the totals are
+    /// named: ended but not sent, or not ended by the last snapshot.
+    #[test]
+    fn faults_without_records_are_split_by_why() {
+        let u = Unrecorded::of(10, 8, 7);
+        assert_eq!((u.not_sent, u.open_at_end), (1, 2));
+        // Records of faults begun before the window never make it negative.
+        assert_eq!(Unrecorded::of(5, 6, 7), Unrecorded::default());
+    }
+
+    #[test]
+    fn late_records_are_counted_by_why() {
+        let mut t = Totals::new(1);
+        let mut f = fault(1, 1, 5, Outcome::PromoteHot);
+        f.ext_flags |= xf::LATE_END | xf::NO_ACCOUNT | xf::AT_EXIT;
+        t.event(&Event::Fault(f));
+        let r = t.report(1 << 20, 0);
+        assert_eq!(
+            (r.late_records, r.no_account_records, r.exit_records),
+            (1, 1, 1)
+        );
     }
 
     #[test]

@@ -40,10 +40,14 @@ pub enum Hook {
     PcReset,
     /// __mmdrop: an mm (and its fault-count counter) is freed.
     PcDrop,
+    /// sched:sched_process_exit: a thread's fault record still open when
+    /// it exits is sent (a failed migration's fault can end without
+    /// task_numa_fault).
+    ThreadExit,
 }
 
 impl Hook {
-    pub const ALL: [Hook; 12] = [
+    pub const ALL: [Hook; 13] = [
         Hook::HintFault,
         Hook::Decision,
         Hook::ScanStamp,
@@ -56,6 +60,7 @@ impl Hook {
         Hook::MigrateTracepoint,
         Hook::PcReset,
         Hook::PcDrop,
+        Hook::ThreadExit,
     ];
 
     pub fn name(self) -> &'static str {
@@ -72,6 +77,7 @@ impl Hook {
             Hook::MigrateTracepoint => "migrate_tracepoint",
             Hook::PcReset => "pc_reset",
             Hook::PcDrop => "pc_drop",
+            Hook::ThreadExit => "thread_exit",
         }
     }
 
@@ -143,7 +149,7 @@ impl Hook {
             Hook::ThpScan => &[c!("change_huge_pmd", "pmd", &[])],
             Hook::PcReset => &[c!("init_numa_balancing", "clone_flags,task", &[(1, TASK)])],
             Hook::PcDrop => &[c!("__mmdrop", "mm", &[(0, MM)])],
-            Hook::VmaSkip | Hook::MigrateTracepoint => &[],
+            Hook::VmaSkip | Hook::MigrateTracepoint | Hook::ThreadExit => &[],
         }
     }
 
@@ -163,6 +169,7 @@ impl Hook {
         match self {
             Hook::VmaSkip => Some(("sched", "sched_skip_vma_numa")),
             Hook::MigrateTracepoint => Some(("migrate", "mm_migrate_pages")),
+            Hook::ThreadExit => Some(("sched", "sched_process_exit")),
             _ => None,
         }
     }

@@ -51,7 +51,10 @@ fn facts(version: &str) -> KernelFacts {
         "change_huge_pmd",
         &[TLB, VMA, PMD, ULONG, "pgprot_t", ULONG],
     );
-    let mut tracepoints = BTreeSet::from(["migrate:mm_migrate_pages".to_owned()]);
+    let mut tracepoints = BTreeSet::from([
+        "migrate:mm_migrate_pages".to_owned(),
+        "sched:sched_process_exit".to_owned(),
+    ]);
     if version != "6.1" {
         tracepoints.insert("sched:sched_skip_vma_numa".to_owned());
     }
@@ -124,6 +127,10 @@ fn debian_6_12_uses_folio_variants_and_the_whole_scan_pass() {
         )
     );
     assert_eq!(target(&plan, Hook::VmaSkip).1, "tracepoint");
+    assert_eq!(
+        target(&plan, Hook::ThreadExit).0,
+        "sched:sched_process_exit"
+    );
     assert_eq!(
         target(&plan, Hook::ScanRange),
         (

@@ -15,7 +15,17 @@ use prometheus_client::{
 
 use numa_host::promoter_state::{PromoterState, Reading};
 
-use super::{prometheus_buckets, FunnelMetrics, KernelMetrics, MetricsState, OutcomeHist};
+use super::{
+    prometheus_buckets, Decision, FunnelMetrics, KernelMetrics, MetricsState, MigratedPages,
+    ModelMetrics, OutcomeHist,
+};
+
+/// The unit of every figure in pages: OpenMetrics puts it last in the
+/// family's name (`x_pages`, samples `x_pages_total`) and on a `# UNIT`
+/// line, which says apart the folio figure of the same name without it.
+fn pages_unit() -> Unit {
+    Unit::Other("pages".to_owned())
+}
 
 /// A label value escaped as both text formats require (`\`, `"`, newline):
 /// comms come from processes and can contain anything. `prometheus-client`
@@ -71,7 +81,18 @@ fn counters<L: EncodeLabelSet>(
     help: &str,
     rows: impl IntoIterator<Item = (L, u64)>,
 ) -> std::fmt::Result {
-    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    counters_in(enc, name, None, help, rows)
+}
+
+/// [`counters`] in `unit` (the family's name gets its suffix).
+fn counters_in<L: EncodeLabelSet>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    unit: Option<&Unit>,
+    help: &str,
+    rows: impl IntoIterator<Item = (L, u64)>,
+) -> std::fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, unit, MetricType::Counter)?;
     for (labels, v) in rows {
         m.encode_family(&labels)?
             .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
@@ -117,6 +138,7 @@ impl Collector for StateCollector {
         info(&mut enc, s)?;
         if let Some(k) = &s.kernel {
             kernel(&mut enc, k)?;
+            migrations(&mut enc, k, &s.migrated_pages)?;
         }
         decisions(&mut enc, s)?;
         models(&mut enc, s)?;
@@ -153,18 +175,8 @@ fn kernel(enc: &mut DescriptorEncoder, k: &KernelMetrics) -> std::fmt::Result {
     counter(
         enc,
         "numatrace_hint_faults",
-        "NUMA hint faults (in-kernel counter, exact even when events are sampled).",
+        "NUMA hint faults, one per fault (a folio's PTE or a PMD) as vmstat's numa_hint_faults counts them (in-kernel counter, exact even when events are sampled).",
         k.hint_faults,
-    )?;
-    counters(
-        enc,
-        "numatrace_migrations",
-        "migrate_misplaced_folio/page results (in-kernel counter).",
-        [
-            ("success", k.migrations_success),
-            ("fail", k.migrations_fail),
-        ]
-        .map(|(result, v)| ([("result", Esc(result))], v)),
     )?;
     counter(
         enc,
@@ -187,7 +199,7 @@ fn kernel(enc: &mut DescriptorEncoder, k: &KernelMetrics) -> std::fmt::Result {
     counter(
         enc,
         "numatrace_unfollowed_faults",
-        "Hint faults on slow-node folios that per-folio sampling does not follow: counted, without latency or delta.",
+        "Hint faults (one per folio) on slow-node folios that per-folio sampling does not follow: counted, without latency or delta.",
         k.unfollowed_faults,
     )?;
     gauge(
@@ -221,7 +233,7 @@ fn kernel(enc: &mut DescriptorEncoder, k: &KernelMetrics) -> std::fmt::Result {
     histograms(
         enc,
         "numatrace_scan_to_fault_latency",
-        "Time from the scanner protecting a slow-memory folio to its hint fault, by the kernel's decision; in-kernel log2 buckets.",
+        "Time from the scanner protecting a slow-memory folio to its hint fault, by the kernel's decision; in-kernel log2 buckets, counting folios (one per hint fault).",
         Some(&Unit::Seconds),
         1e9,
         &k.latency_ns,
@@ -229,14 +241,46 @@ fn kernel(enc: &mut DescriptorEncoder, k: &KernelMetrics) -> std::fmt::Result {
     histograms(
         enc,
         "numatrace_fault_count_delta",
-        "Hint faults of the process between the scan and the fault (the fault-count RFC's measure), by the kernel's decision; in-kernel log2 buckets.",
+        "Hint faults of the process between the scan and the fault (the fault-count RFC's measure), by the kernel's decision; in-kernel log2 buckets, counting folios (one per hint fault).",
         None,
         1.0,
         &k.fault_delta,
     )
 }
 
-/// `numatrace_promotion_decisions`, when there are any.
+/// The kernel's migrations in folios (in-kernel counters) and in pages
+/// (fault records), and the pages promoted to the top tier.
+fn migrations(
+    enc: &mut DescriptorEncoder,
+    k: &KernelMetrics,
+    pages: &MigratedPages,
+) -> std::fmt::Result {
+    let by_result = |success, fail| {
+        [("success", success), ("fail", fail)].map(|(result, v)| ([("result", Esc(result))], v))
+    };
+    counters(
+        enc,
+        "numatrace_migrations",
+        "migrate_misplaced_folio/page results in folios, one per call whatever the folio's size (in-kernel counter); numatrace_migrated_pages has their pages.",
+        by_result(k.migrations_success, k.migrations_fail),
+    )?;
+    counters_in(
+        enc,
+        "numatrace_migrated",
+        Some(&pages_unit()),
+        "migrate_misplaced_folio/page results in pages, as vmstat counts them (a THP is 512): the migrated folios' pages from fault events, not an in-kernel counter (scaled by --sample, short by ring drops).",
+        by_result(pages.success, pages.fail),
+    )?;
+    enc.encode_descriptor(
+        "numatrace_promoted",
+        "Pages migrated on hint faults from a lower tier to the top tier, what vmstat's pgpromote_success counts: the folios' pages from fault events (scaled by --sample, short by ring drops).",
+        Some(&pages_unit()),
+        MetricType::Counter,
+    )?
+    .encode_counter::<NoLabelSet, _, u64>(&pages.promoted, None)
+}
+
+/// `numatrace_promotion_decisions` and their pages, when there are any.
 fn decisions(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result {
     if s.decisions.is_empty() {
         return Ok(());
@@ -246,19 +290,29 @@ fn decisions(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result 
         .iter()
         .map(|d| (d.src_node.to_string(), d.dst_node.to_string()))
         .collect();
-    counters(
-        enc,
-        "numatrace_promotion_decisions",
-        "should_numa_migrate_memory decisions by result, reason and node pair (from fault events; exact unless sampled or dropped).",
-        s.decisions.iter().zip(&nodes).map(|(d, (src, dst))| {
+    let rows = |value: fn(&Decision) -> u64| {
+        s.decisions.iter().zip(&nodes).map(move |(d, (src, dst))| {
             let labels = [
                 ("result", Esc(if d.promote { "promote" } else { "reject" })),
                 ("reason", Esc(d.reason)),
                 ("src_node", Esc(src)),
                 ("dst_node", Esc(dst)),
             ];
-            (labels, d.count)
-        }),
+            (labels, value(d))
+        })
+    };
+    counters(
+        enc,
+        "numatrace_promotion_decisions",
+        "should_numa_migrate_memory decisions by result, reason and node pair, in folios: one per hint fault (from fault events; exact unless sampled or dropped).",
+        rows(|d| d.count),
+    )?;
+    counters_in(
+        enc,
+        "numatrace_promotion_decision",
+        Some(&pages_unit()),
+        "The same decisions in pages, as vmstat's pgpromote_* count them (a THP's decision is 512): the decided folios' pages (from fault events; exact unless sampled or dropped).",
+        rows(|d| d.pages),
     )
 }
 
@@ -270,25 +324,51 @@ fn models(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result {
     counters(
         enc,
         "numatrace_model_promote",
-        "Decisions a shadow policy would have promoted.",
+        "Decisions a shadow policy would have promoted, in folios: one per hint fault.",
         s.models
             .iter()
             .map(|r| ([("model", Esc(&r.model))], r.promote)),
     )?;
+    counters_in(
+        enc,
+        "numatrace_model_promote",
+        Some(&pages_unit()),
+        "Pages of the decisions a shadow policy would have promoted, as vmstat's pgpromote_success would count them had every migration succeeded.",
+        s.models
+            .iter()
+            .map(|r| ([("model", Esc(&r.model))], r.promote_pages)),
+    )?;
+    let rows = |pages: bool| {
+        s.models.iter().flat_map(move |r| {
+            agreement_cells(r).map(|(cell, folios, in_pages)| {
+                let labels = [("model", Esc(&r.model)), ("cell", Esc(cell))];
+                (labels, if pages { in_pages } else { folios })
+            })
+        })
+    };
     counters(
         enc,
         "numatrace_model_agreement",
-        "Decisions by (kernel, model) verdict: both promote, kernel_only, model_only, neither.",
-        s.models.iter().flat_map(|r| {
-            [
-                ("both", r.both),
-                ("kernel_only", r.kernel_only),
-                ("model_only", r.model_only),
-                ("neither", r.neither),
-            ]
-            .map(|(cell, v)| ([("model", Esc(&r.model)), ("cell", Esc(cell))], v))
-        }),
+        "Decisions by (kernel, model) verdict, in folios (one per hint fault): both promote, kernel_only, model_only, neither.",
+        rows(false),
+    )?;
+    counters_in(
+        enc,
+        "numatrace_model_agreement",
+        Some(&pages_unit()),
+        "The same verdicts in pages, as vmstat counts them (a THP's decision is 512).",
+        rows(true),
     )
+}
+
+/// A model's agreement cells: the cell, its folios and their pages.
+fn agreement_cells(r: &ModelMetrics) -> [(&'static str, u64, u64); 4] {
+    [
+        ("both", r.both, r.both_pages),
+        ("kernel_only", r.kernel_only, r.kernel_only_pages),
+        ("model_only", r.model_only, r.model_only_pages),
+        ("neither", r.neither, r.neither_pages),
+    ]
 }
 
 /// The top processes (`--per-process`), when asked for.
@@ -300,18 +380,20 @@ fn processes(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result 
     counters(
         enc,
         "numatrace_process_hint_faults",
-        "Hint faults of the top processes (--per-process), from fault events.",
+        "Hint faults of the top processes (--per-process), one per fault (folio), from fault events.",
         s.processes
             .iter()
             .zip(&pids)
             .map(|(p, pid)| ([("pid", Esc(pid)), ("comm", Esc(&p.comm))], p.hint_faults)),
     )?;
-    counters(
-        enc,
-        "numatrace_process_promotion_decisions",
-        "Promotion decisions of the top processes (--per-process) by result, from fault events.",
-        s.processes.iter().zip(&pids).flat_map(|(p, pid)| {
-            [("promote", p.promote), ("reject", p.reject)].map(|(result, v)| {
+    let rows = |pages: bool| {
+        s.processes.iter().zip(&pids).flat_map(move |(p, pid)| {
+            let (promote, reject) = if pages {
+                (p.promote_pages, p.reject_pages)
+            } else {
+                (p.promote, p.reject)
+            };
+            [("promote", promote), ("reject", reject)].map(|(result, v)| {
                 let labels = [
                     ("pid", Esc(pid)),
                     ("comm", Esc(&p.comm)),
@@ -319,8 +401,30 @@ fn processes(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result 
                 ];
                 (labels, v)
             })
-        }),
+        })
+    };
+    counters(
+        enc,
+        "numatrace_process_promotion_decisions",
+        "Promotion decisions of the top processes (--per-process) by result, in folios: one per hint fault (from fault events).",
+        rows(false),
     )?;
+    counters_in(
+        enc,
+        "numatrace_process_promotion_decision",
+        Some(&pages_unit()),
+        "The same decisions in pages, as vmstat counts them (a THP's decision is 512).",
+        rows(true),
+    )?;
+    process_verdicts(enc, s, &pids)
+}
+
+/// `numatrace_process_verdict`: 1 for each top process's verdict.
+fn process_verdicts(
+    enc: &mut DescriptorEncoder,
+    s: &MetricsState,
+    pids: &[String],
+) -> std::fmt::Result {
     let mut m = enc.encode_descriptor(
         "numatrace_process_verdict",
         "Where the slow-tier pages of the top processes (--per-process) stop: 1 for the funnel's verdict.",
@@ -330,7 +434,7 @@ fn processes(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result 
     for (p, pid) in s
         .processes
         .iter()
-        .zip(&pids)
+        .zip(pids)
         .filter(|(p, _)| !p.verdict.is_empty())
     {
         let labels = [
@@ -385,7 +489,7 @@ fn vmstat(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result {
         counters(
             enc,
             "numatrace_vmstat",
-            "NUMA balancing and tiering counters of /proc/vmstat (since boot).",
+            "NUMA balancing and tiering counters of /proc/vmstat (since boot): pgpromote_*, pgdemote_*, pgmigrate_*, numa_pages_migrated and numa_pte_updates count pages (a THP is 512), numa_hint_faults* one per fault (folio), numa_huge_pte_updates one per PMD.",
             s.vmstat
                 .iter()
                 .map(|(name, v)| ([("counter", Esc(name))], *v)),
@@ -398,7 +502,7 @@ fn vmstat(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result {
     counters(
         enc,
         "numatrace_node_vmstat",
-        "Per-node promotion, demotion and migration counters of /sys/devices/system/node/nodeN/vmstat (since boot; node_exporter has no per-node vmstat).",
+        "Per-node promotion, demotion and migration counters of /sys/devices/system/node/nodeN/vmstat, in pages as the kernel counts them (since boot; node_exporter has no per-node vmstat).",
         s.node_vmstat
             .iter()
             .zip(&nodes)

@@ -45,7 +45,10 @@ impl OutcomeHist {
 /// (the window `numatrace stats` reports).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KernelMetrics {
+    /// One per fault (a folio's PTE or a PMD), as vmstat's numa_hint_faults.
     pub hint_faults: u64,
+    /// Folios: one per migrate_misplaced_* call ([`MigratedPages`] has
+    /// their pages).
     pub migrations_success: u64,
     pub migrations_fail: u64,
     pub ring_drops: u64,
@@ -65,6 +68,20 @@ pub struct KernelMetrics {
     pub fault_delta: Vec<OutcomeHist>,
 }
 
+/// Pages of the folios the kernel tried to migrate on hint faults, from
+/// the fault records (scaled by `--sample`): the in-kernel migration
+/// counters count folios, vmstat counts pages.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MigratedPages {
+    pub success: u64,
+    pub fail: u64,
+    /// Of `success`, from a lower tier to the top tier: what vmstat's
+    /// pgpromote_success counts.
+    pub promoted: u64,
+}
+
+/// Decisions of one (result, reason, node pair): `count` folios (one per
+/// hint fault) holding `pages` pages.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
     pub promote: bool,
@@ -72,8 +89,10 @@ pub struct Decision {
     pub src_node: i32,
     pub dst_node: i32,
     pub count: u64,
+    pub pages: u64,
 }
 
+/// A shadow model's verdicts: decisions (folios), and their pages beside.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelMetrics {
     pub model: String,
@@ -82,8 +101,14 @@ pub struct ModelMetrics {
     pub kernel_only: u64,
     pub model_only: u64,
     pub neither: u64,
+    pub promote_pages: u64,
+    pub both_pages: u64,
+    pub kernel_only_pages: u64,
+    pub model_only_pages: u64,
+    pub neither_pages: u64,
 }
 
+/// One process: hint faults and decisions (folios), decisions' pages.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProcessMetrics {
     pub pid: u32,
@@ -91,6 +116,8 @@ pub struct ProcessMetrics {
     pub hint_faults: u64,
     pub promote: u64,
     pub reject: u64,
+    pub promote_pages: u64,
+    pub reject_pages: u64,
     /// The funnel's verdict (`not_scanned`, `cold`, `refused_latency`, ...;
     /// empty while it has none).
     pub verdict: &'static str,
@@ -118,6 +145,7 @@ pub struct MetricsState {
     pub info: Info,
     /// `None` until the first kernel snapshot.
     pub kernel: Option<KernelMetrics>,
+    pub migrated_pages: MigratedPages,
     pub decisions: Vec<Decision>,
     pub models: Vec<ModelMetrics>,
     pub processes: Vec<ProcessMetrics>,

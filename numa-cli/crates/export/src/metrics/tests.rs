@@ -54,6 +54,12 @@ pub(crate) fn full_state() -> MetricsState {
             ],
             fault_delta: vec![hist("promote_hot", &[0, 1, 2, 3, 1 << 20])],
         }),
+        // One THP among the base pages: no page figure equals its folios.
+        migrated_pages: MigratedPages {
+            success: 2505 + 512,
+            fail: 512,
+            promoted: 2505 + 512,
+        },
         decisions: vec![
             Decision {
                 promote: true,
@@ -61,6 +67,7 @@ pub(crate) fn full_state() -> MetricsState {
                 src_node: 1,
                 dst_node: 0,
                 count: 2506,
+                pages: 2505 + 512,
             },
             Decision {
                 promote: false,
@@ -68,6 +75,7 @@ pub(crate) fn full_state() -> MetricsState {
                 src_node: 1,
                 dst_node: 0,
                 count: 25314,
+                pages: 25313 + 512,
             },
         ],
         models: vec![ModelMetrics {
@@ -77,6 +85,11 @@ pub(crate) fn full_state() -> MetricsState {
             kernel_only: 4,
             model_only: 4,
             neither: 7,
+            promote_pages: 8 + 512,
+            both_pages: 4 + 512,
+            kernel_only_pages: 4,
+            model_only_pages: 4,
+            neither_pages: 6 + 512,
         }],
         processes: vec![ProcessMetrics {
             pid: 42,
@@ -84,6 +97,8 @@ pub(crate) fn full_state() -> MetricsState {
             hint_faults: 10,
             promote: 1,
             reject: 9,
+            promote_pages: 512,
+            reject_pages: 9,
             verdict: "not_scanned",
         }],
         funnel: FunnelMetrics {
@@ -142,6 +157,12 @@ fn names_follow_the_issue_and_prometheus_conventions() {
         "numatrace_vma_skips_total",
         "numatrace_funnel_processes",
         "numatrace_process_verdict",
+        "numatrace_promotion_decision_pages_total",
+        "numatrace_migrated_pages_total",
+        "numatrace_promoted_pages_total",
+        "numatrace_model_promote_pages_total",
+        "numatrace_model_agreement_pages_total",
+        "numatrace_process_promotion_decision_pages_total",
     ] {
         assert!(
             om.lines()
@@ -178,6 +199,149 @@ fn names_follow_the_issue_and_prometheus_conventions() {
     assert!(om.contains(
         r#"numatrace_info{version="0.1.0",kernel="6.12.117+deb12-amd64",attach_mode="fentry"} 1"#
     ));
+}
+
+/// The value of the sample `name` whose labels include `labels`.
+fn sample(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let s = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(v)))?;
+    match s.value {
+        prometheus_parse::Value::Counter(v)
+        | prometheus_parse::Value::Gauge(v)
+        | prometheus_parse::Value::Untyped(v) => Some(v),
+        _ => None,
+    }
+}
+
+/// Every page series stands beside its folio series with the same labels
+/// and its own value: the fixture's THP makes the two differ everywhere.
+#[test]
+fn page_series_stand_beside_the_folio_series() {
+    let (om, prom) = encode_both(full_state());
+    let scrape = parse(&prom);
+    let promote = [("result", "promote"), ("reason", "promote_hot")];
+    let proc_promote = [("pid", "42"), ("result", "promote")];
+    let both = [("model", "fault-count"), ("cell", "both")];
+    let success = [("result", "success")];
+    let fail = [("result", "fail")];
+    for (folios, pages, labels, want) in [
+        (
+            "numatrace_promotion_decisions_total",
+            "numatrace_promotion_decision_pages_total",
+            &promote[..],
+            (2506.0, 3017.0),
+        ),
+        (
+            "numatrace_migrations_total",
+            "numatrace_migrated_pages_total",
+            &success[..],
+            (2506.0, 3017.0),
+        ),
+        (
+            "numatrace_migrations_total",
+            "numatrace_migrated_pages_total",
+            &fail[..],
+            (1.0, 512.0),
+        ),
+        (
+            "numatrace_model_promote_total",
+            "numatrace_model_promote_pages_total",
+            &both[..1],
+            (9.0, 520.0),
+        ),
+        (
+            "numatrace_model_agreement_total",
+            "numatrace_model_agreement_pages_total",
+            &both[..],
+            (5.0, 516.0),
+        ),
+        (
+            "numatrace_process_promotion_decisions_total",
+            "numatrace_process_promotion_decision_pages_total",
+            &proc_promote[..],
+            (1.0, 512.0),
+        ),
+    ] {
+        let got = (
+            sample(&scrape, folios, labels),
+            sample(&scrape, pages, labels),
+        );
+        assert_eq!(
+            got,
+            (Some(want.0), Some(want.1)),
+            "{folios} / {pages} {labels:?}"
+        );
+        let label_sets = |name: &str| -> Vec<Vec<String>> {
+            scrape
+                .samples
+                .iter()
+                .filter(|s| s.metric == name)
+                .map(|s| s.labels.iter().map(|(k, v)| format!("{k}={v}")).collect())
+                .collect()
+        };
+        let mut sets = (label_sets(folios), label_sets(pages));
+        sets.0
+            .iter_mut()
+            .chain(sets.1.iter_mut())
+            .for_each(|s| s.sort());
+        assert_eq!(sets.0, sets.1, "{pages} has {folios}'s labels");
+    }
+    assert_eq!(
+        sample(&scrape, "numatrace_promoted_pages_total", &[]),
+        Some(3017.0)
+    );
+    // OpenMetrics: the unit is the name's suffix and has its own line.
+    for name in [
+        "numatrace_promotion_decision_pages",
+        "numatrace_migrated_pages",
+        "numatrace_promoted_pages",
+        "numatrace_model_promote_pages",
+        "numatrace_model_agreement_pages",
+        "numatrace_process_promotion_decision_pages",
+    ] {
+        assert!(
+            om.contains(&format!("# TYPE {name} counter\n# UNIT {name} pages\n")),
+            "{name}"
+        );
+        assert!(
+            prom.contains(&format!("# TYPE {name}_total counter")),
+            "{name}"
+        );
+    }
+}
+
+/// A series counting promotions, decisions or migrations says whether it
+/// counts folios or pages: vmstat's page counters are 512 times a THP's
+/// folio count.
+#[test]
+fn every_promotion_decision_and_migration_series_says_its_unit() {
+    let (om, _) = encode_both(full_state());
+    let helps: Vec<(&str, &str)> = om
+        .lines()
+        .filter_map(|l| l.strip_prefix("# HELP ")?.split_once(' '))
+        .collect();
+    let about = [
+        "promot",
+        "decision",
+        "migrat",
+        "model_agreement",
+        "hint_faults",
+    ];
+    let named: Vec<&(&str, &str)> = helps
+        .iter()
+        .filter(|(name, _)| about.iter().any(|a| name.contains(a)))
+        .collect();
+    assert!(named.len() >= 12, "{named:?}");
+    for (name, help) in named {
+        let unit = if name.ends_with("_pages") {
+            "pages"
+        } else {
+            "folio"
+        };
+        assert!(help.to_lowercase().contains(unit), "{name}: {help}");
+    }
 }
 
 #[test]

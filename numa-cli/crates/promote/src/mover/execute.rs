@@ -143,10 +143,8 @@ impl<E: Env> Mover<E> {
         to_move: &[(u64, Pending)],
         t0: u64,
     ) -> (io::Result<i64>, Vec<i32>, u64) {
-        let bytes: u64 = to_move
-            .iter()
-            .map(|(_, p)| u64::from(p.nr_pages) * PAGE)
-            .sum();
+        let pages: u64 = to_move.iter().map(|(_, p)| p.nr_pages).sum();
+        let bytes = pages * PAGE;
         let t1 = self.env.now_ns();
         self.bucket.take(t1, bytes);
         if let Some(e) = self.free.get_mut(&target) {
@@ -159,15 +157,19 @@ impl<E: Env> Mover<E> {
         let t2 = self.env.now_ns();
         self.report.move_calls += 1;
         self.report.move_ns += t2.saturating_sub(t1);
-        // The budget covers the query too.
-        self.sizer.observe(self.addrs.len(), t2.saturating_sub(t0));
+        // The budget covers the query too. Learnt per base page, the unit
+        // batches are taken in: a THP costs about its 512 pages' copy.
+        self.sizer.observe(
+            usize::try_from(pages).unwrap_or(usize::MAX),
+            t2.saturating_sub(t0),
+        );
         (r, status, t2)
     }
 
-    /// Accounts each page of a move by its status: moved ones are
+    /// Accounts each folio of a move by its status: moved ones are
     /// remembered for the final check, failed ones retried when worth it.
     fn account_moves(&mut self, pid: u32, target: u32, to_move: Batch, status: &[i32], now: u64) {
-        let (mut moved, mut moved_bytes, mut failed, mut already) = (0u64, 0u64, 0u64, 0u64);
+        let (mut moved, mut moved_pages, mut failed, mut already) = (0u64, 0u64, 0u64, 0u64);
         // Out of the map while the loop retries pages on `self`.
         let mut verify = self.moved.remove(&pid).unwrap_or_default();
         for ((addr, p), &s) in to_move.into_iter().zip(status) {
@@ -181,7 +183,7 @@ impl<E: Env> Mover<E> {
                 // Also a page the kernel promoted itself since the fault
                 // when the query was skipped: it is on the target either way.
                 moved += 1;
-                moved_bytes += u64::from(p.nr_pages) * PAGE;
+                moved_pages += p.nr_pages;
                 if self.moved_len < MAX_VERIFY {
                     self.moved_len += 1;
                     verify.insert(addr, target);
@@ -202,16 +204,21 @@ impl<E: Env> Mover<E> {
             }
         }
         self.moved.insert(pid, verify);
+        let moved_bytes = moved_pages * PAGE;
         self.report.statuses.moved += moved;
         self.report.statuses.already_on_target += already;
+        self.report.moved_pages += moved_pages;
         self.report.moved_bytes += moved_bytes;
-        self.shared.moved_pages.fetch_add(moved, Ordering::Relaxed);
+        self.shared
+            .moved_pages
+            .fetch_add(moved_pages, Ordering::Relaxed);
         self.shared
             .moved_bytes
             .fetch_add(moved_bytes, Ordering::Relaxed);
         self.shared.failures.fetch_add(failed, Ordering::Relaxed);
         let row = self.report.per_process.entry(pid).or_default();
         row.moved += moved;
+        row.moved_pages += moved_pages;
         row.failed += failed;
         row.already_on_target += already;
     }

@@ -54,7 +54,7 @@ pub use report::{MoverReport, ProcMoves, PromoterStats, Shared, StatusCounts, Ve
 pub use thread::spawn;
 
 pub const PAGE: u64 = 4096;
-/// Moved pages remembered per run for the final where-are-they check.
+/// Moved folios remembered per run for the final where-are-they check.
 const MAX_VERIFY: usize = 1 << 20;
 /// A node's meminfo reading is reused for at most this long.
 pub const MEMINFO_MAX_AGE_NS: u64 = 200_000_000;
@@ -77,7 +77,7 @@ pub struct MoverConfig {
     pub batch_ms: f64,
     pub max_retries: u32,
     pub retry_backoff_ms: u64,
-    /// Pages waiting in the queue at most (a dry run: distinct pages
+    /// Folios waiting in the queue at most (a dry run: distinct folios
     /// remembered); beyond it requests are dropped and counted.
     pub max_queued_pages: usize,
     pub dry_run: bool,
@@ -106,8 +106,8 @@ pub struct Mover<E: Env> {
     bucket: TokenBucket,
     sizer: BatchSizer,
     report: MoverReport,
-    /// Per process: each page moved -> its target, for the final check
-    /// and so a page is counted as moved once.
+    /// Per process: each folio moved (by its address) -> its target, for
+    /// the final check and so a folio is counted as moved once.
     moved: HashMap<u32, HashMap<u64, u32>>,
     moved_len: usize,
     would_by_second: BTreeMap<u64, u64>,
@@ -121,7 +121,7 @@ pub struct Mover<E: Env> {
     blocked: BTreeMap<u32, u64>,
     /// The target served last: the next step starts after it.
     last_target: Option<u32>,
-    /// A dry run's pages, each counted once.
+    /// A dry run's folios (by address), each counted once.
     seen: HashSet<(u32, u64)>,
     /// The processes served, pinned.
     procs: procs::Procs,

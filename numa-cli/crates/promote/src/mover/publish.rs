@@ -13,7 +13,8 @@ impl<E: Env> Mover<E> {
         let r = &self.report;
         let st = &r.statuses;
         let live = PromoterStats::read(&self.shared, 0);
-        s.moved_pages = st.moved;
+        // Pages, as moved_bytes and vmstat's pgpromote_success count.
+        s.moved_pages = r.moved_pages;
         s.moved_bytes = r.moved_bytes;
         s.already_on_target = st.already_on_target;
         s.failures = st.failures();

@@ -11,7 +11,9 @@ use serde::Serialize;
 use super::{Env, Mover};
 use crate::{queue::QueueCounts, sys};
 
-/// What a page's move ended as (move_pages' per-page status).
+/// What each folio's move ended as: move_pages' status for the folio's
+/// one address in the call (a THP moves whole, 512 pages under one
+/// status). Folios; [`MoverReport::moved_pages`] has the pages moved.
 #[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
 pub struct StatusCounts {
     pub moved: u64,
@@ -39,7 +41,7 @@ impl StatusCounts {
             + self.other
     }
 
-    /// Counts one failed page; true when it is worth retrying.
+    /// Counts one failed folio; true when it is worth retrying.
     pub(super) fn fail(&mut self, errno: i32) -> bool {
         match errno {
             libc::EBUSY => {
@@ -71,13 +73,15 @@ impl StatusCounts {
     }
 }
 
-/// Per-process results of the mover.
+/// Per-process results of the mover: folios, and pages where named.
 #[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
 pub struct ProcMoves {
     pub moved: u64,
+    pub moved_pages: u64,
     pub already_on_target: u64,
     pub failed: u64,
     pub would_move: u64,
+    pub would_move_pages: u64,
     /// move_pages said the process no longer exists (ESRCH).
     pub exited: bool,
     /// move_pages refused (EPERM): not ours to move.
@@ -87,18 +91,20 @@ pub struct ProcMoves {
 /// Counters shared with the pipeline thread and with live displays.
 #[derive(Debug, Default)]
 pub struct Shared {
-    /// Requests the pipeline put on the channel.
+    /// Requests (one per folio) the pipeline put on the channel.
     pub sent: AtomicU64,
     /// Requests dropped because the channel was full.
     pub overflows: AtomicU64,
-    /// Requests (and waiting pages) dropped because the mover's queue was
+    /// Requests (and waiting folios) dropped because the mover's queue was
     /// full.
     pub dropped: AtomicU64,
     pub received: AtomicU64,
-    /// Pages waiting in the mover's queue.
+    /// Folios waiting in the mover's queue.
     pub pending: AtomicU64,
+    /// Pages moved (a THP's 512), and their bytes.
     pub moved_pages: AtomicU64,
     pub moved_bytes: AtomicU64,
+    /// Folios whose move failed.
     pub failures: AtomicU64,
     pub started_ns: AtomicU64,
     /// Every process of a `--pid` scope has exited: nothing is left to do.
@@ -114,10 +120,12 @@ pub struct Shared {
 #[derive(Debug, Default, Clone, Copy, Serialize, PartialEq)]
 pub struct PromoterStats {
     pub ts_ns: u64,
+    /// Pages moved (a THP's 512), and their bytes.
     pub moved_pages: u64,
     pub moved_bytes: u64,
+    /// Folios whose move failed.
     pub failures: u64,
-    /// Requests on the channel plus pages in the mover's queue.
+    /// Requests on the channel plus folios in the mover's queue.
     pub queue_depth: u64,
     /// Requests dropped because the channel or the mover's queue was full.
     pub queue_overflows: u64,
@@ -151,7 +159,8 @@ impl PromoterStats {
     }
 }
 
-/// Where the moved pages were at the end (a move_pages query).
+/// Where the moved folios were at the end (a move_pages query of each
+/// one's address).
 #[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
 pub struct Verify {
     pub checked: u64,
@@ -160,21 +169,25 @@ pub struct Verify {
     pub elsewhere: u64,
     /// Unmapped, or the process exited.
     pub gone: u64,
-    /// Moved pages not remembered (more than the check keeps).
+    /// Moved folios not remembered (more than the check keeps).
     pub unchecked: u64,
 }
 
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct MoverReport {
     pub dry_run: bool,
+    /// Folios by their move's status.
     pub statuses: StatusCounts,
+    /// Pages moved (`statuses.moved` folios, a THP's 512), and their bytes.
+    pub moved_pages: u64,
     pub moved_bytes: u64,
     pub queue: QueueCounts,
     pub move_calls: u64,
     pub move_ns: u64,
     pub query_calls: u64,
     pub query_ns: u64,
-    /// Pages per call at the end, and the learnt cost per page and per call.
+    /// Base pages per call at the end, and the learnt cost per page and
+    /// per call.
     pub batch_pages: usize,
     pub ns_per_page: Option<f64>,
     pub fixed_ns_per_call: Option<f64>,
@@ -187,22 +200,24 @@ pub struct MoverReport {
     /// Node -> the least headroom seen before a batch, KiB.
     pub min_headroom_kb: BTreeMap<u32, u64>,
     pub meminfo_errors: u64,
-    /// Pages that failed more than `max_retries` times.
+    /// Folios that failed more than `max_retries` times.
     pub gave_up: u64,
-    /// Pages dropped because their process exited (ESRCH) or refused (EPERM).
+    /// Folios dropped because their process exited (ESRCH) or refused (EPERM).
     pub dropped_exited: u64,
     pub processes_exited: u64,
     pub processes_refused: u64,
     /// Pids served again, for a new process, after theirs exited or
     /// refused (`--all`, `--cgroup`).
     pub pids_reused: u64,
-    /// Pages dropped at move time because their process left the scope.
+    /// Folios dropped at move time because their process left the scope.
     pub dropped_out_of_scope: u64,
-    /// Pages left in the queue when the mover stopped.
+    /// Folios left in the queue when the mover stopped.
     pub left_in_queue: u64,
     pub per_process: BTreeMap<u32, ProcMoves>,
     pub verify: Verify,
-    /// Dry run: bytes that would have moved, per second of fault time.
+    /// Dry run: what would have moved, in folios, pages and bytes, and
+    /// the most bytes in one second of fault time.
+    pub would_move_folios: u64,
     pub would_move_pages: u64,
     pub would_move_bytes: u64,
     pub would_move_peak_bytes_per_s: u64,

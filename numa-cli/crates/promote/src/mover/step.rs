@@ -88,7 +88,6 @@ impl<E: Env> Mover<E> {
             self.sync_pending();
             return Served::Worked;
         }
-        let head = u64::from(head);
         let want = self.sizer.pages() as u64;
         let Some(headroom) = self.headroom(target, now, want.max(head)) else {
             // Without the node's free memory the floor cannot be kept.

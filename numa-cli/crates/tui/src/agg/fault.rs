@@ -1,5 +1,11 @@
 //! Hint faults: counts, shadow-model verdicts, histograms and heat.
-use numa_core::{decode::comm, model::policy::FaultView};
+use numa_core::{
+    decode::comm,
+    model::{
+        funnel::{slow_tier, top_tier},
+        policy::FaultView,
+    },
+};
 use numa_ebpf_common::{fault_flags as ff, tnf, FaultEvent, Outcome};
 
 use super::{hists::HistPoint, Aggregator, Counts, CHUNK_SHIFT};
@@ -13,6 +19,7 @@ impl Aggregator {
         let promoted = f.decision == 1;
         let local = f.flags & ff::HAS_FAULT_HOOK != 0 && f.tnf_flags & tnf::FAULT_LOCAL != 0;
         let mig_fail = f.flags & ff::MIGRATE_TRIED != 0 && f.migrate_ok == 0;
+        let promoted_pages = self.promoted_pages(f);
         self.note_threshold(f);
         // The models decide first (they need &mut self.models and the scans).
         let verdicts = if decided {
@@ -25,6 +32,7 @@ impl Aggregator {
             c.faults += 1;
             c.local += u64::from(local);
             c.migrate_fail += u64::from(mig_fail);
+            c.promoted_pages += promoted_pages;
             if decided {
                 c.decisions += 1;
                 c.promoted += u64::from(promoted);
@@ -69,6 +77,18 @@ impl Aggregator {
             ch.cur = ch.cur.saturating_add(1);
         }
         self.last_pid = Some(tgid);
+    }
+
+    /// The pages the fault moved from a lower tier to the top tier, as
+    /// vmstat's pgpromote_success adds them (a THP's 512).
+    fn promoted_pages(&self, f: &FaultEvent) -> u64 {
+        let migrated = f.flags & ff::MIGRATE_TRIED != 0 && f.migrate_ok != 0;
+        let mask = self.toptier_mask;
+        if migrated && slow_tier(f.src_nid, mask) && top_tier(f.dst_nid, mask) {
+            f.pages()
+        } else {
+            0
+        }
     }
 
     /// The hot threshold the kernel reported per node (most faults repeat

@@ -34,10 +34,11 @@ use header::{header_view, Static};
 use hists::Hists;
 use procs::{Proc, Procs, Rates};
 use publish::BASE_SERIES;
+use roll::VmstatPages;
 
 pub use heat::regions;
 pub use hists::{bucket_le, threshold_bucket};
-pub use publish::short_name;
+pub use publish::{short_name, FOLIOS, PAGES};
 
 /// Points of history per rate (5 minutes at the default 1 s refresh).
 pub const HISTORY: usize = 300;
@@ -68,16 +69,22 @@ pub struct Focus {
 
 pub use numa_core::procfs::Vma;
 
+/// Hint faults and decisions in folios (one per fault, a THP's too), and
+/// the pages vmstat would count for the promotions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     pub faults: u64,
     pub local: u64,
     pub decisions: u64,
+    /// Folios the kernel decided to promote.
     pub promoted: u64,
     pub rej_latency: u64,
     pub rej_rate_limit: u64,
     pub rej_other: u64,
     pub migrate_fail: u64,
+    /// Pages migrated from a lower tier to the top tier: what vmstat's
+    /// pgpromote_success counts.
+    pub promoted_pages: u64,
 }
 
 struct ModelSlot {
@@ -99,13 +106,15 @@ pub struct Aggregator {
     sys_decided: u64,
     sys_hists: Hists,
     history: Vec<VecDeque<f64>>,
-    demoted_rate: f64,
+    /// vmstat's pages per second, between the snapshots of the last two
+    /// rolls: demoted, and promoted (pgpromote_success).
+    vmstat_rates: VmstatPages<f64>,
     kernel_threshold: BTreeMap<i32, u32>,
     /// The last (node, threshold) put in `kernel_threshold` (most faults
     /// repeat it: no map lookup).
     last_threshold: Option<(i32, u32)>,
     window: Window,
-    snap_at_roll: Option<(u64, u64)>,
+    snap_at_roll: Option<(u64, VmstatPages<u64>)>,
     first_ts: Option<u64>,
     now_ts: u64,
     last_roll_ts: Option<u64>,
@@ -144,7 +153,7 @@ impl Aggregator {
             sys_decided: 0,
             sys_hists: Hists::default(),
             history: vec![VecDeque::with_capacity(HISTORY); n_series],
-            demoted_rate: 0.0,
+            vmstat_rates: VmstatPages::default(),
             kernel_threshold: BTreeMap::new(),
             last_threshold: None,
             window: Window::default(),

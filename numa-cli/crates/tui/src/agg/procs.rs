@@ -25,11 +25,14 @@ pub(super) struct Range {
 /// Rates of the last roll, per second.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Rates {
-    pub(super) counts: [f64; 8],
+    /// [`Counts`]' fields in their order, `[faults, local, decisions,
+    /// promoted, rej_latency, rej_rate_limit, rej_other, migrate_fail,
+    /// promoted_pages]`.
+    pub(super) counts: [f64; 9],
     pub(super) models: Vec<f64>,
 }
 
-pub(super) fn rates_of(now: &Counts, prev: &Counts, dt_s: f64) -> [f64; 8] {
+pub(super) fn rates_of(now: &Counts, prev: &Counts, dt_s: f64) -> [f64; 9] {
     let d = |a: u64, b: u64| a.saturating_sub(b) as f64 / dt_s;
     [
         d(now.faults, prev.faults),
@@ -40,6 +43,7 @@ pub(super) fn rates_of(now: &Counts, prev: &Counts, dt_s: f64) -> [f64; 8] {
         d(now.rej_rate_limit, prev.rej_rate_limit),
         d(now.rej_other, prev.rej_other),
         d(now.migrate_fail, prev.migrate_fail),
+        d(now.promoted_pages, prev.promoted_pages),
     ]
 }
 
@@ -76,7 +80,7 @@ impl Proc {
             prev_model_promote: vec![0; models],
             model_agree: vec![0; models],
             rates: Rates {
-                counts: [0.0; 8],
+                counts: [0.0; 9],
                 models: vec![0.0; models],
             },
             ..Proc::default()

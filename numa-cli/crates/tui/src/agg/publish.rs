@@ -13,16 +13,25 @@ use super::{
     Aggregator, Focus, MAX_ROWS,
 };
 
-pub(super) const BASE_SERIES: [&str; 9] = [
-    "hint faults",
-    "decisions",
-    "promoted",
-    "rej latency",
-    "rej rate lim",
-    "rej other",
-    "demoted",
-    "migrate fail",
-    "local %",
+/// Units of the rates: hint faults and decisions count folios, one per
+/// fault (a THP's is one); vmstat's page counters count a THP as 512.
+pub const FOLIOS: &str = "folios";
+pub const PAGES: &str = "pages";
+
+/// The system rates and their units; the pages are side by side with
+/// vmstat's.
+pub(super) const BASE_SERIES: [(&str, &str); 11] = [
+    ("hint faults", FOLIOS),
+    ("decisions", FOLIOS),
+    ("promoted", FOLIOS),
+    ("promoted pg", PAGES),
+    ("vmstat promo", PAGES),
+    ("rej latency", FOLIOS),
+    ("rej rate lim", FOLIOS),
+    ("rej other", FOLIOS),
+    ("demoted pg", PAGES),
+    ("migrate fail", FOLIOS),
+    ("local %", "%"),
 ];
 
 pub fn short_name(name: &str) -> &'static str {
@@ -113,16 +122,20 @@ impl Aggregator {
     }
 
     fn rate_series(&self) -> Vec<RateSeries> {
-        let names = BASE_SERIES.iter().map(|s| (*s).to_owned()).chain(
-            self.model_views()
-                .into_iter()
-                .map(|m| format!("{} would", m.short)),
-        );
+        let names = BASE_SERIES
+            .iter()
+            .map(|(name, unit)| ((*name).to_owned(), *unit))
+            .chain(
+                self.model_views()
+                    .into_iter()
+                    .map(|m| (format!("{} would", m.short), FOLIOS)),
+            );
         names
             .zip(&self.history)
             .enumerate()
-            .map(|(i, (name, h))| RateSeries {
+            .map(|(i, ((name, unit), h))| RateSeries {
                 name,
+                unit: unit.to_owned(),
                 current: h.back().copied().unwrap_or(0.0),
                 history: h.iter().copied().collect(),
                 note: if i == 0 {
@@ -240,6 +253,7 @@ fn rates_row(pid: u32, comm: String, rates: &Rates, h: &Hists) -> ProcRow {
         local_pct: (r[0] > 0.0).then(|| 100.0 * r[1] / r[0]),
         decisions_s: r[2],
         promoted_s: r[3],
+        promoted_pages_s: r[8],
         rej_latency_s: r[4],
         rej_rate_limit_s: r[5],
         model_s: rates.models.clone(),

@@ -34,17 +34,7 @@ impl Aggregator {
                 r
             })
             .collect();
-        if let Some(s) = self.window.last() {
-            let d = demoted(s);
-            if let Some((t0, d0)) = self.snap_at_roll {
-                if s.ts_ns > t0 {
-                    self.demoted_rate = d.saturating_sub(d0) as f64 / ((s.ts_ns - t0) as f64 / 1e9);
-                    self.snap_at_roll = Some((s.ts_ns, d));
-                }
-            } else {
-                self.snap_at_roll = Some((s.ts_ns, d));
-            }
-        }
+        self.roll_vmstat();
         for p in self.procs.iter_mut() {
             p.rates.counts = rates_of(&p.counts, &p.prev, dt_s);
             p.prev = p.counts;
@@ -58,16 +48,10 @@ impl Aggregator {
             .retain(|p| now.saturating_sub(p.last_ts) < IDLE_PRUNE_NS);
         let r = &self.sys_rates.counts;
         let local_pct = if r[0] > 0.0 { 100.0 * r[1] / r[0] } else { 0.0 };
+        // In BASE_SERIES' order.
+        let v = &self.vmstat_rates;
         let mut points = vec![
-            r[0],
-            r[2],
-            r[3],
-            r[4],
-            r[5],
-            r[6],
-            self.demoted_rate,
-            r[7],
-            local_pct,
+            r[0], r[2], r[3], r[8], v.promoted, r[4], r[5], r[6], v.demoted, r[7], local_pct,
         ];
         points.extend(self.sys_rates.models.iter().copied());
         for (h, v) in self.history.iter_mut().zip(points) {
@@ -80,9 +64,46 @@ impl Aggregator {
     }
 }
 
-fn demoted(s: &Snapshot) -> u64 {
-    ["pgdemote_kswapd", "pgdemote_direct", "pgdemote_khugepaged"]
-        .iter()
-        .filter_map(|k| s.vmstat.get(*k))
-        .sum()
+/// The vmstat counters `top` shows, in pages as vmstat counts them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct VmstatPages<T> {
+    pub(super) demoted: T,
+    /// pgpromote_success.
+    pub(super) promoted: T,
+}
+
+impl VmstatPages<u64> {
+    fn of(s: &Snapshot) -> Self {
+        let sum = |keys: &[&str]| keys.iter().filter_map(|k| s.vmstat.get(*k)).sum();
+        VmstatPages {
+            demoted: sum(&["pgdemote_kswapd", "pgdemote_direct", "pgdemote_khugepaged"]),
+            promoted: sum(&["pgpromote_success"]),
+        }
+    }
+}
+
+impl Aggregator {
+    /// vmstat's rates from the snapshot of the last roll (at first, the
+    /// window's first) to the latest, when a newer one came (snapshots may
+    /// come slower than rolls).
+    fn roll_vmstat(&mut self) {
+        let (Some(first), Some(last)) = (self.window.first(), self.window.last()) else {
+            return;
+        };
+        let (t0, before) = self
+            .snap_at_roll
+            .unwrap_or_else(|| (first.ts_ns, VmstatPages::of(first)));
+        if last.ts_ns <= t0 {
+            self.snap_at_roll = Some((t0, before));
+            return;
+        }
+        let now = VmstatPages::of(last);
+        let dt_s = (last.ts_ns - t0) as f64 / 1e9;
+        let rate = |a: u64, b: u64| a.saturating_sub(b) as f64 / dt_s;
+        self.vmstat_rates = VmstatPages {
+            demoted: rate(now.demoted, before.demoted),
+            promoted: rate(now.promoted, before.promoted),
+        };
+        self.snap_at_roll = Some((last.ts_ns, now));
+    }
 }

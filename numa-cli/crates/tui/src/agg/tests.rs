@@ -55,6 +55,16 @@ fn snap(ts: u64, drops: u64, inserts: u64, demoted: u64) -> Snapshot {
 
 /// A fault of process `pid` at `ts` with the given latency and outcome.
 fn f(pid: u32, ts: u64, page: u64, latency_ms: u64, outcome: Outcome) -> Event {
+    Event::Fault(fault_event(pid, ts, page, latency_ms, outcome))
+}
+
+fn fault_event(
+    pid: u32,
+    ts: u64,
+    page: u64,
+    latency_ms: u64,
+    outcome: Outcome,
+) -> numa_ebpf_common::FaultEvent {
     let mut e = fault(1, page, 0, outcome);
     e.pid_tgid = (u64::from(pid) << 32) | u64::from(pid);
     e.ts_ns = ts;
@@ -62,7 +72,7 @@ fn f(pid: u32, ts: u64, page: u64, latency_ms: u64, outcome: Outcome) -> Event {
     e.kernel_latency_ms = latency_ms as u32;
     e.seq_mm = 1_000_000;
     e.scan_seq_mm = 1_000_000 - latency_ms; // delta == latency in ms, for easy checks
-    Event::Fault(e)
+    e
 }
 
 #[test]
@@ -122,9 +132,9 @@ fn rates_per_interval_and_history() {
     let dem = fr
         .rates
         .iter()
-        .find(|r| r.name == "demoted")
+        .find(|r| r.name == "demoted pg")
         .expect("series");
-    assert_eq!(dem.current, 10.0);
+    assert_eq!((dem.current, dem.unit.as_str()), (10.0, PAGES));
     // A publication at the same time adds no point and keeps the rates.
     let fr = a.publish(Some(T0 + 3 * S), Focus::default());
     assert_eq!(fr.processes[0].faults_s, 25.0);
@@ -140,6 +150,56 @@ fn rates_per_interval_and_history() {
     }
     let fr = a.publish(Some(T0 + (HISTORY as u64 + 30) * S), Focus::default());
     assert!(fr.rates.iter().all(|r| r.history.len() == HISTORY));
+}
+
+/// A fault of process 7 at `ms` into the window, whose folio of `pages`
+/// pages the kernel decided to promote and migrated from `src` to node 0
+/// (`Some(ok)`) or did not try to.
+fn promotion(ms: u64, pages: u32, src: i32, migrated: Option<bool>) -> Event {
+    let mut e = fault_event(7, T0 + ms * 1_000_000, ms, 100, Outcome::PromoteHot);
+    (e.nr_pages, e.src_nid) = (pages, src);
+    if let Some(ok) = migrated {
+        e.flags |= ff::MIGRATE_TRIED;
+        e.migrate_ok = u8::from(ok);
+    }
+    Event::Fault(e)
+}
+
+/// A THP promotion is one folio and 512 pages: the folio rates count it
+/// once, "promoted pg" counts what vmstat's pgpromote_success adds, and
+/// shows vmstat's rate beside it.
+#[test]
+fn a_thp_promotion_is_one_folio_and_512_pages() {
+    let mut a = agg(&[]);
+    let promoted_vmstat = |ts: u64, pages: u64| Snapshot {
+        vmstat: [("pgpromote_success".to_owned(), pages)].into(),
+        ..snap(ts, 0, 0, 0)
+    };
+    a.snapshot(&promoted_vmstat(T0, 1000));
+    for ev in [
+        promotion(1, 512, 1, Some(true)),
+        promotion(2, 1, 1, Some(true)),
+        // Failed, DRAM to DRAM, not tried: no page promoted.
+        promotion(3, 512, 1, Some(false)),
+        promotion(4, 512, 0, Some(true)),
+        promotion(5, 512, 1, None),
+    ] {
+        a.event(&ev);
+    }
+    a.snapshot(&promoted_vmstat(T0 + S, 1000 + 513));
+    let fr = a.publish(Some(T0 + S), Focus::default());
+    let (sys, p) = (&fr.system, &fr.processes[0]);
+    assert_eq!((sys.promoted_s, sys.promoted_pages_s), (5.0, 513.0));
+    assert_eq!((p.promoted_s, p.promoted_pages_s), (5.0, 513.0));
+    let rate = |name: &str| {
+        let r = fr.rates.iter().find(|r| r.name == name).expect(name);
+        (r.current, r.unit.as_str())
+    };
+    assert_eq!(rate("promoted"), (5.0, FOLIOS));
+    assert_eq!(rate("decisions"), (5.0, FOLIOS));
+    assert_eq!(rate("promoted pg"), (513.0, PAGES));
+    assert_eq!(rate("vmstat promo"), (513.0, PAGES));
+    assert_eq!(rate("local %").1, "%");
 }
 
 #[test]

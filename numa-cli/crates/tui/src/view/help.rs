@@ -21,9 +21,18 @@ pub const KEYS: &[(&str, &str)] = &[
     ("?", "this help (any key closes it)"),
 ];
 
+/// What the figures mean, below the keys.
+const NOTES: &[&str] = &[
+    " Rates are per second of event time; latency and delta columns",
+    " are since start. Wider terminals add LOC% and RESIDENT PAGES.",
+    " Units: folios, one per hint fault (a THP is one), unless marked",
+    " pg or vmstat: pages, as vmstat counts them (a THP is 512).",
+    " promoted pg: pages moved to the top tier (pgpromote_success's).",
+];
+
 pub fn render(area: Rect, buf: &mut Buffer) {
     let w = area.width.min(72);
-    let h = (KEYS.len() as u16 + 6).min(area.height);
+    let h = (KEYS.len() + NOTES.len() + 4).min(usize::from(area.height)) as u16;
     let r = Rect::new(
         area.x + (area.width - w) / 2,
         area.y + (area.height - h) / 2,
@@ -36,12 +45,7 @@ pub fn render(area: Rect, buf: &mut Buffer) {
         .map(|(k, what)| Line::from(format!(" {k:<14} {what}")))
         .collect();
     lines.push(Line::from(""));
-    lines.push(Line::from(
-        " Rates are per second of event time; latency and delta columns",
-    ));
-    lines.push(Line::from(
-        " are since start. Wider terminals add LOC% and RESIDENT PAGES.",
-    ));
+    lines.extend(NOTES.iter().map(|l| Line::from(*l)));
     Paragraph::new(lines)
         .block(
             Block::default()

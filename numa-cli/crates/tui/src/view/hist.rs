@@ -109,7 +109,8 @@ fn draw_one(
     let total: u64 = promoted.iter().sum::<u64>() + rejected.iter().sum::<u64>();
     let t = Line::from(vec![
         Span::styled(title.to_owned(), title_style()),
-        Span::raw(format!(" ({})", fmt::count(total))),
+        // Decided faults: one per folio, a THP's too.
+        Span::raw(format!(" ({} folios)", fmt::count(total))),
     ]);
     Paragraph::new(t).render(Rect::new(area.x, area.y, area.width, 1), buf);
     let bars_h = area.height.saturating_sub(4).max(1);

@@ -8,7 +8,7 @@ use ratatui::{
 };
 
 use super::{dim, fmt, titled, GREEN, RED};
-use crate::app::App;
+use crate::{app::App, frame::RateSeries};
 
 const CELL_MIN: u16 = 26;
 const LABEL: usize = 12;
@@ -25,12 +25,20 @@ pub fn height(app: &App, width: u16) -> u16 {
 fn color(name: &str) -> Style {
     if name.starts_with("rej") || name == "migrate fail" {
         Style::default().fg(RED)
-    } else if name == "promoted" {
+    } else if name.starts_with("promoted") {
         Style::default().fg(GREEN)
     } else if name.ends_with("would") {
         Style::default().fg(Color::Cyan)
     } else {
         Style::default()
+    }
+}
+
+fn value(r: &RateSeries) -> String {
+    if r.unit == "%" {
+        format!("{:.0}%", r.current)
+    } else {
+        fmt::rate(r.current)
     }
 }
 
@@ -40,11 +48,12 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     }
     let f = &app.frame;
     let points = f.rates.first().map_or(0, |r| r.history.len());
+    // The units first: a narrow terminal cuts the end.
     let title = titled(
         "rates per second",
         format!(
-            "  (last {} points, {:.1}s each; demoted from vmstat)",
-            points, f.interval_s
+            "  folios (1 per hint fault); pg, vmstat: pages; last {points} × {:.1}s",
+            f.interval_s
         ),
     );
     Paragraph::new(title).render(Rect::new(area.x, area.y, area.width, 1), buf);
@@ -73,16 +82,11 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         if y >= area.y + area.height {
             continue;
         }
-        let value = if r.name == "local %" {
-            format!("{:.0}%", r.current)
-        } else {
-            fmt::rate(r.current)
-        };
         let label = fmt::fit(&r.name, LABEL);
         let spark_w = (cell_w as usize).saturating_sub(LABEL + 1 + 6 + 2);
         let line = Line::from(vec![
             Span::styled(format!("{label:<LABEL$} "), color(&r.name)),
-            Span::raw(format!("{value:>6} ")),
+            Span::raw(format!("{:>6} ", value(r))),
             Span::styled(fmt::sparkline(&r.history, spark_w), color(&r.name)),
         ]);
         Paragraph::new(line).render(Rect::new(x, y, cell_w.saturating_sub(1), 1), buf);

@@ -169,9 +169,14 @@ fn cell(text: &str, width: usize, left: bool) -> String {
     }
 }
 
-/// "processes (N)" with the active filter, the sort and the model.
+/// "processes (N)", the rates' unit, the active filter, the sort and the
+/// model.
 fn title_line(app: &App, n: usize) -> Line<'static> {
-    let mut title = vec![Span::styled(format!("processes ({n})"), title_style())];
+    let mut title = vec![
+        Span::styled(format!("processes ({n})"), title_style()),
+        // Every rate column counts folios, one per hint fault.
+        dim("  folios/s"),
+    ];
     if !app.active_filter().is_empty() {
         title.push(Span::styled(
             format!("  filter: {}", app.active_filter()),

@@ -307,6 +307,54 @@ fn header_shows_a_running_promoter() {
     );
 }
 
+/// A frame of one THP promoted in a second, with the recording's tiers
+/// (node 1 below node 0).
+fn thp_frame() -> Frame {
+    let header = numa_core::trace::Reader::open(Path::new(TRACE))
+        .expect("trace")
+        .header;
+    let mut agg = Aggregator::new(Vec::new(), &header, "live".into());
+    let mut f =
+        numa_core::decode::fixtures::fault(1, 1, 100, numa_ebpf_common::Outcome::PromoteHot);
+    f.nr_pages = 512;
+    f.flags |= numa_ebpf_common::fault_flags::MIGRATE_TRIED;
+    f.migrate_ok = 1;
+    let ts = f.ts_ns;
+    agg.event(&numa_core::decode::Event::Fault(f));
+    agg.publish(Some(ts + 1_000_000_000), Focus::default())
+}
+
+/// The rates say their unit, and a THP is one folio beside 512 pages.
+#[test]
+fn rates_say_their_unit_and_a_thp_is_512_pages() {
+    let app = app_with(thp_frame());
+    for (w, h) in SIZES {
+        let s = text(&draw(&app, w, h));
+        let has = |t: &str| s.contains(t);
+        assert!(
+            has("rates per second  folios (1 per hint fault); pg, vmstat: pages"),
+            "{s}"
+        );
+        assert!(has("processes (1)  folios/s"), "{s}");
+        assert!(has("(1 folios)"), "{s}");
+        // A rate's label is padded to its column.
+        let rate = |name: &str| {
+            let label = format!("{name:<12} ");
+            let at = s
+                .find(&label)
+                .unwrap_or_else(|| panic!("{name} not shown:\n{s}"));
+            s[at + label.len()..]
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+        };
+        assert_eq!(rate("promoted pg"), "512", "{s}");
+        assert_eq!(rate("decisions"), "1.0", "{s}");
+        assert_eq!(rate("promoted"), "1.0", "{s}");
+        assert_eq!(rate("vmstat promo"), "0", "{s}");
+    }
+}
+
 #[test]
 fn the_header_states_folio_sampling() {
     let mut frame = empty_frame();

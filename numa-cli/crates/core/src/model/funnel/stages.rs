@@ -1,6 +1,9 @@
 //! The counts of one funnel (a process, or one VMA of it): each stage a
-//! slow-tier page passes on its way to DRAM. Sums saturate: a damaged
-//! trace can hold any value.
+//! slow-tier page passes on its way to DRAM. Faults, decisions and
+//! migrations are counted in folios (one per hint fault, as vmstat's
+//! numa_hint_faults) and, in the `_pages` fields, in pages (a THP's 512, as
+//! vmstat's pgpromote_* count). Sums saturate: a damaged trace can hold any
+//! value.
 use std::collections::BTreeMap;
 
 use numa_ebpf_common::{fault_flags as ff, FaultEvent, Outcome};
@@ -30,10 +33,15 @@ pub struct Stages {
     /// Hint faults on slow-tier folios, and their pages (a THP's 512).
     pub slow_faults: u64,
     pub slow_fault_pages: u64,
+    /// Decisions by outcome: folios, and their pages.
     pub promoted: u64,
+    pub promoted_pages: u64,
     pub rejected_latency: u64,
+    pub rejected_latency_pages: u64,
     pub rejected_rate_limit: u64,
+    pub rejected_rate_limit_pages: u64,
     pub rejected_other: u64,
+    pub rejected_other_pages: u64,
     /// Of the latency rejections, those with the kernel's latency: its sum
     /// (ms) and count, for their mean.
     pub refused_latency_sum_ms: u64,
@@ -41,8 +49,17 @@ pub struct Stages {
     /// The threshold of the latest decision that ran the threshold path:
     /// the one in force at the end (the kernel adjusts it over time).
     pub threshold_ms: Option<u32>,
+    /// Migrations tried: folios, and their pages.
     pub migrate_ok: u64,
+    pub migrate_ok_pages: u64,
     pub migrate_fail: u64,
+    pub migrate_fail_pages: u64,
+}
+
+/// Adds one folio of `pages` pages to a (folios, pages) pair of counts.
+fn add_folio((folios, in_pages): (&mut u64, &mut u64), pages: u64) {
+    *folios = folios.saturating_add(1);
+    *in_pages = in_pages.saturating_add(pages);
 }
 
 impl Stages {
@@ -76,34 +93,49 @@ impl Stages {
     /// A hint fault on a slow-tier folio.
     pub fn fault(&mut self, f: &FaultEvent) {
         self.seen(f.ts_ns);
-        self.slow_faults = self.slow_faults.saturating_add(1);
-        self.slow_fault_pages = self
-            .slow_fault_pages
-            .saturating_add(u64::from(f.nr_pages.max(1)));
+        let pages = f.pages();
+        add_folio((&mut self.slow_faults, &mut self.slow_fault_pages), pages);
         let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
-        let add = |n: &mut u64| *n = n.saturating_add(1);
-        match outcome {
-            Outcome::PromoteHot | Outcome::PromoteFreeSpace => add(&mut self.promoted),
-            Outcome::RejectLatency => add(&mut self.rejected_latency),
-            Outcome::RejectRateLimit => add(&mut self.rejected_rate_limit),
-            Outcome::RejectOther => add(&mut self.rejected_other),
-            Outcome::NotTiering | Outcome::NoDecision => {}
+        if let Some(counts) = self.decided(outcome) {
+            add_folio(counts, pages);
         }
         if f.flags & ff::KERNEL_LATENCY != 0 {
             self.threshold_ms = Some(f.threshold_ms);
             if outcome == Outcome::RejectLatency {
-                add(&mut self.refused_latency_n);
+                self.refused_latency_n = self.refused_latency_n.saturating_add(1);
                 self.refused_latency_sum_ms = self
                     .refused_latency_sum_ms
                     .saturating_add(u64::from(f.kernel_latency_ms));
             }
         }
         if f.flags & ff::MIGRATE_TRIED != 0 {
-            if f.migrate_ok != 0 {
-                add(&mut self.migrate_ok);
+            let counts = if f.migrate_ok != 0 {
+                (&mut self.migrate_ok, &mut self.migrate_ok_pages)
             } else {
-                add(&mut self.migrate_fail);
+                (&mut self.migrate_fail, &mut self.migrate_fail_pages)
+            };
+            add_folio(counts, pages);
+        }
+    }
+
+    /// The (folios, pages) counts of a decision's outcome; none for a
+    /// fault without a tiering decision.
+    fn decided(&mut self, outcome: Outcome) -> Option<(&mut u64, &mut u64)> {
+        match outcome {
+            Outcome::PromoteHot | Outcome::PromoteFreeSpace => {
+                Some((&mut self.promoted, &mut self.promoted_pages))
             }
+            Outcome::RejectLatency => {
+                Some((&mut self.rejected_latency, &mut self.rejected_latency_pages))
+            }
+            Outcome::RejectRateLimit => Some((
+                &mut self.rejected_rate_limit,
+                &mut self.rejected_rate_limit_pages,
+            )),
+            Outcome::RejectOther => {
+                Some((&mut self.rejected_other, &mut self.rejected_other_pages))
+            }
+            Outcome::NotTiering | Outcome::NoDecision => None,
         }
     }
 
@@ -127,25 +159,47 @@ impl Stages {
         sum(&mut self.slow_faults, o.slow_faults);
         sum(&mut self.slow_fault_pages, o.slow_fault_pages);
         sum(&mut self.promoted, o.promoted);
+        sum(&mut self.promoted_pages, o.promoted_pages);
         sum(&mut self.rejected_latency, o.rejected_latency);
+        sum(&mut self.rejected_latency_pages, o.rejected_latency_pages);
         sum(&mut self.rejected_rate_limit, o.rejected_rate_limit);
+        sum(
+            &mut self.rejected_rate_limit_pages,
+            o.rejected_rate_limit_pages,
+        );
         sum(&mut self.rejected_other, o.rejected_other);
+        sum(&mut self.rejected_other_pages, o.rejected_other_pages);
         sum(&mut self.refused_latency_sum_ms, o.refused_latency_sum_ms);
         sum(&mut self.refused_latency_n, o.refused_latency_n);
         self.threshold_ms = self.threshold_ms.or(o.threshold_ms);
         sum(&mut self.migrate_ok, o.migrate_ok);
+        sum(&mut self.migrate_ok_pages, o.migrate_ok_pages);
         sum(&mut self.migrate_fail, o.migrate_fail);
+        sum(&mut self.migrate_fail_pages, o.migrate_fail_pages);
     }
 
-    /// Tiering decisions: promoted or refused.
+    /// Tiering decisions (folios): promoted or refused.
     pub fn decisions(&self) -> u64 {
         self.promoted.saturating_add(self.refused())
     }
 
+    /// The pages of [`decisions`](Self::decisions).
+    pub fn decision_pages(&self) -> u64 {
+        self.promoted_pages.saturating_add(self.refused_pages())
+    }
+
+    /// Refused decisions (folios).
     pub fn refused(&self) -> u64 {
         self.rejected_latency
             .saturating_add(self.rejected_rate_limit)
             .saturating_add(self.rejected_other)
+    }
+
+    /// The pages of [`refused`](Self::refused).
+    pub fn refused_pages(&self) -> u64 {
+        self.rejected_latency_pages
+            .saturating_add(self.rejected_rate_limit_pages)
+            .saturating_add(self.rejected_other_pages)
     }
 
     /// What the funnel ranks by: slow-tier pages protected or faulted.
@@ -188,14 +242,21 @@ impl Stages {
             slow_faults: self.slow_faults,
             slow_fault_pages: self.slow_fault_pages,
             decisions: self.decisions(),
+            decision_pages: self.decision_pages(),
             promoted: self.promoted,
+            promoted_pages: self.promoted_pages,
             rejected_latency: self.rejected_latency,
+            rejected_latency_pages: self.rejected_latency_pages,
             rejected_rate_limit: self.rejected_rate_limit,
+            rejected_rate_limit_pages: self.rejected_rate_limit_pages,
             rejected_other: self.rejected_other,
+            rejected_other_pages: self.rejected_other_pages,
             refused_latency_mean_ms: self.refused_latency_mean_ms(),
             threshold_ms: self.threshold_ms,
             migrate_ok: self.migrate_ok,
+            migrate_ok_pages: self.migrate_ok_pages,
             migrate_fail: self.migrate_fail,
+            migrate_fail_pages: self.migrate_fail_pages,
         }
     }
 }
@@ -208,8 +269,12 @@ pub struct SkipRow {
 }
 
 /// [`Stages`] as `stats --json` shows them ("ago": before the report's end).
+/// Faults, decisions and migrations count folios (one per hint fault);
+/// each `_pages` field beside one counts the same folios' pages, what
+/// vmstat's page counters (pgpromote_success) compare with.
 #[derive(Debug, Clone, Serialize)]
 pub struct StageRow {
+    /// Passes, and the PTEs they protected (base pages).
     pub scan_passes: u64,
     pub ptes_protected: u64,
     pub last_scan_s_ago: Option<f64>,
@@ -218,12 +283,19 @@ pub struct StageRow {
     pub slow_faults: u64,
     pub slow_fault_pages: u64,
     pub decisions: u64,
+    pub decision_pages: u64,
     pub promoted: u64,
+    pub promoted_pages: u64,
     pub rejected_latency: u64,
+    pub rejected_latency_pages: u64,
     pub rejected_rate_limit: u64,
+    pub rejected_rate_limit_pages: u64,
     pub rejected_other: u64,
+    pub rejected_other_pages: u64,
     pub refused_latency_mean_ms: Option<u64>,
     pub threshold_ms: Option<u32>,
     pub migrate_ok: u64,
+    pub migrate_ok_pages: u64,
     pub migrate_fail: u64,
+    pub migrate_fail_pages: u64,
 }

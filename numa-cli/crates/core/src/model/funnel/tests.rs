@@ -265,3 +265,54 @@ fn a_vma_named_with_new_bounds_takes_the_old_one_in() {
     assert_eq!(vmas[0].stages.skips["pid_inactive"].count, 2);
     assert_eq!(rows[0].stages.skips["pid_inactive"].count, 3);
 }
+
+/// A THP fault is one folio of 512 pages: every stage counts it once in
+/// folios and 512 times in pages, beside 4 KiB faults counted once in both.
+#[test]
+fn stages_count_folios_and_their_pages() {
+    use numa_ebpf_common::fault_flags as ff;
+    let mut f = Funnel::default();
+    let ev = |seq, pages, outcome, migrated: Option<bool>| {
+        let mut e = fault(seq, seq, 5, outcome);
+        e.nr_pages = pages;
+        if let Some(ok) = migrated {
+            e.flags |= ff::MIGRATE_TRIED;
+            e.migrate_ok = u8::from(ok);
+        }
+        e
+    };
+    for e in [
+        ev(1, 512, Outcome::PromoteHot, Some(true)),
+        ev(2, 1, Outcome::PromoteHot, Some(true)),
+        ev(3, 512, Outcome::PromoteHot, Some(false)),
+        ev(4, 512, Outcome::RejectLatency, None),
+        ev(5, 1, Outcome::RejectLatency, None),
+        ev(6, 512, Outcome::RejectRateLimit, None),
+        ev(7, 1, Outcome::RejectOther, None),
+        ev(8, 512, Outcome::NotTiering, None),
+    ] {
+        f.fault(&e, true);
+    }
+    let s = &f.report(S)[0].stages;
+    assert_eq!((s.slow_faults, s.slow_fault_pages), (8, 5 * 512 + 3));
+    assert_eq!((s.promoted, s.promoted_pages), (3, 1025));
+    assert_eq!((s.rejected_latency, s.rejected_latency_pages), (2, 513));
+    assert_eq!(
+        (s.rejected_rate_limit, s.rejected_rate_limit_pages),
+        (1, 512)
+    );
+    assert_eq!((s.rejected_other, s.rejected_other_pages), (1, 1));
+    assert_eq!((s.decisions, s.decision_pages), (7, 2051));
+    assert_eq!((s.migrate_ok, s.migrate_ok_pages), (2, 513));
+    assert_eq!((s.migrate_fail, s.migrate_fail_pages), (1, 512));
+    // The JSON keeps the folio fields and puts the pages beside them.
+    let json = serde_json::to_value(s).expect("stages as JSON");
+    assert_eq!(json["promoted"], 3);
+    assert_eq!(json["promoted_pages"], 1025);
+    assert_eq!(json["migrate_fail_pages"], 512);
+    // A VMA's counts taken into another keep both units.
+    let mut taken = Stages::default();
+    taken.absorb(&f.live[&42].all);
+    assert_eq!(taken.row(S).rejected_rate_limit_pages, 512);
+    assert_eq!(taken.refused_pages(), 1026);
+}

@@ -47,7 +47,7 @@ pub enum Verdict {
         refused: u64,
         decisions: u64,
     },
-    /// Promotion decided, but most migrations failed.
+    /// Promotion decided, but most migrations (folios) failed.
     MigrationFailed {
         failed: u64,
         tried: u64,
@@ -184,7 +184,7 @@ impl fmt::Display for Verdict {
                 "refused: other, destination without memory ({refused} of {decisions} decisions)"
             ),
             Verdict::MigrationFailed { failed, tried } => {
-                write!(f, "promoted, migration failed ({failed} of {tried})")
+                write!(f, "promoted, migration failed ({failed} of {tried} folios)")
             }
             Verdict::Promoted {
                 promoted,
@@ -438,7 +438,7 @@ mod tests {
         }
         assert_eq!(
             judge(&s, 5 * S).to_string(),
-            "promoted, migration failed (6144 of 8192)"
+            "promoted, migration failed (6144 of 8192 folios)"
         );
         let s = scanned_and_faulted(Outcome::NotTiering, 8192);
         assert_eq!(judge(&s, 5 * S).kind(), "undecided");

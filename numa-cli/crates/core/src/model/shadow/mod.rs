@@ -49,15 +49,15 @@ struct ModelState {
 /// How often a model gave one verdict.
 struct Tally {
     verdict: Verdict,
-    /// Faults, by the kernel's decision: `[refused, promoted]`.
+    /// Faults (folios), by the kernel's decision: `[refused, promoted]`.
     faults: [u64; 2],
-    /// Their pages (`nr_pages`, at least 1 a fault).
-    pages: u64,
+    /// Their pages ([`FaultEvent::pages`]), the same way.
+    pages: [u64; 2],
 }
 
 impl ModelState {
     #[inline]
-    fn tally(&mut self, v: Verdict, kernel_promote: bool, nr_pages: u64) {
+    fn tally(&mut self, v: Verdict, kernel_promote: bool, pages: u64) {
         // Policies return the same few constants: compare the reason's
         // address first, its contents (memcmp) only for a verdict not seen
         // at this address.
@@ -71,7 +71,7 @@ impl ModelState {
             None => self.new_tally(v),
         };
         t.faults[usize::from(kernel_promote)] += 1;
-        t.pages += nr_pages;
+        t.pages[usize::from(kernel_promote)] += pages;
     }
 
     #[cold]
@@ -82,7 +82,7 @@ impl ModelState {
                 self.tallies.push(Tally {
                     verdict: v,
                     faults: [0; 2],
-                    pages: 0,
+                    pages: [0; 2],
                 });
                 self.tallies.len() - 1
             }
@@ -96,36 +96,46 @@ impl ModelState {
         for t in &self.tallies {
             let v = &t.verdict;
             let [refused, promoted] = t.faults;
-            let n = refused + promoted;
+            let [refused_pages, promoted_pages] = t.pages;
+            let (n, pages) = (refused + promoted, refused_pages + promoted_pages);
             *c.reasons.entry(v.reason).or_default() += n;
+            *c.reasons_pages.entry(v.reason).or_default() += pages;
+            c.agreement.count(true, v.promote, promoted, promoted_pages);
+            c.agreement.count(false, v.promote, refused, refused_pages);
+            let p = &mut c.projected;
             if v.promote {
                 c.promote += n;
-                c.agreement.both += promoted;
-                c.agreement.model_only += refused;
-                c.projected.promote_pages += t.pages;
+                p.promote_pages += pages;
             } else {
                 c.reject += n;
-                c.agreement.kernel_only += promoted;
-                c.agreement.neither += refused;
+                c.reject_pages += pages;
             }
             if v.candidate() {
-                c.projected.candidate_pages += t.pages;
+                p.candidate_folios += n;
+                p.candidate_pages += pages;
             }
-            match v.step {
-                Step::Threshold => c.projected.reject_threshold += n,
-                Step::RateLimit => c.projected.reject_rate_limit += n,
-                Step::FreeSpace | Step::Promoted | Step::Other => {}
+            let rejected = match v.step {
+                Step::Threshold => Some((&mut p.reject_threshold, &mut p.reject_threshold_pages)),
+                Step::RateLimit => Some((&mut p.reject_rate_limit, &mut p.reject_rate_limit_pages)),
+                Step::FreeSpace | Step::Promoted | Step::Other => None,
+            };
+            if let Some((folios, in_pages)) = rejected {
+                *folios += n;
+                *in_pages += pages;
             }
         }
         c
     }
 }
 
+/// A model's counts in folios, with their pages beside.
 #[derive(Default)]
 struct ModelCounts {
     promote: u64,
     reject: u64,
+    reject_pages: u64,
     reasons: BTreeMap<&'static str, u64>,
+    reasons_pages: BTreeMap<&'static str, u64>,
     agreement: Agreement,
     projected: Projected,
 }
@@ -155,13 +165,18 @@ struct Engine {
     prefetching: Vec<usize>,
     /// The migration counts; the outcome counts are in `outcomes`.
     kernel: KernelCounts,
-    /// Decided faults by outcome (`Outcome as usize`).
+    /// Decided faults by outcome (`Outcome as usize`): folios, and their
+    /// pages.
     outcomes: [u64; OUTCOMES],
+    outcome_pages: [u64; OUTCOMES],
     hint_faults: u64,
+    hint_fault_pages: u64,
     decisions: u64,
+    decision_pages: u64,
     /// Of `decisions`, those on folios per-folio sampling does not follow:
     /// counted for the kernel, not judged by the models.
     unfollowed: u64,
+    unfollowed_pages: u64,
     refaults: Refaults,
     samples: Vec<LatencySample>,
     sample_stride: u64,
@@ -290,9 +305,13 @@ impl Shadow {
                     prefetching,
                     kernel: KernelCounts::default(),
                     outcomes: [0; OUTCOMES],
+                    outcome_pages: [0; OUTCOMES],
                     hint_faults: 0,
+                    hint_fault_pages: 0,
                     decisions: 0,
+                    decision_pages: 0,
                     unfollowed: 0,
+                    unfollowed_pages: 0,
                     refaults,
                     samples: Vec::new(),
                     sample_stride: 1,
@@ -389,10 +408,13 @@ impl Shadow {
         let mut r = ShadowReport {
             duration_s: self.window.span_ns() as f64 / 1e9,
             hint_faults: e.hint_faults,
+            hint_fault_pages: e.hint_fault_pages,
             decisions: e.decisions,
+            decision_pages: e.decision_pages,
             judged_decisions: e.decisions - e.unfollowed,
+            judged_decision_pages: e.decision_pages - e.unfollowed_pages,
             sampling: None,
-            kernel: e.kernel.with_outcomes(&e.outcomes),
+            kernel: e.kernel.with_outcomes(&e.outcomes, &e.outcome_pages),
             models: e
                 .models
                 .iter()
@@ -404,8 +426,11 @@ impl Shadow {
                         params: m.policy.params(),
                         promote: c.promote,
                         reject: c.reject,
+                        reject_pages: c.reject_pages,
                         reasons: c.reasons,
+                        reasons_pages: c.reasons_pages,
                         agreement_pct: c.agreement.agree_pct(),
+                        agreement_pages_pct: c.agreement.agree_pages_pct(),
                         agreement: c.agreement,
                         refault_after_model_only: e.refaults.report(i),
                         threshold: m.policy.threshold(),
@@ -422,6 +447,18 @@ impl Shadow {
         };
         r.sampling = self.sampling(&r.models, r.judged_decisions);
         r
+    }
+}
+
+/// A process's row before its first fault: a count per model.
+fn process_row(pid: u32, models: usize) -> ProcessRow {
+    ProcessRow {
+        pid,
+        model_promote: vec![0; models],
+        model_promote_pages: vec![0; models],
+        model_promote_refused: vec![0; models],
+        model_promote_refused_pages: vec![0; models],
+        ..ProcessRow::default()
     }
 }
 
@@ -443,25 +480,43 @@ impl KernelCounts {
     fn count_migration(&mut self, f: &FaultEvent) {
         let tried = f.flags & ff::MIGRATE_TRIED != 0;
         let ok = f.migrate_ok != 0;
-        self.migrate_success += u64::from(tried && ok);
-        self.migrate_fail += u64::from(tried && !ok);
+        let (success, fail) = (u64::from(tried && ok), u64::from(tried && !ok));
+        self.migrate_success += success;
+        self.migrate_fail += fail;
+        self.migrate_success_pages += success * f.pages();
+        self.migrate_fail_pages += fail * f.pages();
     }
 
     /// The counts with the outcomes of the decided faults (`NoDecision`
-    /// and `NotTiering` never counted), by `Outcome as usize`.
-    fn with_outcomes(&self, n: &[u64; OUTCOMES]) -> KernelCounts {
-        let at = |o: Outcome| n[o as usize];
-        let (hot, free) = (at(Outcome::PromoteHot), at(Outcome::PromoteFreeSpace));
-        let (latency, rate) = (at(Outcome::RejectLatency), at(Outcome::RejectRateLimit));
+    /// and `NotTiering` never counted), by `Outcome as usize`: folios and
+    /// their pages.
+    fn with_outcomes(&self, n: &[u64; OUTCOMES], pages: &[u64; OUTCOMES]) -> KernelCounts {
+        let [promote, free_space, latency, rate, other] = by_decision(n);
+        let [promote_p, free_space_p, latency_p, rate_p, other_p] = by_decision(pages);
         KernelCounts {
-            promote: hot + free,
-            free_space: free,
+            promote,
+            promote_pages: promote_p,
+            free_space,
+            free_space_pages: free_space_p,
             reject_latency: latency,
+            reject_latency_pages: latency_p,
             reject_rate_limit: rate,
-            reject_other: n.iter().sum::<u64>() - (hot + free + latency + rate),
+            reject_rate_limit_pages: rate_p,
+            reject_other: other,
+            reject_other_pages: other_p,
             ..self.clone()
         }
     }
+}
+
+/// Counts by outcome summed as the report shows them: `[promote, of those
+/// by free space, reject latency, reject rate limit, reject other]`.
+fn by_decision(n: &[u64; OUTCOMES]) -> [u64; 5] {
+    let at = |o: Outcome| n[o as usize];
+    let (hot, free) = (at(Outcome::PromoteHot), at(Outcome::PromoteFreeSpace));
+    let (latency, rate) = (at(Outcome::RejectLatency), at(Outcome::RejectRateLimit));
+    let other = n.iter().sum::<u64>() - (hot + free + latency + rate);
+    [hot + free, free, latency, rate, other]
 }
 
 impl Engine {
@@ -500,25 +555,25 @@ impl Engine {
     }
 
     fn fault(&mut self, f: &FaultEvent, key: u64) {
+        let pages = f.pages();
         self.hint_faults += 1;
+        self.hint_fault_pages += pages;
         let tgid = (f.pid_tgid >> 32) as u32;
         let page = Page::packed_as(tgid, f.addr, key);
         // Every fault may answer an earlier refusal of the same page.
-        let held = self.refaults.fault(&page, f.ts_ns);
+        let held = self.refaults.fault(&page, f.ts_ns, pages);
         // Looked up for every fault, decided or not: each one tells the
         // index its process is still there.
         let view = FaultView {
             latest_scan: self.scans.latest(tgid, f.addr, f.ts_ns),
         };
         let n_models = self.models.len();
-        let pi = self.processes.get(tgid, f.ts_ns, || ProcessRow {
-            pid: tgid,
-            model_promote: vec![0; n_models],
-            model_promote_refused: vec![0; n_models],
-            ..ProcessRow::default()
-        });
+        let pi = self
+            .processes
+            .get(tgid, f.ts_ns, || process_row(tgid, n_models));
         let proc_row = self.processes.row(pi);
         proc_row.hint_faults += 1;
+        proc_row.hint_fault_pages += pages;
         if proc_row.comm.is_empty() {
             proc_row.comm = comm(&f.comm);
         }
@@ -527,17 +582,13 @@ impl Engine {
             self.refaults.release(held);
             return;
         }
-        let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
-        self.decisions += 1;
-        proc_row.decisions += 1;
         let kernel_promote = f.decision == 1;
-        self.outcomes[outcome as usize] += 1;
-        proc_row.reject_latency += u64::from(outcome == Outcome::RejectLatency);
-        proc_row.kernel_promote += u64::from(kernel_promote);
+        self.count_decision(f, pi, kernel_promote);
         if f.ext_flags & xf::UNFOLLOWED != 0 {
             // Without the folio's stamp no model can be asked; the
             // followed folios are the sample every model figure is from.
             self.unfollowed += 1;
+            self.unfollowed_pages += pages;
             self.refaults.release(held);
             return;
         }
@@ -553,8 +604,29 @@ impl Engine {
             self.refaults.release(held);
         } else {
             let sets = if wanted == 0 { 1 << n_models } else { wanted };
-            self.refaults.refused(held, &page, f.ts_ns, sets);
+            self.refaults.refused(held, &page, f.ts_ns, sets, pages);
         }
+    }
+
+    /// Counts the kernel's decision on `f` in the totals and in the
+    /// process row `pi`: folios, and their pages.
+    #[inline]
+    fn count_decision(&mut self, f: &FaultEvent, pi: usize, kernel_promote: bool) {
+        let pages = f.pages();
+        let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
+        self.decisions += 1;
+        self.decision_pages += pages;
+        self.outcomes[outcome as usize] += 1;
+        self.outcome_pages[outcome as usize] += pages;
+        let latency = u64::from(outcome == Outcome::RejectLatency);
+        let promote = u64::from(kernel_promote);
+        let row = self.processes.row(pi);
+        row.decisions += 1;
+        row.decision_pages += pages;
+        row.reject_latency += latency;
+        row.reject_latency_pages += latency * pages;
+        row.kernel_promote += promote;
+        row.kernel_promote_pages += promote * pages;
     }
 
     /// Asks every model about a fault the kernel decided on and counts the
@@ -570,44 +642,46 @@ impl Engine {
         pi: usize,
         kernel_promote: bool,
     ) -> u64 {
-        let n_models = self.models.len();
+        let n = self.models.len();
         let hint = (f.src_nid as usize) ^ (f.dst_nid as usize) << 2;
         let ni = self
             .node_pairs
             .get((f.src_nid, f.dst_nid), hint, || NodePairRow {
                 src_node: f.src_nid,
                 dst_node: f.dst_nid,
-                model_promote: vec![0; n_models],
+                model_promote: vec![0; n],
+                model_promote_pages: vec![0; n],
                 ..NodePairRow::default()
             });
+        let pages = f.pages();
+        let promote = u64::from(kernel_promote);
         let pair = &mut self.node_pairs.rows[ni];
         pair.decisions += 1;
-        pair.kernel_promote += u64::from(kernel_promote);
-        let proc_row = self.processes.row(pi);
-        let mut wanted = 0u64;
-        let nr_pages = u64::from(f.nr_pages.max(1));
+        pair.decision_pages += pages;
+        pair.kernel_promote += promote;
+        pair.kernel_promote_pages += promote * pages;
+        let row = self.processes.row(pi);
+        // Every row is made with one count per model: sliced to `n`, the
+        // loop below indexes them without a bounds check per model.
+        let models = &mut self.models[..n];
+        let row_promote = &mut row.model_promote[..n];
+        let row_promote_pages = &mut row.model_promote_pages[..n];
+        let row_refused = &mut row.model_promote_refused[..n];
+        let row_refused_pages = &mut row.model_promote_refused_pages[..n];
+        let pair_promote = &mut pair.model_promote[..n];
+        let pair_promote_pages = &mut pair.model_promote_pages[..n];
         let refused = u64::from(!kernel_promote);
-        // The rows' per-model counts, zipped: no bounds check per model
-        // (every row is made with one count per model).
-        debug_assert!(
-            proc_row.model_promote.len() == n_models
-                && proc_row.model_promote_refused.len() == n_models
-                && pair.model_promote.len() == n_models
-        );
-        let counts = proc_row
-            .model_promote
-            .iter_mut()
-            .zip(&mut proc_row.model_promote_refused)
-            .zip(&mut pair.model_promote);
-        for (i, (m, ((promote, promote_refused), pair_promote))) in
-            self.models.iter_mut().zip(counts).enumerate()
-        {
+        let mut wanted = 0u64;
+        for (i, m) in models.iter_mut().enumerate() {
             let v = m.policy.decide_keyed(f, view, key);
-            m.tally(v, kernel_promote, nr_pages);
+            m.tally(v, kernel_promote, pages);
             let p = u64::from(v.promote);
-            *promote += p;
-            *promote_refused += p & refused;
-            *pair_promote += p;
+            row_promote[i] += p;
+            row_promote_pages[i] += p * pages;
+            row_refused[i] += p & refused;
+            row_refused_pages[i] += (p & refused) * pages;
+            pair_promote[i] += p;
+            pair_promote_pages[i] += p * pages;
             wanted |= p << i;
         }
         wanted
@@ -774,6 +848,83 @@ mod tests {
         );
         let n = &r.refault_after_neither;
         assert_eq!((n.pages, n.refaulted), (6, 1));
+    }
+
+    /// A THP decision is one folio of 512 pages: every figure counts it
+    /// once in folios and 512 times in pages, beside 4 KiB folios counted
+    /// once in both.
+    #[test]
+    fn folios_and_pages_are_counted_apart() {
+        let mut s = engine(&["kernel-time", "fault-count:exact,threshold=50"]);
+        let thp = |mut f: FaultEvent| {
+            f.nr_pages = 512;
+            f
+        };
+        let mut migrated = thp(fault(100, 1, 100, Outcome::PromoteHot));
+        let mut failed = fault(101, 2, 100, Outcome::PromoteHot);
+        for (f, ok) in [(&mut migrated, 1), (&mut failed, 0)] {
+            f.flags |= ff::MIGRATE_TRIED;
+            f.migrate_ok = ok;
+        }
+        // kernel-time refuses what the kernel promoted: over its 1000 ms.
+        let kernel_only = thp(fault(102, 3, 5000, Outcome::PromoteHot));
+        // fault-count wants the THP the kernel refused (3 faults since
+        // its scan), not the small page (104 since).
+        let refused = thp(fault(103, 4, 5000, Outcome::RejectLatency));
+        let mut small_refused = fault(104, 5, 5000, Outcome::RejectLatency);
+        small_refused.scan_seq_mm = 0;
+        let not_tiering = thp(fault(105, 6, 0, Outcome::NotTiering));
+        let refault = thp(fault(200, 4, 10, Outcome::PromoteHot));
+        for f in [
+            migrated,
+            failed,
+            kernel_only,
+            refused,
+            small_refused,
+            not_tiering,
+            refault,
+        ] {
+            s.event(&Event::Fault(f));
+        }
+        let r = s.report();
+        assert_eq!((r.hint_faults, r.hint_fault_pages), (7, 5 * 512 + 2));
+        assert_eq!((r.decisions, r.decision_pages), (6, 4 * 512 + 2));
+        assert_eq!((r.judged_decisions, r.judged_decision_pages), (6, 2050));
+        let k = &r.kernel;
+        assert_eq!((k.promote, k.promote_pages), (4, 3 * 512 + 1));
+        assert_eq!((k.reject_latency, k.reject_latency_pages), (2, 513));
+        assert_eq!((k.migrate_success, k.migrate_success_pages), (1, 512));
+        assert_eq!((k.migrate_fail, k.migrate_fail_pages), (1, 1));
+        let kt = &r.models[0];
+        let a = &kt.agreement;
+        assert_eq!((a.both, a.both_pages), (3, 1025));
+        assert_eq!((a.kernel_only, a.kernel_only_pages), (1, 512));
+        assert_eq!((a.neither, a.neither_pages), (2, 513));
+        assert_eq!((kt.reject, kt.reject_pages), (3, 1025));
+        assert_eq!(kt.reasons_pages.values().sum::<u64>(), 2050);
+        assert!((kt.agreement_pct - 500.0 / 6.0).abs() < 1e-9);
+        assert!((kt.agreement_pages_pct - 100.0 * 1538.0 / 2050.0).abs() < 1e-9);
+        let p = &kt.projected;
+        assert_eq!((kt.promote, p.promote_pages), (3, 1025));
+        assert_eq!((p.reject_threshold, p.reject_threshold_pages), (3, 1025));
+        assert_eq!((p.candidate_folios, p.candidate_pages), (3, 1025));
+        // The refused THP that faulted again: one folio, 512 pages.
+        let fc = &r.models[1].refault_after_model_only;
+        assert_eq!((fc.pages, fc.followed_pages), (1, 512));
+        assert_eq!((fc.refaulted, fc.refaulted_pages), (1, 512));
+        let n = &r.refault_after_neither;
+        assert_eq!((n.pages, n.followed_pages, n.refaulted_pages), (1, 1, 0));
+        let row = &r.processes[0];
+        assert_eq!((row.hint_faults, row.hint_fault_pages), (7, 2562));
+        assert_eq!((row.kernel_promote, row.kernel_promote_pages), (4, 1537));
+        assert_eq!((row.reject_latency, row.reject_latency_pages), (2, 513));
+        assert_eq!(row.model_promote_pages[0], 1025);
+        assert_eq!(row.model_promote_refused, vec![0, 1]);
+        assert_eq!(row.model_promote_refused_pages, vec![0, 512]);
+        let pair = &r.node_pairs[0];
+        assert_eq!((pair.decisions, pair.decision_pages), (6, 2050));
+        assert_eq!((pair.kernel_promote, pair.kernel_promote_pages), (4, 1537));
+        assert_eq!(pair.model_promote_pages[0], 1025);
     }
 
     #[test]

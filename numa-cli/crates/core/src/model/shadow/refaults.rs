@@ -72,11 +72,18 @@ pub(super) struct Held(Result<usize, Vacant>);
 /// Models at once: their sets and the "no model wanted" set fit a u64.
 pub(super) const MAX_MODELS: usize = 63;
 
+/// One set's refusals: folios, and their pages beside.
 #[derive(Debug, Default, Clone)]
 struct RefaultSet {
     tracked: u64,
+    tracked_pages: u64,
     untracked: u64,
+    untracked_pages: u64,
     refaulted: u64,
+    /// The pages of the refaulting folios: a pending refusal keeps no
+    /// size (16 bytes a page), and the folio as it faults again is what
+    /// is still hot.
+    refaulted_pages: u64,
     delay_ms: Log2Hist,
 }
 
@@ -129,32 +136,34 @@ impl Refaults {
         (self.base_ns.unwrap_or(0) + off, v >> self.ts_bits)
     }
 
-    /// A fault on `page`: answers a pending refusal of that page.
+    /// A fault on `page`, a folio of `pages` pages: answers a pending
+    /// refusal of that page.
     #[inline]
-    pub(super) fn fault(&mut self, page: &Page, ts_ns: u64) -> Held {
+    pub(super) fn fault(&mut self, page: &Page, ts_ns: u64, pages: u64) -> Held {
         let found = match page.packed {
             Some(key) => self.table.lookup(key),
             None => Err(Vacant::NONE),
         };
         if let Ok(i) = found {
             let (then, sets) = self.unpack_value(self.table.slot(i)[1]);
-            self.answer(then, sets, ts_ns);
+            self.answer(then, sets, ts_ns, pages);
             return Held(found);
         }
         if !self.wide.is_empty() {
             if let Some(p) = self.wide.remove(&(page.tgid, page.addr)) {
-                self.answer(p.ts_ns, p.sets, ts_ns);
+                self.answer(p.ts_ns, p.sets, ts_ns, pages);
             }
         }
         Held(found)
     }
 
     #[inline]
-    fn answer(&mut self, then_ns: u64, sets: u64, ts_ns: u64) {
+    fn answer(&mut self, then_ns: u64, sets: u64, ts_ns: u64, pages: u64) {
         let delay = ts_ns.saturating_sub(then_ns) / 1_000_000;
         for i in Bits(sets) {
             let set = &mut self.sets[i as usize];
             set.refaulted += 1;
+            set.refaulted_pages += pages;
             set.delay_ms.add(delay);
         }
     }
@@ -183,9 +192,10 @@ impl Refaults {
         }
     }
 
-    /// The page was refused by the kernel; `sets` says who wanted it.
+    /// The page, a folio of `pages` pages, was refused by the kernel;
+    /// `sets` says who wanted it.
     #[inline]
-    pub(super) fn refused(&mut self, held: Held, page: &Page, ts_ns: u64, sets: u64) {
+    pub(super) fn refused(&mut self, held: Held, page: &Page, ts_ns: u64, sets: u64, pages: u64) {
         if sets == 0 {
             self.release(held);
             return;
@@ -194,7 +204,9 @@ impl Refaults {
         if self.len() - usize::from(held.0.is_ok()) >= self.max_tracked {
             self.release(held);
             for i in Bits(sets) {
-                self.sets[i as usize].untracked += 1;
+                let set = &mut self.sets[i as usize];
+                set.untracked += 1;
+                set.untracked_pages += pages;
             }
             return;
         }
@@ -208,23 +220,32 @@ impl Refaults {
             }
         }
         for i in Bits(sets) {
-            self.sets[i as usize].tracked += 1;
+            let set = &mut self.sets[i as usize];
+            set.tracked += 1;
+            set.tracked_pages += pages;
         }
     }
 
     pub(super) fn report(&self, i: usize) -> RefaultReport {
         let s = &self.sets[i];
-        RefaultReport {
-            pages: s.tracked,
-            refaulted: s.refaulted,
-            refaulted_pct: if s.tracked == 0 {
+        let pct = |n: u64, of: u64| {
+            if of == 0 {
                 0.0
             } else {
-                100.0 * s.refaulted as f64 / s.tracked as f64
-            },
+                100.0 * n as f64 / of as f64
+            }
+        };
+        RefaultReport {
+            pages: s.tracked,
+            followed_pages: s.tracked_pages,
+            refaulted: s.refaulted,
+            refaulted_pages: s.refaulted_pages,
+            refaulted_pct: pct(s.refaulted, s.tracked),
+            refaulted_pages_pct: pct(s.refaulted_pages, s.tracked_pages),
             delay_ms_p50: s.delay_ms.quantile(0.5),
             delay_ms_p90: s.delay_ms.quantile(0.9),
             untracked: s.untracked,
+            untracked_pages: s.untracked_pages,
         }
     }
 }
@@ -252,21 +273,22 @@ mod tests {
     /// entry per pending refusal, removed by the next fault.
     struct RefRefaults {
         pending: FxHashMap<(u32, u64), (u64, u64)>,
-        sets: Vec<(u64, u64, u64, Log2Hist)>,
+        sets: Vec<RefaultSet>,
         max: usize,
     }
 
     impl RefRefaults {
-        fn fault(&mut self, key: (u32, u64), ts: u64) {
+        fn fault(&mut self, key: (u32, u64), ts: u64, pages: u64) {
             if let Some((then, mask)) = self.pending.remove(&key) {
                 for i in Bits(mask) {
                     let s = &mut self.sets[i as usize];
-                    s.2 += 1;
-                    s.3.add(ts.saturating_sub(then) / 1_000_000);
+                    s.refaulted += 1;
+                    s.refaulted_pages += pages;
+                    s.delay_ms.add(ts.saturating_sub(then) / 1_000_000);
                 }
             }
         }
-        fn refused(&mut self, key: (u32, u64), ts: u64, mask: u64) {
+        fn refused(&mut self, key: (u32, u64), ts: u64, mask: u64, pages: u64) {
             let full = self.pending.len() >= self.max;
             if !full {
                 self.pending.insert(key, (ts, mask));
@@ -274,9 +296,11 @@ mod tests {
             for i in Bits(mask) {
                 let s = &mut self.sets[i as usize];
                 if full {
-                    s.1 += 1;
+                    s.untracked += 1;
+                    s.untracked_pages += pages;
                 } else {
-                    s.0 += 1;
+                    s.tracked += 1;
+                    s.tracked_pages += pages;
                 }
             }
         }
@@ -297,7 +321,7 @@ mod tests {
             new.max_tracked = max;
             let mut old = RefRefaults {
                 pending: FxHashMap::default(),
-                sets: vec![(0, 0, 0, Log2Hist::default()); models + 1],
+                sets: vec![RefaultSet::default(); models + 1],
                 max,
             };
             let mut r = Rng::new(0x2545_F491_4F6C_DD1D ^ seed);
@@ -322,8 +346,14 @@ mod tests {
                     _ => 0x7f00_0000_0000 + (r.next_u64() % 600) * 4096,
                 };
                 let page = Page::packed_as(tgid, addr, pagetable::pack(tgid, addr).unwrap_or(0));
-                let held = new.fault(&page, t);
-                old.fault((tgid, addr), t);
+                // A THP's fault now and then, beside 4 KiB ones.
+                let pages = if r.next_u64().is_multiple_of(8) {
+                    512
+                } else {
+                    1
+                };
+                let held = new.fault(&page, t, pages);
+                old.fault((tgid, addr), t, pages);
                 if r.next_u64().is_multiple_of(4) {
                     new.release(held);
                 } else {
@@ -331,8 +361,8 @@ mod tests {
                         0 => 1 << models,
                         _ => (r.next_u64() & ((1 << models) - 1)).max(1),
                     };
-                    new.refused(held, &page, t, sets);
-                    old.refused((tgid, addr), t, sets);
+                    new.refused(held, &page, t, sets, pages);
+                    old.refused((tgid, addr), t, sets, pages);
                 }
                 assert_eq!(new.len(), old.pending.len());
                 saw_table |= !new.table.is_empty();
@@ -341,12 +371,18 @@ mod tests {
             assert!(saw_wide && (saw_table || models > 60), "{models} models");
             for (i, o) in old.sets.iter().enumerate() {
                 let n = &new.sets[i];
-                assert_eq!(
-                    (n.tracked, n.untracked, n.refaulted),
-                    (o.0, o.1, o.2),
-                    "set {i}"
-                );
-                assert_eq!(n.delay_ms, o.3, "set {i}");
+                let counts = |s: &RefaultSet| {
+                    [
+                        s.tracked,
+                        s.tracked_pages,
+                        s.untracked,
+                        s.untracked_pages,
+                        s.refaulted,
+                        s.refaulted_pages,
+                    ]
+                };
+                assert_eq!(counts(n), counts(o), "set {i}");
+                assert_eq!(n.delay_ms, o.delay_ms, "set {i}");
             }
         }
     }

@@ -529,5 +529,83 @@ fn never_to_a_lower_or_equal_tier() {
     assert!(w.kernel.borrow().moves.is_empty());
 }
 
+/// A request for a 2 MiB THP at 2 MiB-aligned `index`.
+fn req_thp(pid: u32, index: u64) -> Request {
+    Request {
+        nr_pages: 512,
+        ..req(pid, index * 512)
+    }
+}
+
+/// Registers THPs `0..n` of `pid` on the slow node (by their address).
+fn slow_thps(w: &World, pid: u32, n: u64) {
+    for i in 0..n {
+        slow_pages(w, pid, i * 512..i * 512 + 1);
+    }
+}
+
+/// move_pages moves a THP whole under one status: one folio, 512 pages.
+/// The report and the live counters keep the two apart.
+#[test]
+fn moves_count_folios_and_their_pages() {
+    let w = world(1 << 30);
+    slow_thps(&w, 7, 8);
+    slow_pages(&w, 8, 0..8);
+    let mut m = mover(&w, cfg(), &[7, 8]);
+    (0..8).for_each(|i| m.push(req_thp(7, i)));
+    (0..8).for_each(|p| m.push(req(8, p)));
+    run(&mut m, &w.now, 100);
+    let live = PromoterStats::read(&m.shared, 0);
+    let mut state = numa_host::promoter_state::PromoterState::default();
+    m.fill_state(&mut state);
+    let r = m.finish();
+    fake::clear();
+    assert_eq!(r.statuses.moved, 16, "folios");
+    assert_eq!(r.moved_pages, 8 * 512 + 8);
+    assert_eq!(r.moved_bytes, r.moved_pages * PAGE);
+    let of = |pid| (r.per_process[&pid].moved, r.per_process[&pid].moved_pages);
+    assert_eq!((of(7), of(8)), ((8, 4096), (8, 8)));
+    assert_eq!(live.moved_pages, 8 * 512 + 8, "live displays count pages");
+    assert_eq!(state.moved_pages, 8 * 512 + 8, "the state file too");
+}
+
+/// Batches are sized in base pages, the unit they are taken in: THPs
+/// that move fast go several to a call, not one each.
+#[test]
+fn batches_of_thps_are_sized_by_their_pages() {
+    let w = world(1 << 30);
+    slow_thps(&w, 7, 64);
+    let mut m = mover(&w, cfg(), &[7]);
+    (0..64).for_each(|i| m.push(req_thp(7, i)));
+    run(&mut m, &w.now, 1000);
+    let r = m.finish();
+    let sizes: Vec<usize> = w.kernel.borrow().moves.iter().map(|(_, n)| *n).collect();
+    fake::clear();
+    assert_eq!(r.moved_pages, 64 * 512);
+    // 10 us a THP in the fake: the budget soon holds many.
+    assert!(sizes.len() <= 8, "{sizes:?}");
+    assert!(r.batch_pages >= 4 * 512, "{}", r.batch_pages);
+}
+
+#[test]
+fn a_dry_run_counts_folios_and_their_pages() {
+    let w = world(1 << 30);
+    slow_thps(&w, 7, 3);
+    let mut c = cfg();
+    c.dry_run = true;
+    let mut m = mover(&w, c, &[7]);
+    (0..3).for_each(|i| m.push(req_thp(7, i)));
+    (0..2).for_each(|p| m.push(req(7, 10_000 + p)));
+    m.push(req_thp(7, 0));
+    let r = m.finish();
+    fake::clear();
+    assert_eq!((r.would_move_folios, r.would_move_pages), (5, 3 * 512 + 2));
+    assert_eq!(r.would_move_bytes, (3 * 512 + 2) * PAGE);
+    assert_eq!(r.would_move_by_target[&0], 3 * 512 + 2, "pages per node");
+    let p = &r.per_process[&7];
+    assert_eq!((p.would_move, p.would_move_pages), (5, 1538));
+    assert_eq!(r.queue.coalesced, 1);
+}
+
 mod fairness;
 mod identity;

@@ -1,0 +1,141 @@
+//! Production's workload shapes at once: three forked processes sharing a
+//! `MAP_SHARED` region on the slow node (4 KiB pages: shmem THP is off by
+//! default), each with a private THP region there (huge PMDs), each
+//! touching both from three threads (the shared region bound to both nodes
+//! with MPOL_F_NUMA_BALANCING: the scanner skips shared memory under the
+//! default policy). DRAM is filled first by another process, so decisions
+//! take the threshold path, not the free-space shortcut. Recorded under
+//! `shadow`, then read by `stats`:
+//!
+//! - every hint fault has its record (numatrace's = vmstat's, but for the
+//!   probe runs the kernel skipped), and no fault is left without a record;
+//! - promotions in pages equal vmstat's pgpromote_success, the pages that
+//!   passed the threshold its pgpromote_candidate;
+//! - huge pages, several processes and the shared region were all there;
+//! - the kernel-time model agrees with the kernel on every decision.
+use std::path::Path;
+
+use anyhow::{ensure, Context, Result};
+use serde_json::Value;
+
+use crate::kernels::Series;
+use crate::results::{f, faults_match_vmstat, promoted_pages_match_vmstat, read_json, u};
+
+pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
+thp=/sys/kernel/mm/transparent_hugepage/enabled
+old_thp=$(sed 's/.*\[\(.*\)\].*/\1/' $thp)
+echo madvise > $thp
+numatrace workload hot-chunks --dram-mb 1400 --slow-mb 0 --duration 300 > filler.json &
+filler=$!
+sleep 8
+numatrace shadow --json -o shadow.json --record t.trace -- numatrace workload hot-chunks --thp --procs 3 --threads 3 --slow-mb 32 --shared-mb 32 --chunk-mb 8 --accesses 3000 --duration 6 --min-faults 3000 --max-duration 90 --summary workload.json
+rc=$?
+kill $filler
+echo $old_thp > $thp
+[ $rc = 0 ] || exit 1
+numatrace stats t.trace --json > stats.json
+"#;
+
+/// Activity the shapes must show before their counts mean anything.
+const MIN_HINT_FAULTS: u64 = 1000;
+
+pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+    let s = read_json(dir, "stats.json")?;
+    let w = read_json(dir, "workload.json")?;
+    let faults = faults_match_vmstat(&s)?;
+    ensure!(
+        faults.vmstat >= MIN_HINT_FAULTS,
+        "only {} hint faults (< {MIN_HINT_FAULTS}): the shapes were hardly exercised",
+        faults.vmstat
+    );
+    check_no_fault_left(&s)?;
+    promoted_pages_match_vmstat(&s)?;
+    check_shapes(&s, &w)?;
+    check_kernel_time_agrees(&read_json(dir, "shadow.json")?)
+}
+
+/// Every hint fault the probes counted has a record in the totals.
+fn check_no_fault_left(s: &Value) -> Result<()> {
+    let u_ = &s["unrecorded"];
+    let (not_sent, open) = (u(u_, &["not_sent"])?, u(u_, &["open_at_end"])?);
+    let (late, no_account, at_exit) = (
+        u(s, &["late_records"])?,
+        u(s, &["no_account_records"])?,
+        u(s, &["exit_records"])?,
+    );
+    println!(
+        "    {} records, {late} sent late ({no_account} failed migrations, {at_exit} at a thread's exit)",
+        u(s, &["hint_faults"])?
+    );
+    ensure!(
+        not_sent == 0 && open == 0,
+        "hint faults without a record: {not_sent} not sent, {open} open at the end"
+    );
+    Ok(())
+}
+
+/// The run had huge-page faults, faults on 4 KiB pages, decisions on the
+/// threshold path, and slow-tier faults in every process.
+fn check_shapes(s: &Value, w: &Value) -> Result<()> {
+    let pmd = u(s, &["kernel_counters", "pmd_hint_faults"])?;
+    let records = u(s, &["hint_faults"])?;
+    let pages = u(s, &["pages", "hint_faults"])?;
+    println!("    {records} hint faults ({pmd} on huge PMDs), {pages} pages");
+    ensure!(pmd > 0, "no hint fault on a huge page");
+    ensure!(pmd < records, "no hint fault on a 4 KiB page");
+    let threshold = ["promote_hot", "reject_latency", "reject_rate_limit"]
+        .iter()
+        .map(|o| s["pages"]["by_outcome"][o].as_u64().unwrap_or(0))
+        .sum::<u64>();
+    ensure!(
+        threshold > 0,
+        "no decision on the threshold path: DRAM was not filled"
+    );
+    ensure!(
+        pages > records,
+        "the faults' pages ({pages}) do not count the huge pages' 512 each"
+    );
+    ensure!(
+        u(w, &["procs"])? == 3 && u(w, &["threads"])? == 3 && u(w, &["shared_pages"])? > 0,
+        "the workload did not run its three processes of three threads with a shared region: {w}"
+    );
+    let pids: Vec<u64> = std::iter::once(u(w, &["pid"])?)
+        .chain(
+            w["child_pids"]
+                .as_array()
+                .context("no child_pids in the workload's summary")?
+                .iter()
+                .filter_map(Value::as_u64),
+        )
+        .collect();
+    let funnel = s["funnel"].as_array().context("no funnel in the report")?;
+    for pid in &pids {
+        let faulted = funnel
+            .iter()
+            .find(|p| p["pid"].as_u64() == Some(*pid))
+            .and_then(|p| p["slow_faults"].as_u64())
+            .unwrap_or(0);
+        ensure!(
+            faulted > 0,
+            "process {pid} of the workload has no slow-tier hint fault in the funnel"
+        );
+    }
+    Ok(())
+}
+
+/// The kernel-time model decides as the kernel did on every decision.
+fn check_kernel_time_agrees(shadow: &Value) -> Result<()> {
+    let kt = shadow["models"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["name"] == "kernel-time")
+        .context("no kernel-time model in the shadow report")?;
+    let pct = f(kt, &["agreement_pct"])?;
+    println!("    kernel-time agrees with the kernel on {pct:.2}% of decisions");
+    ensure!(
+        pct >= 100.0,
+        "kernel-time agrees with the kernel on {pct:.2}% of decisions, not all"
+    );
+    Ok(())
+}
