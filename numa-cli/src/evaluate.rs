@@ -15,7 +15,7 @@ use numa_core::{
     model::{
         funnel::{ProcessFunnel, Watch},
         policy::{self, KernelDefaults},
-        shadow::{RefaultReport, Shadow, ShadowReport},
+        shadow::{Agreement, RefaultReport, Shadow, ShadowReport},
     },
     params::KernelParams,
     plan::AttachPlan,
@@ -308,6 +308,33 @@ fn write_agreement(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()
                 row[0], row[1], row[2], row[3]
             )
         })?;
+    }
+    write_stamped_elsewhere(r, out)
+}
+
+/// Agreement on shared folios a scan of another process stamped, where the
+/// fault-count patch subtracts one process's count from another's.
+fn write_stamped_elsewhere(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
+    let n = |a: &Agreement| a.both + a.kernel_only + a.model_only + a.neither;
+    if r.models
+        .iter()
+        .all(|m| n(&m.agreement_stamped_elsewhere) == 0)
+    {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  on folios stamped by another process's scan (shared memory):"
+    )?;
+    for m in &r.models {
+        let a = &m.agreement_stamped_elsewhere;
+        writeln!(
+            out,
+            "    {:<32} {:>6.2}% of {} decisions",
+            truncate(&m.name, 32),
+            a.agree_pct(),
+            n(a)
+        )?;
     }
     Ok(())
 }

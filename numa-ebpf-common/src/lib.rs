@@ -430,6 +430,10 @@ pub mod ext_flags {
     pub const NO_ACCOUNT: u64 = 256;
     /// With [`LATE_END`]: sent when its thread exited.
     pub const AT_EXIT: u64 = 512;
+    /// The first PTE fault counted after the mm's counter was reset
+    /// (init_numa_balancing, at every clone of a thread of the mm):
+    /// `pc_count` starts again from 1 here.
+    pub const PC_AFTER_RESET: u64 = 1024;
 }
 
 /// Flags in [`ScanEvent::ext_flags`].
@@ -605,11 +609,17 @@ pub const PC_COUNT_ENTRIES: u32 = 65536;
 pub struct PcCounter {
     /// The patch's `atomic_t hint_faults` (wrapping like an int).
     pub count: u32,
-    /// 1 once numatrace saw the counter's last reset.
+    /// [`PcCounter::BASE_KNOWN`] once numatrace saw the counter's last
+    /// reset, [`PcCounter::BASE_RESET`] until a PTE fault counts after it.
     pub base_known: u32,
     /// numatrace's count of the mm's hint faults since attach, PTE and PMD
     /// alike (`FaultEvent::seq_mm`); never reset while the mm lives.
     pub seq: u64,
+}
+
+impl PcCounter {
+    pub const BASE_KNOWN: u32 = 1;
+    pub const BASE_RESET: u32 = 2;
 }
 /// Default ring buffer size in bytes.
 pub const DEFAULT_RING_BYTES: u32 = 16 << 20;

@@ -146,6 +146,9 @@ fn on_hint_fault(folio: u64, addr: u64) {
         if pc.base_known != 0 {
             ev.ext_flags |= xf::PC_BASE_KNOWN;
         }
+        if pc.base_known == PcCounter::BASE_RESET {
+            ev.ext_flags |= xf::PC_AFTER_RESET;
+        }
     }
     let slot = stamp_slot(folio);
     let stamp = slot.ok().and_then(occupied);

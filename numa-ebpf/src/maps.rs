@@ -503,9 +503,32 @@ pub fn pc_on_fault(mm: u64, pte: bool) -> Option<PcCounter> {
         // SAFETY: as above.
         unsafe { core::ptr::read_volatile(&c.count) }
     };
+    // A reset the probes saw (`BASE_RESET`) is taken by the first PTE
+    // fault after it, once even when threads race: the record says so.
+    let base_known = if pte && c.base_known == PcCounter::BASE_RESET {
+        // SAFETY: as above.
+        let (_, won) = unsafe {
+            core::intrinsics::atomic_cxchg::<
+                u32,
+                { core::intrinsics::AtomicOrdering::SeqCst },
+                { core::intrinsics::AtomicOrdering::SeqCst },
+            >(
+                &mut c.base_known,
+                PcCounter::BASE_RESET,
+                PcCounter::BASE_KNOWN,
+            )
+        };
+        if won {
+            PcCounter::BASE_RESET
+        } else {
+            PcCounter::BASE_KNOWN
+        }
+    } else {
+        c.base_known
+    };
     Some(PcCounter {
         count,
-        base_known: c.base_known,
+        base_known,
         seq: next_seq(&mut c.seq),
     })
 }

@@ -403,7 +403,7 @@ fn on_pc_reset(task: u64) {
         // counts the mm's faults, which the patch's reset does not touch.
         Some(c) => unsafe {
             (*c).count = 0;
-            (*c).base_known = 1;
+            (*c).base_known = PcCounter::BASE_RESET;
         },
         None => count(Counter::PcUnavailable, 1),
     }

@@ -2,7 +2,7 @@
 //! and numbers inside JSON that fail with the path they were looked up at.
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{ensure, Context, Result};
 use serde_json::Value;
 
 pub fn read_json(dir: &Path, name: &str) -> Result<Value> {
@@ -108,6 +108,26 @@ pub fn promoted_pages_match_vmstat(s: &Value) -> Result<()> {
         vm("pgpromote_candidate")?,
         missed,
     )
+}
+
+/// The fault-count counter numatrace keeps for the patch stepped as the
+/// patch's does: every epoch of every mm (from a reset or the mm's first
+/// fault) carried the counts 1..=n, whatever order its threads' records
+/// arrived in.
+pub fn patch_counter_whole(s: &Value) -> Result<()> {
+    let p = |k: &str| u(s, &["checks", "patch_inputs", k]);
+    let (checked, off) = (p("epochs_checked")?, p("epochs_off")?);
+    println!(
+        "    fault-count counter: {checked} epochs ({} after a reset), {off} not 1..=n; {} records reordered, {} unanchored",
+        p("epochs_after_reset")?,
+        p("faults_reordered")?,
+        p("faults_unanchored")?
+    );
+    ensure!(
+        checked > 0 && off == 0,
+        "the fault-count counter stepped wrongly in {off} of {checked} epochs"
+    );
+    Ok(())
 }
 
 #[cfg(test)]

@@ -147,7 +147,7 @@ pub const TESTS: &[VmTest] = &[
         name: "rfc_fault_count",
         script: rfc::SCRIPT,
         kernels: &[Series::V6_12Rfc],
-        timeout_s: 400,
+        timeout_s: 600,
         check: rfc::check,
     },
     // Late: it switches numa_balancing from 2 to 1 and back, which resets

@@ -11,13 +11,22 @@
 //! faults pass, the later ones are rejected, and a model that gets the
 //! counter, the stamp or the threshold wrong disagrees on thousands of
 //! decisions.
+//!
+//! Then, in the same boot, three processes of two threads sharing a
+//! region on the slow node: the patch's counter is per mm and reset by
+//! every clone, and a shared folio's stamp is the count of whichever
+//! process's scan last passed it, compared with the faulting process's
+//! own count.
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
 use serde_json::Value;
 
 use crate::kernels::Series;
-use crate::results::{equal_but_missed, promoted_pages_match_vmstat, read_json, text, u};
+use crate::results::{
+    equal_but_missed, faults_match_vmstat, patch_counter_whole, promoted_pages_match_vmstat,
+    read_json, text, u,
+};
 
 /// The threshold the script gives the kernel and the models.
 pub const THRESHOLD: u64 = 6000;
@@ -28,13 +37,15 @@ echo 6000 > $knob || exit 1
 cat $knob > threshold
 numatrace doctor --json > doctor.json
 echo $? > doctor.rc
-numatrace workload hot-chunks --dram-mb 1400 --slow-mb 0 --duration 300 > filler.json &
+numatrace workload hot-chunks --dram-mb 1400 --slow-mb 0 --duration 600 > filler.json &
 filler=$!
 sleep 8
 numatrace shadow --json -o shadow.json --record t.trace --model fault-count:threshold=6000 --model fault-count:threshold=6000,stamp=latest -- numatrace workload hot-chunks --slow-mb 128 --chunk-mb 8 --accesses 20000 --idle-ms 100 --duration 25 --min-faults 20000 --max-duration 150 --summary workload.json || exit 1
+numatrace shadow --json -o shared.json --record s.trace --model fault-count:threshold=6000,stamp=latest -- numatrace workload hot-chunks --procs 3 --threads 2 --slow-mb 16 --shared-mb 48 --chunk-mb 8 --accesses 3000 --duration 8 --min-faults 4000 --max-duration 150 --summary shared-workload.json || exit 1
 kill $filler
 numatrace stats t.trace --json > stats.json
 numatrace stats t.trace > stats.txt
+numatrace stats s.trace --json > shared-stats.json
 "#;
 
 /// The model spec that is the patched kernel: patch 1/2 (per-process
@@ -57,7 +68,54 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         human.contains("fault count over threshold") && !human.contains("latency over threshold"),
         "`numatrace stats` does not give the kernel's reason as \"fault count over threshold\":\n{human}"
     );
-    check_agreement(&read_json(dir, "shadow.json")?)
+    check_agreement(&read_json(dir, "shadow.json")?)?;
+    check_shared(dir)
+}
+
+/// Decisions on shared folios the patched kernel took worth checking.
+const MIN_STAMPED_ELSEWHERE: u64 = 200;
+
+/// Three processes of two threads sharing a region: every count still
+/// equals the kernel's, the patch's counter steps as the kernel's through
+/// threads and clones, and the kernel's own model agrees with the patched
+/// kernel overall and on the folios one process's scan stamped and
+/// another's fault found (where the kernel subtracts one mm's count from
+/// another's).
+fn check_shared(dir: &Path) -> Result<()> {
+    let s = read_json(dir, "shared-stats.json")?;
+    faults_match_vmstat(&s)?;
+    promoted_pages_match_vmstat(&s)?;
+    patch_counter_whole(&s)?;
+    let shadow = read_json(dir, "shared.json")?;
+    check_agreement(&shadow)?;
+    let m = kernel_model(&shadow)?;
+    let a = &m["agreement_stamped_elsewhere"];
+    let cell = |k: &str| u(a, &[k]);
+    let (agreed, total) = (
+        cell("both")? + cell("neither")?,
+        cell("both")? + cell("neither")? + cell("kernel_only")? + cell("model_only")?,
+    );
+    println!("    on folios stamped by another process: {agreed} of {total} decisions agree ({a})");
+    ensure!(
+        total >= MIN_STAMPED_ELSEWHERE,
+        "only {total} decisions on folios another process's scan stamped (< {MIN_STAMPED_ELSEWHERE}): the shared region was hardly exercised"
+    );
+    ensure!(
+        agreed as f64 >= total as f64 * MIN_AGREEMENT_PCT / 100.0,
+        "on folios another process's scan stamped the kernel's model agrees on {agreed} of {total} (< {MIN_AGREEMENT_PCT}%)"
+    );
+    Ok(())
+}
+
+/// The shadow report's fault-count model with the patched kernel's
+/// stamps.
+fn kernel_model(shadow: &Value) -> Result<&Value> {
+    shadow["models"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["name"] == "fault-count" && m["params"]["stamp"] == "latest")
+        .with_context(|| format!("no fault-count model with {KERNEL_MODEL} in the shadow report"))
 }
 
 /// doctor recognises the patched kernel and its knob.
@@ -169,8 +227,8 @@ mod tests {
         assert!(SCRIPT.contains(&set));
         assert_eq!(
             SCRIPT.matches(&format!("threshold={THRESHOLD}")).count(),
-            2,
-            "both models take the kernel's threshold"
+            3,
+            "every model takes the kernel's threshold"
         );
     }
 

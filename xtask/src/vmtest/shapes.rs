@@ -12,6 +12,9 @@
 //! - promotions in pages equal vmstat's pgpromote_success, the pages that
 //!   passed the threshold its pgpromote_candidate;
 //! - huge pages, several processes and the shared region were all there;
+//! - the fault-count patch's counter numatrace keeps steps as the
+//!   patch's does in every process, whatever order its threads' records
+//!   arrive in and however often it is reset by a clone;
 //! - the kernel-time model agrees with the kernel on every decision.
 use std::path::Path;
 
@@ -19,7 +22,9 @@ use anyhow::{ensure, Context, Result};
 use serde_json::Value;
 
 use crate::kernels::Series;
-use crate::results::{f, faults_match_vmstat, promoted_pages_match_vmstat, read_json, u};
+use crate::results::{
+    f, faults_match_vmstat, patch_counter_whole, promoted_pages_match_vmstat, read_json, u,
+};
 
 pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
 thp=/sys/kernel/mm/transparent_hugepage/enabled
@@ -51,6 +56,7 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     check_no_fault_left(&s)?;
     promoted_pages_match_vmstat(&s)?;
     check_shapes(&s, &w)?;
+    patch_counter_whole(&s)?;
     check_kernel_time_agrees(&read_json(dir, "shadow.json")?)
 }
 

@@ -85,11 +85,21 @@ pub struct PatchInputs {
     /// Slow-node hint faults with the patch's counter, and without it.
     pub faults_with_counter: u64,
     pub faults_without_counter: u64,
-    /// Consecutive faults of one process (in record order) whose counter
-    /// did not step as the patch's does: +1 for a PTE fault, 0 for a PMD one.
-    /// Only meaningful for a single-threaded process without clones.
-    pub steps_checked: u64,
-    pub steps_off: u64,
+    /// The mm's counter checked per epoch: from a reset (`PC_AFTER_RESET`)
+    /// or the mm's first fault the probes counted, its PTE faults must
+    /// carry the counts 1..=n, each once, in whatever order their records
+    /// arrive (threads of one mm fault on several CPUs). Epochs checked,
+    /// and those whose counts were not 1..=n.
+    pub epochs_checked: u64,
+    pub epochs_off: u64,
+    /// Epochs begun by a reset the probes saw (a clone in the mm).
+    pub epochs_after_reset: u64,
+    /// PTE faults of a process whose first fault in the trace was not its
+    /// mm's first (a trace begun mid-run): not checked.
+    pub faults_unanchored: u64,
+    /// PTE faults whose count arrived below one already seen in their
+    /// epoch: records of concurrent threads crossing in the ring.
+    pub faults_reordered: u64,
     /// Faults compared with an earlier fault's count (the fault-time
     /// exchange: no scan stamp in between).
     pub stored_by_a_fault: u64,
@@ -98,7 +108,53 @@ pub struct PatchInputs {
     pub threshold_path: u64,
     pub threshold_path_without_node_count: u64,
     #[serde(skip)]
-    last_count: BTreeMap<u32, u32>,
+    epochs: BTreeMap<u32, MmCounts>,
+}
+
+/// Records of a process that came before its epoch's first (threads'
+/// records cross in the ring) kept until that one arrives; past this many
+/// the process is taken as first seen mid-run.
+const MAX_EARLY: usize = 64;
+
+/// One process's mm as the counter check sees it: the epoch being filled,
+/// the one before (a record of it may still arrive after the reset), and
+/// records that arrived before any epoch began.
+#[derive(Debug, Default, Clone)]
+struct MmCounts {
+    cur: CountEpoch,
+    prev: Option<CountEpoch>,
+    early: Vec<(u64, u32)>,
+}
+
+/// The PTE faults' counts of one mm since its epoch began.
+#[derive(Debug, Default, Clone, Copy)]
+struct CountEpoch {
+    /// `seq_mm` of the fault that began it; 0 before any did.
+    start_seq: u64,
+    faults: u64,
+    max: u32,
+    sum: u128,
+}
+
+impl CountEpoch {
+    fn anchored(&self) -> bool {
+        self.start_seq != 0
+    }
+
+    /// Adds a count; true when it is below one already seen (reordered).
+    fn add(&mut self, count: u32) -> bool {
+        let reordered = count < self.max;
+        self.faults += 1;
+        self.max = self.max.max(count);
+        self.sum += u128::from(count);
+        reordered
+    }
+
+    /// The counts were exactly 1..=faults.
+    fn whole(&self) -> bool {
+        let n = u128::from(self.faults);
+        u64::from(self.max) == self.faults && self.sum == n * (n + 1) / 2
+    }
 }
 
 impl PatchInputs {
@@ -108,11 +164,8 @@ impl PatchInputs {
             return;
         }
         self.faults_with_counter += 1;
-        let step = u32::from(f.ext_flags & xf::PMD_FAULT == 0);
-        let tgid = (f.pid_tgid >> 32) as u32;
-        if let Some(prev) = self.last_count.insert(tgid, f.pc_count) {
-            self.steps_checked += 1;
-            self.steps_off += u64::from(f.pc_count != prev.wrapping_add(step));
+        if f.ext_flags & xf::PMD_FAULT == 0 {
+            self.count_step(f);
         }
         if f.ext_flags & xf::PC_STORED != 0 && f.flags & ff::HAS_STAMP == 0 {
             self.stored_by_a_fault += 1;
@@ -123,6 +176,75 @@ impl PatchInputs {
                 self.threshold_path_without_node_count += 1;
             }
         }
+    }
+
+    /// A PTE fault's count into its mm's epoch (a PMD fault reads the
+    /// counter without adding: nothing to check).
+    fn count_step(&mut self, f: &FaultEvent) {
+        let reset = f.ext_flags & xf::PC_AFTER_RESET != 0;
+        // seq_mm 1: the first hint fault of an mm the probes counted from
+        // its start (a new process, or an exec's new mm).
+        let begins = reset || f.seq_mm == 1;
+        let (seq, count) = (f.seq_mm, f.pc_count);
+        let tgid = (f.pid_tgid >> 32) as u32;
+        let mm = self.epochs.entry(tgid).or_default();
+        let mut judged = Vec::new();
+        let mut reordered = 0;
+        let mut unanchored = 0;
+        if begins {
+            judged.extend(mm.prev.take());
+            if mm.cur.anchored() {
+                mm.prev = Some(mm.cur);
+            }
+            mm.cur = CountEpoch {
+                start_seq: seq.max(1),
+                ..CountEpoch::default()
+            };
+            mm.cur.add(count);
+            for (s, c) in std::mem::take(&mut mm.early) {
+                if s > seq {
+                    reordered += u64::from(mm.cur.add(c));
+                } else {
+                    unanchored += 1;
+                }
+            }
+            self.epochs_after_reset += u64::from(reset);
+        } else if !mm.cur.anchored() {
+            if mm.early.len() < MAX_EARLY {
+                mm.early.push((seq, count));
+            } else {
+                unanchored += 1;
+            }
+        } else {
+            let epoch = match &mut mm.prev {
+                Some(prev) if seq < mm.cur.start_seq => prev,
+                _ => &mut mm.cur,
+            };
+            reordered += u64::from(epoch.add(count));
+        }
+        self.faults_reordered += reordered;
+        self.faults_unanchored += unanchored;
+        for e in judged {
+            self.judge(&e);
+        }
+    }
+
+    fn judge(&mut self, e: &CountEpoch) {
+        self.epochs_checked += 1;
+        self.epochs_off += u64::from(!e.whole());
+    }
+
+    /// The figures with the epochs still open judged as they stand.
+    fn report(&self) -> PatchInputs {
+        let mut r = self.clone();
+        for mm in self.epochs.values() {
+            for e in mm.prev.iter().chain([&mm.cur]).filter(|e| e.anchored()) {
+                r.judge(e);
+            }
+            r.faults_unanchored += mm.early.len() as u64;
+        }
+        r.epochs.clear();
+        r
     }
 }
 
@@ -709,7 +831,7 @@ impl Totals {
                 twice: self.protections[1],
                 three_or_more: self.protections[2],
             },
-            patch_inputs: self.patch.clone(),
+            patch_inputs: self.patch.report(),
         }
     }
 }
@@ -724,17 +846,17 @@ mod tests {
     #[test]
     fn patch_inputs_step_like_the_patchs_counter() {
         let mut p = PatchInputs::default();
-        let mut a = fault(10, 1, 5, Outcome::PromoteHot);
+        let mut a = fault(1, 1, 5, Outcome::PromoteHot);
         a.ext_flags |= xf::NODE_CANDIDATES;
         p.fault(&a);
-        let mut pmd = fault(11, 2, 5, Outcome::PromoteHot);
+        let mut pmd = fault(2, 2, 5, Outcome::PromoteHot);
         pmd.pc_count = 10; // a PMD fault reads without adding
         pmd.ext_flags |= xf::PMD_FAULT;
         p.fault(&pmd);
-        let mut skipped = fault(13, 3, 5, Outcome::RejectLatency);
+        let mut skipped = fault(3, 3, 5, Outcome::RejectLatency);
+        skipped.pc_count = 2;
         skipped.flags &= !ff::HAS_STAMP; // compared with an earlier fault's count
         p.fault(&skipped);
-        assert_eq!((p.steps_checked, p.steps_off), (2, 1));
         assert_eq!(p.stored_by_a_fault, 1);
         assert_eq!(
             (p.threshold_path, p.threshold_path_without_node_count),
@@ -744,6 +866,65 @@ mod tests {
         none.ext_flags &= !xf::PC_COUNT;
         p.fault(&none);
         assert_eq!((p.faults_with_counter, p.faults_without_counter), (3, 1));
+        let r = p.report();
+        assert_eq!((r.epochs_checked, r.epochs_off), (1, 0));
+    }
+
+    /// Counts 1..=n in any order make a whole epoch; a reset begins the
+    /// next; a count skipped or repeated is found.
+    #[test]
+    fn count_epochs_take_threads_and_resets() {
+        let pte = |seq: u64, count: u32, reset: bool| {
+            let mut f = fault(seq, seq, 5, Outcome::PromoteHot);
+            f.pc_count = count;
+            if reset {
+                f.ext_flags |= xf::PC_AFTER_RESET;
+            }
+            f
+        };
+        let mut p = PatchInputs::default();
+        // Two threads' records crossing, then a clone's reset.
+        for (seq, count, reset) in [
+            (1, 1, false),
+            (2, 3, false),
+            (3, 2, false),
+            (4, 1, true),
+            (5, 2, false),
+        ] {
+            p.fault(&pte(seq, count, reset));
+        }
+        let r = p.report();
+        assert_eq!((r.epochs_checked, r.epochs_off), (2, 0));
+        assert_eq!((r.epochs_after_reset, r.faults_reordered), (1, 1));
+        // A count repeated (a lost increment) and one skipped.
+        p.fault(&pte(6, 2, false));
+        p.fault(&pte(7, 1, true));
+        p.fault(&pte(8, 3, false));
+        let r = p.report();
+        assert_eq!((r.epochs_checked, r.epochs_off), (3, 2));
+        // Records crossing an epoch's start: a thread's record before the
+        // mm's first, the old epoch's last after the reset.
+        let mut c = PatchInputs::default();
+        for (seq, count, reset) in [
+            (2, 2, false),
+            (1, 1, false),
+            (4, 1, true),
+            (3, 3, false),
+            (5, 2, false),
+        ] {
+            c.fault(&pte(seq, count, reset));
+        }
+        let r = c.report();
+        assert_eq!(
+            (r.epochs_checked, r.epochs_off, r.faults_unanchored),
+            (2, 0, 0)
+        );
+        // A process first seen mid-run is not judged.
+        let mut q = PatchInputs::default();
+        q.fault(&pte(40, 40, false));
+        q.fault(&pte(41, 41, false));
+        let r = q.report();
+        assert_eq!((r.epochs_checked, r.faults_unanchored), (0, 2));
     }
 
     /// The figures the probes no longer count are derived from the ones

@@ -44,6 +44,10 @@ struct ModelState {
     /// the report shows of a model is a sum over these, so a decision
     /// costs one small search and two additions.
     tallies: Vec<Tally>,
+    /// Agreement on the faults whose folio was stamped by another
+    /// process's scan (a shared folio): what the fault-count patch
+    /// computes there differs most from what a per-process count means.
+    stamped_elsewhere: Agreement,
 }
 
 /// How often a model gave one verdict.
@@ -300,6 +304,7 @@ impl Shadow {
                         .map(|policy| ModelState {
                             policy,
                             tallies: Vec::new(),
+                            stamped_elsewhere: Agreement::default(),
                         })
                         .collect(),
                     prefetching,
@@ -432,6 +437,7 @@ impl Shadow {
                         agreement_pct: c.agreement.agree_pct(),
                         agreement_pages_pct: c.agreement.agree_pages_pct(),
                         agreement: c.agreement,
+                        agreement_stamped_elsewhere: m.stamped_elsewhere.clone(),
                         refault_after_model_only: e.refaults.report(i),
                         threshold: m.policy.threshold(),
                         projected: c.projected,
@@ -675,6 +681,10 @@ impl Engine {
         for (i, m) in models.iter_mut().enumerate() {
             let v = m.policy.decide_keyed(f, view, key);
             m.tally(v, kernel_promote, pages);
+            if f.flags & ff::STAMP_OTHER_MM != 0 {
+                m.stamped_elsewhere
+                    .count(kernel_promote, v.promote, 1, pages);
+            }
             let p = u64::from(v.promote);
             row_promote[i] += p;
             row_promote_pages[i] += p * pages;

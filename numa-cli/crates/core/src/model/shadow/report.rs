@@ -181,6 +181,9 @@ pub struct ModelReport {
     /// Agreement over the decisions (folios), and over their pages.
     pub agreement_pct: f64,
     pub agreement_pages_pct: f64,
+    /// The same cells over the faults whose folio another process's scan
+    /// stamped (shared folios).
+    pub agreement_stamped_elsewhere: Agreement,
     /// Pages this model wanted and the kernel refused: faulted again later?
     pub refault_after_model_only: RefaultReport,
     pub threshold: Option<f64>,
