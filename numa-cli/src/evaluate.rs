@@ -510,6 +510,7 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
 }
 
 pub fn replay(args: &ReplayArgs) -> Result<ExitCode> {
+    numa_host::fs::check_not_input(args.models.output.as_deref(), &[&args.trace])?;
     let header = trace::Reader::open(&args.trace)?.header;
     let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
     if let Some(sweep) = &args.sweep {
