@@ -675,6 +675,105 @@ mod tests {
         let _ = fs::remove_dir_all(dir);
     }
 
+    fn mkfifo(path: &Path) {
+        let c = CString::new(path.as_os_str().as_bytes()).expect("path");
+        // SAFETY: a NUL-terminated path alive for the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    }
+
+    fn is_fifo(path: &Path) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+    }
+
+    /// Nothing but a regular file is ever renamed over: a FIFO (by its
+    /// name or through a symlink) without a reader, a directory, are
+    /// refused by every writer, and left as they were.
+    #[test]
+    fn only_regular_files_are_replaced() {
+        let dir = tmp_dir("kinds");
+        let fifo = dir.join("pipe");
+        mkfifo(&fifo);
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&fifo, &link).expect("symlink");
+        let sub = dir.join("sub");
+        fs::create_dir(&sub).expect("mkdir");
+        for p in [&fifo, &link] {
+            let err = write_atomic(p, b"x", 0o644).expect_err("no reader");
+            assert!(err.to_string().contains("a FIFO with no reader"), "{err}");
+            let err = create_replacing(p, 0o600).expect_err("a FIFO");
+            assert!(err.to_string().contains("a FIFO, not a regular file"), "{err}");
+            let err = AtomicFile::create(p, 0o600).err().expect("a FIFO");
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{err}");
+        }
+        let err = write_atomic(&sub, b"x", 0o644).expect_err("a directory");
+        assert!(err.to_string().contains("a directory"), "{err}");
+        assert!(create_replacing(&sub, 0o600).is_err());
+        assert!(is_fifo(&fifo));
+        assert!(fs::symlink_metadata(&link).expect("link").is_symlink());
+        assert_eq!(names(&dir), ["link", "pipe", "sub"]);
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    /// A FIFO with a reader is written in place, not replaced.
+    #[test]
+    fn a_fifo_with_a_reader_is_written_in_place() {
+        let dir = tmp_dir("fifo");
+        let fifo = dir.join("pipe");
+        mkfifo(&fifo);
+        let reader = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .expect("reader");
+        write_atomic(&fifo, b"through", 0o644).expect("write");
+        let mut got = Vec::new();
+        (&reader).read_to_end(&mut got).expect("read");
+        assert_eq!(got, b"through");
+        assert!(is_fifo(&fifo));
+        assert_eq!(names(&dir), ["pipe"]);
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    /// The same file by its name, a hard link or a symlink is refused as
+    /// an output; another file, or one not there yet, is not.
+    #[test]
+    fn an_input_is_never_an_output() {
+        let dir = tmp_dir("input");
+        let input = dir.join("in.trace");
+        fs::write(&input, b"trace").expect("input");
+        let hard = dir.join("hard");
+        fs::hard_link(&input, &hard).expect("hard link");
+        let soft = dir.join("soft");
+        std::os::unix::fs::symlink(&input, &soft).expect("symlink");
+        for out in [&input, &hard, &soft] {
+            let err = check_not_input(Some(out), &[&dir.join("none"), &input]).expect_err("same");
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+            assert!(err.to_string().contains("same file as the input"), "{err}");
+        }
+        let other = dir.join("other");
+        fs::write(&other, b"other").expect("other");
+        check_not_input(Some(&other), &[&input]).expect("another file");
+        check_not_input(Some(&dir.join("new")), &[&input]).expect("a new file");
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    /// A temporary is listed for removal on a stop signal while it exists,
+    /// and off the list once committed or dropped.
+    #[test]
+    fn temporaries_are_listed_while_they_exist() {
+        let dir = tmp_dir("listed");
+        let path = dir.join("out");
+        let f = AtomicFile::create(&path, 0o600).expect("create");
+        assert!(f.slot.is_some());
+        let g = AtomicFile::create(&path, 0o600).expect("create");
+        assert!(g.slot.is_some());
+        f.commit().expect("commit");
+        drop(g);
+        assert_eq!(names(&dir), ["out"]);
+        let _ = fs::remove_dir_all(dir);
+    }
+
     #[test]
     fn shared_reads_refuse_what_another_user_could_have_written() {
         use std::os::unix::fs::PermissionsExt;
