@@ -49,7 +49,8 @@ mod tests {
     /// temporary's random name in it), so the writer warns once per cause.
     #[test]
     fn a_lasting_failure_gives_the_same_message_each_time() {
-        let dir = std::env::temp_dir().join(format!("numatrace-textfile-same-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("numatrace-textfile-same-{}", std::process::id()));
         let path = dir.join("numatrace.prom");
         std::fs::create_dir_all(path.join("inside")).expect("mkdir");
         let first = format!("{:#}", write(&path, b"a 1\n").expect_err("a directory"));

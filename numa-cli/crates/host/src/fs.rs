@@ -702,7 +702,10 @@ mod tests {
             let err = write_atomic(p, b"x", 0o644).expect_err("no reader");
             assert!(err.to_string().contains("a FIFO with no reader"), "{err}");
             let err = create_replacing(p, 0o600).expect_err("a FIFO");
-            assert!(err.to_string().contains("a FIFO, not a regular file"), "{err}");
+            assert!(
+                err.to_string().contains("a FIFO, not a regular file"),
+                "{err}"
+            );
             let err = AtomicFile::create(p, 0o600).err().expect("a FIFO");
             assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{err}");
         }
