@@ -345,7 +345,7 @@ fn big_trace(path: &Path, faults: u64) {
 fn a_stop_signal_mid_write_leaves_no_temporary() {
     let dir = TempDir::new("signal");
     let trace = dir.0.join("big.trace");
-    big_trace(&trace, 2_000_000);
+    big_trace(&trace, 500_000);
     let out = dir.0.join("out.jsonl");
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
         let mut child = Command::new(NUMATRACE)
