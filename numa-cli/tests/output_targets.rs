@@ -383,3 +383,20 @@ fn a_stop_signal_mid_write_leaves_no_temporary() {
         assert_eq!(names(&dir.0), ["big.trace"], "signal {sig}: left behind");
     }
 }
+
+/// `shadow --record X -o X`: the report would replace the trace at the
+/// end of the run; refused before attaching.
+#[test]
+fn shadow_refuses_its_report_over_its_trace() {
+    let dir = TempDir::new("shadow");
+    let r = Command::new(NUMATRACE)
+        .args(["shadow", "--record", "x.trace", "-o", "x.trace"])
+        .args(["--duration", "1"])
+        .current_dir(&dir.0)
+        .output()
+        .expect("shadow");
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success());
+    assert!(err.contains("also the --record trace"), "{err}");
+    assert!(names(&dir.0).is_empty());
+}
