@@ -54,7 +54,10 @@ pub enum Command {
     /// Run the shadow policies on a recorded trace; sweep a parameter.
     Replay(ReplayArgs),
     /// Write a self-contained HTML report of a trace (charts, agreement,
-    /// sweep), or of several side by side (one column per host or run).
+    /// sweep), or of several side by side (one column per host or run):
+    /// to -o FILE (replaced; `-` is standard output), else to report.html
+    /// in the current directory if no file has that name. HTML only:
+    /// `replay --json`/`--csv` gives the figures as data.
     Report(ReportArgs),
     /// Print every record of a trace as one JSON line, or write its hint
     /// faults as a Parquet file for SQL engines (DuckDB, Spark, Trino).
@@ -248,7 +251,9 @@ pub struct DumpArgs {
     #[arg(long, value_enum, default_value_t = DumpFormat::Json)]
     pub format: DumpFormat,
     /// Write to FILE (created beside it and renamed into place, mode 0600:
-    /// it holds kernel addresses) instead of standard output.
+    /// it holds kernel addresses) instead of standard output; `-` is
+    /// standard output. Only a regular file is replaced: the null device
+    /// or a FIFO with a reader is written in place, anything else refused.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// The host's name in parquet's `host` column [default: the host the
@@ -316,7 +321,8 @@ pub struct ModelArgs {
     /// One CSV row per model.
     #[arg(long)]
     pub csv: bool,
-    /// Write the report here instead of stdout.
+    /// Write the report here instead of stdout (`-`: stdout; only a
+    /// regular file is replaced).
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
 }
@@ -387,7 +393,8 @@ pub struct ReportArgs {
     /// 1 to 16: several are drawn side by side, one column each.
     #[arg(required = true, value_name = "TRACE")]
     pub traces: Vec<PathBuf>,
-    /// Models and the output file (`-o`, default report.html).
+    /// Models and the output file (`-o`; without it report.html in the
+    /// current directory, never replaced).
     #[command(flatten)]
     pub models: ModelArgs,
 }

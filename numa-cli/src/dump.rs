@@ -16,7 +16,7 @@ use numa_core::{
     decode::{comm, Event},
     trace::{Item, Reader},
 };
-use numa_host::fs::AtomicFile;
+use numa_host::fs::{check_not_input, Output};
 
 use crate::cli::{DumpArgs, DumpFormat};
 
@@ -54,6 +54,7 @@ pub fn event_json(ev: &Event) -> serde_json::Value {
 }
 
 pub fn run(args: &DumpArgs) -> Result<ExitCode> {
+    check_not_input(args.output.as_deref(), &[&args.trace])?;
     match args.format {
         DumpFormat::Json => json_dump(&args.trace, args.output.as_deref()),
         DumpFormat::Parquet => parquet_dump(args),
@@ -79,7 +80,7 @@ fn json_dump(path: &Path, output: Option<&Path>) -> Result<ExitCode> {
                 w
             }
             Some(file) => {
-                let mut out = BufWriter::new(AtomicFile::create(file, JSON_MODE)?);
+                let mut out = BufWriter::new(Output::create(file, JSON_MODE)?);
                 let w = write(reader, &mut out, &mut progress)?;
                 out.into_inner().map_err(|e| e.into_error())?.commit()?;
                 w

@@ -494,6 +494,16 @@ fn write_output(a: &ModelArgs, buf: &[u8]) -> Result<()> {
 pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
     if let Some(path) = &args.record {
         numa_source::check_new_trace(path, args.overwrite)?;
+        if let Some(out) = &args.models.output {
+            if out == path {
+                bail!(
+                    "-o {} is also the --record trace: the report would replace the trace; \
+                     name two files",
+                    out.display()
+                );
+            }
+            numa_host::fs::check_not_input(Some(out), &[path])?;
+        }
     }
     let probes = numa_probe::session::attach(&args.probe.options())?;
     let probes_header = numa_probe::session::header(&probes);
@@ -524,6 +534,15 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
             .reason
     };
     log::info!("shadow stopped: {}", reason.describe());
+    if let (Some(out), Some(rec)) = (&args.models.output, &args.record) {
+        // The same file by another name than the one checked at the start.
+        numa_host::fs::check_not_input(Some(out), &[rec]).with_context(|| {
+            format!(
+                "the report is in the trace: `numatrace replay {}`",
+                rec.display()
+            )
+        })?;
+    }
     emit(
         &Output::new(
             &engine.report(),
@@ -537,6 +556,7 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
 }
 
 pub fn replay(args: &ReplayArgs) -> Result<ExitCode> {
+    numa_host::fs::check_not_input(args.models.output.as_deref(), &[&args.trace])?;
     let header = trace::Reader::open(&args.trace)?.header;
     let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
     if let Some(sweep) = &args.sweep {

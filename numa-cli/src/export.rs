@@ -245,6 +245,9 @@ async fn replay(
 }
 
 pub fn run(args: &ExportArgs) -> Result<ExitCode> {
+    if let (Some(t), Some(r)) = (&args.textfile, &args.replay) {
+        numa_host::fs::check_not_input(Some(t), &[r])?;
+    }
     let listen = listen_address(args)?;
     let listener = listen.map(bind).transpose()?;
     let textfile = textfile_target(args);

@@ -29,14 +29,39 @@ use numa_core::{
     trace::{self, Header},
 };
 
+/// The page's name without `-o`, in the current directory.
+const DEFAULT_OUTPUT: &str = "report.html";
+
+/// Writes the page to `-o` (replacing a regular file there; `-` is
+/// standard output), else to report.html in the current directory if no
+/// file has that name: a report the user did not name is never replaced.
 pub fn run(args: &ReportArgs) -> Result<ExitCode> {
+    for (flag, on) in [("--json", args.models.json), ("--csv", args.models.csv)] {
+        if on {
+            bail!(
+                "report writes an HTML page, not {flag}: for the models' figures as data run \
+                 `numatrace replay TRACE {flag}`"
+            );
+        }
+    }
     check_distinct(&args.traces)?;
+    let out = match &args.models.output {
+        Some(o) => o.clone(),
+        None => {
+            let out = PathBuf::from(DEFAULT_OUTPUT);
+            if out.symlink_metadata().is_ok() {
+                bail!(
+                    "{DEFAULT_OUTPUT} exists in this directory and is not replaced unless named: \
+                     give -o {DEFAULT_OUTPUT} to replace it, another -o FILE, or -o - for \
+                     standard output"
+                );
+            }
+            out
+        }
+    };
+    let inputs: Vec<&Path> = args.traces.iter().map(PathBuf::as_path).collect();
+    numa_host::fs::check_not_input(Some(&out), &inputs)?;
     let html = render(&args.traces, &args.models.sel.models)?;
-    let out = args
-        .models
-        .output
-        .clone()
-        .unwrap_or_else(|| "report.html".into());
     crate::write_output(Some(&out), html.as_bytes())?;
     log::info!("wrote {}", out.display());
     Ok(ExitCode::SUCCESS)

@@ -26,7 +26,7 @@ use numa_core::{
     trace::Header,
 };
 use numa_ebpf_common::{ext_flags as xf, fault_flags as ff, FaultEvent, Outcome};
-use numa_host::fs::AtomicFile;
+use numa_host::fs::Output;
 
 /// The file holds kernel addresses (`addr`, `folio`), as traces do.
 const MODE: u32 = 0o600;
@@ -275,7 +275,7 @@ pub struct ParquetSink {
     facts: FileFacts,
     columns: Vec<Column>,
     models: FaultVerdicts,
-    writer: SerializedFileWriter<AtomicFile>,
+    writer: SerializedFileWriter<Output>,
     first_snapshot_ns: Option<u64>,
     rows: u64,
     /// Reused per row.
@@ -305,7 +305,7 @@ impl ParquetSink {
             .set_compression(Compression::SNAPPY)
             .set_created_by(format!("numatrace {}", env!("CARGO_PKG_VERSION")))
             .build();
-        let file = AtomicFile::create(path, MODE)?;
+        let file = Output::create(path, MODE)?;
         let writer = SerializedFileWriter::new(file, Arc::new(schema), Arc::new(props))?;
         Ok(ParquetSink {
             facts: FileFacts {

@@ -157,7 +157,9 @@ pub fn prometheus_text(state: Arc<MetricsState>) -> Result<Vec<u8>> {
 }
 
 /// Writes the textfile every `every` and once more when stopped. A failed
-/// periodic write is reported and retried at the next tick.
+/// periodic write is retried at the next tick; a failure is reported once
+/// per distinct message (a lasting cause repeats the same one), and the
+/// first success after it says so.
 async fn write_textfiles(
     path: &Path,
     every: Duration,
@@ -176,7 +178,11 @@ async fn write_textfiles(
         }
         let state = rx.borrow().clone();
         match prometheus_text(state).and_then(|t| textfile::write(path, &t)) {
-            Ok(()) => last_error = None,
+            Ok(()) => {
+                if last_error.take().is_some() {
+                    log::info!("the textfile {} is written again", path.display());
+                }
+            }
             Err(e) => {
                 let msg = format!("{e:#}");
                 if last_error.as_ref() != Some(&msg) {

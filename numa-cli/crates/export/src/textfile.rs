@@ -44,4 +44,21 @@ mod tests {
         assert!(format!("{err:#}").contains("directory writable"), "{err:#}");
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// A write that keeps failing says the same thing each time (no
+    /// temporary's random name in it), so the writer warns once per cause.
+    #[test]
+    fn a_lasting_failure_gives_the_same_message_each_time() {
+        let dir =
+            std::env::temp_dir().join(format!("numatrace-textfile-same-{}", std::process::id()));
+        let path = dir.join("numatrace.prom");
+        std::fs::create_dir_all(path.join("inside")).expect("mkdir");
+        let first = format!("{:#}", write(&path, b"a 1\n").expect_err("a directory"));
+        let second = format!("{:#}", write(&path, b"a 1\n").expect_err("a directory"));
+        assert_eq!(first, second);
+        assert!(first.contains("numatrace.prom"), "{first}");
+        let names: Vec<_> = std::fs::read_dir(&dir).expect("ls").collect();
+        assert_eq!(names.len(), 1, "temporaries left behind");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -11,6 +11,16 @@
 //! write to), and a predictable name would let anyone who can write there
 //! plant a symlink or a file that numatrace then writes through.
 //!
+//! Only a regular file (or nothing) is ever replaced. An output named by
+//! the user ([`Output`]) that is something else is written in place when
+//! that is what the user means: `-` and this process's standard output by
+//! any name (`/dev/stdout`), the null device, a FIFO with a reader (`-o
+//! >(gzip > x.gz)`); anything else (another device, a socket, a directory,
+//! a FIFO nobody reads) is refused with a message. An output that is the
+//! same file as an input is refused before anything is written
+//! ([`check_not_input`]). A stop signal while a temporary file exists
+//! removes it (see `cleanup`).
+//!
 //! A stream (a trace being recorded) is created exclusively at its final
 //! name, so that whatever was written before a crash is readable there.
 //!
@@ -30,6 +40,12 @@ use std::{
     path::{Path, PathBuf},
 };
 
+mod cleanup;
+mod target;
+
+pub use cleanup::stop_signals_handled;
+pub use target::{check_not_input, Output};
+
 /// How many random names to try before giving up: a collision of 64
 /// random bits means someone is planting files, not bad luck.
 const ATTEMPTS: usize = 4;
@@ -41,12 +57,16 @@ const ATTEMPTS: usize = 4;
 ///
 /// On error nothing is left behind, `path` keeps its old contents, and the
 /// error names the path and what to check.
+///
+/// `path` may also be standard output, the null device or a FIFO with a
+/// reader, written in place ([`Output`]); anything else that is not a
+/// regular file is refused.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    write_atomic_named(path, bytes, mode, random_suffix)
+    let mut out = Output::create(path, mode)?;
+    out.write_all(bytes)?;
+    out.commit()
 }
 
-/// [`write_atomic`] with the source of temporary-name suffixes as a
-/// parameter, so tests can make the names predictable.
 /// The directory `path` is in (`.` for a bare name) and its file name,
 /// the stem of the temporary names made beside it.
 fn dir_and_name(path: &Path) -> (&Path, String) {
@@ -60,6 +80,9 @@ fn dir_and_name(path: &Path) -> (&Path, String) {
     (dir, name)
 }
 
+/// [`write_atomic`] to a regular file with the source of temporary-name
+/// suffixes as a parameter, so tests can make the names predictable.
+#[cfg(test)]
 fn write_atomic_named(
     path: &Path,
     bytes: &[u8],
@@ -82,6 +105,8 @@ pub struct AtomicFile {
     path: PathBuf,
     tmp: PathBuf,
     file: Option<fs::File>,
+    /// The temporary's entry in the list a stop signal removes.
+    slot: Option<cleanup::Slot>,
 }
 
 impl AtomicFile {
@@ -96,13 +121,15 @@ impl AtomicFile {
         mode: u32,
         mut suffix: impl FnMut() -> io::Result<String>,
     ) -> io::Result<AtomicFile> {
+        replaceable(path)?;
         let (dir, name) = dir_and_name(path);
-        let (tmp, file) = create_temporary(dir, &name, mode, &mut suffix)
-            .map_err(|e| write_error(path, None, e))?;
+        let (tmp, file, slot) =
+            create_temporary(dir, &name, mode, &mut suffix).map_err(|e| write_error(path, e))?;
         Ok(AtomicFile {
             path: path.to_owned(),
             tmp,
             file: Some(file),
+            slot,
         })
     }
 
@@ -112,13 +139,17 @@ impl AtomicFile {
         let Some(file) = self.file.take() else {
             return Err(io::Error::other("committed twice"));
         };
+        // Checked again at the last moment: something else may have been
+        // put at the name while the file was written.
         let done = file.sync_all().and_then(|()| {
             drop(file);
+            replaceable(&self.path)?;
             fs::rename(&self.tmp, &self.path)
         });
         if let Err(e) = done {
             return Err(self.abandon(e));
         }
+        self.slot = None;
         // The file is in place whatever happens here; some filesystems
         // refuse to fsync a directory, which costs durability, not
         // correctness.
@@ -132,13 +163,14 @@ impl AtomicFile {
     /// to check.
     fn abandon(&mut self, e: io::Error) -> io::Error {
         self.remove();
-        write_error(&self.path, Some(&self.tmp), e)
+        write_error(&self.path, e)
     }
 
     fn remove(&mut self) {
         self.file = None;
         // Only ever the file created here: create_new guarantees it is ours.
         let _ = fs::remove_file(&self.tmp);
+        self.slot = None;
     }
 }
 
@@ -163,30 +195,56 @@ impl Drop for AtomicFile {
     }
 }
 
-/// An error writing `path` (through the temporary file `tmp`), naming both
-/// and what to check.
-fn write_error(path: &Path, tmp: Option<&Path>, e: io::Error) -> io::Error {
-    let via = tmp.map_or_else(String::new, |t| format!(" (via {})", t.display()));
+/// An error writing `path`, naming it and what to check. Not the
+/// temporary's random name (it is gone by now): the same cause gives the
+/// same message, so a writer retrying every interval can tell a lasting
+/// failure from a new one.
+fn write_error(path: &Path, e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::InvalidInput {
+        // A refusal from `replaceable`: it names the path and the remedy.
+        return e;
+    }
     io::Error::new(
         e.kind(),
         format!(
-            "writing {}{via}: {e}: check that {} exists and this user may create files in it",
+            "writing {}: {e}: check that {} exists and this user may create files in it",
             path.display(),
             dir_and_name(path).0.display()
         ),
     )
 }
 
+/// Nothing at `path`, or a regular file (by its name or through a
+/// symlink, which is replaced, never written through): the only things a
+/// rename may replace. Anything else is an [`io::ErrorKind::InvalidInput`]
+/// error naming what is there.
+fn replaceable(path: &Path) -> io::Result<()> {
+    match fs::metadata(path) {
+        Ok(m) if !m.file_type().is_file() => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is {}, not a regular file: numatrace replaces only regular files; \
+                 name a new file, or `-` for standard output",
+                path.display(),
+                kind(m.mode())
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Creates a fresh temporary file in `dir`: exclusively (an existing file
 /// or symlink at the name is never opened) and without following a
 /// symlink. Hidden and ending in `.tmp`, so collectors matching `*.prom`
 /// or readers of the final name never pick it up.
+/// The temporary is entered in the list a stop signal removes (`None`: a
+/// name too long for it).
 fn create_temporary(
     dir: &Path,
     name: &str,
     mode: u32,
     suffix: &mut impl FnMut() -> io::Result<String>,
-) -> io::Result<(PathBuf, fs::File)> {
+) -> io::Result<(PathBuf, fs::File, Option<cleanup::Slot>)> {
     let mut last = None;
     for _ in 0..ATTEMPTS {
         let tmp = dir.join(format!(".{name}.{}.tmp", suffix()?));
@@ -197,7 +255,10 @@ fn create_temporary(
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&tmp)
         {
-            Ok(f) => return Ok((tmp, f)),
+            Ok(f) => {
+                let slot = cleanup::Slot::enter(&tmp);
+                return Ok((tmp, f, slot));
+            }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
             Err(e) => return Err(e),
         }
@@ -226,10 +287,14 @@ pub fn create_exclusive(path: &Path, mode: u32) -> io::Result<fs::File> {
 /// it and at once renamed over `path`. The rename replaces the name itself
 /// (a symlink there is replaced, its target never written), and the file is
 /// at its final name from the start, as with [`create_exclusive`].
+///
+/// Only a regular file (or a symlink to one) is replaced; anything else at
+/// `path` is an [`io::ErrorKind::InvalidInput`] error.
 pub fn create_replacing(path: &Path, mode: u32) -> io::Result<fs::File> {
+    replaceable(path)?;
     let (dir, name) = dir_and_name(path);
-    let (tmp, file) = create_temporary(dir, &name, mode, &mut random_suffix)?;
-    if let Err(e) = fs::rename(&tmp, path) {
+    let (tmp, file, _slot) = create_temporary(dir, &name, mode, &mut random_suffix)?;
+    if let Err(e) = replaceable(path).and_then(|()| fs::rename(&tmp, path)) {
         // Only ever the file created above: create_new guarantees it is ours.
         let _ = fs::remove_file(&tmp);
         return Err(e);
@@ -555,12 +620,14 @@ mod tests {
                 .contains("exists and this user may create files"),
             "{err}"
         );
-        // A rename that fails (the target is a non-empty directory): the
-        // temporary is removed.
+        // A directory at the name: refused before a temporary is made.
         let target = dir.join("busy");
         fs::create_dir_all(target.join("inside")).expect("mkdir");
         let err = write_atomic(&target, b"x", 0o644).expect_err("rename onto a directory");
-        assert!(err.to_string().contains("(via "), "{err}");
+        assert!(
+            err.to_string().contains("a directory, not a regular file"),
+            "{err}"
+        );
         assert_eq!(names(&dir), [".x.json.same.tmp", "busy"]);
         let _ = fs::remove_dir_all(dir);
     }
@@ -605,6 +672,108 @@ mod tests {
             names(&dir),
             ["dangling.trace", "link.trace", "new.trace", "victim"]
         );
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    fn mkfifo(path: &Path) {
+        let c = CString::new(path.as_os_str().as_bytes()).expect("path");
+        // SAFETY: a NUL-terminated path alive for the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    }
+
+    fn is_fifo(path: &Path) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+    }
+
+    /// Nothing but a regular file is ever renamed over: a FIFO (by its
+    /// name or through a symlink) without a reader, a directory, are
+    /// refused by every writer, and left as they were.
+    #[test]
+    fn only_regular_files_are_replaced() {
+        let dir = tmp_dir("kinds");
+        let fifo = dir.join("pipe");
+        mkfifo(&fifo);
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&fifo, &link).expect("symlink");
+        let sub = dir.join("sub");
+        fs::create_dir(&sub).expect("mkdir");
+        for p in [&fifo, &link] {
+            let err = write_atomic(p, b"x", 0o644).expect_err("no reader");
+            assert!(err.to_string().contains("a FIFO with no reader"), "{err}");
+            let err = create_replacing(p, 0o600).expect_err("a FIFO");
+            assert!(
+                err.to_string().contains("a FIFO, not a regular file"),
+                "{err}"
+            );
+            let err = AtomicFile::create(p, 0o600).err().expect("a FIFO");
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{err}");
+        }
+        let err = write_atomic(&sub, b"x", 0o644).expect_err("a directory");
+        assert!(err.to_string().contains("a directory"), "{err}");
+        assert!(create_replacing(&sub, 0o600).is_err());
+        assert!(is_fifo(&fifo));
+        assert!(fs::symlink_metadata(&link).expect("link").is_symlink());
+        assert_eq!(names(&dir), ["link", "pipe", "sub"]);
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    /// A FIFO with a reader is written in place, not replaced.
+    #[test]
+    fn a_fifo_with_a_reader_is_written_in_place() {
+        let dir = tmp_dir("fifo");
+        let fifo = dir.join("pipe");
+        mkfifo(&fifo);
+        let reader = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .expect("reader");
+        write_atomic(&fifo, b"through", 0o644).expect("write");
+        let mut got = Vec::new();
+        (&reader).read_to_end(&mut got).expect("read");
+        assert_eq!(got, b"through");
+        assert!(is_fifo(&fifo));
+        assert_eq!(names(&dir), ["pipe"]);
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    /// The same file by its name, a hard link or a symlink is refused as
+    /// an output; another file, or one not there yet, is not.
+    #[test]
+    fn an_input_is_never_an_output() {
+        let dir = tmp_dir("input");
+        let input = dir.join("in.trace");
+        fs::write(&input, b"trace").expect("input");
+        let hard = dir.join("hard");
+        fs::hard_link(&input, &hard).expect("hard link");
+        let soft = dir.join("soft");
+        std::os::unix::fs::symlink(&input, &soft).expect("symlink");
+        for out in [&input, &hard, &soft] {
+            let err = check_not_input(Some(out), &[&dir.join("none"), &input]).expect_err("same");
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+            assert!(err.to_string().contains("same file as the input"), "{err}");
+        }
+        let other = dir.join("other");
+        fs::write(&other, b"other").expect("other");
+        check_not_input(Some(&other), &[&input]).expect("another file");
+        check_not_input(Some(&dir.join("new")), &[&input]).expect("a new file");
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    /// A temporary is listed for removal on a stop signal while it exists,
+    /// and off the list once committed or dropped.
+    #[test]
+    fn temporaries_are_listed_while_they_exist() {
+        let dir = tmp_dir("listed");
+        let path = dir.join("out");
+        let f = AtomicFile::create(&path, 0o600).expect("create");
+        assert!(f.slot.is_some());
+        let g = AtomicFile::create(&path, 0o600).expect("create");
+        assert!(g.slot.is_some());
+        f.commit().expect("commit");
+        drop(g);
+        assert_eq!(names(&dir), ["out"]);
         let _ = fs::remove_dir_all(dir);
     }
 

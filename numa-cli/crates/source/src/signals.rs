@@ -14,11 +14,15 @@ impl Signals {
     /// Registers the handlers: from now on these signals no longer kill
     /// the process, they arrive here.
     pub fn new() -> Result<Signals> {
-        Ok(Signals {
+        let s = Signals {
             int: signal(SignalKind::interrupt())?,
             term: signal(SignalKind::terminate())?,
             hup: signal(SignalKind::hangup())?,
-        })
+        };
+        // A temporary file being written is now removed by the clean stop
+        // (its destructor), not by the last-resort handler.
+        numa_host::fs::stop_signals_handled();
+        Ok(s)
     }
 
     /// The name of the next stop signal.
