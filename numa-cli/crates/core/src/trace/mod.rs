@@ -260,7 +260,7 @@ impl<R: Read> Reader<R> {
                 header.abi_version,
                 numa_ebpf_common::ABI_VERSION_V1,
                 numa_ebpf_common::ABI_VERSION,
-                header.numatrace_version
+                crate::printable::printable(&header.numatrace_version)
             );
         }
         if let Some(id) = header_node_ids(&header).find(|&id| id >= topology::MAX_NUMNODES) {
