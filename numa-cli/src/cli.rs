@@ -209,8 +209,8 @@ pub struct StatsArgs {
 #[derive(Debug, Args, Clone, Default)]
 pub struct ModelFlags {
     /// fault-count threshold (hint faults between scan and fault), 1 to
-    /// 1e18; RFC: 1e6.
-    #[arg(long, value_parser = ranges::real(1.0, 1e18, "hint faults"))]
+    /// 4294967295 (the patched kernel's unsigned int); RFC: 1e6.
+    #[arg(long, value_parser = ranges::threshold)]
     pub threshold: Option<f64>,
     /// fault-count counter: mm (the RFC's per-process) or global (only with
     /// fault-count:exact).
@@ -276,8 +276,8 @@ pub struct ModelSel {
     /// Policy to evaluate, repeatable: kernel-time, fault-count (the RFC's
     /// patched kernel), fault-count:exact (idealised deltas), two-touch,
     /// optionally with options: `fault-count:threshold=2e5,stamp=latest`.
-    /// Default: all three with their defaults.
-    #[arg(long = "model")]
+    /// Default: all three with their defaults. At most 62.
+    #[arg(long = "model", value_parser = ranges::model_spec)]
     pub models: Vec<String>,
     #[command(flatten)]
     pub options: ModelFlags,
@@ -350,8 +350,9 @@ pub struct ReplayArgs {
     pub trace: PathBuf,
     #[command(flatten)]
     pub models: ModelArgs,
-    /// Sweep a fault-count parameter: `threshold=1e4,1e5,1e6`.
-    #[arg(long)]
+    /// Sweep a fault-count parameter over 1 to 62 values:
+    /// `threshold=1e4,1e5,1e6`.
+    #[arg(long, value_parser = ranges::sweep)]
     pub sweep: Option<String>,
 }
 
@@ -421,8 +422,8 @@ pub struct ExportArgs {
     pub listen: Option<String>,
     /// Shadow policy whose counters to export, repeatable, as `shadow
     /// --model` (default: kernel-time, fault-count, two-touch; `none`: no
-    /// model metrics). The spec is the `model` label.
-    #[arg(long = "model")]
+    /// model metrics). The spec is the `model` label. At most 62.
+    #[arg(long = "model", value_parser = ranges::model_spec)]
     pub models: Vec<String>,
     /// Export per-process counters for the TOPN processes with the most
     /// hint faults (at most 100, as each adds three series; 0: none). A

@@ -164,7 +164,7 @@ fn write<R: Read>(
                 damaged += 1;
                 continue;
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         writeln!(out, "{line}")?;
     }

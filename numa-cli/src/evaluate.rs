@@ -19,6 +19,7 @@ use numa_core::{
     },
     params::KernelParams,
     plan::AttachPlan,
+    printable::printable,
     trace,
 };
 
@@ -418,7 +419,12 @@ fn write_processes(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()
             writeln!(
                 out,
                 "  {:>7} {:<16} {unit:<6} {:>10} {:>10} {:>10} {:>10}  {models:?}",
-                p.pid, p.comm, row[0], row[1], row[2], row[3]
+                p.pid,
+                printable(&p.comm),
+                row[0],
+                row[1],
+                row[2],
+                row[3]
             )?;
         }
         write_would_change(r, p, out)?;

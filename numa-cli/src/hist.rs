@@ -20,6 +20,7 @@ use numa_core::{
     decode::{comm, Event, Snapshot},
     histtext,
     model::log2::{upper_bound, Log2Hist},
+    printable::printable,
     trace,
 };
 
@@ -328,7 +329,7 @@ impl<W: Write> HistSink<W> {
             let key = if self.by.is_none() {
                 String::new()
             } else {
-                format!(", {}", r.key)
+                format!(", {}", printable(&r.key))
             };
             writeln!(out, "\n  scan-to-fault latency (ms){key}")?;
             histtext::write(out, &r.latency_ns.rows(1e6), "ms")?;

@@ -4,6 +4,7 @@ use std::{io::Write, path::Path, process::ExitCode, time::Duration};
 
 use anyhow::{Context, Result};
 
+use numa_core::printable::printable;
 use numa_core::sink::Sink;
 use numa_ebpf_common::Outcome;
 use numa_host::clock::process_cpu_ns;
@@ -310,7 +311,8 @@ pub(crate) fn print_funnel(
     for p in rows {
         let s = &p.stages;
         let comm = if p.comm.is_empty() { "" } else { " " };
-        writeln!(out, "    pid {}{comm}{}: {}", p.pid, p.comm, p.verdict)?;
+        let name = printable(&p.comm);
+        writeln!(out, "    pid {}{comm}{name}: {}", p.pid, p.verdict)?;
         if let Some([start, end]) = p.verdict_vma {
             writeln!(out, "      in VMA {start:#x}-{end:#x}")?;
         }

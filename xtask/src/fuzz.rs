@@ -33,6 +33,14 @@ pub const TARGETS: &[&str] = &[
 
 /// Longest input libFuzzer makes: a trace header plus a few dozen records.
 const MAX_LEN: usize = 16 << 10;
+/// Memory one target may take (libFuzzer's `-rss_limit_mb`, also its
+/// single-allocation limit): an input of [`MAX_LEN`] bytes that needs more
+/// has found a structure the input decides the size of, and is a crash.
+const RSS_LIMIT_MB: u32 = 1024;
+/// Seconds one input may take (`-timeout`): an input of [`MAX_LEN`] bytes
+/// runs in milliseconds, so a slower one is a time the input decides, and
+/// is reported as a crash with its input.
+const INPUT_TIMEOUT_S: u32 = 10;
 /// The recorded trace the seeds are cut from.
 const TRACE: &str = "numa-cli/tests/testdata/hot-chunks-6.12.trace";
 
@@ -103,6 +111,7 @@ fn corpus_dir(target: &str, fresh: bool) -> Result<PathBuf> {
 /// libFuzzer's bounds for one target.
 fn budget(target: &str, args: &FuzzArgs) -> Vec<String> {
     let mut b = vec![format!("-max_total_time={}", args.time)];
+    b.extend(limits());
     if let Some(seed) = args.seed {
         let runs = TEST_RUNS
             .iter()
@@ -112,6 +121,15 @@ fn budget(target: &str, args: &FuzzArgs) -> Vec<String> {
         b.push(format!("-runs={runs}"));
     }
     b
+}
+
+/// The memory and time one input may take, for every libFuzzer run
+/// (fuzzing and replaying known crashes alike).
+fn limits() -> [String; 2] {
+    [
+        format!("-rss_limit_mb={RSS_LIMIT_MB}"),
+        format!("-timeout={INPUT_TIMEOUT_S}"),
+    ]
 }
 
 /// `cargo +nightly fuzz`, run in the workspace root.
@@ -151,6 +169,7 @@ fn replay_regressions(target: &str) -> Result<()> {
             .arg(target)
             .args(&files)
             .arg("--")
+            .args(limits())
             .arg(format!(
                 "-artifact_prefix={}/",
                 artifacts(target)?.display()
@@ -270,4 +289,26 @@ fn trace_records() -> Result<Vec<Vec<u8>>> {
         );
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_run_bounds_memory_and_time_per_input() {
+        for seed in [None, Some(7)] {
+            let args = FuzzArgs {
+                time: 20,
+                seed,
+                only: vec![],
+            };
+            let b = budget("trace_reader", &args);
+            assert!(
+                b.contains(&format!("-rss_limit_mb={RSS_LIMIT_MB}")),
+                "{b:?}"
+            );
+            assert!(b.contains(&format!("-timeout={INPUT_TIMEOUT_S}")), "{b:?}");
+        }
+    }
 }

@@ -6,6 +6,7 @@
 use std::{fmt::Display, str::FromStr};
 
 use clap::{CommandFactory, FromArgMatches};
+use numa_core::model::policy::{self, KernelDefaults, ModelDefaults};
 use numa_probe::session::limits;
 
 use super::Cli;
@@ -69,6 +70,128 @@ pub fn real(
         }
         Ok(v)
     }
+}
+
+/// A fault-count threshold (`--threshold`): the range and the message of
+/// the model spec's `threshold=`, which the models check with the same
+/// function.
+pub fn threshold(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| policy::threshold_message(format_args!("{s:?}")))?;
+    policy::check_threshold(v)
+}
+
+/// Models one command runs at once (`--model` repeated, or `--sweep`'s
+/// values).
+pub const MAX_MODELS: usize = numa_core::model::shadow::MAX_POLICIES;
+
+/// A model spec (`--model`): a known model with known options in range,
+/// or `none`. Whether it agrees with the flat flags (`--counter global`
+/// needs `:exact`) is checked when the models are built.
+pub fn model_spec(s: &str) -> Result<String, String> {
+    if s != "none" {
+        policy::build(s, &ModelDefaults::default(), &KernelDefaults::default())
+            .map_err(|e| format!("{e:#}"))?;
+    }
+    Ok(s.to_owned())
+}
+
+/// `--sweep param=v1,v2,...`: finite numbers, 1 to [`MAX_MODELS`] of them
+/// (one model each).
+pub fn sweep(s: &str) -> Result<String, String> {
+    let form = "give param=v1,v2,... e.g. threshold=1e4,1e5,1e6";
+    let Some((_, values)) = s.split_once('=') else {
+        return Err(format!("no '=': {form}"));
+    };
+    let values: Vec<&str> = values.split(',').filter(|v| !v.is_empty()).collect();
+    if values.is_empty() || values.len() > MAX_MODELS {
+        return Err(format!(
+            "{} values: give 1 to {MAX_MODELS} (one model each, run at once)",
+            values.len()
+        ));
+    }
+    if let Some(v) = values
+        .iter()
+        .find(|v| !v.trim().parse::<f64>().is_ok_and(f64::is_finite))
+    {
+        return Err(format!(
+            "value {v:?} is not a finite number (1e4 and 10000 both work)"
+        ));
+    }
+    Ok(s.to_owned())
+}
+
+/// The flags of `ProbeArgs` that only act on the probes of a live run,
+/// by their ids, with the flag as the user types it.
+const LIVE_ONLY: [(&str, &str); 10] = [
+    ("pid", "--pid"),
+    ("cgroup", "--cgroup"),
+    ("sample", "--sample"),
+    ("map_budget", "--map-budget"),
+    ("ring_mb", "--ring-mb"),
+    ("bpf_stats", "--bpf-stats"),
+    ("empty_programs", "--empty-programs"),
+    ("empty_program", "--empty-program"),
+    ("command", "COMMAND"),
+    ("duration", "--duration"),
+];
+
+/// Why subcommand `name` refuses the live-only flags given with a trace
+/// file: a trace holds what the probes recorded, so a filter or a sample
+/// rate given now would act on nothing, and applying one after the fact
+/// would filter the events but not the counters and histograms the
+/// snapshots carry. A paced replay (`top --replay`, `export --replay`)
+/// stops after `--duration`, so there it stays.
+fn live_only_with_trace(name: &str, sub: &clap::ArgMatches) -> Option<String> {
+    let (trace_flag, paced) = match name {
+        "stats" => ("FILE", false),
+        "hist" => ("--from", false),
+        "top" | "export" => ("--replay", true),
+        _ => return None,
+    };
+    let given = |id: &str| {
+        sub.try_contains_id(id).unwrap_or(false)
+            && sub.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+    };
+    let with_trace = match name {
+        "stats" => given("file"),
+        "hist" => given("from"),
+        _ => given("replay"),
+    };
+    if !with_trace {
+        return None;
+    }
+    let flags: Vec<&str> = LIVE_ONLY
+        .iter()
+        .filter(|(id, _)| !(paced && *id == "duration") && given(id))
+        .map(|(_, flag)| *flag)
+        .collect();
+    (!flags.is_empty()).then(|| {
+        format!(
+            "{} act{} on the probes of a live run, and {trace_flag} reads a trace as it \
+             was recorded: drop {}, or record the trace with {}",
+            flags.join(", "),
+            if flags.len() == 1 { "s" } else { "" },
+            if flags.len() == 1 { "it" } else { "them" },
+            if flags.len() == 1 { "it" } else { "them" },
+        )
+    })
+}
+
+/// The models `cli`'s command runs, by its `--model` flags, when it takes
+/// them.
+fn models_given(cli: &Cli) -> Option<(&'static str, usize)> {
+    use super::Command as C;
+    Some(match &cli.command {
+        C::Shadow(a) => ("shadow", a.models.sel.models.len()),
+        C::Replay(a) => ("replay", a.models.sel.models.len()),
+        C::Report(a) => ("report", a.models.sel.models.len()),
+        C::Top(a) => ("top", a.sel.models.len()),
+        C::Export(a) => ("export", a.models.len()),
+        _ => return None,
+    })
 }
 
 /// How long a run lasts, in seconds.
@@ -229,20 +352,36 @@ where
     let mut cmd = command();
     let matches = cmd.try_get_matches_from_mut(argv)?;
     let cli = Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
+    if let Some((name, sub)) = matches.subcommand() {
+        if let Some(msg) = live_only_with_trace(name, sub) {
+            return Err(cmd.find_subcommand_mut(name).map_or_else(
+                || clap::Error::raw(clap::error::ErrorKind::ArgumentConflict, &msg),
+                |s| s.error(clap::error::ErrorKind::ArgumentConflict, &msg),
+            ));
+        }
+    }
+    if let Some((name, n)) = models_given(&cli).filter(|&(_, n)| n > MAX_MODELS) {
+        let msg = format!("{n} --model flags: {name} runs at most {MAX_MODELS} models at once");
+        return Err(too_many(&mut cmd, name, msg));
+    }
     if let crate::cli::Command::Report(r) = &cli.command {
         if r.traces.len() > MAX_REPORT_TRACES {
             let msg = format!(
                 "report takes 1 to {MAX_REPORT_TRACES} traces, got {}: split them over several pages",
                 r.traces.len()
             );
-            let report = cmd.find_subcommand_mut("report");
-            return Err(match report {
-                Some(sub) => sub.error(clap::error::ErrorKind::TooManyValues, msg),
-                None => clap::Error::raw(clap::error::ErrorKind::TooManyValues, msg),
-            });
+            return Err(too_many(&mut cmd, "report", msg));
         }
     }
     Ok(cli)
+}
+
+/// A "too many values" error of subcommand `name`.
+fn too_many(cmd: &mut clap::Command, name: &str, msg: String) -> clap::Error {
+    match cmd.find_subcommand_mut(name) {
+        Some(sub) => sub.error(clap::error::ErrorKind::TooManyValues, msg),
+        None => clap::Error::raw(clap::error::ErrorKind::TooManyValues, msg),
+    }
 }
 
 /// A program that has an empty twin (`--empty-program`).

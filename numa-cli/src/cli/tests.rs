@@ -59,7 +59,7 @@ macro_rules! probe_cases {
 /// The flat model options (`ModelFlags`).
 macro_rules! model_cases {
     ($($before:expr),+) => {[$(
-        case($before, "--threshold", &["0", "nan", "inf", "-1", "1e19"], "from 1 to 1000000000000000000"),
+        case($before, "--threshold", &["0", "nan", "inf", "-1", "1e19", "5e9"], "from 1 to 4294967295"),
         case($before, "--window-ms", &["0", "-1", "86400001"], "from 1 to 86400000"),
     )+]};
 }
@@ -504,4 +504,116 @@ fn the_map_budget_default_is_the_loaders() {
         panic!("not record");
     };
     assert_eq!(r.probe.map_budget, numa_probe::load::DEFAULT_MAP_BUDGET);
+}
+
+fn argv(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| (*w).to_owned()).collect()
+}
+
+#[test]
+fn model_count_and_sweep_values_are_bounded_at_parse_time() {
+    use super::ranges::MAX_MODELS;
+    assert_eq!(MAX_MODELS, 62);
+    let with_models = |cmd: &[&str], n: usize| {
+        let mut a = argv(cmd);
+        for _ in 0..n {
+            a.extend(argv(&["--model", "kernel-time"]));
+        }
+        a
+    };
+    for cmd in [
+        &["numatrace", "replay", "t"][..],
+        &["numatrace", "report", "t"],
+        &["numatrace", "shadow"],
+        &["numatrace", "top"],
+        &["numatrace", "export"],
+    ] {
+        assert!(try_parse_from(with_models(cmd, 62)).is_ok(), "{cmd:?}");
+        let err = try_parse_from(with_models(cmd, 64))
+            .expect_err("64 models")
+            .to_string();
+        assert!(err.contains("at most 62 models"), "{cmd:?}: {err}");
+    }
+    let sweep = |n: usize| {
+        let values: Vec<String> = (1..=n).map(|i| i.to_string()).collect();
+        argv(&["numatrace", "replay", "t", "--sweep"])
+            .into_iter()
+            .chain([format!("threshold={}", values.join(","))])
+            .collect::<Vec<_>>()
+    };
+    assert!(try_parse_from(sweep(62)).is_ok());
+    for n in [63, 64, 1000] {
+        let err = try_parse_from(sweep(n)).expect_err("too many").to_string();
+        assert!(err.contains("give 1 to 62"), "{n}: {err}");
+    }
+}
+
+#[test]
+fn model_specs_are_checked_at_parse_time_with_the_valid_keys() {
+    for cmd in [
+        &["numatrace", "replay", "t"][..],
+        &["numatrace", "export"],
+        &["numatrace", "top"],
+    ] {
+        let mut a = argv(cmd);
+        a.extend(argv(&["--model", "fault-count:treshold=5"]));
+        let err = try_parse_from(a).expect_err("a typo").to_string();
+        assert!(err.contains("no option \"treshold\""), "{cmd:?}: {err}");
+        assert!(err.contains("threshold, counter"), "{cmd:?}: {err}");
+    }
+    let ok = argv(&["numatrace", "replay", "t", "--model", "none"]);
+    assert!(try_parse_from(ok).is_ok());
+}
+
+#[test]
+fn live_only_flags_are_refused_with_a_trace() {
+    for (words, named) in [
+        (&["numatrace", "stats", "t", "--pid", "5"][..], "--pid"),
+        (&["numatrace", "stats", "t", "--sample", "10"], "--sample"),
+        (
+            &["numatrace", "stats", "t", "--duration", "3"],
+            "--duration",
+        ),
+        (&["numatrace", "hist", "--from", "t", "--pid", "5"], "--pid"),
+        (
+            &["numatrace", "hist", "--from", "t", "--duration", "3"],
+            "--duration",
+        ),
+        (
+            &["numatrace", "top", "--replay", "t", "--sample", "2"],
+            "--sample",
+        ),
+        (
+            &["numatrace", "export", "--replay", "t", "--pid", "5"],
+            "--pid",
+        ),
+        (
+            &["numatrace", "top", "--replay", "t", "--", "sleep", "1"],
+            "COMMAND",
+        ),
+    ] {
+        let err = try_parse_from(argv(words))
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains(named), "{words:?}: {err}");
+        assert!(err.contains("live run"), "{words:?}: {err}");
+    }
+    // What a trace honours, and the live runs, still parse.
+    for words in [
+        &["numatrace", "stats", "t"][..],
+        &[
+            "numatrace",
+            "stats",
+            "--live",
+            "--pid",
+            "5",
+            "--duration",
+            "3",
+        ],
+        &["numatrace", "hist", "--pid", "5", "--duration", "3"],
+        &["numatrace", "top", "--replay", "t", "--duration", "3"],
+        &["numatrace", "export", "--replay", "t", "--duration", "3"],
+    ] {
+        assert!(try_parse_from(argv(words)).is_ok(), "{words:?}");
+    }
 }

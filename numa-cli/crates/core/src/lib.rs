@@ -14,6 +14,7 @@ pub mod mapplan;
 pub mod model;
 pub mod params;
 pub mod plan;
+pub mod printable;
 pub mod procfs;
 pub mod rng;
 pub mod sampling;

@@ -4,22 +4,27 @@
 //! only reads the latest published state, so scrapes never block the event
 //! pipeline.
 //!
-//! Bounded per connection: at most [`MAX_CONNECTIONS`] at once (more wait in
-//! the listen backlog) and [`MAX_CONNECTIONS_PER_PEER`] of one peer (more
-//! are closed at once), a [`MAX_REQUEST_BUF`] request buffer, headers within
+//! Bounded per connection: at most [`MAX_CONNECTIONS`] at once (at the
+//! limit, a new connection closes the one that has gone longest without a
+//! request, so connections held idle cannot keep a scrape waiting) and
+//! [`MAX_CONNECTIONS_PER_PEER`] of one peer (more are closed at once), a
+//! [`MAX_REQUEST_BUF`] request buffer, headers within
 //! [`HEADER_READ_TIMEOUT`] (this also closes idle keep-alive connections),
 //! and a response write that makes no progress for [`WRITE_STALL_TIMEOUT`]
 //! drops the connection (a client that stops reading). Bodies are shared
 //! `Bytes` of one encoding per published state and format, never copied per
 //! connection.
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     convert::Infallible,
     future::Future,
     io,
     net::{IpAddr, Ipv6Addr},
     pin::Pin,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
     task::{Context, Poll},
     time::Duration,
 };
@@ -33,7 +38,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
     net::{TcpListener, TcpStream},
-    sync::{watch, Semaphore},
+    sync::{watch, Notify, Semaphore, TryAcquireError},
     time::Sleep,
 };
 
@@ -283,16 +288,10 @@ pub async fn serve_with(
 ) {
     let permits = Arc::new(Semaphore::new(limits.connections));
     let peers = Arc::new(PeerSlots::default());
+    let conns = Arc::new(Conns::default());
     let mut accept_error_reported = false;
     let mut peer_cap_reported = false;
     loop {
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return,
-            },
-            _ = shutdown.wait_for(|stop| *stop) => return,
-        };
         let stream = tokio::select! {
             r = listener.accept() => r,
             _ = shutdown.wait_for(|stop| *stop) => return,
@@ -310,7 +309,7 @@ pub async fn serve_with(
             }
         };
         let Ok(peer_slot) = peers.admit(peer.ip(), &limits) else {
-            // Closed at once: the slot and the permit go back.
+            // Closed at once: the slot goes back.
             if !peer_cap_reported {
                 log::warn!(
                     "{} holds {} scrape connections, the most one peer may; \
@@ -322,22 +321,108 @@ pub async fn serve_with(
             }
             continue;
         };
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(TryAcquireError::Closed) => return,
+            Err(TryAcquireError::NoPermits) => {
+                // Every slot is held: the longest idle gives its slot up.
+                conns.close_oldest();
+                tokio::select! {
+                    p = permits.clone().acquire_owned() => match p {
+                        Ok(p) => p,
+                        Err(_) => return,
+                    },
+                    _ = shutdown.wait_for(|stop| *stop) => return,
+                }
+            }
+        };
         let _ = stream.set_nodelay(true);
         let shared = shared.clone();
+        let held = conns.admit();
         tokio::spawn(async move {
             let _slots = (permit, peer_slot);
-            serve_connection(stream, shared).await;
+            let close = held.close.clone();
+            tokio::select! {
+                _ = serve_connection(stream, shared, held) => {}
+                _ = close.notified() => {}
+            }
         });
     }
 }
 
-async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
+/// The connections held, by when each last began a request (or was
+/// accepted): the one that has gone longest without is closed for a new
+/// one when every slot is taken. A scrape sends its request at once, so it
+/// is never that one; a connection held open without requests is.
+#[derive(Default)]
+struct Conns {
+    by_age: Mutex<(u64, BTreeMap<u64, Arc<Notify>>)>,
+}
+
+/// One connection's place in [`Conns`]; removed on drop.
+struct Held {
+    conns: Arc<Conns>,
+    /// Its key in `by_age`: the count of accepts and requests when it last
+    /// had one.
+    key: AtomicU64,
+    close: Arc<Notify>,
+}
+
+impl Conns {
+    fn admit(self: &Arc<Self>) -> Arc<Held> {
+        let close = Arc::new(Notify::new());
+        let mut g = self.by_age.lock().unwrap_or_else(|e| e.into_inner());
+        let key = g.0;
+        g.0 += 1;
+        g.1.insert(key, close.clone());
+        Arc::new(Held {
+            conns: self.clone(),
+            key: AtomicU64::new(key),
+            close,
+        })
+    }
+
+    /// Tells the connection that has gone longest without a request to
+    /// close (it gives its slot back as it ends).
+    fn close_oldest(&self) {
+        let mut g = self.by_age.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, close)) = g.1.pop_first() {
+            close.notify_one();
+        }
+    }
+}
+
+impl Held {
+    /// A request began: the connection is the most recently active.
+    fn active(&self) {
+        let mut g = self.conns.by_age.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.key.load(Ordering::Relaxed);
+        // Already told to close: it stays out of the order.
+        if g.1.remove(&old).is_none() {
+            return;
+        }
+        let key = g.0;
+        g.0 += 1;
+        g.1.insert(key, self.close.clone());
+        self.key.store(key, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut g = self.conns.by_age.lock().unwrap_or_else(|e| e.into_inner());
+        g.1.remove(&self.key.load(Ordering::Relaxed));
+    }
+}
+
+async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, held: Arc<Held>) {
     let io = TokioIo::new(StallGuard {
         inner: stream,
         limit: WRITE_STALL_TIMEOUT,
         stalled: None,
     });
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        held.active();
         let resp = handle(&req, &shared);
         async move { Ok::<_, Infallible>(resp) }
     });

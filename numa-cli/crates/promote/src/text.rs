@@ -5,6 +5,8 @@
 //! vmstat's pgpromote_success counts).
 use std::io::Write;
 
+use numa_core::printable::printable;
+
 use super::PromoteReport;
 
 fn mib(bytes: u64) -> f64 {
@@ -227,7 +229,7 @@ fn write_processes(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<(
             out,
             "  {:>7} {:<16} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>7} {:>9} {:>9}{}",
             p.pid,
-            p.comm,
+            printable(&p.comm),
             if p.in_scope { "yes" } else { "no" },
             p.hint_faults,
             p.decisions,

@@ -147,7 +147,7 @@ fn first_ts(path: &Path) -> Result<Option<u64>> {
                     return Ok(Some(ts));
                 }
             }
-            Err(e) if !replay::is_damaged_record(&e) => return Err(e),
+            Err(e) if !replay::is_damaged_record(&e) => return Err(e.into()),
             Err(_) => {}
         }
     }

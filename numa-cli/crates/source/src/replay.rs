@@ -3,7 +3,10 @@
 use std::{path::Path, time::Duration};
 
 use anyhow::Result;
-use numa_core::{sink::Sink, trace};
+use numa_core::{
+    sink::Sink,
+    trace::{self, RecordError},
+};
 
 use crate::{deliver, signals::Signals, StopReason};
 
@@ -60,14 +63,14 @@ pub(crate) async fn once(
 /// Whether a trace reader's error is a damaged record (unknown tag, wrong
 /// size, bad JSON), which the reader has already passed by the length in
 /// its header, rather than a failing read.
-pub fn is_damaged_record(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<std::io::Error>().is_none()
+pub fn is_damaged_record(e: &RecordError) -> bool {
+    e.is_damaged_record()
 }
 
 /// Counts a damaged record in `bad`; a failing read ends the run.
-fn skip_damaged(e: anyhow::Error, bad: &mut u64) -> Result<()> {
+fn skip_damaged(e: RecordError, bad: &mut u64) -> Result<()> {
     if !is_damaged_record(&e) {
-        return Err(e);
+        return Err(e.into());
     }
     *bad += 1;
     Ok(())
@@ -242,7 +245,7 @@ pub fn item_ts(item: &trace::Item) -> Option<u64> {
 /// continues an earlier replay's clock (a looping replay's next pass);
 /// None starts now with the first record.
 pub(crate) async fn replay_items<T: std::borrow::Borrow<trace::Item>>(
-    items: impl Iterator<Item = Result<T>>,
+    items: impl Iterator<Item = Result<T, RecordError>>,
     speed: f64,
     origin: Option<(tokio::time::Instant, u64)>,
     deadline: Option<tokio::time::Instant>,

@@ -36,6 +36,32 @@ const TAG_SKIP: u8 = 3;
 const TAG_SNAPSHOT: u8 = 4;
 const TAG_FOOTER: u8 = 5;
 
+/// Why the reader could not return a record. A plain value: the reader
+/// meets one per damaged record, and the caller counts them and attaches
+/// context once per run, so no backtrace or message is built per record.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The input failed: the rest of the trace cannot be read.
+    #[error("reading the trace: {0}")]
+    Read(#[from] std::io::Error),
+    /// A fault, scan or skip record that does not decode.
+    #[error(transparent)]
+    Decode(#[from] decode::DecodeError),
+    /// A snapshot or footer that is not the JSON it should be.
+    #[error("damaged snapshot or footer record: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("unknown record tag {0}")]
+    UnknownTag(u8),
+}
+
+impl RecordError {
+    /// Whether this is one damaged record, which the reader has already
+    /// passed by the length in its header, rather than a failing read.
+    pub fn is_damaged_record(&self) -> bool {
+        !matches!(self, RecordError::Read(_))
+    }
+}
+
 /// Everything needed to interpret the events without the machine.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Header {
@@ -234,7 +260,7 @@ impl<R: Read> Reader<R> {
                 header.abi_version,
                 numa_ebpf_common::ABI_VERSION_V1,
                 numa_ebpf_common::ABI_VERSION,
-                header.numatrace_version
+                crate::printable::printable(&header.numatrace_version)
             );
         }
         if let Some(id) = header_node_ids(&header).find(|&id| id >= topology::MAX_NUMNODES) {
@@ -297,7 +323,7 @@ impl<R: Read> Reader<R> {
         self.base + self.pos as u64
     }
 
-    fn truncated(&mut self, what: &str) -> Option<Result<Item>> {
+    fn truncated(&mut self, what: &str) -> Option<Result<Item, RecordError>> {
         self.done = true;
         self.warning = Some(format!(
             "trace truncated {what}: read up to the last complete record"
@@ -307,10 +333,10 @@ impl<R: Read> Reader<R> {
 }
 
 impl<R: Read> Iterator for Reader<R> {
-    type Item = Result<Item>;
+    type Item = Result<Item, RecordError>;
 
     #[inline]
-    fn next(&mut self) -> Option<Result<Item>> {
+    fn next(&mut self) -> Option<Result<Item, RecordError>> {
         if self.done {
             return None;
         }
@@ -344,20 +370,20 @@ impl<R: Read> Iterator for Reader<R> {
         let item = match tag {
             TAG_FAULT | TAG_SCAN | TAG_SKIP if self.v1 => decode::decode_v1(payload)
                 .map(Item::Event)
-                .map_err(anyhow::Error::from),
-            TAG_FAULT | TAG_SCAN | TAG_SKIP => decode::decode(payload)
-                .map(Item::Event)
-                .map_err(anyhow::Error::from),
+                .map_err(Into::into),
+            TAG_FAULT | TAG_SCAN | TAG_SKIP => {
+                decode::decode(payload).map(Item::Event).map_err(Into::into)
+            }
             TAG_SNAPSHOT => serde_json::from_slice(payload)
                 .map(Item::Snapshot)
-                .map_err(anyhow::Error::from),
+                .map_err(Into::into),
             TAG_FOOTER => {
                 self.seen_footer = true;
                 serde_json::from_slice(payload)
                     .map(Item::Footer)
-                    .map_err(anyhow::Error::from)
+                    .map_err(Into::into)
             }
-            t => Err(anyhow::anyhow!("unknown record tag {t}")),
+            t => Err(RecordError::UnknownTag(t)),
         };
         Some(item)
     }

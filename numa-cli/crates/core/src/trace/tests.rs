@@ -21,7 +21,7 @@ fn sample_trace() -> Vec<u8> {
 
 fn read_all(bytes: &[u8]) -> (Vec<Item>, Option<String>) {
     let mut r = Reader::new(bytes).expect("reader");
-    let items: Vec<Item> = r.by_ref().collect::<Result<_>>().expect("items");
+    let items: Vec<Item> = r.by_ref().collect::<Result<_, _>>().expect("items");
     (items, r.warning)
 }
 
@@ -98,7 +98,7 @@ fn short_reads_and_records_bigger_than_the_buffer() {
     assert!(matches!(&items[1000], Item::Snapshot(s) if s.vmstat.len() == 150_000));
     assert!(matches!(&items[1001], Item::Event(Event::Fault(f)) if f.seq_global == 1001));
     let mut r = Reader::new(Trickle(&bytes)).expect("reader");
-    let trickled: Vec<Item> = r.by_ref().collect::<Result<_>>().expect("items");
+    let trickled: Vec<Item> = r.by_ref().collect::<Result<_, _>>().expect("items");
     assert!(r.warning.is_none());
     assert_eq!(describe(&trickled), describe(&items));
 }

@@ -175,3 +175,67 @@ fn escapes_html() {
         "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
     );
 }
+
+/// Whether the server has closed `s` (a read sees the end, or a reset).
+async fn closed_by_server(s: &mut TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut b = [0u8; 1];
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), s.read(&mut b)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
+}
+
+#[test]
+fn idle_loopback_connections_cannot_keep_a_scrape_waiting() {
+    use std::net::Ipv4Addr;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (_tx, rx) = watch::channel(Arc::new(MetricsState::default()));
+        let (_stop, shutdown) = watch::channel(false);
+        let limits = Limits {
+            connections: 8,
+            ..Limits::default()
+        };
+        tokio::spawn(serve_with(
+            listener,
+            Shared::new(rx, String::new()),
+            shutdown,
+            limits,
+        ));
+        let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let timed = |s| async move {
+            let start = tokio::time::Instant::now();
+            let answered = scrape(s).await;
+            (answered, start.elapsed())
+        };
+        let (answered, unloaded) = timed(connect(local, addr).await).await;
+        assert!(answered, "an unloaded scrape");
+        // Every slot held by connections that never send a request (one
+        // local process; loopback peers have no per-peer cap).
+        let mut idle = Vec::new();
+        for _ in 0..limits.connections {
+            idle.push(connect(local, addr).await);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (answered, loaded) = timed(connect(local, addr).await).await;
+        assert!(answered, "the scrape was not answered with every slot held");
+        // Before, the scrape waited for an idle connection's header timeout
+        // (10 s); now one eviction and a scrape.
+        assert!(
+            loaded < HEADER_READ_TIMEOUT / 10
+                && loaded < unloaded * 50 + Duration::from_millis(200),
+            "loaded scrape {loaded:?}, unloaded {unloaded:?}"
+        );
+        // The connection idle longest gave its slot up; the newest did not.
+        assert!(closed_by_server(&mut idle[0]).await, "the oldest idle one");
+        let newest = idle.last_mut().expect("idle connections");
+        assert!(!closed_by_server(newest).await, "the newest idle one");
+    });
+}

@@ -268,11 +268,11 @@ fn scan_at(ts_ns: u64) -> trace::Item {
 
 #[test]
 fn damaged_records_are_skipped_and_counted() {
-    let v: Vec<Result<trace::Item>> = vec![
+    let v: Vec<Result<trace::Item, trace::RecordError>> = vec![
         Ok(scan_at(T0)),
-        Err(anyhow::anyhow!("unknown record tag 9")),
+        Err(trace::RecordError::UnknownTag(9)),
         Ok(scan_at(T0 + MS)),
-        Err(anyhow::anyhow!("record too short")),
+        Err(numa_core::decode::DecodeError::Short(3).into()),
         Ok(scan_at(T0 + 2 * MS)),
     ];
     let mut c = Count(0, 0, Vec::new());
@@ -285,7 +285,7 @@ fn damaged_records_are_skipped_and_counted() {
 
 #[test]
 fn a_failing_read_ends_the_replay() {
-    let v: Vec<Result<trace::Item>> = vec![
+    let v: Vec<Result<trace::Item, trace::RecordError>> = vec![
         Ok(scan_at(T0)),
         Err(std::io::Error::other("disk gone").into()),
         Ok(scan_at(T0 + MS)),

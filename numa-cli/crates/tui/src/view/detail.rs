@@ -1,6 +1,7 @@
 //! Process detail: the address-space heat strip (hint faults per region per
 //! interval) and the VMAs (live) or scanned ranges (replay) with scan
 //! coverage and the kernel's skip reasons.
+use numa_core::printable::printable;
 use ratatui::{
     buffer::Buffer,
     layout::Rect,
@@ -148,7 +149,10 @@ fn vma_lines(d: &Detail, vmas: &[VmaRow]) -> Vec<Line<'static>> {
                 fmt::count(m.faults),
                 fmt::count(m.scan_passes),
                 fmt::count(m.ptes_updated),
-                fmt::fit(if m.path.is_empty() { "[anon]" } else { &m.path }, 16),
+                fmt::fit(
+                    &printable(if m.path.is_empty() { "[anon]" } else { &m.path }),
+                    16
+                ),
                 m.skip.as_deref().unwrap_or("-")
             ),
             style,
@@ -202,7 +206,7 @@ pub fn render(app: &App, pid: u32, area: Rect, buf: &mut Buffer) {
             .processes
             .iter()
             .find(|r| r.pid == pid)
-            .map_or("", |r| r.comm.as_str());
+            .map_or(Default::default(), |r| printable(&r.comm));
         Paragraph::new(vec![
             Line::styled(format!("{pid} {comm}: detail (Esc back)"), title_style()),
             Line::styled(
@@ -215,7 +219,7 @@ pub fn render(app: &App, pid: u32, area: Rect, buf: &mut Buffer) {
     };
     let skips: Vec<String> = d.skips.iter().map(|(k, v)| format!("{k} {v}")).collect();
     let head = Line::from(vec![
-        Span::styled(format!("{} {}", d.pid, d.comm), title_style()),
+        Span::styled(format!("{} {}", d.pid, printable(&d.comm)), title_style()),
         Span::raw(format!(
             "  faults {} │ scan passes {} │ PTEs updated {} │ stamps {} │ skips: {}",
             fmt::count(d.faults_total),

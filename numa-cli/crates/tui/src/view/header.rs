@@ -1,4 +1,5 @@
 //! Kernel, balancing mode, attach plan, tiers, thresholds, drops.
+use numa_core::printable::printable;
 use ratatui::{
     buffer::Buffer,
     layout::Rect,
@@ -168,7 +169,7 @@ fn source_line(f: &Frame) -> Line<'static> {
         Span::raw(if h.kernel.is_empty() {
             "kernel ?".to_owned()
         } else {
-            h.kernel.clone()
+            printable(&h.kernel).into_owned()
         }),
         sep(),
         Span::styled(
@@ -178,7 +179,7 @@ fn source_line(f: &Frame) -> Line<'static> {
         sep(),
         Span::raw(h.plan.clone()),
         sep(),
-        Span::raw(f.source.clone()),
+        Span::raw(printable(&f.source).into_owned()),
     ];
     if h.sample_every > 1 {
         l.push(sep());

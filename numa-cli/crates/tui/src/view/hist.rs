@@ -2,6 +2,7 @@
 //! per-process fault-count delta (right), promoted (green) stacked on
 //! rejected (red), with the kernel's threshold (K) and each model's (1, 2,
 //! ...) marked under the bars.
+use numa_core::printable::printable;
 use ratatui::{
     buffer::Buffer,
     layout::Rect,
@@ -239,7 +240,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         return;
     }
     let h: &HistView = &app.frame.hist;
-    let who = format!("[{}]", h.title);
+    let who = format!("[{}]", printable(&h.title));
     let (left, right) = if area.width >= 70 {
         let lw = area.width / 2;
         (

@@ -100,6 +100,26 @@ impl Widget for &App {
         if self.help {
             help::render(area, buf);
         }
+        no_terminal_controls(area, buf);
+    }
+}
+
+/// What a cell shows instead of a character the terminal would act on.
+const HIDDEN_CELL: &str = "\u{fffd}";
+
+/// Names from other processes reach the panes through
+/// [`numa_core::printable::printable`], escaped visibly; this is the net
+/// for any other string: no cell of the screen holds a character the
+/// terminal would act on (ratatui's spans pass them through).
+fn no_terminal_controls(area: Rect, buf: &mut Buffer) {
+    for y in area.top()..area.bottom() {
+        for x in area.left()..area.right() {
+            if let Some(cell) = buf.cell_mut((x, y)) {
+                if numa_core::printable::printable(cell.symbol()) != cell.symbol() {
+                    cell.set_symbol(HIDDEN_CELL);
+                }
+            }
+        }
     }
 }
 

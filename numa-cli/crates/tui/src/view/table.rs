@@ -1,5 +1,6 @@
 //! The process table: one row per process with hint faults, and a first
 //! row for all processes together.
+use numa_core::printable::printable;
 use ratatui::{
     buffer::Buffer,
     layout::Rect,
@@ -112,7 +113,7 @@ fn rate_columns(wide: bool, wider: bool) -> Vec<Col> {
     let mut cols = vec![
         Col::right("PID", 7, SortKey::Pid, pid),
         Col::left("COMM", if wide { 16 } else { 12 }, SortKey::Comm, |r| {
-            r.comm.clone()
+            printable(&r.comm).into_owned()
         }),
         Col::right("FLT/s", 7, SortKey::Faults, |r| fmt::rate(r.faults_s)),
     ];

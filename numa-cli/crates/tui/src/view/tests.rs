@@ -368,3 +368,56 @@ fn the_header_states_folio_sampling() {
     let s = text(&draw(&app_with(empty_frame()), 200, 50));
     assert!(!s.contains("folios 1/"), "{s}");
 }
+
+/// Carriage return, a colour, a right-to-left override.
+const HOSTILE: &str = "\r\x1b[31mEVIL\u{202e}!";
+
+/// Whether `t`'s screen holds a character a terminal acts on.
+fn terminal_controls(t: &Terminal<TestBackend>) -> Vec<String> {
+    t.backend()
+        .buffer()
+        .content()
+        .iter()
+        .map(|c| c.symbol())
+        .filter(|s| s.chars().any(|c| c.is_control() || c == '\u{202e}'))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn names_from_other_processes_are_drawn_escaped() {
+    let mut app = app_with(replayed(Focus::default(), false));
+    app.update(Action::Down);
+    app.update(Action::Enter);
+    let mut frame = replayed(app.focus(), true);
+    for p in &mut frame.processes {
+        p.comm = HOSTILE.into();
+    }
+    frame.header.kernel = HOSTILE.into();
+    frame.hist.title = format!("173 {HOSTILE}");
+    let detail = frame.detail.as_mut().expect("the detail of pid 173");
+    detail.comm = HOSTILE.into();
+    for v in detail.vmas.iter_mut().flatten() {
+        v.path = HOSTILE.into();
+    }
+    let escaped = "\\r\\x1b[31mEVIL";
+    // The table and the header, then the detail view.
+    app.update(Action::Back);
+    app.update(Action::Sample(Box::new(frame.clone())));
+    for (w, h) in SIZES {
+        let t = draw(&app, w, h);
+        assert_eq!(terminal_controls(&t), Vec::<String>::new(), "table {w}x{h}");
+        assert!(text(&t).contains(escaped), "table {w}x{h}: {}", text(&t));
+    }
+    app.update(Action::Enter);
+    app.update(Action::Sample(Box::new(frame)));
+    for (w, h) in SIZES {
+        let t = draw(&app, w, h);
+        assert_eq!(
+            terminal_controls(&t),
+            Vec::<String>::new(),
+            "detail {w}x{h}"
+        );
+        assert!(text(&t).contains(escaped), "detail {w}x{h}: {}", text(&t));
+    }
+}

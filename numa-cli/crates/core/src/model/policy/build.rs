@@ -113,8 +113,29 @@ fn kernel_clamped(k: &KernelDefaults) -> KernelDefaults {
     }
 }
 
-/// The largest integer an f64 holds exactly.
-const EXACT_F64_MAX: f64 = 9_007_199_254_740_992.0;
+/// The fault-count threshold's range, for the spec option, the flat
+/// `--threshold` flag and both modes alike: the patched kernel keeps it in
+/// an `unsigned int`, and the idealised count is compared with it.
+pub const THRESHOLD_RANGE: (f64, f64) = (1.0, 4_294_967_295.0);
+
+/// `v` as a fault-count threshold, or the one message that states its
+/// range.
+pub fn check_threshold(v: f64) -> std::result::Result<f64, String> {
+    let (lo, hi) = THRESHOLD_RANGE;
+    if v.is_finite() && (lo..=hi).contains(&v) {
+        return Ok(v);
+    }
+    Err(threshold_message(v))
+}
+
+/// Why `given` is no fault-count threshold: the range, stated once.
+pub fn threshold_message(given: impl std::fmt::Display) -> String {
+    let (lo, hi) = THRESHOLD_RANGE;
+    format!(
+        "fault-count threshold {given}: give hint faults from {lo} to {hi} \
+         (the patched kernel's unsigned int)"
+    )
+}
 
 /// Builds a policy from `name[:key=value,...]`.
 pub fn build(spec: &str, d: &ModelDefaults, k: &KernelDefaults) -> Result<Box<dyn Policy>> {
@@ -152,6 +173,18 @@ impl<'a> Options<'a> {
         Ok(Options(kv))
     }
 
+    /// Refuses a key (or flag) that `model` does not take, naming the
+    /// ones it does: a typo would otherwise run with the default.
+    fn only(&self, model: &str, keys: &[&str]) -> Result<()> {
+        if let Some(k) = self.0.keys().find(|k| !keys.contains(k)) {
+            bail!(
+                "{model} has no option {k:?}: its options are {}",
+                keys.join(", ")
+            );
+        }
+        Ok(())
+    }
+
     fn flag(&self, name: &str) -> bool {
         self.0.get(name) == Some(&"")
     }
@@ -173,6 +206,7 @@ impl<'a> Options<'a> {
 }
 
 fn kernel_time(o: &Options, k: &KernelDefaults) -> Result<KernelTime> {
+    o.only("kernel-time", &["threshold", "rate_limit"])?;
     let th = o.num("threshold", 0.0, f64::from(u32::MAX))?;
     let rate = o.num("rate_limit", 0.0, f64::from(u32::MAX))?;
     let th = th.map_or(k.hot_threshold_ms, |v| v as u64);
@@ -183,26 +217,22 @@ fn kernel_time(o: &Options, k: &KernelDefaults) -> Result<KernelTime> {
 
 /// `fault-count[:exact,...]`: the patched kernel unless `exact` is given.
 fn fault_count(o: &Options, d: &ModelDefaults, k: &KernelDefaults) -> Result<FaultCount> {
+    o.only(
+        "fault-count",
+        &["exact", "threshold", "counter", "stamp", "rate_limit"],
+    )?;
     let mode = if o.flag("exact") {
         Mode::Exact
     } else {
         Mode::Patch
     };
-    let threshold = match o.num("threshold", 1.0, EXACT_F64_MAX)?.or(d.threshold) {
+    let given = o.get("threshold").map(parse_num).transpose()?;
+    let threshold = match given.or(d.threshold) {
         Some(v) => v,
         None if mode == Mode::Patch => k.fault_count_threshold as f64,
         None => 1e6,
     };
-    if !(1.0..=EXACT_F64_MAX).contains(&threshold) {
-        bail!("fault-count threshold {threshold}: use a number from 1 to {EXACT_F64_MAX}");
-    }
-    if mode == Mode::Patch && threshold > f64::from(u32::MAX) {
-        bail!(
-            "fault-count threshold {threshold} is above the patched kernel's unsigned int \
-             (max {}): use a smaller one, or fault-count:exact",
-            u32::MAX
-        );
-    }
+    let threshold = check_threshold(threshold).map_err(anyhow::Error::msg)?;
     let counter = match o.get("counter").or(d.counter.as_deref()) {
         None | Some("mm") => Counter::Mm,
         Some("global") if mode == Mode::Exact => Counter::Global,
@@ -237,6 +267,7 @@ fn fault_count(o: &Options, d: &ModelDefaults, k: &KernelDefaults) -> Result<Fau
 }
 
 fn two_touch(o: &Options, d: &ModelDefaults, k: &KernelDefaults) -> Result<TwoTouch> {
+    o.only("two-touch", &["window_ms"])?;
     let window = match o.num("window_ms", 1.0, 86_400_000.0)? {
         Some(v) => v as u64,
         None => d.window_ms.unwrap_or(k.hot_threshold_ms * 2),

@@ -12,7 +12,10 @@ use std::collections::BTreeMap;
 use numa_ebpf_common::FaultEvent;
 
 pub use self::{
-    build::{build, build_all, KernelDefaults, ModelDefaults, DEFAULT_MODELS},
+    build::{
+        build, build_all, check_threshold, threshold_message, KernelDefaults, ModelDefaults,
+        DEFAULT_MODELS, THRESHOLD_RANGE,
+    },
     fault_count::{fault_delta, patch_latency, Counter, FaultCount, Mode, StampKind},
     kernel_time::KernelTime,
     limits::{AdaptiveThreshold, Candidates, RateLimiter, NUMA_MIGRATION_ADJUST_STEPS},

@@ -406,14 +406,8 @@ fn specs_parse_and_bad_ones_explain() {
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(err.contains("use a number from 1 to"), "{bad}: {err}");
+        assert!(err.contains("from 1 to 4294967295"), "{bad}: {err}");
     }
-    // Above the patched kernel's unsigned int.
-    let err = build("fault-count:threshold=5e9", &ModelDefaults::default(), &k)
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
-    assert!(err.contains("fault-count:exact"), "{err}");
     // The patched kernel's own threshold is the default.
     let k = KernelDefaults {
         fault_count_threshold: 4242,
@@ -435,8 +429,6 @@ fn spec_numbers_are_checked_and_kernel_values_cannot_overflow() {
         "kernel-time:threshold=-1",
         "kernel-time:rate_limit=inf",
         "kernel-time:rate_limit=5e9",
-        "fault-count:threshold=0.5",
-        "fault-count:threshold=1e300",
         "two-touch:window_ms=0",
         "two-touch:window_ms=-inf",
         "two-touch:window_ms=86400001",
@@ -464,5 +456,53 @@ fn spec_numbers_are_checked_and_kernel_values_cannot_overflow() {
             ev.threshold_ms = u32::MAX;
             let _ = m.decide(&ev, &FaultView::default());
         }
+    }
+}
+
+fn build_err(spec: &str, d: &ModelDefaults) -> String {
+    build(spec, d, &KernelDefaults::default())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn unknown_model_options_are_refused_with_the_valid_keys() {
+    let d = ModelDefaults::default();
+    for (spec, keys) in [
+        (
+            "fault-count:treshold=5",
+            "exact, threshold, counter, stamp, rate_limit",
+        ),
+        ("fault-count:exact,window_ms=5", "exact, threshold"),
+        ("kernel-time:counter=mm", "threshold, rate_limit"),
+        ("two-touch:threshold=5", "window_ms"),
+    ] {
+        let err = build_err(spec, &d);
+        assert!(err.contains("has no option"), "{spec}: {err:?}");
+        assert!(err.contains(keys), "{spec}: {err:?}");
+    }
+}
+
+#[test]
+fn the_threshold_has_one_range_in_both_modes_and_one_message() {
+    let msg = check_threshold(5e9).expect_err("above the range");
+    assert!(msg.contains("from 1 to 4294967295"), "{msg}");
+    for spec in [
+        "fault-count:threshold=5e9",
+        "fault-count:exact,threshold=5e9",
+    ] {
+        assert_eq!(build_err(spec, &ModelDefaults::default()), msg, "{spec}");
+    }
+    let flat = ModelDefaults {
+        threshold: Some(5e9),
+        ..ModelDefaults::default()
+    };
+    assert_eq!(build_err("fault-count:exact", &flat), msg);
+    for ok in [1.0, 4_294_967_295.0] {
+        assert_eq!(check_threshold(ok), Ok(ok));
+    }
+    for bad in [0.5, f64::NAN, f64::INFINITY, 4_294_967_296.0] {
+        assert!(check_threshold(bad).is_err(), "{bad}");
     }
 }

@@ -289,9 +289,17 @@ impl<K: Copy + Eq + std::hash::Hash, R> Rows<K, R> {
     }
 }
 
+/// Models one engine runs at once: each has its set of refusals, and the
+/// sets with the "no model wanted" set fit one u64 mask. Commands check it
+/// where they read their command line.
+pub const MAX_POLICIES: usize = MAX_MODELS - 1;
+
 impl Shadow {
     pub fn new(policies: Vec<Box<dyn Policy>>, top_n: usize) -> Self {
-        assert!(policies.len() < MAX_MODELS, "at most 63 models at once");
+        assert!(
+            policies.len() <= MAX_POLICIES,
+            "the command line lets through at most MAX_POLICIES models"
+        );
         let refaults = Refaults::new(policies.len());
         let prefetching = (0..policies.len())
             .filter(|&i| policies[i].prefetches())
