@@ -434,6 +434,13 @@ pub mod ext_flags {
     /// (init_numa_balancing, at every clone of a thread of the mm):
     /// `pc_count` starts again from 1 here.
     pub const PC_AFTER_RESET: u64 = 1024;
+    /// The value the decision's exchange took out (`kernel_latency_ms`'s
+    /// input) was read from the folio, where the kernel keeps it, and the
+    /// exchange's new value was found there after: the kernel's own input.
+    pub const FOLIO_ACCESS: u64 = 2048;
+    /// With [`FOLIO_ACCESS`]: the value the folio's stamp kept from the
+    /// scanner's exchange differs from the folio's.
+    pub const STAMP_ACCESS_DIFFERS: u64 = 4096;
 }
 
 /// Flags in [`ScanEvent::ext_flags`].

@@ -9,8 +9,11 @@
 //! (on the fault-count RFC's kernel: `count - (last << 16)` hint faults with
 //! `fault_count_threshold`).
 //!
-//! The value the exchange takes out is the access time the scanner stored,
-//! kept in the folio's stamp (see scan.rs); the exchange itself is
+//! The value the exchange takes out is read from the folio itself at the
+//! exchange's entry (its LAST_CPUPID field, where BTF says it is), checked
+//! by finding the exchange's new value there when the decision returns;
+//! else it is the one the scanner stored, kept in the folio's stamp (see
+//! scan.rs). The exchange itself is
 //! recognised without an entry probe: it is
 //! the first one after the hint fault and before the decision returns
 //! (numa_migrate_check/numa_migrate_prep exchange nothing before calling
@@ -29,8 +32,8 @@ use aya_log_ebpf::warn;
 use crate::fault::pc_exchange_unstamped;
 use crate::maps::{
     count, count_rare, cpu_node, existing_stamp, existing_thread_ctx, fault_count_kernel,
-    is_toptier, kernel_fault_count_latency, kernel_latency_ms, kernel_threshold_ms,
-    node_candidates, numa_balancing_mode, numa_balancing_mode_at_load, stored_cpupid,
+    folio_access, is_toptier, kernel_fault_count_latency, kernel_latency_ms, kernel_threshold_ms,
+    node_candidates, numa_balancing_mode, numa_balancing_mode_at_load, stored_cpupid, ThreadCtx,
 };
 
 const NUMA_BALANCING_MEMORY_TIERING: u32 = 2;
@@ -87,11 +90,16 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
     };
     // SAFETY: this thread's storage.
     let ctx = unsafe { &mut *ctx };
-    let ev = &mut ctx.ev;
-    if ev.kind != EventKind::Fault as u32 || ev.flags & ff::DECIDED != 0 {
+    if ctx.ev.kind != EventKind::Fault as u32 || ctx.ev.flags & ff::DECIDED != 0 {
         // Not inside a hint fault we saw (attach race), or already decided.
         return;
     }
+    let old = if ctx.xchg_seen != 0 {
+        decision_old(ctx, src_nid)
+    } else {
+        ACCESS_UNKNOWN
+    };
+    let ev = &mut ctx.ev;
     ev.flags |= ff::DECIDED;
     ev.src_nid = src_nid;
     ev.dst_nid = dst_node(dst_cpu);
@@ -120,7 +128,7 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
         } else {
             Outcome::RejectOther
         }
-    } else if let Some(latency) = kernel_latency(ctx.xchg_new, ctx.stamp_access) {
+    } else if let Some(latency) = kernel_latency(ctx.xchg_new, old) {
         let th = kernel_threshold_ms(ev.dst_nid);
         ev.kernel_latency_ms = latency;
         ev.threshold_ms = th;
@@ -144,6 +152,23 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
     if ctx.pc_exchanged == 2 && ctx.ev.ext_flags & xf::THRESHOLD_PATH != 0 {
         pc_exchange_unstamped(ctx);
     }
+}
+
+/// What the decision's exchange took out: the value read from the folio
+/// before it, trusted when the folio holds the exchange's new value after
+/// it (the layout is right and no other fault exchanged meanwhile), else
+/// the one the folio's stamp kept from the scanner's exchange.
+#[inline(always)]
+fn decision_old(ctx: &mut ThreadCtx, src_nid: i32) -> u32 {
+    let after = folio_access(ctx.xchg_folio, src_nid);
+    if ctx.folio_access == ACCESS_UNKNOWN || after != stored_cpupid(ctx.xchg_new) {
+        return ctx.stamp_access;
+    }
+    ctx.ev.ext_flags |= xf::FOLIO_ACCESS;
+    if ctx.stamp_access != ACCESS_UNKNOWN && ctx.stamp_access != ctx.folio_access {
+        ctx.ev.ext_flags |= xf::STAMP_ACCESS_DIFFERS;
+    }
+    ctx.folio_access
 }
 
 /// The decision's exchange left `new` in the folio: the next hint fault on

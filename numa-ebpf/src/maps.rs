@@ -19,8 +19,8 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
 use numa_ebpf_common::{
-    Counter, FaultEvent, PcCounter, Stamp, COUNTER_SLOTS, DEFAULT_RING_BYTES, FOLLOW_HASH,
-    HIST_SLOTS, MAX_CPUS, MAX_SPANS, MIGRATE_REASONS, OUTCOMES, PC_COUNT_ENTRIES,
+    Counter, FaultEvent, PcCounter, Stamp, ACCESS_UNKNOWN, COUNTER_SLOTS, DEFAULT_RING_BYTES,
+    FOLLOW_HASH, HIST_SLOTS, MAX_CPUS, MAX_SPANS, MIGRATE_REASONS, OUTCOMES, PC_COUNT_ENTRIES,
 };
 
 /// Per-CPU event counters, indexed by [`Counter`]; userspace sums the CPUs.
@@ -213,6 +213,11 @@ pub struct ThreadCtx {
     pub pc_prev_ns: u64,
     /// Where a pointer argument becomes a number (see [`as_number`]).
     pub number: u64,
+    /// The folio the decision's exchange was made on, and the access
+    /// value the kernel kept in it before (read from the folio,
+    /// `ACCESS_UNKNOWN` when the layout is not known).
+    pub xchg_folio: u64,
+    pub folio_access: u32,
 }
 
 // Settings (see module docs). `#[no_mangle]` keeps the names userspace sets.
@@ -232,6 +237,15 @@ static TOPTIER_MASK: u64 = 1;
 static CPUPID_MASK: u32 = (1 << 21) - 1;
 #[no_mangle]
 static ACCESS_TIME_BUCKETS: u32 = 0;
+/// Where a folio's LAST_CPUPID field is: its shift in page->flags and the
+/// node field's (0: unknown), or the byte offset of `_last_cpupid` where
+/// the kernel keeps it outside the flags (0: in the flags).
+#[no_mangle]
+static ACCESS_PGSHIFT: u32 = 0;
+#[no_mangle]
+static NODES_PGSHIFT: u32 = 0;
+#[no_mangle]
+static OFF_LAST_CPUPID: u32 = 0;
 /// task_struct.mm, vm_fault.address (inside its anonymous struct) and
 /// pglist_data.vm_stat[PGPROMOTE_CANDIDATE], from BTF (0: unknown).
 #[no_mangle]
@@ -699,6 +713,33 @@ pub fn kernel_threshold_ms(dst_nid: i32) -> u32 {
 #[inline(always)]
 pub fn stored_cpupid(new: u32) -> u32 {
     new & setting!(CPUPID_MASK)
+}
+
+/// The access value the kernel keeps in `folio` (its LAST_CPUPID field:
+/// in tiering mode the time of the scan that protected it or of its last
+/// fault; the fault count on the fault-count RFC's kernel).
+/// [`ACCESS_UNKNOWN`] (never a field's value: it is masked) when the
+/// layout is unknown or, with `nid` >= 0, the flags' node field is not
+/// `nid` (a layout numatrace got wrong). A plain sentinel, not an Option:
+/// the verifier rejects the compare of an Option's unset payload.
+#[inline(always)]
+pub fn folio_access(folio: u64, nid: i32) -> u32 {
+    let off = setting!(OFF_LAST_CPUPID);
+    if off != 0 {
+        return read_kernel_u32(folio.wrapping_add(u64::from(off)))
+            .map_or(ACCESS_UNKNOWN, stored_cpupid);
+    }
+    let (shift, node_shift) = (setting!(ACCESS_PGSHIFT), setting!(NODES_PGSHIFT));
+    if shift == 0 || shift >= 64 || node_shift == 0 || node_shift >= 64 {
+        return ACCESS_UNKNOWN;
+    }
+    let Some(flags) = read_kernel_u64(folio) else {
+        return ACCESS_UNKNOWN;
+    };
+    if nid >= 0 && flags >> node_shift != nid as u64 {
+        return ACCESS_UNKNOWN;
+    }
+    stored_cpupid((flags >> shift) as u32)
 }
 
 /// The kernel's `(time - last_time) & PAGE_ACCESS_TIME_MASK` from the two

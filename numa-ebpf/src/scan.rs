@@ -26,9 +26,9 @@ use numa_ebpf_common::{
 };
 
 use crate::maps::{
-    as_number, count, cpu, current_global_seq, current_mm, emit, existing_thread_ctx, now_ns,
-    pc_current, pid_tgid, stamp_slot, stored_cpupid, task_mm, thread_ctx, ScanCpu, ThreadCtx,
-    PC_COUNT, SCAN_CPU,
+    as_number, count, cpu, current_global_seq, current_mm, emit, existing_thread_ctx, folio_access,
+    now_ns, pc_current, pid_tgid, stamp_slot, stored_cpupid, task_mm, thread_ctx, ScanCpu,
+    ThreadCtx, PC_COUNT, SCAN_CPU,
 };
 
 /// folio_xchg_last_cpupid(folio, new) is called. This runs several times
@@ -64,6 +64,9 @@ fn on_xchg(folio: u64, new: u32) {
         if ctx.ev.flags & ff::DECIDED == 0 && ctx.xchg_seen == 0 {
             ctx.xchg_seen = 1;
             ctx.xchg_new = new;
+            ctx.xchg_folio = folio;
+            // At entry: what the exchange is about to take out.
+            ctx.folio_access = folio_access(folio, -1);
         }
         return;
     }

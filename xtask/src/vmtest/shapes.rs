@@ -15,6 +15,9 @@
 //! - the fault-count patch's counter numatrace keeps steps as the
 //!   patch's does in every process, whatever order its threads' records
 //!   arrive in and however often it is reset by a clone;
+//! - the kernel's own input to each decision (the access value its
+//!   exchange takes out) is read from the folio and equals the copy the
+//!   scanner's stamp kept;
 //! - the kernel-time model agrees with the kernel on every decision.
 use std::path::Path;
 
@@ -57,6 +60,7 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     promoted_pages_match_vmstat(&s)?;
     check_shapes(&s, &w)?;
     patch_counter_whole(&s)?;
+    check_folio_access(&s)?;
     check_kernel_time_agrees(&read_json(dir, "shadow.json")?)
 }
 
@@ -126,6 +130,30 @@ fn check_shapes(s: &Value, w: &Value) -> Result<()> {
             "process {pid} of the workload has no slow-tier hint fault in the funnel"
         );
     }
+    Ok(())
+}
+
+/// The kernel's own input to its decisions, read from the folio where
+/// the kernel keeps it, was found on decisions and always equals the copy
+/// the scanner's stamp kept.
+fn check_folio_access(s: &Value) -> Result<()> {
+    let c = |k: &str| u(s, &["checks", k]);
+    let (read, differs) = (
+        c("kernel_access_from_folio")?,
+        c("kernel_access_differs_from_stamp")?,
+    );
+    println!(
+        "    the kernel's stored access read from the folio on {read} of {} decisions, {differs} unlike the stamp's",
+        u(s, &["decisions"])?
+    );
+    ensure!(
+        read > 0,
+        "the kernel's stored access was never read from a folio"
+    );
+    ensure!(
+        differs == 0,
+        "the folio's stored access differs from the stamp's on {differs} decisions"
+    );
     Ok(())
 }
 

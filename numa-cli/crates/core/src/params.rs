@@ -53,6 +53,16 @@ pub struct KernelParams {
     /// Every node's PFN span, from /proc/zoneinfo.
     #[serde(default)]
     pub pfn_spans: Vec<crate::mapplan::PfnSpan>,
+    /// Where a folio's LAST_CPUPID field (the kernel's stored access time)
+    /// is: its shift in page->flags and the node field's ([`flags_layout`];
+    /// 0: unknown), or the byte offset of page._last_cpupid where the
+    /// kernel keeps it outside the flags (0: in the flags).
+    #[serde(default)]
+    pub access_pgshift: u32,
+    #[serde(default)]
+    pub nodes_pgshift: u32,
+    #[serde(default)]
+    pub off_last_cpupid: u32,
 }
 
 /// What a kernel compares with its promotion threshold.
@@ -123,6 +133,17 @@ pub fn cpupid_layout(nr_cpus: u32) -> (u32, u32) {
     let shift = 8 + order_base_2(nr_cpus);
     let buckets = 12u32.saturating_sub(shift);
     ((1u32 << shift.min(31)) - 1, buckets)
+}
+
+/// The shifts of the LAST_CPUPID and node fields in page->flags
+/// (include/linux/page-flags-layout.h on 64-bit with SPARSEMEM_VMEMMAP, no
+/// section bits): from the top, | NODE | ZONE | LAST_CPUPID | ..., the
+/// node field NODES_SHIFT = log2(MAX_NUMNODES) wide, the zone field
+/// ZONES_SHIFT = order_base_2(MAX_NR_ZONES). None when they do not fit.
+pub fn flags_layout(max_numnodes: u32, max_nr_zones: u32, cpupid_mask: u32) -> Option<(u32, u32)> {
+    let nodes = order_base_2(max_numnodes);
+    let used = nodes + order_base_2(max_nr_zones) + cpupid_mask.count_ones();
+    (nodes > 0 && used < 64).then_some((64 - used, 64 - nodes))
 }
 
 /// Nodes the kernel treats as top tier: every tier up to and including the
@@ -233,6 +254,14 @@ mod tests {
         assert_eq!(order_base_2(3), 2);
         // Tiny NR_CPUS: the access time needs 12 bits, so buckets kick in.
         assert_eq!(cpupid_layout(2), ((1 << 9) - 1, 3));
+    }
+
+    #[test]
+    fn flags_layout_matches_debian() {
+        // Debian amd64: NODES_SHIFT 10, five zones (DMA, DMA32, NORMAL,
+        // MOVABLE, DEVICE: 3 bits), LAST_CPUPID 21 bits.
+        assert_eq!(flags_layout(1024, 5, (1 << 21) - 1), Some((30, 54)));
+        assert_eq!(flags_layout(1, 5, (1 << 21) - 1), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, fs, path::Path};
 
 use btf_rs::{Btf, Type};
 pub use numa_core::params::{
-    cpupid_layout, parse_tp_format, toptier_mask, KernelHotness, KernelParams,
+    cpupid_layout, flags_layout, parse_tp_format, toptier_mask, KernelHotness, KernelParams,
 };
 use numa_host::system;
 
@@ -108,6 +108,48 @@ fn promote_candidate_offset(btf: &Btf) -> Option<u32> {
     base.checked_add(idx.checked_mul(8)?)
 }
 
+/// Where the kernel keeps a folio's access time: page._last_cpupid when
+/// BTF has it (LAST_CPUPID_NOT_IN_PAGE_FLAGS), else a field of page->flags
+/// placed by MAX_NUMNODES (zonelist._zonerefs holds MAX_NUMNODES *
+/// MAX_NR_ZONES + 1 entries) and MAX_NR_ZONES. The probes check it at
+/// every decision (the node field, and the exchange's value found there).
+fn access_layout(btf: &Btf, params: &mut KernelParams) {
+    if let Some(off) = member_offset(btf, "page", "_last_cpupid") {
+        params.off_last_cpupid = off;
+        return;
+    }
+    let zones = enum_value(btf, "zone_type", "__MAX_NR_ZONES").unwrap_or(0);
+    let Some(refs) = array_len(btf, "zonelist", "_zonerefs") else {
+        return;
+    };
+    if zones == 0 || refs == 0 || (refs - 1) % zones != 0 {
+        return;
+    }
+    if let Some((access, nodes)) = flags_layout((refs - 1) / zones, zones, params.cpupid_mask) {
+        params.access_pgshift = access;
+        params.nodes_pgshift = nodes;
+    }
+}
+
+/// The length of array `member` of `strukt`.
+fn array_len(btf: &Btf, strukt: &str, member: &str) -> Option<u32> {
+    btf.resolve_types_by_name(strukt)
+        .ok()?
+        .iter()
+        .find_map(|t| match t {
+            Type::Struct(s) => s.members.iter().find_map(|m| {
+                if btf.resolve_name(m).ok()? != member {
+                    return None;
+                }
+                match unqualified(btf, btf.resolve_chained_type(m).ok()?)? {
+                    Type::Array(a) => u32::try_from(a.len()).ok(),
+                    _ => None,
+                }
+            }),
+            _ => None,
+        })
+}
+
 /// The fault-count RFC's kernel: its per-process hint-fault counter in BTF
 /// and its threshold variable in kallsyms. Returns the offset of
 /// mm_struct.hint_faults, which the BPF side reads through current->mm.
@@ -208,6 +250,9 @@ pub fn resolve() -> KernelParams {
         .as_ref()
         .and_then(|b| struct_size(b, "page"))
         .unwrap_or(0);
+    if let Some(b) = btf.as_ref() {
+        access_layout(b, &mut params);
+    }
     params.pfn_spans = numa_core::mapplan::parse_zoneinfo(
         &fs::read_to_string("/proc/zoneinfo").unwrap_or_default(),
     );

@@ -53,6 +53,10 @@ pub struct Totals {
     pub kernel_latencies: u64,
     /// Decisions whose latencies differ by more than [`LATENCY_GAP_MS`].
     pub kernel_latency_gaps: u64,
+    /// Decisions whose kernel input was read from the folio, and those
+    /// where the stamp's copy of it differed.
+    pub folio_access: u64,
+    pub stamp_access_differs: u64,
     /// Fault-count deltas inconsistent with sequence numbers (scan seq > fault seq).
     pub inconsistent_deltas: u64,
     /// Rejections on latency whose kernel latency was below the threshold.
@@ -508,6 +512,11 @@ pub struct Checks {
     /// preempted between its fault's entry and the decision (7.x's
     /// PREEMPT_LAZY) or from jiffies lagging the clock in a starved guest.
     pub kernel_latency_gaps_over_50ms: u64,
+    /// Decisions whose kernel input (the value its exchange took out) was
+    /// read from the folio itself and checked there, and of those the
+    /// ones where the copy the scanner's stamp kept was different.
+    pub kernel_access_from_folio: u64,
+    pub kernel_access_differs_from_stamp: u64,
     pub inconsistent_deltas: u64,
     pub latency_rejects_below_threshold: u64,
     pub latest_scan_known: u64,
@@ -600,6 +609,10 @@ impl Totals {
         if slow {
             self.slow_faults += 1;
             self.patch.fault(f);
+            if f.ext_flags & xf::FOLIO_ACCESS != 0 {
+                self.folio_access += 1;
+                self.stamp_access_differs += u64::from(f.ext_flags & xf::STAMP_ACCESS_DIFFERS != 0);
+            }
         }
         self.funnel.fault(f, slow);
         // Looked up for every fault, stamped or not: each one tells the
@@ -822,6 +835,8 @@ impl Totals {
             max_kernel_latency_gap_ms: self.max_kernel_latency_gap_ms,
             kernel_latencies: self.kernel_latencies,
             kernel_latency_gaps_over_50ms: self.kernel_latency_gaps,
+            kernel_access_from_folio: self.folio_access,
+            kernel_access_differs_from_stamp: self.stamp_access_differs,
             inconsistent_deltas: self.inconsistent_deltas,
             latency_rejects_below_threshold: self.latency_rejects_below_threshold,
             latest_scan_known: self.latest_scan_known,
