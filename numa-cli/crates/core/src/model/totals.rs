@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::{
     funnel::{Funnel, ProcessFunnel},
     log2::{BucketCount, Log2Hist},
+    proctable::ProcTable,
     scans::ScanIndex,
     window::Window,
 };
@@ -97,8 +98,9 @@ pub struct PatchInputs {
     /// candidate count.
     pub threshold_path: u64,
     pub threshold_path_without_node_count: u64,
+    /// Each process's latest counter, forgotten when it is gone.
     #[serde(skip)]
-    last_count: BTreeMap<u32, u32>,
+    last_count: ProcTable<u32>,
 }
 
 impl PatchInputs {
@@ -110,7 +112,11 @@ impl PatchInputs {
         self.faults_with_counter += 1;
         let step = u32::from(f.ext_flags & xf::PMD_FAULT == 0);
         let tgid = (f.pid_tgid >> 32) as u32;
-        if let Some(prev) = self.last_count.insert(tgid, f.pc_count) {
+        self.last_count.advance(f.ts_ns);
+        let known = self.last_count.contains(tgid);
+        let count = self.last_count.touch(tgid, f.ts_ns, || f.pc_count);
+        let prev = std::mem::replace(count, f.pc_count);
+        if known {
             self.steps_checked += 1;
             self.steps_off += u64::from(f.pc_count != prev.wrapping_add(step));
         }
@@ -744,6 +750,20 @@ mod tests {
         none.ext_flags &= !xf::PC_COUNT;
         p.fault(&none);
         assert_eq!((p.faults_with_counter, p.faults_without_counter), (3, 1));
+    }
+
+    #[test]
+    fn patch_inputs_forget_gone_processes() {
+        let mut p = PatchInputs::default();
+        // 20 000 processes, one a second, each faulting once.
+        for i in 0..20_000u64 {
+            let mut f = fault(i, i, 5, Outcome::PromoteHot);
+            f.ts_ns = i * 1_000_000_000;
+            f.pid_tgid = (100 + i) << 32;
+            p.fault(&f);
+        }
+        let bound = (crate::model::GONE_AFTER_NS / 1_000_000_000) as usize + 1;
+        assert!(p.last_count.len() <= bound, "{}", p.last_count.len());
     }
 
     /// The figures the probes no longer count are derived from the ones
