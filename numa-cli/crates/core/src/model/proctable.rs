@@ -171,6 +171,15 @@ impl<T> ProcTable<T> {
         self.slots.iter().map(|(t, s)| (*t, &s.value))
     }
 
+    pub fn values(&self) -> impl Iterator<Item = &T> {
+        self.slots.values().map(|s| &s.value)
+    }
+
+    /// Every process's state, without marking any active.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.slots.values_mut().map(|s| &mut s.value)
+    }
+
     /// States `tgid`'s cost now; past the cost bound, the least recently
     /// active other processes go. Returns whether `tgid` alone is still
     /// over the bound (the user then trims it).
@@ -237,6 +246,60 @@ impl<T> ProcTable<T> {
         let slots = &self.slots;
         self.order
             .retain(|(t, tgid)| slots.get(tgid).is_some_and(|s| s.last_ns == *t));
+    }
+}
+
+/// Rows of processes a [`ProcTable`] dropped, kept while they may rank
+/// among a report's top `top_n` rows (by `rank`, smallest first).
+///
+/// A dropped row's counts no longer grow while every other row's can only
+/// grow, so once `top_n` dropped rows rank above it, `top_n` rows of any
+/// report will: dropping it then cannot change the report. Trimming when
+/// twice `top_n` are kept costs O(1) amortised per row and holds at most
+/// `2 * top_n + 1` rows.
+#[derive(Debug, Clone)]
+pub struct Retired<T> {
+    rows: Vec<T>,
+    top_n: usize,
+}
+
+impl<T> Retired<T> {
+    pub fn new(top_n: usize) -> Self {
+        Retired {
+            rows: Vec::new(),
+            top_n,
+        }
+    }
+
+    pub fn rows(&self) -> &[T] {
+        &self.rows
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Keeps `row` while it may rank.
+    pub fn push<K: Ord>(&mut self, row: T, rank: impl Fn(&T) -> K) {
+        self.rows.push(row);
+        if self.rows.len() > 2 * self.top_n {
+            self.trim(rank);
+        }
+    }
+
+    /// Keeps the `top_n` rows that rank first.
+    pub fn trim<K: Ord>(&mut self, rank: impl Fn(&T) -> K) {
+        if self.rows.len() > self.top_n {
+            if self.top_n > 0 {
+                self.rows
+                    .select_nth_unstable_by(self.top_n - 1, |a, b| rank(a).cmp(&rank(b)));
+            }
+            self.rows.truncate(self.top_n);
+        }
     }
 }
 
@@ -339,5 +402,18 @@ mod tests {
             full.as_secs_f64() < 20.0 * empty.as_secs_f64() + 0.05,
             "full {full:?} vs empty {empty:?}"
         );
+    }
+
+    #[test]
+    fn retired_rows_keep_the_top_and_stay_bounded() {
+        let mut r = Retired::new(3);
+        for v in 0..1000u32 {
+            r.push(v * 7 % 1000, |v| std::cmp::Reverse(*v));
+            assert!(r.len() <= 7);
+        }
+        r.trim(|v| std::cmp::Reverse(*v));
+        let mut top = r.rows().to_vec();
+        top.sort_unstable();
+        assert_eq!(top, [997, 998, 999]);
     }
 }
