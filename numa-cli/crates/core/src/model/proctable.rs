@@ -121,7 +121,7 @@ impl<T> ProcTable<T> {
                 break;
             }
             self.order.pop_front();
-            if self.slots.get(&tgid).is_some_and(|s| s.last_ns == t) {
+            if self.is_live(t, tgid) {
                 self.drop_proc(tgid, false);
             }
         }
@@ -214,7 +214,7 @@ impl<T> ProcTable<T> {
         let mut skipped = None;
         let mut found = false;
         while let Some((t, tgid)) = self.order.pop_front() {
-            if !self.slots.get(&tgid).is_some_and(|s| s.last_ns == t) {
+            if !self.is_live(t, tgid) {
                 continue;
             }
             if tgid == keep {
@@ -229,6 +229,11 @@ impl<T> ProcTable<T> {
             self.order.push_front(k);
         }
         found
+    }
+
+    /// Whether `(t, tgid)` is the process's current place in the order.
+    fn is_live(&self, t: u64, tgid: u32) -> bool {
+        self.slots.get(&tgid).is_some_and(|s| s.last_ns == t)
     }
 
     fn drop_proc(&mut self, tgid: u32, evicted: bool) {
