@@ -233,7 +233,7 @@ impl PromoteSink {
     fn fault(&mut self, f: &FaultEvent) {
         self.decide(f);
         for (_, row) in self.procs.take_dropped() {
-            self.retired.push(row, rank);
+            self.retired.push(row, |a, b| rank(a).cmp(&rank(b)));
         }
     }
 

@@ -19,7 +19,7 @@
 //! What bounds a single process is the user's part: the table drops whole
 //! processes, the user trims inside one (its cost must not pass
 //! [`ProcTable::max_cost`] either).
-use std::collections::VecDeque;
+use std::{cmp::Ordering, collections::VecDeque};
 
 use rustc_hash::FxHashMap;
 
@@ -200,6 +200,11 @@ impl<T> ProcTable<T> {
         Some(slot.value)
     }
 
+    /// Every process's state, the table emptied.
+    pub fn into_values(self) -> impl Iterator<Item = T> {
+        self.slots.into_values().map(|s| s.value)
+    }
+
     /// Values dropped since the last call (only with [`Self::keep_dropped`]).
     pub fn take_dropped(&mut self) -> Vec<(u32, T)> {
         self.dropped
@@ -255,7 +260,7 @@ impl<T> ProcTable<T> {
 }
 
 /// Rows of processes a [`ProcTable`] dropped, kept while they may rank
-/// among a report's top `top_n` rows (by `rank`, smallest first).
+/// among a report's top `top_n` rows (in the report's order, `order`).
 ///
 /// A dropped row's counts no longer grow while every other row's can only
 /// grow, so once `top_n` dropped rows rank above it, `top_n` rows of any
@@ -266,6 +271,7 @@ impl<T> ProcTable<T> {
 pub struct Retired<T> {
     rows: Vec<T>,
     top_n: usize,
+    dropped: u64,
 }
 
 impl<T> Retired<T> {
@@ -273,6 +279,7 @@ impl<T> Retired<T> {
         Retired {
             rows: Vec::new(),
             top_n,
+            dropped: 0,
         }
     }
 
@@ -288,23 +295,33 @@ impl<T> Retired<T> {
         self.rows.is_empty()
     }
 
+    /// Rows dropped because they could no longer rank.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
     /// Keeps `row` while it may rank.
-    pub fn push<K: Ord>(&mut self, row: T, rank: impl Fn(&T) -> K) {
+    pub fn push(&mut self, row: T, order: impl Fn(&T, &T) -> Ordering) {
         self.rows.push(row);
         if self.rows.len() > 2 * self.top_n {
-            self.trim(rank);
+            self.trim(order);
         }
     }
 
     /// Keeps the `top_n` rows that rank first.
-    pub fn trim<K: Ord>(&mut self, rank: impl Fn(&T) -> K) {
+    pub fn trim(&mut self, order: impl Fn(&T, &T) -> Ordering) {
         if self.rows.len() > self.top_n {
             if self.top_n > 0 {
-                self.rows
-                    .select_nth_unstable_by(self.top_n - 1, |a, b| rank(a).cmp(&rank(b)));
+                self.rows.select_nth_unstable_by(self.top_n - 1, order);
             }
+            self.dropped += (self.rows.len() - self.top_n) as u64;
             self.rows.truncate(self.top_n);
         }
+    }
+
+    /// Takes the rows kept.
+    pub fn take(&mut self) -> Vec<T> {
+        std::mem::take(&mut self.rows)
     }
 }
 
@@ -413,10 +430,11 @@ mod tests {
     fn retired_rows_keep_the_top_and_stay_bounded() {
         let mut r = Retired::new(3);
         for v in 0..1000u32 {
-            r.push(v * 7 % 1000, |v| std::cmp::Reverse(*v));
+            r.push(v * 7 % 1000, |a, b| b.cmp(a));
             assert!(r.len() <= 7);
         }
-        r.trim(|v| std::cmp::Reverse(*v));
+        r.trim(|a, b| b.cmp(a));
+        assert_eq!(r.dropped(), 997);
         let mut top = r.rows().to_vec();
         top.sort_unstable();
         assert_eq!(top, [997, 998, 999]);
