@@ -19,7 +19,10 @@ use crate::cli::{HistArgs, HistBy};
 use numa_core::{
     decode::{comm, Event, Snapshot},
     histtext,
-    model::log2::{upper_bound, Log2Hist},
+    model::{
+        log2::{upper_bound, Log2Hist},
+        proctable::{ProcTable, Retired},
+    },
     printable::printable,
     trace,
 };
@@ -36,6 +39,12 @@ enum GroupKey {
     Process(u32),
     Node(i32, i32),
 }
+
+/// Groups kept per interval at most: processes active at once (past it,
+/// the least recently active one's group is retired, kept while it ranks
+/// in `--top`), and node pairs (past it, the faults of new pairs are
+/// counted in one "other node pairs" group).
+const MAX_GROUPS: usize = 4096;
 
 #[derive(Debug, Default)]
 struct Group {
@@ -150,7 +159,10 @@ pub struct HistSink<W: Write> {
     first: Option<Snapshot>,
     prev: Option<Snapshot>,
     last: Option<Snapshot>,
-    groups: HashMap<GroupKey, Group>,
+    /// This interval's groups by process (gone ones retired), by node pair.
+    procs: ProcTable<Group>,
+    retired: Retired<Group>,
+    nodes: HashMap<GroupKey, Group>,
     intervals: u64,
     csv_header: bool,
 }
@@ -174,7 +186,9 @@ impl<W: Write> HistSink<W> {
             first: None,
             prev: None,
             last: None,
-            groups: HashMap::new(),
+            procs: process_groups(),
+            retired: Retired::new(top),
+            nodes: HashMap::new(),
             intervals: 0,
             csv_header: false,
         }
@@ -189,7 +203,22 @@ impl<W: Write> HistSink<W> {
         if f.flags & ff::HAS_STAMP == 0 {
             return;
         }
-        let g = self.groups.entry(key).or_default();
+        let g = match key {
+            GroupKey::Process(pid) => self.procs.touch(pid, f.ts_ns, Group::default),
+            GroupKey::Node(..)
+                if self.nodes.len() >= MAX_GROUPS && !self.nodes.contains_key(&key) =>
+            {
+                let g = self
+                    .nodes
+                    .entry(GroupKey::Node(i32::MAX, i32::MAX))
+                    .or_default();
+                if g.label.is_empty() {
+                    g.label = format!("other node pairs (past {MAX_GROUPS})");
+                }
+                g
+            }
+            GroupKey::Node(..) => self.nodes.entry(key).or_default(),
+        };
         if g.label.is_empty() {
             g.label = match key {
                 GroupKey::Process(pid) => format!("{pid} {}", comm(&f.comm)),
@@ -200,6 +229,20 @@ impl<W: Write> HistSink<W> {
         if f.flags & ff::STAMP_OTHER_MM == 0 {
             g.delta.add(f.seq_mm.saturating_sub(f.scan_seq_mm));
         }
+        for (_, g) in self.procs.take_dropped() {
+            self.retired.push(g, rank);
+        }
+    }
+
+    /// This interval's groups, and how many were dropped as unable to rank.
+    fn take_groups(&mut self) -> (Vec<Group>, usize) {
+        let procs = std::mem::replace(&mut self.procs, process_groups());
+        let mut groups = self.retired.take();
+        let dropped = self.retired.dropped() as usize;
+        self.retired = Retired::new(self.top);
+        groups.extend(procs.into_values());
+        groups.extend(self.nodes.drain().map(|(_, g)| g));
+        (groups, dropped)
     }
 
     /// The in-kernel histogram of `outcome` between two snapshots (`None`:
@@ -248,14 +291,9 @@ impl<W: Write> HistSink<W> {
                 0,
             ),
             Some(_) => {
-                let mut groups: Vec<Group> = self.groups.drain().map(|(_, g)| g).collect();
-                groups.sort_by(|a, b| {
-                    b.latency_ns
-                        .count
-                        .cmp(&a.latency_ns.count)
-                        .then_with(|| a.label.cmp(&b.label))
-                });
-                let omitted = groups.len().saturating_sub(self.top);
+                let (mut groups, dropped) = self.take_groups();
+                groups.sort_by(rank);
+                let omitted = groups.len().saturating_sub(self.top) + dropped;
                 groups.truncate(self.top);
                 (
                     groups
@@ -421,6 +459,18 @@ impl<W: Write> HistSink<W> {
     fn into_inner(self) -> W {
         self.out
     }
+}
+
+fn process_groups() -> ProcTable<Group> {
+    ProcTable::new(MAX_GROUPS, usize::MAX).keep_dropped()
+}
+
+/// The order groups are shown in: the most faults first, then by label.
+fn rank(a: &Group, b: &Group) -> std::cmp::Ordering {
+    b.latency_ns
+        .count
+        .cmp(&a.latency_ns.count)
+        .then_with(|| a.label.cmp(&b.label))
 }
 
 fn csv_field(s: &str) -> String {
@@ -627,6 +677,60 @@ mod tests {
             rows.contains(&"1,0.000,3.000,fault_delta,42 hot-chunks,3,4,1"),
             "{csv}"
         );
+    }
+
+    /// Processes come and go all run long, and node pairs past the bound:
+    /// the groups kept stay bounded, the busiest (long gone) still leads,
+    /// and every group left out is counted.
+    #[test]
+    fn groups_stay_bounded_under_churn_and_the_top_is_kept() {
+        const S: u64 = 1_000_000_000;
+        let mut sink = HistSink::new(Vec::new(), Output::Text, Some(HistBy::Process), 3, None, 1);
+        sink.snapshot(&snap(1, &[])).expect("snapshot");
+        let at = |pid: u32, ts: u64| {
+            let mut f = fault(u64::from(pid), 1, 5, Outcome::RejectLatency);
+            f.pid_tgid = u64::from(pid) << 32;
+            f.ts_ns = ts;
+            f.scan_ns = ts - 1000;
+            Event::Fault(f)
+        };
+        // The busiest first, then 20 000 processes one a second.
+        for k in 0..5 {
+            sink.event(&at(7, 2 * S + k)).expect("event");
+        }
+        let gone = (numa_core::model::GONE_AFTER_NS / S) as usize + 1;
+        for i in 0..20_000u32 {
+            sink.event(&at(100_000 + i, 3 * S + u64::from(i) * S))
+                .expect("event");
+            let held = sink.procs.len() + sink.retired.len();
+            assert!(held <= gone + 7, "{held} groups held");
+        }
+        // Twice the bound at once.
+        for i in 0..2 * MAX_GROUPS as u32 {
+            sink.event(&at(200_000 + i, 30_000 * S + u64::from(i)))
+                .expect("event");
+            assert!(sink.procs.len() <= MAX_GROUPS);
+        }
+        sink.snapshot(&snap(40_000, &[])).expect("snapshot");
+        sink.finish().expect("finish");
+        let text = String::from_utf8(sink.into_inner()).expect("utf8");
+        assert!(text.contains("7 hot-chunks"), "{text}");
+        let total = 1 + 20_000 + 2 * MAX_GROUPS;
+        assert!(
+            text.contains(&format!("... {} more (--top)", total - 3)),
+            "{text}"
+        );
+        // Node pairs past the bound share one group.
+        let mut sink = HistSink::new(Vec::new(), Output::Text, Some(HistBy::Node), 3, None, 1);
+        sink.snapshot(&snap(1, &[])).expect("snapshot");
+        for i in 0..2 * MAX_GROUPS as i32 {
+            let Event::Fault(mut f) = at(7, 2 * S) else {
+                unreachable!()
+            };
+            (f.src_nid, f.dst_nid) = (i / 1024, i % 1024);
+            sink.event(&Event::Fault(f)).expect("event");
+        }
+        assert_eq!(sink.nodes.len(), MAX_GROUPS + 1);
     }
 
     #[test]

@@ -5,10 +5,7 @@
 //! `tokio::sync::watch` channel. The HTTP side and the textfile writer only
 //! read the latest value: a scrape never waits for the pipeline, and the
 //! pipeline never waits for a scrape (publishing swaps one `Arc`).
-use std::{
-    collections::{BTreeMap, HashMap},
-    sync::Arc,
-};
+use std::{collections::BTreeMap, sync::Arc};
 
 use anyhow::Result;
 use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome};
@@ -22,17 +19,17 @@ use numa_core::{
     decode::{comm, skip_reason_name, Event, Snapshot},
     model::{
         funnel::{slow_tier, top_tier, Funnel},
+        proctable::ProcTable,
         shadow::{ModelReport, Shadow},
         window::Window,
-        GONE_AFTER_NS,
     },
     sampling::Sampling,
     sink::Sink,
 };
 
 /// Processes tracked for `--per-process` at most: past it, the least
-/// recently active half is forgotten. Gone processes (no hint fault for
-/// [`GONE_AFTER_NS`]) are forgotten anyway, so this holds only when more
+/// recently active is forgotten. Gone processes (no hint fault for
+/// [`GONE_AFTER_NS`](numa_core::model::GONE_AFTER_NS)) are forgotten anyway, so this holds only when more
 /// processes than this fault within that time.
 const MAX_TRACKED_PROCESSES: usize = 1 << 16;
 
@@ -60,8 +57,6 @@ struct ProcessCounts {
     hint_faults: u64,
     promote: Tally,
     reject: Tally,
-    /// Trace time of its latest hint fault.
-    last_ns: u64,
 }
 
 pub struct Options {
@@ -88,11 +83,9 @@ pub struct Publisher {
     window: Window,
     decisions: BTreeMap<(bool, u8, i32, i32), Tally>,
     migrated_pages: MigratedPages,
-    processes: HashMap<u32, ProcessCounts>,
+    processes: ProcTable<ProcessCounts>,
     /// The latest event or snapshot time seen.
     now_ns: u64,
-    /// When the next look for gone processes is due.
-    next_sweep_ns: u64,
     snapshots: u64,
     events: u64,
     funnel: Funnel,
@@ -116,9 +109,8 @@ impl Publisher {
                 window: Window::default(),
                 decisions: BTreeMap::new(),
                 migrated_pages: MigratedPages::default(),
-                processes: HashMap::new(),
+                processes: ProcTable::new(MAX_TRACKED_PROCESSES, usize::MAX),
                 now_ns: 0,
-                next_sweep_ns: 0,
                 snapshots: 0,
                 events: 0,
                 funnel: Funnel::default(),
@@ -152,17 +144,9 @@ impl Publisher {
             return;
         }
         let tgid = (f.pid_tgid >> 32) as u32;
-        self.tick(f.ts_ns);
-        if self.processes.len() >= MAX_TRACKED_PROCESSES && !self.processes.contains_key(&tgid) {
-            self.forget_quiet_half();
-        }
-        let now = self.now_ns;
-        let p = self.processes.entry(tgid).or_default();
-        if now.saturating_sub(p.last_ns) >= GONE_AFTER_NS {
-            // New, or its pid's previous process is gone: a new process.
-            *p = ProcessCounts::default();
-        }
-        p.last_ns = now;
+        self.now_ns = self.now_ns.max(f.ts_ns);
+        // New, or its pid's previous process is gone: a new process.
+        let p = self.processes.touch(tgid, f.ts_ns, ProcessCounts::default);
         if p.comm.is_empty() {
             p.comm = comm(&f.comm);
         }
@@ -193,27 +177,6 @@ impl Publisher {
         if slow_tier(f.src_nid, mask) && top_tier(f.dst_nid, mask) {
             m.promoted += pages;
         }
-    }
-
-    /// Moves the clock to `ts_ns`; every quarter of [`GONE_AFTER_NS`],
-    /// forgets the processes gone by then (their series end).
-    fn tick(&mut self, ts_ns: u64) {
-        self.now_ns = self.now_ns.max(ts_ns);
-        if self.now_ns >= self.next_sweep_ns {
-            let now = self.now_ns;
-            self.processes
-                .retain(|_, p| now.saturating_sub(p.last_ns) < GONE_AFTER_NS);
-            self.next_sweep_ns = now.saturating_add(GONE_AFTER_NS / 4);
-        }
-    }
-
-    /// Forgets the least recently active half.
-    fn forget_quiet_half(&mut self) {
-        let mut last: Vec<u64> = self.processes.values().map(|p| p.last_ns).collect();
-        let mid = last.len() / 2;
-        let (_, median, _) = last.select_nth_unstable(mid);
-        let median = *median;
-        self.processes.retain(|_, p| p.last_ns > median);
     }
 
     fn kernel(&self) -> KernelMetrics {
@@ -313,12 +276,10 @@ impl Publisher {
 
     /// The top `--per-process` processes still active, busiest first.
     fn process_metrics(&self) -> Vec<ProcessMetrics> {
-        let now = self.now_ns;
         let mut processes: Vec<ProcessMetrics> = self
             .processes
             .iter()
-            .filter(|(_, p)| now.saturating_sub(p.last_ns) < GONE_AFTER_NS)
-            .map(|(&pid, p)| ProcessMetrics {
+            .map(|(pid, p)| ProcessMetrics {
                 pid,
                 comm: p.comm.clone(),
                 hint_faults: p.hint_faults,
@@ -334,7 +295,7 @@ impl Publisher {
         for p in &mut processes {
             p.verdict = self
                 .funnel
-                .process(p.pid, now)
+                .process(p.pid, self.now_ns)
                 .map_or("", |f| f.verdict_kind);
         }
         processes
@@ -391,7 +352,8 @@ impl Sink for Publisher {
             shadow.snapshot(s);
         }
         self.window.push(s);
-        self.tick(s.ts_ns);
+        self.now_ns = self.now_ns.max(s.ts_ns);
+        self.processes.advance(s.ts_ns);
         self.snapshots += 1;
         let state = self.state(s);
         self.tx.send_replace(Arc::new(state));
@@ -404,6 +366,8 @@ mod tests {
     use numa_ebpf_common::{hist_slot, HIST_SLOTS};
 
     use numa_ebpf_common::OUTCOME_BASE;
+
+    use numa_core::model::GONE_AFTER_NS;
 
     use super::*;
     use numa_core::decode::fixtures::fault;
@@ -660,8 +624,9 @@ mod tests {
             p.snapshot(&snap(ts + 10, 0, 0, 0)).expect("snapshot");
             peak = peak.max(p.processes.len());
         }
-        // Bounded by the processes of the last ten minutes and a sweep.
-        let bound = ((GONE_AFTER_NS + GONE_AFTER_NS / 4) / S + 10) as usize;
+        // Bounded by the processes of the last ten minutes (and the long
+        // runner), not by when a sweep last ran.
+        let bound = (GONE_AFTER_NS / S + 2) as usize;
         assert!(peak <= bound, "{peak} processes tracked");
         let s = rx.borrow().clone();
         // Every decision counted, whatever was forgotten.

@@ -40,6 +40,7 @@ use numa_core::{
     decode::{comm, Event, Snapshot},
     model::{
         policy::{FaultView, Policy},
+        proctable::{ProcTable, Retired},
         scans::ScanIndex,
         shadow::Agreement,
         window::Window,
@@ -147,7 +148,10 @@ pub struct PromoteSink {
     shared: Arc<Shared>,
     window: Window,
     pub counts: SinkCounts,
-    procs: BTreeMap<u32, ProcRow>,
+    /// Live rows, and rows of processes gone (or evicted) that may rank
+    /// in the report.
+    procs: ProcTable<ProcRow>,
+    retired: Retired<ProcRow>,
 }
 
 /// What the pipeline saw and asked for: folios, and pages where named.
@@ -189,8 +193,15 @@ impl SinkCounts {
     }
 }
 
-/// Processes tracked in the per-process table (memory bound).
+/// Processes tracked in the per-process table, and rows in the report
+/// (memory bound).
 const MAX_PROCS: usize = 4096;
+
+/// A row's place in the report: processes in scope first, the most hint
+/// faults first.
+fn rank(p: &ProcRow) -> (bool, std::cmp::Reverse<u64>, u32) {
+    (!p.in_scope, std::cmp::Reverse(p.hint_faults), p.pid)
+}
 
 impl PromoteSink {
     pub fn new(
@@ -209,7 +220,8 @@ impl PromoteSink {
             shared,
             window: Window::default(),
             counts: SinkCounts::default(),
-            procs: BTreeMap::new(),
+            procs: ProcTable::new(MAX_PROCS, usize::MAX).keep_dropped(),
+            retired: Retired::new(MAX_PROCS),
         }
     }
 
@@ -219,21 +231,24 @@ impl PromoteSink {
     }
 
     fn fault(&mut self, f: &FaultEvent) {
+        self.decide(f);
+        for (_, row) in self.procs.take_dropped() {
+            self.retired.push(row, |a, b| rank(a).cmp(&rank(b)));
+        }
+    }
+
+    fn decide(&mut self, f: &FaultEvent) {
         self.counts.hint_faults += 1;
         let tgid = (f.pid_tgid >> 32) as u32;
         let in_scope = self.scope.admits(tgid, f.cgroup_id);
-        let row = if self.procs.len() < MAX_PROCS || self.procs.contains_key(&tgid) {
-            let r = self.procs.entry(tgid).or_insert_with(|| ProcRow {
-                pid: tgid,
-                comm: comm(&f.comm),
-                in_scope,
-                ..ProcRow::default()
-            });
-            r.hint_faults += 1;
-            Some(r)
-        } else {
-            None
-        };
+        let r = self.procs.touch(tgid, f.ts_ns, || ProcRow {
+            pid: tgid,
+            comm: comm(&f.comm),
+            in_scope,
+            ..ProcRow::default()
+        });
+        r.hint_faults += 1;
+        let row = Some(r);
         let kernel_moved = f.decision == 1 && f.flags & ff::MIGRATE_TRIED != 0 && f.migrate_ok != 0;
         let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
         if matches!(outcome, Outcome::NoDecision | Outcome::NotTiering)
@@ -382,13 +397,20 @@ impl PromoteSink {
     /// mover's per-process moves and the kernel's own promotions meanwhile.
     pub fn report(&self, facts: RunFacts, mover_report: MoverReport) -> PromoteReport {
         let duration_s = self.window.span_ns() as f64 / 1e9;
-        let mut processes: Vec<ProcRow> = self.procs.values().cloned().collect();
+        let mut processes: Vec<ProcRow> = self
+            .procs
+            .iter()
+            .map(|(_, p)| p)
+            .chain(self.retired.rows())
+            .cloned()
+            .collect();
         for p in &mut processes {
             if let Some(m) = mover_report.per_process.get(&p.pid) {
                 p.moves = m.clone();
             }
         }
-        processes.sort_by_key(|p| (!p.in_scope, std::cmp::Reverse(p.hint_faults)));
+        processes.sort_by_key(rank);
+        processes.truncate(MAX_PROCS);
         let mb = |bytes: u64, s: f64| if s > 0.0 { bytes as f64 / 1e6 / s } else { 0.0 };
         let mib = |bytes: u64, s: f64| {
             if s > 0.0 {
@@ -540,8 +562,40 @@ mod tests {
         assert_eq!(c.agreement.both, 1);
         assert_eq!(c.agreement.model_only, 2);
         assert_eq!(c.agreement.neither, 1);
-        assert_eq!(s.procs[&8].kernel_promoted, 0);
-        assert!(!s.procs[&8].in_scope);
+        assert_eq!(s.procs.get(8).expect("row").kernel_promoted, 0);
+        assert!(!s.procs.get(8).expect("row").in_scope);
+    }
+
+    /// Many processes come and go: the table holds the ones active within
+    /// the gone bound, the report the busiest, and a process first seen
+    /// after thousands of others still gets its row.
+    #[test]
+    fn process_churn_keeps_the_rows_bounded_and_new_processes_counted() {
+        let (mut s, _rx) = sink(&[7], 16);
+        let busy = |pid: u32, ts: u64| match fault(pid, 1, Outcome::NotTiering, 5, false) {
+            Event::Fault(mut f) => {
+                f.ts_ns = ts;
+                Event::Fault(f)
+            }
+            other => other,
+        };
+        const S: u64 = 1_000_000_000;
+        // 10 000 processes, one a second, the first ten faulting 100 times.
+        for i in 0..10_000u32 {
+            let n = if i < 10 { 100 } else { 1 };
+            for _ in 0..n {
+                s.event(&busy(1_000 + i, u64::from(i) * S)).expect("sink");
+            }
+            let gone = (numa_core::model::GONE_AFTER_NS / S) as usize + 1;
+            assert!(s.procs.len() <= gone, "{} live rows", s.procs.len());
+            assert!(s.retired.len() <= 2 * MAX_PROCS, "{}", s.retired.len());
+        }
+        assert!(s.procs.get(1_000 + 9_999).is_some(), "the latest process");
+        let r = s.report(facts(false), MoverReport::default());
+        assert_eq!(r.processes.len(), MAX_PROCS);
+        // The busiest ones, long gone, rank first.
+        let first: Vec<u32> = r.processes.iter().take(10).map(|p| p.pid).collect();
+        assert_eq!(first, (1_000..1_010).collect::<Vec<_>>());
     }
 
     /// Decisions are one per folio, their pages beside; the report puts
@@ -577,7 +631,7 @@ mod tests {
         assert_eq!((a.model_only, a.model_only_pages), (2, 513));
         assert_eq!((a.both, a.both_pages), (1, 512));
         assert_eq!((a.kernel_only, a.kernel_only_pages), (1, 1));
-        assert_eq!(s.procs[&7].kernel_promoted_pages, 513);
+        assert_eq!(s.procs.get(7).expect("row").kernel_promoted_pages, 513);
         let mut m = MoverReport::default();
         m.statuses.moved = 2;
         (m.moved_pages, m.moved_bytes) = (513, 513 * mover::PAGE);

@@ -4,6 +4,7 @@ pub mod funnel;
 pub mod log2;
 pub mod pagetable;
 pub mod policy;
+pub mod proctable;
 pub mod scans;
 pub mod shadow;
 pub mod totals;

@@ -8,16 +8,18 @@
 //! covered the faulting address. A pass is stored once per process and
 //! shared by the chunks it covers.
 //!
-//! Bounded: the entries of a process that is gone (see [`GONE_AFTER_NS`])
-//! are dropped, and past [`MAX_ENTRIES`] the least recently active
-//! processes' entries go first.
+//! Bounded by [`ProcTable`]: the entries of a process that is gone (see
+//! [`GONE_AFTER_NS`](super::GONE_AFTER_NS)) are dropped, and past
+//! [`MAX_ENTRIES`] the least recently active processes' entries go first;
+//! a process that holds more than [`MAX_ENTRIES`] alone loses its oldest
+//! passes (and the chunks only they held).
 use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
 use numa_ebpf_common::{scan_ext_flags, ScanEvent};
 
-use super::GONE_AFTER_NS;
+use super::proctable::ProcTable;
 
 const CHUNK_SHIFT: u32 = 21;
 /// Cap on chunks updated per scan event (a 64 GiB range); bigger ranges
@@ -28,8 +30,9 @@ const MAX_CHUNKS_PER_SCAN: u64 = 32768;
 /// chunk.
 pub const PASSES_PER_CHUNK: usize = 4;
 /// Entries (chunks plus stored passes, at most about 64 bytes each) kept at
-/// most, about 256 MiB: beyond it, whole processes are dropped, least
-/// recently active first.
+/// most over all processes and in any one, about 256 MiB: beyond it, whole
+/// processes are dropped, least recently active first, then the oldest
+/// passes of the one process left.
 pub const MAX_ENTRIES: usize = 1 << 22;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,44 +51,34 @@ pub struct RangeScan {
 
 #[derive(Debug)]
 pub struct ScanIndex {
-    procs: FxHashMap<u32, ProcScans>,
-    /// [`MAX_ENTRIES`] (smaller in tests).
-    cap: usize,
-    /// Entries over all processes.
-    entries: usize,
-    /// The latest event time seen (scan passes and lookups).
-    now_ns: u64,
-    /// When the next look for gone processes is due.
-    next_sweep_ns: u64,
+    /// Each process's entries as its cost, at most [`MAX_ENTRIES`]
+    /// (smaller in tests).
+    procs: ProcTable<ProcScans>,
 }
 
 impl Default for ScanIndex {
     fn default() -> Self {
-        ScanIndex {
-            procs: FxHashMap::default(),
-            cap: MAX_ENTRIES,
-            entries: 0,
-            now_ns: 0,
-            next_sweep_ns: 0,
-        }
+        ScanIndex::with_cap(MAX_ENTRIES)
     }
 }
 
 /// A chunk's passes by id, newest first; 0 is an empty slot.
 type Slots = [u32; PASSES_PER_CHUNK];
 
-/// A stored pass and how many chunks' slots hold it.
+/// A stored pass, the chunks it was stored in (`first..=last`, or those
+/// two alone when `ends_only`) and how many chunks' slots hold it.
 #[derive(Debug)]
 struct Pass {
     scan: RangeScan,
     refs: u32,
+    first: u64,
+    last: u64,
+    ends_only: bool,
 }
 
 /// One process's passes and scanned chunks.
 #[derive(Debug)]
 struct ProcScans {
-    /// Its latest scan pass or fault looked up here.
-    last_ns: u64,
     /// `passes[i]` has id `first_id + i`; the front is always referenced.
     passes: VecDeque<Pass>,
     first_id: u32,
@@ -97,7 +90,6 @@ struct ProcScans {
 impl Default for ProcScans {
     fn default() -> Self {
         ProcScans {
-            last_ns: 0,
             passes: VecDeque::new(),
             first_id: 1,
             live: 0,
@@ -126,9 +118,16 @@ impl ProcScans {
         let Some(id) = self.next_id() else {
             return;
         };
-        self.passes.push_back(Pass { scan, refs: 0 });
+        let ends_only = last - first >= MAX_CHUNKS_PER_SCAN;
+        self.passes.push_back(Pass {
+            scan,
+            refs: 0,
+            first,
+            last,
+            ends_only,
+        });
         self.live += 1;
-        if last - first < MAX_CHUNKS_PER_SCAN {
+        if !ends_only {
             for c in first..=last {
                 self.hold(c, id);
             }
@@ -136,13 +135,52 @@ impl ProcScans {
             self.hold(first, id);
             self.hold(last, id);
         }
+        self.pop_unheld();
+        if self.passes.len() > 2 * self.live + 64 {
+            self.compact();
+        }
+    }
+
+    fn pop_unheld(&mut self) {
         while self.passes.front().is_some_and(|p| p.refs == 0) {
             self.passes.pop_front();
             self.first_id += 1;
         }
-        if self.passes.len() > 2 * self.live + 64 {
-            self.compact();
+    }
+
+    /// Drops the oldest stored pass from every chunk that holds it, and
+    /// the chunks left empty; false when there is none. Costs the chunks
+    /// the pass was stored in, paid once per pass.
+    #[cold]
+    fn drop_oldest_pass(&mut self) -> bool {
+        let Some(p) = self.passes.front() else {
+            return false;
+        };
+        let (id, first, last, ends_only) = (self.first_id, p.first, p.last, p.ends_only);
+        let mut release = |c: u64| {
+            let Some(slots) = self.chunks.get_mut(&c) else {
+                return;
+            };
+            let Some(i) = slots.iter().position(|&s| s == id) else {
+                return;
+            };
+            slots.copy_within(i + 1.., i);
+            slots[PASSES_PER_CHUNK - 1] = 0;
+            if slots[0] == 0 {
+                self.chunks.remove(&c);
+            }
+        };
+        if ends_only {
+            release(first);
+            release(last);
+        } else {
+            (first..=last).for_each(&mut release);
         }
+        self.live -= 1;
+        self.passes.pop_front();
+        self.first_id += 1;
+        self.pop_unheld();
+        true
     }
 
     fn next_id(&self) -> Option<u32> {
@@ -210,16 +248,15 @@ impl ProcScans {
             .find(|s| s.start <= addr && addr < s.end && s.ts_ns <= ts_ns)
             .copied()
     }
-
-    fn clear(&mut self) {
-        *self = ProcScans {
-            last_ns: self.last_ns,
-            ..ProcScans::default()
-        };
-    }
 }
 
 impl ScanIndex {
+    fn with_cap(cap: usize) -> Self {
+        ScanIndex {
+            procs: ProcTable::new(super::proctable::MAX_PROCS, cap),
+        }
+    }
+
     pub fn record(&mut self, ev: &ScanEvent) {
         let tgid = (ev.pid_tgid >> 32) as u32;
         let scan = RangeScan {
@@ -233,97 +270,46 @@ impl ScanIndex {
         if ev.end <= ev.start {
             return;
         }
-        let p = self.active(tgid, ev.ts_ns);
-        let before = p.entries();
+        let p = self.procs.touch(tgid, ev.ts_ns, ProcScans::default);
         p.record(scan, ev.start >> CHUNK_SHIFT, (ev.end - 1) >> CHUNK_SHIFT);
-        let after = p.entries();
-        self.entries = self.entries + after - before;
-        while self.entries > self.cap && self.procs.len() > 1 {
-            self.drop_least_recent(tgid);
+        let mut cost = p.entries();
+        // Over the bound alone: this process's oldest passes go.
+        while self.procs.set_cost(tgid, cost) {
+            let Some(p) = self.procs.get_mut(tgid) else {
+                break;
+            };
+            if !p.drop_oldest_pass() {
+                break;
+            }
+            cost = p.entries();
         }
-        self.maybe_sweep();
     }
 
     /// The latest scan of `tgid` covering `addr` that started by `ts_ns`
     /// (a fault at `ts_ns` asks: the process is still there).
     #[inline]
     pub fn latest(&mut self, tgid: u32, addr: u64, ts_ns: u64) -> Option<RangeScan> {
-        if self.procs.is_empty() {
+        self.procs.advance(ts_ns);
+        if !self.procs.contains(tgid) {
             return None;
         }
-        let found = if self.procs.contains_key(&tgid) {
-            self.active(tgid, ts_ns).latest(addr, ts_ns)
-        } else {
-            self.now_ns = self.now_ns.max(ts_ns);
-            None
-        };
-        self.maybe_sweep();
-        found
-    }
-
-    /// The entries of `tgid`, active at `ts_ns`; emptied first when the
-    /// process was gone (silent for [`GONE_AFTER_NS`]): whatever runs under
-    /// its pid now is a new process. Dropping a gone process at a sweep
-    /// or here is the same, so results never depend on when sweeps run.
-    #[inline]
-    fn active(&mut self, tgid: u32, ts_ns: u64) -> &mut ProcScans {
-        self.now_ns = self.now_ns.max(ts_ns);
-        let now = self.now_ns;
-        let p = self.procs.entry(tgid).or_default();
-        if now.saturating_sub(p.last_ns) >= GONE_AFTER_NS {
-            self.entries -= p.entries();
-            p.clear();
-        }
-        p.last_ns = now;
-        p
+        self.procs
+            .touch(tgid, ts_ns, ProcScans::default)
+            .latest(addr, ts_ns)
     }
 
     /// Entries held (chunks and passes over all processes) and processes.
     pub fn len(&self) -> (usize, usize) {
-        (self.entries, self.procs.len())
-    }
-
-    /// Every quarter of [`GONE_AFTER_NS`], drops the processes gone by now.
-    #[inline]
-    fn maybe_sweep(&mut self) {
-        if self.now_ns >= self.next_sweep_ns {
-            self.sweep();
-        }
-    }
-
-    #[cold]
-    fn sweep(&mut self) {
-        let now = self.now_ns;
-        let mut dropped = 0;
-        self.procs.retain(|_, p| {
-            let keep = now.saturating_sub(p.last_ns) < GONE_AFTER_NS;
-            if !keep {
-                dropped += p.entries();
-            }
-            keep
-        });
-        self.entries -= dropped;
-        self.next_sweep_ns = now.saturating_add(GONE_AFTER_NS / 4);
-    }
-
-    /// Drops the least recently active process other than `keep`.
-    #[cold]
-    fn drop_least_recent(&mut self, keep: u32) {
-        let victim = self
-            .procs
-            .iter()
-            .filter(|(t, _)| **t != keep)
-            .min_by_key(|(t, p)| (p.last_ns, **t))
-            .map(|(t, _)| *t);
-        if let Some(p) = victim.and_then(|t| self.procs.remove(&t)) {
-            self.entries -= p.entries();
-        }
+        (self.procs.cost(), self.procs.len())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use super::*;
+    use crate::model::GONE_AFTER_NS;
 
     fn scan(start: u64, end: u64, ts: u64) -> ScanEvent {
         ScanEvent {
@@ -455,10 +441,7 @@ mod tests {
 
     #[test]
     fn past_the_entry_cap_the_least_recent_process_goes() {
-        let mut idx = ScanIndex {
-            cap: 4 * 1025,
-            ..ScanIndex::default()
-        };
+        let mut idx = ScanIndex::with_cap(4 * 1025);
         // Each scan covers 1024 chunks (2 GiB), one pass: 4 processes fill
         // the cap.
         let span = 1024 << CHUNK_SHIFT;
@@ -470,5 +453,60 @@ mod tests {
         assert_eq!(idx.latest(1, 0x1000, 2 * S), None);
         assert_eq!(idx.latest(2, 0x1000, 2 * S), None);
         assert!((3..=6).all(|t| idx.latest(t, 0x1000, 2 * S).is_some()));
+    }
+
+    #[test]
+    fn one_process_alone_stays_within_the_cap() {
+        let mut idx = ScanIndex::with_cap(4 * 1025);
+        // One process's passes, each over 1024 fresh chunks: the cap holds
+        // for it alone, its oldest passes going first.
+        let span = 1024 << CHUNK_SHIFT;
+        for i in 0..40u64 {
+            idx.record(&scan_of(7, i * span, (i + 1) * span, S + i));
+            let (entries, procs) = idx.len();
+            assert!(entries <= 4 * 1025, "{entries} entries after pass {i}");
+            assert_eq!(procs, 1);
+        }
+        // The newest passes are still found, the oldest are not.
+        assert_eq!(
+            idx.latest(7, 39 * span + 0x1000, 2 * S).map(|s| s.ts_ns),
+            Some(S + 39)
+        );
+        assert_eq!(idx.latest(7, 0x1000, 2 * S), None);
+        // The default cap holds for one process too: 64 GiB passes (the
+        // most indexed whole) over fresh address space.
+        let mut idx = ScanIndex::default();
+        let span = MAX_CHUNKS_PER_SCAN << CHUNK_SHIFT;
+        for i in 0..200u64 {
+            idx.record(&scan_of(7, i * span, (i + 1) * span - 1, S + i));
+            assert!(idx.len().0 <= MAX_ENTRIES, "{:?}", idx.len());
+        }
+    }
+
+    /// Past the cap, each new process's scan evicts the least recent one:
+    /// as cheap with the index full of processes as with it empty.
+    #[test]
+    fn eviction_from_a_full_index_is_not_a_walk() {
+        const FULL: u64 = 100_000;
+        const N: u64 = 10_000;
+        let time = |prefill: u64| {
+            // Each process scans one chunk: one chunk and one pass.
+            let mut idx = ScanIndex::with_cap(2 * FULL as usize);
+            for t in 0..prefill {
+                idx.record(&scan_of(t + 1, 0, 0x1000, t + 1));
+            }
+            let start = Instant::now();
+            for t in FULL..FULL + N {
+                idx.record(&scan_of(t + 1, 0, 0x1000, t + 1));
+            }
+            (start.elapsed(), idx.len())
+        };
+        let (empty, _) = time(0);
+        let (full, len) = time(FULL);
+        assert_eq!(len, (2 * FULL as usize, FULL as usize));
+        assert!(
+            full.as_secs_f64() < 20.0 * empty.as_secs_f64() + 0.05,
+            "full {full:?} vs empty {empty:?}"
+        );
     }
 }

@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::{
     funnel::{Funnel, ProcessFunnel},
     log2::{BucketCount, Log2Hist},
+    proctable::ProcTable,
     scans::ScanIndex,
     window::Window,
 };
@@ -111,8 +112,19 @@ pub struct PatchInputs {
     /// candidate count.
     pub threshold_path: u64,
     pub threshold_path_without_node_count: u64,
+    /// Each process's epochs, judged and forgotten when it is gone.
     #[serde(skip)]
-    epochs: BTreeMap<u32, MmCounts>,
+    epochs: Epochs,
+}
+
+/// Each process's mm, judged when the process is gone.
+#[derive(Debug, Clone)]
+struct Epochs(ProcTable<MmCounts>);
+
+impl Default for Epochs {
+    fn default() -> Self {
+        Epochs(ProcTable::default().keep_dropped())
+    }
 }
 
 /// Records of a process that came before its epoch's first (threads'
@@ -191,7 +203,11 @@ impl PatchInputs {
         let begins = reset || f.seq_mm == 1;
         let (seq, count) = (f.seq_mm, f.pc_count);
         let tgid = (f.pid_tgid >> 32) as u32;
-        let mm = self.epochs.entry(tgid).or_default();
+        self.epochs.0.advance(f.ts_ns);
+        for (_, gone) in self.epochs.0.take_dropped() {
+            self.judge_mm(&gone);
+        }
+        let mm = self.epochs.0.touch(tgid, f.ts_ns, MmCounts::default);
         let mut judged = Vec::new();
         let mut reordered = 0;
         let mut unanchored = 0;
@@ -238,16 +254,24 @@ impl PatchInputs {
         self.epochs_off += u64::from(!e.whole());
     }
 
+    /// A process's epochs as they stand, and its records that never found
+    /// one.
+    fn judge_mm(&mut self, mm: &MmCounts) {
+        for e in mm.prev.iter().chain([&mm.cur]).filter(|e| e.anchored()) {
+            self.judge(e);
+        }
+        self.faults_unanchored += mm.early.len() as u64;
+    }
+
     /// The figures with the epochs still open judged as they stand.
     fn report(&self) -> PatchInputs {
-        let mut r = self.clone();
-        for mm in self.epochs.values() {
-            for e in mm.prev.iter().chain([&mm.cur]).filter(|e| e.anchored()) {
-                r.judge(e);
-            }
-            r.faults_unanchored += mm.early.len() as u64;
+        let mut r = PatchInputs {
+            epochs: Epochs::default(),
+            ..self.clone()
+        };
+        for mm in self.epochs.0.values() {
+            r.judge_mm(mm);
         }
-        r.epochs.clear();
         r
     }
 }
@@ -940,6 +964,20 @@ mod tests {
         q.fault(&pte(41, 41, false));
         let r = q.report();
         assert_eq!((r.epochs_checked, r.faults_unanchored), (0, 2));
+    }
+
+    #[test]
+    fn patch_inputs_forget_gone_processes() {
+        let mut p = PatchInputs::default();
+        // 20 000 processes, one a second, each faulting once.
+        for i in 0..20_000u64 {
+            let mut f = fault(i, i, 5, Outcome::PromoteHot);
+            f.ts_ns = i * 1_000_000_000;
+            f.pid_tgid = (100 + i) << 32;
+            p.fault(&f);
+        }
+        let bound = (crate::model::GONE_AFTER_NS / 1_000_000_000) as usize + 1;
+        assert!(p.epochs.0.len() <= bound, "{}", p.epochs.0.len());
     }
 
     /// The figures the probes no longer count are derived from the ones

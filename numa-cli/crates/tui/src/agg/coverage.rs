@@ -13,9 +13,7 @@ impl Aggregator {
     pub(super) fn scan(&mut self, s: &ScanEvent) {
         self.scans.record(s);
         let tgid = (s.pid_tgid >> 32) as u32;
-        let Some(p) = self.proc_mut(tgid) else {
-            return;
-        };
+        let p = self.proc_mut(tgid, s.ts_ns);
         p.scan_passes += 1;
         p.ptes = p.ptes.saturating_add(s.ptes_updated);
         p.stamps = p.stamps.saturating_add(s.stamps);
@@ -39,9 +37,7 @@ impl Aggregator {
 
     pub(super) fn skip(&mut self, s: &SkipEvent) {
         let tgid = (s.pid_tgid >> 32) as u32;
-        let Some(p) = self.proc_mut(tgid) else {
-            return;
-        };
+        let p = self.proc_mut(tgid, s.ts_ns);
         *p.skips.entry(skip_reason_name(s.reason)).or_default() += 1;
         if p.skip_by_start.len() < MAX_RANGES_PER_PROC || p.skip_by_start.contains_key(&s.vm_start)
         {

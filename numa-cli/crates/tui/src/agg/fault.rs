@@ -50,9 +50,7 @@ impl Aggregator {
             self.sys_hists.add(pt);
         }
         let n_models = self.models.len();
-        let Some(p) = self.proc_mut(tgid) else {
-            return;
-        };
+        let p = self.proc_mut(tgid, f.ts_ns);
         bump(&mut p.counts);
         if let Some(pt) = &point {
             p.hists.add(pt);

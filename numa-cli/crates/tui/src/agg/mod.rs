@@ -5,8 +5,9 @@
 //!
 //! Pure like `model`: time comes from the events and snapshots (or the
 //! caller's `now`), procfs facts are handed in by the caller. Memory is
-//! bounded: fixed-length histories, capped per-process maps, idle processes
-//! pruned.
+//! bounded: fixed-length histories, capped per-process maps, processes in a
+//! [`ProcTable`] (the gone ones dropped, the least recently active evicted
+//! past [`MAX_PROCS`]).
 mod coverage;
 mod fault;
 mod funnel;
@@ -21,7 +22,9 @@ use std::collections::{BTreeMap, VecDeque};
 
 use numa_core::{
     decode::{Event, Snapshot},
-    model::{funnel::Funnel, policy::Policy, scans::ScanIndex, window::Window},
+    model::{
+        funnel::Funnel, policy::Policy, proctable::ProcTable, scans::ScanIndex, window::Window,
+    },
     params::KernelHotness,
     sink::Sink,
     topology::Node,
@@ -32,7 +35,7 @@ use crate::frame::Frame;
 
 use header::{header_view, Static};
 use hists::Hists;
-use procs::{Proc, Procs, Rates};
+use procs::{Proc, Rates};
 use publish::BASE_SERIES;
 use roll::VmstatPages;
 
@@ -52,8 +55,6 @@ const MAX_SLOT_ENTRIES: usize = 4096;
 const MAX_RANGES_PER_PROC: usize = 4096;
 const MAX_CHUNKS_PER_SCAN: u64 = 512;
 const MAX_PROCS: usize = 4096;
-/// Processes without events for this long (event time) are forgotten.
-const IDLE_PRUNE_NS: u64 = 300_000_000_000;
 /// Publications closer than this in event time do not start a new point.
 const MIN_ROLL_NS: u64 = 1_000_000;
 const MAX_ROWS: usize = 1000;
@@ -98,7 +99,7 @@ pub struct Aggregator {
     source: String,
     models: Vec<ModelSlot>,
     scans: ScanIndex,
-    procs: Procs,
+    procs: ProcTable<Proc>,
     last_pid: Option<u32>,
     sys: Counts,
     sys_prev: Counts,
@@ -145,7 +146,7 @@ impl Aggregator {
                 })
                 .collect(),
             scans: ScanIndex::default(),
-            procs: Procs::default(),
+            procs: ProcTable::new(MAX_PROCS, usize::MAX),
             last_pid: None,
             sys: Counts::default(),
             sys_prev: Counts::default(),
@@ -215,7 +216,7 @@ impl Aggregator {
     pub fn busiest(&self, n: usize) -> Vec<u32> {
         let mut v: Vec<(f64, u64, u32)> = self
             .procs
-            .iter()
+            .values()
             .filter(|p| p.counts.faults > 0)
             .map(|p| (p.rates.counts[0], p.counts.faults, p.pid))
             .collect();
@@ -248,10 +249,10 @@ impl Aggregator {
         }
     }
 
-    fn proc_mut(&mut self, tgid: u32) -> Option<&mut Proc> {
+    /// The process `tgid`, active at `ts_ns`.
+    fn proc_mut(&mut self, tgid: u32, ts_ns: u64) -> &mut Proc {
         let n = self.models.len();
-        self.procs
-            .get_or_insert(tgid, MAX_PROCS, || Proc::new(tgid, n))
+        self.procs.touch(tgid, ts_ns, || Proc::new(tgid, n))
     }
 
     /// Publishes a frame. `now` is the current time on the events' clock

@@ -1,5 +1,5 @@
 //! Per-process state (cumulative counts, rates of the last interval, the
-//! touched address chunks) and the table of tracked processes.
+//! touched address chunks).
 use std::collections::{BTreeMap, VecDeque};
 
 use rustc_hash::FxHashMap;
@@ -99,82 +99,5 @@ impl Proc {
             self.touched.push(c);
         }
         Some(ch)
-    }
-}
-
-/// The tracked processes: a vector with a pid index, and the last pid
-/// looked up remembered (hint faults come in runs of one process, so most
-/// events skip the hash probe).
-#[derive(Default)]
-pub(super) struct Procs {
-    pub(super) list: Vec<Proc>,
-    pub(super) index: FxHashMap<u32, usize>,
-    pub(super) last: Option<(u32, usize)>,
-}
-
-impl Procs {
-    pub(super) fn len(&self) -> usize {
-        self.list.len()
-    }
-
-    fn slot(&self, pid: u32) -> Option<usize> {
-        match self.last {
-            Some((p, i)) if p == pid => Some(i),
-            _ => self.index.get(&pid).copied(),
-        }
-    }
-
-    pub(super) fn get(&self, pid: u32) -> Option<&Proc> {
-        self.slot(pid).map(|i| &self.list[i])
-    }
-
-    pub(super) fn get_mut(&mut self, pid: u32) -> Option<&mut Proc> {
-        let i = self.slot(pid)?;
-        self.last = Some((pid, i));
-        Some(&mut self.list[i])
-    }
-
-    pub(super) fn contains(&self, pid: u32) -> bool {
-        self.slot(pid).is_some()
-    }
-
-    /// The process `pid`, created by `make` unless `max` are tracked.
-    pub(super) fn get_or_insert(
-        &mut self,
-        pid: u32,
-        max: usize,
-        make: impl FnOnce() -> Proc,
-    ) -> Option<&mut Proc> {
-        let i = match self.slot(pid) {
-            Some(i) => i,
-            None if self.len() >= max => return None,
-            None => {
-                self.list.push(make());
-                let i = self.list.len() - 1;
-                self.index.insert(pid, i);
-                i
-            }
-        };
-        self.last = Some((pid, i));
-        Some(&mut self.list[i])
-    }
-
-    pub(super) fn iter(&self) -> std::slice::Iter<'_, Proc> {
-        self.list.iter()
-    }
-
-    pub(super) fn iter_mut(&mut self) -> std::slice::IterMut<'_, Proc> {
-        self.list.iter_mut()
-    }
-
-    pub(super) fn retain(&mut self, keep: impl FnMut(&Proc) -> bool) {
-        let before = self.list.len();
-        self.list.retain(keep);
-        if self.list.len() != before {
-            self.index.clear();
-            self.index
-                .extend(self.list.iter().enumerate().map(|(i, p)| (p.pid, i)));
-            self.last = None;
-        }
     }
 }

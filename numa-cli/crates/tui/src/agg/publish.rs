@@ -64,7 +64,7 @@ impl Aggregator {
             // scanned since) is the answer the table is for.
             let mut v: Vec<&Proc> = self
                 .procs
-                .iter()
+                .values()
                 .filter(|p| p.counts.faults > 0 || p.ptes > 0)
                 .collect();
             v.sort_by(|a, b| {
@@ -202,7 +202,7 @@ impl Aggregator {
     fn system_row(&self) -> ProcRow {
         let mut resident: BTreeMap<u32, u64> = BTreeMap::new();
         let mut any = false;
-        for p in self.procs.iter() {
+        for p in self.procs.values() {
             for (n, pages) in p.resident.iter().flatten() {
                 any = true;
                 *resident.entry(*n).or_default() += pages;

@@ -2,7 +2,7 @@
 //! slots, and pruning of idle processes.
 use numa_core::decode::Snapshot;
 
-use super::{procs::rates_of, Aggregator, HISTORY, IDLE_PRUNE_NS, MIN_ROLL_NS};
+use super::{procs::rates_of, Aggregator, HISTORY, MIN_ROLL_NS};
 
 impl Aggregator {
     /// Starts a new interval at `now` (event-time ns): rates, histories,
@@ -35,7 +35,7 @@ impl Aggregator {
             })
             .collect();
         self.roll_vmstat();
-        for p in self.procs.iter_mut() {
+        for p in self.procs.values_mut() {
             p.rates.counts = rates_of(&p.counts, &p.prev, dt_s);
             p.prev = p.counts;
             for (i, r) in p.rates.models.iter_mut().enumerate() {
@@ -44,8 +44,7 @@ impl Aggregator {
             }
             p.roll_heat();
         }
-        self.procs
-            .retain(|p| now.saturating_sub(p.last_ts) < IDLE_PRUNE_NS);
+        self.procs.advance(now);
         let r = &self.sys_rates.counts;
         let local_pct = if r[0] > 0.0 { 100.0 * r[1] / r[0] } else { 0.0 };
         // In BASE_SERIES' order.

@@ -6,7 +6,10 @@ use super::*;
 use crate::frame::{Axis, Warnings};
 use numa_core::{
     decode::fixtures::fault,
-    model::policy::{build, KernelDefaults, ModelDefaults},
+    model::{
+        policy::{build, KernelDefaults, ModelDefaults},
+        GONE_AFTER_NS,
+    },
 };
 
 const T0: u64 = 1_000_000_000_000;
@@ -445,7 +448,10 @@ fn idle_processes_are_pruned_and_memory_is_capped() {
     a.event(&f(11, T0 + 1, 1, 10, Outcome::PromoteHot));
     a.publish(Some(T0 + S), Focus::default());
     assert_eq!(a.procs.len(), 1);
-    a.publish(Some(T0 + IDLE_PRUNE_NS + 2 * S), Focus::default());
+    // Silent for less than the gone bound: still there.
+    a.publish(Some(T0 + GONE_AFTER_NS - S), Focus::default());
+    assert_eq!(a.procs.len(), 1);
+    a.publish(Some(T0 + GONE_AFTER_NS + 2 * S), Focus::default());
     assert_eq!(a.procs.len(), 0);
     // One process touching more chunks than the cap keeps the cap.
     let mut p = Proc::new(1, 0);
@@ -464,35 +470,37 @@ fn idle_processes_are_pruned_and_memory_is_capped() {
     assert_eq!(p.heat.len(), HEAT_SLOTS);
 }
 
+/// Processes come and go: the table holds those active within the gone
+/// bound, at most [`MAX_PROCS`] (the least recently active go first), and a
+/// process first seen after thousands of others is tracked.
 #[test]
-fn process_table_index_survives_pruning_and_the_last_lookup_cache() {
-    let mut t = Procs::default();
-    for pid in [10, 20, 30, 40] {
-        let p = t.get_or_insert(pid, 3, || Proc::new(pid, 0));
-        assert_eq!(p.is_some(), pid != 40, "pid {pid} (cap 3)");
+fn process_churn_keeps_the_table_bounded_and_new_processes_tracked() {
+    let mut a = agg(&[]);
+    a.snapshot(&snap(T0, 0, 0, 0));
+    let gone = (GONE_AFTER_NS / S) as usize + 1;
+    // Two a second for 10 000 s.
+    let mut ts = T0;
+    for i in 0..20_000u32 {
+        ts = T0 + 1 + u64::from(i) * S / 2;
+        a.event(&f(100_000 + i, ts, 1, 10, Outcome::PromoteHot));
+        if i % 97 == 0 {
+            a.publish(Some(ts), Focus::default());
+        }
+        assert!(a.procs.len() <= 2 * gone, "{} processes", a.procs.len());
     }
-    assert_eq!(t.len(), 3);
-    t.get_mut(20).expect("20").last_ts = 7;
-    // Drop the first one: the others move in the vector.
-    t.retain(|p| p.pid != 10);
-    assert!(!t.contains(10) && t.get(10).is_none());
-    assert_eq!(t.get(20).map(|p| (p.pid, p.last_ts)), Some((20, 7)));
-    assert_eq!(t.get_mut(30).map(|p| p.pid), Some(30));
-    // The remembered lookup (30) does not answer for another pid.
-    assert_eq!(t.get(20).map(|p| p.pid), Some(20));
-    assert!(t.get_mut(10).is_none());
-    // Room again: a new process goes in, found through the index.
-    assert!(t.get_or_insert(50, 3, || Proc::new(50, 0)).is_some());
-    let pids: Vec<u32> = t.iter().map(|p| p.pid).collect();
-    assert_eq!(pids, vec![20, 30, 50]);
-    for pid in [20, 30, 50] {
-        assert_eq!(t.get(pid).map(|p| p.pid), Some(pid));
+    // Twice the table's bound within a millisecond.
+    for i in 0..(2 * MAX_PROCS as u32) {
+        a.event(&f(
+            200_000 + i,
+            ts + u64::from(i),
+            1,
+            10,
+            Outcome::PromoteHot,
+        ));
+        assert!(a.procs.len() <= MAX_PROCS);
     }
-    // Pruning the remembered one forgets it.
-    t.get_mut(50).expect("50");
-    t.retain(|p| p.pid != 50);
-    assert!(t.get(50).is_none());
-    assert_eq!(t.get_mut(30).map(|p| p.pid), Some(30));
+    assert!(a.procs.contains(200_000 + 2 * MAX_PROCS as u32 - 1));
+    assert!(!a.procs.contains(200_000));
 }
 
 /// The test bed's stuck VMA: two passes, their pages faulted, then only
