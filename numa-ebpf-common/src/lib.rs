@@ -351,14 +351,14 @@ impl HistEntry {
     #[inline(always)]
     pub fn of(ev: &FaultEvent) -> Option<HistEntry> {
         let outcome = ev.outcome as usize;
-        if ev.flags & fault_flags::HAS_STAMP == 0 || outcome >= OUTCOMES {
+        if !ev.has_stamp() || outcome >= OUTCOMES {
             return None;
         }
         Some(HistEntry {
             outcome,
             latency_ns: ev.ts_ns.saturating_sub(ev.scan_ns),
             delta: ev.seq_mm.saturating_sub(ev.scan_seq_mm),
-            own_mm: ev.flags & fault_flags::STAMP_OTHER_MM == 0,
+            own_mm: !ev.stamp_other_mm(),
         })
     }
 
@@ -449,6 +449,39 @@ pub mod scan_ext_flags {
     pub const PC_COUNT: u32 = 1;
 }
 
+/// Values of [`FaultEvent::decision`]: what should_numa_migrate_memory
+/// returned. Read them through [`FaultEvent::kernel_promoted`].
+pub mod decision {
+    /// No decision seen (the record's `fault_flags::DECIDED` is clear).
+    pub const NONE: u8 = 0;
+    /// The kernel's decision said promote (it returned true).
+    pub const PROMOTE: u8 = 1;
+    /// The kernel's decision said no (it returned false).
+    pub const REJECT: u8 = 2;
+
+    /// The value recording a decision that returned `promote`.
+    #[inline(always)]
+    pub const fn of(promote: bool) -> u8 {
+        if promote {
+            PROMOTE
+        } else {
+            REJECT
+        }
+    }
+}
+
+/// The process (thread group) id in a `bpf_get_current_pid_tgid` value.
+#[inline(always)]
+pub const fn tgid_of(pid_tgid: u64) -> u32 {
+    (pid_tgid >> 32) as u32
+}
+
+/// The thread id in a `bpf_get_current_pid_tgid` value.
+#[inline(always)]
+pub const fn tid_of(pid_tgid: u64) -> u32 {
+    pid_tgid as u32
+}
+
 /// TNF_* flags of task_numa_fault (include/linux/sched/numa_balancing.h).
 pub mod tnf {
     pub const MIGRATED: u32 = 0x01;
@@ -516,7 +549,175 @@ pub struct FaultEvent {
     pub ext_flags: u64,
 }
 
+/// Typed reads of the record's raw fields: what each flag and value means
+/// is said once, here, for the BPF programs and userspace alike.
 impl FaultEvent {
+    /// The faulting process (thread group) id.
+    #[inline(always)]
+    pub const fn tgid(&self) -> u32 {
+        tgid_of(self.pid_tgid)
+    }
+
+    /// The faulting thread's id.
+    #[inline(always)]
+    pub const fn tid(&self) -> u32 {
+        tid_of(self.pid_tgid)
+    }
+
+    /// The record's [`Outcome`]; an unknown value (a crafted or damaged
+    /// trace) reads as [`Outcome::NoDecision`].
+    #[inline(always)]
+    pub fn typed_outcome(&self) -> Outcome {
+        Outcome::from_u8(self.outcome).unwrap_or(Outcome::NoDecision)
+    }
+
+    /// should_numa_migrate_memory ran for this fault.
+    #[inline(always)]
+    pub const fn decided(&self) -> bool {
+        self.flags & fault_flags::DECIDED != 0
+    }
+
+    /// A decision the kernel made in tiering mode for a slow-node folio:
+    /// the ones the promotion policies compete on.
+    #[inline(always)]
+    pub fn tiering_decision(&self) -> bool {
+        self.decided()
+            && !matches!(
+                self.typed_outcome(),
+                Outcome::NoDecision | Outcome::NotTiering
+            )
+    }
+
+    /// The kernel's decision said promote (whether or not the migration
+    /// then succeeded: see [`migrated`](Self::migrated)).
+    #[inline(always)]
+    pub const fn kernel_promoted(&self) -> bool {
+        self.decision == decision::PROMOTE
+    }
+
+    /// migrate_misplaced_* ran for this fault.
+    #[inline(always)]
+    pub const fn migrate_tried(&self) -> bool {
+        self.flags & fault_flags::MIGRATE_TRIED != 0
+    }
+
+    /// migrate_misplaced_* ran and moved the folio.
+    #[inline(always)]
+    pub const fn migrated(&self) -> bool {
+        self.migrate_tried() && self.migrate_ok != 0
+    }
+
+    /// migrate_misplaced_* ran and failed.
+    #[inline(always)]
+    pub const fn migrate_failed(&self) -> bool {
+        self.migrate_tried() && self.migrate_ok == 0
+    }
+
+    /// The folio had a scan stamp: `scan_*`, latency and deltas are valid.
+    #[inline(always)]
+    pub const fn has_stamp(&self) -> bool {
+        self.flags & fault_flags::HAS_STAMP != 0
+    }
+
+    /// The stamp was made in another process: the per-mm delta compares
+    /// two different counters.
+    #[inline(always)]
+    pub const fn stamp_other_mm(&self) -> bool {
+        self.flags & fault_flags::STAMP_OTHER_MM != 0
+    }
+
+    /// `kernel_latency_ms` and `threshold_ms` are the kernel's.
+    #[inline(always)]
+    pub const fn has_kernel_latency(&self) -> bool {
+        self.flags & fault_flags::KERNEL_LATENCY != 0
+    }
+
+    /// The hint-fault hook saw this fault (else only task_numa_fault did).
+    #[inline(always)]
+    pub const fn has_fault_hook(&self) -> bool {
+        self.flags & fault_flags::HAS_FAULT_HOOK != 0
+    }
+
+    /// task_numa_fault said the fault was on the faulting CPU's node.
+    #[inline(always)]
+    pub const fn fault_local(&self) -> bool {
+        self.tnf_flags & tnf::FAULT_LOCAL != 0
+    }
+
+    /// A PMD (THP) hint fault.
+    #[inline(always)]
+    pub const fn pmd_fault(&self) -> bool {
+        self.ext_flags & ext_flags::PMD_FAULT != 0
+    }
+
+    /// `pc_count` is valid.
+    #[inline(always)]
+    pub const fn has_pc_count(&self) -> bool {
+        self.ext_flags & ext_flags::PC_COUNT != 0
+    }
+
+    /// `pc_stored` and `pc_stored_ns` are valid.
+    #[inline(always)]
+    pub const fn has_pc_stored(&self) -> bool {
+        self.ext_flags & ext_flags::PC_STORED != 0
+    }
+
+    /// `node_candidates` is valid.
+    #[inline(always)]
+    pub const fn has_node_candidates(&self) -> bool {
+        self.ext_flags & ext_flags::NODE_CANDIDATES != 0
+    }
+
+    /// The decision ran the threshold path (past the free-space shortcut).
+    #[inline(always)]
+    pub const fn threshold_path(&self) -> bool {
+        self.ext_flags & ext_flags::THRESHOLD_PATH != 0
+    }
+
+    /// The first PTE fault counted after the mm's counter was reset.
+    #[inline(always)]
+    pub const fn pc_after_reset(&self) -> bool {
+        self.ext_flags & ext_flags::PC_AFTER_RESET != 0
+    }
+
+    /// The record was sent without task_numa_fault's probe (inferred end).
+    #[inline(always)]
+    pub const fn late_end(&self) -> bool {
+        self.ext_flags & ext_flags::LATE_END != 0
+    }
+
+    /// A late record of a failed migration the kernel may not account.
+    #[inline(always)]
+    pub const fn no_account(&self) -> bool {
+        self.ext_flags & ext_flags::NO_ACCOUNT != 0
+    }
+
+    /// A late record sent when its thread exited.
+    #[inline(always)]
+    pub const fn at_exit(&self) -> bool {
+        self.ext_flags & ext_flags::AT_EXIT != 0
+    }
+
+    /// A slow-node folio per-folio sampling does not follow (no stamp by
+    /// design).
+    #[inline(always)]
+    pub const fn unfollowed(&self) -> bool {
+        self.ext_flags & ext_flags::UNFOLLOWED != 0
+    }
+
+    /// The decision's exchanged-out value was read from the folio.
+    #[inline(always)]
+    pub const fn folio_access(&self) -> bool {
+        self.ext_flags & ext_flags::FOLIO_ACCESS != 0
+    }
+
+    /// With [`folio_access`](Self::folio_access): the stamp's kept value
+    /// differs from the folio's.
+    #[inline(always)]
+    pub const fn stamp_access_differs(&self) -> bool {
+        self.ext_flags & ext_flags::STAMP_ACCESS_DIFFERS != 0
+    }
+
     /// The pages of the fault's folio as the kernel counts them
     /// (task_numa_fault's `pages`: 512 for a PMD fault, the folio's size
     /// on 6.12+), at least 1: vmstat's page counters (pgpromote_*) add
@@ -554,6 +755,20 @@ pub struct ScanEvent {
     pub ext_flags: u32,
 }
 
+impl ScanEvent {
+    /// The scanning process (thread group) id.
+    #[inline(always)]
+    pub const fn tgid(&self) -> u32 {
+        tgid_of(self.pid_tgid)
+    }
+
+    /// `pc_count` is valid.
+    #[inline(always)]
+    pub const fn has_pc_count(&self) -> bool {
+        self.ext_flags & scan_ext_flags::PC_COUNT != 0
+    }
+}
+
 /// Names of `enum numa_vmaskip_reason` (include/trace/events/sched.h, 6.12).
 pub const VMA_SKIP_REASONS: [&str; 7] = [
     "unsuitable",
@@ -575,6 +790,14 @@ pub struct SkipEvent {
     pub pid_tgid: u64,
     pub vm_start: u64,
     pub vm_end: u64,
+}
+
+impl SkipEvent {
+    /// The scanning process (thread group) id.
+    #[inline(always)]
+    pub const fn tgid(&self) -> u32 {
+        tgid_of(self.pid_tgid)
+    }
 }
 
 /// Per-folio scan stamp, a slot of the `STAMPS` array (all zero until the
@@ -669,6 +892,140 @@ mod tests {
             assert_eq!(log2_bucket((1u64 << (b - 1)) + 1), b);
             assert_eq!(log2_bucket(1u64 << b), b);
         }
+    }
+
+    #[test]
+    fn ids_are_the_halves_of_pid_tgid() {
+        let f = FaultEvent {
+            pid_tgid: (7u64 << 32) | 9,
+            ..FaultEvent::default()
+        };
+        assert_eq!((f.tgid(), f.tid()), (7, 9));
+        let s = ScanEvent {
+            pid_tgid: (u64::from(u32::MAX) << 32) | 1,
+            ..ScanEvent::default()
+        };
+        assert_eq!(s.tgid(), u32::MAX);
+        let k = SkipEvent {
+            pid_tgid: 3 << 32,
+            ..SkipEvent::default()
+        };
+        assert_eq!(k.tgid(), 3);
+    }
+
+    #[test]
+    fn decision_values_read_back() {
+        assert_eq!(decision::of(true), 1);
+        assert_eq!(decision::of(false), 2);
+        let mut f = FaultEvent::default();
+        assert_eq!(f.decision, decision::NONE);
+        assert!(!f.kernel_promoted());
+        f.decision = decision::of(true);
+        assert!(f.kernel_promoted());
+        f.decision = decision::of(false);
+        assert!(!f.kernel_promoted());
+        // Unknown values (a damaged trace) are not a promotion.
+        f.decision = 3;
+        assert!(!f.kernel_promoted());
+    }
+
+    #[test]
+    fn tiering_decision_needs_the_flag_and_a_tiering_outcome() {
+        let mut f = FaultEvent {
+            outcome: Outcome::RejectLatency as u8,
+            ..FaultEvent::default()
+        };
+        assert!(!f.decided() && !f.tiering_decision());
+        f.flags = fault_flags::DECIDED;
+        assert!(f.decided() && f.tiering_decision());
+        for o in [Outcome::NotTiering as u8, Outcome::NoDecision as u8, 200] {
+            f.outcome = o;
+            assert!(!f.tiering_decision(), "{o}");
+        }
+        assert_eq!(f.typed_outcome(), Outcome::NoDecision);
+    }
+
+    #[test]
+    fn migration_reads_the_flag_and_the_result() {
+        let mut f = FaultEvent {
+            migrate_ok: 1,
+            ..FaultEvent::default()
+        };
+        // Without MIGRATE_TRIED the result is not one.
+        assert!(!f.migrate_tried() && !f.migrated() && !f.migrate_failed());
+        f.flags = fault_flags::MIGRATE_TRIED;
+        assert!(f.migrate_tried() && f.migrated() && !f.migrate_failed());
+        f.migrate_ok = 0;
+        assert!(f.migrate_tried() && !f.migrated() && f.migrate_failed());
+    }
+
+    #[test]
+    fn each_flag_accessor_reads_its_own_bit() {
+        type Read = fn(&FaultEvent) -> bool;
+        let flags: [(u8, Read); 4] = [
+            (fault_flags::HAS_STAMP, FaultEvent::has_stamp),
+            (fault_flags::STAMP_OTHER_MM, FaultEvent::stamp_other_mm),
+            (fault_flags::KERNEL_LATENCY, FaultEvent::has_kernel_latency),
+            (fault_flags::HAS_FAULT_HOOK, FaultEvent::has_fault_hook),
+        ];
+        let ext: [(u64, Read); 12] = [
+            (ext_flags::PMD_FAULT, FaultEvent::pmd_fault),
+            (ext_flags::PC_COUNT, FaultEvent::has_pc_count),
+            (ext_flags::PC_STORED, FaultEvent::has_pc_stored),
+            (ext_flags::NODE_CANDIDATES, FaultEvent::has_node_candidates),
+            (ext_flags::THRESHOLD_PATH, FaultEvent::threshold_path),
+            (ext_flags::PC_AFTER_RESET, FaultEvent::pc_after_reset),
+            (ext_flags::LATE_END, FaultEvent::late_end),
+            (ext_flags::NO_ACCOUNT, FaultEvent::no_account),
+            (ext_flags::AT_EXIT, FaultEvent::at_exit),
+            (ext_flags::UNFOLLOWED, FaultEvent::unfollowed),
+            (ext_flags::FOLIO_ACCESS, FaultEvent::folio_access),
+            (ext_flags::STAMP_ACCESS_DIFFERS, FaultEvent::stamp_access_differs),
+        ];
+        for (bit, read) in flags {
+            let on = FaultEvent {
+                flags: bit,
+                ..FaultEvent::default()
+            };
+            let others = FaultEvent {
+                flags: !bit,
+                ext_flags: u64::MAX,
+                tnf_flags: u32::MAX,
+                ..FaultEvent::default()
+            };
+            assert!(read(&on) && !read(&others), "flag {bit}");
+        }
+        for (bit, read) in ext {
+            let on = FaultEvent {
+                ext_flags: bit,
+                ..FaultEvent::default()
+            };
+            let others = FaultEvent {
+                ext_flags: !bit,
+                flags: u8::MAX,
+                tnf_flags: u32::MAX,
+                ..FaultEvent::default()
+            };
+            assert!(read(&on) && !read(&others), "ext flag {bit}");
+        }
+        let local = FaultEvent {
+            tnf_flags: tnf::FAULT_LOCAL,
+            ..FaultEvent::default()
+        };
+        assert!(local.fault_local());
+        let others = FaultEvent {
+            tnf_flags: !tnf::FAULT_LOCAL,
+            flags: u8::MAX,
+            ext_flags: u64::MAX,
+            ..FaultEvent::default()
+        };
+        assert!(!others.fault_local());
+        let scan = ScanEvent {
+            ext_flags: scan_ext_flags::PC_COUNT,
+            ..ScanEvent::default()
+        };
+        assert!(scan.has_pc_count());
+        assert!(!ScanEvent::default().has_pc_count());
     }
 
     #[test]
