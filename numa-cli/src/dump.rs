@@ -27,7 +27,7 @@ pub fn event_json(ev: &Event) -> serde_json::Value {
     match ev {
         Event::Fault(f) => json!({
             "type": "fault", "ts_ns": f.ts_ns, "cpu": f.cpu,
-            "pid": f.pid_tgid >> 32, "tid": f.pid_tgid & 0xffff_ffff, "comm": comm(&f.comm),
+            "pid": f.tgid(), "tid": f.tid(), "comm": comm(&f.comm),
             "cgroup_id": f.cgroup_id, "addr": format!("{:#x}", f.addr), "folio": format!("{:#x}", f.folio),
             "seq_global": f.seq_global, "seq_mm": f.seq_mm,
             "scan_ns": f.scan_ns, "scan_seq_global": f.scan_seq_global, "scan_seq_mm": f.scan_seq_mm,
@@ -40,13 +40,13 @@ pub fn event_json(ev: &Event) -> serde_json::Value {
             "node_candidates": f.node_candidates, "ext_flags": f.ext_flags,
         }),
         Event::Scan(s) => json!({
-            "type": "scan", "ts_ns": s.ts_ns, "cpu": s.cpu, "pid": s.pid_tgid >> 32,
+            "type": "scan", "ts_ns": s.ts_ns, "cpu": s.cpu, "pid": s.tgid(),
             "start": format!("{:#x}", s.start), "end": format!("{:#x}", s.end),
             "ptes_updated": s.ptes_updated, "stamps": s.stamps, "seq_global": s.seq_global, "seq_mm": s.seq_mm,
             "pc_count": s.pc_count, "ext_flags": s.ext_flags,
         }),
         Event::Skip(s) => json!({
-            "type": "vma_skip", "ts_ns": s.ts_ns, "pid": s.pid_tgid >> 32,
+            "type": "vma_skip", "ts_ns": s.ts_ns, "pid": s.tgid(),
             "reason": numa_core::decode::skip_reason(s.reason).unwrap_or("?"),
             "vm_start": format!("{:#x}", s.vm_start), "vm_end": format!("{:#x}", s.vm_end),
         }),

@@ -10,7 +10,7 @@
 use std::{collections::HashMap, io::Write, process::ExitCode, time::Duration};
 
 use anyhow::{bail, Result};
-use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome};
+use numa_ebpf_common::{Counter, FaultEvent, Outcome};
 use serde::Serialize;
 
 use numa_core::sink::Sink;
@@ -196,11 +196,11 @@ impl<W: Write> HistSink<W> {
 
     fn fault(&mut self, f: &FaultEvent) {
         let key = match self.by {
-            Some(HistBy::Process) => GroupKey::Process((f.pid_tgid >> 32) as u32),
+            Some(HistBy::Process) => GroupKey::Process(f.tgid()),
             Some(HistBy::Node) => GroupKey::Node(f.src_nid, f.dst_nid),
             _ => return,
         };
-        if f.flags & ff::HAS_STAMP == 0 {
+        if !f.has_stamp() {
             return;
         }
         let g = match key {
@@ -226,7 +226,7 @@ impl<W: Write> HistSink<W> {
             };
         }
         g.latency_ns.add(f.ts_ns.saturating_sub(f.scan_ns));
-        if f.flags & ff::STAMP_OTHER_MM == 0 {
+        if !f.stamp_other_mm() {
             g.delta.add(f.seq_mm.saturating_sub(f.scan_seq_mm));
         }
         for (_, g) in self.procs.take_dropped() {

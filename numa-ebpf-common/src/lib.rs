@@ -980,7 +980,10 @@ mod tests {
             (ext_flags::AT_EXIT, FaultEvent::at_exit),
             (ext_flags::UNFOLLOWED, FaultEvent::unfollowed),
             (ext_flags::FOLIO_ACCESS, FaultEvent::folio_access),
-            (ext_flags::STAMP_ACCESS_DIFFERS, FaultEvent::stamp_access_differs),
+            (
+                ext_flags::STAMP_ACCESS_DIFFERS,
+                FaultEvent::stamp_access_differs,
+            ),
         ];
         for (bit, read) in flags {
             let on = FaultEvent {

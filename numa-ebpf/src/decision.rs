@@ -24,7 +24,7 @@ use aya_ebpf::{
     programs::{FExitContext, ProbeContext, RetProbeContext},
 };
 use numa_ebpf_common::{
-    ext_flags as xf, fault_flags as ff, Counter, EventKind, Outcome, ACCESS_UNKNOWN,
+    decision, ext_flags as xf, fault_flags as ff, Counter, EventKind, Outcome, ACCESS_UNKNOWN,
 };
 
 use aya_log_ebpf::warn;
@@ -90,7 +90,7 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
     };
     // SAFETY: this thread's storage.
     let ctx = unsafe { &mut *ctx };
-    if ctx.ev.kind != EventKind::Fault as u32 || ctx.ev.flags & ff::DECIDED != 0 {
+    if ctx.ev.kind != EventKind::Fault as u32 || ctx.ev.decided() {
         // Not inside a hint fault we saw (attach race), or already decided.
         return;
     }
@@ -103,7 +103,7 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
     ev.flags |= ff::DECIDED;
     ev.src_nid = src_nid;
     ev.dst_nid = dst_node(dst_cpu);
-    ev.decision = if promote { 1 } else { 2 };
+    ev.decision = decision::of(promote);
     let mode = numa_balancing_mode();
     if mode != numa_balancing_mode_at_load() {
         mode_changed(mode);
@@ -149,7 +149,7 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
     if ctx.xchg_seen != 0 {
         exchanged_in(ev.folio, ctx.xchg_new);
     }
-    if ctx.pc_exchanged == 2 && ctx.ev.ext_flags & xf::THRESHOLD_PATH != 0 {
+    if ctx.pc_exchanged == 2 && ctx.ev.threshold_path() {
         pc_exchange_unstamped(ctx);
     }
 }

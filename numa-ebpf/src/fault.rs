@@ -9,8 +9,8 @@ use aya_ebpf::{
     programs::{FEntryContext, ProbeContext, TracePointContext},
 };
 use numa_ebpf_common::{
-    ext_flags as xf, fault_flags as ff, tnf, Counter, EventKind, FaultEvent, HistEntry, Outcome,
-    PcCounter, Stamp, ACCESS_UNKNOWN, OUTCOME_BASE,
+    ext_flags as xf, fault_flags as ff, tgid_of, tnf, Counter, EventKind, FaultEvent, HistEntry,
+    Outcome, PcCounter, Stamp, ACCESS_UNKNOWN, OUTCOME_BASE,
 };
 
 use aya_log_ebpf::{debug, warn};
@@ -72,7 +72,7 @@ pub fn pc_exchange_unstamped(ctx: &ThreadCtx) {
     }
     zero(slot);
     slot.scan_ns = ev.ts_ns;
-    slot.tgid = (ev.pid_tgid >> 32) as u32;
+    slot.tgid = ev.tgid();
     slot.access = ACCESS_UNKNOWN;
     slot.pc_stored = ev.pc_count;
     slot.pc_known = 1;
@@ -95,7 +95,7 @@ fn pc_unexchange(ctx: &ThreadCtx) {
 fn on_hint_fault(folio: u64, addr: u64) {
     count(Counter::HintFaults, 1);
     let key = pid_tgid();
-    let tgid = (key >> 32) as u32;
+    let tgid = tgid_of(key);
     let seq_global = next_global_seq();
     let Some(ctx) = thread_ctx() else {
         return no_thread_ctx();
@@ -268,8 +268,8 @@ fn on_fault_account(mem_node: i32, pages: i32, flags: i32) {
 pub fn finish_late(ctx: &mut ThreadCtx, why: u64) {
     let ev = &mut ctx.ev;
     ev.ext_flags |= xf::LATE_END | why;
-    let pmd = ev.ext_flags & xf::PMD_FAULT != 0;
-    let (mem_node, flags) = match (ev.flags & ff::MIGRATE_TRIED != 0, ev.migrate_ok != 0) {
+    let pmd = ev.pmd_fault();
+    let (mem_node, flags) = match (ev.migrate_tried(), ev.migrate_ok != 0) {
         (true, true) => (ev.dst_nid, tnf::MIGRATED),
         (true, false) => {
             ev.ext_flags |= xf::NO_ACCOUNT;
@@ -298,10 +298,7 @@ pub fn tp_thread_exit(_ctx: TracePointContext) -> u32 {
 /// arguments, counts it and emits it.
 #[inline(always)]
 fn finish(ctx: &mut ThreadCtx, mem_node: i32, pages: u32, flags: u32) {
-    if ctx.pc_exchanged == 1
-        && ctx.ev.ext_flags & xf::THRESHOLD_PATH == 0
-        && flags & tnf::MIGRATED == 0
-    {
+    if ctx.pc_exchanged == 1 && !ctx.ev.threshold_path() && flags & tnf::MIGRATED == 0 {
         pc_unexchange(ctx);
     }
     let ev = &mut ctx.ev;
@@ -311,11 +308,11 @@ fn finish(ctx: &mut ThreadCtx, mem_node: i32, pages: u32, flags: u32) {
         // No decision: the folio did not move, mem_node is where it is.
         ev.src_nid = mem_node;
     }
-    if ev.flags & ff::DECIDED == 0 && flags & tnf::MIGRATED != 0 {
+    if !ev.decided() && flags & tnf::MIGRATED != 0 {
         ev.dst_nid = mem_node;
     }
     add(&COUNTERS, OUTCOME_BASE + (ev.outcome as u32 & 7), 1);
-    let tgid = (ev.pid_tgid >> 32) as u32;
+    let tgid = ev.tgid();
     let sent = wanted(tgid, ev.seq_global) && {
         current_comm(&mut ev.comm);
         emit::<FaultEvent>(ev)

@@ -21,9 +21,7 @@ use aya_ebpf::{
     macros::{fentry, fexit, kprobe, kretprobe},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
-use numa_ebpf_common::{
-    fault_flags as ff, scan_ext_flags, Counter, EventKind, PcCounter, ScanEvent,
-};
+use numa_ebpf_common::{scan_ext_flags, tgid_of, Counter, EventKind, PcCounter, ScanEvent};
 
 use crate::maps::{
     as_number, count, cpu, current_global_seq, current_mm, emit, existing_thread_ctx, folio_access,
@@ -44,7 +42,7 @@ fn on_xchg(folio: u64, new: u32) {
         pass.stamps += 1;
         let folio = as_number(&mut pass.number, folio);
         let p = Pass {
-            tgid: (pass.pid_tgid >> 32) as u32,
+            tgid: tgid_of(pass.pid_tgid),
             scan_ns: pass.scan_ns,
             seq_mm: pass.seq_mm,
             pc: pass.pc,
@@ -61,7 +59,7 @@ fn on_xchg(folio: u64, new: u32) {
         // Inside a hint fault: the first exchange before the decision
         // returns is the decision's (see decision.rs); the later ones are
         // the migration's.
-        if ctx.ev.flags & ff::DECIDED == 0 && ctx.xchg_seen == 0 {
+        if !ctx.ev.decided() && ctx.xchg_seen == 0 {
             ctx.xchg_seen = 1;
             ctx.xchg_new = new;
             ctx.xchg_folio = folio;
@@ -78,7 +76,7 @@ fn on_xchg(folio: u64, new: u32) {
     count(Counter::ScanStamps, 1);
     let folio = as_number(&mut ctx.number, folio);
     let p = Pass {
-        tgid: (pid_tgid() >> 32) as u32,
+        tgid: tgid_of(pid_tgid()),
         scan_ns: ctx.scan_start_ns,
         seq_mm: ctx.scan_seq_mm,
         pc: ctx.scan_pc,

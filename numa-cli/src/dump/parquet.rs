@@ -25,7 +25,7 @@ use numa_core::{
     sink::Sink,
     trace::Header,
 };
-use numa_ebpf_common::{ext_flags as xf, fault_flags as ff, FaultEvent, Outcome};
+use numa_ebpf_common::FaultEvent;
 use numa_host::fs::Output;
 
 /// The file holds kernel addresses (`addr`, `folio`), as traces do.
@@ -106,20 +106,17 @@ const COLUMNS: &[(&str, Kind, bool)] = &[
 
 /// The cells of `f`'s fixed columns, in [`COLUMNS`]' order.
 fn fault_cells<'a>(f: &FaultEvent, file: &'a FileFacts, comm: &'a str, out: &mut Vec<Cell<'a>>) {
-    let has = |flag: u8| f.flags & flag != 0;
-    let stamped = has(ff::HAS_STAMP);
+    let stamped = f.has_stamp();
     // An unknown value counts as no decision, as in stats.
-    let outcome = Outcome::from_u8(f.outcome)
-        .unwrap_or(Outcome::NoDecision)
-        .name();
+    let outcome = f.typed_outcome().name();
     out.extend([
         Cell::Str(&file.host),
         Cell::Str(&file.kernel),
         Cell::U64(file.unix_ns(f.ts_ns)),
         Cell::U64(f.ts_ns),
         Cell::U32(f.cpu),
-        Cell::U32((f.pid_tgid >> 32) as u32),
-        Cell::U32(f.pid_tgid as u32),
+        Cell::U32(f.tgid()),
+        Cell::U32(f.tid()),
         Cell::Str(comm),
         Cell::U64(f.cgroup_id),
         Cell::U64(f.addr),
@@ -128,22 +125,22 @@ fn fault_cells<'a>(f: &FaultEvent, file: &'a FileFacts, comm: &'a str, out: &mut
         Cell::I32(f.dst_nid),
         Cell::U32(f.nr_pages),
         Cell::Str(outcome),
-        Cell::Bool(has(ff::DECIDED)),
+        Cell::Bool(f.decided()),
         // What stats counts as the kernel's promotions.
-        Cell::Bool(has(ff::DECIDED) && f.decision == 1),
-        Cell::opt_bool(has(ff::MIGRATE_TRIED).then_some(f.migrate_ok != 0)),
+        Cell::Bool(f.decided() && f.kernel_promoted()),
+        Cell::opt_bool(f.migrate_tried().then_some(f.migrated())),
         Cell::opt_u64(stamped.then_some(f.scan_ns)),
         // Stats' latency and fault-count delta, with its rules.
         Cell::opt_u64(stamped.then(|| f.ts_ns.saturating_sub(f.scan_ns))),
         Cell::opt_u64(
-            (stamped && !has(ff::STAMP_OTHER_MM)).then(|| f.seq_mm.saturating_sub(f.scan_seq_mm)),
+            (stamped && !f.stamp_other_mm()).then(|| f.seq_mm.saturating_sub(f.scan_seq_mm)),
         ),
-        Cell::opt_u32(has(ff::KERNEL_LATENCY).then_some(f.kernel_latency_ms)),
-        Cell::opt_u32(has(ff::KERNEL_LATENCY).then_some(f.threshold_ms)),
+        Cell::opt_u32(f.has_kernel_latency().then_some(f.kernel_latency_ms)),
+        Cell::opt_u32(f.has_kernel_latency().then_some(f.threshold_ms)),
         Cell::U64(f.seq_mm),
-        Cell::opt_u32((f.ext_flags & xf::PC_COUNT != 0).then_some(f.pc_count)),
-        Cell::Bool(f.ext_flags & xf::LATE_END != 0),
-        Cell::Bool(f.ext_flags & xf::PMD_FAULT != 0),
+        Cell::opt_u32(f.has_pc_count().then_some(f.pc_count)),
+        Cell::Bool(f.late_end()),
+        Cell::Bool(f.pmd_fault()),
         Cell::U32(u32::from(f.flags)),
         Cell::U64(f.ext_flags),
     ]);

@@ -2,7 +2,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::Result;
-use numa_ebpf_common::{fault_flags as ff, Outcome, OUTCOMES};
+use numa_ebpf_common::{Outcome, OUTCOMES};
 use plotters::{coord::Shift, prelude::*};
 
 use super::{
@@ -29,7 +29,7 @@ pub(super) struct ThresholdTimeline {
 impl Sink for ThresholdTimeline {
     fn event(&mut self, ev: &Event) -> Result<()> {
         if let Event::Fault(f) = ev {
-            if f.flags & ff::KERNEL_LATENCY != 0 {
+            if f.has_kernel_latency() {
                 let t0 = *self.t0.get_or_insert(f.ts_ns);
                 let sec = f.ts_ns.saturating_sub(t0) / 1_000_000_000;
                 let e = self.per_second.entry(sec).or_default();

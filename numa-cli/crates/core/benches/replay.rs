@@ -28,7 +28,9 @@ use numa_core::{
     rng::Rng,
     trace,
 };
-use numa_ebpf_common::{ext_flags as xf, fault_flags as ff, EventKind, FaultEvent, Outcome};
+use numa_ebpf_common::{
+    decision, ext_flags as xf, fault_flags as ff, EventKind, FaultEvent, Outcome,
+};
 
 const EVENTS: u64 = 10_000_000;
 const FOLIOS: u64 = 512 * 1024;
@@ -77,7 +79,7 @@ fn event(i: u64, g: &mut Rng, folios: u64) -> FaultEvent {
         src_nid: 1,
         dst_nid: 0,
         outcome: outcome as u8,
-        decision: if outcome.promoted() { 1 } else { 2 },
+        decision: decision::of(outcome.promoted()),
         flags: ff::HAS_STAMP | ff::DECIDED | ff::KERNEL_LATENCY | ff::HAS_FAULT_HOOK,
         // As the probes record a decision that reached the threshold step
         // on a kernel with the patch's inputs: every model does its whole

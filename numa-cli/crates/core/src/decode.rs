@@ -145,10 +145,10 @@ fn read_prefix<T: Copy + Default>(bytes: &[u8], len: usize) -> Result<T, DecodeE
 }
 
 fn fault_from_v1(mut f: FaultEvent) -> FaultEvent {
-    use numa_ebpf_common::{ext_flags as xf, fault_flags as ff, Outcome};
+    use numa_ebpf_common::{ext_flags as xf, Outcome};
     f.pc_count = f.seq_mm as u32;
     f.ext_flags = xf::PC_COUNT;
-    if f.flags & ff::HAS_STAMP != 0 && f.flags & ff::STAMP_OTHER_MM == 0 {
+    if f.has_stamp() && !f.stamp_other_mm() {
         f.pc_stored = f.scan_seq_mm as u32;
         f.pc_stored_ns = f.scan_ns;
         f.ext_flags |= xf::PC_STORED;
@@ -157,7 +157,7 @@ fn fault_from_v1(mut f: FaultEvent) -> FaultEvent {
         Outcome::from_u8(f.outcome),
         Some(Outcome::PromoteHot | Outcome::RejectLatency | Outcome::RejectRateLimit)
     );
-    if past || f.flags & ff::KERNEL_LATENCY != 0 {
+    if past || f.has_kernel_latency() {
         f.ext_flags |= xf::THRESHOLD_PATH;
     }
     f
@@ -276,7 +276,7 @@ impl RecordHistograms {
 
 /// Event builders for tests (here and in the crates downstream).
 pub mod fixtures {
-    use numa_ebpf_common::{ext_flags, fault_flags, EventKind, FaultEvent, Outcome};
+    use numa_ebpf_common::{decision, ext_flags, fault_flags, EventKind, FaultEvent, Outcome};
 
     /// A promoted or refused base-page hint fault of process 42 on folio
     /// `folio`, `latency_ms` after its scan and 3 faults after it (on
@@ -305,7 +305,7 @@ pub mod fixtures {
             src_nid: 1,
             dst_nid: 0,
             outcome: outcome as u8,
-            decision: if outcome.promoted() { 1 } else { 2 },
+            decision: decision::of(outcome.promoted()),
             flags: fault_flags::HAS_STAMP
                 | fault_flags::DECIDED
                 | fault_flags::KERNEL_LATENCY

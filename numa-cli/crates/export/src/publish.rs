@@ -8,7 +8,7 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use anyhow::Result;
-use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome};
+use numa_ebpf_common::{Counter, FaultEvent, Outcome};
 use tokio::sync::watch;
 
 use super::metrics::{
@@ -130,11 +130,11 @@ impl Publisher {
     fn fault(&mut self, f: &FaultEvent) {
         let scale = self.opts.sample_every.max(1);
         let pages = scale.saturating_mul(f.pages());
-        let decided = f.flags & ff::DECIDED != 0;
-        let promote = f.decision == 1;
+        let decided = f.decided();
+        let promote = f.kernel_promoted();
         self.migration(f, pages);
         if decided {
-            let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision) as u8;
+            let outcome = f.typed_outcome() as u8;
             self.decisions
                 .entry((promote, outcome, f.src_nid, f.dst_nid))
                 .or_default()
@@ -143,7 +143,7 @@ impl Publisher {
         if self.opts.per_process == 0 {
             return;
         }
-        let tgid = (f.pid_tgid >> 32) as u32;
+        let tgid = f.tgid();
         self.now_ns = self.now_ns.max(f.ts_ns);
         // New, or its pid's previous process is gone: a new process.
         let p = self.processes.touch(tgid, f.ts_ns, ProcessCounts::default);
@@ -164,7 +164,7 @@ impl Publisher {
     /// The pages of a migration the fault tried: vmstat counts these where
     /// the in-kernel counters count one per folio.
     fn migration(&mut self, f: &FaultEvent, pages: u64) {
-        if f.flags & ff::MIGRATE_TRIED == 0 {
+        if !f.migrate_tried() {
             return;
         }
         let m = &mut self.migrated_pages;
@@ -371,6 +371,7 @@ mod tests {
 
     use super::*;
     use numa_core::decode::fixtures::fault;
+    use numa_ebpf_common::fault_flags as ff;
 
     fn outcome_counter(o: Outcome) -> usize {
         (OUTCOME_BASE + o as u32) as usize

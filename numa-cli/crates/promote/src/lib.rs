@@ -48,7 +48,7 @@ use numa_core::{
     sink::Sink,
     topology::{MemoryTier, Node},
 };
-use numa_ebpf_common::{fault_flags as ff, Counter, FaultEvent, Outcome};
+use numa_ebpf_common::{Counter, FaultEvent};
 use serde::Serialize;
 
 use mover::{MoverReport, Shared};
@@ -239,7 +239,7 @@ impl PromoteSink {
 
     fn decide(&mut self, f: &FaultEvent) {
         self.counts.hint_faults += 1;
-        let tgid = (f.pid_tgid >> 32) as u32;
+        let tgid = f.tgid();
         let in_scope = self.scope.admits(tgid, f.cgroup_id);
         let r = self.procs.touch(tgid, f.ts_ns, || ProcRow {
             pid: tgid,
@@ -249,11 +249,8 @@ impl PromoteSink {
         });
         r.hint_faults += 1;
         let row = Some(r);
-        let kernel_moved = f.decision == 1 && f.flags & ff::MIGRATE_TRIED != 0 && f.migrate_ok != 0;
-        let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
-        if matches!(outcome, Outcome::NoDecision | Outcome::NotTiering)
-            || f.flags & ff::DECIDED == 0
-        {
+        let kernel_moved = f.kernel_promoted() && f.migrated();
+        if !f.tiering_decision() {
             return;
         }
         // Every decision reaches the policy (its state, e.g. an adaptive
@@ -455,7 +452,7 @@ mod tests {
     use std::sync::mpsc::{sync_channel, Receiver};
 
     use numa_core::model::policy::{self, KernelDefaults, ModelDefaults};
-    use numa_ebpf_common::fault_flags as ff;
+    use numa_ebpf_common::{decision, fault_flags as ff, Outcome};
 
     use super::*;
 
@@ -503,7 +500,6 @@ mod tests {
     }
 
     fn fault(pid: u32, page: u64, outcome: Outcome, delta: u64, migrated: bool) -> Event {
-        let decision = if outcome.promoted() { 1 } else { 2 };
         Event::Fault(FaultEvent {
             kind: 1,
             ts_ns: 10,
@@ -515,9 +511,15 @@ mod tests {
             seq_mm: 1000 + delta,
             scan_seq_mm: 1000,
             outcome: outcome as u8,
-            decision,
+            decision: decision::of(outcome.promoted()),
             migrate_ok: u8::from(migrated),
-            flags: ff::DECIDED | ff::HAS_STAMP | if decision == 1 { ff::MIGRATE_TRIED } else { 0 },
+            flags: ff::DECIDED
+                | ff::HAS_STAMP
+                | if outcome.promoted() {
+                    ff::MIGRATE_TRIED
+                } else {
+                    0
+                },
             ..FaultEvent::default()
         })
     }

@@ -170,7 +170,7 @@ pub struct Funnel {
 
 impl Funnel {
     pub fn scan(&mut self, s: &ScanEvent) {
-        let p = self.proc((s.pid_tgid >> 32) as u32, s.ts_ns);
+        let p = self.proc(s.tgid(), s.ts_ns);
         p.all.scan(s.ts_ns, s.ptes_updated);
         if let Some(r) = p.scan_region(s.start, s.end) {
             r.scan(s.ts_ns, s.ptes_updated);
@@ -178,7 +178,7 @@ impl Funnel {
     }
 
     pub fn skip(&mut self, s: &SkipEvent) {
-        let p = self.proc((s.pid_tgid >> 32) as u32, s.ts_ns);
+        let p = self.proc(s.tgid(), s.ts_ns);
         p.all.skip(s.ts_ns, s.reason);
         if let Some(r) = p.vma(s.vm_start, s.vm_end) {
             r.skip(s.ts_ns, s.reason);
@@ -189,7 +189,7 @@ impl Funnel {
     /// caller knows the tiers): only those count, the others only tell
     /// that the process is there.
     pub fn fault(&mut self, f: &FaultEvent, slow: bool) {
-        let p = self.proc((f.pid_tgid >> 32) as u32, f.ts_ns);
+        let p = self.proc(f.tgid(), f.ts_ns);
         if p.comm.is_empty() {
             p.comm = crate::decode::comm(&f.comm);
         }

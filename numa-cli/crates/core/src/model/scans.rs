@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
-use numa_ebpf_common::{scan_ext_flags, ScanEvent};
+use numa_ebpf_common::ScanEvent;
 
 use super::proctable::ProcTable;
 
@@ -258,14 +258,14 @@ impl ScanIndex {
     }
 
     pub fn record(&mut self, ev: &ScanEvent) {
-        let tgid = (ev.pid_tgid >> 32) as u32;
+        let tgid = ev.tgid();
         let scan = RangeScan {
             start: ev.start,
             end: ev.end,
             ts_ns: ev.ts_ns,
             seq_global: ev.seq_global,
             seq_mm: ev.seq_mm,
-            pc_count: (ev.ext_flags & scan_ext_flags::PC_COUNT != 0).then_some(ev.pc_count),
+            pc_count: ev.has_pc_count().then_some(ev.pc_count),
         };
         if ev.end <= ev.start {
             return;

@@ -2,9 +2,7 @@
 //! events and kernel snapshots, never reads the clock or the system.
 use std::collections::BTreeMap;
 
-use numa_ebpf_common::{
-    ext_flags as xf, fault_flags as ff, Counter, FaultEvent, Outcome, OUTCOMES, OUTCOME_BASE,
-};
+use numa_ebpf_common::{Counter, FaultEvent, Outcome, OUTCOMES, OUTCOME_BASE};
 use serde::Serialize;
 
 use super::{
@@ -175,20 +173,20 @@ impl CountEpoch {
 
 impl PatchInputs {
     fn fault(&mut self, f: &FaultEvent) {
-        if f.ext_flags & xf::PC_COUNT == 0 {
+        if !f.has_pc_count() {
             self.faults_without_counter += 1;
             return;
         }
         self.faults_with_counter += 1;
-        if f.ext_flags & xf::PMD_FAULT == 0 {
+        if !f.pmd_fault() {
             self.count_step(f);
         }
-        if f.ext_flags & xf::PC_STORED != 0 && f.flags & ff::HAS_STAMP == 0 {
+        if f.has_pc_stored() && !f.has_stamp() {
             self.stored_by_a_fault += 1;
         }
-        if f.ext_flags & xf::THRESHOLD_PATH != 0 {
+        if f.threshold_path() {
             self.threshold_path += 1;
-            if f.ext_flags & xf::NODE_CANDIDATES == 0 {
+            if !f.has_node_candidates() {
                 self.threshold_path_without_node_count += 1;
             }
         }
@@ -197,12 +195,12 @@ impl PatchInputs {
     /// A PTE fault's count into its mm's epoch (a PMD fault reads the
     /// counter without adding: nothing to check).
     fn count_step(&mut self, f: &FaultEvent) {
-        let reset = f.ext_flags & xf::PC_AFTER_RESET != 0;
+        let reset = f.pc_after_reset();
         // seq_mm 1: the first hint fault of an mm the probes counted from
         // its start (a new process, or an exec's new mm).
         let begins = reset || f.seq_mm == 1;
         let (seq, count) = (f.seq_mm, f.pc_count);
-        let tgid = (f.pid_tgid >> 32) as u32;
+        let tgid = f.tgid();
         self.epochs.0.advance(f.ts_ns);
         for (_, gone) in self.epochs.0.take_dropped() {
             self.judge_mm(&gone);
@@ -298,13 +296,13 @@ impl PageCounts {
         let pages = f.pages();
         self.hint_faults += pages;
         *self.by_outcome.entry(outcome.name()).or_default() += pages;
-        if f.flags & ff::DECIDED != 0 {
+        if f.decided() {
             self.decisions += pages;
-            if f.decision == 1 {
+            if f.kernel_promoted() {
                 self.kernel_promote += pages;
             }
         }
-        if f.flags & ff::MIGRATE_TRIED == 0 {
+        if !f.migrate_tried() {
             return;
         }
         if f.migrate_ok == 0 {
@@ -610,19 +608,19 @@ impl Totals {
 
     fn fault(&mut self, f: &FaultEvent) {
         self.faults += 1;
-        self.late_records += u64::from(f.ext_flags & xf::LATE_END != 0);
-        self.no_account_records += u64::from(f.ext_flags & xf::NO_ACCOUNT != 0);
-        self.exit_records += u64::from(f.ext_flags & xf::AT_EXIT != 0);
+        self.late_records += u64::from(f.late_end());
+        self.no_account_records += u64::from(f.no_account());
+        self.exit_records += u64::from(f.at_exit());
         self.seen(f.ts_ns);
-        let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
+        let outcome = f.typed_outcome();
         let o = outcome as usize;
         self.outcomes[o] += 1;
         self.pages.fault(f, outcome, self.toptier_mask);
-        if f.flags & ff::DECIDED != 0 {
+        if f.decided() {
             self.decisions += 1;
-            self.promotes += u64::from(f.decision == 1);
+            self.promotes += u64::from(f.kernel_promoted());
         }
-        if f.flags & ff::MIGRATE_TRIED != 0 {
+        if f.migrate_tried() {
             if f.migrate_ok != 0 {
                 self.migrate_ok += 1;
             } else {
@@ -633,17 +631,17 @@ impl Totals {
         if slow {
             self.slow_faults += 1;
             self.patch.fault(f);
-            if f.ext_flags & xf::FOLIO_ACCESS != 0 {
+            if f.folio_access() {
                 self.folio_access += 1;
-                self.stamp_access_differs += u64::from(f.ext_flags & xf::STAMP_ACCESS_DIFFERS != 0);
+                self.stamp_access_differs += u64::from(f.stamp_access_differs());
             }
         }
         self.funnel.fault(f, slow);
         // Looked up for every fault, stamped or not: each one tells the
         // index its process is still there.
-        let tgid = (f.pid_tgid >> 32) as u32;
+        let tgid = f.tgid();
         let latest_scan = self.scans.latest(tgid, f.addr, f.ts_ns);
-        if f.flags & ff::HAS_STAMP != 0 {
+        if f.has_stamp() {
             if f.scan_ns > f.ts_ns {
                 self.negative_latencies += 1;
             }
@@ -651,15 +649,15 @@ impl Totals {
             self.protections[f.scan_count.clamp(1, 3) as usize - 1] += 1;
             self.max_latency_ns = self.max_latency_ns.max(latency);
             self.latency_ns[o].add(latency);
-            if f.flags & ff::STAMP_OTHER_MM == 0 {
+            if !f.stamp_other_mm() {
                 self.delta_mm[o].add(f.seq_mm.saturating_sub(f.scan_seq_mm));
             }
             if f.scan_seq_global >= f.seq_global
-                || (f.flags & ff::STAMP_OTHER_MM == 0 && f.scan_seq_mm >= f.seq_mm)
+                || (!f.stamp_other_mm() && f.scan_seq_mm >= f.seq_mm)
             {
                 self.inconsistent_deltas += 1;
             }
-            if f.flags & ff::KERNEL_LATENCY != 0 {
+            if f.has_kernel_latency() {
                 self.kernel_latency(latency / 1_000_000, u64::from(f.kernel_latency_ms));
             }
             if let Some(s) = latest_scan {
@@ -877,7 +875,9 @@ impl Totals {
 
 #[cfg(test)]
 mod tests {
-    use numa_ebpf_common::{ext_flags as xf, Outcome, ScanEvent, COUNTER_SLOTS, MIGRATE_REASONS};
+    use numa_ebpf_common::{
+        ext_flags as xf, fault_flags as ff, Outcome, ScanEvent, COUNTER_SLOTS, MIGRATE_REASONS,
+    };
 
     use super::*;
     use crate::decode::fixtures::fault;

@@ -12,7 +12,7 @@ use super::{
 impl Aggregator {
     pub(super) fn scan(&mut self, s: &ScanEvent) {
         self.scans.record(s);
-        let tgid = (s.pid_tgid >> 32) as u32;
+        let tgid = s.tgid();
         let p = self.proc_mut(tgid, s.ts_ns);
         p.scan_passes += 1;
         p.ptes = p.ptes.saturating_add(s.ptes_updated);
@@ -36,7 +36,7 @@ impl Aggregator {
     }
 
     pub(super) fn skip(&mut self, s: &SkipEvent) {
-        let tgid = (s.pid_tgid >> 32) as u32;
+        let tgid = s.tgid();
         let p = self.proc_mut(tgid, s.ts_ns);
         *p.skips.entry(skip_reason_name(s.reason)).or_default() += 1;
         if p.skip_by_start.len() < MAX_RANGES_PER_PROC || p.skip_by_start.contains_key(&s.vm_start)

@@ -6,19 +6,18 @@ use numa_core::{
         policy::FaultView,
     },
 };
-use numa_ebpf_common::{fault_flags as ff, tnf, FaultEvent, Outcome};
+use numa_ebpf_common::{FaultEvent, Outcome};
 
 use super::{hists::HistPoint, Aggregator, Counts, CHUNK_SHIFT};
 
 impl Aggregator {
     pub(super) fn fault(&mut self, f: &FaultEvent) {
-        let tgid = (f.pid_tgid >> 32) as u32;
-        let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
-        let decided = f.flags & ff::DECIDED != 0
-            && !matches!(outcome, Outcome::NoDecision | Outcome::NotTiering);
-        let promoted = f.decision == 1;
-        let local = f.flags & ff::HAS_FAULT_HOOK != 0 && f.tnf_flags & tnf::FAULT_LOCAL != 0;
-        let mig_fail = f.flags & ff::MIGRATE_TRIED != 0 && f.migrate_ok == 0;
+        let tgid = f.tgid();
+        let outcome = f.typed_outcome();
+        let decided = f.tiering_decision();
+        let promoted = f.kernel_promoted();
+        let local = f.has_fault_hook() && f.fault_local();
+        let mig_fail = f.migrate_failed();
         let promoted_pages = self.promoted_pages(f);
         self.note_threshold(f);
         // The models decide first (they need &mut self.models and the scans).
@@ -80,7 +79,7 @@ impl Aggregator {
     /// The pages the fault moved from a lower tier to the top tier, as
     /// vmstat's pgpromote_success adds them (a THP's 512).
     fn promoted_pages(&self, f: &FaultEvent) -> u64 {
-        let migrated = f.flags & ff::MIGRATE_TRIED != 0 && f.migrate_ok != 0;
+        let migrated = f.migrated();
         let mask = self.toptier_mask;
         if migrated && slow_tier(f.src_nid, mask) && top_tier(f.dst_nid, mask) {
             f.pages()
@@ -92,7 +91,7 @@ impl Aggregator {
     /// The hot threshold the kernel reported per node (most faults repeat
     /// the last one: no map lookup).
     fn note_threshold(&mut self, f: &FaultEvent) {
-        if f.flags & ff::KERNEL_LATENCY != 0
+        if f.has_kernel_latency()
             && f.threshold_ms > 0
             && self.last_threshold != Some((f.dst_nid, f.threshold_ms))
         {

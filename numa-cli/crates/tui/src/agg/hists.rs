@@ -1,7 +1,7 @@
 //! The latency and fault-count histograms, one per process and one
 //! system-wide, filled from each fault that carries a scan stamp.
 use numa_core::model::log2::{upper_bound, Log2Hist};
-use numa_ebpf_common::{fault_flags as ff, log2_bucket, FaultEvent, HIST_BUCKETS};
+use numa_ebpf_common::{log2_bucket, FaultEvent, HIST_BUCKETS};
 
 /// Latency (ns) and fault-count histograms split by the kernel's decision.
 #[derive(Debug, Clone)]
@@ -36,11 +36,11 @@ pub(super) struct HistPoint {
 
 impl HistPoint {
     pub(super) fn of(f: &FaultEvent, decided: Option<bool>) -> Option<HistPoint> {
-        if f.flags & ff::HAS_STAMP == 0 {
+        if !f.has_stamp() {
             return None;
         }
         let lat = f.ts_ns.saturating_sub(f.scan_ns);
-        let delta = (f.flags & ff::STAMP_OTHER_MM == 0).then(|| {
+        let delta = (!f.stamp_other_mm()).then(|| {
             let d = f.seq_mm.wrapping_sub(f.scan_seq_mm);
             (d, log2_bucket(d))
         });

@@ -6,7 +6,7 @@
 //! value.
 use std::collections::BTreeMap;
 
-use numa_ebpf_common::{fault_flags as ff, FaultEvent, Outcome};
+use numa_ebpf_common::{FaultEvent, Outcome};
 use serde::Serialize;
 
 /// One skip reason's records.
@@ -95,11 +95,11 @@ impl Stages {
         self.seen(f.ts_ns);
         let pages = f.pages();
         add_folio((&mut self.slow_faults, &mut self.slow_fault_pages), pages);
-        let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
+        let outcome = f.typed_outcome();
         if let Some(counts) = self.decided(outcome) {
             add_folio(counts, pages);
         }
-        if f.flags & ff::KERNEL_LATENCY != 0 {
+        if f.has_kernel_latency() {
             self.threshold_ms = Some(f.threshold_ms);
             if outcome == Outcome::RejectLatency {
                 self.refused_latency_n = self.refused_latency_n.saturating_add(1);
@@ -108,7 +108,7 @@ impl Stages {
                     .saturating_add(u64::from(f.kernel_latency_ms));
             }
         }
-        if f.flags & ff::MIGRATE_TRIED != 0 {
+        if f.migrate_tried() {
             let counts = if f.migrate_ok != 0 {
                 (&mut self.migrate_ok, &mut self.migrate_ok_pages)
             } else {

@@ -15,7 +15,7 @@
 //! the folio, no shortcut, no fault-time exchange.
 use std::collections::BTreeMap;
 
-use numa_ebpf_common::{ext_flags as xf, fault_flags as ff, FaultEvent};
+use numa_ebpf_common::FaultEvent;
 
 use super::{
     limits::{Candidates, RateLimiter},
@@ -98,7 +98,9 @@ pub fn patch_latency(count: u32, stored: u32, cpupid_mask: u32) -> u32 {
 /// exchange), or with patch 2/2 also a later pass that found the PTE still
 /// PROT_NONE and re-stamped it.
 fn patch_stored(ev: &FaultEvent, view: &FaultView, stamp: StampKind) -> Option<u32> {
-    let stored = (ev.ext_flags & xf::PC_STORED != 0).then_some((ev.pc_stored, ev.pc_stored_ns));
+    let stored = ev
+        .has_pc_stored()
+        .then_some((ev.pc_stored, ev.pc_stored_ns));
     let pass = match stamp {
         StampKind::First => None,
         StampKind::Latest => view
@@ -123,7 +125,7 @@ pub fn fault_delta(
 ) -> Option<u64> {
     let (scan_g, scan_m) = match stamp {
         StampKind::First => {
-            if ev.flags & ff::HAS_STAMP == 0 {
+            if !ev.has_stamp() {
                 return None;
             }
             (ev.scan_seq_global, ev.scan_seq_mm)
@@ -137,7 +139,7 @@ pub fn fault_delta(
             let s = view
                 .latest_scan
                 .filter(|s| s.seq_global <= ev.seq_global && s.seq_mm <= ev.seq_mm);
-            match (s, ev.flags & ff::HAS_STAMP != 0) {
+            match (s, ev.has_stamp()) {
                 (Some(s), true) if s.ts_ns > ev.scan_ns => (s.seq_global, s.seq_mm),
                 (_, true) => (ev.scan_seq_global, ev.scan_seq_mm),
                 (Some(s), false) => (s.seq_global, s.seq_mm),
@@ -147,7 +149,7 @@ pub fn fault_delta(
     };
     match counter {
         Counter::Global => Some(ev.seq_global.wrapping_sub(scan_g)),
-        Counter::Mm if ev.flags & ff::STAMP_OTHER_MM != 0 && stamp == StampKind::First => None,
+        Counter::Mm if ev.stamp_other_mm() && stamp == StampKind::First => None,
         Counter::Mm => Some(ev.seq_mm.wrapping_sub(scan_m)),
     }
 }
@@ -160,7 +162,7 @@ impl FaultCount {
             Shortcut::Before => return OTHER,
             Shortcut::ThresholdPath => {}
         }
-        if ev.ext_flags & xf::PC_COUNT == 0 {
+        if !ev.has_pc_count() {
             return NO_STAMP;
         }
         let Some(stored) = patch_stored(ev, view, self.stamp) else {

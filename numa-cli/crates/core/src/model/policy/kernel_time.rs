@@ -1,7 +1,7 @@
 //! The `kernel-time` model.
 use std::collections::BTreeMap;
 
-use numa_ebpf_common::{fault_flags as ff, FaultEvent};
+use numa_ebpf_common::FaultEvent;
 
 use super::{
     limits::{node_entry, AdaptiveThreshold, Candidates, RateLimiter},
@@ -51,10 +51,10 @@ impl KernelTime {
     /// monotonic clock for jiffies_to_msecs; the same result unless the
     /// stored time is shifted by buckets).
     fn latency_ms(&self, ev: &FaultEvent) -> Option<u64> {
-        if ev.flags & ff::KERNEL_LATENCY != 0 {
+        if ev.has_kernel_latency() {
             return Some(u64::from(ev.kernel_latency_ms & self.access_mask));
         }
-        if ev.flags & ff::HAS_STAMP == 0 {
+        if !ev.has_stamp() {
             return None;
         }
         let b = self.access_buckets;

@@ -1,6 +1,6 @@
 //! The kernel's per-node promotion limits: the node-wide candidate count
 //! they read, the candidate rate limit and the adaptive hot threshold.
-use numa_ebpf_common::{ext_flags as xf, FaultEvent, Outcome};
+use numa_ebpf_common::{FaultEvent, Outcome};
 
 /// The node-wide PGPROMOTE_CANDIDATE count in a model's world, per node.
 ///
@@ -46,7 +46,7 @@ impl Candidates {
         if kernel_candidate(ev) {
             f.kernel_seen += u64::from(ev.nr_pages.max(1));
         }
-        if ev.ext_flags & xf::NODE_CANDIDATES != 0 {
+        if ev.has_node_candidates() {
             let nc = ev.node_candidates;
             let base = *f.base.get_or_insert(nc.saturating_sub(f.kernel_seen));
             let unseen = nc.saturating_sub(base).saturating_sub(f.kernel_seen);

@@ -89,10 +89,10 @@ enum Shortcut {
 }
 
 fn shortcut(ev: &FaultEvent) -> Shortcut {
-    use numa_ebpf_common::{ext_flags as xf, Outcome};
+    use numa_ebpf_common::Outcome;
     if ev.outcome == Outcome::PromoteFreeSpace as u8 {
         Shortcut::FreeSpace
-    } else if ev.ext_flags & xf::THRESHOLD_PATH != 0 {
+    } else if ev.threshold_path() {
         Shortcut::ThresholdPath
     } else {
         Shortcut::Before

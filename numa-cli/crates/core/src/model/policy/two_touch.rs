@@ -83,18 +83,15 @@ impl Policy for TwoTouch {
     }
 
     fn decide(&mut self, ev: &FaultEvent, view: &FaultView) -> Verdict {
-        let key = pagetable::pack((ev.pid_tgid >> 32) as u32, ev.addr);
+        let key = pagetable::pack(ev.tgid(), ev.addr);
         self.decide_keyed(ev, view, key.unwrap_or(0))
     }
 
     fn decide_keyed(&mut self, ev: &FaultEvent, _view: &FaultView, key: u64) -> Verdict {
-        debug_assert_eq!(
-            key,
-            pagetable::pack((ev.pid_tgid >> 32) as u32, ev.addr).unwrap_or(0)
-        );
+        debug_assert_eq!(key, pagetable::pack(ev.tgid(), ev.addr).unwrap_or(0));
         let now_ms = ev.ts_ns / 1_000_000;
         if key == 0 {
-            let key = ((ev.pid_tgid >> 32) as u32, ev.addr);
+            let key = (ev.tgid(), ev.addr);
             if !self.wide.contains_key(&key) {
                 self.make_room(now_ms);
             }
@@ -147,7 +144,7 @@ mod tests {
 
     impl RefTwoTouch {
         fn decide(&mut self, ev: &FaultEvent) -> Verdict {
-            let key = ((ev.pid_tgid >> 32) as u32, ev.addr);
+            let key = (ev.tgid(), ev.addr);
             let now_ms = ev.ts_ns / 1_000_000;
             if self.last.len() >= self.cap && !self.last.contains_key(&key) {
                 let window = self.window_ms;

@@ -10,9 +10,7 @@ use std::{cell::RefCell, collections::BTreeMap};
 
 use rustc_hash::FxHashMap;
 
-use numa_ebpf_common::{
-    ext_flags as xf, fault_flags as ff, Counter, FaultEvent, Outcome, OUTCOMES,
-};
+use numa_ebpf_common::{Counter, FaultEvent, Outcome, OUTCOMES};
 
 pub use self::report::{
     Agreement, KernelCounts, LatencySample, ModelReport, NodePairRow, ProcessRow, Projected,
@@ -480,8 +478,7 @@ fn process_row(pid: u32, models: usize) -> ProcessRow {
 /// tiering mode, what the policies compete on.
 #[inline]
 fn asked(f: &FaultEvent) -> bool {
-    let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
-    !matches!(outcome, Outcome::NoDecision | Outcome::NotTiering) && f.flags & ff::DECIDED != 0
+    f.tiering_decision()
 }
 
 // The counting below adds 0 or 1 instead of branching: outcomes and
@@ -492,7 +489,7 @@ fn asked(f: &FaultEvent) -> bool {
 impl KernelCounts {
     #[inline]
     fn count_migration(&mut self, f: &FaultEvent) {
-        let tried = f.flags & ff::MIGRATE_TRIED != 0;
+        let tried = f.migrate_tried();
         let ok = f.migrate_ok != 0;
         let (success, fail) = (u64::from(tried && ok), u64::from(tried && !ok));
         self.migrate_success += success;
@@ -542,7 +539,7 @@ impl Engine {
         let Event::Fault(f) = ev else {
             return 0;
         };
-        let tgid = (f.pid_tgid >> 32) as u32;
+        let tgid = f.tgid();
         let Some(key) = pagetable::pack(tgid, f.addr) else {
             return 0;
         };
@@ -572,7 +569,7 @@ impl Engine {
         let pages = f.pages();
         self.hint_faults += 1;
         self.hint_fault_pages += pages;
-        let tgid = (f.pid_tgid >> 32) as u32;
+        let tgid = f.tgid();
         let page = Page::packed_as(tgid, f.addr, key);
         // Every fault may answer an earlier refusal of the same page.
         let held = self.refaults.fault(&page, f.ts_ns, pages);
@@ -596,9 +593,9 @@ impl Engine {
             self.refaults.release(held);
             return;
         }
-        let kernel_promote = f.decision == 1;
+        let kernel_promote = f.kernel_promoted();
         self.count_decision(f, pi, kernel_promote);
-        if f.ext_flags & xf::UNFOLLOWED != 0 {
+        if f.unfollowed() {
             // Without the folio's stamp no model can be asked; the
             // followed folios are the sample every model figure is from.
             self.unfollowed += 1;
@@ -606,7 +603,7 @@ impl Engine {
             self.refaults.release(held);
             return;
         }
-        let rejected = f.flags & ff::KERNEL_LATENCY != 0 && !kernel_promote;
+        let rejected = f.has_kernel_latency() && !kernel_promote;
         self.rejected_seen += u64::from(rejected);
         // `next_sample` is always past the count before this fault, so
         // only a fault that counted can reach it.
@@ -627,7 +624,7 @@ impl Engine {
     #[inline]
     fn count_decision(&mut self, f: &FaultEvent, pi: usize, kernel_promote: bool) {
         let pages = f.pages();
-        let outcome = Outcome::from_u8(f.outcome).unwrap_or(Outcome::NoDecision);
+        let outcome = f.typed_outcome();
         self.decisions += 1;
         self.decision_pages += pages;
         self.outcomes[outcome as usize] += 1;
@@ -689,7 +686,7 @@ impl Engine {
         for (i, m) in models.iter_mut().enumerate() {
             let v = m.policy.decide_keyed(f, view, key);
             m.tally(v, kernel_promote, pages);
-            if f.flags & ff::STAMP_OTHER_MM != 0 {
+            if f.stamp_other_mm() {
                 m.stamped_elsewhere
                     .count(kernel_promote, v.promote, 1, pages);
             }
@@ -733,6 +730,7 @@ mod tests {
         decode::fixtures::fault,
         model::policy::{build, KernelDefaults, ModelDefaults},
     };
+    use numa_ebpf_common::fault_flags as ff;
 
     fn engine(specs: &[&str]) -> Shadow {
         let d = ModelDefaults::default();

@@ -221,7 +221,7 @@ mod tests {
         let mut counts: HashMap<u32, u64> = HashMap::new();
         for ev in &evs {
             if let Event::Fault(f) = ev {
-                *counts.entry((f.pid_tgid >> 32) as u32).or_default() += 1;
+                *counts.entry(f.tgid()).or_default() += 1;
             }
         }
         let mut want: Vec<(u32, u64)> = counts.into_iter().collect();

@@ -39,9 +39,7 @@ impl FaultVerdicts {
         // Looked up for every fault, as the engine does: each one tells
         // the index its process is still there.
         let view = FaultView {
-            latest_scan: self
-                .scans
-                .latest((f.pid_tgid >> 32) as u32, f.addr, f.ts_ns),
+            latest_scan: self.scans.latest(f.tgid(), f.addr, f.ts_ns),
         };
         let ask = asked(f);
         out.extend(
@@ -91,7 +89,7 @@ mod tests {
             engine.event(&Event::Fault(*f));
             each.fault(f, &mut out);
             for (n, v) in added.iter_mut().zip(&out) {
-                *n += u64::from(*v == Some(true) && f.decision != 1);
+                *n += u64::from(*v == Some(true) && !f.kernel_promoted());
             }
         }
         each.fault(&faults[5], &mut out);
