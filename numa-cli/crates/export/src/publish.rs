@@ -168,7 +168,7 @@ impl Publisher {
             return;
         }
         let m = &mut self.migrated_pages;
-        if f.migrate_ok == 0 {
+        if f.migrate_failed() {
             m.fail += pages;
             return;
         }

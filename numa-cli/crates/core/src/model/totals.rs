@@ -305,7 +305,7 @@ impl PageCounts {
         if !f.migrate_tried() {
             return;
         }
-        if f.migrate_ok == 0 {
+        if f.migrate_failed() {
             self.migrate_fail += pages;
             return;
         }
@@ -621,7 +621,7 @@ impl Totals {
             self.promotes += u64::from(f.kernel_promoted());
         }
         if f.migrate_tried() {
-            if f.migrate_ok != 0 {
+            if f.migrated() {
                 self.migrate_ok += 1;
             } else {
                 self.migrate_fail += 1;

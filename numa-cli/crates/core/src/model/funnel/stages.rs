@@ -109,7 +109,7 @@ impl Stages {
             }
         }
         if f.migrate_tried() {
-            let counts = if f.migrate_ok != 0 {
+            let counts = if f.migrated() {
                 (&mut self.migrate_ok, &mut self.migrate_ok_pages)
             } else {
                 (&mut self.migrate_fail, &mut self.migrate_fail_pages)

@@ -489,9 +489,7 @@ fn asked(f: &FaultEvent) -> bool {
 impl KernelCounts {
     #[inline]
     fn count_migration(&mut self, f: &FaultEvent) {
-        let tried = f.migrate_tried();
-        let ok = f.migrate_ok != 0;
-        let (success, fail) = (u64::from(tried && ok), u64::from(tried && !ok));
+        let (success, fail) = (u64::from(f.migrated()), u64::from(f.migrate_failed()));
         self.migrate_success += success;
         self.migrate_fail += fail;
         self.migrate_success_pages += success * f.pages();
