@@ -158,7 +158,11 @@ fn bad_records_are_errors_and_reading_goes_on() {
     assert!(got[1].contains("unknown record tag 9"), "{got:?}");
     assert!(got[2].starts_with("Event(Fault("), "{got:?}");
     assert!(got[3].starts_with("Footer("), "{got:?}");
-    assert!(r.warning.is_none());
+    let w = r.warning.expect("the first damaged record named");
+    assert!(
+        w.contains("the first damaged record") && w.contains("too short"),
+        "{w}"
+    );
 }
 
 #[test]
@@ -296,8 +300,15 @@ fn oversized_snapshots_are_refused_while_read() {
         w.snapshot(s).expect("snap");
     }
     let bytes = w.finish(9, "duration").expect("finish");
-    let got: Vec<_> = Reader::new(&bytes[..]).expect("reader").collect();
+    let mut r = Reader::new(&bytes[..]).expect("reader");
+    let got: Vec<_> = r.by_ref().collect();
     assert_eq!(got.len(), 5, "four snapshots and the footer");
+    // The reason reaches the run's warning, once.
+    let w = r.warning.expect("a warning");
+    assert!(
+        w.contains("the first damaged record") && w.contains("(MAX_SERIES)"),
+        "{w}"
+    );
     for (r, bound) in got[..3]
         .iter()
         .zip(["MAX_SERIES", "MAX_VMSTAT", "MAX_VMSTAT_NAME"])
