@@ -210,12 +210,98 @@ pub fn skip_reason_name(reason: u32) -> String {
 pub struct Snapshot {
     /// CLOCK_MONOTONIC ns, the clock of the events' `ts_ns`.
     pub ts_ns: u64,
+    #[serde(deserialize_with = "snapshot_bounds::series")]
     pub counters: Vec<u64>,
+    #[serde(deserialize_with = "snapshot_bounds::series")]
     pub hist_latency: Vec<u64>,
+    #[serde(deserialize_with = "snapshot_bounds::series")]
     pub hist_delta: Vec<u64>,
+    #[serde(deserialize_with = "snapshot_bounds::series")]
     pub hist_sum: Vec<u64>,
+    #[serde(deserialize_with = "snapshot_bounds::series")]
     pub migrate_reason_pages: Vec<u64>,
+    #[serde(deserialize_with = "snapshot_bounds::vmstat")]
     pub vmstat: std::collections::BTreeMap<String, u64>,
+}
+
+/// What a snapshot read from a trace may hold. Every consumer keeps a
+/// snapshot or two for the whole run (the window's first and latest), so a
+/// record's size must not decide their memory: a series or a vmstat table
+/// past these bounds is refused while it is read, before it is held.
+pub mod snapshot_bounds {
+    use std::{collections::BTreeMap, fmt};
+
+    use serde::de::{Deserializer, Error, MapAccess, SeqAccess, Visitor};
+
+    /// Values of one series: many times the largest the probes write
+    /// (the histograms, `OUTCOMES * HIST_BUCKETS`), room for newer layouts.
+    pub const MAX_SERIES: usize = 4096;
+    /// vmstat counters (a kernel has a few hundred), and a name's bytes.
+    pub const MAX_VMSTAT: usize = 4096;
+    pub const MAX_VMSTAT_NAME: usize = 128;
+
+    struct Series;
+
+    impl<'de> Visitor<'de> for Series {
+        type Value = Vec<u64>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "a list of at most {MAX_SERIES} counts")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u64>, A::Error> {
+            let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(MAX_SERIES));
+            while let Some(x) = seq.next_element()? {
+                if v.len() == MAX_SERIES {
+                    return Err(A::Error::custom(format_args!(
+                        "snapshot series of more than {MAX_SERIES} values (MAX_SERIES): \
+                         the record is corrupt or crafted"
+                    )));
+                }
+                v.push(x);
+            }
+            Ok(v)
+        }
+    }
+
+    pub fn series<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+        d.deserialize_seq(Series)
+    }
+
+    struct Vmstat;
+
+    impl<'de> Visitor<'de> for Vmstat {
+        type Value = BTreeMap<String, u64>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "a map of at most {MAX_VMSTAT} vmstat counters")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut m = BTreeMap::new();
+            while let Some((k, x)) = map.next_entry::<String, u64>()? {
+                if k.len() > MAX_VMSTAT_NAME {
+                    return Err(A::Error::custom(format_args!(
+                        "snapshot vmstat name of {} bytes, more than {MAX_VMSTAT_NAME} \
+                         (MAX_VMSTAT_NAME): the record is corrupt or crafted",
+                        k.len()
+                    )));
+                }
+                m.insert(k, x);
+                if m.len() > MAX_VMSTAT {
+                    return Err(A::Error::custom(format_args!(
+                        "snapshot of more than {MAX_VMSTAT} vmstat counters (MAX_VMSTAT): \
+                         the record is corrupt or crafted"
+                    )));
+                }
+            }
+            Ok(m)
+        }
+    }
+
+    pub fn vmstat<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, u64>, D::Error> {
+        d.deserialize_map(Vmstat)
+    }
 }
 
 /// The histograms of the fault records read from the ring. The probes

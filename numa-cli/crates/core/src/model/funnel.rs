@@ -16,16 +16,16 @@
 //! process only; a region with activity is never replaced.
 //!
 //! Fed by [`super::totals::Totals`] with the events of its window, so its
-//! sums match the totals'. Bounded: a process gone (no event for
-//! [`GONE_AFTER_NS`]) leaves the live table, and is kept only while it
-//! ranks among the [`TOP`] the report lists (its counts no longer grow, so
-//! once [`TOP`] others rank above it they always will).
-use rustc_hash::FxHashMap;
+//! sums match the totals'. Bounded: the live processes are a
+//! [`ProcTable`] of at most [`MAX_PROCS`] (a process gone, no event for
+//! [`GONE_AFTER_NS`](super::GONE_AFTER_NS), leaves it, and past the bound
+//! the least recently active), and one that leaves is kept only while it
+//! may rank among the [`TOP`] the report lists ([`Retired`]).
 use serde::Serialize;
 
 use numa_ebpf_common::{FaultEvent, ScanEvent, SkipEvent};
 
-use super::GONE_AFTER_NS;
+use super::proctable::{ProcTable, Retired};
 
 mod stages;
 pub mod verdict;
@@ -35,6 +35,9 @@ pub use verdict::{judge, Verdict};
 
 /// Processes the report lists, by slow-tier activity.
 pub const TOP: usize = 10;
+/// Processes held at once: past it the least recently active goes (kept
+/// while it may rank, as a gone one is).
+pub const MAX_PROCS: usize = 1 << 14;
 /// Regions (VMAs) kept per process.
 pub const MAX_REGIONS: usize = 32;
 /// x86-64's base page: the PTEs a pass protects are counted in these.
@@ -53,7 +56,6 @@ struct Region {
 struct Proc {
     pid: u32,
     comm: String,
-    last_ns: u64,
     all: Stages,
     regions: Vec<Region>,
 }
@@ -160,12 +162,20 @@ impl Proc {
 }
 
 /// Per-process funnels over the events of a window.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Funnel {
-    live: FxHashMap<u32, Proc>,
-    retired: Vec<Proc>,
-    now_ns: u64,
-    next_sweep_ns: u64,
+    live: ProcTable<Proc>,
+    /// Gone or evicted processes that may still rank in the report.
+    retired: Retired<Proc>,
+}
+
+impl Default for Funnel {
+    fn default() -> Self {
+        Funnel {
+            live: ProcTable::new(MAX_PROCS, usize::MAX).keep_dropped(),
+            retired: Retired::new(TOP),
+        }
+    }
 }
 
 impl Funnel {
@@ -175,6 +185,7 @@ impl Funnel {
         if let Some(r) = p.scan_region(s.start, s.end) {
             r.scan(s.ts_ns, s.ptes_updated);
         }
+        self.retire_dropped();
     }
 
     pub fn skip(&mut self, s: &SkipEvent) {
@@ -183,6 +194,7 @@ impl Funnel {
         if let Some(r) = p.vma(s.vm_start, s.vm_end) {
             r.skip(s.ts_ns, s.reason);
         }
+        self.retire_dropped();
     }
 
     /// A hint fault; `slow` when its folio is on a slow-tier node (the
@@ -193,71 +205,29 @@ impl Funnel {
         if p.comm.is_empty() {
             p.comm = crate::decode::comm(&f.comm);
         }
-        if !slow {
-            return;
+        if slow {
+            p.all.fault(f);
+            if let Some(r) = p.region_at(f.addr) {
+                r.fault(f);
+            }
         }
-        p.all.fault(f);
-        if let Some(r) = p.region_at(f.addr) {
-            r.fault(f);
-        }
+        self.retire_dropped();
     }
 
     /// The live entry of `pid` at `ts_ns`; a new one when the pid is new or
     /// its previous process is gone.
     fn proc(&mut self, pid: u32, ts_ns: u64) -> &mut Proc {
-        self.now_ns = self.now_ns.max(ts_ns);
-        if self.now_ns >= self.next_sweep_ns {
-            self.sweep();
-        }
-        let now = self.now_ns;
-        let p = self.live.entry(pid).or_insert_with(|| Proc {
+        self.live.touch(pid, ts_ns, || Proc {
             pid,
-            last_ns: now,
             ..Proc::default()
-        });
-        if now.saturating_sub(p.last_ns) >= GONE_AFTER_NS {
-            let old = std::mem::replace(
-                p,
-                Proc {
-                    pid,
-                    ..Proc::default()
-                },
-            );
-            self.retired.push(old);
-        }
-        // Borrowed again: the retirement above needed `self.retired`.
-        let p = self.live.entry(pid).or_default();
-        p.last_ns = now;
-        p
+        })
     }
 
-    /// Retires the gone processes and keeps the retired that may still
-    /// rank among the report's [`TOP`].
-    #[cold]
-    fn sweep(&mut self) {
-        let now = self.now_ns;
-        self.next_sweep_ns = now.saturating_add(GONE_AFTER_NS / 4);
-        let gone: Vec<u32> = self
-            .live
-            .iter()
-            .filter(|(_, p)| now.saturating_sub(p.last_ns) >= GONE_AFTER_NS)
-            .map(|(pid, _)| *pid)
-            .collect();
-        for pid in gone {
-            if let Some(p) = self.live.remove(&pid) {
-                self.retired.push(p);
-            }
-        }
-        let mut ranks: Vec<_> = self
-            .live
-            .values()
-            .chain(&self.retired)
-            .map(Proc::rank)
-            .collect();
-        if ranks.len() > TOP {
-            let (_, nth, _) = ranks.select_nth_unstable(TOP - 1);
-            let nth = *nth;
-            self.retired.retain(|p| p.rank() <= nth);
+    /// Keeps the processes the table dropped while they may rank among
+    /// the report's [`TOP`] (after every event, so a report sees them).
+    fn retire_dropped(&mut self) {
+        for (_, gone) in self.live.take_dropped() {
+            self.retired.push(gone, |a, b| a.rank().cmp(&b.rank()));
         }
     }
 
@@ -269,12 +239,12 @@ impl Funnel {
     /// One live process judged at `end_ns` (for a view that lists its own
     /// processes, such as `top`'s table).
     pub fn process(&self, pid: u32, end_ns: u64) -> Option<ProcessFunnel> {
-        self.live.get(&pid).map(|p| row(p, end_ns))
+        self.live.get(pid).map(|p| row(p, end_ns))
     }
 
     /// The [`TOP`] processes by slow-tier activity, judged at `end_ns`.
     pub fn report(&self, end_ns: u64) -> Vec<ProcessFunnel> {
-        let mut procs: Vec<&Proc> = self.live.values().chain(&self.retired).collect();
+        let mut procs: Vec<&Proc> = self.live.values().chain(self.retired.rows()).collect();
         procs.sort_by_key(|p| p.rank());
         procs.truncate(TOP);
         procs.into_iter().map(|p| row(p, end_ns)).collect()

@@ -175,8 +175,10 @@ pub struct Reader<R: Read> {
     pub header: Header,
     /// Records of ABI version 1 (see `decode::decode_v1`).
     v1: bool,
-    /// Set when the file ended inside a record or without a footer.
+    /// Set when the file ended inside a record or without a footer, or
+    /// held a damaged record (the first one's reason).
     pub warning: Option<String>,
+    first_damaged: Option<String>,
     done: bool,
     seen_footer: bool,
     /// Records are decoded where they lie in this buffer: `buf[pos..end]`
@@ -282,6 +284,7 @@ impl<R: Read> Reader<R> {
             header,
             v1,
             warning: None,
+            first_damaged: None,
             done: false,
             seen_footer: false,
             buf: Vec::new(),
@@ -335,8 +338,35 @@ impl<R: Read> Reader<R> {
 impl<R: Read> Iterator for Reader<R> {
     type Item = Result<Item, RecordError>;
 
+    /// The next record; at the end, the first damaged record's reason
+    /// joins the warning (once per run: the record path stays cheap).
     #[inline]
     fn next(&mut self) -> Option<Result<Item, RecordError>> {
+        let item = self.read_record();
+        match &item {
+            Some(Err(e)) if e.is_damaged_record() && self.first_damaged.is_none() => {
+                self.first_damaged = Some(format!(
+                    "the first damaged record (ending at byte {}): {e}",
+                    self.offset()
+                ));
+            }
+            None => {
+                if let Some(d) = self.first_damaged.take() {
+                    self.warning = Some(match self.warning.take() {
+                        Some(w) => format!("{w}; {d}"),
+                        None => d,
+                    });
+                }
+            }
+            _ => {}
+        }
+        item
+    }
+}
+
+impl<R: Read> Reader<R> {
+    #[inline]
+    fn read_record(&mut self) -> Option<Result<Item, RecordError>> {
         if self.done {
             return None;
         }

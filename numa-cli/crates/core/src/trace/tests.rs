@@ -79,15 +79,18 @@ fn short_reads_and_records_bigger_than_the_buffer() {
     let mut w = Writer::new(Vec::new(), &header()).expect("writer");
     let big = Snapshot {
         ts_ns: 1,
-        // A record of several MiB: bigger than one refill.
-        vmstat: (0..150_000).map(|i| (format!("counter_{i}"), i)).collect(),
+        vmstat: (0..1000).map(|i| (format!("counter_{i}"), i)).collect(),
         ..Default::default()
     };
+    // A record of several MiB (JSON allows the blanks): bigger than one
+    // refill.
+    let mut payload = serde_json::to_vec(&big).expect("json");
+    payload.extend(std::iter::repeat_n(b' ', 3 * READ_CHUNK));
     for i in 1..=2000 {
         w.event(&Event::Fault(fault(i, i % 7, i, Outcome::RejectLatency)))
             .expect("event");
         if i % 1000 == 0 {
-            w.snapshot(&big).expect("snap");
+            w.record(TAG_SNAPSHOT, &payload).expect("snap");
         }
     }
     let bytes = w.finish(9, "duration").expect("finish");
@@ -95,7 +98,7 @@ fn short_reads_and_records_bigger_than_the_buffer() {
     let (items, warning) = read_all(&bytes);
     assert!(warning.is_none());
     assert_eq!(items.len(), 2003);
-    assert!(matches!(&items[1000], Item::Snapshot(s) if s.vmstat.len() == 150_000));
+    assert!(matches!(&items[1000], Item::Snapshot(s) if s.vmstat.len() == 1000));
     assert!(matches!(&items[1001], Item::Event(Event::Fault(f)) if f.seq_global == 1001));
     let mut r = Reader::new(Trickle(&bytes)).expect("reader");
     let trickled: Vec<Item> = r.by_ref().collect::<Result<_, _>>().expect("items");
@@ -155,7 +158,11 @@ fn bad_records_are_errors_and_reading_goes_on() {
     assert!(got[1].contains("unknown record tag 9"), "{got:?}");
     assert!(got[2].starts_with("Event(Fault("), "{got:?}");
     assert!(got[3].starts_with("Footer("), "{got:?}");
-    assert!(r.warning.is_none());
+    let w = r.warning.expect("the first damaged record named");
+    assert!(
+        w.contains("the first damaged record") && w.contains("too short"),
+        "{w}"
+    );
 }
 
 #[test]
@@ -255,4 +262,62 @@ fn offset_counts_the_bytes_of_the_records_returned() {
         last = r.offset();
     }
     assert_eq!(last, bytes.len() as u64, "the whole file, at the end");
+}
+
+/// Every consumer keeps snapshots for the whole run: a record's size must
+/// not decide how big one is. Series and vmstat tables past the bounds are
+/// refused as damaged records, with the bound named, and the rest read.
+#[test]
+fn oversized_snapshots_are_refused_while_read() {
+    use crate::decode::snapshot_bounds::{MAX_SERIES, MAX_VMSTAT, MAX_VMSTAT_NAME};
+    let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+    let long = Snapshot {
+        ts_ns: 1,
+        counters: vec![7; MAX_SERIES + 1],
+        ..Default::default()
+    };
+    let wide = Snapshot {
+        ts_ns: 2,
+        vmstat: (0..=MAX_VMSTAT as u64)
+            .map(|i| (format!("c{i}"), i))
+            .collect(),
+        ..Default::default()
+    };
+    let named = Snapshot {
+        ts_ns: 3,
+        vmstat: [("x".repeat(MAX_VMSTAT_NAME + 1), 1)].into(),
+        ..Default::default()
+    };
+    let fits = Snapshot {
+        ts_ns: 4,
+        counters: vec![7; MAX_SERIES],
+        vmstat: (0..MAX_VMSTAT as u64)
+            .map(|i| (format!("c{i}"), i))
+            .collect(),
+        ..Default::default()
+    };
+    for s in [&long, &wide, &named, &fits] {
+        w.snapshot(s).expect("snap");
+    }
+    let bytes = w.finish(9, "duration").expect("finish");
+    let mut r = Reader::new(&bytes[..]).expect("reader");
+    let got: Vec<_> = r.by_ref().collect();
+    assert_eq!(got.len(), 5, "four snapshots and the footer");
+    // The reason reaches the run's warning, once.
+    let w = r.warning.expect("a warning");
+    assert!(
+        w.contains("the first damaged record") && w.contains("(MAX_SERIES)"),
+        "{w}"
+    );
+    for (r, bound) in got[..3]
+        .iter()
+        .zip(["MAX_SERIES", "MAX_VMSTAT", "MAX_VMSTAT_NAME"])
+    {
+        let Err(e) = r else {
+            panic!("an oversized snapshot was accepted");
+        };
+        assert!(e.is_damaged_record(), "{e}");
+        assert!(e.to_string().contains(&format!("({bound})")), "{e}");
+    }
+    assert!(matches!(&got[3], Ok(Item::Snapshot(s)) if *s == fits));
 }
