@@ -356,24 +356,16 @@ fn a_stop_signal_mid_write_leaves_no_temporary() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("dump");
-        // Wait until the temporary holds some output: mid-write.
-        let end = Instant::now() + Duration::from_secs(30);
-        let started = loop {
-            let tmp = std::fs::read_dir(&dir.0)
-                .expect("ls")
-                .filter_map(Result::ok)
-                .find(|e| e.file_name().to_string_lossy().starts_with(".out.jsonl."));
-            if tmp.is_some_and(|e| e.metadata().is_ok_and(|m| m.len() > 1 << 20)) {
-                break true;
-            }
-            if Instant::now() > end || child.try_wait().expect("wait").is_some() {
-                break false;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        assert!(started, "signal {sig}: dump never wrote 1 MiB");
-        // SAFETY: kill with the pid of a child not yet waited for.
-        assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+        assert!(
+            stopped_mid_write(&child, &dir.0, 1 << 20),
+            "signal {sig}: dump never wrote 1 MiB"
+        );
+        // SAFETY: kill with the pid of a child not yet waited for; the
+        // signal is pending while it is stopped, and handled as it goes on.
+        unsafe {
+            assert_eq!(libc::kill(child.id() as i32, sig), 0);
+            assert_eq!(libc::kill(child.id() as i32, libc::SIGCONT), 0);
+        }
         let status = child.wait().expect("wait");
         let mut err = String::new();
         if let Some(mut e) = child.stderr.take() {
@@ -382,6 +374,41 @@ fn a_stop_signal_mid_write_leaves_no_temporary() {
         assert_eq!(status.signal(), Some(sig), "signal {sig}: {status:?} {err}");
         assert_eq!(names(&dir.0), ["big.trace"], "signal {sig}: left behind");
     }
+}
+
+/// Lets `child` run in slices of a few milliseconds, stopped in between,
+/// until its temporary in `dir` holds more than `bytes`, and leaves it
+/// stopped there: a signal sent then lands mid-write however loaded the
+/// machine is (polling a running child can see it finish first). False
+/// when it exited first or never got there.
+fn stopped_mid_write(child: &std::process::Child, dir: &Path, bytes: u64) -> bool {
+    let pid = child.id() as i32;
+    let end = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(2));
+        let mut status = 0;
+        // SAFETY: signals and a wait for stop on our own child, not yet
+        // reaped (an exit reaped here makes the caller's assertion fail).
+        let stopped = unsafe {
+            libc::kill(pid, libc::SIGSTOP) == 0
+                && libc::waitpid(pid, &mut status, libc::WUNTRACED) == pid
+                && libc::WIFSTOPPED(status)
+        };
+        if !stopped {
+            return false;
+        }
+        let written = std::fs::read_dir(dir)
+            .expect("ls")
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".out.jsonl."))
+            .any(|e| e.metadata().is_ok_and(|m| m.len() > bytes));
+        if written {
+            return true;
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+    }
+    false
 }
 
 /// `shadow --record X -o X`: the report would replace the trace at the
