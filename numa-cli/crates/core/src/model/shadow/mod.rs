@@ -36,6 +36,12 @@ use crate::{
 /// (latency, threshold) samples kept, like the RFC's first table.
 const MAX_SAMPLES: usize = 32;
 
+/// Node pairs with rows of their own (a kernel has at most 1024 nodes, and
+/// a real run a handful of pairs); past it, as only a crafted trace gets,
+/// the rest share one row whose nodes are [`OTHER_NODE_PAIRS`].
+const MAX_NODE_PAIRS: usize = 4096;
+pub const OTHER_NODE_PAIRS: (i32, i32) = (i32::MIN, i32::MIN);
+
 struct ModelState {
     policy: Box<dyn Policy>,
     /// The distinct verdicts given so far, with how often: every count
@@ -652,16 +658,20 @@ impl Engine {
         kernel_promote: bool,
     ) -> u64 {
         let n = self.models.len();
-        let hint = (f.src_nid as usize) ^ (f.dst_nid as usize) << 2;
-        let ni = self
-            .node_pairs
-            .get((f.src_nid, f.dst_nid), hint, || NodePairRow {
-                src_node: f.src_nid,
-                dst_node: f.dst_nid,
-                model_promote: vec![0; n],
-                model_promote_pages: vec![0; n],
-                ..NodePairRow::default()
-            });
+        let mut pair_key = (f.src_nid, f.dst_nid);
+        if self.node_pairs.len() >= MAX_NODE_PAIRS && !self.node_pairs.index.contains_key(&pair_key)
+        {
+            pair_key = OTHER_NODE_PAIRS;
+        }
+        let (src, dst) = pair_key;
+        let hint = (src as usize) ^ (dst as usize) << 2;
+        let ni = self.node_pairs.get(pair_key, hint, || NodePairRow {
+            src_node: src,
+            dst_node: dst,
+            model_promote: vec![0; n],
+            model_promote_pages: vec![0; n],
+            ..NodePairRow::default()
+        });
         let pages = f.pages();
         let promote = u64::from(kernel_promote);
         let pair = &mut self.node_pairs.rows[ni];
@@ -758,6 +768,26 @@ mod tests {
             Event::Fault(c),
             Event::Fault(a2),
         ]
+    }
+
+    /// A crafted trace with more node pairs than any machine: the rows
+    /// stay bounded and the overflow shares one.
+    #[test]
+    fn node_pairs_past_the_bound_share_one_row() {
+        let mut s = engine(&["kernel-time"]);
+        let n = MAX_NODE_PAIRS as u64 + 100;
+        for i in 0..n {
+            let mut f = fault(100 + i, i % 64, 5000, Outcome::RejectLatency);
+            f.src_nid = i as i32;
+            s.event(&Event::Fault(f));
+        }
+        let r = s.report();
+        assert_eq!(r.node_pairs.len(), MAX_NODE_PAIRS + 1);
+        let other = r
+            .node_pairs
+            .iter()
+            .find(|p| (p.src_node, p.dst_node) == OTHER_NODE_PAIRS);
+        assert_eq!(other.map(|p| p.decisions), Some(100));
     }
 
     #[test]

@@ -10,6 +10,13 @@
 use super::{ProcessRow, Rows};
 use crate::model::GONE_AFTER_NS;
 
+/// Live processes with rows of their own; past it a new process's faults
+/// go to one shared row ([`OTHER_PROCESSES`]) until some are gone. Far
+/// more than a host runs at once: only a crafted trace reaches it.
+pub(super) const MAX_LIVE: usize = 1 << 16;
+/// The pid of the shared row (no pid is this large: pid_max <= 4 Mi).
+pub const OTHER_PROCESSES: u32 = u32::MAX;
+
 pub(super) struct Processes {
     live: Rows<u32, ProcessRow>,
     /// Trace time of each live row's latest fault (same index).
@@ -53,12 +60,25 @@ impl Processes {
             self.sweep();
         }
         let n = self.live.len();
-        let i = self.live.get(tgid, tgid as usize, &new);
+        let key = if n >= MAX_LIVE && !self.live.index.contains_key(&tgid) {
+            OTHER_PROCESSES
+        } else {
+            tgid
+        };
+        let make = || {
+            let mut row = new();
+            if key == OTHER_PROCESSES {
+                row.pid = OTHER_PROCESSES;
+                row.comm = "(other processes)".to_owned();
+            }
+            row
+        };
+        let i = self.live.get(key, key as usize, make);
         if i == n {
             self.last_ns.push(self.now_ns);
         } else if self.now_ns.saturating_sub(self.last_ns[i]) >= GONE_AFTER_NS {
             // Gone and back: the same as if a sweep had retired it first.
-            let old = std::mem::replace(&mut self.live.rows[i], new());
+            let old = std::mem::replace(&mut self.live.rows[i], make());
             self.retired.push(old);
         }
         self.last_ns[i] = self.now_ns;
@@ -247,6 +267,29 @@ mod tests {
             s.state_sizes()["refused_pages_pending"] <= live_bound * 3 + 512,
             "{:?}",
             s.state_sizes()
+        );
+    }
+
+    /// More processes at once than the live bound, all within the gone
+    /// time (only a crafted trace does that): the rows stay bounded, the
+    /// overflow shares one row, and no fault is lost.
+    #[test]
+    fn processes_at_once_past_the_bound_share_one_row() {
+        let d = ModelDefaults::default();
+        let k = KernelDefaults::default();
+        let mut s = Shadow::new(vec![build("kernel-time", &d, &k).expect("model")], 10);
+        let n = super::MAX_LIVE as u64 + 5000;
+        for pid in 1..=n {
+            s.event(&fault_of(pid, S + pid, pid % 64));
+        }
+        let sizes = s.state_sizes();
+        assert!(sizes["processes"] <= super::MAX_LIVE + 1, "{sizes:?}");
+        let r = s.report();
+        assert_eq!(r.hint_faults, n);
+        let other = r.processes.iter().find(|p| p.pid == super::OTHER_PROCESSES);
+        assert_eq!(
+            other.map(|p| p.hint_faults),
+            Some(n - super::MAX_LIVE as u64)
         );
     }
 }
