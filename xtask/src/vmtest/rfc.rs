@@ -94,6 +94,14 @@ fn check_shared(dir: &Path) -> Result<()> {
     let shadow = read_json(dir, "shared.json")?;
     check_agreement(&shadow)?;
     let m = kernel_model(&shadow)?;
+    ensure!(
+        m["params"]["threshold"]
+            .as_str()
+            .and_then(|t| t.parse::<u64>().ok())
+            == Some(SHARED_THRESHOLD),
+        "the shared run's model has threshold {}, the kernel {SHARED_THRESHOLD}",
+        m["params"]["threshold"]
+    );
     let a = &m["agreement_stamped_elsewhere"];
     let cell = |k: &str| u(a, &[k]);
     let (agreed, total) = (
