@@ -80,38 +80,50 @@ fn writers(trace: &str) -> Vec<(&'static str, Vec<String>)> {
     ]
 }
 
-/// A reader of a FIFO (`cat`), killed if the FIFO never gets a writer.
-struct FifoReader(std::process::Child);
+/// A reader of a FIFO, open before numatrace starts: a reader that is
+/// still starting (a `cat` not yet in its open) is no reader, and
+/// numatrace rightly refuses a FIFO without one. Opened non-blocking (it
+/// is a reader at once), then polled: a FIFO reports a hang-up only once a
+/// writer has come and gone, so the end of numatrace's output is told
+/// apart from a writer not there yet. Copies what it reads into a file.
+struct FifoReader(std::thread::JoinHandle<bool>);
 
 impl FifoReader {
     fn start(fifo: &Path, into: &Path) -> FifoReader {
-        let out = std::fs::File::create(into).expect("reader output");
-        FifoReader(
-            Command::new("cat")
-                .arg(fifo)
-                .stdout(out)
-                .spawn()
-                .expect("cat"),
-        )
-    }
-
-    /// Whether the reader saw its writer close within a few seconds.
-    fn finished(mut self) -> bool {
-        let end = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < end {
-            if self.0.try_wait().expect("wait").is_some() {
-                return true;
+        use std::os::unix::{fs::OpenOptionsExt, io::AsRawFd};
+        let mut pipe = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(fifo)
+            .expect("open the FIFO for reading");
+        let mut out = std::fs::File::create(into).expect("reader output");
+        FifoReader(std::thread::spawn(move || {
+            let end = Instant::now() + Duration::from_secs(60);
+            let mut buf = vec![0u8; 1 << 16];
+            while Instant::now() < end {
+                let mut p = libc::pollfd {
+                    fd: pipe.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd for the duration of the call.
+                if unsafe { libc::poll(&mut p, 1, 100) } <= 0 {
+                    continue;
+                }
+                match pipe.read(&mut buf) {
+                    Ok(0) if p.revents & libc::POLLHUP != 0 => return true,
+                    Ok(n) => std::io::Write::write_all(&mut out, &buf[..n]).expect("copy"),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("reading the FIFO: {e}"),
+                }
             }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
+            false
+        }))
     }
-}
 
-impl Drop for FifoReader {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+    /// Whether the reader saw its writer close (within a minute).
+    fn finished(self) -> bool {
+        self.0.join().expect("reader thread")
     }
 }
 
