@@ -227,10 +227,10 @@ fn idle_loopback_connections_cannot_keep_a_scrape_waiting() {
         let (answered, loaded) = timed(connect(local, addr).await).await;
         assert!(answered, "the scrape was not answered with every slot held");
         // Before, the scrape waited for an idle connection's header timeout
-        // (10 s); now one eviction and a scrape.
+        // (10 s); now one eviction and a scrape. The bound is half that
+        // timeout, not a speed: a loaded test machine must not fail it.
         assert!(
-            loaded < HEADER_READ_TIMEOUT / 10
-                && loaded < unloaded * 50 + Duration::from_millis(200),
+            loaded < HEADER_READ_TIMEOUT / 2,
             "loaded scrape {loaded:?}, unloaded {unloaded:?}"
         );
         // The connection idle longest gave its slot up; the newest did not.
