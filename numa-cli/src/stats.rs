@@ -138,7 +138,30 @@ pub fn record(args: &RecordArgs) -> Result<ExitCode> {
 }
 
 fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
-    let vm = |k: &str| r.vmstat_delta.get(k).map_or("-".to_owned(), u64::to_string);
+    print_faults(r, out)?;
+    print_decisions(r, out)?;
+    print_scans_and_losses(r, out)?;
+    print_costs(r, out)?;
+    print_funnel(&r.funnel, r.skips_observable, out)?;
+    print_quantiles(r, out)?;
+    writeln!(out, "\n  scan-to-fault latency (ms)")?;
+    numa_core::histtext::write(out, &r.latency_ms, "ms")?;
+    writeln!(
+        out,
+        "\n  fault-count delta (per-process hint faults between scan and fault)"
+    )?;
+    numa_core::histtext::write(out, &r.fault_delta, "")?;
+    Ok(())
+}
+
+/// The vmstat delta of `k`, or "-" when the trace has none.
+fn vmstat(r: &Report, k: &str) -> String {
+    r.vmstat_delta.get(k).map_or("-".to_owned(), u64::to_string)
+}
+
+/// Hint faults beside vmstat's, and those without a record.
+fn print_faults(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
+    let vm = |k: &str| vmstat(r, k);
     writeln!(out, "numatrace stats over {:.1} s", r.duration_s)?;
     writeln!(
         out,
@@ -156,6 +179,13 @@ fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
             u.open_at_end
         )?;
     }
+    Ok(())
+}
+
+/// The kernel's decisions by reason, migrations and promoted pages, in
+/// folios and pages.
+fn print_decisions(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
+    let vm = |k: &str| vmstat(r, k);
     let p = &r.pages;
     let page = |o: Outcome| p.by_outcome.get(o.name()).copied().unwrap_or(0);
     writeln!(
@@ -206,6 +236,12 @@ fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         p.promoted,
         vm("pgpromote_success")
     )?;
+    Ok(())
+}
+
+/// The scanner's work, and what the probes lost or sent late.
+fn print_scans_and_losses(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
+    let vm = |k: &str| vmstat(r, k);
     writeln!(
         out,
         "  scan ranges          {:>12}   PTEs updated {} (vmstat numa_pte_updates {})",
@@ -237,6 +273,11 @@ fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
             r.late_records, r.no_account_records, r.exit_records
         )?;
     }
+    Ok(())
+}
+
+/// Sampling, the probes' time in the scanner and numatrace's own CPU.
+fn print_costs(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     if let Some(s) = &r.sampling {
         writeln!(out, "  {}", s.describe())?;
     }
@@ -260,15 +301,6 @@ fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
             c.attach_s, c.run_s, c.run_ns_per_record
         )?;
     }
-    print_funnel(&r.funnel, r.skips_observable, out)?;
-    print_quantiles(r, out)?;
-    writeln!(out, "\n  scan-to-fault latency (ms)")?;
-    numa_core::histtext::write(out, &r.latency_ms, "ms")?;
-    writeln!(
-        out,
-        "\n  fault-count delta (per-process hint faults between scan and fault)"
-    )?;
-    numa_core::histtext::write(out, &r.fault_delta, "")?;
     Ok(())
 }
 
