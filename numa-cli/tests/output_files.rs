@@ -1,39 +1,16 @@
 //! Files numatrace writes from a trace (`report -o`, `replay -o`, `dump -o`) go
 //! through the one write helper: a symlink planted at the name is replaced,
 //! never written through, and no temporary file is left behind.
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::process::Command;
 
 const NUMATRACE: &str = env!("CARGO_BIN_EXE_numatrace");
-const TRACE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/testdata/hot-chunks-6.12.trace"
-);
+mod output_common;
 
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .expect("ls")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
+use output_common::{names, TempDir, TRACE};
 
 #[test]
 fn outputs_replace_a_planted_symlink_instead_of_writing_through_it() {
-    let dir =
-        TempDir(std::env::temp_dir().join(format!("numatrace-outputs-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).expect("dir");
+    let dir = TempDir::new("symlink");
     let victim = dir.0.join("victim");
     std::fs::write(&victim, b"precious").expect("victim");
     for (name, args) in [

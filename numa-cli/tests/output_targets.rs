@@ -17,37 +17,9 @@ use std::{
 };
 
 const NUMATRACE: &str = env!("CARGO_BIN_EXE_numatrace");
-const TRACE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/testdata/hot-chunks-6.12.trace"
-);
+mod output_common;
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let d =
-            std::env::temp_dir().join(format!("numatrace-targets-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("dir");
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .expect("ls")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
+use output_common::{names, TempDir, TRACE};
 
 fn mkfifo(path: &Path) {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
