@@ -88,6 +88,27 @@ async fn scrape(mut s: TcpStream) -> bool {
     matches!(read, Ok(Ok(_))) && buf.starts_with(b"HTTP/1.1 200 ")
 }
 
+/// A server on a loopback port with `limits`; it serves while the
+/// returned channels live.
+async fn serving(
+    limits: Limits,
+) -> (
+    std::net::SocketAddr,
+    (watch::Sender<Arc<MetricsState>>, watch::Sender<bool>),
+) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (tx, rx) = watch::channel(Arc::new(MetricsState::default()));
+    let (stop, shutdown) = watch::channel(false);
+    tokio::spawn(serve_with(
+        listener,
+        Shared::new(rx, String::new()),
+        shutdown,
+        limits,
+    ));
+    (addr, (tx, stop))
+}
+
 #[test]
 fn one_peer_cannot_take_every_slot() {
     use std::net::Ipv4Addr;
@@ -96,21 +117,12 @@ fn one_peer_cannot_take_every_slot() {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let (_tx, rx) = watch::channel(Arc::new(MetricsState::default()));
-        let (_stop, shutdown) = watch::channel(false);
         let limits = Limits {
             connections: 8,
             per_peer: 3,
             per_peer_on_loopback: true,
         };
-        tokio::spawn(serve_with(
-            listener,
-            Shared::new(rx, String::new()),
-            shutdown,
-            limits,
-        ));
+        let (addr, _server) = serving(limits).await;
         let greedy = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
         let other = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
         let mut held = Vec::new();
@@ -194,20 +206,11 @@ fn idle_loopback_connections_cannot_keep_a_scrape_waiting() {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let (_tx, rx) = watch::channel(Arc::new(MetricsState::default()));
-        let (_stop, shutdown) = watch::channel(false);
         let limits = Limits {
             connections: 8,
             ..Limits::default()
         };
-        tokio::spawn(serve_with(
-            listener,
-            Shared::new(rx, String::new()),
-            shutdown,
-            limits,
-        ));
+        let (addr, _server) = serving(limits).await;
         let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let timed = |s| async move {
             let start = tokio::time::Instant::now();
