@@ -38,12 +38,14 @@ pub fn event_json(ev: &Event) -> serde_json::Value {
             "decision": f.decision, "migrate_ok": f.migrate_ok, "flags": f.flags,
             "pc_count": f.pc_count, "pc_stored": f.pc_stored, "pc_stored_ns": f.pc_stored_ns,
             "node_candidates": f.node_candidates, "ext_flags": f.ext_flags,
+            "access_at_fault": f.access_at_fault, "access_after": f.access_after,
         }),
         Event::Scan(s) => json!({
             "type": "scan", "ts_ns": s.ts_ns, "cpu": s.cpu, "pid": s.tgid(),
             "start": format!("{:#x}", s.start), "end": format!("{:#x}", s.end),
             "ptes_updated": s.ptes_updated, "stamps": s.stamps, "seq_global": s.seq_global, "seq_mm": s.seq_mm,
             "pc_count": s.pc_count, "ext_flags": s.ext_flags,
+            "access_first": s.access_first, "access_last": s.access_last,
         }),
         Event::Skip(s) => json!({
             "type": "vma_skip", "ts_ns": s.ts_ns, "pid": s.tgid(),

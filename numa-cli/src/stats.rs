@@ -254,6 +254,14 @@ fn print_scans_and_losses(r: &Report, out: &mut impl Write) -> std::io::Result<(
         "  scan stamps          {:>12}   stamp misses {}",
         r.scan_stamps, r.stamp_misses
     )?;
+    let c = &r.checks;
+    if c.stamps_from_pass + c.stamps_unmatched > 0 {
+        writeln!(
+            out,
+            "  faults' passes       {:>12}   found by the folio's access value; {} not (another process's scan, before attach, or a lost pass record)",
+            c.stamps_from_pass, c.stamps_unmatched
+        )?;
+    }
     writeln!(
         out,
         "  ring drops           {:>12}   map evictions {}",

@@ -9,7 +9,14 @@
 /// built into the same binary as the userspace that reads it, so only
 /// traces can disagree: every trace header carries it and the trace reader
 /// refuses a trace with another value.
-pub const ABI_VERSION: u32 = 2;
+pub const ABI_VERSION: u32 = 3;
+
+/// The layout before the folio's access values were appended to
+/// [`FaultEvent`] and [`ScanEvent`]: its records are prefixes of today's
+/// and carry their stamps as the probes made them.
+pub const ABI_VERSION_V2: u32 = 2;
+/// Record sizes (fault, scan, skip) of [`ABI_VERSION_V2`].
+pub const RECORD_SIZES_V2: [usize; 3] = [168, 80, 40];
 
 /// The layout before the fault-count patch fields were appended to
 /// [`FaultEvent`] and [`ScanEvent`]: a trace of this version is read with
@@ -362,6 +369,24 @@ impl HistEntry {
         })
     }
 
+    /// The entry of a fault without a stamp whose decision gave the
+    /// kernel's latency (ms, the jiffy's resolution): no delta. For a
+    /// fault the probes do not send (filters, sampling), whose stamp
+    /// userspace would have found from the pass records.
+    #[inline(always)]
+    pub fn of_kernel_latency(ev: &FaultEvent) -> Option<HistEntry> {
+        let outcome = ev.outcome as usize;
+        if !ev.has_kernel_latency() || outcome >= OUTCOMES {
+            return None;
+        }
+        Some(HistEntry {
+            outcome,
+            latency_ns: u64::from(ev.kernel_latency_ms) * 1_000_000,
+            delta: 0,
+            own_mm: false,
+        })
+    }
+
     /// Slot of the latency in `HIST_LATENCY`, and of `delta` in `HIST_DELTA`.
     #[inline(always)]
     pub fn slot(&self, v: u64) -> usize {
@@ -438,15 +463,42 @@ pub mod ext_flags {
     /// input) was read from the folio, where the kernel keeps it, and the
     /// exchange's new value was found there after: the kernel's own input.
     pub const FOLIO_ACCESS: u64 = 2048;
-    /// With [`FOLIO_ACCESS`]: the value the folio's stamp kept from the
-    /// scanner's exchange differs from the folio's.
+    /// With [`FOLIO_ACCESS`]: the value the folio held at the hint fault's
+    /// entry differs from the one the decision's exchange took out
+    /// (another exchange came between them).
     pub const STAMP_ACCESS_DIFFERS: u64 = 4096;
+    /// `access_at_fault` is the folio's access value at the hint fault's
+    /// entry, read where BTF places it.
+    pub const ACCESS_AT_FAULT: u64 = 8192;
+    /// The folio was protected again since its last hint fault numatrace
+    /// saw (its access value is not the one that fault left): its stamp is
+    /// the scanner pass whose access values contain `access_at_fault`,
+    /// which userspace finds from the pass records (see
+    /// `numa_core::stamping`). Cleared once that search is made.
+    pub const NEEDS_PASS: u64 = 16384;
+    /// The stamp (`HAS_STAMP`) was found among the pass records by the
+    /// folio's access value.
+    pub const STAMP_FROM_PASS: u64 = 32768;
+    /// The folio was protected again, but no pass of the faulting process
+    /// numatrace saw wrote its access value: protected by another
+    /// process's scan (a shared folio), before the probes were attached,
+    /// or by a pass whose record was lost. No stamp.
+    pub const STAMP_UNMATCHED: u64 = 65536;
+    /// No exchange was seen inside the decision, but the folio's access
+    /// value changed between the hint fault's entry and the decision's
+    /// return: the exchange's program run was skipped (the kernel skips a
+    /// program busy on its CPU). The threshold path ran, with the values
+    /// read before and after as its input and result.
+    pub const XCHG_INFERRED: u64 = 131072;
 }
 
 /// Flags in [`ScanEvent::ext_flags`].
 pub mod scan_ext_flags {
     /// `pc_count` is the scanned mm's fault-count counter at the pass's start.
     pub const PC_COUNT: u32 = 1;
+    /// `access_first`/`access_last` are the pass's exchanges' values (it
+    /// made at least one).
+    pub const ACCESS_RANGE: u32 = 2;
 }
 
 /// Values of [`FaultEvent::decision`]: what should_numa_migrate_memory
@@ -547,6 +599,13 @@ pub struct FaultEvent {
     pub pc_stored: u32,
     /// [`ext_flags`].
     pub ext_flags: u64,
+    // Appended in ABI 3 (an older trace reads them as zero, flags clear).
+    /// The folio's access value (LAST_CPUPID field, masked) at the hint
+    /// fault's entry: in tiering mode the time (ms) the scanner or the
+    /// last decision wrote. Valid with `ext_flags::ACCESS_AT_FAULT`.
+    pub access_at_fault: u32,
+    /// The folio's access value when the decision returned.
+    pub access_after: u32,
 }
 
 /// Typed reads of the record's raw fields: what each flag and value means
@@ -711,11 +770,41 @@ impl FaultEvent {
         self.ext_flags & ext_flags::FOLIO_ACCESS != 0
     }
 
-    /// With [`folio_access`](Self::folio_access): the stamp's kept value
-    /// differs from the folio's.
+    /// With [`folio_access`](Self::folio_access): the value at the fault's
+    /// entry differs from the one the exchange took out.
     #[inline(always)]
     pub const fn stamp_access_differs(&self) -> bool {
         self.ext_flags & ext_flags::STAMP_ACCESS_DIFFERS != 0
+    }
+
+    /// `access_at_fault` is valid.
+    #[inline(always)]
+    pub const fn has_access_at_fault(&self) -> bool {
+        self.ext_flags & ext_flags::ACCESS_AT_FAULT != 0
+    }
+
+    /// The stamp is still to be found among the pass records.
+    #[inline(always)]
+    pub const fn needs_pass(&self) -> bool {
+        self.ext_flags & ext_flags::NEEDS_PASS != 0
+    }
+
+    /// The stamp was found among the pass records.
+    #[inline(always)]
+    pub const fn stamp_from_pass(&self) -> bool {
+        self.ext_flags & ext_flags::STAMP_FROM_PASS != 0
+    }
+
+    /// Protected again, by no pass of this process numatrace saw.
+    #[inline(always)]
+    pub const fn stamp_unmatched(&self) -> bool {
+        self.ext_flags & ext_flags::STAMP_UNMATCHED != 0
+    }
+
+    /// The decision's exchange was inferred from the folio's change.
+    #[inline(always)]
+    pub const fn xchg_inferred(&self) -> bool {
+        self.ext_flags & ext_flags::XCHG_INFERRED != 0
     }
 
     /// The pages of the fault's folio as the kernel counts them
@@ -753,6 +842,12 @@ pub struct ScanEvent {
     pub pc_count: u32,
     /// [`scan_ext_flags`].
     pub ext_flags: u32,
+    // Appended in ABI 3.
+    /// The access values (masked, as the folio keeps them) of the pass's
+    /// first and last exchange: the folios it protected hold one in
+    /// between. Valid with `scan_ext_flags::ACCESS_RANGE`.
+    pub access_first: u32,
+    pub access_last: u32,
 }
 
 impl ScanEvent {
@@ -766,6 +861,12 @@ impl ScanEvent {
     #[inline(always)]
     pub const fn has_pc_count(&self) -> bool {
         self.ext_flags & scan_ext_flags::PC_COUNT != 0
+    }
+
+    /// `access_first`/`access_last` are valid.
+    #[inline(always)]
+    pub const fn has_access_range(&self) -> bool {
+        self.ext_flags & scan_ext_flags::ACCESS_RANGE != 0
     }
 }
 
@@ -800,29 +901,34 @@ impl SkipEvent {
     }
 }
 
-/// Per-folio scan stamp, a slot of the `STAMPS` array (all zero until the
-/// folio is first stamped; `scan_ns` is never 0 after).
+/// What the probes keep of a folio between its hint faults, a slot of the
+/// `STAMPS` array (all zero until a fault first writes it; `written_ns` is
+/// never 0 after). Written only at hint faults: the scanner's own
+/// exchanges are left alone (their pass is found from the folio's access
+/// value, see `ext_flags::NEEDS_PASS`), since every instruction there is
+/// charged to the scanner 32-fold and delays the next scan.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Stamp {
-    pub scan_ns: u64,
-    pub seq_global: u64,
-    pub seq_mm: u64,
+    /// When a fault last wrote the slot.
+    pub written_ns: u64,
+    /// The process of that fault.
     pub tgid: u32,
+    /// Protections seen at the folio's faults (one per fault that found
+    /// it protected again since the one before).
     pub scan_count: u32,
-    /// 1 while the folio is protected and not yet faulted.
-    pub pending: u32,
-    /// The access time the scanner wrote into the folio (its exchange's
-    /// argument, masked to the field's width): what the kernel's decision
-    /// will exchange out. [`ACCESS_UNKNOWN`] once a fault may have let the
-    /// decision overwrite it.
+    /// The access value the last decision's exchange left in the folio
+    /// (masked to the field's width): a fault that finds it there was not
+    /// protected again since. [`ACCESS_UNKNOWN`] while a fault is under
+    /// way or when that decision made no exchange.
     pub access: u32,
-    /// The count the fault-count patch would hold in the folio: the
-    /// scanner's mm count at the stamp, then the count of the last fault
-    /// whose decision exchanged it (`scan_ns` is then that fault's time).
-    /// Valid while `pc_known` is 1.
+    /// The count the fault-count patch would hold in the folio when the
+    /// folio was not protected again since: the count of the last fault
+    /// whose decision exchanged it (at `written_ns`). Valid while
+    /// `pc_known` is 1.
     pub pc_stored: u32,
     pub pc_known: u32,
+    pub reserved: u32,
 }
 
 /// `Stamp::access` when the folio's stored access time is not known.
@@ -968,7 +1074,7 @@ mod tests {
             (fault_flags::KERNEL_LATENCY, FaultEvent::has_kernel_latency),
             (fault_flags::HAS_FAULT_HOOK, FaultEvent::has_fault_hook),
         ];
-        let ext: [(u64, Read); 12] = [
+        let ext: [(u64, Read); 17] = [
             (ext_flags::PMD_FAULT, FaultEvent::pmd_fault),
             (ext_flags::PC_COUNT, FaultEvent::has_pc_count),
             (ext_flags::PC_STORED, FaultEvent::has_pc_stored),
@@ -984,6 +1090,11 @@ mod tests {
                 ext_flags::STAMP_ACCESS_DIFFERS,
                 FaultEvent::stamp_access_differs,
             ),
+            (ext_flags::ACCESS_AT_FAULT, FaultEvent::has_access_at_fault),
+            (ext_flags::NEEDS_PASS, FaultEvent::needs_pass),
+            (ext_flags::STAMP_FROM_PASS, FaultEvent::stamp_from_pass),
+            (ext_flags::STAMP_UNMATCHED, FaultEvent::stamp_unmatched),
+            (ext_flags::XCHG_INFERRED, FaultEvent::xchg_inferred),
         ];
         for (bit, read) in flags {
             let on = FaultEvent {
@@ -1033,11 +1144,19 @@ mod tests {
 
     #[test]
     fn layouts_are_stable() {
-        assert_eq!(core::mem::size_of::<FaultEvent>(), 168);
-        assert_eq!(core::mem::size_of::<ScanEvent>(), 80);
+        assert_eq!(core::mem::size_of::<FaultEvent>(), 176);
+        assert_eq!(core::mem::size_of::<ScanEvent>(), 88);
         assert_eq!(core::mem::size_of::<SkipEvent>(), 40);
-        assert_eq!(core::mem::size_of::<Stamp>(), 48);
-        // ABI 2 appended fields: the v1 records are prefixes.
+        assert_eq!(core::mem::size_of::<Stamp>(), 32);
+        // Appended fields: the older records are prefixes.
+        assert_eq!(
+            core::mem::offset_of!(FaultEvent, access_at_fault),
+            RECORD_SIZES_V2[0]
+        );
+        assert_eq!(
+            core::mem::offset_of!(ScanEvent, access_first),
+            RECORD_SIZES_V2[1]
+        );
         assert_eq!(
             core::mem::offset_of!(FaultEvent, node_candidates),
             RECORD_SIZES_V1[0]

@@ -11,10 +11,8 @@
 //!
 //! The value the exchange takes out is read from the folio itself at the
 //! exchange's entry (its LAST_CPUPID field, where BTF says it is), checked
-//! by finding the exchange's new value there when the decision returns;
-//! else it is the one the scanner stored, kept in the folio's stamp (see
-//! scan.rs). The exchange itself is
-//! recognised without an entry probe: it is
+//! by finding the exchange's new value there when the decision returns.
+//! The exchange itself is recognised without an entry probe: it is
 //! the first one after the hint fault and before the decision returns
 //! (numa_migrate_check/numa_migrate_prep exchange nothing before calling
 //! mpol_misplaced; migration, the only other exchanger in a fault, comes
@@ -94,11 +92,6 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
         // Not inside a hint fault we saw (attach race), or already decided.
         return;
     }
-    let old = if ctx.xchg_seen != 0 {
-        decision_old(ctx, src_nid)
-    } else {
-        ACCESS_UNKNOWN
-    };
     let ev = &mut ctx.ev;
     ev.flags |= ff::DECIDED;
     ev.src_nid = src_nid;
@@ -109,6 +102,17 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
         mode_changed(mode);
     }
     let tiering = mode & NUMA_BALANCING_MEMORY_TIERING != 0 && !is_toptier(ev.src_nid);
+    let after = folio_access(ev.folio, src_nid);
+    ev.access_after = after;
+    if tiering && ctx.xchg_seen == 0 {
+        infer_exchange(ctx, after);
+    }
+    let old = if ctx.xchg_seen != 0 {
+        decision_old(ctx, after)
+    } else {
+        ACCESS_UNKNOWN
+    };
+    let ev = &mut ctx.ev;
     if tiering {
         // What the kernel's rate limit and threshold adjustment read: the
         // node's count, every process's candidates included.
@@ -154,19 +158,36 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
     }
 }
 
+/// No exchange was seen, but the folio's access value is not the one it
+/// held at the fault's entry: the exchange ran and its program's run was
+/// skipped (the kernel skips a program already running on the CPU). The
+/// values before and after are its input and result, as if seen.
+#[inline(always)]
+fn infer_exchange(ctx: &mut ThreadCtx, after: u32) {
+    let before = ctx.ev.access_at_fault;
+    if !ctx.ev.has_access_at_fault() || after == ACCESS_UNKNOWN || after == before {
+        return;
+    }
+    ctx.xchg_seen = 1;
+    ctx.xchg_new = after;
+    ctx.xchg_folio = ctx.ev.folio;
+    ctx.folio_access = before;
+    ctx.ev.ext_flags |= xf::XCHG_INFERRED;
+}
+
 /// What the decision's exchange took out: the value read from the folio
 /// before it, trusted when the folio holds the exchange's new value after
-/// it (the layout is right and no other fault exchanged meanwhile), else
-/// the one the folio's stamp kept from the scanner's exchange.
+/// it (`after`: the layout is right and no other fault exchanged
+/// meanwhile); else unknown.
 #[inline(always)]
-fn decision_old(ctx: &mut ThreadCtx, src_nid: i32) -> u32 {
-    let after = folio_access(ctx.xchg_folio, src_nid);
+fn decision_old(ctx: &mut ThreadCtx, after: u32) -> u32 {
     if ctx.folio_access == ACCESS_UNKNOWN || after != stored_cpupid(ctx.xchg_new) {
-        return ctx.stamp_access;
+        return ACCESS_UNKNOWN;
     }
-    ctx.ev.ext_flags |= xf::FOLIO_ACCESS;
-    if ctx.stamp_access != ACCESS_UNKNOWN && ctx.stamp_access != ctx.folio_access {
-        ctx.ev.ext_flags |= xf::STAMP_ACCESS_DIFFERS;
+    let ev = &mut ctx.ev;
+    ev.ext_flags |= xf::FOLIO_ACCESS;
+    if ev.has_access_at_fault() && ev.access_at_fault != ctx.folio_access {
+        ev.ext_flags |= xf::STAMP_ACCESS_DIFFERS;
     }
     ctx.folio_access
 }

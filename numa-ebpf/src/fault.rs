@@ -9,17 +9,17 @@ use aya_ebpf::{
     programs::{FEntryContext, ProbeContext, TracePointContext},
 };
 use numa_ebpf_common::{
-    ext_flags as xf, fault_flags as ff, tgid_of, tnf, Counter, EventKind, FaultEvent, HistEntry,
-    Outcome, PcCounter, Stamp, ACCESS_UNKNOWN, OUTCOME_BASE,
+    ext_flags as xf, fault_flags as ff, tnf, Counter, EventKind, FaultEvent, HistEntry, Outcome,
+    PcCounter, Stamp, ACCESS_UNKNOWN, OUTCOME_BASE,
 };
 
 use aya_log_ebpf::{debug, warn};
 
 use crate::maps::{
     add, as_number, cgroup_id, count, count_rare, cpu, current_comm, current_mm, emit,
-    existing_stamp, existing_thread_ctx, next_global_seq, now_ns, occupied, pc_on_fault, pid_tgid,
-    stamp_slot, thread_ctx, vmf_address, wanted, zero, NoSlot, ThreadCtx, COUNTERS, HIST_DELTA,
-    HIST_LATENCY, HIST_SUM,
+    existing_stamp, existing_thread_ctx, fault_count_kernel, folio_access, next_global_seq, now_ns,
+    occupied, pc_on_fault, pid_tgid, stamp_slot, thread_ctx, vmf_address, wanted, zero, NoSlot,
+    ThreadCtx, COUNTERS, HIST_DELTA, HIST_LATENCY, HIST_SUM,
 };
 
 const PAGE_MASK: u64 = !0xfff;
@@ -27,11 +27,14 @@ const PAGE_MASK: u64 = !0xfff;
 const HPAGE_PMD_MASK: u64 = !((2 << 20) - 1);
 
 /// The fault-count patch's exchange at this fault (folio_xchg_fault_count
-/// in its decision), written ahead into the folio's stamp: what the folio
+/// in its decision), written ahead into the folio's slot: what the folio
 /// held goes into the event and `ctx` (restored at the fault's end if the
-/// decision made no exchange), the fault's count into the stamp. A folio
-/// without a stamp gets one from the decision, once it is known to have
-/// exchanged (see `pc_exchange_unstamped`).
+/// decision made no exchange), the fault's count into the slot. What the
+/// folio held is the slot's count only when the folio was not protected
+/// again since (else the count of the pass that protected it, which
+/// userspace adds with the pass). A folio without a slot gets one from the
+/// decision, once it is known to have exchanged (see
+/// `pc_exchange_unstamped`).
 #[inline(always)]
 fn pc_exchange(ctx: &mut ThreadCtx, stamp: Option<*mut Stamp>, pc: PcCounter, now: u64) {
     let Some(stamp) = stamp else {
@@ -43,22 +46,20 @@ fn pc_exchange(ctx: &mut ThreadCtx, stamp: Option<*mut Stamp>, pc: PcCounter, no
     let stamp = unsafe { &mut *stamp };
     ctx.pc_prev_known = stamp.pc_known;
     ctx.pc_prev = stamp.pc_stored;
-    ctx.pc_prev_ns = stamp.scan_ns;
+    ctx.pc_prev_ns = stamp.written_ns;
     let ev = &mut ctx.ev;
-    if stamp.pc_known != 0 {
+    if stamp.pc_known != 0 && !ev.needs_pass() {
         ev.ext_flags |= xf::PC_STORED;
         ev.pc_stored = stamp.pc_stored;
-        ev.pc_stored_ns = stamp.scan_ns;
+        ev.pc_stored_ns = stamp.written_ns;
     }
-    // `scan_ns` is free once the stamp is consumed: it dates the count.
     stamp.pc_stored = pc.count;
     stamp.pc_known = 1;
-    stamp.scan_ns = now;
+    stamp.written_ns = now;
 }
 
 /// The decision exchanged the fault's count into a followed folio numatrace
-/// had no stamp for (protected before attach): a stamp that holds only the
-/// count (not pending: no scan stamp), for the next fault on it.
+/// had no slot for: a slot that holds the count, for the next fault on it.
 #[inline(always)]
 pub fn pc_exchange_unstamped(ctx: &ThreadCtx) {
     let ev = &ctx.ev;
@@ -67,11 +68,11 @@ pub fn pc_exchange_unstamped(ctx: &ThreadCtx) {
     };
     // SAFETY: array value pointer.
     let slot = unsafe { &mut *slot };
-    if slot.scan_ns == 0 {
+    if slot.written_ns == 0 {
         count(Counter::StampInserts, 1);
     }
     zero(slot);
-    slot.scan_ns = ev.ts_ns;
+    slot.written_ns = ev.ts_ns;
     slot.tgid = ev.tgid();
     slot.access = ACCESS_UNKNOWN;
     slot.pc_stored = ev.pc_count;
@@ -87,7 +88,35 @@ fn pc_unexchange(ctx: &ThreadCtx) {
         let stamp = unsafe { &mut *stamp };
         stamp.pc_known = ctx.pc_prev_known;
         stamp.pc_stored = ctx.pc_prev;
-        stamp.scan_ns = ctx.pc_prev_ns;
+        stamp.written_ns = ctx.pc_prev_ns;
+    }
+}
+
+/// Whether the folio was protected since its last fault numatrace saw: the
+/// folio's access value (read at the fault's entry) is not the one that
+/// fault's decision left. Then its stamp is the pass that wrote the value
+/// (`NEEDS_PASS`: found in userspace from the pass records); else there is
+/// no stamp and the kernel's latency runs from that fault (a shared or
+/// large folio's other PTE).
+#[inline(always)]
+fn protected_again(ev: &mut FaultEvent, stamp: Option<&mut Stamp>, access: u32) {
+    let left_by_fault = match stamp {
+        Some(stamp) => {
+            let left = stamp.access;
+            // The decision will exchange its own value in.
+            stamp.access = ACCESS_UNKNOWN;
+            if left != access || access == ACCESS_UNKNOWN {
+                stamp.scan_count = stamp.scan_count.wrapping_add(1);
+            }
+            ev.scan_count = stamp.scan_count;
+            left
+        }
+        None => ACCESS_UNKNOWN,
+    };
+    if access != ACCESS_UNKNOWN && access != left_by_fault {
+        ev.ext_flags |= xf::NEEDS_PASS;
+    } else {
+        count(Counter::StampMisses, 1);
     }
 }
 
@@ -95,7 +124,6 @@ fn pc_unexchange(ctx: &ThreadCtx) {
 fn on_hint_fault(folio: u64, addr: u64) {
     count(Counter::HintFaults, 1);
     let key = pid_tgid();
-    let tgid = tgid_of(key);
     let seq_global = next_global_seq();
     let Some(ctx) = thread_ctx() else {
         return no_thread_ctx();
@@ -120,7 +148,7 @@ fn on_hint_fault(folio: u64, addr: u64) {
     ctx.pc_exchanged = 0;
     let pc = pc_on_fault(current_mm(), !pmd);
     let now = now_ns();
-    let mut stamp_access = ACCESS_UNKNOWN;
+    let access = folio_access(folio, -1);
     let ev = &mut ctx.ev;
     zero(ev);
     ev.kind = EventKind::Fault as u32;
@@ -135,6 +163,11 @@ fn on_hint_fault(folio: u64, addr: u64) {
     ev.dst_nid = -1;
     ev.outcome = Outcome::NoDecision as u8;
     ev.flags = ff::HAS_FAULT_HOOK;
+    ev.access_at_fault = access;
+    ev.access_after = ACCESS_UNKNOWN;
+    if access != ACCESS_UNKNOWN {
+        ev.ext_flags |= xf::ACCESS_AT_FAULT;
+    }
     if pmd {
         ev.ext_flags |= xf::PMD_FAULT;
         count(Counter::PmdHintFaults, 1);
@@ -152,37 +185,17 @@ fn on_hint_fault(folio: u64, addr: u64) {
     }
     let slot = stamp_slot(folio);
     let stamp = slot.ok().and_then(occupied);
-    if slot == Err(NoSlot::Unfollowed) {
-        ev.ext_flags |= xf::UNFOLLOWED;
-        count(Counter::Unfollowed, 1);
-    }
-    match stamp {
-        Some(stamp) => {
-            // SAFETY: map value pointer; concurrent writers only race on
-            // the same folio, which the kernel serialises by the PTE lock.
-            let stamp = unsafe { &mut *stamp };
-            // What the decision will exchange out of the folio; once it
-            // has exchanged its own time in, the stamp's is stale.
-            stamp_access = stamp.access;
-            stamp.access = ACCESS_UNKNOWN;
-            if stamp.pending != 0 {
-                stamp.pending = 0;
-                ev.flags |= ff::HAS_STAMP;
-                ev.scan_ns = stamp.scan_ns;
-                ev.scan_seq_global = stamp.seq_global;
-                ev.scan_seq_mm = stamp.seq_mm;
-                if stamp.tgid != tgid {
-                    ev.flags |= ff::STAMP_OTHER_MM;
-                }
-            } else {
-                count(Counter::StampMisses, 1);
-            }
-            ev.scan_count = stamp.scan_count;
+    match slot {
+        Err(NoSlot::NotSlow) => {}
+        Err(NoSlot::Unfollowed) => {
+            ev.ext_flags |= xf::UNFOLLOWED;
+            count(Counter::Unfollowed, 1);
+            protected_again(ev, None, access);
         }
-        None if slot != Err(NoSlot::Unfollowed) => count(Counter::StampMisses, 1),
-        None => {}
+        // SAFETY: map value pointer; concurrent writers only race on the
+        // same folio, which the kernel serialises by the PTE lock.
+        Ok(_) => protected_again(ev, stamp.map(|s| unsafe { &mut *s }), access),
     }
-    ctx.stamp_access = stamp_access;
     if let Some(pc) = pc {
         pc_exchange(ctx, stamp, pc, now);
     }
@@ -204,8 +217,13 @@ pub fn kprobe_hint_fault(ctx: ProbeContext) -> u32 {
 /// ring (userspace counts the others from their records).
 #[inline(always)]
 fn hist(ev: &FaultEvent) {
-    let Some(h) = HistEntry::of(ev) else {
-        return;
+    let h = match HistEntry::of(ev) {
+        Some(h) => h,
+        None if !fault_count_kernel() => match HistEntry::of_kernel_latency(ev) {
+            Some(h) => h,
+            None => return,
+        },
+        None => return,
     };
     let sum = h.sum_slot() as u32;
     add(&HIST_LATENCY, h.slot(h.latency_ns) as u32, 1);

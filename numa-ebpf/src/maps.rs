@@ -162,14 +162,12 @@ pub static SCAN_CPU: PerCpuArray<ScanCpu> = PerCpuArray::with_max_entries(1, 0);
 pub struct ScanCpu {
     pub pid_tgid: u64,
     pub scan_ns: u64,
-    pub seq_mm: u64,
-    /// Folios stamped on this CPU during the pass, added to the
+    /// Access-time exchanges on this CPU during the pass, added to the
     /// `ScanStamps` counter when the slot is released or taken over.
     pub stamps: u64,
-    pub pc: u32,
-    pub pc_known: u32,
-    /// Where a pointer argument becomes a number (see [`as_number`]).
-    pub number: u64,
+    /// The values of the first and the last of them.
+    pub access_first: u32,
+    pub access_last: u32,
 }
 
 /// Per-thread state; see [`THREADS`].
@@ -177,14 +175,15 @@ pub struct ScanCpu {
 #[derive(Clone, Copy)]
 pub struct ThreadCtx {
     pub ev: FaultEvent,
-    /// The folio's stored access time at the hint fault (`Stamp::access`,
-    /// possibly `ACCESS_UNKNOWN`): what the decision's exchange takes out.
-    pub stamp_access: u32,
     /// The access-time exchange seen inside the decision, and its new value.
     pub xchg_seen: u32,
     pub xchg_new: u32,
-    /// Inside change_prot_numa, with its range and the stamps made so far.
+    /// Inside change_prot_numa, with its range and the exchanges made so
+    /// far on other CPUs than the one it started on (the first and last
+    /// of their values too).
     pub scanning: u32,
+    pub scan_access_first: u32,
+    pub scan_access_last: u32,
     pub scan_start: u64,
     pub scan_end: u64,
     pub scan_stamps: u64,
@@ -874,8 +873,8 @@ pub fn stamp_slot(folio: u64) -> Result<*mut Stamp, NoSlot> {
     Err(NoSlot::NotSlow)
 }
 
-/// The stamp of a folio that has one: a slot written at least once (every
-/// write sets `scan_ns`).
+/// The slot of a folio a fault wrote at least once (every write sets
+/// `written_ns`).
 #[inline(always)]
 pub fn existing_stamp(folio: u64) -> Option<*mut Stamp> {
     occupied(stamp_slot(folio).ok()?)
@@ -885,7 +884,7 @@ pub fn existing_stamp(folio: u64) -> Option<*mut Stamp> {
 #[inline(always)]
 pub fn occupied(slot: *mut Stamp) -> Option<*mut Stamp> {
     // SAFETY: an array value pointer from `stamp_slot`.
-    (unsafe { (*slot).scan_ns } != 0).then_some(slot)
+    (unsafe { (*slot).written_ns } != 0).then_some(slot)
 }
 
 pub(crate) use setting;

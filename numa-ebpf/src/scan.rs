@@ -2,31 +2,30 @@
 //! (one page table, <= 2 MiB, per call; its callers are inlined) where the
 //! kernel keeps it a function, else at `change_prot_numa(vma, start, end)`,
 //! the whole pass (Debian 6.1/6.12 inline `change_pte_range`). Both return
-//! the number of PTEs made PROT_NONE. The per-folio stamp is the access-time
-//! exchange the scanner makes for slow-node folios in tiering mode
-//! (`folio_xchg_last_cpupid`, `page_cpupid_xchg_last` on 6.1), attributed
-//! to the pass the thread is in. The same exchange runs inside the
-//! promotion decision (the kernel reading its stamp) and on migration;
-//! calls are attributed by what the thread is doing. `change_huge_pmd`
-//! covers THP: counted inside a whole pass, a pass of its own beside
-//! `change_pte_range` (the huge PMD's exchange is made outside it).
+//! the number of PTEs made PROT_NONE. The scanner writes its time into
+//! every slow-node folio it protects in tiering mode, through the
+//! access-time exchange (`folio_xchg_last_cpupid`, `page_cpupid_xchg_last`
+//! on 6.1); a pass keeps the first and last value it wrote, so a fault
+//! finds its pass from the value its folio holds. The same exchange runs
+//! inside the promotion decision and on migration; calls are attributed
+//! by what the thread is doing. `change_huge_pmd` covers THP: counted
+//! inside a whole pass, a pass of its own beside `change_pte_range` (the
+//! huge PMD's exchange is made outside it).
 //!
 //! The exchange is hooked at entry: it runs about four times per promoted
 //! hint fault, and an fexit trampoline (which calls the function itself)
-//! costs about twice an fentry's. The value it exchanges out, which the
-//! decision needs, is the one the scanner put in: kept in the folio's
-//! stamp (`Stamp::access`).
+//! costs about twice an fentry's.
 use aya_ebpf::{
     helpers::{bpf_probe_read_kernel, generated::bpf_map_lookup_percpu_elem},
     macros::{fentry, fexit, kprobe, kretprobe},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
-use numa_ebpf_common::{scan_ext_flags, tgid_of, Counter, EventKind, PcCounter, ScanEvent};
+use numa_ebpf_common::{scan_ext_flags, Counter, EventKind, PcCounter, ScanEvent};
 
 use crate::maps::{
-    as_number, count, cpu, current_global_seq, current_mm, emit, existing_thread_ctx, folio_access,
-    now_ns, pc_current, pid_tgid, stamp_slot, stored_cpupid, task_mm, thread_ctx, ScanCpu,
-    ThreadCtx, PC_COUNT, SCAN_CPU,
+    count, cpu, current_global_seq, current_mm, emit, existing_thread_ctx, folio_access, now_ns,
+    pc_current, pid_tgid, stored_cpupid, task_mm, thread_ctx, ScanCpu, ThreadCtx, PC_COUNT,
+    SCAN_CPU,
 };
 
 /// folio_xchg_last_cpupid(folio, new) is called. This runs several times
@@ -34,21 +33,20 @@ use crate::maps::{
 /// protected slow-node folio in the scanner, inside the time the kernel
 /// charges its scanner for (`p->node_stamp += 32 * diff`): instructions
 /// here delay the next scan. So the scanner's calls are recognised by the
-/// CPU's pass slot, one per-CPU lookup, and only the rest pay for the
-/// task-storage lookup.
+/// CPU's pass slot, one per-CPU lookup, and do no more than keep the
+/// pass's first and last value: a folio's fault finds its pass from the
+/// value the folio holds (`ext_flags::NEEDS_PASS`). Only the rest pay
+/// for the task-storage lookup.
 #[inline(always)]
 fn on_xchg(folio: u64, new: u32) {
     if let Some(pass) = own_pass() {
+        let v = stored_cpupid(new);
+        if pass.stamps == 0 {
+            pass.access_first = v;
+        }
+        pass.access_last = v;
         pass.stamps += 1;
-        let folio = as_number(&mut pass.number, folio);
-        let p = Pass {
-            tgid: tgid_of(pass.pid_tgid),
-            scan_ns: pass.scan_ns,
-            seq_mm: pass.seq_mm,
-            pc: pass.pc,
-            pc_known: pass.pc_known,
-        };
-        return stamp(folio, new, &p);
+        return;
     }
     let Some(ctx) = existing_thread_ctx() else {
         return;
@@ -72,28 +70,13 @@ fn on_xchg(folio: u64, new: u32) {
         return;
     }
     // A pass that moved to another CPU since its start.
+    let v = stored_cpupid(new);
+    if ctx.scan_stamps == 0 {
+        ctx.scan_access_first = v;
+    }
+    ctx.scan_access_last = v;
     ctx.scan_stamps += 1;
     count(Counter::ScanStamps, 1);
-    let folio = as_number(&mut ctx.number, folio);
-    let p = Pass {
-        tgid: tgid_of(pid_tgid()),
-        scan_ns: ctx.scan_start_ns,
-        seq_mm: ctx.scan_seq_mm,
-        pc: ctx.scan_pc,
-        pc_known: ctx.scan_pc_known,
-    };
-    stamp(folio, new, &p);
-}
-
-/// What a pass stamps into every folio it protects: read once at its
-/// start. The folio's stamp time is its pass's start (a pass takes a few
-/// milliseconds at most; the kernel's own stamp has jiffy resolution).
-struct Pass {
-    tgid: u32,
-    scan_ns: u64,
-    seq_mm: u64,
-    pc: u32,
-    pc_known: u32,
 }
 
 /// This CPU's pass slot when the current thread is in the pass it holds.
@@ -103,32 +86,6 @@ fn own_pass() -> Option<&'static mut ScanCpu> {
     // SAFETY: this CPU's slot; preemption is off while a program runs.
     let slot = unsafe { &mut *slot };
     (slot.pid_tgid != 0 && slot.pid_tgid == pid_tgid()).then_some(slot)
-}
-
-/// The scanner stamped this folio: it was not PROT_NONE, so this is the
-/// first scan since its last fault (the kernel's own semantics).
-#[inline(always)]
-fn stamp(folio: u64, new: u32, pass: &Pass) {
-    let Ok(s) = stamp_slot(folio) else {
-        return;
-    };
-    // SAFETY: array value pointer; the PTE lock serialises writers of one
-    // folio.
-    let s = unsafe { &mut *s };
-    if s.scan_ns == 0 {
-        count(Counter::StampInserts, 1);
-    }
-    s.scan_ns = pass.scan_ns;
-    // Read per folio (one array load): the faults between scan and fault
-    // are counted from this folio's own stamp, not its pass's start.
-    s.seq_global = current_global_seq();
-    s.seq_mm = pass.seq_mm;
-    s.tgid = pass.tgid;
-    s.scan_count = s.scan_count.wrapping_add(1);
-    s.pending = 1;
-    s.access = stored_cpupid(new);
-    s.pc_stored = pass.pc;
-    s.pc_known = pass.pc_known;
 }
 
 #[fentry]
@@ -171,6 +128,8 @@ fn on_scan_entry(start: u64, end: u64) {
         release_pass(ctx);
     }
     ctx.scanning = 1;
+    ctx.scan_access_first = 0;
+    ctx.scan_access_last = 0;
     ctx.scan_start = start;
     ctx.scan_end = end;
     ctx.scan_stamps = 0;
@@ -192,20 +151,19 @@ fn on_scan_entry(start: u64, end: u64) {
         count(Counter::ScanStamps, slot.stamps);
         slot.pid_tgid = pid_tgid();
         slot.scan_ns = ctx.scan_start_ns;
-        slot.seq_mm = ctx.scan_seq_mm;
         slot.stamps = 0;
-        slot.pc = ctx.scan_pc;
-        slot.pc_known = ctx.scan_pc_known;
     }
 }
 
 /// Ends this thread's pass `ctx` on the slot it took, on whichever CPU
 /// that is, so that no slot outlives its pass (a slot is trusted on its
-/// thread's id alone). Returns the stamps made through the slot. A slot
-/// another pass took meanwhile is left alone; clearing it by a race only
-/// sends that pass to the thread-context path, which stamps the same.
+/// thread's id alone), and adds the slot's exchanges to the pass's (they
+/// came first: the pass moves away from its slot's CPU, never back). A
+/// slot another pass took meanwhile is left alone; clearing it by a race
+/// only sends that pass to the thread-context path, which records the
+/// same.
 #[inline(always)]
-pub fn release_pass(ctx: &ThreadCtx) -> u64 {
+pub fn release_pass(ctx: &mut ThreadCtx) {
     let key = 0u32;
     // SAFETY: SCAN_CPU is a per-CPU array (the def pointer is the map's,
     // `repr(transparent)`); the helper returns NULL or that CPU's value.
@@ -218,18 +176,25 @@ pub fn release_pass(ctx: &ThreadCtx) -> u64 {
     }
     .cast::<ScanCpu>();
     if slot.is_null() {
-        return 0;
+        return;
     }
     // SAFETY: a value of the map, checked non-null.
     let slot = unsafe { &mut *slot };
     if slot.pid_tgid != pid_tgid() || slot.scan_ns != ctx.scan_start_ns {
-        return 0;
+        return;
     }
     slot.pid_tgid = 0;
     let stamps = slot.stamps;
     slot.stamps = 0;
     count(Counter::ScanStamps, stamps);
-    stamps
+    if stamps == 0 {
+        return;
+    }
+    ctx.scan_access_first = slot.access_first;
+    if ctx.scan_stamps == 0 {
+        ctx.scan_access_last = slot.access_last;
+    }
+    ctx.scan_stamps += stamps;
 }
 
 /// The pass ends. `ret` is the functions' PTE count; negative is a pass
@@ -246,7 +211,8 @@ fn on_scan_exit(ret: i64) {
         return;
     }
     ctx.scanning = 0;
-    let stamps = ctx.scan_stamps + release_pass(ctx);
+    release_pass(ctx);
+    let stamps = ctx.scan_stamps;
     if ret < 0 {
         return;
     }
@@ -269,7 +235,13 @@ fn on_scan_exit(ret: i64) {
             scan_ext_flags::PC_COUNT
         } else {
             0
+        } | if stamps != 0 {
+            scan_ext_flags::ACCESS_RANGE
+        } else {
+            0
         },
+        access_first: ctx.scan_access_first,
+        access_last: ctx.scan_access_last,
     };
     emit(&ev);
 }

@@ -177,11 +177,11 @@ fn check_folio_map(m: &Value) -> Result<()> {
         slow >= 1 << 18 && rate == 1 && followed == slow,
         "the 1 GiB slow node is not followed whole ({followed} of {slow} PFNs, rate {rate})"
     );
-    // 6.4 on count an array's values (48 bytes a slot); earlier kernels'
+    // 6.4 on count an array's values (32 bytes a slot); earlier kernels'
     // memlock is an estimate that also counts the 4-byte key, rounded to 8.
     ensure!(
-        stamps >= slots * 48 && stamps <= slots * 56 + (1 << 20),
-        "STAMPS takes {stamps} bytes for {slots} slots of 48"
+        stamps >= slots * 32 && stamps <= slots * 40 + (1 << 20),
+        "STAMPS takes {stamps} bytes for {slots} slots of 32"
     );
     ensure!(
         total <= budget,

@@ -104,26 +104,65 @@ fn check_nodes(f: &FaultEvent) -> Result<(), DecodeError> {
     Ok(())
 }
 
-/// A record of a trace of ABI version 1, whose fault and scan records are
-/// prefixes of today's. What v1 lacks of the fault-count patch's inputs is
-/// stood in for by numatrace's own per-process counter (`seq_mm`: it also
-/// counts THP faults, starts at attach and never resets), so an old
-/// recording still gets a `fault-count` answer with the patch's
-/// arithmetic; the threshold path is inferred from the outcome. No
-/// node-wide candidate count (the rate limit counts the model's own).
-pub fn decode_v1(bytes: &[u8]) -> Result<Event, DecodeError> {
+/// A trace layout older than today's, whose fault and scan records are
+/// prefixes of today's: the fields appended since read as zero, their
+/// flags clear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OldLayout {
+    /// Before the fault-count patch's inputs (see [`fault_from_v1`]).
+    V1,
+    /// Before the folio's access values: stamps as the probes made them.
+    V2,
+}
+
+impl OldLayout {
+    /// The older layout a trace header names, if it is one this reader
+    /// knows (version and record sizes agree).
+    pub fn of(abi_version: u32, record_sizes: [usize; 3]) -> Option<OldLayout> {
+        use numa_ebpf_common as c;
+        match (abi_version, record_sizes) {
+            (c::ABI_VERSION_V1, s) if s == c::RECORD_SIZES_V1 => Some(OldLayout::V1),
+            (c::ABI_VERSION_V2, s) if s == c::RECORD_SIZES_V2 => Some(OldLayout::V2),
+            _ => None,
+        }
+    }
+
+    fn sizes(self) -> [usize; 3] {
+        match self {
+            OldLayout::V1 => numa_ebpf_common::RECORD_SIZES_V1,
+            OldLayout::V2 => numa_ebpf_common::RECORD_SIZES_V2,
+        }
+    }
+}
+
+/// A record of a trace of an older layout (`None`: today's). What v1
+/// lacks of the fault-count patch's inputs is stood in for by numatrace's
+/// own per-process counter (`seq_mm`: it also counts THP faults, starts at
+/// attach and never resets), so an old recording still gets a
+/// `fault-count` answer with the patch's arithmetic; the threshold path is
+/// inferred from the outcome. No node-wide candidate count (the rate limit
+/// counts the model's own).
+pub fn decode_old(bytes: &[u8], layout: Option<OldLayout>) -> Result<Event, DecodeError> {
+    let Some(layout) = layout else {
+        return decode(bytes);
+    };
     let kind: u32 = read::<u32>(bytes)?;
-    let sizes = numa_ebpf_common::RECORD_SIZES_V1;
+    let sizes = layout.sizes();
     match kind {
         k if k == EventKind::Fault as u32 => {
-            let f = fault_from_v1(read_prefix(bytes, sizes[0])?);
+            let mut f = read_prefix(bytes, sizes[0])?;
+            if layout == OldLayout::V1 {
+                f = fault_from_v1(f);
+            }
             check_nodes(&f)?;
             Ok(Event::Fault(f))
         }
         k if k == EventKind::Scan as u32 => {
             let mut s: ScanEvent = read_prefix(bytes, sizes[1])?;
-            s.pc_count = s.seq_mm as u32;
-            s.ext_flags = numa_ebpf_common::scan_ext_flags::PC_COUNT;
+            if layout == OldLayout::V1 {
+                s.pc_count = s.seq_mm as u32;
+                s.ext_flags = numa_ebpf_common::scan_ext_flags::PC_COUNT;
+            }
             Ok(Event::Scan(s))
         }
         _ => decode(bytes),
@@ -488,7 +527,8 @@ mod tests {
         f.scan_seq_mm = 69_000;
         f.node_candidates = 5; // not in v1: must read as zero
         let bytes = encode(&Event::Fault(f));
-        let Ok(Event::Fault(g)) = decode_v1(&bytes[..RECORD_SIZES_V1[0]]) else {
+        let Ok(Event::Fault(g)) = decode_old(&bytes[..RECORD_SIZES_V1[0]], Some(OldLayout::V1))
+        else {
             panic!("v1 fault did not decode");
         };
         assert_eq!((g.pc_count, g.pc_stored), (70_000, 69_000));
@@ -499,7 +539,7 @@ mod tests {
             xf::PC_COUNT | xf::PC_STORED | xf::THRESHOLD_PATH
         );
         assert_eq!(
-            decode_v1(&bytes[..RECORD_SIZES_V1[0] - 1]),
+            decode_old(&bytes[..RECORD_SIZES_V1[0] - 1], Some(OldLayout::V1)),
             Err(DecodeError::Short(RECORD_SIZES_V1[0] - 1))
         );
         let s = ScanEvent {
@@ -508,10 +548,34 @@ mod tests {
             ..Default::default()
         };
         let bytes = encode(&Event::Scan(s));
-        let Ok(Event::Scan(t)) = decode_v1(&bytes[..RECORD_SIZES_V1[1]]) else {
+        let Ok(Event::Scan(t)) = decode_old(&bytes[..RECORD_SIZES_V1[1]], Some(OldLayout::V1))
+        else {
             panic!("v1 scan did not decode");
         };
         assert_eq!(t.pc_count, 12);
+    }
+
+    #[test]
+    fn v2_records_read_with_the_access_values_zero_and_their_flags_clear() {
+        use numa_ebpf_common::{ext_flags as xf, RECORD_SIZES_V2};
+        let mut f = fault(70_000, 3, 1500, Outcome::RejectLatency);
+        f.access_at_fault = 7;
+        f.access_after = 8;
+        f.ext_flags = xf::PC_COUNT;
+        let bytes = encode(&Event::Fault(f));
+        let Ok(Event::Fault(g)) = decode_old(&bytes[..RECORD_SIZES_V2[0]], Some(OldLayout::V2))
+        else {
+            panic!("v2 fault did not decode");
+        };
+        assert_eq!((g.access_at_fault, g.access_after), (0, 0));
+        assert_eq!((g.pc_count, g.scan_ns), (f.pc_count, f.scan_ns));
+        assert_eq!(g.ext_flags, xf::PC_COUNT);
+        assert_eq!(
+            OldLayout::of(2, RECORD_SIZES_V2),
+            Some(OldLayout::V2),
+            "a v2 header"
+        );
+        assert_eq!(OldLayout::of(2, [1, 2, 3]), None);
     }
 
     #[test]

@@ -19,5 +19,6 @@ pub mod procfs;
 pub mod rng;
 pub mod sampling;
 pub mod sink;
+pub mod stamping;
 pub mod topology;
 pub mod trace;

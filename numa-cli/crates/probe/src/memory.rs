@@ -150,6 +150,6 @@ mod tests {
         let one = fixed_bytes(16 << 20, 1);
         assert!(one > 16 << 20);
         assert!(fixed_bytes(16 << 20, 64) > one);
-        assert_eq!(SLOT_BYTES, 48);
+        assert_eq!(SLOT_BYTES, 32);
     }
 }

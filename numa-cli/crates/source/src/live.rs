@@ -7,6 +7,7 @@ use aya::maps::{MapData, RingBuf};
 use numa_core::{
     decode::{self, Event, RecordHistograms, Snapshot},
     sink::Sink,
+    stamping::{Item, Stamper},
 };
 use numa_probe::{
     load::{BpfLog, Probes},
@@ -84,11 +85,13 @@ enum Drained {
     More,
 }
 
-/// The ring buffer, polled by the runtime, what it could not decode and
-/// the histograms of the fault records it read.
+/// The ring buffer, polled by the runtime, what it could not decode, the
+/// stage that finds each fault's pass, and the histograms of the fault
+/// records it handed on.
 pub(crate) struct Ring<R: Records> {
     fd: AsyncFd<R>,
     decode_errors: u64,
+    stamper: Stamper,
     hist: RecordHistograms,
     /// The programs' own log, emptied with every drain.
     log: Option<BpfLog>,
@@ -97,6 +100,7 @@ pub(crate) struct Ring<R: Records> {
 impl Ring<RingBuf<MapData>> {
     fn of(probes: &mut Probes) -> Result<Self> {
         let mut ring = Ring::new(probes.take_events()?)?;
+        ring.stamper = Stamper::new(probes.params.cpupid_mask);
         ring.log = probes.take_log();
         Ok(ring)
     }
@@ -112,30 +116,37 @@ impl<R: Records> Ring<R> {
         Ok(Ring {
             fd,
             decode_errors: 0,
+            // The field's width on Debian's kernels; `of` sets the kernel's.
+            stamper: Stamper::new((1 << 21) - 1),
             hist: RecordHistograms::default(),
             log: None,
         })
     }
 
-    /// The probes' `snapshot` with the histograms of the records read so
-    /// far, which the probes leave to userspace.
-    fn complete(&self, snapshot: Snapshot) -> Snapshot {
-        self.hist.added_to(snapshot)
+    /// The probes' `snapshot`, in order with the records before it (it
+    /// goes on with the histograms of the records handed on before it,
+    /// which the probes leave to userspace).
+    fn snapshot(&mut self, snapshot: Snapshot, sinks: &mut [&mut dyn Sink]) -> Result<()> {
+        let hist = &mut self.hist;
+        self.stamper
+            .snapshot(snapshot, &mut |item| hand_on(item, hist, sinks))
+    }
+
+    /// The stream ended: what the stage still holds goes on.
+    fn flush(&mut self, sinks: &mut [&mut dyn Sink]) -> Result<()> {
+        let hist = &mut self.hist;
+        self.stamper.flush(&mut |item| hand_on(item, hist, sinks))
     }
 
     fn drain_ring(
         ring: &mut R,
         errors: &mut u64,
+        stamper: &mut Stamper,
         hist: &mut RecordHistograms,
         sinks: &mut [&mut dyn Sink],
     ) -> Result<Drained> {
-        let mut hand_on = |bytes: &[u8]| match decode::decode(bytes) {
-            Ok(ev) => {
-                if let Event::Fault(f) = &ev {
-                    hist.add(f);
-                }
-                dispatch(sinks, &ev)
-            }
+        let mut decoded = |bytes: &[u8]| match decode::decode(bytes) {
+            Ok(ev) => stamper.event(ev, &mut |item| hand_on(item, hist, sinks)),
             Err(_) => {
                 *errors += 1;
                 Ok(())
@@ -143,7 +154,7 @@ impl<R: Records> Ring<R> {
         };
         let start = std::time::Instant::now();
         for n in 1..=DRAIN_MAX_RECORDS {
-            match ring.next_record(&mut hand_on) {
+            match ring.next_record(&mut decoded) {
                 None => return Ok(Drained::Empty),
                 Some(r) => r?,
             }
@@ -172,6 +183,7 @@ impl<R: Records> Ring<R> {
         Self::drain_ring(
             self.fd.get_mut(),
             &mut self.decode_errors,
+            &mut self.stamper,
             &mut self.hist,
             sinks,
         )
@@ -184,6 +196,7 @@ impl<R: Records> Ring<R> {
         let drained = Self::drain_ring(
             guard.get_inner_mut(),
             &mut self.decode_errors,
+            &mut self.stamper,
             &mut self.hist,
             sinks,
         )?;
@@ -197,6 +210,19 @@ impl<R: Records> Ring<R> {
             tokio::task::yield_now().await;
         }
         Ok(())
+    }
+}
+
+/// Hands one item of the stage on to the sinks.
+fn hand_on(item: Item, hist: &mut RecordHistograms, sinks: &mut [&mut dyn Sink]) -> Result<()> {
+    match item {
+        Item::Event(ev) => {
+            if let Event::Fault(f) = &ev {
+                hist.add(f);
+            }
+            dispatch(sinks, &ev)
+        }
+        Item::Snapshot(s) => dispatch_snapshot(sinks, &hist.added_to(s)),
     }
 }
 
@@ -262,7 +288,7 @@ pub(crate) async fn run(
     sinks: &mut [&mut dyn Sink],
 ) -> Result<StopReason> {
     let mut ring = Ring::of(probes)?;
-    dispatch_snapshot(sinks, &ring.complete(session::snapshot(probes)?))?;
+    ring.snapshot(session::snapshot(probes)?, sinks)?;
     let mut child = spawn(&opts.command)?;
     let loop_opts = LoopOptions {
         snapshot_every: opts.snapshot_every,
@@ -289,7 +315,8 @@ pub(crate) async fn run(
             FINAL_DRAIN_MAX_TIME.as_secs()
         );
     }
-    dispatch_snapshot(sinks, &ring.complete(session::snapshot(probes)?))?;
+    ring.snapshot(session::snapshot(probes)?, sinks)?;
+    ring.flush(sinks)?;
     if ring.decode_errors > 0 {
         log::warn!("{} ring records could not be decoded", ring.decode_errors);
     }
@@ -335,7 +362,7 @@ async fn pump<R: Records>(
             }
             _ = tick.tick() => {
                 ring.drain(sinks)?;
-                dispatch_snapshot(sinks, &ring.complete(snapshot()?))?;
+                ring.snapshot(snapshot()?, sinks)?;
             }
             _ = crate::sleep_until(o.deadline) => break StopReason::Duration,
             s = signals.recv() => break StopReason::Signal(s),
@@ -519,6 +546,7 @@ mod tests {
     struct Count {
         events: u64,
         snapshots: u64,
+        last_snapshot: Option<Snapshot>,
     }
 
     impl Sink for Count {
@@ -526,8 +554,9 @@ mod tests {
             self.events += 1;
             Ok(())
         }
-        fn snapshot(&mut self, _: &Snapshot) -> Result<()> {
+        fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
             self.snapshots += 1;
+            self.last_snapshot = Some(s.clone());
             Ok(())
         }
     }
@@ -551,7 +580,10 @@ mod tests {
                 };
                 // Five faults the probes counted themselves (sampled out).
                 kernel.hist_latency[slot] = 5;
-                anyhow::Ok((count.events, ring.complete(kernel)))
+                ring.snapshot(kernel, &mut [&mut count])?;
+                ring.flush(&mut [&mut count])?;
+                let s = count.last_snapshot.take().context("a snapshot")?;
+                anyhow::Ok((count.events, s))
             })
             .expect("a drain");
         assert!(read > 0);

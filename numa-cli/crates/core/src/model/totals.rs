@@ -53,9 +53,16 @@ pub struct Totals {
     /// Decisions whose latencies differ by more than [`LATENCY_GAP_MS`].
     pub kernel_latency_gaps: u64,
     /// Decisions whose kernel input was read from the folio, and those
-    /// where the stamp's copy of it differed.
+    /// where the folio held another value at the fault's entry.
     pub folio_access: u64,
     pub stamp_access_differs: u64,
+    /// Slow-node faults on a folio protected again since its last fault:
+    /// stamped from the pass that wrote its value, or not found.
+    pub stamps_from_pass: u64,
+    pub stamps_unmatched: u64,
+    /// Decisions whose exchange was inferred from the folio's change (its
+    /// program's run skipped).
+    pub exchanges_inferred: u64,
     /// Fault-count deltas inconsistent with sequence numbers (scan seq > fault seq).
     pub inconsistent_deltas: u64,
     /// Rejections on latency whose kernel latency was below the threshold.
@@ -536,9 +543,21 @@ pub struct Checks {
     pub kernel_latency_gaps_over_50ms: u64,
     /// Decisions whose kernel input (the value its exchange took out) was
     /// read from the folio itself and checked there, and of those the
-    /// ones where the copy the scanner's stamp kept was different.
+    /// ones where the folio held another value at the fault's entry
+    /// (another exchange came between).
     pub kernel_access_from_folio: u64,
     pub kernel_access_differs_from_stamp: u64,
+    /// Slow-node faults on a folio protected again since its last fault
+    /// whose stamp was found from the pass that wrote the folio's access
+    /// value, and those no pass of the faulting process explains (a
+    /// shared folio another process's scan protected, a page protected
+    /// before attach, a lost pass record): no stamp.
+    pub stamps_from_pass: u64,
+    pub stamps_unmatched: u64,
+    /// Decisions whose access-time exchange was inferred from the folio's
+    /// value changing across the decision (the exchange's program run
+    /// was skipped by the kernel).
+    pub exchanges_inferred: u64,
     pub inconsistent_deltas: u64,
     pub latency_rejects_below_threshold: u64,
     pub latest_scan_known: u64,
@@ -635,6 +654,9 @@ impl Totals {
                 self.folio_access += 1;
                 self.stamp_access_differs += u64::from(f.stamp_access_differs());
             }
+            self.stamps_from_pass += u64::from(f.stamp_from_pass());
+            self.stamps_unmatched += u64::from(f.stamp_unmatched());
+            self.exchanges_inferred += u64::from(f.xchg_inferred());
         }
         self.funnel.fault(f, slow);
         // Looked up for every fault, stamped or not: each one tells the
@@ -859,6 +881,9 @@ impl Totals {
             kernel_latency_gaps_over_50ms: self.kernel_latency_gaps,
             kernel_access_from_folio: self.folio_access,
             kernel_access_differs_from_stamp: self.stamp_access_differs,
+            stamps_from_pass: self.stamps_from_pass,
+            stamps_unmatched: self.stamps_unmatched,
+            exchanges_inferred: self.exchanges_inferred,
             inconsistent_deltas: self.inconsistent_deltas,
             latency_rejects_below_threshold: self.latency_rejects_below_threshold,
             latest_scan_known: self.latest_scan_known,

@@ -173,8 +173,8 @@ pub enum Item {
 pub struct Reader<R: Read> {
     input: R,
     pub header: Header,
-    /// Records of ABI version 1 (see `decode::decode_v1`).
-    v1: bool,
+    /// The records' layout when older than today's (see `decode::decode_old`).
+    old: Option<decode::OldLayout>,
     /// Set when the file ended inside a record or without a footer, or
     /// held a damaged record (the first one's reason).
     pub warning: Option<String>,
@@ -253,11 +253,10 @@ impl<R: Read> Reader<R> {
         }
         let header: Header =
             serde_json::from_slice(&json).context("trace header is not valid JSON")?;
-        let v1 = header.abi_version == numa_ebpf_common::ABI_VERSION_V1
-            && header.record_sizes == numa_ebpf_common::RECORD_SIZES_V1;
-        if header.abi_version != numa_ebpf_common::ABI_VERSION && !v1 {
+        let old = decode::OldLayout::of(header.abi_version, header.record_sizes);
+        if header.abi_version != numa_ebpf_common::ABI_VERSION && old.is_none() {
             bail!(
-                "trace records use layout version {}, this numatrace reads versions {} and {}: \
+                "trace records use layout version {}, this numatrace reads versions {} to {}: \
                  read it with the numatrace that recorded it ({})",
                 header.abi_version,
                 numa_ebpf_common::ABI_VERSION_V1,
@@ -272,7 +271,7 @@ impl<R: Read> Reader<R> {
                 topology::MAX_NUMNODES
             );
         }
-        if !v1 && header.record_sizes != record_sizes() {
+        if old.is_none() && header.record_sizes != record_sizes() {
             bail!(
                 "trace records have sizes {:?}, this numatrace expects {:?}: recorded by an incompatible build",
                 header.record_sizes,
@@ -282,7 +281,7 @@ impl<R: Read> Reader<R> {
         Ok(Reader {
             input,
             header,
-            v1,
+            old,
             warning: None,
             first_damaged: None,
             done: false,
@@ -398,9 +397,11 @@ impl<R: Read> Reader<R> {
         self.pos = start + len;
         let payload = &self.buf[start..start + len];
         let item = match tag {
-            TAG_FAULT | TAG_SCAN | TAG_SKIP if self.v1 => decode::decode_v1(payload)
-                .map(Item::Event)
-                .map_err(Into::into),
+            TAG_FAULT | TAG_SCAN | TAG_SKIP if self.old.is_some() => {
+                decode::decode_old(payload, self.old)
+                    .map(Item::Event)
+                    .map_err(Into::into)
+            }
             TAG_FAULT | TAG_SCAN | TAG_SKIP => {
                 decode::decode(payload).map(Item::Event).map_err(Into::into)
             }
