@@ -269,7 +269,7 @@ mod tests {
             "attach_plan": {"complete": true, "hooks": hooks},
             "memory_tiers": tiers,
             "numa_balancing": 2,
-            "folio_map": folio_map(1, 262_144 * 48),
+            "folio_map": folio_map(1, 262_144 * 32),
         })
     }
 
@@ -348,10 +348,10 @@ mod tests {
 
     #[test]
     fn the_folio_map_follows_the_slow_node_whole_in_its_slots_bytes() {
-        assert!(check_folio_map(&folio_map(1, 262_144 * 48)).is_ok());
+        assert!(check_folio_map(&folio_map(1, 262_144 * 32)).is_ok());
         // 6.1 counts the key too.
-        assert!(check_folio_map(&folio_map(1, 262_144 * 56)).is_ok());
-        assert!(check_folio_map(&folio_map(8, 32_768 * 48)).is_err());
+        assert!(check_folio_map(&folio_map(1, 262_144 * 40)).is_ok());
+        assert!(check_folio_map(&folio_map(8, 32_768 * 32)).is_err());
         assert!(check_folio_map(&folio_map(1, 262_144 * 100)).is_err());
         assert!(check_folio_map(&folio_map(1, 1 << 40)).is_err());
         assert!(check_folio_map(&json!({})).is_err());
