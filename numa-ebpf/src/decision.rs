@@ -27,11 +27,11 @@ use numa_ebpf_common::{
 
 use aya_log_ebpf::warn;
 
-use crate::fault::pc_exchange_unstamped;
 use crate::maps::{
-    count, count_rare, cpu_node, existing_stamp, existing_thread_ctx, fault_count_kernel,
-    folio_access, is_toptier, kernel_fault_count_latency, kernel_latency_ms, kernel_threshold_ms,
-    node_candidates, numa_balancing_mode, numa_balancing_mode_at_load, stored_cpupid, ThreadCtx,
+    count, count_rare, cpu_node, existing_thread_ctx, fault_count_kernel, folio_access,
+    is_toptier, kernel_fault_count_latency, kernel_latency_ms, kernel_threshold_ms,
+    node_candidates, numa_balancing_mode, numa_balancing_mode_at_load, stamp_slot, stored_cpupid,
+    zero, ThreadCtx,
 };
 
 const NUMA_BALANCING_MEMORY_TIERING: u32 = 2;
@@ -151,10 +151,7 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
     };
     ev.outcome = outcome as u8;
     if ctx.xchg_seen != 0 {
-        exchanged_in(ev.folio, ctx.xchg_new);
-    }
-    if ctx.pc_exchanged == 2 && ctx.ev.threshold_path() {
-        pc_exchange_unstamped(ctx);
+        exchanged_in(ctx);
     }
 }
 
@@ -192,15 +189,33 @@ fn decision_old(ctx: &mut ThreadCtx, after: u32) -> u32 {
     ctx.folio_access
 }
 
-/// The decision's exchange left `new` in the folio: the next hint fault on
-/// it without a scan in between (another process's PTE of a shared folio,
-/// another PTE of a large one) compares with this, as the kernel does.
+/// The decision's exchange left its new value in the folio: the next hint
+/// fault on it without a scan in between (another process's PTE of a
+/// shared folio, another PTE of a large one) finds it there and is known
+/// not to be protected again. The folio's slot is made at its first fault
+/// numatrace sees, with the fault-count patch's exchange when the fault
+/// had no slot to write it ahead into (see `fault::pc_exchange`).
 #[inline(always)]
-fn exchanged_in(folio: u64, new: u32) {
-    if let Some(stamp) = existing_stamp(folio) {
-        // SAFETY: map value pointer; the PTE lock serialises the folio's
-        // faults.
-        unsafe { (*stamp).access = stored_cpupid(new) };
+fn exchanged_in(ctx: &ThreadCtx) {
+    let ev = &ctx.ev;
+    let Ok(slot) = stamp_slot(ev.folio) else {
+        return;
+    };
+    // SAFETY: array value pointer; the PTE lock serialises the faults of
+    // one mapping of the folio.
+    let slot = unsafe { &mut *slot };
+    if slot.written_ns == 0 {
+        count(Counter::StampInserts, 1);
+        zero(slot);
+        slot.written_ns = ev.ts_ns;
+        slot.tgid = ev.tgid();
+    }
+    slot.access = stored_cpupid(ctx.xchg_new);
+    if ctx.pc_exchanged == 2 && ev.threshold_path() {
+        slot.written_ns = ev.ts_ns;
+        slot.tgid = ev.tgid();
+        slot.pc_stored = ev.pc_count;
+        slot.pc_known = 1;
     }
 }
 

@@ -34,7 +34,7 @@ const HPAGE_PMD_MASK: u64 = !((2 << 20) - 1);
 /// again since (else the count of the pass that protected it, which
 /// userspace adds with the pass). A folio without a slot gets one from the
 /// decision, once it is known to have exchanged (see
-/// `pc_exchange_unstamped`).
+/// `decision::exchanged_in`).
 #[inline(always)]
 fn pc_exchange(ctx: &mut ThreadCtx, stamp: Option<*mut Stamp>, pc: PcCounter, now: u64) {
     let Some(stamp) = stamp else {
@@ -56,27 +56,6 @@ fn pc_exchange(ctx: &mut ThreadCtx, stamp: Option<*mut Stamp>, pc: PcCounter, no
     stamp.pc_stored = pc.count;
     stamp.pc_known = 1;
     stamp.written_ns = now;
-}
-
-/// The decision exchanged the fault's count into a followed folio numatrace
-/// had no slot for: a slot that holds the count, for the next fault on it.
-#[inline(always)]
-pub fn pc_exchange_unstamped(ctx: &ThreadCtx) {
-    let ev = &ctx.ev;
-    let Ok(slot) = stamp_slot(ev.folio) else {
-        return;
-    };
-    // SAFETY: array value pointer.
-    let slot = unsafe { &mut *slot };
-    if slot.written_ns == 0 {
-        count(Counter::StampInserts, 1);
-    }
-    zero(slot);
-    slot.written_ns = ev.ts_ns;
-    slot.tgid = ev.tgid();
-    slot.access = ACCESS_UNKNOWN;
-    slot.pc_stored = ev.pc_count;
-    slot.pc_known = 1;
 }
 
 /// The decision made no exchange (free-space shortcut, no decision, not

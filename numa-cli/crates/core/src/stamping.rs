@@ -175,7 +175,7 @@ impl Stamper {
                 self.record(&s);
                 self.advance(s.ts_ns);
                 if self.waiting > 0 {
-                    self.retry(s.tgid());
+                    self.retry();
                 }
                 Event::Scan(s)
             }
@@ -256,12 +256,13 @@ impl Stamper {
         }
     }
 
-    /// A new pass record of `tgid`: its waiting faults look again.
-    fn retry(&mut self, tgid: u32) {
+    /// A new pass record: the waiting faults look again (a shared
+    /// folio's may be another process's).
+    fn retry(&mut self) {
         let mut held = std::mem::take(&mut self.held);
         for item in held.iter_mut() {
             if let Item::Event(Event::Fault(f)) = item {
-                if f.needs_pass() && f.tgid() == tgid && self.stamp(f) {
+                if f.needs_pass() && self.stamp(f) {
                     self.waiting -= 1;
                 }
             }

@@ -251,3 +251,19 @@ fn the_passes_kept_stay_bounded() {
     }
     assert!(st.passes.cost() <= MAX_PASSES, "{}", st.passes.cost());
 }
+
+#[test]
+fn a_shared_folio_waits_for_the_other_process_s_pass_record() {
+    let other = |ev| match ev {
+        Event::Scan(s) => Event::Scan(ScanEvent {
+            pid_tgid: 9 << 32,
+            ..s
+        }),
+        e => e,
+    };
+    // The other process's pass protected the page and this process faulted
+    // on it before that pass's record was sent.
+    let out = run(vec![fault(100 * MS, 150), other(pass(99 * MS, 149, 151))]);
+    let f = faults(&out)[0];
+    assert!(f.has_stamp() && f.stamp_other_mm(), "{f:?}");
+}
