@@ -404,8 +404,10 @@ impl HistEntry {
 pub mod fault_flags {
     /// The folio had a first-scan stamp: latency and deltas are valid.
     pub const HAS_STAMP: u8 = 1;
-    /// The stamp was made in another process (shared folio): the per-mm
-    /// delta compares two different counters and is not reported.
+    /// The folio's stored value was written in another process (a shared
+    /// folio): by that process's scan (the stamp; the per-mm delta compares
+    /// two different counters and is not reported), or, without a stamp,
+    /// by that process's fault.
     pub const STAMP_OTHER_MM: u8 = 2;
     /// should_numa_migrate_memory ran for this fault.
     pub const DECIDED: u8 = 4;
@@ -678,8 +680,9 @@ impl FaultEvent {
         self.flags & fault_flags::HAS_STAMP != 0
     }
 
-    /// The stamp was made in another process: the per-mm delta compares
-    /// two different counters.
+    /// The folio's stored value was written in another process (its scan,
+    /// or without a stamp its fault): a per-mm delta compares two
+    /// different counters.
     #[inline(always)]
     pub const fn stamp_other_mm(&self) -> bool {
         self.flags & fault_flags::STAMP_OTHER_MM != 0
@@ -912,7 +915,7 @@ impl SkipEvent {
 pub struct Stamp {
     /// When a fault last wrote the slot.
     pub written_ns: u64,
-    /// The process of that fault.
+    /// The process of the last fault whose decision exchanged.
     pub tgid: u32,
     /// Protections seen at the folio's faults (one per fault that found
     /// it protected again since the one before).

@@ -28,10 +28,9 @@ use numa_ebpf_common::{
 use aya_log_ebpf::warn;
 
 use crate::maps::{
-    count, count_rare, cpu_node, existing_thread_ctx, fault_count_kernel, folio_access,
-    is_toptier, kernel_fault_count_latency, kernel_latency_ms, kernel_threshold_ms,
-    node_candidates, numa_balancing_mode, numa_balancing_mode_at_load, stamp_slot, stored_cpupid,
-    zero, ThreadCtx,
+    count, count_rare, cpu_node, existing_thread_ctx, fault_count_kernel, folio_access, is_toptier,
+    kernel_fault_count_latency, kernel_latency_ms, kernel_threshold_ms, node_candidates,
+    numa_balancing_mode, numa_balancing_mode_at_load, stamp_slot, stored_cpupid, zero, ThreadCtx,
 };
 
 const NUMA_BALANCING_MEMORY_TIERING: u32 = 2;
@@ -211,9 +210,9 @@ fn exchanged_in(ctx: &ThreadCtx) {
         slot.tgid = ev.tgid();
     }
     slot.access = stored_cpupid(ctx.xchg_new);
+    slot.tgid = ev.tgid();
     if ctx.pc_exchanged == 2 && ev.threshold_path() {
         slot.written_ns = ev.ts_ns;
-        slot.tgid = ev.tgid();
         slot.pc_stored = ev.pc_count;
         slot.pc_known = 1;
     }

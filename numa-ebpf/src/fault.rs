@@ -75,11 +75,12 @@ fn pc_unexchange(ctx: &ThreadCtx) {
 /// folio's access value (read at the fault's entry) is not the one that
 /// fault's decision left. Then its stamp is the pass that wrote the value
 /// (`NEEDS_PASS`: found in userspace from the pass records); else there is
-/// no stamp and the kernel's latency runs from that fault (a shared or
-/// large folio's other PTE).
+/// no stamp, the kernel compares with what that fault left (a shared or
+/// large folio's other PTE), and when that fault was another process's
+/// the folio's value is another mm's (`STAMP_OTHER_MM`).
 #[inline(always)]
 fn protected_again(ev: &mut FaultEvent, stamp: Option<&mut Stamp>, access: u32) {
-    let left_by_fault = match stamp {
+    let (left_by_fault, writer) = match stamp {
         Some(stamp) => {
             let left = stamp.access;
             // The decision will exchange its own value in.
@@ -88,14 +89,17 @@ fn protected_again(ev: &mut FaultEvent, stamp: Option<&mut Stamp>, access: u32) 
                 stamp.scan_count = stamp.scan_count.wrapping_add(1);
             }
             ev.scan_count = stamp.scan_count;
-            left
+            (left, stamp.tgid)
         }
-        None => ACCESS_UNKNOWN,
+        None => (ACCESS_UNKNOWN, 0),
     };
     if access != ACCESS_UNKNOWN && access != left_by_fault {
         ev.ext_flags |= xf::NEEDS_PASS;
-    } else {
-        count(Counter::StampMisses, 1);
+        return;
+    }
+    count(Counter::StampMisses, 1);
+    if access != ACCESS_UNKNOWN && writer != ev.tgid() {
+        ev.flags |= ff::STAMP_OTHER_MM;
     }
 }
 

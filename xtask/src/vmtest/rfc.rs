@@ -14,9 +14,12 @@
 //!
 //! Then, in the same boot, three processes of two threads sharing a
 //! region on the slow node: the patch's counter is per mm and reset by
-//! every clone, and a shared folio's stamp is the count of whichever
-//! process's scan last passed it, compared with the faulting process's
-//! own count.
+//! every clone, and a shared folio holds the count of whichever process's
+//! scan or fault last wrote it, compared with the faulting process's own
+//! count. (On this kernel the folio's field holds `count >> 16`, not a
+//! time, so a fault's scanner pass is not found by its value: the folios
+//! another process wrote are the ones its fault left, told by the folio's
+//! slot.)
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
@@ -83,9 +86,8 @@ const MIN_STAMPED_ELSEWHERE: u64 = 200;
 /// Three processes of two threads sharing a region: every count still
 /// equals the kernel's, the patch's counter steps as the kernel's through
 /// threads and clones, and the kernel's own model agrees with the patched
-/// kernel overall and on the folios one process's scan stamped and
-/// another's fault found (where the kernel subtracts one mm's count from
-/// another's).
+/// kernel overall and on the folios one process wrote and another's fault
+/// found (where the kernel subtracts one mm's count from another's).
 fn check_shared(dir: &Path) -> Result<()> {
     let s = read_json(dir, "shared-stats.json")?;
     faults_match_vmstat(&s)?;
@@ -108,20 +110,20 @@ fn check_shared(dir: &Path) -> Result<()> {
         cell("both")? + cell("neither")?,
         cell("both")? + cell("neither")? + cell("kernel_only")? + cell("model_only")?,
     );
-    println!("    on folios stamped by another process: {agreed} of {total} decisions agree ({a})");
+    println!("    on folios another process wrote: {agreed} of {total} decisions agree ({a})");
     ensure!(
         cell("both")? > 0 && cell("neither")? > 0,
-        "on folios another process's scan stamped the patched kernel promoted {} and refused {}: want both, or agreement proves nothing",
+        "on folios another process wrote the patched kernel promoted {} and refused {}: want both, or agreement proves nothing",
         cell("both")? + cell("kernel_only")?,
         cell("neither")? + cell("model_only")?
     );
     ensure!(
         total >= MIN_STAMPED_ELSEWHERE,
-        "only {total} decisions on folios another process's scan stamped (< {MIN_STAMPED_ELSEWHERE}): the shared region was hardly exercised"
+        "only {total} decisions on folios another process wrote (< {MIN_STAMPED_ELSEWHERE}): the shared region was hardly exercised"
     );
     ensure!(
         agreed as f64 >= total as f64 * MIN_AGREEMENT_PCT / 100.0,
-        "on folios another process's scan stamped the kernel's model agrees on {agreed} of {total} (< {MIN_AGREEMENT_PCT}%)"
+        "on folios another process wrote the kernel's model agrees on {agreed} of {total} (< {MIN_AGREEMENT_PCT}%)"
     );
     Ok(())
 }

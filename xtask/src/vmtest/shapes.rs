@@ -159,9 +159,7 @@ fn check_folio_access(s: &Value) -> Result<()> {
     );
     let (found, unmatched) = (c("stamps_from_pass")?, c("stamps_unmatched")?);
     let pct = 100.0 * found as f64 / (found + unmatched).max(1) as f64;
-    println!(
-        "    faults' passes found by the folio's value: {found} ({pct:.2}%), {unmatched} not"
-    );
+    println!("    faults' passes found by the folio's value: {found} ({pct:.2}%), {unmatched} not");
     ensure!(
         pct >= MIN_PASSES_FOUND_PCT,
         "only {pct:.2}% of the faults on folios protected again found their pass (< {MIN_PASSES_FOUND_PCT}%)"
