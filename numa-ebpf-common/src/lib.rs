@@ -501,6 +501,10 @@ pub mod scan_ext_flags {
     /// `access_first`/`access_last` are the pass's exchanges' values (it
     /// made at least one).
     pub const ACCESS_RANGE: u32 = 2;
+    /// The probes did not see the pass end (the kernel skipped that
+    /// program's run): sent at the thread's next pass or hint fault, its
+    /// `ptes_updated` unknown (0).
+    pub const LATE_END: u32 = 4;
 }
 
 /// Values of [`FaultEvent::decision`]: what should_numa_migrate_memory
@@ -870,6 +874,12 @@ impl ScanEvent {
     #[inline(always)]
     pub const fn has_access_range(&self) -> bool {
         self.ext_flags & scan_ext_flags::ACCESS_RANGE != 0
+    }
+
+    /// Sent without its end (`ptes_updated` unknown).
+    #[inline(always)]
+    pub const fn late_end(&self) -> bool {
+        self.ext_flags & scan_ext_flags::LATE_END != 0
     }
 }
 

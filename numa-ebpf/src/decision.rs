@@ -28,9 +28,10 @@ use numa_ebpf_common::{
 use aya_log_ebpf::warn;
 
 use crate::maps::{
-    count, count_rare, cpu_node, existing_thread_ctx, fault_count_kernel, folio_access, is_toptier,
-    kernel_fault_count_latency, kernel_latency_ms, kernel_threshold_ms, node_candidates,
-    numa_balancing_mode, numa_balancing_mode_at_load, stamp_slot, stored_cpupid, zero, ThreadCtx,
+    count, count_rare, cpu_node, existing_thread_ctx, fault_count_kernel, folio_access,
+    folio_access_typed, is_toptier, kernel_fault_count_latency, kernel_latency_ms,
+    kernel_threshold_ms, node_candidates, numa_balancing_mode, numa_balancing_mode_at_load,
+    stamp_slot, stored_cpupid, zero, ThreadCtx,
 };
 
 const NUMA_BALANCING_MEMORY_TIERING: u32 = 2;
@@ -71,8 +72,10 @@ fn on_decision_entry(src_nid: i32, dst_cpu: i32) {
     ctx.saved_arg = ((src_nid as u32 as u64) << 32) | dst_cpu as u32 as u64;
 }
 
+/// The decision returned `ret`; `after(src_nid)` reads the folio's access
+/// value now (typed where the caller can).
 #[inline(always)]
-fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
+fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32, after: impl Fn(u64, i32) -> u32) {
     let promote = ret & 0xff != 0;
     count(
         if promote {
@@ -101,7 +104,7 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32) {
         mode_changed(mode);
     }
     let tiering = mode & NUMA_BALANCING_MEMORY_TIERING != 0 && !is_toptier(ev.src_nid);
-    let after = folio_access(ev.folio, src_nid);
+    let after = after(ev.folio, src_nid);
     ev.access_after = after;
     if tiering && ctx.xchg_seen == 0 {
         infer_exchange(ctx, after);
@@ -236,7 +239,12 @@ fn kernel_latency(new: u32, old: u32) -> Option<u32> {
 
 #[fexit]
 pub fn fexit_decision(ctx: FExitContext) -> u32 {
-    on_decision_exit(ctx.ret().unwrap_or(0), ctx.arg(2), ctx.arg(3));
+    let folio: *const u64 = ctx.arg(1);
+    on_decision_exit(ctx.ret().unwrap_or(0), ctx.arg(2), ctx.arg(3), |_, nid| {
+        // SAFETY: the program's own folio (page on 6.1) argument: the
+        // faulting folio, whose record `ev.folio` is.
+        unsafe { folio_access_typed(folio, nid) }
+    });
     0
 }
 
@@ -253,6 +261,11 @@ pub fn kretprobe_decision(ctx: RetProbeContext) -> u32 {
         Some(c) => unsafe { (*c).saved_arg },
         None => u64::MAX,
     };
-    on_decision_exit(ctx.ret(), (saved >> 32) as i32, saved as u32 as i32);
+    on_decision_exit(
+        ctx.ret(),
+        (saved >> 32) as i32,
+        saved as u32 as i32,
+        folio_access,
+    );
     0
 }

@@ -9,17 +9,17 @@ use aya_ebpf::{
     programs::{FEntryContext, ProbeContext, TracePointContext},
 };
 use numa_ebpf_common::{
-    ext_flags as xf, fault_flags as ff, tnf, Counter, EventKind, FaultEvent, HistEntry, Outcome,
-    PcCounter, Stamp, ACCESS_UNKNOWN, OUTCOME_BASE,
+    ext_flags as xf, fault_flags as ff, scan_ext_flags, tnf, Counter, EventKind, FaultEvent,
+    HistEntry, Outcome, PcCounter, Stamp, ACCESS_UNKNOWN, OUTCOME_BASE,
 };
 
 use aya_log_ebpf::{debug, warn};
 
 use crate::maps::{
     add, as_number, cgroup_id, count, count_rare, cpu, current_comm, current_mm, emit,
-    existing_stamp, existing_thread_ctx, fault_count_kernel, folio_access, next_global_seq, now_ns,
-    occupied, pc_on_fault, pid_tgid, stamp_slot, thread_ctx, vmf_address, wanted, zero, NoSlot,
-    ThreadCtx, COUNTERS, HIST_DELTA, HIST_LATENCY, HIST_SUM,
+    existing_stamp, existing_thread_ctx, fault_count_kernel, folio_access, folio_access_typed,
+    next_global_seq, now_ns, occupied, pc_on_fault, pid_tgid, stamp_slot, thread_ctx, vmf_address,
+    wanted, zero, NoSlot, ThreadCtx, COUNTERS, HIST_DELTA, HIST_LATENCY, HIST_SUM,
 };
 
 const PAGE_MASK: u64 = !0xfff;
@@ -103,8 +103,10 @@ fn protected_again(ev: &mut FaultEvent, stamp: Option<&mut Stamp>, access: u32) 
     }
 }
 
+/// A hint fault on `folio` at `addr`; `access` is the folio's access value
+/// ([`folio_access`]), read by the caller where its argument is typed.
 #[inline(always)]
-fn on_hint_fault(folio: u64, addr: u64) {
+fn on_hint_fault(folio: u64, addr: u64, access: u32) {
     count(Counter::HintFaults, 1);
     let key = pid_tgid();
     let seq_global = next_global_seq();
@@ -121,17 +123,15 @@ fn on_hint_fault(folio: u64, addr: u64) {
     // The first access-time exchange from here until the decision returns
     // is the decision's (see scan::on_xchg).
     ctx.xchg_seen = 0;
-    // Not in the scanner: a pass still open here lost its end (attach race).
+    // Not in the scanner: a pass still open here lost its end.
     if ctx.scanning != 0 {
-        crate::scan::release_pass(ctx);
-        ctx.scanning = 0;
+        crate::scan::end_pass(ctx, 0, scan_ext_flags::LATE_END);
     }
     let pmd = ctx.thp_haddr != 0 && ctx.thp_haddr == addr;
     ctx.thp_haddr = 0;
     ctx.pc_exchanged = 0;
     let pc = pc_on_fault(current_mm(), !pmd);
     let now = now_ns();
-    let access = folio_access(folio, -1);
     let ev = &mut ctx.ev;
     zero(ev);
     ev.kind = EventKind::Fault as u32;
@@ -186,13 +186,17 @@ fn on_hint_fault(folio: u64, addr: u64) {
 
 #[fentry]
 pub fn fentry_hint_fault(ctx: FEntryContext) -> u32 {
-    on_hint_fault(ctx.arg(0), ctx.arg(2));
+    let folio: *const u64 = ctx.arg(0);
+    // SAFETY: the program's own folio (page on 6.1) argument.
+    let access = unsafe { folio_access_typed(folio, -1) };
+    on_hint_fault(folio as u64, ctx.arg(2), access);
     0
 }
 
 #[kprobe]
 pub fn kprobe_hint_fault(ctx: ProbeContext) -> u32 {
-    on_hint_fault(ctx.arg(0).unwrap_or(0), ctx.arg(2).unwrap_or(0));
+    let folio = ctx.arg(0).unwrap_or(0);
+    on_hint_fault(folio, ctx.arg(2).unwrap_or(0), folio_access(folio, -1));
     0
 }
 

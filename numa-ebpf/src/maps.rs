@@ -728,17 +728,51 @@ pub fn folio_access(folio: u64, nid: i32) -> u32 {
         return read_kernel_u32(folio.wrapping_add(u64::from(off)))
             .map_or(ACCESS_UNKNOWN, stored_cpupid);
     }
+    if !access_in_flags() {
+        return ACCESS_UNKNOWN;
+    }
+    match read_kernel_u64(folio) {
+        Some(flags) => access_of_flags(flags, nid),
+        None => ACCESS_UNKNOWN,
+    }
+}
+
+/// [`folio_access`] of a folio (or page) pointer an fentry/fexit program
+/// got as its argument: a typed pointer to the verifier, so page->flags
+/// (its first field) is read by a plain load the verifier checks against
+/// BTF, not by the probe-read helper (a few hundred instructions a call
+/// on the fault path, where every instruction lengthens the fault).
+///
+/// # Safety
+///
+/// `folio` must be the program's own `struct folio *`/`struct page *`
+/// argument, unchanged.
+#[inline(always)]
+pub unsafe fn folio_access_typed(folio: *const u64, nid: i32) -> u32 {
+    if setting!(OFF_LAST_CPUPID) != 0 || !access_in_flags() {
+        return folio_access(folio as u64, nid);
+    }
+    // SAFETY: the caller's typed argument; the verifier makes the load
+    // fault-safe.
+    access_of_flags(unsafe { core::ptr::read_volatile(folio) }, nid)
+}
+
+/// Whether the LAST_CPUPID field's place in page->flags is known.
+#[inline(always)]
+fn access_in_flags() -> bool {
     let (shift, node_shift) = (setting!(ACCESS_PGSHIFT), setting!(NODES_PGSHIFT));
-    if shift == 0 || shift >= 64 || node_shift == 0 || node_shift >= 64 {
+    shift != 0 && shift < 64 && node_shift != 0 && node_shift < 64
+}
+
+/// The LAST_CPUPID field of page->flags `flags` ([`ACCESS_UNKNOWN`] when,
+/// with `nid` >= 0, the flags' node field is not `nid`).
+#[inline(always)]
+fn access_of_flags(flags: u64, nid: i32) -> u32 {
+    let (shift, node_shift) = (setting!(ACCESS_PGSHIFT), setting!(NODES_PGSHIFT));
+    if !access_in_flags() || (nid >= 0 && flags >> (node_shift & 63) != nid as u64) {
         return ACCESS_UNKNOWN;
     }
-    let Some(flags) = read_kernel_u64(folio) else {
-        return ACCESS_UNKNOWN;
-    };
-    if nid >= 0 && flags >> node_shift != nid as u64 {
-        return ACCESS_UNKNOWN;
-    }
-    stored_cpupid((flags >> shift) as u32)
+    stored_cpupid((flags >> (shift & 63)) as u32)
 }
 
 /// The kernel's `(time - last_time) & PAGE_ACCESS_TIME_MASK` from the two

@@ -23,9 +23,9 @@ use aya_ebpf::{
 use numa_ebpf_common::{scan_ext_flags, Counter, EventKind, PcCounter, ScanEvent};
 
 use crate::maps::{
-    count, cpu, current_global_seq, current_mm, emit, existing_thread_ctx, folio_access, now_ns,
-    pc_current, pid_tgid, stored_cpupid, task_mm, thread_ctx, ScanCpu, ThreadCtx, PC_COUNT,
-    SCAN_CPU,
+    count, cpu, current_global_seq, current_mm, emit, existing_thread_ctx, folio_access,
+    folio_access_typed, now_ns, pc_current, pid_tgid, stored_cpupid, task_mm, thread_ctx, ScanCpu,
+    ThreadCtx, PC_COUNT, SCAN_CPU,
 };
 
 /// folio_xchg_last_cpupid(folio, new) is called. This runs several times
@@ -37,8 +37,9 @@ use crate::maps::{
 /// pass's first and last value: a folio's fault finds its pass from the
 /// value the folio holds (`ext_flags::NEEDS_PASS`). Only the rest pay
 /// for the task-storage lookup.
+/// `access` reads the folio's access value (typed where the caller can).
 #[inline(always)]
-fn on_xchg(folio: u64, new: u32) {
+fn on_xchg(folio: u64, new: u32, access: impl Fn() -> u32) {
     if let Some(pass) = own_pass() {
         let v = stored_cpupid(new);
         if pass.stamps == 0 {
@@ -62,7 +63,7 @@ fn on_xchg(folio: u64, new: u32) {
             ctx.xchg_new = new;
             ctx.xchg_folio = folio;
             // At entry: what the exchange is about to take out.
-            ctx.folio_access = folio_access(folio, -1);
+            ctx.folio_access = access();
         }
         return;
     }
@@ -90,16 +91,20 @@ fn own_pass() -> Option<&'static mut ScanCpu> {
 
 #[fentry]
 pub fn fentry_scan_stamp(ctx: FEntryContext) -> u32 {
-    on_xchg(ctx.arg(0), ctx.arg(1));
+    let folio: *const u64 = ctx.arg(0);
+    // SAFETY: the program's own folio (page on 6.1) argument.
+    on_xchg(folio as u64, ctx.arg(1), || unsafe {
+        folio_access_typed(folio, -1)
+    });
     0
 }
 
 #[kprobe]
 pub fn kprobe_scan_stamp(ctx: ProbeContext) -> u32 {
-    on_xchg(
-        ctx.arg(0).unwrap_or(0),
-        ctx.arg::<u64>(1).unwrap_or(0) as u32,
-    );
+    let folio = ctx.arg(0).unwrap_or(0);
+    on_xchg(folio, ctx.arg::<u64>(1).unwrap_or(0) as u32, || {
+        folio_access(folio, -1)
+    });
     0
 }
 
@@ -125,7 +130,7 @@ fn on_scan_entry(start: u64, end: u64) {
         crate::fault::finish_late(ctx, 0);
     }
     if ctx.scanning != 0 {
-        release_pass(ctx);
+        end_pass(ctx, 0, scan_ext_flags::LATE_END);
     }
     ctx.scanning = 1;
     ctx.scan_access_first = 0;
@@ -210,15 +215,30 @@ fn on_scan_exit(ret: i64) {
     if ctx.scanning == 0 {
         return;
     }
-    ctx.scanning = 0;
-    release_pass(ctx);
-    let stamps = ctx.scan_stamps;
     if ret < 0 {
+        ctx.scanning = 0;
+        release_pass(ctx);
         return;
     }
     let ptes_updated = ret as u64;
     count(Counter::ScanRanges, 1);
     count(Counter::ScanPtesUpdated, ptes_updated);
+    end_pass(ctx, ptes_updated, 0);
+}
+
+/// Ends the thread's open pass and sends its record. A pass whose exit
+/// the probes never saw (the kernel skipped that program's run) is ended
+/// by the thread's next pass or hint fault (`late`: `LATE_END`, its PTE
+/// count unknown), when it wrote values: the faults on the folios it
+/// protected find it by them.
+#[inline(always)]
+pub fn end_pass(ctx: &mut ThreadCtx, ptes_updated: u64, late: u32) {
+    ctx.scanning = 0;
+    release_pass(ctx);
+    let stamps = ctx.scan_stamps;
+    if late != 0 && stamps == 0 {
+        return;
+    }
     let ev = ScanEvent {
         kind: EventKind::Scan as u32,
         cpu: cpu(),
@@ -231,15 +251,17 @@ fn on_scan_exit(ret: i64) {
         seq_global: ctx.scan_seq_global,
         seq_mm: ctx.scan_seq_mm,
         pc_count: ctx.scan_pc,
-        ext_flags: if ctx.scan_pc_known != 0 {
-            scan_ext_flags::PC_COUNT
-        } else {
-            0
-        } | if stamps != 0 {
-            scan_ext_flags::ACCESS_RANGE
-        } else {
-            0
-        },
+        ext_flags: late
+            | if ctx.scan_pc_known != 0 {
+                scan_ext_flags::PC_COUNT
+            } else {
+                0
+            }
+            | if stamps != 0 {
+                scan_ext_flags::ACCESS_RANGE
+            } else {
+                0
+            },
         access_first: ctx.scan_access_first,
         access_last: ctx.scan_access_last,
     };
