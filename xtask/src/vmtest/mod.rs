@@ -1,6 +1,7 @@
 //! Tests that need a real kernel: each is a guest shell script plus a host
 //! check of what it left in its results directory. All tests for one kernel
-//! run in a single boot (a TCG boot costs seconds); each writes to
+//! run in a single boot (a TCG boot costs seconds), but for those that need
+//! instruction-count mode, which share a second one; each writes to
 //! `/results/<name>/` and is reported on its own.
 //!
 //! Tests run in table order in the same guest, so a test must set any global
@@ -220,7 +221,9 @@ pub fn check_results(name: &str, dir: &Path, series: Series) -> Result<()> {
 pub struct TestResult {
     pub name: String,
     pub outcome: Result<()>,
-    /// Guest-side wall time of the test (from its end marker), if it ran.
+    /// Guest-side time of the test (from its end marker), if it ran: wall
+    /// time, or in an instruction-count boot its instructions in ns plus
+    /// the idle time the guest skipped.
     pub seconds: Option<u64>,
 }
 
