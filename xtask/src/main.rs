@@ -26,6 +26,7 @@ mod fuzz;
 mod host;
 mod initramfs;
 mod kernels;
+mod observer;
 mod package;
 mod progress;
 mod results;
@@ -366,7 +367,7 @@ fn bench_observer(kernels: &[Series]) -> Result<ExitCode> {
         let code = bench_vm(
             &out,
             &bench::observer::script(),
-            bench::observer::cpus(*series),
+            vm::icount_cpus(*series),
             *series,
             true,
         )?;

@@ -172,6 +172,16 @@ pub fn numatrace(build: bool, setup: &mut Setup) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// vCPUs of an instruction-count boot: 2, but 1 on 6.1, which hangs
+/// bringing up a second CPU in instruction-count mode.
+pub fn icount_cpus(series: Series) -> u32 {
+    if series == Series::V6_1 {
+        1
+    } else {
+        2
+    }
+}
+
 /// Per-kernel scratch directory: target/vm/<kernel>/.
 pub fn state_dir(series: Series) -> PathBuf {
     cmd::target_dir().join("vm").join(series.name())

@@ -1,6 +1,7 @@
 //! Tests that need a real kernel: each is a guest shell script plus a host
 //! check of what it left in its results directory. All tests for one kernel
-//! run in a single boot (a TCG boot costs seconds); each writes to
+//! run in a single boot (a TCG boot costs seconds), but for those that need
+//! instruction-count mode, which share a second one; each writes to
 //! `/results/<name>/` and is reported on its own.
 //!
 //! Tests run in table order in the same guest, so a test must set any global
@@ -15,6 +16,7 @@ mod export;
 mod funnel;
 mod hostile;
 mod logging;
+mod observer;
 mod passes;
 mod probe_count;
 mod promote;
@@ -45,6 +47,10 @@ pub struct VmTest {
     pub timeout_s: u64,
     /// Host-side check: (results dir, this test's console lines, kernel).
     pub check: fn(&Path, &str, Series) -> Result<()>,
+    /// Runs in the kernel's instruction-count boot (guest time = guest
+    /// instructions, [`vm::icount_cpus`] vCPUs) instead of the boot the
+    /// other tests share.
+    pub icount: bool,
 }
 
 pub const TESTS: &[VmTest] = &[
@@ -54,6 +60,7 @@ pub const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         timeout_s: 180,
         check: doctor::check,
+        icount: false,
     },
     VmTest {
         name: "probe_count",
@@ -61,6 +68,7 @@ pub const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         timeout_s: 180,
         check: probe_count::check,
+        icount: false,
     },
     // Records the trace that `shadow` reads.
     VmTest {
@@ -69,6 +77,7 @@ pub const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         timeout_s: 400,
         check: recording::check,
+        icount: false,
     },
     VmTest {
         name: "shadow",
@@ -76,6 +85,7 @@ pub const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         timeout_s: 120,
         check: shadow::check,
+        icount: false,
     },
     VmTest {
         name: "shapes",
@@ -84,6 +94,7 @@ pub const TESTS: &[VmTest] = &[
         // One attach around a workload of three processes of three threads.
         timeout_s: 240,
         check: shapes::check,
+        icount: false,
     },
     VmTest {
         name: "top",
@@ -91,6 +102,7 @@ pub const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         timeout_s: 240,
         check: top::check,
+        icount: false,
     },
     VmTest {
         name: "export",
@@ -100,6 +112,7 @@ pub const TESTS: &[VmTest] = &[
         // takes tens of seconds under TCG on a busy host.
         timeout_s: 240,
         check: export::check,
+        icount: false,
     },
     VmTest {
         name: "funnel",
@@ -108,6 +121,7 @@ pub const TESTS: &[VmTest] = &[
         // Three attaches around about 100 s of workloads.
         timeout_s: 360,
         check: funnel::check,
+        icount: false,
     },
     // Sets scan_period_max_ms and puts it back.
     VmTest {
@@ -118,6 +132,7 @@ pub const TESTS: &[VmTest] = &[
         // reports from the two traces.
         timeout_s: 540,
         check: passes::check,
+        icount: false,
     },
     VmTest {
         name: "promote",
@@ -125,6 +140,7 @@ pub const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         timeout_s: 300,
         check: promote::check,
+        icount: false,
     },
     VmTest {
         name: "detach",
@@ -132,6 +148,7 @@ pub const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         timeout_s: 420,
         check: detach::check,
+        icount: false,
     },
     // 180 s of soak, plus four attaches and their reports.
     VmTest {
@@ -140,6 +157,7 @@ pub const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         timeout_s: 420,
         check: soak::check,
+        icount: false,
     },
     // The patched kernel's own test: doctor, counters and the fault-count
     // model's agreement with its decisions.
@@ -149,6 +167,7 @@ pub const TESTS: &[VmTest] = &[
         kernels: &[Series::V6_12Rfc],
         timeout_s: 600,
         check: rfc::check,
+        icount: false,
     },
     // Late: it switches numa_balancing from 2 to 1 and back, which resets
     // the kernel's adaptive promotion threshold (reset_memory_tiering) in
@@ -160,6 +179,19 @@ pub const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         timeout_s: 240,
         check: logging::check,
+        icount: false,
+    },
+    // Its own instruction-count boot, where it is the only test: runs
+    // compared across a boot must see the same instructions whatever the
+    // host's load.
+    VmTest {
+        name: "observer",
+        script: observer::SCRIPT,
+        kernels: &Series::ALL,
+        // A warm-up and two parts of three runs, 15-35 s each in TCG.
+        timeout_s: 600,
+        check: observer::check,
+        icount: true,
     },
     // Last in every boot: it puts the kernel in lockdown, which holds
     // until the guest powers off.
@@ -169,6 +201,7 @@ pub const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         timeout_s: 300,
         check: hostile::check,
+        icount: false,
     },
 ];
 
@@ -188,7 +221,9 @@ pub fn check_results(name: &str, dir: &Path, series: Series) -> Result<()> {
 pub struct TestResult {
     pub name: String,
     pub outcome: Result<()>,
-    /// Guest-side wall time of the test (from its end marker), if it ran.
+    /// Guest-side time of the test (from its end marker), if it ran: wall
+    /// time, or in an instruction-count boot its instructions in ns plus
+    /// the idle time the guest skipped.
     pub seconds: Option<u64>,
 }
 
@@ -200,28 +235,57 @@ pub fn selected(test: &VmTest, only: &[String]) -> bool {
     only.is_empty() || only.iter().any(|n| n == test.name)
 }
 
-/// Boots `kernel` once and runs every test of [`TESTS`] that applies to it
-/// (those in `only`, if any).
+/// Runs every test of [`TESTS`] that applies to `kernel` (those in `only`,
+/// if any): one boot for the tests that share it, one instruction-count
+/// boot for the others (each only if it has tests).
 pub fn run_kernel(kernel: &Kernel, numatrace: &Path, only: &[String]) -> Vec<TestResult> {
-    let tests: Vec<&VmTest> = TESTS
-        .iter()
-        .filter(|t| t.kernels.contains(&kernel.series) && selected(t, only))
-        .collect();
-    let out = vm::state_dir(kernel.series).join("test/results");
+    [false, true]
+        .into_iter()
+        .flat_map(|icount| {
+            let tests: Vec<&VmTest> = TESTS
+                .iter()
+                .filter(|t| {
+                    t.icount == icount && t.kernels.contains(&kernel.series) && selected(t, only)
+                })
+                .collect();
+            if tests.is_empty() {
+                Vec::new()
+            } else {
+                run_boot(kernel, numatrace, &tests, icount)
+            }
+        })
+        .collect()
+}
+
+/// Boots `kernel` once (in instruction-count mode if `icount`) and runs
+/// `tests` in it, in order.
+fn run_boot(kernel: &Kernel, numatrace: &Path, tests: &[&VmTest], icount: bool) -> Vec<TestResult> {
+    // Each boot its own directory: the console log goes beside the results.
+    let out = vm::state_dir(kernel.series)
+        .join(if icount { "test-icount" } else { "test" })
+        .join("results");
     let boot_budget_s = 120;
     // tmux for the `top` test; without it that test fails and says why.
     let files = top::guest_files().unwrap_or_default();
+    let topology = if icount {
+        Topology {
+            cpus: vm::icount_cpus(kernel.series),
+            ..Topology::default()
+        }
+    } else {
+        Topology::default()
+    };
     let guest = Guest {
         kernel,
-        topology: Topology::default(),
+        topology,
         numatrace,
         files: &files,
-        mode: Mode::Command(guest_script(&tests)),
+        mode: Mode::Command(guest_script(tests)),
         timeout: Duration::from_secs(
             boot_budget_s + tests.iter().map(|t| t.timeout_s).sum::<u64>(),
         ),
         out: &out,
-        icount: false,
+        icount,
     };
     let outcome = match vm::boot(&guest) {
         Ok(outcome) => outcome,
@@ -395,9 +459,12 @@ mod tests {
     #[test]
     fn the_lockdown_test_comes_last_in_every_boot() {
         for series in Series::ALL {
-            let last = TESTS.iter().rfind(|t| t.kernels.contains(&series));
+            let last = TESTS
+                .iter()
+                .rfind(|t| !t.icount && t.kernels.contains(&series));
             assert_eq!(last.map(|t| t.name), Some("hostile"), "{series:?}");
         }
+        assert!(TESTS.iter().all(|t| t.name != "hostile" || !t.icount));
     }
 
     /// The mode switch resets the kernel's adaptive threshold: every test
