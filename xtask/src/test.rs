@@ -313,6 +313,15 @@ fn vm_steps(
         return;
     };
     println!("\n==> vm tests on {series} ({})", kernel.package);
+    for t in vmtest::TESTS.iter().filter(|t| t.kernels.contains(&series)) {
+        if let (Some(why), true) = (t.left_out, only.is_empty()) {
+            report.push(
+                &format!("vm {series}: {}", t.name),
+                Status::Skipped(why.into()),
+                Duration::ZERO,
+            );
+        }
+    }
     let results = vmtest::run_kernel(&kernel, numatrace, only);
     for r in results {
         let status = match r.outcome {
