@@ -35,20 +35,26 @@ fn fault(ts_ns: u64, access: u32) -> Event {
     })
 }
 
-/// Runs `events` through a stage, then flushes: what came out, in order.
-fn run(events: Vec<Event>) -> Vec<Event> {
-    let mut st = Stamper::new(MASK);
-    let mut out = Vec::new();
-    let mut take = |item: Item| -> Result<(), ()> {
+/// A sink for the stage that keeps the events it hands on.
+fn into(out: &mut Vec<Event>) -> impl FnMut(Item) -> Result<(), ()> + '_ {
+    |item| {
         if let Item::Event(ev) = item {
             out.push(ev);
         }
         Ok(())
-    };
+    }
+}
+
+/// Runs `events` through a stage, then flushes: what came out, in order.
+fn run(events: Vec<Event>) -> Vec<Event> {
+    let mut st = Stamper::new(MASK);
+    let mut out = Vec::new();
+    let mut take = into(&mut out);
     for ev in events {
         st.event(ev, &mut take).unwrap();
     }
     st.flush(&mut take).unwrap();
+    drop(take);
     out
 }
 
@@ -98,12 +104,7 @@ fn a_fault_before_its_pass_record_waits_for_it_in_order() {
 fn a_fault_no_pass_explains_goes_on_unmatched_after_its_wait() {
     let mut st = Stamper::new(MASK);
     let mut out = Vec::new();
-    let mut take = |item: Item| -> Result<(), ()> {
-        if let Item::Event(ev) = item {
-            out.push(ev);
-        }
-        Ok(())
-    };
+    let mut take = into(&mut out);
     st.event(pass(10 * MS, 10, 10), &mut take).unwrap();
     st.event(fault(100 * MS, 5_000), &mut take).unwrap();
     st.event(pass(200 * MS, 200, 200), &mut take).unwrap();
@@ -111,6 +112,7 @@ fn a_fault_no_pass_explains_goes_on_unmatched_after_its_wait() {
     st.event(pass(100 * MS + WAIT_NS, 300, 300), &mut take)
         .unwrap();
     assert_eq!(st.held(), 0);
+    drop(take);
     let f = faults(&out)[0];
     assert!(f.stamp_unmatched() && !f.has_stamp() && !f.needs_pass());
 }
