@@ -387,6 +387,40 @@ impl HistEntry {
         })
     }
 
+    /// The entry of a fault without a stamp on a folio protected again
+    /// (`NEEDS_PASS`), dated by the kernel's access clock: `clock` is a
+    /// value the scanner wrote at `clock_ns`, so at the fault the clock
+    /// read `clock` plus the time since, and the folio's value is its
+    /// scan's time (ms, the jiffy's resolution, within the field's `mask`,
+    /// shifted by `buckets`). No delta.
+    #[inline(always)]
+    pub fn of_access_clock(
+        ev: &FaultEvent,
+        clock_ns: u64,
+        clock: u32,
+        mask: u32,
+        buckets: u32,
+    ) -> Option<HistEntry> {
+        let outcome = ev.outcome as usize;
+        if !ev.needs_pass() || !ev.has_access_at_fault() || clock_ns == 0 || outcome >= OUTCOMES
+        {
+            return None;
+        }
+        let b = buckets & 31;
+        let now = if ev.ts_ns >= clock_ns {
+            clock.wrapping_add((((ev.ts_ns - clock_ns) / 1_000_000) >> b) as u32)
+        } else {
+            clock.wrapping_sub((((clock_ns - ev.ts_ns) / 1_000_000) >> b) as u32)
+        };
+        let latency_ms = (now.wrapping_sub(ev.access_at_fault) & mask) << b;
+        Some(HistEntry {
+            outcome,
+            latency_ns: u64::from(latency_ms) * 1_000_000,
+            delta: 0,
+            own_mm: false,
+        })
+    }
+
     /// Slot of the latency in `HIST_LATENCY`, and of `delta` in `HIST_DELTA`.
     #[inline(always)]
     pub fn slot(&self, v: u64) -> usize {
@@ -1153,6 +1187,31 @@ mod tests {
         };
         assert!(scan.has_pc_count());
         assert!(!ScanEvent::default().has_pc_count());
+    }
+
+    #[test]
+    fn an_unsent_fault_is_dated_by_the_kernels_access_clock() {
+        let mask = (1 << 21) - 1;
+        let ev = FaultEvent {
+            ts_ns: 10_000_000_000,
+            access_at_fault: mask - 5,
+            ext_flags: ext_flags::NEEDS_PASS | ext_flags::ACCESS_AT_FAULT,
+            ..FaultEvent::default()
+        };
+        // The clock read 20 ms (wrapped) 2 s before the fault: 2,026 ms
+        // since the folio's value.
+        let h = HistEntry::of_access_clock(&ev, 8_000_000_000, 20, mask, 0);
+        assert_eq!(h.map(|h| h.latency_ns), Some(2_026_000_000));
+        // A clock read after the fault counts back.
+        let h = HistEntry::of_access_clock(&ev, 10_500_000_000, 520, mask, 0);
+        assert_eq!(h.map(|h| h.latency_ns), Some(26_000_000));
+        // Without a clock, or for a folio not protected again: nothing.
+        assert!(HistEntry::of_access_clock(&ev, 0, 20, mask, 0).is_none());
+        let plain = FaultEvent {
+            ext_flags: ext_flags::ACCESS_AT_FAULT,
+            ..ev
+        };
+        assert!(HistEntry::of_access_clock(&plain, 8_000_000_000, 20, mask, 0).is_none());
     }
 
     #[test]

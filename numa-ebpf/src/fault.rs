@@ -16,10 +16,11 @@ use numa_ebpf_common::{
 use aya_log_ebpf::{debug, warn};
 
 use crate::maps::{
-    add, as_number, cgroup_id, count, count_rare, cpu, current_comm, current_mm, emit,
-    existing_stamp, existing_thread_ctx, fault_count_kernel, folio_access, folio_access_typed,
-    next_global_seq, now_ns, occupied, pc_on_fault, pid_tgid, stamp_slot, thread_ctx, vmf_address,
-    wanted, zero, NoSlot, ThreadCtx, COUNTERS, HIST_DELTA, HIST_LATENCY, HIST_SUM,
+    access_time_buckets, add, as_number, cgroup_id, count, count_rare, cpu, cpupid_mask,
+    current_comm, current_mm, emit, existing_stamp, existing_thread_ctx, fault_count_kernel,
+    folio_access, folio_access_typed, next_global_seq, now_ns, occupied, pc_on_fault, pid_tgid,
+    stamp_slot, thread_ctx, vmf_address, wanted, zero, NoSlot, ThreadCtx, COUNTERS, HIST_DELTA,
+    HIST_LATENCY, HIST_SUM, SCAN_CPU,
 };
 
 const PAGE_MASK: u64 = !0xfff;
@@ -206,7 +207,7 @@ pub fn kprobe_hint_fault(ctx: ProbeContext) -> u32 {
 fn hist(ev: &FaultEvent) {
     let h = match HistEntry::of(ev) {
         Some(h) => h,
-        None if !fault_count_kernel() => match HistEntry::of_kernel_latency(ev) {
+        None if !fault_count_kernel() => match unstamped_hist(ev) {
             Some(h) => h,
             None => return,
         },
@@ -219,6 +220,21 @@ fn hist(ev: &FaultEvent) {
         add(&HIST_DELTA, h.slot(h.delta) as u32, 1);
         add(&HIST_SUM, sum + 1, h.delta);
     }
+}
+
+/// The entry of a fault without a stamp (its pass is found in userspace,
+/// from a record this fault does not send): the kernel's latency when its
+/// decision exchanged, else the folio's value dated by this CPU's access
+/// clock (see `ScanCpu::clock_ns`).
+#[inline(always)]
+fn unstamped_hist(ev: &FaultEvent) -> Option<HistEntry> {
+    if let Some(h) = HistEntry::of_kernel_latency(ev) {
+        return Some(h);
+    }
+    let slot = SCAN_CPU.get_ptr(0)?;
+    // SAFETY: this CPU's slot, read only.
+    let (clock_ns, clock) = unsafe { ((*slot).clock_ns, (*slot).clock_access) };
+    HistEntry::of_access_clock(ev, clock_ns, clock, cpupid_mask(), access_time_buckets())
 }
 
 /// The kernel could not give this thread its task-local context: the

@@ -168,6 +168,11 @@ pub struct ScanCpu {
     /// The values of the first and the last of them.
     pub access_first: u32,
     pub access_last: u32,
+    /// The kernel's access clock as this CPU last saw it: the value of a
+    /// pass's first exchange and the time it was made (0: none yet). Kept
+    /// across passes: it dates the faults whose records are not sent.
+    pub clock_ns: u64,
+    pub clock_access: u32,
 }
 
 /// Per-thread state; see [`THREADS`].
@@ -705,6 +710,18 @@ pub fn kernel_threshold_ms(dst_nid: i32) -> u32 {
         Some(nbp) if nbp != 0 => nbp,
         _ => read_kernel_u32(setting!(SYM_HOT_THRESHOLD)).unwrap_or(0),
     }
+}
+
+/// LAST_CPUPID_MASK: the access field's width.
+#[inline(always)]
+pub fn cpupid_mask() -> u32 {
+    setting!(CPUPID_MASK)
+}
+
+/// PAGE_ACCESS_TIME_BUCKETS: the access time's shift in the field.
+#[inline(always)]
+pub fn access_time_buckets() -> u32 {
+    setting!(ACCESS_TIME_BUCKETS)
 }
 
 /// What folio_xchg_last_cpupid(folio, new) stores: `new` masked to the

@@ -44,6 +44,8 @@ fn on_xchg(folio: u64, new: u32, access: impl Fn() -> u32) {
         let v = stored_cpupid(new);
         if pass.stamps == 0 {
             pass.access_first = v;
+            pass.clock_ns = now_ns();
+            pass.clock_access = v;
         }
         pass.access_last = v;
         pass.stamps += 1;
