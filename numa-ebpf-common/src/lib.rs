@@ -402,8 +402,7 @@ impl HistEntry {
         buckets: u32,
     ) -> Option<HistEntry> {
         let outcome = ev.outcome as usize;
-        if !ev.needs_pass() || !ev.has_access_at_fault() || clock_ns == 0 || outcome >= OUTCOMES
-        {
+        if !ev.needs_pass() || !ev.has_access_at_fault() || clock_ns == 0 || outcome >= OUTCOMES {
             return None;
         }
         let b = buckets & 31;
