@@ -16,8 +16,9 @@
 //!   patch's does in every process, whatever order its threads' records
 //!   arrive in and however often it is reset by a clone;
 //! - the kernel's own input to each decision (the access value its
-//!   exchange takes out) is read from the folio and equals what the folio
-//!   held at the fault's entry; the faults on folios protected again find
+//!   exchange takes out) is read from the folio and, but for a race with
+//!   another process's fault on a shared folio (at most 1%), equals what
+//!   the folio held at the fault's entry; the faults on folios protected again find
 //!   their scanner pass by that value (at least 98%);
 //! - the kernel-time model agrees with the kernel on every decision, the
 //!   ones whose exchange's probe run the kernel skipped included.
@@ -153,9 +154,13 @@ fn check_folio_access(s: &Value) -> Result<()> {
         read > 0,
         "the kernel's stored access was never read from a folio"
     );
+    // Another process's fault on a shared folio (under its own PTE lock)
+    // can exchange between this fault's entry and its decision: the input
+    // is still the one the decision took out (checked there), but a
+    // change on more than a few decisions would be a misread field.
     ensure!(
-        differs == 0,
-        "the folio's stored access changed between the fault's entry and the decision on {differs} decisions"
+        differs * 100 <= read,
+        "the folio's stored access changed between the fault's entry and the decision on {differs} of {read} decisions (over 1%)"
     );
     let (found, unmatched) = (c("stamps_from_pass")?, c("stamps_unmatched")?);
     let pct = 100.0 * found as f64 / (found + unmatched).max(1) as f64;
