@@ -182,7 +182,7 @@ impl Stamper {
             Event::Fault(mut f) if f.needs_pass() => {
                 self.advance(f.ts_ns);
                 if !self.stamp(&mut f) {
-                    if self.held.is_empty() && !self.may_wait(&f) {
+                    if self.held.is_empty() && !may_wait(self.now_ns, &f) {
                         unmatched(&mut f);
                     } else {
                         self.waiting += 1;
@@ -217,12 +217,6 @@ impl Stamper {
 
     fn advance(&mut self, ts_ns: u64) {
         self.now_ns = self.now_ns.max(ts_ns);
-    }
-
-    /// A fault can wait for its pass only while the trace time is within
-    /// [`WAIT_NS`] of it.
-    fn may_wait(&self, f: &FaultEvent) -> bool {
-        self.now_ns < f.ts_ns.saturating_add(WAIT_NS)
     }
 
     /// Fills `f`'s stamp from the pass that wrote its folio's value: one
@@ -282,8 +276,7 @@ impl Stamper {
         while let Some(front) = self.held.front_mut() {
             if let Item::Event(Event::Fault(f)) = front {
                 if f.needs_pass() {
-                    let may_wait = self.now_ns < f.ts_ns.saturating_add(WAIT_NS);
-                    if !all && !over && may_wait {
+                    if !all && !over && may_wait(self.now_ns, f) {
                         return Ok(());
                     }
                     unmatched(f);
@@ -304,6 +297,12 @@ impl Stamper {
     pub fn held(&self) -> usize {
         self.held.len()
     }
+}
+
+/// A fault can wait for its pass only while the trace time `now_ns` is
+/// within [`WAIT_NS`] of it.
+fn may_wait(now_ns: u64, f: &FaultEvent) -> bool {
+    now_ns < f.ts_ns.saturating_add(WAIT_NS)
 }
 
 /// The record as if the probes had stamped it at the pass.
