@@ -99,15 +99,16 @@ pub(crate) struct Ring<R: Records> {
 
 impl Ring<RingBuf<MapData>> {
     fn of(probes: &mut Probes) -> Result<Self> {
-        let mut ring = Ring::new(probes.take_events()?)?;
-        ring.stamper = Stamper::new(probes.params.cpupid_mask);
+        let mut ring = Ring::new(probes.take_events()?, probes.params.cpupid_mask)?;
         ring.log = probes.take_log();
         Ok(ring)
     }
 }
 
 impl<R: Records> Ring<R> {
-    fn new(records: R) -> Result<Ring<R>> {
+    /// `cpupid_mask`: the kernel's folio access field (LAST_CPUPID_MASK),
+    /// whose values the stamping stage compares.
+    fn new(records: R, cpupid_mask: u32) -> Result<Ring<R>> {
         // SAFETY: `Records` promises an fd that stays open and unchanged
         // while the value lives, and the AsyncFd owns the value.
         let fd = unsafe { AsyncFd::register_with_interest(records, tokio::io::Interest::READABLE) }
@@ -116,8 +117,7 @@ impl<R: Records> Ring<R> {
         Ok(Ring {
             fd,
             decode_errors: 0,
-            // The field's width on Debian's kernels; `of` sets the kernel's.
-            stamper: Stamper::new((1 << 21) - 1),
+            stamper: Stamper::new(cpupid_mask),
             hist: RecordHistograms::default(),
             log: None,
         })
@@ -518,7 +518,7 @@ mod tests {
         let t0 = std::time::Instant::now();
         let reason = rt
             .block_on(async {
-                let mut ring = Ring::new(Quiet { fd, _peer: peer })?;
+                let mut ring = Ring::new(Quiet { fd, _peer: peer }, DEBIAN_CPUPID_MASK)?;
                 let o = LoopOptions {
                     snapshot_every: Duration::from_secs(1),
                     deadline: crate::deadline(Some(Duration::from_secs(10))),
@@ -541,6 +541,9 @@ mod tests {
         assert_eq!(reason.describe(), "done");
         assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     }
+
+    /// LAST_CPUPID_MASK on Debian's kernels.
+    const DEBIAN_CPUPID_MASK: u32 = (1 << 21) - 1;
 
     #[derive(Default)]
     struct Count {
@@ -571,7 +574,7 @@ mod tests {
         let slot = h.slot(h.latency_ns);
         let (read, s) = rt
             .block_on(async {
-                let mut ring = Ring::new(Flood::new())?;
+                let mut ring = Ring::new(Flood::new(), DEBIAN_CPUPID_MASK)?;
                 let mut count = Count::default();
                 ring.drain(&mut [&mut count])?;
                 let mut kernel = Snapshot {
@@ -600,7 +603,7 @@ mod tests {
         std::thread::spawn(move || {
             let rt = crate::runtime().expect("runtime");
             let result = rt.block_on(async {
-                let mut ring = Ring::new(Flood::new())?;
+                let mut ring = Ring::new(Flood::new(), DEBIAN_CPUPID_MASK)?;
                 let mut count = Count::default();
                 let o = LoopOptions {
                     snapshot_every: Duration::from_millis(50),
