@@ -6,7 +6,7 @@ use numa_core::model::{funnel::ProcessFunnel, log2::Log2Hist, shadow::ShadowRepo
 use numa_ebpf_common::OUTCOMES;
 
 use super::{
-    charts::{funnel_rows, FUNNEL_STAGES},
+    funnel::{funnel_rows, FUNNEL_STAGES},
     Gathered,
 };
 

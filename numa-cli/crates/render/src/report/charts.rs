@@ -7,12 +7,13 @@ use plotters::{coord::Shift, prelude::*};
 
 use super::{
     axes::{Axes, HistAxes},
+    funnel::{funnel_rows, FUNNEL_STAGES},
     Gathered,
 };
 use numa_core::{
     decode::{Event, Snapshot},
     model::{
-        funnel::{ProcessFunnel, StageRow},
+        funnel::ProcessFunnel,
         log2::{upper_bound, Log2Hist},
         shadow::ShadowReport,
     },
@@ -336,34 +337,6 @@ fn sweep_chart(r: &ShadowReport, max: u64, width: u32) -> Result<Svg> {
             .legend(line_legend(BLUE));
         draw_legend(&mut *chart)
     })
-}
-
-/// A funnel stage's count in a process's stages.
-pub(super) type StageValue = fn(&StageRow) -> u64;
-
-/// The funnel's stages as the chart shows them, a value per process: pages
-/// (a THP's 512) on one axis, the VMA skips in records.
-pub(super) const FUNNEL_STAGES: [(&str, StageValue); 8] = [
-    ("VMA skips", |s| s.skips.values().map(|k| k.count).sum()),
-    ("PTEs protected", |s| s.ptes_protected),
-    ("faulted", |s| s.slow_fault_pages),
-    ("decided", |s| s.decision_pages),
-    ("promoted", |s| s.promoted_pages),
-    ("refused: latency", |s| s.rejected_latency_pages),
-    ("refused: rate limit", |s| s.rejected_rate_limit_pages),
-    ("refused: other", |s| s.rejected_other_pages),
-];
-
-/// Processes the funnel chart draws (the report's busiest).
-const FUNNEL_PROCESSES: usize = 3;
-
-/// The processes the funnel chart draws: the busiest with slow-tier
-/// activity.
-pub(super) fn funnel_rows(rows: &[ProcessFunnel]) -> Vec<&ProcessFunnel> {
-    rows.iter()
-        .filter(|p| p.verdict_kind != "quiet")
-        .take(FUNNEL_PROCESSES)
-        .collect()
 }
 
 /// Where slow-tier pages stop: each stage's count for the busiest

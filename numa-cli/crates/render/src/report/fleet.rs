@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::{
     charts::{Svg, TITLES},
-    page::{esc, style},
+    html::{esc, style},
     Trace,
 };
 
