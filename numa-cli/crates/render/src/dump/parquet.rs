@@ -394,13 +394,13 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("numatrace-parquet-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let trace = dir.join("t.trace");
-        std::fs::write(&trace, super::super::tests::damaged_trace()).expect("trace");
+        std::fs::write(&trace, crate::dump::tests::damaged_trace()).expect("trace");
         let out = dir.join("t.parquet");
         let header = numa_core::trace::Reader::open(&trace)
             .expect("reader")
             .header;
         let mut sink = ParquetSink::create(&out, &header, "h1".into()).expect("create");
-        crate::read_trace(&trace, crate::progress::Output::AtEnd, &mut [&mut sink])
+        numa_source::Source::read_file(&trace, &mut [&mut sink], &mut |_| {})
             .expect("a damaged record is skipped");
         assert_eq!(sink.finish().expect("finish"), 2);
         let file = std::fs::File::open(&out).expect("parquet");
