@@ -489,6 +489,17 @@ pub struct HistArgs {
     pub probe: ProbeArgs,
 }
 
+impl HistArgs {
+    /// `--by` as the histogram sink takes it.
+    pub fn by(&self) -> Option<numa_render::hist::By> {
+        self.by.map(|b| match b {
+            HistBy::Outcome => numa_render::hist::By::Outcome,
+            HistBy::Process => numa_render::hist::By::Process,
+            HistBy::Node => numa_render::hist::By::Node,
+        })
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Workload {
     /// The pghot RFC's microbenchmark: memory on DRAM and on the slow node, random
