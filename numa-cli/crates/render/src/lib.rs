@@ -1,11 +1,14 @@
 //! What numatrace renders for people and for other tools, apart from the
 //! commands that call it: the HTML report, the JSON-lines and Parquet
-//! dumps, the histograms. It opens no trace for reading by itself: the
-//! caller feeds each one through a [`ReadTrace`] or a progress callback,
-//! so the binary keeps its progress bar and tests read plainly.
+//! dumps, the histograms, the text of stats, shadow and replay. It opens
+//! no trace for reading by itself: the caller feeds each one through a
+//! [`ReadTrace`] or a progress callback, so the binary keeps its progress
+//! bar and tests read plainly.
 pub mod dump;
+pub mod evaluate;
 pub mod hist;
 pub mod report;
+pub mod stats;
 
 use std::path::Path;
 

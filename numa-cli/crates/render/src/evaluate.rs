@@ -1,0 +1,586 @@
+//! The text of `numatrace shadow` and `numatrace replay`: the models
+//! against the kernel as a human report, CSV or JSON, and a threshold
+//! sweep's table.
+use std::io::Write;
+
+use anyhow::Result;
+
+use numa_core::model::{
+    funnel::{ProcessFunnel, Watch},
+    shadow::{Agreement, RefaultReport, ShadowReport},
+};
+use numa_core::{params::KernelParams, plan::AttachPlan, printable::printable};
+
+/// The shadow report with the promotion funnel of the same events.
+#[derive(serde::Serialize)]
+pub struct Output<'a> {
+    #[serde(flatten)]
+    pub shadow: &'a ShadowReport,
+    pub funnel: Vec<ProcessFunnel>,
+    /// As in `stats`: whether the kernel reports the VMAs its scanner skips.
+    pub skips_observable: Option<bool>,
+}
+
+impl<'a> Output<'a> {
+    pub fn new(
+        shadow: &'a ShadowReport,
+        funnel: &Watch,
+        plan: Option<&AttachPlan>,
+        params: Option<&KernelParams>,
+    ) -> Self {
+        Output {
+            shadow,
+            funnel: funnel.report(params.map_or_else(Default::default, |p| p.hotness)),
+            skips_observable: numa_core::model::totals::skips_observable(plan),
+        }
+    }
+}
+
+/// One row per model. The columns before `decision_pages` count folios
+/// (`refault_pages` too: refused folios followed); those from it on, pages.
+pub fn write_csv(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(out, "model,params,decisions,kernel_promote,promote,reject,both,kernel_only,model_only,neither,agreement_pct,refault_pages,refaulted,refaulted_pct,\
+         decision_pages,kernel_promote_pages,promote_pages,reject_pages,both_pages,kernel_only_pages,model_only_pages,neither_pages,agreement_pages_pct,refault_followed_pages,refaulted_pages,refaulted_pages_pct")?;
+    for m in &r.models {
+        let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let (a, e) = (&m.agreement, &m.refault_after_model_only);
+        writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{:.2},{},{},{:.2},{},{},{},{},{},{},{},{},{:.2},{},{},{:.2}",
+            m.name,
+            params.join(";"),
+            r.decisions,
+            r.kernel.promote,
+            m.promote,
+            m.reject,
+            a.both,
+            a.kernel_only,
+            a.model_only,
+            a.neither,
+            m.agreement_pct,
+            e.pages,
+            e.refaulted,
+            e.refaulted_pct,
+            r.decision_pages,
+            r.kernel.promote_pages,
+            m.projected.promote_pages,
+            m.reject_pages,
+            a.both_pages,
+            a.kernel_only_pages,
+            a.model_only_pages,
+            a.neither_pages,
+            m.agreement_pages_pct,
+            e.followed_pages,
+            e.refaulted_pages,
+            e.refaulted_pages_pct
+        )?;
+    }
+    Ok(())
+}
+
+pub fn write_human(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "numatrace shadow report: {:.1} s, {} hint faults ({} pages), {} tiering decisions ({} pages), {} events lost to ring drops",
+        r.duration_s, r.hint_faults, r.hint_fault_pages, r.decisions, r.decision_pages, r.drops
+    )?;
+    writeln!(out, "  {UNITS}")?;
+    write_sampling(r, out)?;
+    writeln!(out)?;
+    write_policies(r, out)?;
+    writeln!(out)?;
+    write_projected(r, out)?;
+    writeln!(out)?;
+    write_agreement(r, out)?;
+    writeln!(out)?;
+    write_evidence(r, out)?;
+    writeln!(out)?;
+    write_processes(r, out)
+}
+
+/// What the tables count, said once above them.
+const UNITS: &str = "units: folios, one per hint fault (as vmstat's numa_hint_faults), and pages, \
+    a THP's 512 (as vmstat's pgpromote_success and pgpromote_candidate): compare pages with vmstat";
+
+/// A `folios` row of a table and its `pages` row, each after its label.
+fn two_rows(
+    out: &mut impl Write,
+    labels: [&str; 2],
+    row: impl Fn(&mut dyn Write, bool) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    for (pages, (label, unit)) in [false, true]
+        .into_iter()
+        .zip(labels.iter().zip(["folios", "pages"]))
+    {
+        write!(out, "  {label:<34} {unit:<6}")?;
+        row(out, pages)?;
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// How much of the slow memory the models saw, and their error from it.
+fn write_sampling(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
+    let Some(s) = &r.sampling else {
+        return Ok(());
+    };
+    writeln!(out, "  {}", s.sampling.describe())?;
+    if !s.sampling.sampled() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  models judged {} of the {} decisions (followed folios; {} of {} pages); model counts are of those, \
+         x{} for all; agreement error (of folios) at 3 sigma:",
+        r.judged_decisions, r.decisions, r.judged_decision_pages, r.decision_pages, s.sampling.rate
+    )?;
+    for (m, e) in r.models.iter().zip(&s.agreement_pct_error) {
+        writeln!(
+            out,
+            "    {:<28} {:.1}% +/- {:.1}",
+            m.name, m.agreement_pct, e
+        )?;
+    }
+    Ok(())
+}
+
+/// What the kernel and each model decided, by reason: folios, then pages.
+fn write_policies(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "  {:<34} {:<6} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "policy", "unit", "promote", "rej:lat", "rej:rate", "rej:other", "agree%"
+    )?;
+    let k = &r.kernel;
+    let kernel = [
+        format!("kernel (free space {})", k.free_space),
+        format!("  (free space {})", k.free_space_pages),
+    ];
+    two_rows(out, [&kernel[0], &kernel[1]], |out, pages| {
+        let pick = |folios: u64, in_pages: u64| if pages { in_pages } else { folios };
+        write!(
+            out,
+            " {:>10} {:>10} {:>10} {:>10} {:>10}",
+            pick(k.promote, k.promote_pages),
+            pick(k.reject_latency, k.reject_latency_pages),
+            pick(k.reject_rate_limit, k.reject_rate_limit_pages),
+            pick(k.reject_other, k.reject_other_pages),
+            "-"
+        )
+    })?;
+    for m in &r.models {
+        let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let label = truncate(&format!("{} {}", m.name, params.join(",")), 34);
+        two_rows(out, [&label, ""], |out, pages| {
+            let (reasons, promote, agree) = if pages {
+                (
+                    &m.reasons_pages,
+                    m.projected.promote_pages,
+                    m.agreement_pages_pct,
+                )
+            } else {
+                (&m.reasons, m.promote, m.agreement_pct)
+            };
+            let reason = |n: &str| reasons.get(n).copied().unwrap_or(0);
+            write!(
+                out,
+                " {:>10} {:>10} {:>10} {:>10} {:>9.1}%",
+                promote,
+                reason("latency") + reason("fault_count") + reason("first_touch"),
+                reason("rate_limit"),
+                reason("no_stamp"),
+                agree
+            )
+        })?;
+    }
+    writeln!(
+        out,
+        "  kernel migrations: {} succeeded, {} failed (folios); {} and {} pages",
+        k.migrate_success, k.migrate_fail, k.migrate_success_pages, k.migrate_fail_pages
+    )
+}
+
+/// The benchmark counters each model projects: pages to compare with
+/// vmstat, and the same in folios.
+fn write_projected(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "  {:<34} {:<6} {:>10} {:>11} {:>14} {:>15}",
+        "projected (pages: as vmstat)",
+        "unit",
+        "promote",
+        "candidates",
+        "rej:threshold",
+        "rej:rate_limit"
+    )?;
+    for m in &r.models {
+        let p = &m.projected;
+        two_rows(out, [&truncate(&m.name, 34), ""], |out, pages| {
+            let row = if pages {
+                [
+                    p.promote_pages,
+                    p.candidate_pages,
+                    p.reject_threshold_pages,
+                    p.reject_rate_limit_pages,
+                ]
+            } else {
+                [
+                    m.promote,
+                    p.candidate_folios,
+                    p.reject_threshold,
+                    p.reject_rate_limit,
+                ]
+            };
+            write!(
+                out,
+                " {:>10} {:>11} {:>14} {:>15}",
+                row[0], row[1], row[2], row[3]
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Each model's decisions against the kernel's: folios, then pages.
+fn write_agreement(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "  {:<34} {:<6} {:>10} {:>12} {:>11} {:>11}",
+        "agreement with the kernel", "unit", "both", "kernel_only", "model_only", "neither"
+    )?;
+    for m in &r.models {
+        let a = &m.agreement;
+        two_rows(out, [&truncate(&m.name, 34), ""], |out, pages| {
+            let row = if pages {
+                [
+                    a.both_pages,
+                    a.kernel_only_pages,
+                    a.model_only_pages,
+                    a.neither_pages,
+                ]
+            } else {
+                [a.both, a.kernel_only, a.model_only, a.neither]
+            };
+            write!(
+                out,
+                " {:>10} {:>12} {:>11} {:>11}",
+                row[0], row[1], row[2], row[3]
+            )
+        })?;
+    }
+    write_stamped_elsewhere(r, out)
+}
+
+/// Agreement on shared folios a scan of another process stamped, where the
+/// fault-count patch subtracts one process's count from another's.
+fn write_stamped_elsewhere(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
+    let n = |a: &Agreement| a.both + a.kernel_only + a.model_only + a.neither;
+    if r.models
+        .iter()
+        .all(|m| n(&m.agreement_stamped_elsewhere) == 0)
+    {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  on folios stamped by another process's scan (shared memory):"
+    )?;
+    for m in &r.models {
+        let a = &m.agreement_stamped_elsewhere;
+        writeln!(
+            out,
+            "    {:<32} {:>6.2}% of {} decisions",
+            truncate(&m.name, 32),
+            a.agree_pct(),
+            n(a)
+        )?;
+    }
+    Ok(())
+}
+
+/// Whether refused pages were still hot, and the latencies the kernel
+/// rejected against its threshold.
+fn write_evidence(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "  outcome evidence: refused folios that faulted again (were still hot)"
+    )?;
+    for m in &r.models {
+        write_refault(
+            out,
+            &format!("{} wanted, kernel refused", m.name),
+            &m.refault_after_model_only,
+        )?;
+    }
+    write_refault(
+        out,
+        "kernel refused, no model wanted",
+        &r.refault_after_neither,
+    )?;
+    writeln!(out, "  note: {}", r.evidence_note)?;
+    if !r.latency_threshold_samples.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "  rejected samples: latency  threshold (ms)")?;
+        for s in r.latency_threshold_samples.iter().take(8) {
+            writeln!(out, "  {:>24} {:>10}", s.latency_ms, s.threshold_ms)?;
+        }
+    }
+    Ok(())
+}
+
+fn write_refault(out: &mut impl Write, label: &str, e: &RefaultReport) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "  {:<40} {:>8} folios ({} pages), {:>8} refaulted ({:>5.1}%; {} pages, {:.1}%), delay p50 {} ms, p90 {} ms",
+        label,
+        e.pages,
+        e.followed_pages,
+        e.refaulted,
+        e.refaulted_pct,
+        e.refaulted_pages,
+        e.refaulted_pages_pct,
+        e.delay_ms_p50.map_or("-".into(), |v| format!("<={v}")),
+        e.delay_ms_p90.map_or("-".into(), |v| format!("<={v}"))
+    )
+}
+
+/// Per process, then per node pair: folios, then pages.
+fn write_processes(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "  {:>7} {:<16} {:<6} {:>10} {:>10} {:>10} {:>10}  model would-promote",
+        "PID", "COMM", "unit", "faults", "decisions", "k:promote", "k:rej:lat"
+    )?;
+    for p in &r.processes {
+        for (unit, row, models) in [
+            (
+                "folios",
+                [
+                    p.hint_faults,
+                    p.decisions,
+                    p.kernel_promote,
+                    p.reject_latency,
+                ],
+                &p.model_promote,
+            ),
+            (
+                "pages",
+                [
+                    p.hint_fault_pages,
+                    p.decision_pages,
+                    p.kernel_promote_pages,
+                    p.reject_latency_pages,
+                ],
+                &p.model_promote_pages,
+            ),
+        ] {
+            writeln!(
+                out,
+                "  {:>7} {:<16} {unit:<6} {:>10} {:>10} {:>10} {:>10}  {models:?}",
+                p.pid,
+                printable(&p.comm),
+                row[0],
+                row[1],
+                row[2],
+                row[3]
+            )?;
+        }
+        write_would_change(r, p, out)?;
+    }
+    writeln!(out)?;
+    for n in &r.node_pairs {
+        writeln!(
+            out,
+            "  node {} -> {}: {} decisions ({} pages), kernel promoted {} ({} pages), models {:?} (pages {:?})",
+            n.src_node,
+            n.dst_node,
+            n.decisions,
+            n.decision_pages,
+            n.kernel_promote,
+            n.kernel_promote_pages,
+            n.model_promote,
+            n.model_promote_pages
+        )?;
+    }
+    Ok(())
+}
+
+/// What each model would change for a process: the refusals it would
+/// have promoted.
+fn write_would_change(
+    r: &ShadowReport,
+    p: &numa_core::model::shadow::ProcessRow,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    let refused = p.decisions.saturating_sub(p.kernel_promote);
+    let refused_pages = p.decision_pages.saturating_sub(p.kernel_promote_pages);
+    let counts = p
+        .model_promote_refused
+        .iter()
+        .zip(&p.model_promote_refused_pages);
+    for (m, (n, pages)) in r.models.iter().zip(counts) {
+        writeln!(
+            out,
+            "  {:>7} {} would have promoted {n} folios ({pages} pages) of the {refused} ({refused_pages} pages) the kernel refused",
+            "", m.name
+        )?;
+    }
+    Ok(())
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_owned()
+    } else {
+        s.chars().take(n - 1).chain(std::iter::once('~')).collect()
+    }
+}
+
+pub fn write_sweep_json(r: &ShadowReport, param: &str, buf: &mut Vec<u8>) -> Result<()> {
+    let rows: Vec<serde_json::Value> = r
+        .models
+        .iter()
+        .map(|m| {
+            serde_json::json!({
+                "param": param, "value": m.params.get(param), "promote": m.promote, "reject": m.reject,
+                "reject_pages": m.reject_pages,
+                "agreement": m.agreement, "agreement_pct": m.agreement_pct,
+                "agreement_pages_pct": m.agreement_pages_pct,
+                "refault_after_model_only": m.refault_after_model_only,
+                "projected": m.projected,
+            })
+        })
+        .collect();
+    serde_json::to_writer_pretty(&mut *buf, &rows)?;
+    writeln!(buf)?;
+    Ok(())
+}
+
+pub fn write_sweep_human(
+    r: &ShadowReport,
+    name: &str,
+    param: &str,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    writeln!(
+        buf,
+        "sweep of {name} {param} over {} decisions ({} pages), kernel promoted {} ({} pages)",
+        r.decisions, r.decision_pages, r.kernel.promote, r.kernel.promote_pages
+    )?;
+    writeln!(buf, "  {UNITS}; columns count folios unless named pages")?;
+    writeln!(
+        buf,
+        "  {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10} {:>10}",
+        param,
+        "promote",
+        "pages",
+        "agree%",
+        "agree%pg",
+        "model_only",
+        "kernel_only",
+        "refault%",
+        "refaulted"
+    )?;
+    for m in &r.models {
+        let e = &m.refault_after_model_only;
+        writeln!(
+            buf,
+            "  {:>12} {:>10} {:>10} {:>9.1}% {:>9.1}% {:>10} {:>12} {:>9.1}% {:>10}",
+            m.params.get(param).map_or("?", String::as_str),
+            m.promote,
+            m.projected.promote_pages,
+            m.agreement_pct,
+            m.agreement_pages_pct,
+            m.agreement.model_only,
+            m.agreement.kernel_only,
+            e.refaulted_pct,
+            e.refaulted
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use numa_core::{
+        decode::{fixtures::fault, Event},
+        model::{
+            policy::{self, KernelDefaults},
+            shadow::Shadow,
+        },
+        sink::Sink,
+    };
+    use numa_ebpf_common::{fault_flags as ff, Outcome};
+
+    /// A promoted and migrated THP (512 pages) and a refused 4 KiB folio,
+    /// through the shadow engine and the funnel, as the text shows them.
+    fn thp_and_small() -> (ShadowReport, Watch) {
+        let k = KernelDefaults::default();
+        let d = policy::ModelDefaults::default();
+        let mut shadow = Shadow::new(
+            vec![policy::build("kernel-time", &d, &k).expect("model")],
+            10,
+        );
+        let mut funnel = Watch::new(1);
+        let mut thp = fault(100, 1, 100, Outcome::PromoteHot);
+        thp.nr_pages = 512;
+        thp.flags |= ff::MIGRATE_TRIED;
+        thp.migrate_ok = 1;
+        for f in [thp, fault(101, 2, 5000, Outcome::RejectLatency)] {
+            shadow.event(&Event::Fault(f));
+            funnel.event(&Event::Fault(f)).expect("funnel");
+        }
+        (shadow.report(), funnel)
+    }
+
+    #[test]
+    fn the_text_gives_folios_and_pages() {
+        let (r, funnel) = thp_and_small();
+        let mut out = Vec::new();
+        write_human(&r, &mut out).expect("text");
+        let rows = funnel.report(Default::default());
+        crate::stats::print_funnel(&rows, None, &mut out).expect("funnel text");
+        let text = String::from_utf8(out).expect("UTF-8");
+        for want in [
+            "2 hint faults (513 pages), 2 tiering decisions (513 pages)",
+            "kernel migrations: 1 succeeded, 0 failed (folios); 512 and 0 pages",
+            "faulted 2 folios / 513 pages, promoted 1 folios / 512 pages",
+            "refused: latency 1 folios / 1 pages",
+            "migrations: ok 1 folios / 512 pages",
+            "1 folios (1 pages)",
+        ] {
+            assert!(text.contains(want), "no `{want}` in\n{text}");
+        }
+        let folios = text
+            .lines()
+            .find(|l| l.contains("kernel (free space"))
+            .expect("kernel row");
+        let pages = text
+            .lines()
+            .find(|l| l.contains("  (free space"))
+            .expect("pages row");
+        fn cells(l: &str) -> Vec<&str> {
+            l.split_whitespace().rev().skip(1).take(4).collect()
+        }
+        assert_eq!(cells(folios), ["0", "0", "1", "1"], "{folios}");
+        assert_eq!(cells(pages), ["0", "0", "1", "512"], "{pages}");
+    }
+
+    #[test]
+    fn the_csv_puts_pages_after_the_folio_columns() {
+        let (r, _) = thp_and_small();
+        let mut out = Vec::new();
+        write_csv(&r, &mut out).expect("csv");
+        let text = String::from_utf8(out).expect("UTF-8");
+        let mut lines = text.lines().map(|l| l.split(',').collect::<Vec<_>>());
+        let (head, row) = (lines.next().expect("head"), lines.next().expect("row"));
+        let col = |name: &str| {
+            let i = head.iter().position(|h| *h == name).expect(name);
+            row[i]
+        };
+        assert_eq!((col("decisions"), col("decision_pages")), ("2", "513"));
+        assert_eq!((col("both"), col("both_pages")), ("1", "512"));
+        assert_eq!((col("neither"), col("neither_pages")), ("1", "1"));
+    }
+}

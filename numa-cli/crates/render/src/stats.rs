@@ -1,0 +1,265 @@
+//! The text of `numatrace stats`: the run's faults, decisions, scans,
+//! costs, funnel, quantiles and histograms.
+use std::io::Write;
+
+use numa_core::{model::totals::Report, printable::printable};
+use numa_ebpf_common::Outcome;
+
+/// The whole report, section by section.
+pub fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
+    print_faults(r, out)?;
+    print_decisions(r, out)?;
+    print_scans_and_losses(r, out)?;
+    print_costs(r, out)?;
+    print_funnel(&r.funnel, r.skips_observable, out)?;
+    print_quantiles(r, out)?;
+    writeln!(out, "\n  scan-to-fault latency (ms)")?;
+    numa_core::histtext::write(out, &r.latency_ms, "ms")?;
+    writeln!(
+        out,
+        "\n  fault-count delta (per-process hint faults between scan and fault)"
+    )?;
+    numa_core::histtext::write(out, &r.fault_delta, "")?;
+    Ok(())
+}
+
+/// The vmstat delta of `k`, or "-" when the trace has none.
+fn vmstat(r: &Report, k: &str) -> String {
+    r.vmstat_delta.get(k).map_or("-".to_owned(), u64::to_string)
+}
+
+/// Hint faults beside vmstat's, and those without a record.
+fn print_faults(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
+    let vm = |k: &str| vmstat(r, k);
+    writeln!(out, "numatrace stats over {:.1} s", r.duration_s)?;
+    writeln!(
+        out,
+        "  hint faults          {:>12}   (vmstat numa_hint_faults {})",
+        r.hint_faults,
+        vm("numa_hint_faults")
+    )?;
+    let u = &r.unrecorded;
+    if u.not_sent + u.open_at_end > 0 {
+        writeln!(
+            out,
+            "    without a record   {:>12}   ({} not sent: filtered, sampled or dropped; {} not ended at the last snapshot)",
+            u.not_sent + u.open_at_end,
+            u.not_sent,
+            u.open_at_end
+        )?;
+    }
+    Ok(())
+}
+
+/// The kernel's decisions by reason, migrations and promoted pages, in
+/// folios and pages.
+fn print_decisions(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
+    let vm = |k: &str| vmstat(r, k);
+    let p = &r.pages;
+    let page = |o: Outcome| p.by_outcome.get(o.name()).copied().unwrap_or(0);
+    writeln!(
+        out,
+        "  (folios, one per hint fault; pages as vmstat counts them)"
+    )?;
+    writeln!(
+        out,
+        "  promotion decisions  {:>12}   pages {}",
+        r.decisions, p.decisions
+    )?;
+    writeln!(
+        out,
+        "    promote            {:>12}   pages {}   (free space: {}, pages {})",
+        r.kernel_promote,
+        p.kernel_promote,
+        r.free_space_promote,
+        page(Outcome::PromoteFreeSpace)
+    )?;
+    writeln!(
+        out,
+        "    reject threshold   {:>12}   pages {}   ({})",
+        r.kernel_reject.latency,
+        page(Outcome::RejectLatency),
+        r.kernel_threshold_reason
+    )?;
+    writeln!(
+        out,
+        "    reject rate limit  {:>12}   pages {}",
+        r.kernel_reject.rate_limit,
+        page(Outcome::RejectRateLimit)
+    )?;
+    writeln!(
+        out,
+        "    reject other       {:>12}   pages {}   not tiering: {}",
+        r.kernel_reject.other,
+        page(Outcome::RejectOther),
+        r.not_tiering
+    )?;
+    writeln!(
+        out,
+        "  migrations ok/fail   {:>12} / {}   pages {} / {}",
+        r.migrate.success, r.migrate.fail, p.migrate_success, p.migrate_fail
+    )?;
+    writeln!(
+        out,
+        "  promoted pages       {:>12}   (vmstat pgpromote_success {})",
+        p.promoted,
+        vm("pgpromote_success")
+    )?;
+    Ok(())
+}
+
+/// The scanner's work, and what the probes lost or sent late.
+fn print_scans_and_losses(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
+    let vm = |k: &str| vmstat(r, k);
+    writeln!(
+        out,
+        "  scan ranges          {:>12}   PTEs updated {} (vmstat numa_pte_updates {})",
+        r.scan_ranges,
+        r.scan_ptes_updated,
+        vm("numa_pte_updates")
+    )?;
+    writeln!(
+        out,
+        "  scan stamps          {:>12}   stamp misses {}",
+        r.scan_stamps, r.stamp_misses
+    )?;
+    let c = &r.checks;
+    if c.stamps_from_pass + c.stamps_unmatched > 0 {
+        writeln!(
+            out,
+            "  faults' passes       {:>12}   found by the folio's access value; {} not (another process's scan, before attach, or a lost pass record)",
+            c.stamps_from_pass, c.stamps_unmatched
+        )?;
+    }
+    writeln!(
+        out,
+        "  ring drops           {:>12}   map evictions {}",
+        r.drops, r.evictions
+    )?;
+    if r.runs_missed > 0 {
+        writeln!(
+            out,
+            "  runs missed          {:>12}   (a probe preempted on its CPU)",
+            r.runs_missed
+        )?;
+    }
+    if r.late_records > 0 {
+        writeln!(
+            out,
+            "  late fault records   {:>12}   (sent without task_numa_fault's probe: {} failed migrations, {} at a thread's exit)",
+            r.late_records, r.no_account_records, r.exit_records
+        )?;
+    }
+    Ok(())
+}
+
+/// Sampling, the probes' time in the scanner and numatrace's own CPU.
+fn print_costs(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
+    if let Some(s) = &r.sampling {
+        writeln!(out, "  {}", s.describe())?;
+    }
+    if let Some(c) = &r.scanner_cost {
+        writeln!(
+            out,
+            "  in the scanner       at most {:.0} ns of program time per protected PTE \
+             (passes {:.1}, the access-time exchange {:.0} per run, {} of its {} runs the scanner's); \
+             the kernel charges its scanner 32 times its runtime",
+            c.ns_per_pte_at_most,
+            c.pass_ns_per_pte,
+            c.exchange_ns_per_run,
+            c.scanner_exchanges,
+            c.exchange_runs
+        )?;
+    }
+    if let Some(c) = &r.numatrace_cpu {
+        writeln!(
+            out,
+            "  numatrace's own CPU  attaching {:.2} s, running {:.2} s ({:.0} ns per record read)",
+            c.attach_s, c.run_s, c.run_ns_per_record
+        )?;
+    }
+    Ok(())
+}
+
+/// The quantiles, with their rank error when folios were sampled.
+fn print_quantiles(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
+    let e = &r.estimates;
+    let row = |q: &std::collections::BTreeMap<&str, Option<f64>>| {
+        q.iter()
+            .map(|(k, v)| format!("{k} {}", v.map_or("-".to_owned(), |v| format!("<={v}"))))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    writeln!(out, "\n  latency ms: {}", row(&e.latency_ms))?;
+    writeln!(out, "  fault delta: {}", row(&e.fault_delta))?;
+    if e.rank_error > 0.0 {
+        writeln!(
+            out,
+            "  (from sampled folios: each pN lies between the full population's p(N-{0:.1}) and p(N+{0:.1}) at 99.9%)",
+            100.0 * e.rank_error
+        )?;
+    }
+    Ok(())
+}
+
+/// The funnel section: per process, its verdict and the stages behind it.
+pub fn print_funnel(
+    rows: &[numa_core::model::funnel::ProcessFunnel],
+    skips_observable: Option<bool>,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\n  funnel (slow-tier pages by process, most activity first; faults, decisions and migrations in folios, one per hint fault, and in pages, as vmstat's pgpromote_* count them)"
+    )?;
+    // "N folios / P pages": the pages say how much memory a count moved.
+    let fp = |folios: u64, pages: u64| format!("{folios} folios / {pages} pages");
+    for p in rows {
+        let s = &p.stages;
+        let comm = if p.comm.is_empty() { "" } else { " " };
+        let name = printable(&p.comm);
+        writeln!(out, "    pid {}{comm}{name}: {}", p.pid, p.verdict)?;
+        if let Some([start, end]) = p.verdict_vma {
+            writeln!(out, "      in VMA {start:#x}-{end:#x}")?;
+        }
+        let last = s
+            .last_scan_s_ago
+            .map_or("none".to_owned(), |t| format!("{t:.1} s ago"));
+        writeln!(
+            out,
+            "      scanned {} passes, {} PTEs protected, last pass {last}",
+            s.scan_passes, s.ptes_protected
+        )?;
+        if skips_observable == Some(false) {
+            writeln!(
+                out,
+                "      skips not observable on this kernel (no sched:sched_skip_vma_numa tracepoint)"
+            )?;
+        } else if !s.skips.is_empty() {
+            let skips: Vec<String> = s
+                .skips
+                .iter()
+                .map(|(r, k)| match k.since_last_scan {
+                    0 => format!("{r} {}", k.count),
+                    n => format!("{r} {} ({n} since the last pass)", k.count),
+                })
+                .collect();
+            writeln!(out, "      skipped {}", skips.join(", "))?;
+        }
+        writeln!(
+            out,
+            "      faulted {}, promoted {}\n      refused: latency {}, rate limit {}, other {}\n      migrations: ok {}, failed {}",
+            fp(s.slow_faults, s.slow_fault_pages),
+            fp(s.promoted, s.promoted_pages),
+            fp(s.rejected_latency, s.rejected_latency_pages),
+            fp(s.rejected_rate_limit, s.rejected_rate_limit_pages),
+            fp(s.rejected_other, s.rejected_other_pages),
+            fp(s.migrate_ok, s.migrate_ok_pages),
+            fp(s.migrate_fail, s.migrate_fail_pages)
+        )?;
+    }
+    Ok(())
+}
