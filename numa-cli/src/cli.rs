@@ -7,8 +7,6 @@ use numa_core::model::policy::{self, KernelDefaults, ModelDefaults, Policy};
 use numa_probe::load::Probes;
 use numa_source::{LiveOptions, Source};
 
-use crate::export::MAX_PER_PROCESS;
-
 pub mod ranges;
 pub use ranges::try_parse_from;
 #[cfg(test)]
@@ -430,7 +428,7 @@ pub struct ExportArgs {
     /// process without a hint fault for 10 minutes is taken to have
     /// exited: its series end.
     #[arg(long, value_name = "TOPN", default_value_t = 0,
-          value_parser = ranges::int(0, MAX_PER_PROCESS, "processes"))]
+          value_parser = ranges::int(0, ranges::MAX_PER_PROCESS, "processes"))]
     pub per_process: usize,
     /// Serve a recorded trace, paced as recorded, instead of attaching.
     #[arg(long, value_name = "TRACE")]

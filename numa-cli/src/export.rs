@@ -29,8 +29,6 @@ use tokio::sync::watch;
 use crate::cli::{ExportArgs, ModelSel};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
-/// `--per-process` cap: each process adds three series.
-pub const MAX_PER_PROCESS: usize = 100;
 
 fn parse_listen(s: &str) -> Result<SocketAddr> {
     s.parse().map_err(|_| {

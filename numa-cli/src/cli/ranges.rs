@@ -25,6 +25,8 @@ pub const MAX_NODE: u32 = 1023;
 pub const MAX_PID: u32 = 4 << 20;
 /// Rows a report or histogram lists at most.
 pub const MAX_ROWS: usize = 10_000;
+/// `export --per-process` cap: each process adds three series.
+pub const MAX_PER_PROCESS: usize = 100;
 /// Memory a workload may allocate per node: 1 TiB in MiB.
 pub const MAX_WORKLOAD_MB: u64 = 1 << 20;
 
