@@ -1,5 +1,5 @@
-//! The histograms of `numatrace hist`: the scan-to-fault latency and fault-count delta
-//! histograms, once for the whole run or per interval, in bcc's text form
+//! The histograms of `numatrace hist`: the scan-to-fault latency and
+//! fault-count delta, once for the whole run or per interval, in bcc's text form
 //! (`low -> high : count |****|`), as JSON lines (one object per interval,
 //! bpftrace-like `min`/`max`/`count` buckets) or as CSV. Live or `--from` a
 //! recording: the same sink either way.

@@ -1,4 +1,4 @@
-//! `numatrace report TRACE... -o report.html`: one self-contained page
+//! The page of `numatrace report`: one self-contained HTML page
 //! (inline SVG from plotters, no scripts, no network) with the latency and
 //! fault-delta distributions by outcome, the kernel threshold over time,
 //! each model's agreement with the kernel and a fault-count threshold sweep.
