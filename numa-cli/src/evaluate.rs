@@ -5,14 +5,11 @@ use std::{io::Write, process::ExitCode, time::Duration};
 
 use anyhow::{bail, Context, Result};
 
-use numa_core::sink::Sink;
-
 use crate::{
     cli::{ModelArgs, ReplayArgs, ShadowArgs},
     progress::Output::AtEnd,
 };
 use numa_core::{
-    decode::{Event, Snapshot},
     model::{
         funnel::Watch,
         policy::{self, KernelDefaults},
@@ -20,37 +17,9 @@ use numa_core::{
     },
     trace,
 };
-use numa_render::evaluate::{write_csv, write_human, write_sweep_human, write_sweep_json, Output};
-
-/// Prints an interim report every `every_ns` of snapshot time.
-struct Interval<'a> {
-    shadow: &'a mut Shadow,
-    every_ns: u64,
-    last_ns: Option<u64>,
-    json: bool,
-}
-
-impl Sink for Interval<'_> {
-    fn event(&mut self, ev: &Event) -> Result<()> {
-        self.shadow.event(ev);
-        Ok(())
-    }
-    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
-        self.shadow.snapshot(s);
-        let last = *self.last_ns.get_or_insert(s.ts_ns);
-        if self.every_ns > 0 && s.ts_ns.saturating_sub(last) >= self.every_ns {
-            self.last_ns = Some(s.ts_ns);
-            let r = self.shadow.report();
-            let mut out = std::io::stderr().lock();
-            if self.json {
-                writeln!(out, "{}", serde_json::to_string(&r)?)?;
-            } else {
-                write_human(&r, &mut out)?;
-            }
-        }
-        Ok(())
-    }
-}
+use numa_render::evaluate::{
+    write_csv, write_human, write_sweep_human, write_sweep_json, Interval, Output,
+};
 
 fn emit(o: &Output, a: &ModelArgs) -> Result<()> {
     let mut buf = Vec::new();
@@ -93,12 +62,12 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
     let mut funnel = Watch::new(probes.params.toptier_mask);
     let plan = probes.plan.clone();
     let reason = {
-        let mut interval = Interval {
-            shadow: &mut engine,
-            every_ns: args.interval.map_or(0, |s| (s * 1e9) as u64),
-            last_ns: None,
-            json: args.models.json,
-        };
+        let mut interval = Interval::new(
+            &mut engine,
+            args.interval.map_or(0, |s| (s * 1e9) as u64),
+            args.models.json,
+            std::io::stderr(),
+        );
         let output = args.record.as_deref().map(|path| numa_source::Recording {
             path,
             header: &probes_header,

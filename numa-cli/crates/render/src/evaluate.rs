@@ -7,9 +7,15 @@ use anyhow::Result;
 
 use numa_core::model::{
     funnel::{ProcessFunnel, Watch},
-    shadow::{Agreement, RefaultReport, ShadowReport},
+    shadow::{Agreement, RefaultReport, Shadow, ShadowReport},
 };
-use numa_core::{params::KernelParams, plan::AttachPlan, printable::printable};
+use numa_core::{
+    decode::{Event, Snapshot},
+    params::KernelParams,
+    plan::AttachPlan,
+    printable::printable,
+    sink::Sink,
+};
 
 /// The shadow report with the promotion funnel of the same events.
 #[derive(serde::Serialize)]
@@ -33,6 +39,53 @@ impl<'a> Output<'a> {
             funnel: funnel.report(params.map_or_else(Default::default, |p| p.hotness)),
             skips_observable: numa_core::model::totals::skips_observable(plan),
         }
+    }
+}
+
+/// Writes an interim report every `every_ns` of snapshot time while the
+/// shadow engine runs: each report in one write, so no other line of the
+/// same stream lands inside it.
+pub struct Interval<'a, W: Write> {
+    shadow: &'a mut Shadow,
+    every_ns: u64,
+    last_ns: Option<u64>,
+    json: bool,
+    out: W,
+}
+
+impl<'a, W: Write> Interval<'a, W> {
+    /// `every_ns` 0: no interim report.
+    pub fn new(shadow: &'a mut Shadow, every_ns: u64, json: bool, out: W) -> Self {
+        Interval {
+            shadow,
+            every_ns,
+            last_ns: None,
+            json,
+            out,
+        }
+    }
+}
+
+impl<W: Write> Sink for Interval<'_, W> {
+    fn event(&mut self, ev: &Event) -> Result<()> {
+        self.shadow.event(ev);
+        Ok(())
+    }
+    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
+        self.shadow.snapshot(s);
+        let last = *self.last_ns.get_or_insert(s.ts_ns);
+        if self.every_ns > 0 && s.ts_ns.saturating_sub(last) >= self.every_ns {
+            self.last_ns = Some(s.ts_ns);
+            let r = self.shadow.report();
+            let mut buf = Vec::new();
+            if self.json {
+                writeln!(buf, "{}", serde_json::to_string(&r)?)?;
+            } else {
+                write_human(&r, &mut buf)?;
+            }
+            self.out.write_all(&buf)?;
+        }
+        Ok(())
     }
 }
 
@@ -504,12 +557,8 @@ pub fn write_sweep_human(
 mod tests {
     use super::*;
     use numa_core::{
-        decode::{fixtures::fault, Event},
-        model::{
-            policy::{self, KernelDefaults},
-            shadow::Shadow,
-        },
-        sink::Sink,
+        decode::fixtures::fault,
+        model::policy::{self, KernelDefaults},
     };
     use numa_ebpf_common::{fault_flags as ff, Outcome};
 
@@ -582,5 +631,33 @@ mod tests {
         assert_eq!((col("decisions"), col("decision_pages")), ("2", "513"));
         assert_eq!((col("both"), col("both_pages")), ("1", "512"));
         assert_eq!((col("neither"), col("neither_pages")), ("1", "1"));
+    }
+
+    #[test]
+    fn an_interim_report_every_interval_of_snapshot_time() {
+        let (k, d) = (KernelDefaults::default(), policy::ModelDefaults::default());
+        let model = || vec![policy::build("kernel-time", &d, &k).expect("model")];
+        let snap = |ms: u64| Snapshot {
+            ts_ns: ms * 1_000_000,
+            ..Snapshot::default()
+        };
+        let run = |every_ns: u64, json: bool| {
+            let (mut shadow, mut out) = (Shadow::new(model(), 10), Vec::new());
+            let mut interval = Interval::new(&mut shadow, every_ns, json, &mut out);
+            for ms in [0, 500, 1000, 2500, 3000] {
+                interval.snapshot(&snap(ms)).expect("snapshot");
+            }
+            String::from_utf8(out).expect("UTF-8")
+        };
+        // At 1 s (1 s after 0) and 2.5 s (1.5 s after 1 s), not at 3 s.
+        let json = run(1_000_000_000, true);
+        assert_eq!(json.lines().count(), 2, "{json}");
+        for line in json.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            assert!(v["models"].is_array(), "{line}");
+        }
+        let text = run(1_000_000_000, false);
+        assert_eq!(text.matches("numatrace shadow report:").count(), 2);
+        assert!(run(0, false).is_empty(), "0: no interim report");
     }
 }

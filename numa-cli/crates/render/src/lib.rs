@@ -1,8 +1,8 @@
 //! What numatrace renders for people and for other tools, apart from the
 //! commands that call it: the HTML report, the JSON-lines and Parquet
-//! dumps, the histograms, the text of stats, shadow and replay. It opens
-//! no trace for reading by itself: the caller feeds each one through a
-//! [`ReadTrace`] or a progress callback, so the binary keeps its progress
+//! dumps, the histograms, the text of stats, shadow and replay. It reads
+//! no trace's records by itself: the caller feeds them (a [`ReadTrace`],
+//! or a reader and a progress callback), so the binary keeps its progress
 //! bar and tests read plainly.
 pub mod dump;
 pub mod evaluate;
