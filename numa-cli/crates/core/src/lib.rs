@@ -9,7 +9,6 @@
 //! trace gives the same results as the live run that recorded it. The trace
 //! reader and writer take files or any `Read`/`Write`.
 pub mod decode;
-pub mod histtext;
 pub mod mapplan;
 pub mod model;
 pub mod params;

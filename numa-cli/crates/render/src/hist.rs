@@ -15,9 +15,10 @@ use serde::Serialize;
 
 use numa_core::sink::Sink;
 
+use crate::histtext;
+
 use numa_core::{
     decode::{comm, Event, Snapshot},
-    histtext,
     model::{
         log2::{upper_bound, Log2Hist},
         proctable::{ProcTable, Retired},

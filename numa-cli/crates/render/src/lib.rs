@@ -7,6 +7,7 @@
 pub mod dump;
 pub mod evaluate;
 pub mod hist;
+pub mod histtext;
 pub mod report;
 pub mod stats;
 

@@ -14,12 +14,12 @@ pub fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     print_funnel(&r.funnel, r.skips_observable, out)?;
     print_quantiles(r, out)?;
     writeln!(out, "\n  scan-to-fault latency (ms)")?;
-    numa_core::histtext::write(out, &r.latency_ms, "ms")?;
+    crate::histtext::write(out, &r.latency_ms, "ms")?;
     writeln!(
         out,
         "\n  fault-count delta (per-process hint faults between scan and fault)"
     )?;
-    numa_core::histtext::write(out, &r.fault_delta, "")?;
+    crate::histtext::write(out, &r.fault_delta, "")?;
     Ok(())
 }
 

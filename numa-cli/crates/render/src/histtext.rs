@@ -1,8 +1,9 @@
 //! bcc-style text histograms: `low -> high : count |****|`.
 use std::io::Write;
 
-use crate::model::log2::BucketCount;
+use numa_core::model::log2::BucketCount;
 
+/// One row per bucket; the fullest bucket's bar is 40 stars wide.
 pub fn write(out: &mut impl Write, rows: &[BucketCount], unit: &str) -> std::io::Result<()> {
     let max = rows.iter().map(|r| r.count).max().unwrap_or(0);
     if max == 0 {
