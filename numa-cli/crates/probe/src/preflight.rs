@@ -9,8 +9,8 @@ use numa_core::topology::MemoryTier;
 use numa_host::system;
 
 use crate::{
+    check::{check, Check, Status},
     discover,
-    doctor::{check, Check, Status},
 };
 
 /// What the preflight reads of a host.

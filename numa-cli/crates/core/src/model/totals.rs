@@ -898,6 +898,17 @@ impl Totals {
     }
 }
 
+impl crate::sink::Sink for Totals {
+    fn event(&mut self, ev: &Event) -> anyhow::Result<()> {
+        Totals::event(self, ev);
+        Ok(())
+    }
+    fn snapshot(&mut self, s: &Snapshot) -> anyhow::Result<()> {
+        Totals::snapshot(self, s);
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use numa_ebpf_common::{
