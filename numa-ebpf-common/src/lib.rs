@@ -232,7 +232,7 @@ pub enum EventKind {
 }
 
 /// The kernel's promotion decision for one hint fault, as numatrace infers
-/// it (see ARCHITECTURE.md "How exact is the reason").
+/// it (see docs/kernel.md, "Decision reason").
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Outcome {

@@ -89,7 +89,7 @@ pub struct Totals {
 }
 
 /// Consistency of the fault-count patch's inputs the probes give (see
-/// ARCHITECTURE.md, "The fault-count patch, rule by rule").
+/// docs/kernel.md, "The fault-count patch, rule by rule").
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct PatchInputs {
     /// Slow-node hint faults with the patch's counter, and without it.
