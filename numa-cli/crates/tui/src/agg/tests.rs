@@ -171,6 +171,26 @@ fn promotion(ms: u64, pages: u32, src: i32, migrated: Option<bool>) -> Event {
 /// A THP promotion is one folio and 512 pages: the folio rates count it
 /// once, "promoted pg" counts what vmstat's pgpromote_success adds, and
 /// shows vmstat's rate beside it.
+/// Every model is counted in a process's row, however many run.
+#[test]
+fn a_process_row_counts_each_of_nine_models() {
+    let mut a = agg(&["kernel-time"; 9]);
+    a.snapshot(&snap(T0, 0, 0, 0));
+    for i in 0..10 {
+        let (lat, o) = if i < 4 {
+            (100, Outcome::PromoteHot)
+        } else {
+            (5000, Outcome::RejectLatency)
+        };
+        a.event(&f(7, T0 + i * 10_000_000, i, lat, o));
+    }
+    let fr = a.publish(Some(T0 + S), Focus::default());
+    let p = &fr.processes[0];
+    assert_eq!(p.model_s, vec![4.0; 9]);
+    assert_eq!(p.agree_pct, vec![Some(100.0); 9]);
+    assert!(fr.models.iter().all(|m| m.promote_s == 4.0));
+}
+
 #[test]
 fn a_thp_promotion_is_one_folio_and_512_pages() {
     let mut a = agg(&[]);
