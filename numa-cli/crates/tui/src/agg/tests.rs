@@ -78,19 +78,25 @@ fn fault_event(
     e
 }
 
-#[test]
-fn rates_per_interval_and_history() {
-    let mut a = agg(&["kernel-time"]);
-    a.snapshot(&snap(T0, 0, 0, 0));
-    // First second: 100 faults, 40 promoted (fast), 60 rejected on latency.
-    for i in 0..100 {
-        let (lat, o) = if i < 40 {
+/// `n` decisions of process 7 in its first second, 10 ms apart: the first
+/// `promoted` promoted (fast), the rest rejected on latency.
+fn promoted_then_refused(a: &mut Aggregator, promoted: u64, n: u64) {
+    for i in 0..n {
+        let (lat, o) = if i < promoted {
             (100, Outcome::PromoteHot)
         } else {
             (5000, Outcome::RejectLatency)
         };
         a.event(&f(7, T0 + i * 10_000_000, i, lat, o));
     }
+}
+
+#[test]
+fn rates_per_interval_and_history() {
+    let mut a = agg(&["kernel-time"]);
+    a.snapshot(&snap(T0, 0, 0, 0));
+    // First second: 100 faults, 40 promoted (fast), 60 rejected on latency.
+    promoted_then_refused(&mut a, 40, 100);
     let fr = a.publish(Some(T0 + S), Focus::default());
     assert_eq!(fr.interval_s, 1.0);
     let p = &fr.processes[0];
@@ -176,14 +182,7 @@ fn promotion(ms: u64, pages: u32, src: i32, migrated: Option<bool>) -> Event {
 fn a_process_row_counts_each_of_nine_models() {
     let mut a = agg(&["kernel-time"; 9]);
     a.snapshot(&snap(T0, 0, 0, 0));
-    for i in 0..10 {
-        let (lat, o) = if i < 4 {
-            (100, Outcome::PromoteHot)
-        } else {
-            (5000, Outcome::RejectLatency)
-        };
-        a.event(&f(7, T0 + i * 10_000_000, i, lat, o));
-    }
+    promoted_then_refused(&mut a, 4, 10);
     let fr = a.publish(Some(T0 + S), Focus::default());
     let p = &fr.processes[0];
     assert_eq!(p.model_s, vec![4.0; 9]);
