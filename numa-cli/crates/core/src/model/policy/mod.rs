@@ -92,7 +92,7 @@ enum Shortcut {
 
 fn shortcut(ev: &FaultEvent) -> Shortcut {
     use numa_ebpf_common::Outcome;
-    if ev.outcome == Outcome::PromoteFreeSpace as u8 {
+    if ev.typed_outcome() == Outcome::PromoteFreeSpace {
         Shortcut::FreeSpace
     } else if ev.threshold_path() {
         Shortcut::ThresholdPath
