@@ -128,6 +128,15 @@ impl PolicyBank {
         f.tiering_decision()
     }
 
+    /// Whether the policies can be asked about `f`, one of [`asks`](Self::asks):
+    /// without the folio's stamp (a folio the per-folio sampling does not
+    /// follow) no model can judge it; the followed folios are the sample
+    /// every model figure is from.
+    #[inline]
+    pub fn judges(f: &FaultEvent) -> bool {
+        !f.unfollowed()
+    }
+
     /// Tells the policies that prefetch of a fault's page key (packed as
     /// [`answers`](Self::answers) takes it) some events ahead.
     #[inline]
@@ -169,7 +178,7 @@ impl PolicyBank {
     #[inline]
     pub fn fault<'a>(&'a mut self, f: &'a FaultEvent) -> Option<Answers<'a>> {
         let view = self.view(f);
-        if !Self::asks(f) {
+        if !Self::asks(f) || !Self::judges(f) {
             return None;
         }
         let key = pagetable::pack(f.tgid(), f.addr).unwrap_or(0);
@@ -318,6 +327,17 @@ mod tests {
             a.iter().map(|a| (a.agrees(), a.adds())).collect::<Vec<_>>(),
             [(true, false), (false, true)]
         );
+    }
+
+    #[test]
+    fn folios_the_sampling_does_not_follow_reach_no_policy() {
+        let (p, seen) = stub("p", true, false);
+        let mut bank = PolicyBank::new(vec![p]);
+        let mut f = fault(1, 1, 10, Outcome::RejectLatency);
+        assert_eq!(reasons(bank.fault(&f)), [("p", true, false)]);
+        f.ext_flags |= numa_ebpf_common::ext_flags::UNFOLLOWED;
+        assert!(bank.fault(&f).is_none());
+        assert_eq!(seen.borrow().scans.len(), 1);
     }
 
     #[test]

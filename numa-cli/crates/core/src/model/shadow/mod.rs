@@ -581,9 +581,7 @@ impl Engine {
         }
         let kernel_promote = f.kernel_promoted();
         self.count_decision(f, pi, kernel_promote);
-        if f.unfollowed() {
-            // Without the folio's stamp no model can be asked; the
-            // followed folios are the sample every model figure is from.
+        if !PolicyBank::judges(f) {
             self.unfollowed += 1;
             self.unfollowed_pages += pages;
             self.refaults.release(held);
