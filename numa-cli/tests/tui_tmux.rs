@@ -447,7 +447,7 @@ fn once_shows_a_running_promoter_from_its_state_file() {
 
 /// On a terminal `dump` into a file draws a bar with the trace's name, the
 /// bytes read, their rate and the time left on stderr, and clears it when
-/// done. The unoptimised test build takes seconds over the 4 MB trace: the
+/// done. The unoptimised test build takes seconds over the 5 MB trace: the
 /// bar is on screen for many polls of the pane.
 #[test]
 fn dump_to_a_file_shows_a_progress_bar_on_the_terminal() {

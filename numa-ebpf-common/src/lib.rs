@@ -18,13 +18,6 @@ pub const ABI_VERSION_V2: u32 = 2;
 /// Record sizes (fault, scan, skip) of [`ABI_VERSION_V2`].
 pub const RECORD_SIZES_V2: [usize; 3] = [168, 80, 40];
 
-/// The layout before the fault-count patch fields were appended to
-/// [`FaultEvent`] and [`ScanEvent`]: a trace of this version is read with
-/// the appended fields zero (their flags clear).
-pub const ABI_VERSION_V1: u32 = 1;
-/// Record sizes (fault, scan, skip) of [`ABI_VERSION_V1`].
-pub const RECORD_SIZES_V1: [usize; 3] = [136, 72, 40];
-
 /// Indices into the per-CPU `COUNTERS` array. Each BPF program bumps the
 /// counter of the event it saw; userspace sums across CPUs.
 #[repr(u32)]
@@ -239,7 +232,7 @@ pub enum EventKind {
 }
 
 /// The kernel's promotion decision for one hint fault, as numatrace infers
-/// it (see ARCHITECTURE.md "How exact is the reason").
+/// it (see docs/kernel.md, "Decision reason").
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Outcome {
@@ -454,7 +447,7 @@ pub mod fault_flags {
 
 /// Flags in [`FaultEvent::ext_flags`]: what numatrace knows of the inputs
 /// the fault-count patch (seeds/fault-count-hint-latency-rfc.txt) would
-/// have had. A trace of [`ABI_VERSION_V1`] has none of them.
+/// have had.
 pub mod ext_flags {
     /// A PMD (THP) hint fault, do_huge_pmd_numa_page: the patch counts
     /// only do_numa_page's PTE faults.
@@ -622,7 +615,7 @@ pub struct FaultEvent {
     /// [`fault_flags`].
     pub flags: u8,
     pub comm: [u8; 16],
-    // Appended in ABI 2 (a v1 trace reads them as zero).
+    // Appended in ABI 2.
     /// The destination node's PGPROMOTE_CANDIDATE (node_page_state, the
     /// node-wide count every process adds to) when the decision returned.
     /// Valid with `ext_flags::NODE_CANDIDATES`.
@@ -1227,14 +1220,6 @@ mod tests {
         assert_eq!(
             core::mem::offset_of!(ScanEvent, access_first),
             RECORD_SIZES_V2[1]
-        );
-        assert_eq!(
-            core::mem::offset_of!(FaultEvent, node_candidates),
-            RECORD_SIZES_V1[0]
-        );
-        assert_eq!(
-            core::mem::offset_of!(ScanEvent, pc_count),
-            RECORD_SIZES_V1[1]
         );
     }
 }

@@ -2,7 +2,7 @@
 //! src_nid, dst_cpu), and the reason behind it.
 //!
 //! The reason is reconstructed from what the kernel did inside the call
-//! (see ARCHITECTURE.md "How exact is the reason"): in tiering mode for a
+//! (see docs/kernel.md, "Decision reason"): in tiering mode for a
 //! slow-node folio the kernel exchanges the folio's access time
 //! (folio_xchg_last_cpupid) only after the free-space shortcut, and then
 //! compares `(now - last) & mask` with `pgdat->nbp_threshold ?: hot_threshold`

@@ -1,6 +1,6 @@
 //! `cargo xtask build`: the static musl `numatrace` binary (package numa-cli).
-//! Its build script compiles the eBPF object with nightly, so the toolchain
-//! part of setup runs first.
+//! numa-probe's build script (numa-cli/crates/probe/build.rs) compiles the
+//! eBPF object with nightly, so the toolchain part of setup runs first.
 
 use std::path::{Path, PathBuf};
 

@@ -30,7 +30,6 @@ mod observer;
 mod package;
 mod progress;
 mod results;
-mod rfc_kernel;
 mod setup;
 mod test;
 mod vm;

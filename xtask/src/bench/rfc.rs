@@ -1,5 +1,5 @@
 //! `cargo xtask bench rfc`: the fault-count RFC's microbenchmark table
-//! (shared/seeds/fault-count-hint-latency-rfc.txt) on the test bed: the
+//! (the cover letter's table, docs/kernel.md cites the thread) on the test bed: the
 //! same hot-chunks run on the stock 6.12 kernel (Default), on the RFC's
 //! patched kernel (Patched), and numatrace's `fault-count` shadow of the
 //! stock run (Predicted: what the patched decision would have done with

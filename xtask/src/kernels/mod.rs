@@ -9,6 +9,7 @@
 //! `apt/sid/` for Debian unstable's lists (apt.rs).
 
 mod apt;
+mod rfc;
 mod unpack;
 
 use std::collections::{HashMap, HashSet};
@@ -39,7 +40,7 @@ pub enum Series {
     #[value(name = "7")]
     V7,
     /// Debian's 6.12 source with the fault-count RFC's patches, built here
-    /// (rfc_kernel.rs); not in [`Series::ALL`], which are Debian's images.
+    /// (rfc.rs); not in [`Series::ALL`], which are Debian's images.
     #[value(name = "6.12-rfc")]
     V6_12Rfc,
 }
@@ -149,10 +150,10 @@ pub enum Availability {
 }
 
 /// [`ensure`], but the patched kernel may be unavailable (see
-/// `rfc_kernel::ensure`); every Debian series must be there.
+/// `rfc::ensure`); every Debian series must be there.
 pub fn available(series: Series, setup: &mut Setup) -> Result<Availability> {
     if series == Series::V6_12Rfc {
-        return crate::rfc_kernel::ensure(setup);
+        return rfc::ensure(setup);
     }
     ensure(series, setup).map(Availability::Ready)
 }
@@ -347,7 +348,7 @@ fn cached(series: Series) -> Vec<Kernel> {
 /// seconds), else [`ensure`].
 pub fn present(series: Series, setup: &mut Setup) -> Result<Kernel> {
     if series == Series::V6_12Rfc {
-        return match crate::rfc_kernel::present(setup)? {
+        return match rfc::present(setup)? {
             Availability::Ready(k) => Ok(k),
             Availability::Unavailable(why) => anyhow::bail!("{why}"),
         };
@@ -363,7 +364,7 @@ pub fn present(series: Series, setup: &mut Setup) -> Result<Kernel> {
 /// offers the series; fails when neither has one.
 pub fn ensure(series: Series, setup: &mut Setup) -> Result<Kernel> {
     if series == Series::V6_12Rfc {
-        return match crate::rfc_kernel::ensure(setup)? {
+        return match rfc::ensure(setup)? {
             Availability::Ready(k) => Ok(k),
             Availability::Unavailable(why) => anyhow::bail!("{why}"),
         };

@@ -109,8 +109,6 @@ fn check_nodes(f: &FaultEvent) -> Result<(), DecodeError> {
 /// flags clear.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OldLayout {
-    /// Before the fault-count patch's inputs (see [`fault_from_v1`]).
-    V1,
     /// Before the folio's access values: stamps as the probes made them.
     V2,
 }
@@ -121,7 +119,6 @@ impl OldLayout {
     pub fn of(abi_version: u32, record_sizes: [usize; 3]) -> Option<OldLayout> {
         use numa_ebpf_common as c;
         match (abi_version, record_sizes) {
-            (c::ABI_VERSION_V1, s) if s == c::RECORD_SIZES_V1 => Some(OldLayout::V1),
             (c::ABI_VERSION_V2, s) if s == c::RECORD_SIZES_V2 => Some(OldLayout::V2),
             _ => None,
         }
@@ -129,19 +126,12 @@ impl OldLayout {
 
     fn sizes(self) -> [usize; 3] {
         match self {
-            OldLayout::V1 => numa_ebpf_common::RECORD_SIZES_V1,
             OldLayout::V2 => numa_ebpf_common::RECORD_SIZES_V2,
         }
     }
 }
 
-/// A record of a trace of an older layout (`None`: today's). What v1
-/// lacks of the fault-count patch's inputs is stood in for by numatrace's
-/// own per-process counter (`seq_mm`: it also counts THP faults, starts at
-/// attach and never resets), so an old recording still gets a
-/// `fault-count` answer with the patch's arithmetic; the threshold path is
-/// inferred from the outcome. No node-wide candidate count (the rate limit
-/// counts the model's own).
+/// A record of a trace of an older layout (`None`: today's).
 pub fn decode_old(bytes: &[u8], layout: Option<OldLayout>) -> Result<Event, DecodeError> {
     let Some(layout) = layout else {
         return decode(bytes);
@@ -150,21 +140,11 @@ pub fn decode_old(bytes: &[u8], layout: Option<OldLayout>) -> Result<Event, Deco
     let sizes = layout.sizes();
     match kind {
         k if k == EventKind::Fault as u32 => {
-            let mut f = read_prefix(bytes, sizes[0])?;
-            if layout == OldLayout::V1 {
-                f = fault_from_v1(f);
-            }
+            let f = read_prefix(bytes, sizes[0])?;
             check_nodes(&f)?;
             Ok(Event::Fault(f))
         }
-        k if k == EventKind::Scan as u32 => {
-            let mut s: ScanEvent = read_prefix(bytes, sizes[1])?;
-            if layout == OldLayout::V1 {
-                s.pc_count = s.seq_mm as u32;
-                s.ext_flags = numa_ebpf_common::scan_ext_flags::PC_COUNT;
-            }
-            Ok(Event::Scan(s))
-        }
+        k if k == EventKind::Scan as u32 => read_prefix(bytes, sizes[1]).map(Event::Scan),
         _ => decode(bytes),
     }
 }
@@ -181,25 +161,6 @@ fn read_prefix<T: Copy + Default>(bytes: &[u8], len: usize) -> Result<T, DecodeE
         std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&mut v as *mut T).cast::<u8>(), len);
     }
     Ok(v)
-}
-
-fn fault_from_v1(mut f: FaultEvent) -> FaultEvent {
-    use numa_ebpf_common::{ext_flags as xf, Outcome};
-    f.pc_count = f.seq_mm as u32;
-    f.ext_flags = xf::PC_COUNT;
-    if f.has_stamp() && !f.stamp_other_mm() {
-        f.pc_stored = f.scan_seq_mm as u32;
-        f.pc_stored_ns = f.scan_ns;
-        f.ext_flags |= xf::PC_STORED;
-    }
-    let past = matches!(
-        Outcome::from_u8(f.outcome),
-        Some(Outcome::PromoteHot | Outcome::RejectLatency | Outcome::RejectRateLimit)
-    );
-    if past || f.has_kernel_latency() {
-        f.ext_flags |= xf::THRESHOLD_PATH;
-    }
-    f
 }
 
 /// The raw bytes of an event, as written to trace files (no copy).
@@ -521,41 +482,6 @@ mod tests {
     }
 
     #[test]
-    fn v1_records_read_with_stand_ins_for_the_patch_inputs() {
-        use numa_ebpf_common::{ext_flags as xf, RECORD_SIZES_V1};
-        let mut f = fault(70_000, 3, 1500, Outcome::RejectLatency);
-        f.scan_seq_mm = 69_000;
-        f.node_candidates = 5; // not in v1: must read as zero
-        let bytes = encode(&Event::Fault(f));
-        let Ok(Event::Fault(g)) = decode_old(&bytes[..RECORD_SIZES_V1[0]], Some(OldLayout::V1))
-        else {
-            panic!("v1 fault did not decode");
-        };
-        assert_eq!((g.pc_count, g.pc_stored), (70_000, 69_000));
-        assert_eq!(g.pc_stored_ns, f.scan_ns);
-        assert_eq!(g.node_candidates, 0);
-        assert_eq!(
-            g.ext_flags,
-            xf::PC_COUNT | xf::PC_STORED | xf::THRESHOLD_PATH
-        );
-        assert_eq!(
-            decode_old(&bytes[..RECORD_SIZES_V1[0] - 1], Some(OldLayout::V1)),
-            Err(DecodeError::Short(RECORD_SIZES_V1[0] - 1))
-        );
-        let s = ScanEvent {
-            kind: EventKind::Scan as u32,
-            seq_mm: 12,
-            ..Default::default()
-        };
-        let bytes = encode(&Event::Scan(s));
-        let Ok(Event::Scan(t)) = decode_old(&bytes[..RECORD_SIZES_V1[1]], Some(OldLayout::V1))
-        else {
-            panic!("v1 scan did not decode");
-        };
-        assert_eq!(t.pc_count, 12);
-    }
-
-    #[test]
     fn v2_records_read_with_the_access_values_zero_and_their_flags_clear() {
         use numa_ebpf_common::{ext_flags as xf, RECORD_SIZES_V2};
         let mut f = fault(70_000, 3, 1500, Outcome::RejectLatency);
@@ -570,6 +496,10 @@ mod tests {
         assert_eq!((g.access_at_fault, g.access_after), (0, 0));
         assert_eq!((g.pc_count, g.scan_ns), (f.pc_count, f.scan_ns));
         assert_eq!(g.ext_flags, xf::PC_COUNT);
+        assert_eq!(
+            decode_old(&bytes[..RECORD_SIZES_V2[0] - 1], Some(OldLayout::V2)),
+            Err(DecodeError::Short(RECORD_SIZES_V2[0] - 1))
+        );
         assert_eq!(
             OldLayout::of(2, RECORD_SIZES_V2),
             Some(OldLayout::V2),

@@ -15,28 +15,6 @@ pub trait Sink {
     }
 }
 
-impl Sink for crate::model::totals::Totals {
-    fn event(&mut self, ev: &Event) -> Result<()> {
-        crate::model::totals::Totals::event(self, ev);
-        Ok(())
-    }
-    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
-        crate::model::totals::Totals::snapshot(self, s);
-        Ok(())
-    }
-}
-
-impl Sink for crate::model::shadow::Shadow {
-    fn event(&mut self, ev: &Event) -> Result<()> {
-        crate::model::shadow::Shadow::event(self, ev);
-        Ok(())
-    }
-    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
-        crate::model::shadow::Shadow::snapshot(self, s);
-        Ok(())
-    }
-}
-
 /// Writes the stream into a trace file.
 pub struct Recorder<W: std::io::Write>(pub Option<trace::Writer<W>>);
 

@@ -9,40 +9,11 @@ use numa_core::plan::{self, AttachPlan, HookStatus, Mechanism};
 use numa_host::system;
 
 use crate::{
+    check::{check, Check, Status},
     discover,
     load::{self, Trial},
     params, preflight,
 };
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Ok,
-    Warn,
-    Fail,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Check {
-    pub name: &'static str,
-    pub status: Status,
-    pub detail: String,
-    pub remedy: String,
-}
-
-pub(crate) fn check(
-    name: &'static str,
-    status: Status,
-    detail: impl Into<String>,
-    remedy: impl Into<String>,
-) -> Check {
-    Check {
-        name,
-        status,
-        detail: detail.into(),
-        remedy: remedy.into(),
-    }
-}
 
 #[derive(Debug, Serialize)]
 pub struct Report {

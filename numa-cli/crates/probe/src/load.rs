@@ -13,6 +13,7 @@ use aya::{
 use numa_ebpf_common::{maps, programs as p, Counter, MigrateRet};
 
 use crate::memory;
+pub use crate::memory::DEFAULT_MAP_BUDGET;
 
 use numa_core::{
     mapplan::MapPlan,
@@ -274,10 +275,6 @@ pub struct Probes {
     /// Each map's kernel memory after load (fdinfo `memlock`).
     pub map_bytes: Vec<(String, u64)>,
 }
-
-/// Kernel memory for every map by default: a TiB of slow memory is then
-/// followed at 1 folio in 64.
-pub const DEFAULT_MAP_BUDGET: u64 = 256 << 20;
 
 /// User-chosen sizes, filters and sampling.
 #[derive(Debug, Clone)]

@@ -21,6 +21,10 @@ use numa_ebpf_common::{
     PC_COUNT_ENTRIES,
 };
 
+/// Kernel memory for every map by default: a TiB of slow memory is then
+/// followed at 1 folio in 64.
+pub const DEFAULT_MAP_BUDGET: u64 = 256 << 20;
+
 /// Bytes of one `STAMPS` slot (an array element is its value, 8-aligned).
 pub const SLOT_BYTES: u64 = size_of::<Stamp>().next_multiple_of(8) as u64;
 
@@ -140,9 +144,9 @@ mod tests {
             ],
             ..KernelParams::default()
         };
-        let plan = plan(&k, crate::load::DEFAULT_MAP_BUDGET, 16 << 20).expect("fits");
+        let plan = plan(&k, DEFAULT_MAP_BUDGET, 16 << 20).expect("fits");
         assert_eq!((plan.rate(), plan.slots), (64, 1 << 22));
-        assert!(plan.total_bytes() <= crate::load::DEFAULT_MAP_BUDGET);
+        assert!(plan.total_bytes() <= DEFAULT_MAP_BUDGET);
     }
 
     #[test]

@@ -9,8 +9,8 @@ use numa_core::topology::MemoryTier;
 use numa_host::system;
 
 use crate::{
+    check::{check, Check, Status},
     discover,
-    doctor::{check, Check, Status},
 };
 
 /// What the preflight reads of a host.
@@ -241,17 +241,17 @@ fn kernel_check(release: &str) -> Check {
     }
 }
 
-/// What the preflight decided: problems that stop an attaching command,
+/// What the preflight found: problems that stop an attaching command,
 /// and problems it only warns about.
 #[derive(Debug, Default)]
-pub struct Verdict {
+pub struct Findings {
     pub fatal: Vec<Check>,
     pub warnings: Vec<Check>,
 }
 
 /// Sorts the checks for an attaching command.
-pub fn decide(f: &HostFacts) -> Verdict {
-    let mut v = Verdict::default();
+pub fn decide(f: &HostFacts) -> Findings {
+    let mut v = Findings::default();
     for c in checks(f) {
         match c.status {
             Status::Ok => {}

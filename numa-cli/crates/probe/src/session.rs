@@ -53,12 +53,12 @@ pub struct ProbeOptions {
 /// remedy, in doctor's words); warns in one line each about what would
 /// leave the numbers empty, such as NUMA balancing being off.
 pub fn require_preflight() -> Result<()> {
-    let verdict = preflight::decide(&preflight::HostFacts::host());
-    for w in &verdict.warnings {
+    let findings = preflight::decide(&preflight::HostFacts::host());
+    for w in &findings.warnings {
         log::warn!("{}", preflight::one_line(w));
     }
-    if !verdict.fatal.is_empty() {
-        let failed: Vec<String> = verdict.fatal.iter().map(preflight::one_line).collect();
+    if !findings.fatal.is_empty() {
+        let failed: Vec<String> = findings.fatal.iter().map(preflight::one_line).collect();
         bail!(
             "cannot attach probes:\n  {}\n(`numatrace doctor` checks everything)",
             failed.join("\n  ")

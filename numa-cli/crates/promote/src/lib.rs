@@ -39,9 +39,8 @@ use anyhow::Result;
 use numa_core::{
     decode::{comm, Event, Snapshot},
     model::{
-        policy::{FaultView, Policy},
+        policy::{Kernel, Policy, PolicyBank},
         proctable::{ProcTable, Retired},
-        scans::ScanIndex,
         shadow::Agreement,
         window::Window,
     },
@@ -140,8 +139,8 @@ pub struct ProcRow {
 
 /// The event side: decides and queues. Never blocks on the mover.
 pub struct PromoteSink {
-    policy: Box<dyn Policy>,
-    scans: ScanIndex,
+    /// The one policy, its answers compared with what the kernel moved.
+    bank: PolicyBank,
     scope: Scope,
     targets: Targets,
     tx: Option<SyncSender<Request>>,
@@ -212,8 +211,7 @@ impl PromoteSink {
         shared: Arc<Shared>,
     ) -> Self {
         PromoteSink {
-            policy,
-            scans: ScanIndex::default(),
+            bank: PolicyBank::new(vec![policy]).compared_with(Kernel::Moved),
             scope,
             targets,
             tx: Some(tx),
@@ -241,38 +239,30 @@ impl PromoteSink {
         self.counts.hint_faults += 1;
         let tgid = f.tgid();
         let in_scope = self.scope.admits(tgid, f.cgroup_id);
-        let r = self.procs.touch(tgid, f.ts_ns, || ProcRow {
+        let row = self.procs.touch(tgid, f.ts_ns, || ProcRow {
             pid: tgid,
             comm: comm(&f.comm),
             in_scope,
             ..ProcRow::default()
         });
-        r.hint_faults += 1;
-        let row = Some(r);
-        let kernel_moved = f.kernel_promoted() && f.migrated();
-        if !f.tiering_decision() {
-            return;
-        }
+        row.hint_faults += 1;
         // Every decision reaches the policy (its state, e.g. an adaptive
         // threshold, follows the whole system, as in `shadow`).
-        let view = FaultView {
-            latest_scan: self.scans.latest(tgid, f.addr, f.ts_ns),
+        let Some(answer) = self.bank.fault(f).and_then(|mut answers| answers.next()) else {
+            return;
         };
-        let verdict = self.policy.decide(f, &view);
+        let (kernel_moved, promote) = (answer.kernel, answer.promote());
         let pages = f.pages();
-        let mut row = row;
-        if let Some(r) = row.as_deref_mut() {
-            r.decisions += 1;
-            r.kernel_promoted += u64::from(kernel_moved);
-            r.kernel_promoted_pages += u64::from(kernel_moved) * pages;
-            r.model_promote += u64::from(verdict.promote);
-        }
+        row.decisions += 1;
+        row.kernel_promoted += u64::from(kernel_moved);
+        row.kernel_promoted_pages += u64::from(kernel_moved) * pages;
+        row.model_promote += u64::from(promote);
         if !in_scope {
             self.counts.out_of_scope += 1;
             return;
         }
-        self.counts.decided(kernel_moved, verdict.promote, pages);
-        if !verdict.promote || kernel_moved {
+        self.counts.decided(kernel_moved, promote, pages);
+        if !answer.adds() {
             return;
         }
         let Some(target) = self.targets.target(f.dst_nid, f.cpu, f.src_nid) else {
@@ -293,9 +283,7 @@ impl PromoteSink {
                 self.counts.requested += 1;
                 self.counts.requested_pages += pages;
                 self.shared.sent.fetch_add(1, Ordering::Relaxed);
-                if let Some(r) = row {
-                    r.requested += 1;
-                }
+                row.requested += 1;
             }
             Err(TrySendError::Full(_)) => {
                 self.counts.queue_overflows += 1;
@@ -316,8 +304,8 @@ impl Sink for PromoteSink {
         match ev {
             Event::Fault(f) => self.fault(f),
             Event::Scan(s) => {
-                self.scans.record(s);
-                let (entries, procs) = self.scans.len();
+                self.bank.scan(s);
+                let (entries, procs) = self.bank.scan_index_len();
                 let sh = &self.shared;
                 sh.scan_index_entries
                     .store(entries as u64, Ordering::Relaxed);

@@ -10,6 +10,19 @@ pub mod shadow;
 pub mod totals;
 pub mod window;
 
+// Here rather than in `sink`, so the trait's module does not import the
+// models that implement it.
+impl crate::sink::Sink for shadow::Shadow {
+    fn event(&mut self, ev: &crate::decode::Event) -> anyhow::Result<()> {
+        shadow::Shadow::event(self, ev);
+        Ok(())
+    }
+    fn snapshot(&mut self, s: &crate::decode::Snapshot) -> anyhow::Result<()> {
+        shadow::Shadow::snapshot(self, s);
+        Ok(())
+    }
+}
+
 /// A process without an event for this long (trace time) is taken to be
 /// gone, and per-process state is dropped for it. Events carry no process
 /// exit, so silence stands in for it: a process that runs is scanned and

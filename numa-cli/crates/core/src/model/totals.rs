@@ -89,7 +89,7 @@ pub struct Totals {
 }
 
 /// Consistency of the fault-count patch's inputs the probes give (see
-/// ARCHITECTURE.md, "The fault-count patch, rule by rule").
+/// docs/kernel.md, "The fault-count patch, rule by rule").
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct PatchInputs {
     /// Slow-node hint faults with the patch's counter, and without it.
@@ -895,6 +895,17 @@ impl Totals {
             },
             patch_inputs: self.patch.report(),
         }
+    }
+}
+
+impl crate::sink::Sink for Totals {
+    fn event(&mut self, ev: &Event) -> anyhow::Result<()> {
+        Totals::event(self, ev);
+        Ok(())
+    }
+    fn snapshot(&mut self, s: &Snapshot) -> anyhow::Result<()> {
+        Totals::snapshot(self, s);
+        Ok(())
     }
 }
 

@@ -259,7 +259,7 @@ impl<R: Read> Reader<R> {
                 "trace records use layout version {}, this numatrace reads versions {} to {}: \
                  read it with the numatrace that recorded it ({})",
                 header.abi_version,
-                numa_ebpf_common::ABI_VERSION_V1,
+                numa_ebpf_common::ABI_VERSION_V2,
                 numa_ebpf_common::ABI_VERSION,
                 crate::printable::printable(&header.numatrace_version)
             );

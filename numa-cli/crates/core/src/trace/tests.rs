@@ -321,3 +321,56 @@ fn oversized_snapshots_are_refused_while_read() {
     }
     assert!(matches!(&got[3], Ok(Item::Snapshot(s)) if *s == fits));
 }
+
+/// The committed fixture was recorded before the probes read the
+/// fault-count patch's inputs: numatrace's own per-process counter
+/// (`seq_mm`) stands in for the patch's, so the `fault-count` policy still
+/// answers on it, with the threshold path inferred from the outcome and no
+/// node-wide candidate count.
+#[test]
+fn the_fixture_carries_numatraces_counter_for_the_patch_inputs() {
+    use numa_ebpf_common::{ext_flags as xf, scan_ext_flags};
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/testdata/hot-chunks-6.12.trace");
+    let mut r = Reader::open(&path).expect("fixture");
+    let (mut faults, mut scans, mut all_three) = (0, 0, 0);
+    for item in &mut r {
+        match item.expect("every record decodes") {
+            Item::Event(Event::Fault(f)) => {
+                faults += 1;
+                assert_eq!(f.pc_count, f.seq_mm as u32);
+                assert_eq!(f.node_candidates, 0);
+                assert_eq!(f.ext_flags & xf::NODE_CANDIDATES, 0);
+                assert_ne!(f.ext_flags & xf::PC_COUNT, 0);
+                let stored = f.has_stamp() && !f.stamp_other_mm();
+                assert_eq!(f.ext_flags & xf::PC_STORED != 0, stored);
+                if stored {
+                    assert_eq!(f.pc_stored, f.scan_seq_mm as u32);
+                    assert_eq!(f.pc_stored_ns, f.scan_ns);
+                }
+                let past = matches!(
+                    Outcome::from_u8(f.outcome),
+                    Some(Outcome::PromoteHot | Outcome::RejectLatency | Outcome::RejectRateLimit)
+                );
+                assert_eq!(
+                    f.ext_flags & xf::THRESHOLD_PATH != 0,
+                    past || f.has_kernel_latency()
+                );
+                if f.ext_flags == xf::PC_COUNT | xf::PC_STORED | xf::THRESHOLD_PATH {
+                    all_three += 1;
+                }
+            }
+            Item::Event(Event::Scan(s)) => {
+                scans += 1;
+                assert_eq!(s.pc_count, s.seq_mm as u32);
+                assert_eq!(s.ext_flags, scan_ext_flags::PC_COUNT);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(r.warning, None);
+    assert!(
+        faults > 0 && scans > 0 && all_three > 0,
+        "{faults} {scans} {all_three}"
+    );
+}

@@ -46,7 +46,7 @@ impl FakeRoot {
         std::fs::remove_file(self.0.join(rel)).expect("remove");
     }
 
-    fn verdict(&self) -> Verdict {
+    fn findings(&self) -> Findings {
         decide(&HostFacts::read(&self.0))
     }
 }
@@ -67,7 +67,7 @@ fn a_ready_host_passes_without_a_word() {
     let f = HostFacts::read(&r.0);
     assert_eq!((f.euid, f.numa_balancing), (Some(0), Some(2)));
     assert!(f.has_btf && f.tracefs.is_some() && privileged(&f));
-    let v = r.verdict();
+    let v = r.findings();
     assert!(v.fatal.is_empty(), "{:?}", v.fatal);
     assert!(v.warnings.is_empty(), "{:?}", v.warnings);
 }
@@ -76,7 +76,7 @@ fn a_ready_host_passes_without_a_word() {
 fn balancing_without_tiering_is_one_warning_line() {
     let r = FakeRoot::ready("balancing");
     r.put("proc/sys/kernel/numa_balancing", "1");
-    let v = r.verdict();
+    let v = r.findings();
     assert!(v.fatal.is_empty(), "{:?}", v.fatal);
     assert_eq!(names(&v.warnings), ["numa_balancing"]);
     let line = one_line(&v.warnings[0]);
@@ -91,14 +91,14 @@ fn balancing_without_tiering_is_one_warning_line() {
 fn balancing_off_or_missing_stops_an_attaching_command() {
     let r = FakeRoot::ready("balancing-off");
     r.put("proc/sys/kernel/numa_balancing", "0");
-    let v = r.verdict();
+    let v = r.findings();
     assert_eq!(names(&v.fatal), ["numa_balancing"]);
     assert!(v.warnings.is_empty(), "{:?}", v.warnings);
     let line = one_line(&v.fatal[0]);
     assert!(line.contains("takes no hint faults"), "{line}");
     assert!(line.contains("sysctl -w kernel.numa_balancing=2"), "{line}");
     r.remove("proc/sys/kernel/numa_balancing");
-    let v = r.verdict();
+    let v = r.findings();
     assert_eq!(names(&v.fatal), ["numa_balancing"]);
     assert!(one_line(&v.fatal[0]).contains("CONFIG_NUMA_BALANCING"));
 }
@@ -107,7 +107,7 @@ fn balancing_off_or_missing_stops_an_attaching_command() {
 fn one_memory_tier_is_a_warning() {
     let r = FakeRoot::ready("tiers");
     r.remove("sys/devices/virtual/memory_tiering/memory_tier22/nodelist");
-    let v = r.verdict();
+    let v = r.findings();
     assert!(v.fatal.is_empty(), "{:?}", v.fatal);
     assert_eq!(names(&v.warnings), ["memory_tiers"]);
     assert!(one_line(&v.warnings[0]).contains("nothing will be promoted"));
@@ -117,7 +117,7 @@ fn one_memory_tier_is_a_warning() {
 fn without_btf_nothing_attaches() {
     let r = FakeRoot::ready("btf");
     r.remove("sys/kernel/btf/vmlinux");
-    let v = r.verdict();
+    let v = r.findings();
     assert_eq!(names(&v.fatal), ["btf"]);
     let line = one_line(&v.fatal[0]);
     assert!(line.contains("nbp_threshold"), "{line}");
@@ -131,7 +131,7 @@ fn without_privileges_nothing_attaches_and_the_advice_is_honest() {
         "proc/self/status",
         "Uid:\t1000\t1000\t1000\t1000\nCapEff:\t0000000000000000\n",
     );
-    let v = r.verdict();
+    let v = r.findings();
     assert_eq!(names(&v.fatal), ["privileges"]);
     let line = one_line(&v.fatal[0]);
     assert!(line.contains("euid 1000"), "{line}");
@@ -147,7 +147,7 @@ fn without_privileges_nothing_attaches_and_the_advice_is_honest() {
         "proc/self/status",
         "Uid:\t1000\t1000\t1000\t1000\nCapEff:\t000000c000000000\n",
     );
-    assert!(r.verdict().fatal.is_empty());
+    assert!(r.findings().fatal.is_empty());
 }
 
 #[test]
@@ -157,25 +157,25 @@ fn lockdown_confidentiality_stops_integrity_does_not() {
         "sys/kernel/security/lockdown",
         "none integrity [confidentiality]\n",
     );
-    let v = r.verdict();
+    let v = r.findings();
     assert_eq!(names(&v.fatal), ["lockdown"]);
     assert!(one_line(&v.fatal[0]).contains("lockdown="), "{:?}", v.fatal);
     r.put(
         "sys/kernel/security/lockdown",
         "none [integrity] confidentiality\n",
     );
-    let v = r.verdict();
+    let v = r.findings();
     assert!(v.fatal.is_empty() && v.warnings.is_empty(), "{v:?}");
     // No securityfs: lockdown is unknown, the load itself will tell.
     r.remove("sys/kernel/security/lockdown");
-    assert!(r.verdict().fatal.is_empty());
+    assert!(r.findings().fatal.is_empty());
 }
 
 #[test]
 fn a_kernel_without_tiering_stops() {
     let r = FakeRoot::ready("kernel");
     r.put("proc/sys/kernel/osrelease", "5.10.0-28-amd64\n");
-    let v = r.verdict();
+    let v = r.findings();
     assert_eq!(names(&v.fatal), ["kernel"]);
     assert!(one_line(&v.fatal[0]).contains("5.18"));
 }

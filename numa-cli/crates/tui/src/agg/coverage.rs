@@ -11,7 +11,7 @@ use super::{
 
 impl Aggregator {
     pub(super) fn scan(&mut self, s: &ScanEvent) {
-        self.scans.record(s);
+        self.bank.scan(s);
         let tgid = s.tgid();
         let p = self.proc_mut(tgid, s.ts_ns);
         p.scan_passes += 1;

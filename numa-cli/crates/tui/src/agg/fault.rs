@@ -1,14 +1,11 @@
 //! Hint faults: counts, shadow-model verdicts, histograms and heat.
 use numa_core::{
     decode::comm,
-    model::{
-        funnel::{slow_tier, top_tier},
-        policy::FaultView,
-    },
+    model::funnel::{slow_tier, top_tier},
 };
 use numa_ebpf_common::{FaultEvent, Outcome};
 
-use super::{hists::HistPoint, Aggregator, Counts, CHUNK_SHIFT};
+use super::{hists::HistPoint, procs::Proc, Aggregator, Counts, CHUNK_SHIFT};
 
 impl Aggregator {
     pub(super) fn fault(&mut self, f: &FaultEvent) {
@@ -20,12 +17,6 @@ impl Aggregator {
         let mig_fail = f.migrate_failed();
         let promoted_pages = self.promoted_pages(f);
         self.note_threshold(f);
-        // The models decide first (they need &mut self.models and the scans).
-        let verdicts = if decided {
-            self.shadow_verdicts(f, tgid, promoted)
-        } else {
-            [false; 8]
-        };
         self.sys_decided += u64::from(decided);
         let bump = |c: &mut Counts| {
             c.faults += 1;
@@ -48,8 +39,12 @@ impl Aggregator {
         if let Some(pt) = &point {
             self.sys_hists.add(pt);
         }
+        // The process's row beside the models' counts (not through
+        // `proc_mut`, which holds all of `self`).
         let n_models = self.models.len();
-        let p = self.proc_mut(tgid, f.ts_ns);
+        let p = self
+            .procs
+            .touch(tgid, f.ts_ns, || Proc::new(tgid, n_models));
         bump(&mut p.counts);
         if let Some(pt) = &point {
             p.hists.add(pt);
@@ -58,15 +53,16 @@ impl Aggregator {
         if p.comm.is_empty() {
             p.comm = comm(&f.comm);
         }
-        if decided {
-            for ((v, prom), agree) in verdicts
-                .iter()
-                .zip(p.model_promote.iter_mut())
-                .zip(p.model_agree.iter_mut())
-                .take(n_models)
-            {
-                *prom += u64::from(*v);
-                *agree += u64::from(*v == promoted);
+        // Every fault goes to the bank (its scan lookup keeps the
+        // process's scans); each model's answer on a decision is counted
+        // system-wide and for the process.
+        if let Some(answers) = self.bank.fault(f) {
+            let in_proc = p.model_promote.iter_mut().zip(p.model_agree.iter_mut());
+            for ((a, m), (promote, agree)) in answers.zip(&mut self.models).zip(in_proc) {
+                m.promote += u64::from(a.promote());
+                m.agree += u64::from(a.agrees());
+                *promote += u64::from(a.promote());
+                *agree += u64::from(a.agrees());
             }
         }
         if let Some(ch) = p.chunk(f.addr >> CHUNK_SHIFT) {
@@ -98,27 +94,5 @@ impl Aggregator {
             self.last_threshold = Some((f.dst_nid, f.threshold_ms));
             self.kernel_threshold.insert(f.dst_nid, f.threshold_ms);
         }
-    }
-
-    /// Each shadow model's verdict on a decided fault, counted system-wide
-    /// with its agreement with the kernel; the first eight are returned for
-    /// the process's counts.
-    fn shadow_verdicts(&mut self, f: &FaultEvent, tgid: u32, promoted: bool) -> [bool; 8] {
-        let mut verdicts = [false; 8];
-        if self.models.is_empty() {
-            return verdicts;
-        }
-        let view = FaultView {
-            latest_scan: self.scans.latest(tgid, f.addr, f.ts_ns),
-        };
-        for (i, m) in self.models.iter_mut().enumerate() {
-            let v = m.policy.decide(f, &view).promote;
-            m.promote += u64::from(v);
-            m.agree += u64::from(v == promoted);
-            if let Some(slot) = verdicts.get_mut(i) {
-                *slot = v;
-            }
-        }
-        verdicts
     }
 }

@@ -1,6 +1,6 @@
 //! The aggregation behind `top`: a pipeline sink that keeps cumulative
 //! counts per process and system-wide, runs the shadow policies on every
-//! decision (the same `Policy::decide` calls as `model::shadow`), and turns
+//! decision (through a `PolicyBank`, as `model::shadow` does), and turns
 //! them into a [`Frame`] of per-second rates at each publication.
 //!
 //! Pure like `model`: time comes from the events and snapshots (or the
@@ -23,7 +23,10 @@ use std::collections::{BTreeMap, VecDeque};
 use numa_core::{
     decode::{Event, Snapshot},
     model::{
-        funnel::Funnel, policy::Policy, proctable::ProcTable, scans::ScanIndex, window::Window,
+        funnel::Funnel,
+        policy::{Policy, PolicyBank},
+        proctable::ProcTable,
+        window::Window,
     },
     params::KernelHotness,
     sink::Sink,
@@ -88,8 +91,10 @@ pub struct Counts {
     pub promoted_pages: u64,
 }
 
+/// A model's system-wide counts; its policy is the one at the same place
+/// in the aggregator's [`PolicyBank`].
+#[derive(Default)]
 struct ModelSlot {
-    policy: Box<dyn Policy>,
     promote: u64,
     prev_promote: u64,
     agree: u64,
@@ -97,8 +102,9 @@ struct ModelSlot {
 
 pub struct Aggregator {
     source: String,
+    /// The shadow policies and the scan index they read.
+    bank: PolicyBank,
     models: Vec<ModelSlot>,
-    scans: ScanIndex,
     procs: ProcTable<Proc>,
     last_pid: Option<u32>,
     sys: Counts,
@@ -136,16 +142,8 @@ impl Aggregator {
         let n_series = BASE_SERIES.len() + policies.len();
         Aggregator {
             source,
-            models: policies
-                .into_iter()
-                .map(|policy| ModelSlot {
-                    policy,
-                    promote: 0,
-                    prev_promote: 0,
-                    agree: 0,
-                })
-                .collect(),
-            scans: ScanIndex::default(),
+            models: policies.iter().map(|_| ModelSlot::default()).collect(),
+            bank: PolicyBank::new(policies),
             procs: ProcTable::new(MAX_PROCS, usize::MAX),
             last_pid: None,
             sys: Counts::default(),

@@ -156,9 +156,10 @@ impl Aggregator {
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
         self.models
             .iter()
+            .zip(self.bank.policies())
             .enumerate()
-            .map(|(i, m)| {
-                let name = m.policy.name();
+            .map(|(i, (m, policy))| {
+                let name = policy.name();
                 let base = short_name(&name);
                 let k = seen.entry(base).or_default();
                 *k += 1;
@@ -167,8 +168,7 @@ impl Aggregator {
                 } else {
                     format!("{}{}", &base[..base.len().min(5)], k)
                 };
-                let params: Vec<String> = m
-                    .policy
+                let params: Vec<String> = policy
                     .params()
                     .iter()
                     .map(|(k, v)| format!("{k}={v}"))
@@ -178,7 +178,7 @@ impl Aggregator {
                     name,
                     short,
                     params: params.join(","),
-                    threshold: m.policy.threshold(),
+                    threshold: policy.threshold(),
                     promote_s: self.sys_rates.models.get(i).copied().unwrap_or(0.0),
                     agree_pct: pct(m.agree, self.sys_decided),
                 }

@@ -78,19 +78,25 @@ fn fault_event(
     e
 }
 
-#[test]
-fn rates_per_interval_and_history() {
-    let mut a = agg(&["kernel-time"]);
-    a.snapshot(&snap(T0, 0, 0, 0));
-    // First second: 100 faults, 40 promoted (fast), 60 rejected on latency.
-    for i in 0..100 {
-        let (lat, o) = if i < 40 {
+/// `n` decisions of process 7 in its first second, 10 ms apart: the first
+/// `promoted` promoted (fast), the rest rejected on latency.
+fn promoted_then_refused(a: &mut Aggregator, promoted: u64, n: u64) {
+    for i in 0..n {
+        let (lat, o) = if i < promoted {
             (100, Outcome::PromoteHot)
         } else {
             (5000, Outcome::RejectLatency)
         };
         a.event(&f(7, T0 + i * 10_000_000, i, lat, o));
     }
+}
+
+#[test]
+fn rates_per_interval_and_history() {
+    let mut a = agg(&["kernel-time"]);
+    a.snapshot(&snap(T0, 0, 0, 0));
+    // First second: 100 faults, 40 promoted (fast), 60 rejected on latency.
+    promoted_then_refused(&mut a, 40, 100);
     let fr = a.publish(Some(T0 + S), Focus::default());
     assert_eq!(fr.interval_s, 1.0);
     let p = &fr.processes[0];
@@ -171,6 +177,19 @@ fn promotion(ms: u64, pages: u32, src: i32, migrated: Option<bool>) -> Event {
 /// A THP promotion is one folio and 512 pages: the folio rates count it
 /// once, "promoted pg" counts what vmstat's pgpromote_success adds, and
 /// shows vmstat's rate beside it.
+/// Every model is counted in a process's row, however many run.
+#[test]
+fn a_process_row_counts_each_of_nine_models() {
+    let mut a = agg(&["kernel-time"; 9]);
+    a.snapshot(&snap(T0, 0, 0, 0));
+    promoted_then_refused(&mut a, 4, 10);
+    let fr = a.publish(Some(T0 + S), Focus::default());
+    let p = &fr.processes[0];
+    assert_eq!(p.model_s, vec![4.0; 9]);
+    assert_eq!(p.agree_pct, vec![Some(100.0); 9]);
+    assert!(fr.models.iter().all(|m| m.promote_s == 4.0));
+}
+
 #[test]
 fn a_thp_promotion_is_one_folio_and_512_pages() {
     let mut a = agg(&[]);

@@ -13,7 +13,8 @@ use numa_ebpf_common::{FaultEvent, Outcome};
 /// decision (read by the probes when the decision returned) less the
 /// kernel's own candidates among the faults seen. That unseen part never
 /// decreases (the node's count is folded from per-CPU batches and can lag
-/// the faults seen). Without the node's count (a v1 trace) it is 0.
+/// the faults seen). Without the node's count (records without
+/// `NODE_CANDIDATES`) it is 0.
 #[derive(Debug, Clone, Default)]
 pub struct Candidates {
     nodes: Vec<(i32, Feed)>,

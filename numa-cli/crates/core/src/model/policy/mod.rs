@@ -1,6 +1,7 @@
 //! Promotion policies run in shadow beside the kernel. Each sees the same
 //! hint faults (with the kernel's decision and the scan stamps) and says
 //! whether *it* would promote. Pure: time comes from the events.
+mod bank;
 mod build;
 mod fault_count;
 mod kernel_time;
@@ -12,6 +13,7 @@ use std::collections::BTreeMap;
 use numa_ebpf_common::FaultEvent;
 
 pub use self::{
+    bank::{Answer, Answers, Kernel, PolicyBank},
     build::{
         build, build_all, check_threshold, threshold_message, KernelDefaults, ModelDefaults,
         DEFAULT_MODELS, THRESHOLD_RANGE,
@@ -90,7 +92,7 @@ enum Shortcut {
 
 fn shortcut(ev: &FaultEvent) -> Shortcut {
     use numa_ebpf_common::Outcome;
-    if ev.outcome == Outcome::PromoteFreeSpace as u8 {
+    if ev.typed_outcome() == Outcome::PromoteFreeSpace {
         Shortcut::FreeSpace
     } else if ev.threshold_path() {
         Shortcut::ThresholdPath
@@ -107,7 +109,8 @@ pub trait Policy {
     fn decide(&mut self, ev: &FaultEvent, view: &FaultView) -> Verdict;
     /// [`decide`](Self::decide) with the fault's page key packed by the
     /// caller (`pagetable::pack` of its tgid and address, 0 when it does
-    /// not pack): the engine packs it once per fault for every model.
+    /// not pack): the [`PolicyBank`] packs it once per fault for every
+    /// model.
     fn decide_keyed(&mut self, ev: &FaultEvent, view: &FaultView, _key: u64) -> Verdict {
         self.decide(ev, view)
     }

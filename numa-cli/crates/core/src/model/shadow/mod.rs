@@ -23,8 +23,7 @@ use self::{
 };
 use super::{
     pagetable,
-    policy::{FaultView, Policy, Step, Verdict},
-    scans::ScanIndex,
+    policy::{FaultView, Policy, PolicyBank, Step, Verdict},
     window::Window,
 };
 use crate::{
@@ -42,8 +41,9 @@ const MAX_SAMPLES: usize = 32;
 const MAX_NODE_PAIRS: usize = 4096;
 pub const OTHER_NODE_PAIRS: (i32, i32) = (i32::MIN, i32::MIN);
 
+/// A model's counts; its policy is the one at the same place in the
+/// engine's [`PolicyBank`].
 struct ModelState {
-    policy: Box<dyn Policy>,
     /// The distinct verdicts given so far, with how often: every count
     /// the report shows of a model is a sum over these, so a decision
     /// costs one small search and two additions.
@@ -168,9 +168,10 @@ pub struct Shadow {
 const LOOKAHEAD: usize = 16;
 
 struct Engine {
+    /// The policies and the scan index they read.
+    bank: PolicyBank,
+    /// Each policy's counts, in the bank's order.
     models: Vec<ModelState>,
-    /// The models whose policy prefetches (see [`Policy::prefetches`]).
-    prefetching: Vec<usize>,
     /// The migration counts; the outcome counts are in `outcomes`.
     kernel: KernelCounts,
     /// Decided faults by outcome (`Outcome as usize`): folios, and their
@@ -193,7 +194,6 @@ struct Engine {
     next_sample: u64,
     processes: Processes,
     node_pairs: Rows<(i32, i32), NodePairRow>,
-    scans: ScanIndex,
 }
 
 /// The events arrived and not yet applied, oldest first.
@@ -305,21 +305,16 @@ impl Shadow {
             "the command line lets through at most MAX_POLICIES models"
         );
         let refaults = Refaults::new(policies.len());
-        let prefetching = (0..policies.len())
-            .filter(|&i| policies[i].prefetches())
-            .collect();
         Shadow {
             engine: RefCell::new((
                 Engine {
-                    models: policies
-                        .into_iter()
-                        .map(|policy| ModelState {
-                            policy,
+                    models: (0..policies.len())
+                        .map(|_| ModelState {
                             tallies: Vec::new(),
                             stamped_elsewhere: Agreement::default(),
                         })
                         .collect(),
-                    prefetching,
+                    bank: PolicyBank::new(policies),
                     kernel: KernelCounts::default(),
                     outcomes: [0; OUTCOMES],
                     outcome_pages: [0; OUTCOMES],
@@ -336,7 +331,6 @@ impl Shadow {
                     next_sample: 1,
                     processes: Processes::new(top_n),
                     node_pairs: Rows::default(),
-                    scans: ScanIndex::default(),
                 },
                 Lookahead::new(),
             )),
@@ -367,8 +361,8 @@ impl Shadow {
             ("processes", e.processes.len().0),
             ("processes_gone_kept", e.processes.len().1),
             ("node_pairs", e.node_pairs.len()),
-            ("scan_index_entries", e.scans.len().0),
-            ("scan_index_processes", e.scans.len().1),
+            ("scan_index_entries", e.bank.scan_index_len().0),
+            ("scan_index_processes", e.bank.scan_index_len().1),
         ])
     }
 
@@ -435,12 +429,13 @@ impl Shadow {
             models: e
                 .models
                 .iter()
+                .zip(e.bank.policies())
                 .enumerate()
-                .map(|(i, m)| {
+                .map(|(i, (m, policy))| {
                     let c = m.counts();
                     ModelReport {
-                        name: m.policy.name(),
-                        params: m.policy.params(),
+                        name: policy.name(),
+                        params: policy.params(),
                         promote: c.promote,
                         reject: c.reject,
                         reject_pages: c.reject_pages,
@@ -451,7 +446,7 @@ impl Shadow {
                         agreement: c.agreement,
                         agreement_stamped_elsewhere: m.stamped_elsewhere.clone(),
                         refault_after_model_only: e.refaults.report(i),
-                        threshold: m.policy.threshold(),
+                        threshold: policy.threshold(),
                         projected: c.projected,
                     }
                 })
@@ -478,13 +473,6 @@ fn process_row(pid: u32, models: usize) -> ProcessRow {
         model_promote_refused_pages: vec![0; models],
         ..ProcessRow::default()
     }
-}
-
-/// Whether the models are asked about `f`: a decision the kernel made in
-/// tiering mode, what the policies compete on.
-#[inline]
-fn asked(f: &FaultEvent) -> bool {
-    f.tiering_decision()
 }
 
 // The counting below adds 0 or 1 instead of branching: outcomes and
@@ -548,9 +536,7 @@ impl Engine {
             return 0;
         };
         self.refaults.prefetch(key);
-        for &i in &self.prefetching {
-            self.models[i].policy.prefetch(key);
-        }
+        self.bank.prefetch(key);
         key
     }
 
@@ -564,7 +550,7 @@ impl Engine {
                     self.refaults.forget(&gone);
                 }
             }
-            Event::Scan(s) => self.scans.record(s),
+            Event::Scan(s) => self.bank.scan(s),
             Event::Skip(_) => {}
         }
     }
@@ -577,11 +563,7 @@ impl Engine {
         let page = Page::packed_as(tgid, f.addr, key);
         // Every fault may answer an earlier refusal of the same page.
         let held = self.refaults.fault(&page, f.ts_ns, pages);
-        // Looked up for every fault, decided or not: each one tells the
-        // index its process is still there.
-        let view = FaultView {
-            latest_scan: self.scans.latest(tgid, f.addr, f.ts_ns),
-        };
+        let view = self.bank.view(f);
         let n_models = self.models.len();
         let pi = self
             .processes
@@ -593,15 +575,13 @@ impl Engine {
             proc_row.comm = comm(&f.comm);
         }
         self.kernel.count_migration(f);
-        if !asked(f) {
+        if !PolicyBank::asks(f) {
             self.refaults.release(held);
             return;
         }
         let kernel_promote = f.kernel_promoted();
         self.count_decision(f, pi, kernel_promote);
-        if f.unfollowed() {
-            // Without the folio's stamp no model can be asked; the
-            // followed folios are the sample every model figure is from.
+        if !PolicyBank::judges(f) {
             self.unfollowed += 1;
             self.unfollowed_pages += pages;
             self.refaults.release(held);
@@ -614,7 +594,7 @@ impl Engine {
         if self.rejected_seen == self.next_sample {
             self.sample_rejection(f);
         }
-        let wanted = self.decide(f, &view, key, pi, kernel_promote);
+        let wanted = self.decide(f, view, key, pi, kernel_promote);
         if kernel_promote {
             self.refaults.release(held);
         } else {
@@ -652,7 +632,7 @@ impl Engine {
     fn decide(
         &mut self,
         f: &FaultEvent,
-        view: &FaultView,
+        view: FaultView,
         key: u64,
         pi: usize,
         kernel_promote: bool,
@@ -689,20 +669,20 @@ impl Engine {
         let row_refused_pages = &mut row.model_promote_refused_pages[..n];
         let pair_promote = &mut pair.model_promote[..n];
         let pair_promote_pages = &mut pair.model_promote_pages[..n];
-        let refused = u64::from(!kernel_promote);
+        let stamped_elsewhere = f.stamp_other_mm();
         let mut wanted = 0u64;
-        for (i, m) in models.iter_mut().enumerate() {
-            let v = m.policy.decide_keyed(f, view, key);
-            m.tally(v, kernel_promote, pages);
-            if f.stamp_other_mm() {
-                m.stamped_elsewhere
-                    .count(kernel_promote, v.promote, 1, pages);
+        let answers = self.bank.answers(f, view, key);
+        for (i, (m, a)) in models.iter_mut().zip(answers).enumerate() {
+            m.tally(a.verdict, a.kernel, pages);
+            if stamped_elsewhere {
+                m.stamped_elsewhere.count(a.kernel, a.promote(), 1, pages);
             }
-            let p = u64::from(v.promote);
+            let p = u64::from(a.promote());
+            let added = u64::from(a.adds());
             row_promote[i] += p;
             row_promote_pages[i] += p * pages;
-            row_refused[i] += p & refused;
-            row_refused_pages[i] += (p & refused) * pages;
+            row_refused[i] += added;
+            row_refused_pages[i] += added * pages;
             pair_promote[i] += p;
             pair_promote_pages[i] += p * pages;
             wanted |= p << i;

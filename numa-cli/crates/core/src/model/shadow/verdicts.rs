@@ -3,32 +3,26 @@
 //! with the same views, without its tallies.
 use numa_ebpf_common::{FaultEvent, ScanEvent};
 
-use super::asked;
-use crate::model::{
-    policy::{FaultView, Policy},
-    scans::ScanIndex,
-};
+use crate::model::policy::{Policy, PolicyBank};
 
 pub struct FaultVerdicts {
-    policies: Vec<Box<dyn Policy>>,
-    scans: ScanIndex,
+    bank: PolicyBank,
 }
 
 impl FaultVerdicts {
     pub fn new(policies: Vec<Box<dyn Policy>>) -> Self {
         FaultVerdicts {
-            policies,
-            scans: ScanIndex::default(),
+            bank: PolicyBank::new(policies),
         }
     }
 
     /// The models' names, in the order of their answers.
     pub fn names(&self) -> Vec<String> {
-        self.policies.iter().map(|p| p.name()).collect()
+        self.bank.names()
     }
 
     pub fn scan(&mut self, s: &ScanEvent) {
-        self.scans.record(s);
+        self.bank.scan(s);
     }
 
     /// Whether each model would promote `f`, in [`names`](Self::names)'
@@ -36,17 +30,10 @@ impl FaultVerdicts {
     /// tiering decision), as the shadow engine leaves it out.
     pub fn fault(&mut self, f: &FaultEvent, out: &mut Vec<Option<bool>>) {
         out.clear();
-        // Looked up for every fault, as the engine does: each one tells
-        // the index its process is still there.
-        let view = FaultView {
-            latest_scan: self.scans.latest(f.tgid(), f.addr, f.ts_ns),
-        };
-        let ask = asked(f);
-        out.extend(
-            self.policies
-                .iter_mut()
-                .map(|p| ask.then(|| p.decide(f, &view).promote)),
-        );
+        match self.bank.fault(f) {
+            Some(answers) => out.extend(answers.map(|a| Some(a.promote()))),
+            None => out.resize(self.bank.len(), None),
+        }
     }
 }
 

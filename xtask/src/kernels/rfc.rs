@@ -25,9 +25,9 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
+use super::{Availability, Kernel, Series, INFO_FILE};
 use crate::cmd;
 use crate::host::{apt_get, Setup};
-use crate::kernels::{self, Availability, Kernel, Series};
 
 /// Debian's source package of the 6.12 kernel.
 const SOURCE_PACKAGE: &str = "linux-source-6.12";
@@ -51,7 +51,6 @@ const BUILD_TIME: &str = "tens of minutes on 2 idle cores, longer under other lo
 /// The command that builds the kernel, for messages.
 pub const BUILD_COMMAND: &str = "cargo xtask setup --kernels 6.12-rfc";
 
-const INFO_FILE: &str = "kernel.info";
 const INPUTS_FILE: &str = "numatrace-inputs";
 
 /// The repository's patches and config fragment.
@@ -114,7 +113,7 @@ fn may_build(ci: Option<&str>) -> Result<(), String> {
 
 /// A cached patched kernel, if there is one (newest first; no apt look-ups).
 fn cached() -> Vec<Kernel> {
-    let Ok(dir) = kernels::cache_root().map(|r| r.join("kernels")) else {
+    let Ok(dir) = super::cache_root().map(|r| r.join("kernels")) else {
         return Vec::new();
     };
     let Ok(entries) = fs::read_dir(dir) else {
@@ -189,7 +188,7 @@ pub fn ensure(setup: &mut Setup) -> Result<Availability> {
         return Ok(Availability::Unavailable(why));
     }
     let kernel = build(setup, &inputs, &dir)?;
-    kernels::remove_older(&kernel, cached(), setup)?;
+    super::remove_older(&kernel, cached(), setup)?;
     Ok(Availability::Ready(kernel))
 }
 
@@ -209,7 +208,7 @@ struct Inputs {
 impl Inputs {
     fn resolve(setup: &mut Setup) -> Result<Inputs> {
         let version = source_version(setup)?;
-        let base = kernels::present(Series::V6_12, setup)
+        let base = super::present(Series::V6_12, setup)
             .context("the patched kernel's config starts from the 6.12 image's")?;
         let base_path = base
             .dir
@@ -254,7 +253,7 @@ impl Inputs {
                 }
             })
             .collect();
-        Ok(kernels::cache_root()?
+        Ok(super::cache_root()?
             .join("kernels")
             .join(format!("linux-{SERIES_NAME}_{version}_{}", self.key)))
     }
@@ -282,7 +281,7 @@ fn source_version(setup: &mut Setup) -> Result<String> {
 /// Downloads, patches, configures and builds; caches the product in `dir`.
 fn build(setup: &mut Setup, inputs: &Inputs, dir: &Path) -> Result<Kernel> {
     setup.packages(BUILD_PACKAGES)?;
-    let build_dir = kernels::cache_root()?.join("build");
+    let build_dir = super::cache_root()?.join("build");
     fs::create_dir_all(&build_dir)
         .with_context(|| format!("cannot create {}", build_dir.display()))?;
     let _lock = lock_build(&build_dir.join("linux-6.12-rfc.lock"))?;
