@@ -29,32 +29,9 @@ use crate::results::{read_json, u};
 /// maps' bytes plus an eighth of the slow PFNs' slots, in KiB rounded up),
 /// so the sampled and the full run see the same faults.
 pub const SCRIPT: &str = concat!(
-    r#"echo 2 > /proc/sys/kernel/numa_balancing
-D=/sys/kernel/debug/sched/numa_balancing
-old_max=$(cat $D/scan_period_max_ms)
-echo 1000 > $D/scan_period_max_ms
-numatrace doctor --json > doctor.json
-field() { sed -n "s/.*\"$1\": \([0-9]*\).*/\1/p" doctor.json | head -1; }
-budget=$(( ($(field fixed_bytes) + ($(field slow_pfns) + 7) / 8 * $(field slot_bytes) + 1023) / 1024 ))K
-echo "budget for 1 in 8: $budget"
-"#,
+    include_str!("passes/budget.sh"),
     fill_dram!(400, 240),
-    r#"numatrace record -o s.trace --map-budget $budget --duration 600 2> sampled.err &
-sampled=$!
-i=0; while [ $i -lt 240 ] && [ ! -s s.trace ]; do sleep 0.5; i=$((i + 1)); done
-numatrace shadow --json -o shadow.json --record t.trace -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 64 --accesses 160 --compute-ms 100 --duration 100 --summary workload.json
-rc=$?
-kill -INT $sampled
-wait $sampled
-src=$?
-echo $old_max > $D/scan_period_max_ms
-kill $filler
-[ $rc = 0 ] && [ $src = 0 ] || { cat sampled.err; exit 1; }
-numatrace stats t.trace --json > stats.json
-numatrace stats s.trace --json > sampled-stats.json
-numatrace replay t.trace --json > full-replay.json
-numatrace replay s.trace --json > sampled-replay.json
-"#
+    include_str!("passes/run.sh")
 );
 
 /// At least one fault per page of the region: the scanner protected all

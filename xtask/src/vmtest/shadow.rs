@@ -7,9 +7,7 @@ use anyhow::{ensure, Context, Result};
 use crate::kernels::Series;
 use crate::results::{f, read_json, u};
 
-pub const SCRIPT: &str = r#"cp ../recording/shadow.json shadow.json
-numatrace replay ../recording/t.trace --json -o replay.json
-"#;
+pub const SCRIPT: &str = include_str!("shadow.sh");
 
 /// The live shadow report shows latency rejections, the
 /// kernel-time model agrees with the kernel on >= 95% of decisions, and a
