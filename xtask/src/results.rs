@@ -3,12 +3,23 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub fn read_json(dir: &Path, name: &str) -> Result<Value> {
     let path = dir.join(name);
     let text = std::fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
+}
+
+/// The JSON file `name` in `dir` as the report type numatrace wrote it
+/// with: a field the type lost or renamed fails to compile in the check,
+/// one missing from the file fails here and names it.
+pub fn read_report<T: DeserializeOwned>(dir: &Path, name: &str) -> Result<T> {
+    let path = dir.join(name);
+    let text = std::fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{} is not the report numatrace writes", path.display()))
 }
 
 /// The text file `name` in `dir` (a missing file is named without `dir`).

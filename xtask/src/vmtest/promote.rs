@@ -16,10 +16,12 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
+use numa_host::promoter_state::PromoterState;
+use numa_promote::{ProcRow, PromoteReport};
 use serde_json::Value;
 
 use crate::kernels::Series;
-use crate::results::{read_json, text, u};
+use crate::results::{read_json, read_report, text, u};
 
 /// The guest script (`$RESULTS` is the test's results directory).
 pub const SCRIPT: &str = concat!(
@@ -31,11 +33,8 @@ pub const SCRIPT: &str = concat!(
 /// How a `--pid` promote run ends once its processes have exited.
 const SCOPE_EXITED: &str = "every --pid process exited";
 
-fn proc_row(report: &Value, pid: u64) -> Option<&Value> {
-    report["processes"]
-        .as_array()?
-        .iter()
-        .find(|p| p["pid"].as_u64() == Some(pid))
+fn proc_row(report: &PromoteReport, pid: u64) -> Option<&ProcRow> {
+    report.processes.iter().find(|p| u64::from(p.pid) == pid)
 }
 
 /// The pids of the workloads A, B and C.
@@ -57,8 +56,8 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         "promote --dry-run exited with {}",
         text(dir, "dry.rc")?.trim()
     );
-    let p = read_json(dir, "promote.json")?;
-    let dry = read_json(dir, "dry.json")?;
+    let p: PromoteReport = read_report(dir, "promote.json")?;
+    let dry: PromoteReport = read_report(dir, "dry.json")?;
     let wa = read_json(dir, "a.json")?;
     let wb = read_json(dir, "b.json")?;
     let moved = check_in_scope(dir, &p, &wa, pids.a)?;
@@ -81,35 +80,30 @@ fn read_pids(dir: &Path) -> Result<Pids> {
 
 /// The promoter worked on A and its pages are on node 0 afterwards.
 /// Returns the pages the promoter moved in all.
-fn check_in_scope(dir: &Path, p: &Value, wa: &Value, a: u64) -> Result<u64> {
-    let moved = u(p, &["moved_pages"])?;
+fn check_in_scope(dir: &Path, p: &PromoteReport, wa: &Value, a: u64) -> Result<u64> {
+    let moved = p.moved_pages;
     let row_a = proc_row(p, a).context("A is not in the promoter's report")?;
-    let moved_a = u(row_a, &["moved"])?;
-    let demoted = u(p, &["kernel_pgdemote"])?;
+    let moved_a = row_a.moves.moved;
+    let demoted = p.kernel_pgdemote;
     println!(
         "    promote: moved {moved} pages (A {moved_a}), {} failures, {:.2} MB/s in calls, kernel pgpromote +{}, pgdemote +{demoted}, agreement {:.1}%",
-        u(p, &["failures"])?,
-        p["mb_per_s_in_calls"].as_f64().unwrap_or(0.0),
-        u(p, &["kernel_pgpromote_success"])?,
-        p["agreement_pct"].as_f64().unwrap_or(0.0),
+        p.failures,
+        p.mb_per_s_in_calls,
+        p.kernel_pgpromote_success,
+        p.agreement_pct,
     );
     ensure!(moved_a > 0, "numatrace moved none of A's pages");
     // A's and C's slow pages (40960) fit the default --queue of 65536.
-    let dropped = u(p, &["mover", "queue", "dropped_full"])?;
+    let dropped = p.mover.queue.dropped_full;
     ensure!(
         dropped == 0,
         "{dropped} requests dropped with a queue that holds every page"
     );
-    let v = &p["mover"]["verify"];
-    let (checked, on, elsewhere, gone) = (
-        u(v, &["checked"])?,
-        u(v, &["on_target"])?,
-        u(v, &["elsewhere"])?,
-        u(v, &["gone"])?,
-    );
+    let v = &p.mover.verify;
+    let (checked, on, elsewhere, gone) = (v.checked, v.on_target, v.elsewhere, v.gone);
     ensure!(
         checked == moved && on + elsewhere + gone == checked,
-        "verify counts inconsistent: {v}"
+        "verify counts inconsistent: {v:?}"
     );
     ensure!(
         elsewhere <= demoted,
@@ -132,9 +126,9 @@ fn check_in_scope(dir: &Path, p: &Value, wa: &Value, a: u64) -> Result<u64> {
 /// The free floor held: the promoter's own minimum headroom, and the
 /// sampled MemFree (other allocations and the kernel's own promotions
 /// may take some: 16 MiB plus what the kernel promoted).
-fn check_floor(dir: &Path, p: &Value) -> Result<()> {
+fn check_floor(dir: &Path, p: &PromoteReport) -> Result<()> {
     let floor_kb: u64 = text(dir, "floor_kb")?.trim().parse().context("floor_kb")?;
-    let kernel_kb = u(p, &["kernel_pgpromote_success"])? * 4;
+    let kernel_kb = p.kernel_pgpromote_success * 4;
     let samples: Vec<u64> = text(dir, "memfree.txt")?
         .lines()
         .filter_map(|l| l.trim().parse().ok())
@@ -148,7 +142,7 @@ fn check_floor(dir: &Path, p: &Value) -> Result<()> {
     println!(
         "    node 0 floor {floor_kb} KiB; MemFree min {min} KiB over {} samples; promoter waited at the floor {}x",
         samples.len(),
-        u(p, &["mover", "floor_waits"])?
+        p.mover.floor_waits
     );
     ensure!(
         min + 16 * 1024 + kernel_kb >= floor_kb,
@@ -158,40 +152,34 @@ fn check_floor(dir: &Path, p: &Value) -> Result<()> {
 }
 
 /// B: outside the real promoter's scope, inside the dry run's.
-fn check_out_of_scope(p: &Value, dry: &Value, wb: &Value, b: u64) -> Result<()> {
+fn check_out_of_scope(p: &PromoteReport, dry: &PromoteReport, wb: &Value, b: u64) -> Result<()> {
     if let Some(row) = proc_row(p, b) {
         ensure!(
-            u(row, &["moved"])? == 0,
+            row.moves.moved == 0,
             "the promoter moved pages of B (out of scope)"
         );
-        ensure!(
-            row["in_scope"] == Value::Bool(false),
-            "B is in the promoter's scope"
-        );
+        ensure!(!row.in_scope, "B is in the promoter's scope");
     }
-    ensure!(u(dry, &["moved_pages"])? == 0, "--dry-run moved pages");
-    ensure!(
-        u(dry, &["mover", "move_calls"])? == 0,
-        "--dry-run called move_pages"
-    );
-    let would = u(dry, &["mover", "would_move_pages"])?;
+    ensure!(dry.moved_pages == 0, "--dry-run moved pages");
+    ensure!(dry.mover.move_calls == 0, "--dry-run called move_pages");
+    let would = dry.mover.would_move_pages;
     ensure!(would > 0, "--dry-run found nothing it would move");
     ensure!(
-        dry["stopped"] == SCOPE_EXITED,
-        "the dry run stopped with {} (expected {SCOPE_EXITED:?} once B had exited)",
-        dry["stopped"]
+        dry.facts.stopped == SCOPE_EXITED,
+        "the dry run stopped with {:?} (expected {SCOPE_EXITED:?} once B had exited)",
+        dry.facts.stopped
     );
     let row_b = proc_row(dry, b).context("B is not in the dry run's report")?;
     // Each run saw B's promotions but for the records it lost (ring full,
     // or a probe run the kernel skipped because it was preempted on that
     // CPU, which lazy-preemption kernels do): a bound far below what the
     // promoter moving B's pages would put on DRAM (the dry run's `would`).
-    let seen = |r: &Value, row: Option<&Value>| -> Result<(u64, u64)> {
-        let k = row.map_or(Ok(0), |row| u(row, &["kernel_promoted"]))?;
-        Ok((k, u(r, &["ring_drops"])? + u(r, &["runs_missed"])?))
+    let seen = |r: &PromoteReport, row: Option<&ProcRow>| {
+        let k = row.map_or(0, |row| row.kernel_promoted);
+        (k, r.ring_drops + r.runs_missed)
     };
-    let (k_dry, lost_dry) = seen(dry, Some(row_b))?;
-    let (k_real, lost_real) = seen(p, proc_row(p, b))?;
+    let (k_dry, lost_dry) = seen(dry, Some(row_b));
+    let (k_real, lost_real) = seen(p, proc_row(p, b));
     let bound = (k_dry + lost_dry).max(k_real + lost_real);
     let b_on_dram = u(wb, &["slow_pages_on_dram_node_at_end"])?;
     println!(
@@ -207,22 +195,20 @@ fn check_out_of_scope(p: &Value, dry: &Value, wb: &Value, b: u64) -> Result<()> 
 /// The state file `top` and `export` read: published while it ran,
 /// removed at the end; the dry run published to its own path.
 fn check_state_file(dir: &Path, moved: u64) -> Result<()> {
-    let st = read_json(dir, "state.json").context("the promoter's state file was never seen")?;
+    let st: PromoterState =
+        read_report(dir, "state.json").context("the promoter's state file was never seen")?;
     let promote_pid: u64 = text(dir, "promote.pid")?
         .trim()
         .parse()
         .context("promote.pid")?;
-    let st_moved = u(&st, &["moved_pages"])?;
+    let st_moved = st.moved_pages;
     println!(
         "    state file: pid {}, moved {st_moved} pages ({:.0}/s), failures {}, queue {}",
-        u(&st, &["pid"])?,
-        st["moved_pages_per_s"].as_f64().unwrap_or(0.0),
-        u(&st, &["failures"])?,
-        u(&st, &["queue_depth"])?
+        st.pid, st.moved_pages_per_s, st.failures, st.queue_depth
     );
     ensure!(
-        u(&st, &["pid"])? == promote_pid && st["dry_run"] == Value::Bool(false),
-        "the state file is not the real promoter's: {st}"
+        u64::from(st.pid) == promote_pid && !st.dry_run,
+        "the state file is not the real promoter's: {st:?}"
     );
     ensure!(
         st_moved > 0 && st_moved <= moved,
@@ -232,33 +218,32 @@ fn check_state_file(dir: &Path, moved: u64) -> Result<()> {
         !dir.join("state.left").exists(),
         "/run/numatrace/promoter.json was left behind after the promoter exited"
     );
-    let dry_st = read_json(dir, "dry-state.sample").context("the dry run published no state")?;
+    let dry_st: PromoterState =
+        read_report(dir, "dry-state.sample").context("the dry run published no state")?;
     ensure!(
-        dry_st["dry_run"] == Value::Bool(true) && u(&dry_st, &["moved_pages"])? == 0,
-        "dry run state: {dry_st}"
+        dry_st.dry_run && dry_st.moved_pages == 0,
+        "dry run state: {dry_st:?}"
     );
     Ok(())
 }
 
 /// C was killed mid-run; the promoter kept going until A had exited too,
 /// then stopped by itself and reported.
-fn check_killed(dir: &Path, p: &Value, c: u64) -> Result<()> {
+fn check_killed(dir: &Path, p: &PromoteReport, c: u64) -> Result<()> {
     ensure!(dir.join("c.killed").exists(), "C was not killed");
     ensure!(
-        p["stopped"] == SCOPE_EXITED,
-        "the promoter stopped with {} (expected {SCOPE_EXITED:?} once A and C had exited)",
-        p["stopped"]
+        p.facts.stopped == SCOPE_EXITED,
+        "the promoter stopped with {:?} (expected {SCOPE_EXITED:?} once A and C had exited)",
+        p.facts.stopped
     );
-    let dur = p["duration_s"].as_f64().unwrap_or(0.0);
+    let dur = p.duration_s;
     ensure!(dur >= 25.0, "the promoter ran only {dur:.1} s");
     // C may not have taken a hint fault before it was killed (the scanner
     // reaches each process in its own time): report it when it did.
     match proc_row(p, c) {
         Some(row_c) => println!(
             "    C (killed at 15 s): {} requests, {} moved, exit seen by the mover: {}",
-            u(row_c, &["requested"])?,
-            u(row_c, &["moved"])?,
-            row_c["exited"]
+            row_c.requested, row_c.moves.moved, row_c.moves.exited
         ),
         None => println!("    C (killed at 15 s): no hint faults before the kill"),
     }

@@ -9,11 +9,11 @@
 //! counters.
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Decisions by who would promote: the kernel, the model, both or
 /// neither. Folios, and the same cells in pages.
-#[derive(Debug, Default, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Agreement {
     pub both: u64,
     pub kernel_only: u64,
