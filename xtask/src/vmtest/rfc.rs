@@ -23,12 +23,14 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
+use numa_core::model::totals::Report;
+use numa_core::params::KernelHotness;
 use serde_json::Value;
 
 use crate::kernels::Series;
 use crate::results::{
-    equal_but_missed, faults_match_vmstat, patch_counter_whole, promoted_pages_match_vmstat,
-    read_json, text, u,
+    entry, equal_but_missed, faults_match_vmstat, patch_counter_whole, promoted_pages_match_vmstat,
+    read_json, read_report, text, u,
 };
 
 /// The threshold the script gives the kernel and the models.
@@ -54,7 +56,7 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         threshold.trim()
     );
     check_doctor(&read_json(dir, "doctor.json")?)?;
-    check_counters(&read_json(dir, "stats.json")?)?;
+    check_counters(&read_report(dir, "stats.json")?)?;
     let human = text(dir, "stats.txt")?;
     ensure!(
         human.contains("fault count over threshold") && !human.contains("latency over threshold"),
@@ -73,7 +75,7 @@ const MIN_STAMPED_ELSEWHERE: u64 = 200;
 /// kernel overall and on the folios one process wrote and another's fault
 /// found (where the kernel subtracts one mm's count from another's).
 fn check_shared(dir: &Path) -> Result<()> {
-    let s = read_json(dir, "shared-stats.json")?;
+    let s: Report = read_report(dir, "shared-stats.json")?;
     faults_match_vmstat(&s)?;
     promoted_pages_match_vmstat(&s)?;
     patch_counter_whole(&s)?;
@@ -149,44 +151,43 @@ fn check_doctor(doc: &Value) -> Result<()> {
 
 /// numatrace's counts equal the kernel's own (vmstat), and both kinds of
 /// threshold decision happened, read as fault counts.
-fn check_counters(s: &Value) -> Result<()> {
-    let vm = |k: &str| u(s, &["vmstat_delta", k]);
-    let faults = u(s, &["hint_faults"])?;
+fn check_counters(s: &Report) -> Result<()> {
+    let faults = s.hint_faults;
     ensure!(faults > 0, "no hint faults recorded");
-    let missed = u(s, &["runs_missed"])?;
+    let missed = s.runs_missed;
     equal_but_missed(
         "hint faults vs vmstat numa_hint_faults",
         faults,
-        vm("numa_hint_faults")?,
+        entry(&s.vmstat_delta, "vmstat_delta", "numa_hint_faults")?,
         missed,
     )?;
     promoted_pages_match_vmstat(s)?;
-    let decisions = u(s, &["decisions"])?;
-    let slow = u(s, &["checks", "slow_node_faults"])?;
+    let decisions = s.decisions;
+    let slow = s.checks.slow_node_faults;
     ensure!(
         decisions == slow,
         "decisions {decisions} != hint faults on slow-node folios {slow}"
     );
     ensure!(
-        s["kernel_hotness"] == "fault_count"
-            && s["kernel_threshold_reason"] == "fault count over threshold",
-        "stats reads the kernel as {} / {}",
-        s["kernel_hotness"],
-        s["kernel_threshold_reason"]
+        s.kernel_hotness == KernelHotness::FaultCount
+            && s.kernel_threshold_reason == "fault count over threshold",
+        "stats reads the kernel as {:?} / {:?}",
+        s.kernel_hotness,
+        s.kernel_threshold_reason
     );
     ensure!(
-        u(s, &["kernel_promote"])? > 0 && u(s, &["kernel_reject", "latency"])? > 0,
+        s.kernel_promote > 0 && s.kernel_reject.latency > 0,
         "want promotions and rejections on the fault-count threshold, got {} and {}",
-        s["kernel_promote"],
-        s["kernel_reject"]["latency"]
+        s.kernel_promote,
+        s.kernel_reject.latency
     );
     ensure!(
-        u(s, &["checks", "latency_rejects_below_threshold"])? == 0,
+        s.checks.latency_rejects_below_threshold == 0,
         "rejections on the threshold whose kernel fault count < threshold"
     );
-    ensure!(u(s, &["drops"])? == 0, "ring buffer drops at default sizes");
+    ensure!(s.drops == 0, "ring buffer drops at default sizes");
     ensure!(
-        s["kernel_histograms_match"] == Value::Bool(true),
+        s.kernel_histograms_match,
         "in-kernel histograms differ from the events'"
     );
     Ok(())

@@ -15,7 +15,7 @@ use std::path::Path;
 use anyhow::{ensure, Context, Result};
 
 use crate::kernels::Series;
-use crate::results::{faults_match_vmstat, read_json, text};
+use crate::results::{faults_match_vmstat, read_report, text};
 
 pub const SCRIPT: &str = include_str!("soak.sh");
 
@@ -201,7 +201,7 @@ fn check_scan_index(rows: &[Global], seconds: u64) -> Result<()> {
 /// `stats`, attached the whole time beside the others, counted every hint
 /// fault vmstat counted.
 fn check_counts(dir: &Path) -> Result<()> {
-    let c = faults_match_vmstat(&read_json(dir, "stats.json")?)?;
+    let c = faults_match_vmstat(&read_report(dir, "stats.json")?)?;
     println!(
         "    stats: {} hint faults recorded, {} decisions, vmstat {}, {} drops, {} probe runs missed",
         c.records, c.decisions, c.vmstat, c.drops, c.missed
