@@ -23,6 +23,7 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
+use numa_core::model::shadow::{ModelReport, ShadowReport};
 use numa_core::model::totals::Report;
 use numa_core::params::KernelHotness;
 use serde_json::Value;
@@ -30,7 +31,7 @@ use serde_json::Value;
 use crate::kernels::Series;
 use crate::results::{
     entry, equal_but_missed, faults_match_vmstat, patch_counter_whole, promoted_pages_match_vmstat,
-    read_json, read_report, text, u,
+    read_json, read_report, text,
 };
 
 /// The threshold the script gives the kernel and the models.
@@ -62,7 +63,7 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         human.contains("fault count over threshold") && !human.contains("latency over threshold"),
         "`numatrace stats` does not give the kernel's reason as \"fault count over threshold\":\n{human}"
     );
-    check_agreement(&read_json(dir, "shadow.json")?)?;
+    check_agreement(&read_report::<ShadowReport>(dir, "shadow.json")?.models)?;
     check_shared(dir)
 }
 
@@ -79,29 +80,28 @@ fn check_shared(dir: &Path) -> Result<()> {
     faults_match_vmstat(&s)?;
     promoted_pages_match_vmstat(&s)?;
     patch_counter_whole(&s)?;
-    let shadow = read_json(dir, "shared.json")?;
-    check_agreement(&shadow)?;
-    let m = kernel_model(&shadow)?;
+    let shadow: ShadowReport = read_report(dir, "shared.json")?;
+    check_agreement(&shadow.models)?;
+    let m = kernel_model(&shadow.models)?;
+    let threshold = m.params.get("threshold");
     ensure!(
-        m["params"]["threshold"]
-            .as_str()
-            .and_then(|t| t.parse::<u64>().ok())
-            == Some(SHARED_THRESHOLD),
-        "the shared run's model has threshold {}, the kernel {SHARED_THRESHOLD}",
-        m["params"]["threshold"]
+        threshold.and_then(|t| t.parse::<u64>().ok()) == Some(SHARED_THRESHOLD),
+        "the shared run's model has threshold {threshold:?}, the kernel {SHARED_THRESHOLD}"
     );
-    let a = &m["agreement_stamped_elsewhere"];
-    let cell = |k: &str| u(a, &[k]);
+    let a = &m.agreement_stamped_elsewhere;
     let (agreed, total) = (
-        cell("both")? + cell("neither")?,
-        cell("both")? + cell("neither")? + cell("kernel_only")? + cell("model_only")?,
+        a.both + a.neither,
+        a.both + a.neither + a.kernel_only + a.model_only,
     );
-    println!("    on folios another process wrote: {agreed} of {total} decisions agree ({a})");
+    println!(
+        "    on folios another process wrote: {agreed} of {total} decisions agree ({})",
+        serde_json::to_value(a)?
+    );
     ensure!(
-        cell("both")? > 0 && cell("neither")? > 0,
+        a.both > 0 && a.neither > 0,
         "on folios another process wrote the patched kernel promoted {} and refused {}: want both, or agreement proves nothing",
-        cell("both")? + cell("kernel_only")?,
-        cell("neither")? + cell("model_only")?
+        a.both + a.kernel_only,
+        a.neither + a.model_only
     );
     ensure!(
         total >= MIN_STAMPED_ELSEWHERE,
@@ -116,13 +116,16 @@ fn check_shared(dir: &Path) -> Result<()> {
 
 /// The shadow report's fault-count model with the patched kernel's
 /// stamps.
-fn kernel_model(shadow: &Value) -> Result<&Value> {
-    shadow["models"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|m| m["name"] == "fault-count" && m["params"]["stamp"] == "latest")
+fn kernel_model(models: &[ModelReport]) -> Result<&ModelReport> {
+    models
+        .iter()
+        .find(|m| is_kernel_model(m))
         .with_context(|| format!("no fault-count model with {KERNEL_MODEL} in the shadow report"))
+}
+
+/// Whether `m` is the fault-count model with the patched kernel's stamps.
+fn is_kernel_model(m: &ModelReport) -> bool {
+    m.name == "fault-count" && m.params.get("stamp").is_some_and(|s| s == "latest")
 }
 
 /// doctor recognises the patched kernel and its knob.
@@ -195,20 +198,16 @@ fn check_counters(s: &Report) -> Result<()> {
 
 /// Each fault-count model's agreement; the patched kernel's own model
 /// (1/2 + 2/2) must agree on >= 99% of decisions.
-fn check_agreement(shadow: &Value) -> Result<()> {
-    let models = shadow["models"]
-        .as_array()
-        .context("models is not an array")?;
+fn check_agreement(models: &[ModelReport]) -> Result<()> {
     let mut kernel_model = None;
-    for m in models.iter().filter(|m| m["name"] == "fault-count") {
-        let pct = m["agreement_pct"]
-            .as_f64()
-            .with_context(|| format!("agreement_pct of {} is not a number", m["params"]))?;
+    for m in models.iter().filter(|m| m.name == "fault-count") {
+        let pct = m.agreement_pct;
         println!(
             "    fault-count {} agrees with the patched kernel on {pct:.2}% of decisions ({})",
-            m["params"], m["agreement"]
+            serde_json::to_value(&m.params)?,
+            serde_json::to_value(&m.agreement)?
         );
-        if m["params"]["stamp"] == "latest" {
+        if is_kernel_model(m) {
             kernel_model = Some(pct);
         }
     }
@@ -248,15 +247,16 @@ mod tests {
 
     #[test]
     fn agreement_is_judged_on_the_kernels_own_model() {
-        let report = |first: f64, latest: f64| {
-            json!({"models": [
-                {"name": "fault-count", "params": {"stamp": "first"}, "agreement_pct": first, "agreement": {}},
-                {"name": "fault-count", "params": {"stamp": "latest"}, "agreement_pct": latest, "agreement": {}},
-            ]})
+        let model = |stamp: &str, agreement_pct: f64| ModelReport {
+            name: "fault-count".into(),
+            params: [("stamp".to_owned(), stamp.to_owned())].into(),
+            agreement_pct,
+            ..Default::default()
         };
+        let report = |first: f64, latest: f64| [model("first", first), model("latest", latest)];
         assert!(check_agreement(&report(50.0, 99.5)).is_ok());
         assert!(check_agreement(&report(100.0, 98.9)).is_err());
-        assert!(check_agreement(&json!({"models": []})).is_err());
+        assert!(check_agreement(&[]).is_err());
     }
 
     #[test]

@@ -25,12 +25,13 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
+use numa_core::model::shadow::ShadowReport;
 use numa_core::model::totals::Report;
 use serde_json::Value;
 
 use crate::kernels::Series;
 use crate::results::{
-    entry, f, faults_match_vmstat, patch_counter_whole, promoted_pages_match_vmstat, read_json,
+    entry, faults_match_vmstat, patch_counter_whole, promoted_pages_match_vmstat, read_json,
     read_report, u,
 };
 
@@ -53,7 +54,7 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     check_shapes(&s, &w)?;
     patch_counter_whole(&s)?;
     check_folio_access(&s)?;
-    check_kernel_time_agrees(&read_json(dir, "shadow.json")?, &s)
+    check_kernel_time_agrees(&read_report(dir, "shadow.json")?, &s)
 }
 
 /// Every hint fault the probes counted has a record in the totals.
@@ -166,16 +167,15 @@ const MIN_PASSES_FOUND_PCT: f64 = 98.0;
 /// kernel skipped is recognised by the folio's value changing across it
 /// (`checks.exchanges_inferred`), not misread as the free-space shortcut
 /// or a rejection before the threshold.
-fn check_kernel_time_agrees(shadow: &Value, s: &Report) -> Result<()> {
+fn check_kernel_time_agrees(shadow: &ShadowReport, s: &Report) -> Result<()> {
     let runs_missed = s.runs_missed;
     let inferred = s.checks.exchanges_inferred;
-    let kt = shadow["models"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|m| m["name"] == "kernel-time")
+    let kt = shadow
+        .models
+        .iter()
+        .find(|m| m.name == "kernel-time")
         .context("no kernel-time model in the shadow report")?;
-    let pct = f(kt, &["agreement_pct"])?;
+    let pct = kt.agreement_pct;
     println!(
         "    kernel-time agrees with the kernel on {pct:.2}% of decisions ({runs_missed} probe runs missed, {inferred} exchanges inferred)"
     );

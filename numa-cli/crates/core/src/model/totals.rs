@@ -3,6 +3,8 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use super::named;
+
 use numa_ebpf_common::{Counter, FaultEvent, Outcome, OUTCOMES, OUTCOME_BASE};
 use serde::Serialize;
 
@@ -474,12 +476,6 @@ pub struct Estimates {
     /// A sampled p-quantile lies between the full population's (p - e) and
     /// (p + e) quantiles, at 99.9% (0: every folio followed).
     pub rank_error: f64,
-}
-
-/// A map keyed by names the code spells, as the report holds it (its
-/// keys owned when the report is read back from JSON).
-fn named<V>(m: BTreeMap<&'static str, V>) -> BTreeMap<Cow<'static, str>, V> {
-    m.into_iter().map(|(k, v)| (Cow::Borrowed(k), v)).collect()
 }
 
 /// The quantiles every report gives.
