@@ -42,12 +42,6 @@ pub fn u(v: &Value, path: &[&str]) -> Result<u64> {
         .with_context(|| format!("{} is not a number: {cur}", path.join(".")))
 }
 
-pub fn f(v: &Value, path: &[&str]) -> Result<f64> {
-    let cur = at(v, path);
-    cur.as_f64()
-        .with_context(|| format!("{} is not a number: {cur}", path.join(".")))
-}
-
 /// The count `key` of a report's map `what` (vmstat's or the kernel
 /// counters' names), failing when the report does not have it.
 pub fn entry<K: Borrow<str> + Ord>(map: &BTreeMap<K, u64>, what: &str, key: &str) -> Result<u64> {

@@ -15,12 +15,13 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
-use serde_json::Value;
+use numa_core::model::shadow::ShadowReport;
+use numa_core::model::totals::Report;
 
 use crate::kernels::Series;
 
 mod sampling;
-use crate::results::{read_json, u};
+use crate::results::read_report;
 
 /// The guest script (`$RESULTS` is the test's results directory).
 ///
@@ -42,13 +43,12 @@ const MIN_FAULTS: u64 = 16384;
 const MIN_THIRD_PROTECTIONS: u64 = 1000;
 
 pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
-    let stats = read_json(dir, "stats.json")?;
-    let shadow = read_json(dir, "shadow.json")?;
-    let faults = u(&stats, &["hint_faults"])?;
-    let c = |k: &str| u(&stats, &["checks", k]);
-    let p = |k: &str| u(&stats, &["checks", "faults_by_protections", k]);
-    let (once, twice, more) = (p("once")?, p("twice")?, p("three_or_more")?);
-    let newer = c("latest_scan_newer_than_stamp")?;
+    let stats: Report = read_report(dir, "stats.json")?;
+    let shadow: ShadowReport = read_report(dir, "shadow.json")?;
+    let faults = stats.hint_faults;
+    let p = &stats.checks.faults_by_protections;
+    let (once, twice, more) = (p.once, p.twice, p.three_or_more);
+    let newer = stats.checks.latest_scan_newer_than_stamp;
     println!(
         "    passes: {faults} hint faults; by protections of their folio: {once} once, {twice} twice, {more} three or more; latest scan newer than the stamp on {newer}"
     );
@@ -70,14 +70,15 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
 
 /// Pages the kernel refused fault again, among them pages the fault-count
 /// model would have promoted.
-fn check_refaults(shadow: &Value) -> Result<()> {
-    let refused = u(shadow, &["kernel", "reject_latency"])?;
-    let fc = shadow["models"]
-        .as_array()
-        .and_then(|m| m.iter().find(|m| m["name"] == "fault-count"))
+fn check_refaults(shadow: &ShadowReport) -> Result<()> {
+    let refused = shadow.kernel.reject_latency;
+    let fc = shadow
+        .models
+        .iter()
+        .find(|m| m.name == "fault-count")
         .context("no fault-count model in the shadow report")?;
-    let model_only = u(fc, &["refault_after_model_only", "refaulted"])?;
-    let neither = u(shadow, &["refault_after_neither", "refaulted"])?;
+    let model_only = fc.refault_after_model_only.refaulted;
+    let neither = shadow.refault_after_neither.refaulted;
     println!(
         "    passes: kernel refused {refused} on latency; refaulted after fault-count only {model_only}, after neither {neither}"
     );
