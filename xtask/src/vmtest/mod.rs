@@ -474,31 +474,6 @@ fn test_seconds(dir: &Path) -> Option<u64> {
 mod tests {
     use super::*;
 
-    /// Temporary: writes every test's script and every boot's guest script
-    /// to $SCRIPT_DUMP, to compare the text sent to the guest across commits.
-    #[test]
-    #[ignore]
-    fn dump_scripts() {
-        let Some(out) = std::env::var_os("SCRIPT_DUMP") else {
-            return;
-        };
-        let out = Path::new(&out);
-        std::fs::create_dir_all(out).expect("dump dir");
-        for t in TESTS {
-            std::fs::write(out.join(format!("{}.sh", t.name)), t.script).expect("write");
-        }
-        for series in Series::ALL {
-            for icount in [false, true] {
-                let tests: Vec<&VmTest> = TESTS
-                    .iter()
-                    .filter(|t| t.icount == icount && t.kernels.contains(&series))
-                    .collect();
-                let name = format!("boot-{}-{icount}.sh", series.name());
-                std::fs::write(out.join(name), guest_script(&tests)).expect("write");
-            }
-        }
-    }
-
     #[test]
     fn check_results_names_the_tests_and_judges_the_dir() {
         let err = check_results("nope", Path::new("/"), Series::V6_12)
