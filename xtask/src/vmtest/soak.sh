@@ -18,7 +18,8 @@ numatrace shadow --json -o shadow.json --duration $((S + 600)) 2> shadow.err &
 sha=$!
 numatrace promote --all --duration $((S + 600)) --json -o promote.json 2> promote.err &
 pro=$!
-i=0; while ! grep -q 'Ctrl-C stops' promote.err && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
+# Attached once its state file names its pid.
+i=0; while ! grep -q "\"pid\": *$pro[^0-9]" /run/numatrace/promoter.json 2>/dev/null && [ $i -lt 120 ]; do sleep 1; i=$((i + 1)); done
 start=$(date +%s)
 end=$((start + S))
 # Process churn: each run a new pid on the slow node.
