@@ -3,12 +3,27 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
+use std::borrow::Borrow;
+use std::collections::BTreeMap;
+
+use numa_core::model::totals::Report;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub fn read_json(dir: &Path, name: &str) -> Result<Value> {
     let path = dir.join(name);
     let text = std::fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
+}
+
+/// The JSON file `name` in `dir` as the report type numatrace wrote it
+/// with: a field the type lost or renamed fails to compile in the check,
+/// one missing from the file fails here and names it.
+pub fn read_report<T: DeserializeOwned>(dir: &Path, name: &str) -> Result<T> {
+    let path = dir.join(name);
+    let text = std::fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{} is not the report numatrace writes", path.display()))
 }
 
 /// The text file `name` in `dir` (a missing file is named without `dir`).
@@ -27,10 +42,12 @@ pub fn u(v: &Value, path: &[&str]) -> Result<u64> {
         .with_context(|| format!("{} is not a number: {cur}", path.join(".")))
 }
 
-pub fn f(v: &Value, path: &[&str]) -> Result<f64> {
-    let cur = at(v, path);
-    cur.as_f64()
-        .with_context(|| format!("{} is not a number: {cur}", path.join(".")))
+/// The count `key` of a report's map `what` (vmstat's or the kernel
+/// counters' names), failing when the report does not have it.
+pub fn entry<K: Borrow<str> + Ord>(map: &BTreeMap<K, u64>, what: &str, key: &str) -> Result<u64> {
+    map.get(key)
+        .copied()
+        .with_context(|| format!("{what} has no {key}"))
 }
 
 /// numatrace's count `ours` of something the kernel counted `kernel` times:
@@ -56,13 +73,13 @@ pub struct FaultCounts {
 /// The decisions and the fault records (with ring drops) of a live
 /// `stats --json` report, each equal to vmstat's numa_hint_faults but for
 /// the probe runs missed; fails on a run without hint faults.
-pub fn faults_match_vmstat(s: &Value) -> Result<FaultCounts> {
+pub fn faults_match_vmstat(s: &Report) -> Result<FaultCounts> {
     let c = FaultCounts {
-        vmstat: u(s, &["vmstat_delta", "numa_hint_faults"])?,
-        decisions: u(s, &["kernel_counters", "decisions"])?,
-        records: u(s, &["hint_faults"])?,
-        drops: u(s, &["drops"])?,
-        missed: u(s, &["runs_missed"])?,
+        vmstat: entry(&s.vmstat_delta, "vmstat_delta", "numa_hint_faults")?,
+        decisions: entry(&s.kernel_counters, "kernel_counters", "decisions")?,
+        records: s.hint_faults,
+        drops: s.drops,
+        missed: s.runs_missed,
     };
     anyhow::ensure!(
         c.vmstat > 0,
@@ -92,16 +109,16 @@ const PAGES_PER_MISSED_RUN: u64 = 512;
 /// threshold (promoted hot, or refused by the rate limit, which counts
 /// them first) against pgpromote_candidate. Equal but for the probe runs
 /// missed, each up to a huge page.
-pub fn promoted_pages_match_vmstat(s: &Value) -> Result<()> {
-    let missed = u(s, &["runs_missed"])?.saturating_mul(PAGES_PER_MISSED_RUN);
-    let vm = |k: &str| u(s, &["vmstat_delta", k]);
+pub fn promoted_pages_match_vmstat(s: &Report) -> Result<()> {
+    let missed = s.runs_missed.saturating_mul(PAGES_PER_MISSED_RUN);
+    let vm = |k: &str| entry(&s.vmstat_delta, "vmstat_delta", k);
     equal_but_missed(
         "promoted pages vs vmstat pgpromote_success",
-        u(s, &["pages", "promoted"])?,
+        s.pages.promoted,
         vm("pgpromote_success")?,
         missed,
     )?;
-    let by = |o: &str| s["pages"]["by_outcome"][o].as_u64().unwrap_or(0);
+    let by = |o: &str| s.pages.by_outcome.get(o).copied().unwrap_or(0);
     equal_but_missed(
         "pages of decisions past the threshold (promote_hot + reject_rate_limit) vs vmstat pgpromote_candidate",
         by("promote_hot") + by("reject_rate_limit"),
@@ -114,14 +131,12 @@ pub fn promoted_pages_match_vmstat(s: &Value) -> Result<()> {
 /// patch's does: every epoch of every mm (from a reset or the mm's first
 /// fault) carried the counts 1..=n, whatever order its threads' records
 /// arrived in.
-pub fn patch_counter_whole(s: &Value) -> Result<()> {
-    let p = |k: &str| u(s, &["checks", "patch_inputs", k]);
-    let (checked, off) = (p("epochs_checked")?, p("epochs_off")?);
+pub fn patch_counter_whole(s: &Report) -> Result<()> {
+    let p = &s.checks.patch_inputs;
+    let (checked, off) = (p.epochs_checked, p.epochs_off);
     println!(
         "    fault-count counter: {checked} epochs ({} after a reset), {off} not 1..=n; {} records reordered, {} unanchored",
-        p("epochs_after_reset")?,
-        p("faults_reordered")?,
-        p("faults_unanchored")?
+        p.epochs_after_reset, p.faults_reordered, p.faults_unanchored
     );
     ensure!(
         checked > 0 && off == 0,
@@ -131,7 +146,28 @@ pub fn patch_counter_whole(s: &Value) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub mod tests {
+    use numa_core::model::totals::{Report, Totals};
+    use numa_core::plan::ProgramStat;
+
+    /// A `stats` report of nothing, for a check's test to fill in.
+    pub fn empty_report() -> Report {
+        Totals::new(1).report(0, 0)
+    }
+
+    /// A program's run statistics: `runs` runs, nothing else.
+    pub fn program(name: &str, runs: u64) -> ProgramStat {
+        ProgramStat {
+            name: name.to_owned(),
+            run_count: runs,
+            run_time_ns: 0,
+            ns_per_run: 0.0,
+            xlated_bytes: 0,
+            jited_bytes: 0,
+            runs_missed: 0,
+        }
+    }
+
     #[test]
     fn only_missed_runs_excuse_a_shortfall() {
         use super::equal_but_missed as e;

@@ -7,10 +7,7 @@ use serde_json::Value;
 use crate::kernels::Series;
 use crate::results::u;
 
-pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
-numatrace doctor --json > "$RESULTS/doctor.json"
-echo $? > "$RESULTS/doctor.rc"
-"#;
+pub const SCRIPT: &str = include_str!("doctor.sh");
 
 /// `numatrace doctor --json` sees the test bed as it is: everything attaches,
 /// two memory tiers with node 1 below node 0, and the kernel's own NUMA

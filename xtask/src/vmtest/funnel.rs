@@ -26,27 +26,14 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
+use numa_core::model::funnel::ProcessFunnel;
+use numa_core::model::totals::Report;
 use serde_json::Value;
 
 use crate::kernels::Series;
-use crate::results::{read_json, text};
+use crate::results::{read_json, read_report, text};
 
-pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
-W='numatrace workload hot-chunks'
-rec() { name=$1; shift; numatrace -q record -o /tmp/$name.trace --overwrite -- $W "$@" --summary $name-workload.json || exit 1
-  numatrace stats /tmp/$name.trace --json > $name.json || exit 1
-  numatrace stats /tmp/$name.trace > $name.txt || exit 1; }
-rec promoted --slow-mb 32 --chunk-mb 32 --accesses 20000 --duration 8 --min-faults 8192 --max-duration 60
-rec unscanned --slow-mb 256 --chunk-mb 16 --late-populate-ms 3000 --idle-threads 64 --accesses 2000 --idle-ms 1000 --duration 30
-$W --dram-mb 1400 --slow-mb 0 --duration 900 > /dev/null &
-filler=$!
-sleep 8
-rec refused --slow-mb 64 --cold-mb 32 --chunk-mb 8 --accesses 20000 --idle-ms 300 --duration 25 --min-faults 16384 --max-duration 120
-kill $filler
-numatrace replay /tmp/refused.trace --json > refused-replay.json || exit 1
-# Traces stay in the guest: results travel over the serial console.
-rm -f /tmp/promoted.trace /tmp/unscanned.trace /tmp/refused.trace
-"#;
+pub const SCRIPT: &str = include_str!("funnel.sh");
 
 pub fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
     let promoted = Run::read(dir, "promoted")?;
@@ -61,9 +48,9 @@ pub fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
     let unscanned = Run::read(dir, "unscanned")?;
     if series == Series::V6_1 {
         ensure!(
-            unscanned.stats["skips_observable"] == Value::Bool(false),
-            "6.1 has no sched_skip_vma_numa, but the report's skips_observable is {}",
-            unscanned.stats["skips_observable"]
+            unscanned.stats.skips_observable == Some(false),
+            "6.1 has no sched_skip_vma_numa, but the report's skips_observable is {:?}",
+            unscanned.stats.skips_observable
         );
         let txt = text(dir, "unscanned.txt")?;
         ensure!(
@@ -73,12 +60,12 @@ pub fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
         return Ok(());
     }
     ensure!(
-        unscanned.stats["skips_observable"] == Value::Bool(true),
-        "the skip tracepoint was not attached: skips_observable is {}",
-        unscanned.stats["skips_observable"]
+        unscanned.stats.skips_observable == Some(true),
+        "the skip tracepoint was not attached: skips_observable is {:?}",
+        unscanned.stats.skips_observable
     );
     let p = unscanned.expect_process("not_scanned")?;
-    let verdict = p["verdict"].as_str().unwrap_or_default();
+    let verdict = &p.verdict;
     ensure!(
         verdict.contains("pid_inactive"),
         "the unscanned VMA's verdict names another reason than pid_inactive: {verdict}"
@@ -86,10 +73,10 @@ pub fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
     // The workload fences its mapping with guard pages, so the kernel's
     // VMA is exactly its range.
     let vma = unscanned.workload["slow_vma"].clone();
+    let verdict_vma = serde_json::to_value(p.verdict_vma)?;
     ensure!(
-        p["verdict_vma"] == vma,
-        "the verdict is about VMA {}, the workload's is {vma}",
-        p["verdict_vma"]
+        verdict_vma == vma,
+        "the verdict is about VMA {verdict_vma}, the workload's is {vma}"
     );
     Ok(())
 }
@@ -97,7 +84,7 @@ pub fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
 /// One recording: its `stats --json` and its workload's summary.
 struct Run {
     name: &'static str,
-    stats: Value,
+    stats: Report,
     workload: Value,
 }
 
@@ -105,22 +92,22 @@ impl Run {
     fn read(dir: &Path, name: &'static str) -> Result<Run> {
         Ok(Run {
             name,
-            stats: read_json(dir, &format!("{name}.json"))?,
+            stats: read_report(dir, &format!("{name}.json"))?,
             workload: read_json(dir, &format!("{name}-workload.json"))?,
         })
     }
 
     /// The workload's process in the funnel, with verdict `kind`.
-    fn expect_process(&self, kind: &str) -> Result<&Value> {
-        let p = process(&self.stats, &self.workload).with_context(|| {
+    fn expect_process(&self, kind: &str) -> Result<&ProcessFunnel> {
+        let p = process(&self.stats.funnel, &self.workload).with_context(|| {
             format!("{}: the workload's process is not in the funnel", self.name)
         })?;
         ensure!(
-            p["verdict_kind"] == kind,
-            "{}: the workload's verdict is {:?} ({}), expected {kind}; its VMAs: {}",
+            p.verdict_kind == kind,
+            "{}: the workload's verdict is {:?} ({:?}), expected {kind}; its VMAs: {}",
             self.name,
-            p["verdict_kind"],
-            p["verdict"],
+            p.verdict_kind,
+            p.verdict,
             vma_lines(p)
         );
         Ok(p)
@@ -128,61 +115,57 @@ impl Run {
 
     /// The workload's VMA starting at `start`, with verdict `kind`.
     fn expect_vma(&self, start: u64, kind: &str) -> Result<()> {
-        let p = process(&self.stats, &self.workload).context("no workload process")?;
-        let vma = p["vmas"]
-            .as_array()
-            .and_then(|v| v.iter().find(|v| v["start"] == start))
-            .with_context(|| {
-                format!(
-                    "{}: no funnel VMA starts at {start:#x}; its VMAs: {}",
-                    self.name,
-                    vma_lines(p)
-                )
-            })?;
+        let p = process(&self.stats.funnel, &self.workload).context("no workload process")?;
+        let vma = p.vmas.iter().find(|v| v.start == start).with_context(|| {
+            format!(
+                "{}: no funnel VMA starts at {start:#x}; its VMAs: {}",
+                self.name,
+                vma_lines(p)
+            )
+        })?;
         ensure!(
-            vma["verdict_kind"] == kind,
-            "{}: VMA {start:#x} is {:?} ({}), expected {kind}",
+            vma.verdict_kind == kind,
+            "{}: VMA {start:#x} is {:?} ({:?}), expected {kind}",
             self.name,
-            vma["verdict_kind"],
-            vma["verdict"]
+            vma.verdict_kind,
+            vma.verdict
         );
         Ok(())
     }
 }
 
-fn process<'a>(stats: &'a Value, workload: &Value) -> Option<&'a Value> {
-    stats["funnel"]
-        .as_array()?
-        .iter()
-        .find(|p| p["pid"] == workload["pid"])
+/// The workload's process in a report's funnel.
+fn process<'a>(funnel: &'a [ProcessFunnel], workload: &Value) -> Option<&'a ProcessFunnel> {
+    let pid = workload["pid"].as_u64()?;
+    funnel.iter().find(|p| u64::from(p.pid) == pid)
 }
 
 /// A process's VMAs and their verdicts, for a failure message.
-fn vma_lines(p: &Value) -> String {
-    let vmas = p["vmas"].as_array().map(Vec::as_slice).unwrap_or_default();
-    vmas.iter()
-        .map(|v| {
-            format!(
-                "\n  {:#x}-{:#x}: {}",
-                v["start"].as_u64().unwrap_or(0),
-                v["end"].as_u64().unwrap_or(0),
-                v["verdict"]
-            )
-        })
+fn vma_lines(p: &ProcessFunnel) -> String {
+    p.vmas
+        .iter()
+        .map(|v| format!("\n  {:#x}-{:#x}: {:?}", v.start, v.end, v.verdict))
         .collect()
+}
+
+/// What this check reads of `replay --json`: the shadow report beside the
+/// funnel of the same events (the binary's output type holds both).
+#[derive(serde::Deserialize)]
+struct Replay {
+    funnel: Vec<ProcessFunnel>,
 }
 
 /// The shadow report of the same recording carries the same funnel.
 fn check_replay(dir: &Path, refused: &Run) -> Result<()> {
-    let replay = read_json(dir, "refused-replay.json")?;
-    let shadow = process(&replay, &refused.workload)
+    let replay: Replay = read_report(dir, "refused-replay.json")?;
+    let shadow = process(&replay.funnel, &refused.workload)
         .context("the replay's funnel does not list the workload's process")?;
-    let stats = process(&refused.stats, &refused.workload).context("no workload process")?;
+    let stats = process(&refused.stats.funnel, &refused.workload).context("no workload process")?;
     ensure!(
-        shadow["verdict"] == stats["verdict"],
-        "replay's verdict {} differs from stats' {}",
-        shadow["verdict"],
-        stats["verdict"]
+        shadow.verdict == stats.verdict,
+        "replay's verdict {:?} differs from stats' {:?}",
+        shadow.verdict,
+        stats.verdict
     );
     Ok(())
 }

@@ -9,19 +9,12 @@
 use std::path::Path;
 
 use anyhow::{ensure, Result};
+use numa_core::model::totals::Report;
 
 use crate::kernels::Series;
-use crate::results::{read_json, text, u};
+use crate::results::{entry, read_report, text};
 
-pub const SCRIPT: &str = r#"W='numatrace workload hot-chunks --slow-mb 32 --chunk-mb 8 --accesses 2000 --duration 5'
-for run in verbose quiet; do
-  echo 2 > /proc/sys/kernel/numa_balancing
-  flag=-v; [ $run = quiet ] && flag=-q
-  numatrace $flag stats --live --json -- sh -c "echo 1 > /proc/sys/kernel/numa_balancing; exec $W --summary $RESULTS/$run-workload.json" > "$RESULTS/$run.json" 2> "$RESULTS/$run.err"
-  echo $? > "$RESULTS/$run.rc"
-done
-echo 2 > /proc/sys/kernel/numa_balancing
-"#;
+pub const SCRIPT: &str = include_str!("logging.sh");
 
 /// The probes' message for a mode change from 2 to 1, as the user reads it.
 const PROBE_WARNING: &str =
@@ -31,12 +24,13 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     for run in ["verbose", "quiet"] {
         let rc = text(dir, &format!("{run}.rc"))?;
         ensure!(rc.trim() == "0", "the {run} run exited with {}", rc.trim());
-        let s = read_json(dir, &format!("{run}.json"))?;
-        let changed = u(&s, &["kernel_counters", "balancing_mode_changed"])?;
+        let s: Report = read_report(dir, &format!("{run}.json"))?;
+        let counter = |name: &str| entry(&s.kernel_counters, "kernel_counters", name);
+        let changed = counter("balancing_mode_changed")?;
         ensure!(
             changed > 0,
             "{run}: the probes counted no decision under the changed mode ({} decisions in all): the workload made no decision after the switch",
-            u(&s, &["kernel_counters", "decisions"])?
+            counter("decisions")?
         );
     }
     let verbose = text(dir, "verbose.err")?;
@@ -64,17 +58,18 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::tests::empty_report;
 
     fn results(verbose_err: &str, quiet_err: &str, changed: u64) -> tempdir::Dir {
         let d = tempdir::Dir::new();
+        let mut report = empty_report();
+        let counters = &mut report.kernel_counters;
+        counters.insert("balancing_mode_changed".into(), changed);
+        counters.insert("decisions".into(), 9);
+        let json = serde_json::to_string(&report).expect("a report");
         for run in ["verbose", "quiet"] {
             d.put(&format!("{run}.rc"), "0\n");
-            d.put(
-                &format!("{run}.json"),
-                &format!(
-                    r#"{{"kernel_counters":{{"balancing_mode_changed":{changed},"decisions":9}}}}"#
-                ),
-            );
+            d.put(&format!("{run}.json"), &json);
         }
         d.put("verbose.err", verbose_err);
         d.put("quiet.err", quiet_err);

@@ -7,8 +7,9 @@
 //! Tests run in table order in the same guest, so a test must set any global
 //! state it relies on (e.g. `numa_balancing`) itself.
 //!
-//! Each test is a file here holding its guest script (`SCRIPT`) and its
-//! host-side check (`check`); [`TESTS`] lists them in run order.
+//! Each test is a guest script `NAME.sh` (included as `NAME::SCRIPT`)
+//! beside its host-side check in `NAME.rs` (`check`); [`TESTS`] lists them
+//! in run order. README.md here says how to add one.
 
 mod detach;
 mod doctor;

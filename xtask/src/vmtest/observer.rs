@@ -44,27 +44,7 @@ pub const SCRIPT: &str = concat!(
     "W='",
     workload!(),
     "'\n",
-    r#"traced='numatrace -q stats --live --'
-fresh() {
-	echo 1 > /proc/sys/kernel/numa_balancing
-	echo 2 > /proc/sys/kernel/numa_balancing
-	run "$@"
-}
-part() {
-	echo $2 > $nb/hot_threshold_ms
-	fresh $1_bare_0 $W
-	i=0
-	while [ $i -lt $3 ]; do
-		fresh $1_traced_$i $traced $W
-		i=$((i + 1))
-		fresh $1_bare_$i $W
-	done
-}
-fresh warmup $W
-part cliff 100 3
-part promote 10000 1
-echo 100 > $nb/hot_threshold_ms
-"#
+    include_str!("observer.sh")
 );
 
 /// A part of the test: its runs' prefix, its `hot_threshold_ms`, its runs

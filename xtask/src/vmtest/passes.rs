@@ -15,12 +15,13 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
-use serde_json::Value;
+use numa_core::model::shadow::ShadowReport;
+use numa_core::model::totals::Report;
 
 use crate::kernels::Series;
 
 mod sampling;
-use crate::results::{read_json, u};
+use crate::results::read_report;
 
 /// The guest script (`$RESULTS` is the test's results directory).
 ///
@@ -29,32 +30,9 @@ use crate::results::{read_json, u};
 /// maps' bytes plus an eighth of the slow PFNs' slots, in KiB rounded up),
 /// so the sampled and the full run see the same faults.
 pub const SCRIPT: &str = concat!(
-    r#"echo 2 > /proc/sys/kernel/numa_balancing
-D=/sys/kernel/debug/sched/numa_balancing
-old_max=$(cat $D/scan_period_max_ms)
-echo 1000 > $D/scan_period_max_ms
-numatrace doctor --json > doctor.json
-field() { sed -n "s/.*\"$1\": \([0-9]*\).*/\1/p" doctor.json | head -1; }
-budget=$(( ($(field fixed_bytes) + ($(field slow_pfns) + 7) / 8 * $(field slot_bytes) + 1023) / 1024 ))K
-echo "budget for 1 in 8: $budget"
-"#,
+    include_str!("passes/budget.sh"),
     fill_dram!(400, 240),
-    r#"numatrace record -o s.trace --map-budget $budget --duration 600 2> sampled.err &
-sampled=$!
-i=0; while [ $i -lt 240 ] && [ ! -s s.trace ]; do sleep 0.5; i=$((i + 1)); done
-numatrace shadow --json -o shadow.json --record t.trace -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 64 --accesses 160 --compute-ms 100 --duration 100 --summary workload.json
-rc=$?
-kill -INT $sampled
-wait $sampled
-src=$?
-echo $old_max > $D/scan_period_max_ms
-kill $filler
-[ $rc = 0 ] && [ $src = 0 ] || { cat sampled.err; exit 1; }
-numatrace stats t.trace --json > stats.json
-numatrace stats s.trace --json > sampled-stats.json
-numatrace replay t.trace --json > full-replay.json
-numatrace replay s.trace --json > sampled-replay.json
-"#
+    include_str!("passes/run.sh")
 );
 
 /// At least one fault per page of the region: the scanner protected all
@@ -65,13 +43,12 @@ const MIN_FAULTS: u64 = 16384;
 const MIN_THIRD_PROTECTIONS: u64 = 1000;
 
 pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
-    let stats = read_json(dir, "stats.json")?;
-    let shadow = read_json(dir, "shadow.json")?;
-    let faults = u(&stats, &["hint_faults"])?;
-    let c = |k: &str| u(&stats, &["checks", k]);
-    let p = |k: &str| u(&stats, &["checks", "faults_by_protections", k]);
-    let (once, twice, more) = (p("once")?, p("twice")?, p("three_or_more")?);
-    let newer = c("latest_scan_newer_than_stamp")?;
+    let stats: Report = read_report(dir, "stats.json")?;
+    let shadow: ShadowReport = read_report(dir, "shadow.json")?;
+    let faults = stats.hint_faults;
+    let p = &stats.checks.faults_by_protections;
+    let (once, twice, more) = (p.once, p.twice, p.three_or_more);
+    let newer = stats.checks.latest_scan_newer_than_stamp;
     println!(
         "    passes: {faults} hint faults; by protections of their folio: {once} once, {twice} twice, {more} three or more; latest scan newer than the stamp on {newer}"
     );
@@ -93,14 +70,15 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
 
 /// Pages the kernel refused fault again, among them pages the fault-count
 /// model would have promoted.
-fn check_refaults(shadow: &Value) -> Result<()> {
-    let refused = u(shadow, &["kernel", "reject_latency"])?;
-    let fc = shadow["models"]
-        .as_array()
-        .and_then(|m| m.iter().find(|m| m["name"] == "fault-count"))
+fn check_refaults(shadow: &ShadowReport) -> Result<()> {
+    let refused = shadow.kernel.reject_latency;
+    let fc = shadow
+        .models
+        .iter()
+        .find(|m| m.name == "fault-count")
         .context("no fault-count model in the shadow report")?;
-    let model_only = u(fc, &["refault_after_model_only", "refaulted"])?;
-    let neither = u(shadow, &["refault_after_neither", "refaulted"])?;
+    let model_only = fc.refault_after_model_only.refaulted;
+    let neither = shadow.refault_after_neither.refaulted;
     println!(
         "    passes: kernel refused {refused} on latency; refaulted after fault-count only {model_only}, after neither {neither}"
     );

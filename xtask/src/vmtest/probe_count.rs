@@ -7,95 +7,86 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
-use serde_json::Value;
+use numa_core::model::totals::Report;
 
 use crate::kernels::Series;
-use crate::results::{faults_match_vmstat, read_json, u};
+use crate::results::{entry, faults_match_vmstat, read_report};
 
-pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
-numatrace stats --live --bpf-stats --json -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 6 --summary "$RESULTS/workload.json" > "$RESULTS/stats.json"
-numatrace stats --live --empty-programs --bpf-stats --json -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --duration 6 --summary "$RESULTS/empty-workload.json" > "$RESULTS/empty.json"
-mkdir -p /sys/fs/cgroup/nt/child /sys/fs/cgroup/other
-sh -c 'echo $$ > /sys/fs/cgroup/nt/child/cgroup.procs && exec numatrace stats --live --json --cgroup /sys/fs/cgroup/nt -- numatrace workload hot-chunks --slow-mb 32 --chunk-mb 8 --accesses 2000 --duration 4 --summary "$RESULTS/cgroup-parent-workload.json"' > "$RESULTS/cgroup-parent.json"
-sh -c 'echo $$ > /sys/fs/cgroup/nt/child/cgroup.procs && exec numatrace stats --live --json --cgroup /sys/fs/cgroup/other -- numatrace workload hot-chunks --slow-mb 32 --chunk-mb 8 --accesses 2000 --duration 4 --summary "$RESULTS/cgroup-other-workload.json"' > "$RESULTS/cgroup-other.json"
-"#;
+pub const SCRIPT: &str = include_str!("probe_count.sh");
 
 /// A probe attached through the plan counts
 /// should_numa_migrate_memory calls equal to vmstat's numa_hint_faults delta.
 pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
-    let stats = read_json(dir, "stats.json")?;
+    let stats: Report = read_report(dir, "stats.json")?;
     faults_match_vmstat(&stats)?;
     check_own_cpu(&stats)?;
     check_scanner_cost(&stats)?;
-    check_empty_programs(&read_json(dir, "empty.json")?)?;
+    check_empty_programs(&read_report(dir, "empty.json")?)?;
     check_cgroup_filter(
-        &read_json(dir, "cgroup-parent.json")?,
-        &read_json(dir, "cgroup-other.json")?,
+        &read_report(dir, "cgroup-parent.json")?,
+        &read_report(dir, "cgroup-other.json")?,
     )
 }
 
 /// With --bpf-stats and protected PTEs, the programs' time in the scanner
 /// per protected PTE, over the report's own PTE and stamp counts.
-fn check_scanner_cost(s: &Value) -> Result<()> {
-    let ptes = u(s, &["scan_ptes_updated"])?;
+fn check_scanner_cost(s: &Report) -> Result<()> {
+    let ptes = s.scan_ptes_updated;
     ensure!(ptes > 0, "the workload was never scanned: no PTE protected");
-    let c = &s["scanner_cost"];
+    let c = s
+        .scanner_cost
+        .as_ref()
+        .with_context(|| format!("no scanner_cost (scan_ptes_updated {ptes})"))?;
     ensure!(
-        c["ptes"].as_u64() == Some(ptes),
+        c.ptes == ptes,
         "scanner_cost.ptes {} != scan_ptes_updated {ptes}",
-        c["ptes"]
+        c.ptes
     );
-    let (stamps, runs) = (u(c, &["scanner_exchanges"])?, u(c, &["exchange_runs"])?);
+    let (stamps, runs) = (c.scanner_exchanges, c.exchange_runs);
     ensure!(
-        stamps == u(s, &["scan_stamps"])?.min(runs) && stamps > 0,
-        "scanner_cost.scanner_exchanges {stamps} is not the report's scan stamps ({} runs): {c}",
+        stamps == s.scan_stamps.min(runs) && stamps > 0,
+        "scanner_cost.scanner_exchanges {stamps} is not the report's scan stamps ({} runs): {c:?}",
         runs
     );
-    for key in [
-        "pass_ns_per_pte",
-        "exchange_ns_per_run",
-        "ns_per_pte_at_most",
+    for (key, v) in [
+        ("pass_ns_per_pte", c.pass_ns_per_pte),
+        ("exchange_ns_per_run", c.exchange_ns_per_run),
+        ("ns_per_pte_at_most", c.ns_per_pte_at_most),
     ] {
-        ensure!(
-            c[key].as_f64().is_some_and(|v| v > 0.0),
-            "scanner_cost.{key} is {} in {c}",
-            c[key]
-        );
+        ensure!(v > 0.0, "scanner_cost.{key} is {v} in {c:?}");
     }
     Ok(())
 }
 
 /// numatrace's own CPU: time spent attaching and running, over the records
 /// the report counts (faults, passes, VMA skips).
-fn check_own_cpu(s: &Value) -> Result<()> {
-    let c = &s["numatrace_cpu"];
-    let skips: u64 = s["vma_skips"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter_map(|(_, v)| v.as_u64())
-        .sum();
-    let records = u(s, &["hint_faults"])? + u(s, &["scan_ranges"])? + skips;
+fn check_own_cpu(s: &Report) -> Result<()> {
+    let skips: u64 = s.vma_skips.values().sum();
+    let records = s.hint_faults + s.scan_ranges + skips;
+    let c = s
+        .numatrace_cpu
+        .as_ref()
+        .with_context(|| format!("no numatrace_cpu (the report's {records} records)"))?;
     ensure!(
-        c["records"].as_u64() == Some(records) && records > 0,
+        c.records == records && records > 0,
         "numatrace_cpu.records {} != the report's {records} records",
-        c["records"]
+        c.records
     );
-    for key in ["attach_s", "run_s", "run_ns_per_record"] {
-        ensure!(
-            c[key].as_f64().is_some_and(|v| v > 0.0),
-            "numatrace_cpu.{key} is {} in {c}",
-            c[key]
-        );
+    for (key, v) in [
+        ("attach_s", c.attach_s),
+        ("run_s", c.run_s),
+        ("run_ns_per_record", c.run_ns_per_record),
+    ] {
+        ensure!(v > 0.0, "numatrace_cpu.{key} is {v} in {c:?}");
     }
     Ok(())
 }
 
 /// `--cgroup` of the workload's parent cgroup sees its hint faults; of a
 /// sibling cgroup, none.
-fn check_cgroup_filter(parent: &Value, other: &Value) -> Result<()> {
-    let vm_faults = u(parent, &["vmstat_delta", "numa_hint_faults"])?;
-    let seen = u(parent, &["hint_faults"])?;
+fn check_cgroup_filter(parent: &Report, other: &Report) -> Result<()> {
+    let vm_faults = entry(&parent.vmstat_delta, "vmstat_delta", "numa_hint_faults")?;
+    let seen = parent.hint_faults;
     ensure!(
         vm_faults > 0,
         "--cgroup PARENT: the workload caused no hint faults"
@@ -105,8 +96,8 @@ fn check_cgroup_filter(parent: &Value, other: &Value) -> Result<()> {
         seen <= vm_faults && seen * 10 >= vm_faults * 9,
         "--cgroup PARENT saw {seen} of {vm_faults} hint faults of a workload in a child cgroup"
     );
-    let other_vm = u(other, &["vmstat_delta", "numa_hint_faults"])?;
-    let other_seen = u(other, &["hint_faults"])?;
+    let other_vm = entry(&other.vmstat_delta, "vmstat_delta", "numa_hint_faults")?;
+    let other_seen = other.hint_faults;
     ensure!(
         other_vm > 0,
         "--cgroup SIBLING: the workload caused no hint faults"
@@ -120,28 +111,29 @@ fn check_cgroup_filter(parent: &Value, other: &Value) -> Result<()> {
 
 /// `--empty-programs --bpf-stats`: only the programs that do nothing ran,
 /// the hint-fault one once per hint fault, and nothing was recorded.
-fn check_empty_programs(s: &Value) -> Result<()> {
-    let vm_faults = u(s, &["vmstat_delta", "numa_hint_faults"])?;
+fn check_empty_programs(s: &Report) -> Result<()> {
+    let vm_faults = entry(&s.vmstat_delta, "vmstat_delta", "numa_hint_faults")?;
     ensure!(
         vm_faults > 0,
         "--empty-programs: the workload caused no hint faults"
     );
     ensure!(
-        u(s, &["hint_faults"])? == 0,
+        s.hint_faults == 0,
         "--empty-programs recorded hint faults: the real programs ran"
     );
-    let programs = s["bpf_programs"]
-        .as_array()
-        .context("--empty-programs --bpf-stats: no bpf_programs")?;
+    ensure!(
+        !s.bpf_programs.is_empty(),
+        "--empty-programs --bpf-stats: no bpf_programs"
+    );
     let mut hint_runs = None;
-    for p in programs {
-        let name = p["name"].as_str().unwrap_or("");
+    for p in &s.bpf_programs {
+        let name = p.name.as_str();
         ensure!(
             name.starts_with("empty_"),
             "--empty-programs ran {name}, not an empty program"
         );
         if name == "empty_fentry_hint_fault" {
-            hint_runs = p["run_count"].as_u64();
+            hint_runs = Some(p.run_count);
         }
     }
     ensure!(
@@ -154,36 +146,54 @@ fn check_empty_programs(s: &Value) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::results::tests::{empty_report, program};
+    use numa_core::model::totals::SelfCpu;
 
-    fn empty_run(programs: Value, recorded: u64) -> Value {
-        json!({"hint_faults": recorded, "vmstat_delta": {"numa_hint_faults": 700},
-            "bpf_programs": programs})
+    fn empty_run(programs: &[(&str, u64)], recorded: u64) -> Report {
+        let mut r = empty_report();
+        r.hint_faults = recorded;
+        r.vmstat_delta.insert("numa_hint_faults".into(), 700);
+        r.bpf_programs = programs.iter().map(|&(n, runs)| program(n, runs)).collect();
+        r
     }
 
     #[test]
     fn own_cpu_counts_every_record_of_the_report() {
         let s = |records: u64, run_s: f64| {
-            json!({"hint_faults": 100, "scan_ranges": 20, "vma_skips": {"pid_inactive": 3},
-                "numatrace_cpu": {"records": records, "attach_s": 1.5, "run_s": run_s,
-                    "run_ns_per_record": run_s * 1e9 / records as f64}})
+            let mut r = empty_report();
+            r.hint_faults = 100;
+            r.scan_ranges = 20;
+            r.vma_skips.insert("pid_inactive".into(), 3);
+            r.numatrace_cpu = Some(SelfCpu {
+                records,
+                attach_s: 1.5,
+                run_s,
+                run_ns_per_record: run_s * 1e9 / records as f64,
+            });
+            r
         };
         check_own_cpu(&s(123, 0.2)).unwrap();
         assert!(check_own_cpu(&s(120, 0.2)).is_err());
         assert!(check_own_cpu(&s(123, 0.0)).is_err());
-        assert!(check_own_cpu(&json!({"hint_faults": 1, "scan_ranges": 0})).is_err());
+        let mut no_cpu = empty_report();
+        no_cpu.hint_faults = 1;
+        assert!(check_own_cpu(&no_cpu).is_err());
     }
 
     #[test]
     fn empty_programs_check_passes_only_when_just_empty_programs_ran_per_fault() {
-        let good = json!([{"name": "empty_fentry_hint_fault", "run_count": 700},
-            {"name": "empty_fexit_decision", "run_count": 700}]);
-        check_empty_programs(&empty_run(good.clone(), 0)).unwrap();
-        assert!(check_empty_programs(&empty_run(good, 5)).is_err());
-        let real = json!([{"name": "empty_fentry_hint_fault", "run_count": 700},
-            {"name": "fentry_fault_account", "run_count": 700}]);
-        assert!(check_empty_programs(&empty_run(real, 0)).is_err());
-        let short = json!([{"name": "empty_fentry_hint_fault", "run_count": 699}]);
-        assert!(check_empty_programs(&empty_run(short, 0)).is_err());
+        let good = [
+            ("empty_fentry_hint_fault", 700),
+            ("empty_fexit_decision", 700),
+        ];
+        check_empty_programs(&empty_run(&good, 0)).unwrap();
+        assert!(check_empty_programs(&empty_run(&good, 5)).is_err());
+        let real = [
+            ("empty_fentry_hint_fault", 700),
+            ("fentry_fault_account", 700),
+        ];
+        assert!(check_empty_programs(&empty_run(&real, 0)).is_err());
+        let short = [("empty_fentry_hint_fault", 699)];
+        assert!(check_empty_programs(&empty_run(&short, 0)).is_err());
     }
 }

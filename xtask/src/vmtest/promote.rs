@@ -16,86 +16,25 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
+use numa_host::promoter_state::PromoterState;
+use numa_promote::{ProcRow, PromoteReport};
 use serde_json::Value;
 
 use crate::kernels::Series;
-use crate::results::{read_json, text, u};
+use crate::results::{read_json, read_report, text, u};
 
 /// The guest script (`$RESULTS` is the test's results directory).
 pub const SCRIPT: &str = concat!(
     "echo 2 > /proc/sys/kernel/numa_balancing\n",
     fill_dram!(300, 240),
-    r#"sleep 2
-W="numatrace workload hot-chunks --chunk-mb 8 --accesses 20000 --idle-ms 100"
-# Each workload waits for "go" so both promoters attach first; exec keeps the pid.
-sh -c "while [ ! -e go ]; do sleep 0.2; done; exec $W --slow-mb 128 --duration 45 --seed 1 --summary a.json" &
-a=$!
-sh -c "while [ ! -e go ]; do sleep 0.2; done; exec $W --slow-mb 64 --duration 45 --seed 2 --summary b.json" &
-b=$!
-sh -c "while [ ! -e go ]; do sleep 0.2; done; exec $W --slow-mb 32 --duration 60 --seed 3 --summary c.json" &
-c=$!
-echo "$a $b $c" > pids
-node0_free() { awk '/MemFree/ {print $4}' /sys/devices/system/node/node0/meminfo; }
-( while :; do node0_free; sleep 0.2; done ) > memfree.txt &
-sampler=$!
-attached() { i=0; while [ $i -lt 240 ] && ! grep -q 'Ctrl-C stops' "$1"; do sleep 0.5; i=$((i + 1)); done; }
-# The dry run (scope: B) runs until B has exited; its attach shows what a
-# promoter's own maps take from node 0.
-free0=$(node0_free)
-# The dry run publishes its state elsewhere: the well-known path is the real promoter's.
-NUMATRACE_PROMOTER_STATE=$PWD/dry-state.json numatrace promote --pid $b --dry-run --duration 300 --ring-mb 8 --json -o dry.json 2> dry.err &
-d=$!
-attached dry.err
-free1=$(node0_free)
-# The floor: 256 MiB of room once the real promoter has attached too; the
-# kernel's own promotions of the three workloads take up to about 80 MiB
-# of it in some runs.
-floor=$((free1 - (free0 - free1) - 256 * 1024))
-echo $floor > floor_kb
-numatrace promote --pid $a --pid $c --min-free ${floor}KiB --duration 300 --ring-mb 8 --json -o promote.json 2> promote.err &
-p=$!
-attached promote.err
-echo $p > promote.pid
-# The state file top and export read: sampled every second while it runs.
-( while kill -0 $p 2>/dev/null; do cp /run/numatrace/promoter.json state.tmp 2>/dev/null && mv state.tmp state.json; cp dry-state.json dry-state.sample 2>/dev/null; sleep 1; done ) &
-touch go
-sleep 15
-kill -9 $c && echo killed > c.killed
-# The promoter is frozen from before A counts its pages on DRAM until A has
-# exited: a page moved in between would be in numatrace's count and not in
-# A's. A runs 45 s after its setup; the freeze comes at 38 s.
-sleep 23
-[ -e a.json ] && echo "A had counted its pages before the freeze" > fence.late
-kill -STOP $p
-all_stopped() { for t in /proc/$p/task/*/stat; do [ "$(sed 's/.*) //' "$t" | cut -d' ' -f1)" = T ] || return 1; done; }
-i=0; while [ $i -lt 100 ] && ! all_stopped; do sleep 0.1; i=$((i + 1)); done
-all_stopped || echo "the promoter's threads did not stop" > fence.late
-# The promoter sees the rest of A's life and stops by itself once A and C
-# have both exited; Ctrl-C only if it has not within 30 s (the check then
-# fails on the stop reason).
-stopped() { i=0; while [ $i -lt 60 ] && ! grep -q 'nothing left to promote' "$1"; do sleep 0.5; i=$((i + 1)); done; }
-wait $a
-kill -CONT $p
-stopped promote.err
-kill -INT $p 2>/dev/null; wait $p; echo $? > promote.rc
-[ -e /run/numatrace/promoter.json ] && echo left > state.left
-wait $b
-stopped dry.err
-kill -INT $d 2>/dev/null; wait $d; echo $? > dry.rc
-kill $sampler
-kill $filler
-cat promote.err dry.err
-"#
+    include_str!("promote.sh")
 );
 
 /// How a `--pid` promote run ends once its processes have exited.
 const SCOPE_EXITED: &str = "every --pid process exited";
 
-fn proc_row(report: &Value, pid: u64) -> Option<&Value> {
-    report["processes"]
-        .as_array()?
-        .iter()
-        .find(|p| p["pid"].as_u64() == Some(pid))
+fn proc_row(report: &PromoteReport, pid: u64) -> Option<&ProcRow> {
+    report.processes.iter().find(|p| u64::from(p.pid) == pid)
 }
 
 /// The pids of the workloads A, B and C.
@@ -117,8 +56,8 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         "promote --dry-run exited with {}",
         text(dir, "dry.rc")?.trim()
     );
-    let p = read_json(dir, "promote.json")?;
-    let dry = read_json(dir, "dry.json")?;
+    let p: PromoteReport = read_report(dir, "promote.json")?;
+    let dry: PromoteReport = read_report(dir, "dry.json")?;
     let wa = read_json(dir, "a.json")?;
     let wb = read_json(dir, "b.json")?;
     let moved = check_in_scope(dir, &p, &wa, pids.a)?;
@@ -141,35 +80,30 @@ fn read_pids(dir: &Path) -> Result<Pids> {
 
 /// The promoter worked on A and its pages are on node 0 afterwards.
 /// Returns the pages the promoter moved in all.
-fn check_in_scope(dir: &Path, p: &Value, wa: &Value, a: u64) -> Result<u64> {
-    let moved = u(p, &["moved_pages"])?;
+fn check_in_scope(dir: &Path, p: &PromoteReport, wa: &Value, a: u64) -> Result<u64> {
+    let moved = p.moved_pages;
     let row_a = proc_row(p, a).context("A is not in the promoter's report")?;
-    let moved_a = u(row_a, &["moved"])?;
-    let demoted = u(p, &["kernel_pgdemote"])?;
+    let moved_a = row_a.moves.moved;
+    let demoted = p.kernel_pgdemote;
     println!(
         "    promote: moved {moved} pages (A {moved_a}), {} failures, {:.2} MB/s in calls, kernel pgpromote +{}, pgdemote +{demoted}, agreement {:.1}%",
-        u(p, &["failures"])?,
-        p["mb_per_s_in_calls"].as_f64().unwrap_or(0.0),
-        u(p, &["kernel_pgpromote_success"])?,
-        p["agreement_pct"].as_f64().unwrap_or(0.0),
+        p.failures,
+        p.mb_per_s_in_calls,
+        p.kernel_pgpromote_success,
+        p.agreement_pct,
     );
     ensure!(moved_a > 0, "numatrace moved none of A's pages");
     // A's and C's slow pages (40960) fit the default --queue of 65536.
-    let dropped = u(p, &["mover", "queue", "dropped_full"])?;
+    let dropped = p.mover.queue.dropped_full;
     ensure!(
         dropped == 0,
         "{dropped} requests dropped with a queue that holds every page"
     );
-    let v = &p["mover"]["verify"];
-    let (checked, on, elsewhere, gone) = (
-        u(v, &["checked"])?,
-        u(v, &["on_target"])?,
-        u(v, &["elsewhere"])?,
-        u(v, &["gone"])?,
-    );
+    let v = &p.mover.verify;
+    let (checked, on, elsewhere, gone) = (v.checked, v.on_target, v.elsewhere, v.gone);
     ensure!(
         checked == moved && on + elsewhere + gone == checked,
-        "verify counts inconsistent: {v}"
+        "verify counts inconsistent: {v:?}"
     );
     ensure!(
         elsewhere <= demoted,
@@ -192,9 +126,9 @@ fn check_in_scope(dir: &Path, p: &Value, wa: &Value, a: u64) -> Result<u64> {
 /// The free floor held: the promoter's own minimum headroom, and the
 /// sampled MemFree (other allocations and the kernel's own promotions
 /// may take some: 16 MiB plus what the kernel promoted).
-fn check_floor(dir: &Path, p: &Value) -> Result<()> {
+fn check_floor(dir: &Path, p: &PromoteReport) -> Result<()> {
     let floor_kb: u64 = text(dir, "floor_kb")?.trim().parse().context("floor_kb")?;
-    let kernel_kb = u(p, &["kernel_pgpromote_success"])? * 4;
+    let kernel_kb = p.kernel_pgpromote_success * 4;
     let samples: Vec<u64> = text(dir, "memfree.txt")?
         .lines()
         .filter_map(|l| l.trim().parse().ok())
@@ -208,7 +142,7 @@ fn check_floor(dir: &Path, p: &Value) -> Result<()> {
     println!(
         "    node 0 floor {floor_kb} KiB; MemFree min {min} KiB over {} samples; promoter waited at the floor {}x",
         samples.len(),
-        u(p, &["mover", "floor_waits"])?
+        p.mover.floor_waits
     );
     ensure!(
         min + 16 * 1024 + kernel_kb >= floor_kb,
@@ -218,40 +152,34 @@ fn check_floor(dir: &Path, p: &Value) -> Result<()> {
 }
 
 /// B: outside the real promoter's scope, inside the dry run's.
-fn check_out_of_scope(p: &Value, dry: &Value, wb: &Value, b: u64) -> Result<()> {
+fn check_out_of_scope(p: &PromoteReport, dry: &PromoteReport, wb: &Value, b: u64) -> Result<()> {
     if let Some(row) = proc_row(p, b) {
         ensure!(
-            u(row, &["moved"])? == 0,
+            row.moves.moved == 0,
             "the promoter moved pages of B (out of scope)"
         );
-        ensure!(
-            row["in_scope"] == Value::Bool(false),
-            "B is in the promoter's scope"
-        );
+        ensure!(!row.in_scope, "B is in the promoter's scope");
     }
-    ensure!(u(dry, &["moved_pages"])? == 0, "--dry-run moved pages");
-    ensure!(
-        u(dry, &["mover", "move_calls"])? == 0,
-        "--dry-run called move_pages"
-    );
-    let would = u(dry, &["mover", "would_move_pages"])?;
+    ensure!(dry.moved_pages == 0, "--dry-run moved pages");
+    ensure!(dry.mover.move_calls == 0, "--dry-run called move_pages");
+    let would = dry.mover.would_move_pages;
     ensure!(would > 0, "--dry-run found nothing it would move");
     ensure!(
-        dry["stopped"] == SCOPE_EXITED,
-        "the dry run stopped with {} (expected {SCOPE_EXITED:?} once B had exited)",
-        dry["stopped"]
+        dry.facts.stopped == SCOPE_EXITED,
+        "the dry run stopped with {:?} (expected {SCOPE_EXITED:?} once B had exited)",
+        dry.facts.stopped
     );
     let row_b = proc_row(dry, b).context("B is not in the dry run's report")?;
     // Each run saw B's promotions but for the records it lost (ring full,
     // or a probe run the kernel skipped because it was preempted on that
     // CPU, which lazy-preemption kernels do): a bound far below what the
     // promoter moving B's pages would put on DRAM (the dry run's `would`).
-    let seen = |r: &Value, row: Option<&Value>| -> Result<(u64, u64)> {
-        let k = row.map_or(Ok(0), |row| u(row, &["kernel_promoted"]))?;
-        Ok((k, u(r, &["ring_drops"])? + u(r, &["runs_missed"])?))
+    let seen = |r: &PromoteReport, row: Option<&ProcRow>| {
+        let k = row.map_or(0, |row| row.kernel_promoted);
+        (k, r.ring_drops + r.runs_missed)
     };
-    let (k_dry, lost_dry) = seen(dry, Some(row_b))?;
-    let (k_real, lost_real) = seen(p, proc_row(p, b))?;
+    let (k_dry, lost_dry) = seen(dry, Some(row_b));
+    let (k_real, lost_real) = seen(p, proc_row(p, b));
     let bound = (k_dry + lost_dry).max(k_real + lost_real);
     let b_on_dram = u(wb, &["slow_pages_on_dram_node_at_end"])?;
     println!(
@@ -267,22 +195,20 @@ fn check_out_of_scope(p: &Value, dry: &Value, wb: &Value, b: u64) -> Result<()> 
 /// The state file `top` and `export` read: published while it ran,
 /// removed at the end; the dry run published to its own path.
 fn check_state_file(dir: &Path, moved: u64) -> Result<()> {
-    let st = read_json(dir, "state.json").context("the promoter's state file was never seen")?;
+    let st: PromoterState =
+        read_report(dir, "state.json").context("the promoter's state file was never seen")?;
     let promote_pid: u64 = text(dir, "promote.pid")?
         .trim()
         .parse()
         .context("promote.pid")?;
-    let st_moved = u(&st, &["moved_pages"])?;
+    let st_moved = st.moved_pages;
     println!(
         "    state file: pid {}, moved {st_moved} pages ({:.0}/s), failures {}, queue {}",
-        u(&st, &["pid"])?,
-        st["moved_pages_per_s"].as_f64().unwrap_or(0.0),
-        u(&st, &["failures"])?,
-        u(&st, &["queue_depth"])?
+        st.pid, st.moved_pages_per_s, st.failures, st.queue_depth
     );
     ensure!(
-        u(&st, &["pid"])? == promote_pid && st["dry_run"] == Value::Bool(false),
-        "the state file is not the real promoter's: {st}"
+        u64::from(st.pid) == promote_pid && !st.dry_run,
+        "the state file is not the real promoter's: {st:?}"
     );
     ensure!(
         st_moved > 0 && st_moved <= moved,
@@ -292,33 +218,32 @@ fn check_state_file(dir: &Path, moved: u64) -> Result<()> {
         !dir.join("state.left").exists(),
         "/run/numatrace/promoter.json was left behind after the promoter exited"
     );
-    let dry_st = read_json(dir, "dry-state.sample").context("the dry run published no state")?;
+    let dry_st: PromoterState =
+        read_report(dir, "dry-state.sample").context("the dry run published no state")?;
     ensure!(
-        dry_st["dry_run"] == Value::Bool(true) && u(&dry_st, &["moved_pages"])? == 0,
-        "dry run state: {dry_st}"
+        dry_st.dry_run && dry_st.moved_pages == 0,
+        "dry run state: {dry_st:?}"
     );
     Ok(())
 }
 
 /// C was killed mid-run; the promoter kept going until A had exited too,
 /// then stopped by itself and reported.
-fn check_killed(dir: &Path, p: &Value, c: u64) -> Result<()> {
+fn check_killed(dir: &Path, p: &PromoteReport, c: u64) -> Result<()> {
     ensure!(dir.join("c.killed").exists(), "C was not killed");
     ensure!(
-        p["stopped"] == SCOPE_EXITED,
-        "the promoter stopped with {} (expected {SCOPE_EXITED:?} once A and C had exited)",
-        p["stopped"]
+        p.facts.stopped == SCOPE_EXITED,
+        "the promoter stopped with {:?} (expected {SCOPE_EXITED:?} once A and C had exited)",
+        p.facts.stopped
     );
-    let dur = p["duration_s"].as_f64().unwrap_or(0.0);
+    let dur = p.duration_s;
     ensure!(dur >= 25.0, "the promoter ran only {dur:.1} s");
     // C may not have taken a hint fault before it was killed (the scanner
     // reaches each process in its own time): report it when it did.
     match proc_row(p, c) {
         Some(row_c) => println!(
             "    C (killed at 15 s): {} requests, {} moved, exit seen by the mover: {}",
-            u(row_c, &["requested"])?,
-            u(row_c, &["moved"])?,
-            row_c["exited"]
+            row_c.requested, row_c.moves.moved, row_c.moves.exited
         ),
         None => println!("    C (killed at 15 s): no hint faults before the kill"),
     }

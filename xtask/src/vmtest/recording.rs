@@ -9,39 +9,32 @@
 use std::path::Path;
 
 use anyhow::{ensure, Result};
-use serde_json::Value;
+use numa_core::model::totals::{Checks, Report};
 
 use crate::kernels::Series;
 use crate::results::{
-    equal_but_missed, f, patch_counter_whole, promoted_pages_match_vmstat, read_json, u,
+    entry, equal_but_missed, patch_counter_whole, promoted_pages_match_vmstat, read_json,
+    read_report, u,
 };
 
-pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
-numatrace workload hot-chunks --dram-mb 1400 --slow-mb 0 --duration 300 > filler.json &
-filler=$!
-sleep 8
-numatrace shadow --json -o shadow.json --record t.trace -- numatrace workload hot-chunks --slow-mb 128 --chunk-mb 8 --accesses 20000 --idle-ms 100 --duration 25 --min-faults 20000 --max-duration 150 --summary workload.json || exit 1
-kill $filler
-numatrace stats t.trace --json > stats.json
-"#;
+pub const SCRIPT: &str = include_str!("recording.sh");
 
 /// One recording with DRAM filled and idle gaps, checked against
 /// the kernel's own counters and the invariants of the measurements.
 pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
-    let s = read_json(dir, "stats.json")?;
+    let s: Report = read_report(dir, "stats.json")?;
     let w = read_json(dir, "workload.json")?;
-    let vm = |k: &str| u(&s, &["vmstat_delta", k]);
-    let faults = u(&s, &["hint_faults"])?;
+    let faults = s.hint_faults;
     ensure!(faults > 0, "no hint faults recorded");
-    let missed = u(&s, &["runs_missed"])?;
-    let vm_faults = vm("numa_hint_faults")?;
+    let missed = s.runs_missed;
+    let vm_faults = entry(&s.vmstat_delta, "vmstat_delta", "numa_hint_faults")?;
     equal_but_missed(
         "hint faults vs vmstat numa_hint_faults",
         faults,
         vm_faults,
         missed,
     )?;
-    let ok = u(&s, &["pages", "promoted"])?;
+    let ok = s.pages.promoted;
     promoted_pages_match_vmstat(&s)?;
     let on_dram = u(&w, &["slow_pages_on_dram_node_at_end"])?;
     equal_but_missed(
@@ -50,45 +43,40 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         on_dram,
         missed,
     )?;
-    let decisions = u(&s, &["decisions"])?;
-    let slow = u(&s, &["checks", "slow_node_faults"])?;
+    let c = &s.checks;
+    let decisions = s.decisions;
+    let slow = c.slow_node_faults;
     ensure!(
         decisions == slow,
         "decisions {decisions} != hint faults on slow-node folios {slow}"
     );
-    ensure!(
-        u(&s, &["checks", "negative_latencies"])? == 0,
-        "latencies below zero"
-    );
-    let max_ms = f(&s, &["checks", "max_latency_ms"])?;
-    let window_ms = f(&s, &["checks", "since_attach_s"])? * 1000.0;
+    ensure!(c.negative_latencies == 0, "latencies below zero");
+    let max_ms = c.max_latency_ms;
+    let window_ms = c.since_attach_s * 1000.0;
     ensure!(
         max_ms <= window_ms,
         "a latency of {max_ms} ms exceeds the recording ({window_ms} ms since attach)"
     );
-    let reject_latency = u(&s, &["kernel_reject", "latency"])?;
+    let reject_latency = s.kernel_reject.latency;
     ensure!(
         reject_latency > 0,
         "no rejection on latency: DRAM was not filled enough for the threshold path"
     );
     ensure!(
-        u(&s, &["checks", "latency_rejects_below_threshold"])? == 0,
+        c.latency_rejects_below_threshold == 0,
         "rejections with reason latency whose kernel latency < threshold"
     );
     ensure!(
-        u(&s, &["checks", "inconsistent_deltas"])? == 0,
+        c.inconsistent_deltas == 0,
         "fault-count deltas inconsistent with sequence numbers"
     );
+    ensure!(s.drops == 0, "ring buffer drops at default sizes");
     ensure!(
-        u(&s, &["drops"])? == 0,
-        "ring buffer drops at default sizes"
-    );
-    ensure!(
-        s["kernel_histograms_match"] == Value::Bool(true),
+        s.kernel_histograms_match,
         "in-kernel histograms differ from the events'"
     );
     check_patch_inputs(&s)?;
-    check_kernel_latency(&s["checks"])?;
+    check_kernel_latency(&s.checks)?;
     Ok(())
 }
 
@@ -100,15 +88,15 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
 /// starved by a busy host add tens of ms. Wrong stamps are off on many
 /// decisions, or by seconds: 1 s is the default hot threshold, so a gap that
 /// large could flip a decision.
-fn check_kernel_latency(checks: &Value) -> Result<()> {
-    let gaps = u(checks, &["kernel_latency_gaps_over_50ms"])?;
-    let decisions = u(checks, &["kernel_latencies"])?;
+fn check_kernel_latency(checks: &Checks) -> Result<()> {
+    let gaps = checks.kernel_latency_gaps_over_50ms;
+    let decisions = checks.kernel_latencies;
     ensure!(
         gaps <= decisions / 1000,
         "the kernel's own latency and numatrace's differ by more than 50 ms in {gaps} of \
          {decisions} decisions (> 0.1%: stamps are wrong)"
     );
-    let max = u(checks, &["max_kernel_latency_gap_ms"])?;
+    let max = checks.max_kernel_latency_gap_ms;
     ensure!(
         max < 1000,
         "the kernel's own latency and numatrace's differ by {max} ms (>= 1 s: a stamp is wrong)"
@@ -120,20 +108,20 @@ fn check_kernel_latency(checks: &Value) -> Result<()> {
 /// has the mm's counter, which steps as the patch's would for the
 /// single-threaded workload (+1 per PTE fault, 0 per PMD fault), and every
 /// decision past the free-space shortcut has the node's candidate count.
-fn check_patch_inputs(s: &Value) -> Result<()> {
-    let p = |k: &str| u(s, &["checks", "patch_inputs", k]);
+fn check_patch_inputs(s: &Report) -> Result<()> {
+    let p = &s.checks.patch_inputs;
     ensure!(
-        p("faults_with_counter")? > 0 && p("faults_without_counter")? == 0,
+        p.faults_with_counter > 0 && p.faults_without_counter == 0,
         "slow-node faults without the fault-count counter: {} of {}",
-        p("faults_without_counter")?,
-        p("faults_with_counter")? + p("faults_without_counter")?
+        p.faults_without_counter,
+        p.faults_with_counter + p.faults_without_counter
     );
     patch_counter_whole(s)?;
     ensure!(
-        p("threshold_path")? > 0 && p("threshold_path_without_node_count")? == 0,
+        p.threshold_path > 0 && p.threshold_path_without_node_count == 0,
         "decisions past the free-space shortcut without the node's candidate count: {} of {}",
-        p("threshold_path_without_node_count")?,
-        p("threshold_path")?
+        p.threshold_path_without_node_count,
+        p.threshold_path
     );
     Ok(())
 }
@@ -141,13 +129,16 @@ fn check_patch_inputs(s: &Value) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::results::tests::empty_report;
 
     #[test]
     fn kernel_latency_may_differ_by_tens_of_ms_only_rarely() {
         let checks = |gaps: u64, max: u64| {
-            json!({"kernel_latency_gaps_over_50ms": gaps, "kernel_latencies": 32768,
-                "max_kernel_latency_gap_ms": max})
+            let mut c = empty_report().checks;
+            c.kernel_latency_gaps_over_50ms = gaps;
+            c.kernel_latencies = 32768;
+            c.max_kernel_latency_gap_ms = max;
+            c
         };
         check_kernel_latency(&checks(0, 8)).expect("rounding only");
         check_kernel_latency(&checks(1, 98)).expect("one preempted fault");

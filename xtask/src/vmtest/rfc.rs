@@ -23,12 +23,15 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
+use numa_core::model::shadow::{ModelReport, ShadowReport};
+use numa_core::model::totals::Report;
+use numa_core::params::KernelHotness;
 use serde_json::Value;
 
 use crate::kernels::Series;
 use crate::results::{
-    equal_but_missed, faults_match_vmstat, patch_counter_whole, promoted_pages_match_vmstat,
-    read_json, text, u,
+    entry, equal_but_missed, faults_match_vmstat, patch_counter_whole, promoted_pages_match_vmstat,
+    read_json, read_report, text,
 };
 
 /// The threshold the script gives the kernel and the models.
@@ -38,23 +41,7 @@ pub const THRESHOLD: u64 = 6000;
 /// below it and refused above, shared ones included.
 pub const SHARED_THRESHOLD: u64 = 2000;
 
-pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
-knob=/sys/kernel/debug/sched/numa_balancing/fault_count_threshold
-echo 6000 > $knob || exit 1
-cat $knob > threshold
-numatrace doctor --json > doctor.json
-echo $? > doctor.rc
-numatrace workload hot-chunks --dram-mb 1400 --slow-mb 0 --duration 600 > filler.json &
-filler=$!
-sleep 8
-numatrace shadow --json -o shadow.json --record t.trace --model fault-count:threshold=6000 --model fault-count:threshold=6000,stamp=latest -- numatrace workload hot-chunks --slow-mb 128 --chunk-mb 8 --accesses 20000 --idle-ms 100 --duration 25 --min-faults 20000 --max-duration 150 --summary workload.json || exit 1
-echo 2000 > $knob || exit 1
-numatrace shadow --json -o shared.json --record s.trace --model fault-count:threshold=2000,stamp=latest -- numatrace workload hot-chunks --procs 3 --threads 2 --slow-mb 16 --shared-mb 48 --chunk-mb 8 --accesses 3000 --duration 8 --min-faults 4000 --max-duration 150 --summary shared-workload.json || exit 1
-kill $filler
-numatrace stats t.trace --json > stats.json
-numatrace stats t.trace > stats.txt
-numatrace stats s.trace --json > shared-stats.json
-"#;
+pub const SCRIPT: &str = include_str!("rfc.sh");
 
 /// The model spec that is the patched kernel: patch 1/2 (per-process
 /// count) with 2/2 (every scan pass re-stamps).
@@ -70,13 +57,13 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         threshold.trim()
     );
     check_doctor(&read_json(dir, "doctor.json")?)?;
-    check_counters(&read_json(dir, "stats.json")?)?;
+    check_counters(&read_report(dir, "stats.json")?)?;
     let human = text(dir, "stats.txt")?;
     ensure!(
         human.contains("fault count over threshold") && !human.contains("latency over threshold"),
         "`numatrace stats` does not give the kernel's reason as \"fault count over threshold\":\n{human}"
     );
-    check_agreement(&read_json(dir, "shadow.json")?)?;
+    check_agreement(&read_report::<ShadowReport>(dir, "shadow.json")?.models)?;
     check_shared(dir)
 }
 
@@ -89,33 +76,32 @@ const MIN_STAMPED_ELSEWHERE: u64 = 200;
 /// kernel overall and on the folios one process wrote and another's fault
 /// found (where the kernel subtracts one mm's count from another's).
 fn check_shared(dir: &Path) -> Result<()> {
-    let s = read_json(dir, "shared-stats.json")?;
+    let s: Report = read_report(dir, "shared-stats.json")?;
     faults_match_vmstat(&s)?;
     promoted_pages_match_vmstat(&s)?;
     patch_counter_whole(&s)?;
-    let shadow = read_json(dir, "shared.json")?;
-    check_agreement(&shadow)?;
-    let m = kernel_model(&shadow)?;
+    let shadow: ShadowReport = read_report(dir, "shared.json")?;
+    check_agreement(&shadow.models)?;
+    let m = kernel_model(&shadow.models)?;
+    let threshold = m.params.get("threshold");
     ensure!(
-        m["params"]["threshold"]
-            .as_str()
-            .and_then(|t| t.parse::<u64>().ok())
-            == Some(SHARED_THRESHOLD),
-        "the shared run's model has threshold {}, the kernel {SHARED_THRESHOLD}",
-        m["params"]["threshold"]
+        threshold.and_then(|t| t.parse::<u64>().ok()) == Some(SHARED_THRESHOLD),
+        "the shared run's model has threshold {threshold:?}, the kernel {SHARED_THRESHOLD}"
     );
-    let a = &m["agreement_stamped_elsewhere"];
-    let cell = |k: &str| u(a, &[k]);
+    let a = &m.agreement_stamped_elsewhere;
     let (agreed, total) = (
-        cell("both")? + cell("neither")?,
-        cell("both")? + cell("neither")? + cell("kernel_only")? + cell("model_only")?,
+        a.both + a.neither,
+        a.both + a.neither + a.kernel_only + a.model_only,
     );
-    println!("    on folios another process wrote: {agreed} of {total} decisions agree ({a})");
+    println!(
+        "    on folios another process wrote: {agreed} of {total} decisions agree ({})",
+        serde_json::to_value(a)?
+    );
     ensure!(
-        cell("both")? > 0 && cell("neither")? > 0,
+        a.both > 0 && a.neither > 0,
         "on folios another process wrote the patched kernel promoted {} and refused {}: want both, or agreement proves nothing",
-        cell("both")? + cell("kernel_only")?,
-        cell("neither")? + cell("model_only")?
+        a.both + a.kernel_only,
+        a.neither + a.model_only
     );
     ensure!(
         total >= MIN_STAMPED_ELSEWHERE,
@@ -130,13 +116,16 @@ fn check_shared(dir: &Path) -> Result<()> {
 
 /// The shadow report's fault-count model with the patched kernel's
 /// stamps.
-fn kernel_model(shadow: &Value) -> Result<&Value> {
-    shadow["models"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|m| m["name"] == "fault-count" && m["params"]["stamp"] == "latest")
+fn kernel_model(models: &[ModelReport]) -> Result<&ModelReport> {
+    models
+        .iter()
+        .find(|m| is_kernel_model(m))
         .with_context(|| format!("no fault-count model with {KERNEL_MODEL} in the shadow report"))
+}
+
+/// Whether `m` is the fault-count model with the patched kernel's stamps.
+fn is_kernel_model(m: &ModelReport) -> bool {
+    m.name == "fault-count" && m.params.get("stamp").is_some_and(|s| s == "latest")
 }
 
 /// doctor recognises the patched kernel and its knob.
@@ -165,44 +154,43 @@ fn check_doctor(doc: &Value) -> Result<()> {
 
 /// numatrace's counts equal the kernel's own (vmstat), and both kinds of
 /// threshold decision happened, read as fault counts.
-fn check_counters(s: &Value) -> Result<()> {
-    let vm = |k: &str| u(s, &["vmstat_delta", k]);
-    let faults = u(s, &["hint_faults"])?;
+fn check_counters(s: &Report) -> Result<()> {
+    let faults = s.hint_faults;
     ensure!(faults > 0, "no hint faults recorded");
-    let missed = u(s, &["runs_missed"])?;
+    let missed = s.runs_missed;
     equal_but_missed(
         "hint faults vs vmstat numa_hint_faults",
         faults,
-        vm("numa_hint_faults")?,
+        entry(&s.vmstat_delta, "vmstat_delta", "numa_hint_faults")?,
         missed,
     )?;
     promoted_pages_match_vmstat(s)?;
-    let decisions = u(s, &["decisions"])?;
-    let slow = u(s, &["checks", "slow_node_faults"])?;
+    let decisions = s.decisions;
+    let slow = s.checks.slow_node_faults;
     ensure!(
         decisions == slow,
         "decisions {decisions} != hint faults on slow-node folios {slow}"
     );
     ensure!(
-        s["kernel_hotness"] == "fault_count"
-            && s["kernel_threshold_reason"] == "fault count over threshold",
-        "stats reads the kernel as {} / {}",
-        s["kernel_hotness"],
-        s["kernel_threshold_reason"]
+        s.kernel_hotness == KernelHotness::FaultCount
+            && s.kernel_threshold_reason == "fault count over threshold",
+        "stats reads the kernel as {:?} / {:?}",
+        s.kernel_hotness,
+        s.kernel_threshold_reason
     );
     ensure!(
-        u(s, &["kernel_promote"])? > 0 && u(s, &["kernel_reject", "latency"])? > 0,
+        s.kernel_promote > 0 && s.kernel_reject.latency > 0,
         "want promotions and rejections on the fault-count threshold, got {} and {}",
-        s["kernel_promote"],
-        s["kernel_reject"]["latency"]
+        s.kernel_promote,
+        s.kernel_reject.latency
     );
     ensure!(
-        u(s, &["checks", "latency_rejects_below_threshold"])? == 0,
+        s.checks.latency_rejects_below_threshold == 0,
         "rejections on the threshold whose kernel fault count < threshold"
     );
-    ensure!(u(s, &["drops"])? == 0, "ring buffer drops at default sizes");
+    ensure!(s.drops == 0, "ring buffer drops at default sizes");
     ensure!(
-        s["kernel_histograms_match"] == Value::Bool(true),
+        s.kernel_histograms_match,
         "in-kernel histograms differ from the events'"
     );
     Ok(())
@@ -210,20 +198,16 @@ fn check_counters(s: &Value) -> Result<()> {
 
 /// Each fault-count model's agreement; the patched kernel's own model
 /// (1/2 + 2/2) must agree on >= 99% of decisions.
-fn check_agreement(shadow: &Value) -> Result<()> {
-    let models = shadow["models"]
-        .as_array()
-        .context("models is not an array")?;
+fn check_agreement(models: &[ModelReport]) -> Result<()> {
     let mut kernel_model = None;
-    for m in models.iter().filter(|m| m["name"] == "fault-count") {
-        let pct = m["agreement_pct"]
-            .as_f64()
-            .with_context(|| format!("agreement_pct of {} is not a number", m["params"]))?;
+    for m in models.iter().filter(|m| m.name == "fault-count") {
+        let pct = m.agreement_pct;
         println!(
             "    fault-count {} agrees with the patched kernel on {pct:.2}% of decisions ({})",
-            m["params"], m["agreement"]
+            serde_json::to_value(&m.params)?,
+            serde_json::to_value(&m.agreement)?
         );
-        if m["params"]["stamp"] == "latest" {
+        if is_kernel_model(m) {
             kernel_model = Some(pct);
         }
     }
@@ -263,15 +247,16 @@ mod tests {
 
     #[test]
     fn agreement_is_judged_on_the_kernels_own_model() {
-        let report = |first: f64, latest: f64| {
-            json!({"models": [
-                {"name": "fault-count", "params": {"stamp": "first"}, "agreement_pct": first, "agreement": {}},
-                {"name": "fault-count", "params": {"stamp": "latest"}, "agreement_pct": latest, "agreement": {}},
-            ]})
+        let model = |stamp: &str, agreement_pct: f64| ModelReport {
+            name: "fault-count".into(),
+            params: [("stamp".to_owned(), stamp.to_owned())].into(),
+            agreement_pct,
+            ..Default::default()
         };
+        let report = |first: f64, latest: f64| [model("first", first), model("latest", latest)];
         assert!(check_agreement(&report(50.0, 99.5)).is_ok());
         assert!(check_agreement(&report(100.0, 98.9)).is_err());
-        assert!(check_agreement(&json!({"models": []})).is_err());
+        assert!(check_agreement(&[]).is_err());
     }
 
     #[test]

@@ -3,32 +3,30 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
+use numa_core::model::shadow::{ModelReport, ShadowReport};
 
 use crate::kernels::Series;
-use crate::results::{f, read_json, u};
+use crate::results::{read_json, read_report};
 
-pub const SCRIPT: &str = r#"cp ../recording/shadow.json shadow.json
-numatrace replay ../recording/t.trace --json -o replay.json
-"#;
+pub const SCRIPT: &str = include_str!("shadow.sh");
 
 /// The live shadow report shows latency rejections, the
 /// kernel-time model agrees with the kernel on >= 95% of decisions, and a
 /// replay of the recording reproduces the live report exactly.
 pub fn check(dir: &Path, console: &str, _series: Series) -> Result<()> {
+    let report: ShadowReport = read_report(dir, "shadow.json")?;
     let live = read_json(dir, "shadow.json")?;
     let replay = read_json(dir, "replay.json")?;
     ensure!(
-        u(&live, &["kernel", "reject_latency"])? > 0,
+        report.kernel.reject_latency > 0,
         "shadow reports no reject_latency"
     );
-    let models = live["models"]
-        .as_array()
-        .context("models is not an array")?;
+    let models = &report.models;
     let kt = models
         .iter()
-        .find(|m| m["name"] == "kernel-time")
+        .find(|m| m.name == "kernel-time")
         .context("no kernel-time model in the report")?;
-    let pct = f(kt, &["agreement_pct"])?;
+    let pct = kt.agreement_pct;
     println!("    kernel-time agrees with the kernel on {pct:.2}% of decisions");
     ensure!(
         pct >= 95.0,
@@ -56,18 +54,18 @@ pub fn check(dir: &Path, console: &str, _series: Series) -> Result<()> {
 /// for the decisions of a workload started under numatrace (every folio it
 /// faults on was stamped while attached), and its projected counters are
 /// consistent.
-fn check_fault_count(models: &[serde_json::Value]) -> Result<()> {
+fn check_fault_count(models: &[ModelReport]) -> Result<()> {
     let fc = models
         .iter()
-        .find(|m| m["name"] == "fault-count")
+        .find(|m| m.name == "fault-count")
         .context("no fault-count model in the report")?;
+    let mode = fc.params.get("mode");
     ensure!(
-        fc["params"]["mode"] == "patch",
-        "fault-count runs in mode {}, not the patch",
-        fc["params"]["mode"]
+        mode.is_some_and(|m| m == "patch"),
+        "fault-count runs in mode {mode:?}, not the patch"
     );
-    let decisions = u(fc, &["promote"])? + u(fc, &["reject"])?;
-    let no_stamp = fc["reasons"]["no_stamp"].as_u64().unwrap_or(0);
+    let decisions = fc.promote + fc.reject;
+    let no_stamp = fc.reasons.get("no_stamp").copied().unwrap_or(0);
     println!(
         "    fault-count (the patch) had no stored count for {no_stamp} of {decisions} decisions"
     );
@@ -75,12 +73,10 @@ fn check_fault_count(models: &[serde_json::Value]) -> Result<()> {
         decisions > 0 && no_stamp * 100 <= decisions,
         "fault-count lacked the patch's inputs for {no_stamp} of {decisions} decisions (> 1%)"
     );
-    let p = |k: &str| u(fc, &["projected", k]);
+    let p = &fc.projected;
     ensure!(
-        p("promote_pages")? >= u(fc, &["promote"])?
-            && p("candidate_pages")? >= p("reject_rate_limit")?,
-        "fault-count's projected counters are inconsistent: {}",
-        fc["projected"]
+        p.promote_pages >= fc.promote && p.candidate_pages >= p.reject_rate_limit,
+        "fault-count's projected counters are inconsistent: {p:?}"
     );
     Ok(())
 }

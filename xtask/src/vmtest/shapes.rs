@@ -25,33 +25,23 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
+use numa_core::model::shadow::ShadowReport;
+use numa_core::model::totals::Report;
 use serde_json::Value;
 
 use crate::kernels::Series;
 use crate::results::{
-    f, faults_match_vmstat, patch_counter_whole, promoted_pages_match_vmstat, read_json, u,
+    entry, faults_match_vmstat, patch_counter_whole, promoted_pages_match_vmstat, read_json,
+    read_report, u,
 };
 
-pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
-thp=/sys/kernel/mm/transparent_hugepage/enabled
-old_thp=$(sed 's/.*\[\(.*\)\].*/\1/' $thp)
-echo madvise > $thp
-numatrace workload hot-chunks --dram-mb 1400 --slow-mb 0 --duration 300 > filler.json &
-filler=$!
-sleep 8
-numatrace shadow --json -o shadow.json --record t.trace -- numatrace workload hot-chunks --thp --procs 3 --threads 3 --slow-mb 32 --shared-mb 32 --chunk-mb 8 --accesses 3000 --duration 6 --min-faults 3000 --max-duration 90 --summary workload.json
-rc=$?
-kill $filler
-echo $old_thp > $thp
-[ $rc = 0 ] || exit 1
-numatrace stats t.trace --json > stats.json
-"#;
+pub const SCRIPT: &str = include_str!("shapes.sh");
 
 /// Activity the shapes must show before their counts mean anything.
 const MIN_HINT_FAULTS: u64 = 1000;
 
 pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
-    let s = read_json(dir, "stats.json")?;
+    let s: Report = read_report(dir, "stats.json")?;
     let w = read_json(dir, "workload.json")?;
     let faults = faults_match_vmstat(&s)?;
     ensure!(
@@ -64,21 +54,16 @@ pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     check_shapes(&s, &w)?;
     patch_counter_whole(&s)?;
     check_folio_access(&s)?;
-    check_kernel_time_agrees(&read_json(dir, "shadow.json")?, &s)
+    check_kernel_time_agrees(&read_report(dir, "shadow.json")?, &s)
 }
 
 /// Every hint fault the probes counted has a record in the totals.
-fn check_no_fault_left(s: &Value) -> Result<()> {
-    let u_ = &s["unrecorded"];
-    let (not_sent, open) = (u(u_, &["not_sent"])?, u(u_, &["open_at_end"])?);
-    let (late, no_account, at_exit) = (
-        u(s, &["late_records"])?,
-        u(s, &["no_account_records"])?,
-        u(s, &["exit_records"])?,
-    );
+fn check_no_fault_left(s: &Report) -> Result<()> {
+    let (not_sent, open) = (s.unrecorded.not_sent, s.unrecorded.open_at_end);
+    let (late, no_account, at_exit) = (s.late_records, s.no_account_records, s.exit_records);
     println!(
         "    {} records, {late} sent late ({no_account} failed migrations, {at_exit} at a thread's exit)",
-        u(s, &["hint_faults"])?
+        s.hint_faults
     );
     ensure!(
         not_sent == 0 && open == 0,
@@ -89,16 +74,16 @@ fn check_no_fault_left(s: &Value) -> Result<()> {
 
 /// The run had huge-page faults, faults on 4 KiB pages, decisions on the
 /// threshold path, and slow-tier faults in every process.
-fn check_shapes(s: &Value, w: &Value) -> Result<()> {
-    let pmd = u(s, &["kernel_counters", "pmd_hint_faults"])?;
-    let records = u(s, &["hint_faults"])?;
-    let pages = u(s, &["pages", "hint_faults"])?;
+fn check_shapes(s: &Report, w: &Value) -> Result<()> {
+    let pmd = entry(&s.kernel_counters, "kernel_counters", "pmd_hint_faults")?;
+    let records = s.hint_faults;
+    let pages = s.pages.hint_faults;
     println!("    {records} hint faults ({pmd} on huge PMDs), {pages} pages");
     ensure!(pmd > 0, "no hint fault on a huge page");
     ensure!(pmd < records, "no hint fault on a 4 KiB page");
     let threshold = ["promote_hot", "reject_latency", "reject_rate_limit"]
         .iter()
-        .map(|o| s["pages"]["by_outcome"][o].as_u64().unwrap_or(0))
+        .map(|o| s.pages.by_outcome.get(*o).copied().unwrap_or(0))
         .sum::<u64>();
     ensure!(
         threshold > 0,
@@ -121,13 +106,12 @@ fn check_shapes(s: &Value, w: &Value) -> Result<()> {
                 .filter_map(Value::as_u64),
         )
         .collect();
-    let funnel = s["funnel"].as_array().context("no funnel in the report")?;
     for pid in &pids {
-        let faulted = funnel
+        let faulted = s
+            .funnel
             .iter()
-            .find(|p| p["pid"].as_u64() == Some(*pid))
-            .and_then(|p| p["slow_faults"].as_u64())
-            .unwrap_or(0);
+            .find(|p| u64::from(p.pid) == *pid)
+            .map_or(0, |p| p.stages.slow_faults);
         ensure!(
             faulted > 0,
             "process {pid} of the workload has no slow-tier hint fault in the funnel"
@@ -140,15 +124,15 @@ fn check_shapes(s: &Value, w: &Value) -> Result<()> {
 /// the kernel keeps it, was found on decisions and always equals what the
 /// folio held at the fault's entry; and the faults on folios protected
 /// again since their last fault found their pass by the folio's value.
-fn check_folio_access(s: &Value) -> Result<()> {
-    let c = |k: &str| u(s, &["checks", k]);
+fn check_folio_access(s: &Report) -> Result<()> {
+    let c = &s.checks;
     let (read, differs) = (
-        c("kernel_access_from_folio")?,
-        c("kernel_access_differs_from_stamp")?,
+        c.kernel_access_from_folio,
+        c.kernel_access_differs_from_stamp,
     );
     println!(
         "    the kernel's stored access read from the folio on {read} of {} decisions, {differs} unlike at the fault's entry",
-        u(s, &["decisions"])?
+        s.decisions
     );
     ensure!(
         read > 0,
@@ -162,7 +146,7 @@ fn check_folio_access(s: &Value) -> Result<()> {
         differs * 100 <= read,
         "the folio's stored access changed between the fault's entry and the decision on {differs} of {read} decisions (over 1%)"
     );
-    let (found, unmatched) = (c("stamps_from_pass")?, c("stamps_unmatched")?);
+    let (found, unmatched) = (c.stamps_from_pass, c.stamps_unmatched);
     let pct = 100.0 * found as f64 / (found + unmatched).max(1) as f64;
     println!("    faults' passes found by the folio's value: {found} ({pct:.2}%), {unmatched} not");
     ensure!(
@@ -183,16 +167,15 @@ const MIN_PASSES_FOUND_PCT: f64 = 98.0;
 /// kernel skipped is recognised by the folio's value changing across it
 /// (`checks.exchanges_inferred`), not misread as the free-space shortcut
 /// or a rejection before the threshold.
-fn check_kernel_time_agrees(shadow: &Value, s: &Value) -> Result<()> {
-    let runs_missed = u(s, &["runs_missed"])?;
-    let inferred = u(s, &["checks", "exchanges_inferred"])?;
-    let kt = shadow["models"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|m| m["name"] == "kernel-time")
+fn check_kernel_time_agrees(shadow: &ShadowReport, s: &Report) -> Result<()> {
+    let runs_missed = s.runs_missed;
+    let inferred = s.checks.exchanges_inferred;
+    let kt = shadow
+        .models
+        .iter()
+        .find(|m| m.name == "kernel-time")
         .context("no kernel-time model in the shadow report")?;
-    let pct = f(kt, &["agreement_pct"])?;
+    let pct = kt.agreement_pct;
     println!(
         "    kernel-time agrees with the kernel on {pct:.2}% of decisions ({runs_missed} probe runs missed, {inferred} exchanges inferred)"
     );

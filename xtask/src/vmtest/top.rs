@@ -69,37 +69,7 @@ pub fn guest_files() -> Result<Vec<GuestFile>> {
 /// half a second after each chunk visit spreads that pass over several of
 /// top's one-second intervals, longer than the capture loop's period even
 /// on a loaded host.
-pub const SCRIPT: &str = r#"echo 2 > /proc/sys/kernel/numa_balancing
-command -v tmux >/dev/null || { echo "no tmux in the guest"; exit 1; }
-export LANG=C.UTF-8 TERM=xterm TERMINFO=/lib/terminfo
-T="tmux -L top"
-$T new-session -d -x 120 -y 40 -s top "numatrace top --interval 1 -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --compute-ms 500 --duration 90 --summary $RESULTS/workload.json 2> $RESULTS/top.err; echo \$? > $RESULTS/top.rc; stty -a > $RESULTS/stty.txt; sleep 60" || exit 1
-# Wait (up to 60 s) for the workload's row with non-zero hint faults/s.
-i=0
-while [ $i -lt 60 ]; do
-	sleep 1
-	i=$((i + 1))
-	$T capture-pane -p -t top > "$RESULTS/screen.txt" || break
-	if awk '$2 == "hot-chunks" && $3 != "0" && $3 != "0.0" { found = 1 } END { exit !found }' "$RESULTS/screen.txt"; then
-		break
-	fi
-done
-echo "top ran $i s before the capture"
-$T display-message -p -t top '#{alternate_on}' > "$RESULTS/alt_before.txt"
-$T send-keys -t top q
-i=0
-while [ ! -s "$RESULTS/stty.txt" ] && [ $i -lt 30 ]; do
-	sleep 1
-	i=$((i + 1))
-done
-sleep 1
-$T display-message -p -t top '#{alternate_on}' > "$RESULTS/alt_after.txt"
-$T capture-pane -p -t top > "$RESULTS/screen_after.txt"
-$T kill-server
-cat "$RESULTS/screen.txt"
-cat "$RESULTS/top.err"
-exit 0
-"#;
+pub const SCRIPT: &str = include_str!("top.sh");
 
 fn read(dir: &Path, name: &str) -> Result<String> {
     let p = dir.join(name);

@@ -101,7 +101,7 @@ impl Sampling {
 
 /// The shadow report's sampling: the plan, each model's agreement error
 /// and its projected promotions scaled to every slow folio.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SampledShadow {
     #[serde(flatten)]
     pub sampling: Sampling,
@@ -113,7 +113,7 @@ pub struct SampledShadow {
 }
 
 /// A count over the followed folios scaled to all of them, with its error.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct ScaledCount {
     pub estimate: f64,
     /// Three standard errors. Each folio is followed with probability

@@ -215,7 +215,7 @@ impl Publisher {
     fn funnel_metrics(&self) -> FunnelMetrics {
         let mut by_verdict: BTreeMap<&'static str, u64> = BTreeMap::new();
         for p in self.funnel.report(self.now_ns) {
-            *by_verdict.entry(p.verdict_kind).or_default() += 1;
+            *by_verdict.entry(p.judged.kind()).or_default() += 1;
         }
         FunnelMetrics {
             scan_passes: self.window.count(Counter::ScanRanges),
@@ -296,7 +296,7 @@ impl Publisher {
             p.verdict = self
                 .funnel
                 .process(p.pid, self.now_ns)
-                .map_or("", |f| f.verdict_kind);
+                .map_or("", |f| f.judged.kind());
         }
         processes
     }

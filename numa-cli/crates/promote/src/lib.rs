@@ -48,7 +48,7 @@ use numa_core::{
     topology::{MemoryTier, Node},
 };
 use numa_ebpf_common::{Counter, FaultEvent};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use mover::{MoverReport, Shared};
 use queue::Request;
@@ -118,7 +118,7 @@ impl Targets {
 }
 
 /// Per-process view of the run: folios, and pages where named.
-#[derive(Debug, Default, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct ProcRow {
     pub pid: u32,
     pub comm: String,
@@ -154,7 +154,7 @@ pub struct PromoteSink {
 }
 
 /// What the pipeline saw and asked for: folios, and pages where named.
-#[derive(Debug, Default, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct SinkCounts {
     pub hint_faults: u64,
     /// Tiering decisions on slow-node pages of processes in scope.
@@ -323,7 +323,7 @@ impl Sink for PromoteSink {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct PromoteReport {
     pub duration_s: f64,
     #[serde(flatten)]
@@ -364,7 +364,7 @@ pub struct PromoteReport {
 
 /// What a promote run's report states besides what the sink and the mover
 /// counted.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct RunFacts {
     pub stopped: String,
     pub dry_run: bool,

@@ -11,7 +11,7 @@
 //! waiting pages.
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One request from the event pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub struct Pending {
 }
 
 /// Requests, one per folio.
-#[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct QueueCounts {
     /// Requests accepted as new folios.
     pub queued: u64,

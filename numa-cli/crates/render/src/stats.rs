@@ -184,7 +184,7 @@ fn print_costs(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
 /// The quantiles, with their rank error when folios were sampled.
 fn print_quantiles(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     let e = &r.estimates;
-    let row = |q: &std::collections::BTreeMap<&str, Option<f64>>| {
+    let row = |q: &std::collections::BTreeMap<std::borrow::Cow<str>, Option<f64>>| {
         q.iter()
             .map(|(k, v)| format!("{k} {}", v.map_or("-".to_owned(), |v| format!("<={v}"))))
             .collect::<Vec<_>>()

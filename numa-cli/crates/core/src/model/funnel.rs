@@ -21,6 +21,8 @@
 //! [`GONE_AFTER_NS`](super::GONE_AFTER_NS), leaves it, and past the bound
 //! the least recently active), and one that leaves is kept only while it
 //! may rank among the [`TOP`] the report lists ([`Retired`]).
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 use numa_ebpf_common::{FaultEvent, ScanEvent, SkipEvent};
@@ -315,15 +317,21 @@ pub fn top_tier(nid: i32, toptier_mask: u64) -> bool {
     (0..64).contains(&nid) && toptier_mask >> nid & 1 == 1
 }
 
+/// A report read back from its JSON has the verdict as text only
+/// (`verdict`, `verdict_kind`).
+fn unread_verdict() -> Verdict {
+    Verdict::Quiet
+}
+
 /// One process in the report: its stages, its VMAs' and the verdict.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ProcessFunnel {
     pub pid: u32,
     pub comm: String,
     /// The verdict's line, and its stable id.
     pub verdict: String,
-    pub verdict_kind: &'static str,
-    #[serde(skip)]
+    pub verdict_kind: Cow<'static, str>,
+    #[serde(skip, default = "unread_verdict")]
     pub judged: Verdict,
     /// The VMA the verdict is about, when one holds most of the activity.
     pub verdict_vma: Option<[u64; 2]>,
@@ -332,15 +340,15 @@ pub struct ProcessFunnel {
     pub vmas: Vec<VmaFunnel>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct VmaFunnel {
     pub start: u64,
     pub end: u64,
     /// Named by a skip record (else the span of the scan passes seen).
     pub named: bool,
     pub verdict: String,
-    pub verdict_kind: &'static str,
-    #[serde(skip)]
+    pub verdict_kind: Cow<'static, str>,
+    #[serde(skip, default = "unread_verdict")]
     pub judged: Verdict,
     #[serde(flatten)]
     pub stages: StageRow,
@@ -365,7 +373,7 @@ fn row(p: &Proc, end_ns: u64) -> ProcessFunnel {
         pid: p.pid,
         comm: p.comm.clone(),
         verdict: verdict.to_string(),
-        verdict_kind: verdict.kind(),
+        verdict_kind: verdict.kind().into(),
         judged: verdict,
         verdict_vma,
         stages: p.all.row(end_ns),
@@ -378,7 +386,7 @@ fn row(p: &Proc, end_ns: u64) -> ProcessFunnel {
                     end: r.end,
                     named: r.named,
                     verdict: v.to_string(),
-                    verdict_kind: v.kind(),
+                    verdict_kind: v.kind().into(),
                     judged: v,
                     stages: r.stages.row(end_ns),
                 }

@@ -36,7 +36,7 @@ pub fn upper_bound(b: usize) -> u64 {
     1u64 << b.min(63)
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct BucketCount {
     /// Upper bound (inclusive) in the output unit.
     pub le: f64,

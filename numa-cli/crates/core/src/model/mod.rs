@@ -31,3 +31,13 @@ impl crate::sink::Sink for shadow::Shadow {
 /// if its pid shows up again it is counted as a new process, as a reused
 /// pid must be. Totals never depend on it: only per-process rows do.
 pub const GONE_AFTER_NS: u64 = 600 * 1_000_000_000;
+
+/// A report's map keyed by names the code spells, as the report holds it
+/// (its keys owned when the report is read back from its JSON).
+fn named<V>(
+    m: std::collections::BTreeMap<&'static str, V>,
+) -> std::collections::BTreeMap<std::borrow::Cow<'static, str>, V> {
+    m.into_iter()
+        .map(|(k, v)| (std::borrow::Cow::Borrowed(k), v))
+        .collect()
+}

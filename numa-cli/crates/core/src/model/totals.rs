@@ -1,6 +1,9 @@
 //! Totals over an event stream: what `numatrace stats` prints. Pure: fed
 //! events and kernel snapshots, never reads the clock or the system.
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+
+use super::named;
 
 use numa_ebpf_common::{Counter, FaultEvent, Outcome, OUTCOMES, OUTCOME_BASE};
 use serde::Serialize;
@@ -90,7 +93,7 @@ pub struct Totals {
 
 /// Consistency of the fault-count patch's inputs the probes give (see
 /// docs/kernel.md, "The fault-count patch, rule by rule").
-#[derive(Debug, Default, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, serde::Deserialize)]
 pub struct PatchInputs {
     /// Slow-node hint faults with the patch's counter, and without it.
     pub faults_with_counter: u64,
@@ -283,14 +286,14 @@ impl PatchInputs {
 
 /// The same figures in pages, as vmstat counts pages: a hint fault or a
 /// decision is one per folio, a THP's is one of 512 pages.
-#[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct PageCounts {
     /// Pages of the faulting folios.
     pub hint_faults: u64,
     pub decisions: u64,
     pub kernel_promote: u64,
     /// By outcome ([`Outcome::name`]).
-    pub by_outcome: BTreeMap<&'static str, u64>,
+    pub by_outcome: BTreeMap<Cow<'static, str>, u64>,
     pub migrate_success: u64,
     pub migrate_fail: u64,
     /// Migrated from a lower-tier node to a top-tier one: what vmstat's
@@ -302,7 +305,7 @@ impl PageCounts {
     fn fault(&mut self, f: &FaultEvent, outcome: Outcome, toptier_mask: u64) {
         let pages = f.pages();
         self.hint_faults += pages;
-        *self.by_outcome.entry(outcome.name()).or_default() += pages;
+        *self.by_outcome.entry(outcome.name().into()).or_default() += pages;
         if f.decided() {
             self.decisions += pages;
             if f.kernel_promoted() {
@@ -324,7 +327,7 @@ impl PageCounts {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Rejects {
     pub latency: u64,
     pub rate_limit: u64,
@@ -332,7 +335,7 @@ pub struct Rejects {
 }
 
 /// Hint faults counted in the window without a record in the totals.
-#[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct Unrecorded {
     /// Ended faults whose record was not sent: filtered out (`--pid`,
     /// `--cgroup`), sampled out (`--sample-every`) or dropped by a full
@@ -356,13 +359,13 @@ impl Unrecorded {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Migrations {
     pub success: u64,
     pub fail: u64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Report {
     pub duration_s: f64,
     pub hint_faults: u64,
@@ -372,7 +375,7 @@ pub struct Report {
     /// What the kernel's threshold measures, and so what its rejections on
     /// it (`kernel_reject.latency`) mean: see [`Report::with_hotness`].
     pub kernel_hotness: KernelHotness,
-    pub kernel_threshold_reason: &'static str,
+    pub kernel_threshold_reason: Cow<'static, str>,
     pub free_space_promote: u64,
     pub not_tiering: u64,
     pub no_decision: u64,
@@ -404,10 +407,10 @@ pub struct Report {
     pub latency_ms: Vec<BucketCount>,
     /// Per-process hint faults between the stamp and the fault.
     pub fault_delta: Vec<BucketCount>,
-    pub latency_ms_by_outcome: BTreeMap<&'static str, Vec<BucketCount>>,
+    pub latency_ms_by_outcome: BTreeMap<Cow<'static, str>, Vec<BucketCount>>,
     /// The same totals from the in-kernel counters (exact even when events
     /// were sampled or dropped).
-    pub kernel_counters: BTreeMap<&'static str, u64>,
+    pub kernel_counters: BTreeMap<Cow<'static, str>, u64>,
     /// In-kernel histograms equal the event-derived ones (no drops, no sampling).
     pub kernel_histograms_match: bool,
     pub checks: Checks,
@@ -436,7 +439,7 @@ pub struct Report {
 /// numatrace's own process CPU time (not the command it runs): loading,
 /// verifying and attaching the programs, then the run itself (reading and
 /// decoding records, the models, snapshots, timers), and the records read.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct SelfCpu {
     pub attach_s: f64,
     pub run_s: f64,
@@ -465,11 +468,11 @@ impl SelfCpu {
 
 /// The latency and fault-delta quantiles, and how far a sampled run's may
 /// be from the full population's.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, serde::Deserialize)]
 pub struct Estimates {
     /// By quantile name (`p50`, `p90`, `p99`): the bucket's upper bound.
-    pub latency_ms: BTreeMap<&'static str, Option<f64>>,
-    pub fault_delta: BTreeMap<&'static str, Option<f64>>,
+    pub latency_ms: BTreeMap<Cow<'static, str>, Option<f64>>,
+    pub fault_delta: BTreeMap<Cow<'static, str>, Option<f64>>,
     /// A sampled p-quantile lies between the full population's (p - e) and
     /// (p + e) quantiles, at 99.9% (0: every folio followed).
     pub rank_error: f64,
@@ -503,7 +506,7 @@ impl Report {
     /// fault-count RFC's kernel rejects on a hint-fault count, not a time).
     pub fn with_hotness(mut self, hotness: KernelHotness) -> Report {
         self.kernel_hotness = hotness;
-        self.kernel_threshold_reason = hotness.reject_reason();
+        self.kernel_threshold_reason = hotness.reject_reason().into();
         super::funnel::with_hotness(&mut self.funnel, hotness);
         self
     }
@@ -524,7 +527,7 @@ pub fn skips_observable(plan: Option<&crate::plan::AttachPlan>) -> Option<bool> 
     })
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Checks {
     /// From the start of attaching to the last snapshot: the upper bound of
     /// any scan-to-fault latency numatrace can measure.
@@ -568,7 +571,7 @@ pub struct Checks {
 
 /// Stamped faults by how many times the scanner had protected their folio
 /// (made its PTE PROT_NONE) since numatrace began following it.
-#[derive(Debug, Serialize, PartialEq, Eq)]
+#[derive(Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct Protections {
     pub once: u64,
     pub twice: u64,
@@ -721,7 +724,7 @@ impl Totals {
                 other: oc(Outcome::RejectOther),
             },
             kernel_hotness: KernelHotness::Latency,
-            kernel_threshold_reason: KernelHotness::Latency.reject_reason(),
+            kernel_threshold_reason: KernelHotness::Latency.reject_reason().into(),
             free_space_promote: oc(Outcome::PromoteFreeSpace),
             not_tiering: oc(Outcome::NotTiering),
             no_decision: oc(Outcome::NoDecision),
@@ -744,15 +747,15 @@ impl Totals {
             stamp_misses: kc(Counter::StampMisses),
             vmstat_delta,
             estimates: Estimates {
-                latency_ms: quantiles(&hists.all_latency, 1e6),
-                fault_delta: quantiles(&hists.all_delta, 1.0),
+                latency_ms: named(quantiles(&hists.all_latency, 1e6)),
+                fault_delta: named(quantiles(&hists.all_delta, 1.0)),
                 rank_error: 0.0,
             },
             sampling: None,
             latency_ms: hists.all_latency.rows(1e6),
             fault_delta: hists.all_delta.rows(1.0),
-            latency_ms_by_outcome: hists.by_outcome,
-            kernel_counters: self.kernel_counters(),
+            latency_ms_by_outcome: named(hists.by_outcome),
+            kernel_counters: named(self.kernel_counters()),
             kernel_histograms_match: hists.kernel_match,
             bpf_programs: Vec::new(),
             scanner_cost: None,

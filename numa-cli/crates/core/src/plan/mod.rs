@@ -510,7 +510,7 @@ pub fn build(facts: &KernelFacts) -> AttachPlan {
 }
 
 /// One program's kernel-side run statistics.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ProgramStat {
     pub name: String,
     pub run_count: u64,
@@ -532,7 +532,7 @@ pub struct ProgramStat {
 /// programs' run statistics (`--bpf-stats`): ns of program time, which
 /// is instructions in the test bed's instruction-count mode; the
 /// trampolines' own cost is not in them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct ScannerCost {
     /// PTEs the scanner protected.
     pub ptes: u64,

@@ -6,7 +6,7 @@ use std::{
     sync::atomic::{AtomicBool, AtomicU64, Ordering},
 };
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Env, Mover};
 use crate::{queue::QueueCounts, sys};
@@ -14,7 +14,7 @@ use crate::{queue::QueueCounts, sys};
 /// What each folio's move ended as: move_pages' status for the folio's
 /// one address in the call (a THP moves whole, 512 pages under one
 /// status). Folios; [`MoverReport::moved_pages`] has the pages moved.
-#[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct StatusCounts {
     pub moved: u64,
     /// On the target, or already in a tier no lower than it, when queried.
@@ -74,7 +74,7 @@ impl StatusCounts {
 }
 
 /// Per-process results of the mover: folios, and pages where named.
-#[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ProcMoves {
     pub moved: u64,
     pub moved_pages: u64,
@@ -161,7 +161,7 @@ impl PromoterStats {
 
 /// Where the moved folios were at the end (a move_pages query of each
 /// one's address).
-#[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Verify {
     pub checked: u64,
     pub on_target: u64,
@@ -173,7 +173,7 @@ pub struct Verify {
     pub unchecked: u64,
 }
 
-#[derive(Debug, Default, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct MoverReport {
     pub dry_run: bool,
     /// Folios by their move's status.

@@ -122,6 +122,6 @@ fn write_summary(h: &mut String, traces: &[Trace]) {
         }
         h.push_str("</tr>");
     }
-    let note = traces.first().map_or("", |t| t.g.models.evidence_note);
+    let note = traces.first().map_or("", |t| &t.g.models.evidence_note);
     let _ = write!(h, "</table><p class=\"note\">{}</p>", esc(note));
 }

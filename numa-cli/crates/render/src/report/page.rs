@@ -133,7 +133,11 @@ fn write_tables(h: &mut String, g: &Gathered) {
             );
         }
     }
-    let _ = write!(h, "</table><p class=\"note\">{}</p>", esc(sr.evidence_note));
+    let _ = write!(
+        h,
+        "</table><p class=\"note\">{}</p>",
+        esc(&sr.evidence_note)
+    );
 }
 
 /// Table cells of counts.

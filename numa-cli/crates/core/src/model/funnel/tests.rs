@@ -69,7 +69,7 @@ fn a_vma_scanned_twice_then_skipped_is_not_scanned() {
     assert_eq!(vma.stages.slow_faults, 8192);
     assert_eq!(vma.stages.skips["pid_inactive"].count, 80);
     assert_eq!(
-        (p.vmas[1].start, p.vmas[1].named, p.vmas[1].verdict_kind),
+        (p.vmas[1].start, p.vmas[1].named, &*p.vmas[1].verdict_kind),
         (0x1000_0000, false, "cold")
     );
     assert_eq!(p.stages.scan_passes, 3);
@@ -245,7 +245,7 @@ fn the_recorded_trace_funnel_adds_up_to_the_totals() {
     assert!(!hot.verdict.is_empty() && !hot.verdict_kind.is_empty());
     assert_eq!(hot.pid, r.funnel[0].pid, "the workload ranks first");
     let json = serde_json::to_value(&r).expect("report as JSON");
-    assert_eq!(json["funnel"][0]["verdict_kind"], hot.verdict_kind);
+    assert_eq!(json["funnel"][0]["verdict_kind"], *hot.verdict_kind);
 }
 
 /// A VMA named again with other bounds (a heap that grew) is the same

@@ -439,8 +439,8 @@ impl Shadow {
                         promote: c.promote,
                         reject: c.reject,
                         reject_pages: c.reject_pages,
-                        reasons: c.reasons,
-                        reasons_pages: c.reasons_pages,
+                        reasons: super::named(c.reasons),
+                        reasons_pages: super::named(c.reasons_pages),
                         agreement_pct: c.agreement.agree_pct(),
                         agreement_pages_pct: c.agreement.agree_pages_pct(),
                         agreement: c.agreement,
@@ -456,7 +456,7 @@ impl Shadow {
             processes,
             node_pairs,
             drops,
-            evidence_note: EVIDENCE_NOTE,
+            evidence_note: EVIDENCE_NOTE.into(),
         };
         r.sampling = self.sampling(&r.models, r.judged_decisions);
         r

@@ -7,13 +7,14 @@
 //! same folios' pages (a THP's 512, as vmstat's pgpromote_success and
 //! pgpromote_candidate count). Compare the pages with vmstat's page
 //! counters.
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Decisions by who would promote: the kernel, the model, both or
 /// neither. Folios, and the same cells in pages.
-#[derive(Debug, Default, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Agreement {
     pub both: u64,
     pub kernel_only: u64,
@@ -63,7 +64,7 @@ fn pct_agreed(agreed: u64, disagreed: u64) -> f64 {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct RefaultReport {
     /// Refusals followed: folios, one per refusal (a page address each,
     /// whatever the folio's size); `followed_pages` counts their pages.
@@ -85,7 +86,7 @@ pub struct RefaultReport {
 }
 
 /// The kernel's decisions and migrations: folios, and their pages.
-#[derive(Debug, Default, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct KernelCounts {
     pub promote: u64,
     pub promote_pages: u64,
@@ -105,7 +106,7 @@ pub struct KernelCounts {
 }
 
 /// One process: folios, and their pages beside.
-#[derive(Debug, Default, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct ProcessRow {
     pub pid: u32,
     pub comm: String,
@@ -127,7 +128,7 @@ pub struct ProcessRow {
 }
 
 /// Decisions from one node to another: folios, and their pages beside.
-#[derive(Debug, Default, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct NodePairRow {
     pub src_node: i32,
     pub dst_node: i32,
@@ -144,7 +145,7 @@ pub struct NodePairRow {
 /// kernel's vmstat and the RFC's tables would have shown had the model
 /// decided every fault numatrace kept (a lower bound under `--sample` or
 /// filters). Pages to compare with vmstat, folios beside.
-#[derive(Debug, Default, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Projected {
     /// Pages the model would promote (pgpromote_success if every
     /// migration succeeded; the free-space shortcut's included). Their
@@ -164,7 +165,7 @@ pub struct Projected {
     pub reject_rate_limit_pages: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct ModelReport {
     pub name: String,
     pub params: BTreeMap<String, String>,
@@ -175,8 +176,8 @@ pub struct ModelReport {
     pub reject: u64,
     pub reject_pages: u64,
     /// Decisions (folios) by the model's reason, and their pages.
-    pub reasons: BTreeMap<&'static str, u64>,
-    pub reasons_pages: BTreeMap<&'static str, u64>,
+    pub reasons: BTreeMap<Cow<'static, str>, u64>,
+    pub reasons_pages: BTreeMap<Cow<'static, str>, u64>,
     pub agreement: Agreement,
     /// Agreement over the decisions (folios), and over their pages.
     pub agreement_pct: f64,
@@ -190,14 +191,14 @@ pub struct ModelReport {
     pub projected: Projected,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LatencySample {
     pub latency_ms: u32,
     pub threshold_ms: u32,
     pub promoted: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ShadowReport {
     pub duration_s: f64,
     /// Hint faults and tiering decisions: folios, and their pages.
@@ -221,7 +222,7 @@ pub struct ShadowReport {
     pub node_pairs: Vec<NodePairRow>,
     /// Records (of any kind) lost to a full ring.
     pub drops: u64,
-    pub evidence_note: &'static str,
+    pub evidence_note: Cow<'static, str>,
 }
 
 pub const EVIDENCE_NOTE: &str = "A refusal followed by another hint fault on the same page means the page was \
