@@ -134,21 +134,31 @@ impl<T> ProcTable<T> {
     pub fn touch(&mut self, tgid: u32, ts_ns: u64, new: impl FnOnce() -> T) -> &mut T {
         self.advance(ts_ns);
         let now = self.now_ns;
-        let fresh = !self.slots.contains_key(&tgid);
-        if fresh {
+        if self.slots.len() >= self.max_procs && !self.slots.contains_key(&tgid) {
             while self.slots.len() >= self.max_procs && self.evict_least_recent(tgid) {}
         }
         if self.order.len() > 2 * self.slots.len() + 64 {
             self.compact();
         }
-        let slot = self.slots.entry(tgid).or_insert_with(|| Slot {
-            value: new(),
-            last_ns: now,
-            cost: 0,
+        let mut fresh = false;
+        let slot = self.slots.entry(tgid).or_insert_with(|| {
+            fresh = true;
+            Slot {
+                value: new(),
+                last_ns: now,
+                cost: 0,
+            }
         });
-        if fresh || slot.last_ns != now {
-            slot.last_ns = now;
+        if fresh {
             self.order.push_back((now, tgid));
+        } else if slot.last_ns != now {
+            // Its place is the last one when it was the latest active: it
+            // moves to `now` where it is, leaving no stale place behind.
+            match self.order.back_mut() {
+                Some(back) if *back == (slot.last_ns, tgid) => back.0 = now,
+                _ => self.order.push_back((now, tgid)),
+            }
+            slot.last_ns = now;
         }
         &mut slot.value
     }
