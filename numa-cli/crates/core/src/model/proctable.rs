@@ -7,9 +7,10 @@
 //! Every operation is O(1) amortised: the processes are kept in a queue by
 //! their latest activity, so the gone ones and the least recently active
 //! one are found at its front instead of by a walk over the table. A touch
-//! appends the process to the back; its older place in the queue goes
-//! stale and is skipped (the queue is compacted when stale places
-//! outnumber live ones).
+//! appends the process to the back (or moves its place there in place when
+//! it is the latest already); its older place in the queue goes stale and
+//! is skipped (the queue is compacted when stale places outnumber live
+//! ones).
 //!
 //! A pid silent for [`GONE_AFTER_NS`] is dropped before anything else
 //! reads the table at a later time, so what a process's pid finds never
@@ -372,6 +373,22 @@ mod tests {
         }
         assert!(peak as u64 <= GONE_AFTER_NS / S + 1, "{peak}");
         assert!(t.contains(1));
+    }
+
+    /// A process active again while still the latest keeps one place in
+    /// the order: a burst of one process leaves nothing to compact.
+    #[test]
+    fn the_latest_process_moves_its_place_in_place() {
+        let mut t = ProcTable::new(usize::MAX, usize::MAX);
+        t.touch(1, 0, || ());
+        for ts in 1..1000 {
+            t.touch(2, ts, || ());
+        }
+        assert_eq!(t.order.len(), 2);
+        // 1 is now the least recent, at its one place.
+        assert_eq!(t.order.front(), Some(&(0, 1)));
+        t.touch(1, 1000, || ());
+        assert_eq!(t.order.len(), 3, "2's place is live, 1's old one stale");
     }
 
     #[test]
