@@ -7,9 +7,10 @@
 //! Every operation is O(1) amortised: the processes are kept in a queue by
 //! their latest activity, so the gone ones and the least recently active
 //! one are found at its front instead of by a walk over the table. A touch
-//! appends the process to the back; its older place in the queue goes
-//! stale and is skipped (the queue is compacted when stale places
-//! outnumber live ones).
+//! appends the process to the back (or moves its place there in place when
+//! it is the latest already); its older place in the queue goes stale and
+//! is skipped (the queue is compacted when stale places outnumber live
+//! ones).
 //!
 //! A pid silent for [`GONE_AFTER_NS`] is dropped before anything else
 //! reads the table at a later time, so what a process's pid finds never
@@ -134,21 +135,31 @@ impl<T> ProcTable<T> {
     pub fn touch(&mut self, tgid: u32, ts_ns: u64, new: impl FnOnce() -> T) -> &mut T {
         self.advance(ts_ns);
         let now = self.now_ns;
-        let fresh = !self.slots.contains_key(&tgid);
-        if fresh {
+        if self.slots.len() >= self.max_procs && !self.slots.contains_key(&tgid) {
             while self.slots.len() >= self.max_procs && self.evict_least_recent(tgid) {}
         }
         if self.order.len() > 2 * self.slots.len() + 64 {
             self.compact();
         }
-        let slot = self.slots.entry(tgid).or_insert_with(|| Slot {
-            value: new(),
-            last_ns: now,
-            cost: 0,
+        let mut fresh = false;
+        let slot = self.slots.entry(tgid).or_insert_with(|| {
+            fresh = true;
+            Slot {
+                value: new(),
+                last_ns: now,
+                cost: 0,
+            }
         });
-        if fresh || slot.last_ns != now {
-            slot.last_ns = now;
+        if fresh {
             self.order.push_back((now, tgid));
+        } else if slot.last_ns != now {
+            // Its place is the last one when it was the latest active: it
+            // moves to `now` where it is, leaving no stale place behind.
+            match self.order.back_mut() {
+                Some(back) if *back == (slot.last_ns, tgid) => back.0 = now,
+                _ => self.order.push_back((now, tgid)),
+            }
+            slot.last_ns = now;
         }
         &mut slot.value
     }
@@ -362,6 +373,22 @@ mod tests {
         }
         assert!(peak as u64 <= GONE_AFTER_NS / S + 1, "{peak}");
         assert!(t.contains(1));
+    }
+
+    /// A process active again while still the latest keeps one place in
+    /// the order: a burst of one process leaves nothing to compact.
+    #[test]
+    fn the_latest_process_moves_its_place_in_place() {
+        let mut t = ProcTable::new(usize::MAX, usize::MAX);
+        t.touch(1, 0, || ());
+        for ts in 1..1000 {
+            t.touch(2, ts, || ());
+        }
+        assert_eq!(t.order.len(), 2);
+        // 1 is now the least recent, at its one place.
+        assert_eq!(t.order.front(), Some(&(0, 1)));
+        t.touch(1, 1000, || ());
+        assert_eq!(t.order.len(), 3, "2's place is live, 1's old one stale");
     }
 
     #[test]

@@ -4,6 +4,13 @@
 //! remembered with its start time, so a later process that gets its pid is
 //! told apart: under `--all` or `--cgroup` it is served on its own account,
 //! under `--pid` it is not in scope.
+//!
+//! Not a `ProcTable` (numa-core's per-process table): there a process is
+//! gone after a silence in trace time and the least recently active goes
+//! first, while here a process is gone when the kernel says so (ESRCH, its
+//! pidfd, its start time), a silent one with queued pages stays pinned,
+//! and what may be forgotten is decided by the queue and the moved pages
+//! still to be checked, not by how recently a process faulted.
 use std::collections::HashMap;
 
 use super::{Env, Mover};
@@ -14,7 +21,7 @@ use crate::{process::Pinned, queue::Request, scope::Scope};
 /// reached.
 const MAX_PIDFDS: usize = 256;
 /// Processes remembered before those without queued pages are forgotten.
-const MAX_TRACKED: usize = 4096;
+pub(super) const MAX_TRACKED: usize = 4096;
 /// A process gone (or refusing) is looked at again at most this often.
 const RECHECK_NS: u64 = 1_000_000_000;
 

@@ -1,14 +1,25 @@
-//! The shadow report's per-process rows, bounded under pid churn: a process
-//! gone (no hint fault for [`GONE_AFTER_NS`]) leaves the live table; its
-//! row is kept only while it ranks among the report's top processes.
-//!
-//! The report lists the `top_n` rows by hint faults (then pid). A gone
-//! process's counts no longer grow while every other row's can only grow,
-//! so once `top_n` rows rank above it they always will: dropping it then
-//! cannot change the list. A pid that faults again after that silence is a
+//! The shadow report's per-process rows, bounded under pid churn: the live
+//! rows are a [`ProcTable`] (a process with no hint fault for
+//! [`GONE_AFTER_NS`] is gone), and a gone process's row is kept
+//! ([`Retired`]) only while it may rank among the report's `top_n` rows by
+//! hint faults (then pid). A pid that faults again after that silence is a
 //! new process (a reused pid looks the same) and gets a row of its own.
-use super::{ProcessRow, Rows};
-use crate::model::GONE_AFTER_NS;
+//!
+//! Past [`MAX_LIVE`] live processes a new process's faults go to one
+//! shared row ([`OTHER_PROCESSES`]) instead of evicting the least recently
+//! active process: the report ranks rows by faults over the whole trace,
+//! and an evicted process that faults again would have its counts split
+//! over two rows that may each rank below where the process belongs,
+//! while the shared row keeps every process seen before the overflow exact
+//! and names the rest as what they are.
+//!
+//! The rows sit in a slab; the table maps a pid to its row's slot, so the
+//! per-fault path finds the row once and indexes it after.
+use super::ProcessRow;
+use crate::model::{
+    proctable::{ProcTable, Retired},
+    GONE_AFTER_NS,
+};
 
 /// Live processes with rows of their own; past it a new process's faults
 /// go to one shared row ([`OTHER_PROCESSES`]) until some are gone. Far
@@ -16,38 +27,60 @@ use crate::model::GONE_AFTER_NS;
 pub(super) const MAX_LIVE: usize = 1 << 16;
 /// The pid of the shared row (no pid is this large: pid_max <= 4 Mi).
 pub const OTHER_PROCESSES: u32 = u32::MAX;
+/// Gone pids are handed over ([`Processes::take_gone`]) at most this often
+/// in trace time: what drops their state walks a table, and a walk per
+/// pid would make pid churn cost the table's size per process.
+const GONE_BATCH_NS: u64 = GONE_AFTER_NS / 4;
 
 pub(super) struct Processes {
-    live: Rows<u32, ProcessRow>,
-    /// Trace time of each live row's latest fault (same index).
-    last_ns: Vec<u64>,
+    /// Live processes: each one's slot in `rows`. Its process bound (one
+    /// more than [`MAX_LIVE`], for the shared row) is never reached, as
+    /// the overflow goes to the shared row first.
+    live: ProcTable<usize>,
+    /// The live processes' rows, by slot; `free` are the unused slots.
+    rows: Vec<ProcessRow>,
+    free: Vec<usize>,
     /// Rows of gone processes that may still rank in the report.
-    retired: Vec<ProcessRow>,
-    top_n: usize,
-    /// The latest fault time seen.
-    now_ns: u64,
-    /// When the next look for gone processes is due.
-    next_sweep_ns: u64,
-    /// Pids retired by sweeps and not yet taken ([`Self::take_gone`]).
+    retired: Retired<ProcessRow>,
+    /// Pids found gone and not yet taken ([`Self::take_gone`]): at most
+    /// the processes live at one time, as those gone within
+    /// [`GONE_BATCH_NS`] were all live [`GONE_AFTER_NS`] before.
     gone: Vec<u32>,
+    /// When gone pids may next be handed over.
+    next_gone_ns: u64,
+}
+
+/// The report's order: most hint faults first, then by pid.
+fn rank(a: &ProcessRow, b: &ProcessRow) -> std::cmp::Ordering {
+    b.hint_faults.cmp(&a.hint_faults).then(a.pid.cmp(&b.pid))
 }
 
 impl Processes {
     pub(super) fn new(top_n: usize) -> Self {
         Processes {
-            live: Rows::default(),
-            last_ns: Vec::new(),
-            retired: Vec::new(),
-            top_n,
-            now_ns: 0,
-            next_sweep_ns: 0,
+            live: ProcTable::new(MAX_LIVE + 1, usize::MAX).keep_dropped(),
+            rows: Vec::new(),
+            free: Vec::new(),
+            retired: Retired::new(top_n),
             gone: Vec::new(),
+            next_gone_ns: 0,
         }
     }
 
-    /// The pids a sweep found gone since the last call, for the state kept
-    /// per page elsewhere (a pid that comes back is a new process).
+    /// The pids found gone since the last call, for the state kept per
+    /// page elsewhere (a pid that comes back is a new process); in
+    /// batches, at most once per [`GONE_BATCH_NS`]. A pid live again by
+    /// then is left out, so the new process's state is not dropped with
+    /// the old one's.
+    #[inline]
     pub(super) fn take_gone(&mut self) -> Option<Vec<u32>> {
+        let now = self.live.now_ns();
+        if self.gone.is_empty() || now < self.next_gone_ns {
+            return None;
+        }
+        self.next_gone_ns = now.saturating_add(GONE_BATCH_NS);
+        let live = &self.live;
+        self.gone.retain(|&pid| !live.contains(pid));
         (!self.gone.is_empty()).then(|| std::mem::take(&mut self.gone))
     }
 
@@ -55,39 +88,47 @@ impl Processes {
     /// is first seen or its previous process is gone.
     #[inline]
     pub(super) fn get(&mut self, tgid: u32, ts_ns: u64, new: impl Fn() -> ProcessRow) -> usize {
-        self.now_ns = self.now_ns.max(ts_ns);
-        if self.now_ns >= self.next_sweep_ns {
-            self.sweep();
-        }
-        let n = self.live.len();
-        let key = if n >= MAX_LIVE && !self.live.index.contains_key(&tgid) {
+        let key = if self.full(ts_ns) && !self.live.contains(tgid) {
             OTHER_PROCESSES
         } else {
             tgid
         };
-        let make = || {
+        let (rows, free) = (&mut self.rows, &mut self.free);
+        let slot = *self.live.touch(key, ts_ns, || {
             let mut row = new();
             if key == OTHER_PROCESSES {
                 row.pid = OTHER_PROCESSES;
                 row.comm = "(other processes)".to_owned();
             }
-            row
-        };
-        let i = self.live.get(key, key as usize, make);
-        if i == n {
-            self.last_ns.push(self.now_ns);
-        } else if self.now_ns.saturating_sub(self.last_ns[i]) >= GONE_AFTER_NS {
-            // Gone and back: the same as if a sweep had retired it first.
-            let old = std::mem::replace(&mut self.live.rows[i], make());
-            self.retired.push(old);
+            match free.pop() {
+                Some(slot) => {
+                    rows[slot] = row;
+                    slot
+                }
+                None => {
+                    rows.push(row);
+                    rows.len() - 1
+                }
+            }
+        });
+        self.retire_dropped();
+        slot
+    }
+
+    /// Whether the live processes at `ts_ns` have reached [`MAX_LIVE`].
+    #[inline]
+    fn full(&mut self, ts_ns: u64) -> bool {
+        if self.live.len() < MAX_LIVE {
+            return false;
         }
-        self.last_ns[i] = self.now_ns;
-        i
+        self.live.advance(ts_ns);
+        self.retire_dropped();
+        self.live.len() >= MAX_LIVE
     }
 
     #[inline]
     pub(super) fn row(&mut self, i: usize) -> &mut ProcessRow {
-        &mut self.live.rows[i]
+        &mut self.rows[i]
     }
 
     /// Live rows, and retired rows of gone processes.
@@ -98,56 +139,23 @@ impl Processes {
     /// Every row that may be in the report.
     pub(super) fn rows(&self) -> Vec<ProcessRow> {
         self.live
-            .rows
-            .iter()
-            .chain(&self.retired)
+            .values()
+            .map(|&slot| &self.rows[slot])
+            .chain(self.retired.rows())
             .cloned()
             .collect()
     }
 
-    /// Retires the gone processes' rows and drops the retired rows that
-    /// no longer rank in the report.
-    #[cold]
-    fn sweep(&mut self) {
-        let now = self.now_ns;
-        self.next_sweep_ns = now.saturating_add(GONE_AFTER_NS / 4);
-        let gone = |t: &u64| now.saturating_sub(*t) >= GONE_AFTER_NS;
-        if self.last_ns.iter().any(gone) {
-            let old = std::mem::take(&mut self.live);
-            let last = std::mem::take(&mut self.last_ns);
-            for (row, t) in old.rows.into_iter().zip(last) {
-                if gone(&t) {
-                    self.gone.push(row.pid);
-                    self.retired.push(row);
-                } else {
-                    self.live.get(row.pid, row.pid as usize, || row);
-                    self.last_ns.push(t);
-                }
-            }
+    /// Moves the rows of the processes the table dropped to the retired
+    /// ones, freeing their slots.
+    #[inline]
+    fn retire_dropped(&mut self) {
+        for (tgid, slot) in self.live.take_dropped() {
+            let row = std::mem::take(&mut self.rows[slot]);
+            self.free.push(slot);
+            self.gone.push(tgid);
+            self.retired.push(row, rank);
         }
-        self.trim_retired();
-    }
-
-    /// Keeps the retired rows that rank among the top `top_n` of all rows.
-    fn trim_retired(&mut self) {
-        let rank = |r: &ProcessRow| (std::cmp::Reverse(r.hint_faults), r.pid);
-        if self.top_n == 0 {
-            self.retired.clear();
-            return;
-        }
-        let mut ranks: Vec<_> = self
-            .live
-            .rows
-            .iter()
-            .chain(&self.retired)
-            .map(rank)
-            .collect();
-        if ranks.len() <= self.top_n {
-            return;
-        }
-        let (_, nth, _) = ranks.select_nth_unstable(self.top_n - 1);
-        let nth = *nth;
-        self.retired.retain(|r| rank(r) <= nth);
     }
 }
 
@@ -159,7 +167,7 @@ mod tests {
 
     use super::GONE_AFTER_NS;
 
-    use super::super::Shadow;
+    use super::super::{ProcessRow, Shadow};
     use crate::{
         decode::{fixtures::fault, Event},
         model::policy::{build, KernelDefaults, ModelDefaults},
@@ -251,7 +259,7 @@ mod tests {
         assert_eq!(got, want);
         assert!(got.iter().any(|(pid, _)| *pid == 5));
         // Bounded by the processes active in the last GONE_AFTER_NS (one a
-        // second, plus one sweep period), not by the 5006 seen.
+        // second, with a quarter of that to spare), not by the 5006 seen.
         let live_bound = ((GONE_AFTER_NS + GONE_AFTER_NS / 4) / S + 10) as usize;
         assert!(peak["processes"] <= live_bound, "{peak:?}");
         assert!(peak["processes_gone_kept"] <= 10 + 160, "{peak:?}");
@@ -291,5 +299,38 @@ mod tests {
             other.map(|p| p.hint_faults),
             Some(n - super::MAX_LIVE as u64)
         );
+    }
+
+    /// Waves of more processes at once than the live bound, each wave
+    /// gone before the next: the live rows never pass the bound, each
+    /// wave's overflow shares one row, and the gone make room for the
+    /// next wave's processes to have rows of their own.
+    #[test]
+    fn waves_of_processes_past_the_bound_stay_bounded_and_new_ones_get_rows() {
+        let mut p = super::Processes::new(10);
+        let per_wave = super::MAX_LIVE as u64 + 1000;
+        let mut gone = 0;
+        for wave in 0..3u64 {
+            let t0 = S + wave * (GONE_AFTER_NS + S);
+            for i in 0..per_wave {
+                let pid = (1 + wave * per_wave + i) as u32;
+                let r = p.get(pid, t0 + i, || ProcessRow {
+                    pid,
+                    ..ProcessRow::default()
+                });
+                p.row(r).hint_faults += 1;
+                assert!(p.len().0 <= super::MAX_LIVE + 1, "{:?}", p.len());
+                gone += p.take_gone().map_or(0, |g| g.len());
+            }
+            let first = (1 + wave * per_wave) as u32;
+            let rows = p.rows();
+            let own = |pid| rows.iter().any(|r| r.pid == pid && r.hint_faults == 1);
+            assert!(own(first), "wave {wave}: its first process has a row");
+            let other = rows.iter().find(|r| r.pid == super::OTHER_PROCESSES);
+            assert_eq!(other.map(|r| r.hint_faults), Some(1000), "wave {wave}");
+            assert!(p.len().1 <= 20, "{:?}", p.len());
+        }
+        // The first two waves' processes and shared rows were handed over.
+        assert_eq!(gone, 2 * (super::MAX_LIVE + 1));
     }
 }

@@ -199,3 +199,34 @@ fn processes_forgotten_under_all_keep_their_moved_pages_checked() {
     assert_eq!(r.per_process[&1].moved, 10);
     assert_eq!(r.verify.on_target, 10, "{:?}", r.verify);
 }
+
+/// Processes that come, fault once and exit, three times as many as the
+/// bound, under `--all`: the table never holds more than the bound, and a
+/// process that comes after them all is still served.
+#[test]
+fn pid_churn_keeps_the_processes_remembered_bounded() {
+    use super::super::procs::MAX_TRACKED;
+    let w = world(1 << 30);
+    let mut m = mover_in(&w, cfg(), Scope::All);
+    let n = 3 * MAX_TRACKED as u32;
+    let mut peak = 0;
+    for pid in 2..2 + n {
+        // Its page is gone by the time it would move: idle.
+        w.kernel.borrow_mut().alive.push(pid);
+        m.push(req(pid, 0));
+        peak = peak.max(m.procs.len());
+        if pid % 64 == 0 {
+            run(&mut m, &w.now, 1000);
+            w.kernel.borrow_mut().alive.clear();
+        }
+    }
+    assert!(peak <= MAX_TRACKED, "{peak} remembered");
+    let last = 2 + n;
+    slow_pages(&w, last, 0..10);
+    (0..10).for_each(|p| m.push(req(last, p)));
+    run(&mut m, &w.now, 100);
+    assert!(m.procs.len() <= MAX_TRACKED, "{} remembered", m.procs.len());
+    let r = m.finish();
+    fake::clear();
+    assert_eq!(r.per_process[&last].moved, 10, "the newest is served");
+}
