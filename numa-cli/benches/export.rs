@@ -12,6 +12,7 @@
 //!
 //! Ends with a summary line per figure (median and p99 of 1000 runs) and
 //! fails when the median cold scrape takes 5 ms or more.
+#![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
 use std::{
     io::{BufRead, BufReader, Read, Write},
     net::TcpStream,

@@ -7,8 +7,8 @@ use numa_core::model::policy::{self, KernelDefaults, ModelDefaults, Policy};
 use numa_probe::load::Probes;
 use numa_source::{LiveOptions, Source};
 
-pub mod ranges;
-pub use ranges::try_parse_from;
+pub(crate) mod ranges;
+pub(crate) use ranges::try_parse_from;
 #[cfg(test)]
 mod tests;
 
@@ -18,7 +18,7 @@ mod tests;
     version,
     about = "Shows, and second-guesses, how Linux NUMA balancing promotes hot pages from slow memory"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
     /// More messages on stderr (or the journal): -v debug, -vv trace.
@@ -31,7 +31,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Check prerequisites, print the attach plan, try each probe mechanism.
     Doctor {
         /// Machine-readable output.
@@ -90,7 +90,7 @@ pub enum Command {
 
 impl ProbeArgs {
     /// What the probe session needs of these flags.
-    pub fn options(&self) -> numa_probe::session::ProbeOptions {
+    pub(crate) fn options(&self) -> numa_probe::session::ProbeOptions {
         numa_probe::session::ProbeOptions {
             pid: self.pid,
             cgroup: self.cgroup.clone(),
@@ -105,7 +105,7 @@ impl ProbeArgs {
 
     /// How long a live run lasts: --duration, else until a stop signal or
     /// COMMAND exits.
-    pub fn until(&self) -> Option<Duration> {
+    pub(crate) fn until(&self) -> Option<Duration> {
         // The parser keeps --duration in range; the clamp keeps a value
         // built some other way from panicking.
         self.duration.and_then(|s| {
@@ -115,7 +115,7 @@ impl ProbeArgs {
 
     /// How long a command that reports at the end runs: --duration, else
     /// until COMMAND exits, else 10 s.
-    pub fn report_until(&self) -> Option<Duration> {
+    pub(crate) fn report_until(&self) -> Option<Duration> {
         match self.until() {
             None if self.command.is_empty() => Some(Duration::from_secs(10)),
             until => until,
@@ -123,7 +123,7 @@ impl ProbeArgs {
     }
 
     /// The live source these flags ask for, on attached `probes`.
-    pub fn live(&self, probes: Probes, snapshot_every: Duration) -> Source {
+    pub(crate) fn live(&self, probes: Probes, snapshot_every: Duration) -> Source {
         Source::Live(
             Box::new(probes),
             LiveOptions {
@@ -137,7 +137,7 @@ impl ProbeArgs {
 
 /// Options of every command that attaches the probes.
 #[derive(Debug, Args, Clone)]
-pub struct ProbeArgs {
+pub(crate) struct ProbeArgs {
     /// Only record events of this process (tgid). Counters stay system-wide.
     #[arg(long, value_parser = ranges::pid)]
     pub pid: Option<u32>,
@@ -182,7 +182,7 @@ pub struct ProbeArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct StatsArgs {
+pub(crate) struct StatsArgs {
     /// A trace recorded with `numatrace record`.
     #[arg(conflicts_with = "live", required_unless_present = "live")]
     pub file: Option<PathBuf>,
@@ -205,7 +205,7 @@ pub struct StatsArgs {
 /// Flat model options: defaults for every model whose spec does not set
 /// them.
 #[derive(Debug, Args, Clone, Default)]
-pub struct ModelFlags {
+pub(crate) struct ModelFlags {
     /// fault-count threshold (hint faults between scan and fault), 1 to
     /// 4294967295 (the patched kernel's unsigned int); RFC: 1e6.
     #[arg(long, value_parser = ranges::threshold)]
@@ -225,7 +225,7 @@ pub struct ModelFlags {
 
 impl ModelFlags {
     /// These options as the models' defaults.
-    pub fn defaults(&self, rate_limit: Option<bool>) -> ModelDefaults {
+    pub(crate) fn defaults(&self, rate_limit: Option<bool>) -> ModelDefaults {
         ModelDefaults {
             threshold: self.threshold,
             counter: self.counter.clone(),
@@ -237,7 +237,7 @@ impl ModelFlags {
 }
 
 #[derive(Debug, Args)]
-pub struct DumpArgs {
+pub(crate) struct DumpArgs {
     /// Trace file from `numatrace record`.
     pub trace: PathBuf,
     /// json: every record (header, faults, scans, skips, snapshots) as one
@@ -261,7 +261,7 @@ pub struct DumpArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DumpFormat {
+pub(crate) enum DumpFormat {
     Json,
     Parquet,
 }
@@ -270,7 +270,7 @@ pub enum DumpFormat {
 /// shared by every command that runs models (`shadow`, `replay`, `report`,
 /// `top`, `export`).
 #[derive(Debug, Args, Clone, Default)]
-pub struct ModelSel {
+pub(crate) struct ModelSel {
     /// Policy to evaluate, repeatable: kernel-time, fault-count (the RFC's
     /// patched kernel), fault-count:exact (idealised deltas), two-touch,
     /// optionally with options: `fault-count:threshold=2e5,stamp=latest`.
@@ -287,13 +287,13 @@ pub struct ModelSel {
 
 impl ModelSel {
     /// The flat options as the models' defaults.
-    pub fn defaults(&self) -> ModelDefaults {
+    pub(crate) fn defaults(&self) -> ModelDefaults {
         self.options.defaults(self.rate_limit.then_some(true))
     }
 
     /// The models asked for: none named, the default three; `none` alone,
     /// no model at all.
-    pub fn policies(&self, k: &KernelDefaults) -> anyhow::Result<Vec<Box<dyn Policy>>> {
+    pub(crate) fn policies(&self, k: &KernelDefaults) -> anyhow::Result<Vec<Box<dyn Policy>>> {
         if self.models.iter().any(|m| m == "none") {
             if self.models.len() > 1 {
                 anyhow::bail!("--model none runs no shadow model: give it alone");
@@ -306,7 +306,7 @@ impl ModelSel {
 
 /// Shadow policy selection plus report output, for `shadow` and `replay`.
 #[derive(Debug, Args, Clone)]
-pub struct ModelArgs {
+pub(crate) struct ModelArgs {
     #[command(flatten)]
     pub sel: ModelSel,
     /// Processes listed in the report (0 to 10000).
@@ -326,7 +326,7 @@ pub struct ModelArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ShadowArgs {
+pub(crate) struct ShadowArgs {
     #[command(flatten)]
     pub models: ModelArgs,
     /// Also print a report every this many seconds (0.01 or more).
@@ -343,7 +343,7 @@ pub struct ShadowArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ReplayArgs {
+pub(crate) struct ReplayArgs {
     /// Trace file from `numatrace record` or `numatrace shadow --record`.
     pub trace: PathBuf,
     #[command(flatten)]
@@ -355,7 +355,7 @@ pub struct ReplayArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct TopArgs {
+pub(crate) struct TopArgs {
     /// Drive the UI from a recorded trace instead of the live probes (no
     /// BPF, no root needed).
     #[arg(long, value_name = "TRACE")]
@@ -387,7 +387,7 @@ pub struct TopArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// Trace files from `numatrace record` or `numatrace shadow --record`,
     /// 1 to 16: several are drawn side by side, one column each.
     #[arg(required = true, value_name = "TRACE")]
@@ -399,7 +399,7 @@ pub struct ReportArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct RecordArgs {
+pub(crate) struct RecordArgs {
     /// Trace file to write (owner-only: it holds kernel addresses).
     #[arg(short, long)]
     pub output: PathBuf,
@@ -413,7 +413,7 @@ pub struct RecordArgs {
 /// `numatrace export`; probe options apply to live runs, where
 /// `--duration` defaults to running until a signal.
 #[derive(Debug, Args)]
-pub struct ExportArgs {
+pub(crate) struct ExportArgs {
     /// Serve /metrics on this address (default 127.0.0.1:9464, unless only
     /// --textfile is given); 0.0.0.0:PORT serves the network.
     #[arg(long, value_name = "ADDRESS:PORT")]
@@ -451,7 +451,7 @@ pub struct ExportArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum HistBy {
+pub(crate) enum HistBy {
     /// One histogram per kernel decision reason (in-kernel, exact).
     Outcome,
     /// One histogram per process (from fault events).
@@ -461,7 +461,7 @@ pub enum HistBy {
 }
 
 #[derive(Debug, Args)]
-pub struct HistArgs {
+pub(crate) struct HistArgs {
     /// Read a recording instead of attaching the probes.
     #[arg(long, value_name = "TRACE")]
     pub from: Option<PathBuf>,
@@ -489,7 +489,7 @@ pub struct HistArgs {
 
 impl HistArgs {
     /// `--by` as the histogram sink takes it.
-    pub fn by(&self) -> Option<numa_render::hist::By> {
+    pub(crate) fn by(&self) -> Option<numa_render::hist::By> {
         self.by.map(|b| match b {
             HistBy::Outcome => numa_render::hist::By::Outcome,
             HistBy::Process => numa_render::hist::By::Process,
@@ -499,7 +499,7 @@ impl HistArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Workload {
+pub(crate) enum Workload {
     /// The pghot RFC's microbenchmark: memory on DRAM and on the slow node, random
     /// 4K accesses to one chunk at a time, idle gaps between chunks.
     HotChunks(HotChunksArgs),
@@ -509,7 +509,7 @@ pub enum Workload {
 }
 
 #[derive(Debug, Args, Clone)]
-pub struct HotChunksArgs {
+pub(crate) struct HotChunksArgs {
     /// MiB allocated on the slow (CPU-less) node and accessed in chunks,
     /// up to 1048576 (0: only fill DRAM with --dram-mb and hold it for
     /// --duration).
@@ -651,7 +651,7 @@ pub struct HotChunksArgs {
 /// `numatrace promote`.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("scope").required(true).args(["pids", "cgroup", "all"])))]
-pub struct PromoteArgs {
+pub(crate) struct PromoteArgs {
     /// Policy that decides what is hot, with options as in `shadow --model`
     /// (e.g. `fault-count:threshold=2e5`).
     #[arg(long, default_value = "fault-count")]
@@ -718,7 +718,7 @@ pub struct PromoteArgs {
 
 /// `numatrace workload move-pages`: the promoter's throughput benchmark.
 #[derive(Debug, Args, Clone)]
-pub struct MovePagesArgs {
+pub(crate) struct MovePagesArgs {
     /// MiB placed on the slow node, then moved to the DRAM node.
     #[arg(long, default_value_t = 256,
           value_parser = ranges::int(1, ranges::MAX_WORKLOAD_MB, "MiB"))]
@@ -747,7 +747,7 @@ pub struct MovePagesArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum MoveVia {
+pub(crate) enum MoveVia {
     Baseline,
     Mover,
 }

@@ -7,7 +7,7 @@ use clap::CommandFactory;
 
 use crate::{cli::Cli, OUTPUT_MODE};
 
-pub fn completions(shell: clap_complete::Shell) -> Result<ExitCode> {
+pub(crate) fn completions(shell: clap_complete::Shell) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     clap_complete::generate(shell, &mut Cli::command(), "numatrace", &mut out);
     out.flush()?;
@@ -16,7 +16,7 @@ pub fn completions(shell: clap_complete::Shell) -> Result<ExitCode> {
 
 /// Writes `numatrace.1` and one page per visible command, named as git
 /// and perf name theirs (`numatrace-top.1`, `numatrace-workload-hot-chunks.1`).
-pub fn manpages(dir: &Path) -> Result<ExitCode> {
+pub(crate) fn manpages(dir: &Path) -> Result<ExitCode> {
     let pages = render_all(&Cli::command())?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for (name, page) in &pages {

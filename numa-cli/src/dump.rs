@@ -18,7 +18,7 @@ use crate::cli::{DumpArgs, DumpFormat};
 /// A JSON dump holds kernel addresses, as traces do.
 const JSON_MODE: u32 = 0o600;
 
-pub fn run(args: &DumpArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: &DumpArgs) -> Result<ExitCode> {
     check_not_input(args.output.as_deref(), &[&args.trace])?;
     match args.format {
         DumpFormat::Json => json_dump(&args.trace, args.output.as_deref()),

@@ -40,7 +40,7 @@ fn write_output(a: &ModelArgs, buf: &[u8]) -> Result<()> {
     crate::write_output(a.output.as_deref(), buf)
 }
 
-pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
+pub(crate) fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
     if let Some(path) = &args.record {
         numa_source::check_new_trace(path, args.overwrite)?;
         if let Some(out) = &args.models.output {
@@ -104,7 +104,7 @@ pub fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn replay(args: &ReplayArgs) -> Result<ExitCode> {
+pub(crate) fn replay(args: &ReplayArgs) -> Result<ExitCode> {
     numa_host::fs::check_not_input(args.models.output.as_deref(), &[&args.trace])?;
     let header = trace::Reader::open(&args.trace)?.header;
     let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());

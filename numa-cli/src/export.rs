@@ -28,7 +28,7 @@ use tokio::sync::watch;
 
 use crate::cli::{ExportArgs, ModelSel};
 
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
+pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 
 fn parse_listen(s: &str) -> Result<SocketAddr> {
     s.parse().map_err(|_| {
@@ -242,7 +242,7 @@ async fn replay(
     Ok(())
 }
 
-pub fn run(args: &ExportArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: &ExportArgs) -> Result<ExitCode> {
     if let (Some(t), Some(r)) = (&args.textfile, &args.replay) {
         numa_host::fs::check_not_input(Some(t), &[r])?;
     }

@@ -9,7 +9,7 @@ use numa_render::hist::{HistSink, Output};
 
 use crate::cli::HistArgs;
 
-pub fn run(args: &HistArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: &HistArgs) -> Result<ExitCode> {
     // Finite and at least 0.1 s: checked when the flags were parsed.
     let interval = args.interval.map(Duration::from_secs_f64);
     let output = if args.json {

@@ -118,7 +118,7 @@ impl Logger {
 
 /// Installs the logger for the process, from the command line's `-v`/`-q`
 /// and `RUST_LOG`. Call once, before anything logs.
-pub fn init(verbose: u8, quiet: bool) -> Result<()> {
+pub(crate) fn init(verbose: u8, quiet: bool) -> Result<()> {
     let rust_log = std::env::var("RUST_LOG").ok();
     let filter = filter(verbose, quiet, rust_log.as_deref())?;
     let to = if systemd_journal_logger::connected_to_journal() {
@@ -136,7 +136,7 @@ pub fn init(verbose: u8, quiet: bool) -> Result<()> {
 
 /// Reports the error that ends the run: always shown, whatever the filter
 /// (even `-q` or `RUST_LOG=off`), through the same destination.
-pub fn fatal(e: &anyhow::Error) {
+pub(crate) fn fatal(e: &anyhow::Error) {
     always(format_args!("{e:#}"));
 }
 

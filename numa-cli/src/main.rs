@@ -1,6 +1,8 @@
 //! `numatrace`: parse -> run -> exit code. One module per command turns
 //! its flags (`cli`) into calls of the library crates under `crates/`,
 //! where the sources, models and sinks live.
+// Dev-dependencies are for the integration tests and benches.
+#![cfg_attr(test, allow(unused_crate_dependencies))]
 mod cli;
 mod docs;
 mod dump;

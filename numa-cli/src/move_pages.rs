@@ -152,7 +152,7 @@ fn via_mover(
     Ok((r.statuses.moved, r.move_calls + r.query_calls, t_end, times))
 }
 
-pub fn move_pages(a: &MovePagesArgs) -> Result<ExitCode> {
+pub(crate) fn move_pages(a: &MovePagesArgs) -> Result<ExitCode> {
     let nodes = system::nodes();
     let (slow, dram) = slow_and_dram_nodes(a.slow_node, a.dram_node, &nodes, "")?;
     let (region, pages) = place_on_slow(a, slow)?;

@@ -16,7 +16,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// When the command writes its output to stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Output {
+pub(crate) enum Output {
     /// After the read (a report, totals): the bar is cleared first.
     AtEnd,
     /// Record by record during the read (`dump`, `hist --interval`).
@@ -57,12 +57,12 @@ fn shown(stderr_tty: bool, term: Option<&str>, stdout: Stdout, output: Output) -
 
 /// A progress bar that is cleared when dropped, so an error ends it too
 /// and nothing is left half drawn above the message.
-pub struct Bar(ProgressBar);
+pub(crate) struct Bar(ProgressBar);
 
 impl Bar {
     /// The bar for reading `path`: its size in bytes, labelled with its
     /// file name; hidden where the module comment says.
-    pub fn trace(path: &Path, output: Output) -> Bar {
+    pub(crate) fn trace(path: &Path, output: Output) -> Bar {
         let term = std::env::var("TERM").ok();
         if !shown(
             std::io::stderr().is_terminal(),
@@ -90,7 +90,7 @@ impl Bar {
     }
 
     /// Bytes of the trace read so far.
-    pub fn at(&self, bytes: u64) {
+    pub(crate) fn at(&self, bytes: u64) {
         self.0.set_position(bytes);
     }
 

@@ -176,7 +176,7 @@ impl<W: Write> Sink for Started<W> {
     }
 }
 
-pub fn run(a: &PromoteArgs) -> Result<ExitCode> {
+pub(crate) fn run(a: &PromoteArgs) -> Result<ExitCode> {
     let scope = scope_of(a)?;
     if !a.dry_run {
         require_cap_sys_nice()?;

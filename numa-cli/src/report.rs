@@ -22,7 +22,7 @@ const DEFAULT_OUTPUT: &str = "report.html";
 /// Writes the page to `-o` (replacing a regular file there; `-` is
 /// standard output), else to report.html in the current directory if no
 /// file has that name: a report the user did not name is never replaced.
-pub fn run(args: &ReportArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: &ReportArgs) -> Result<ExitCode> {
     for (flag, on) in [("--json", args.models.json), ("--csv", args.models.csv)] {
         if on {
             bail!(

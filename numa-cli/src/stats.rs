@@ -82,7 +82,7 @@ fn print(report: &Report, json: bool) -> Result<()> {
     Ok(())
 }
 
-pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
+pub(crate) fn stats(args: &StatsArgs) -> Result<ExitCode> {
     let report = if args.live {
         let mut totals = Totals::new(numa_probe::params::resolve_toptier());
         let output = args.record.as_deref().map(|p| (p, args.overwrite));
@@ -119,7 +119,7 @@ pub fn stats(args: &StatsArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn record(args: &RecordArgs) -> Result<ExitCode> {
+pub(crate) fn record(args: &RecordArgs) -> Result<ExitCode> {
     let mut totals = Totals::new(numa_probe::params::resolve_toptier());
     let output = Some((args.output.as_path(), args.overwrite));
     let run = run_live(&args.probe, output, &mut [&mut totals])?;

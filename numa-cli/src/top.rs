@@ -345,7 +345,7 @@ fn prepare(args: &TopArgs) -> Result<(Source, Option<Duration>, trace::Header)> 
     }
 }
 
-pub fn run(args: &TopArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: &TopArgs) -> Result<ExitCode> {
     if !args.once && !std::io::stdout().is_terminal() {
         bail!(
             "`numatrace top` draws on a terminal, but stdout is not one; \

@@ -1219,7 +1219,7 @@ fn check_slow_total(a: &HotChunksArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
+pub(crate) fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
     // Show up as "hot-chunks" in top/ps, not as another numatrace.
     // SAFETY: PR_SET_NAME with a NUL-terminated buffer of <= 16 bytes.
     unsafe { libc::prctl(libc::PR_SET_NAME, c"hot-chunks".as_ptr()) };

@@ -2,6 +2,7 @@
 //! `Duration`, kill the exporter's timer thread or overflow the ring size:
 //! exit status 2 before anything runs, the flag and its range in the
 //! message, no panic. The whole table of flags is in src/cli/tests.rs.
+#![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
 use std::process::{Command, Stdio};
 
 const NUMATRACE: &str = env!("CARGO_BIN_EXE_numatrace");

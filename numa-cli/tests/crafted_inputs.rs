@@ -1,6 +1,7 @@
 //! Traces crafted to grow numatrace's tables: each command that reads a
 //! trace keeps memory and time within its stated bounds on them, for one
 //! process as for many. The traces are built with the trace writer.
+#![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
 use std::{path::Path, process::Command};
 
 use numa_core::{

@@ -2,6 +2,7 @@
 //! latency quantiles over the file equal `numatrace stats` on the same
 //! trace, and the README's fleet query, run verbatim over two hosts'
 //! files, equals `numatrace replay`'s fault-count model_only count.
+#![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
 use std::{
     path::{Path, PathBuf},
     process::{Command, Output},

@@ -4,6 +4,7 @@
 //! lies in the bucket `numatrace stats` reports, the counters equal the
 //! stats totals and never decrease, and every query of the Grafana
 //! dashboard runs. Fails, never skips, without prometheus/promtool.
+#![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
 mod export_common;
 
 use std::{

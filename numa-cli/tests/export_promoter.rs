@@ -5,6 +5,7 @@
 //! stands in for the promoter: its pid is alive). The `numatrace_promoter_*`
 //! series carry the published values and follow the file; once the file
 //! is gone, `numatrace_promoter_up` is 0 and the rest disappear.
+#![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
 mod export_common;
 
 use std::{

@@ -3,6 +3,7 @@
 //! `numatrace export --replay`: the replay (the event pipeline) keeps its
 //! pace, every scraper is served, the stuck clients are cut off, and the
 //! exporter's memory stays flat once its state stops changing.
+#![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
 mod export_common;
 
 use std::{

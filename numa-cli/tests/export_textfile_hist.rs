@@ -1,6 +1,7 @@
 //! Textfile mode (never a half-written file, the final state on exit) and
 //! `numatrace hist --from` on the recorded 6.12 trace, against `numatrace
 //! stats` on the same trace.
+#![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
 mod export_common;
 
 use std::{

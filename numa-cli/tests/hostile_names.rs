@@ -2,6 +2,7 @@
 //! strings reach the terminal made printable: a process named
 //! `\r ESC[31m ...` cannot move the cursor or recolour the screen of root's
 //! `stats`, `replay`, `hist --by process` or `top --once`.
+#![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
 use std::{path::PathBuf, process::Command};
 
 use numa_core::{

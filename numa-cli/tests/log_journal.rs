@@ -7,6 +7,7 @@
 //! test sets it to the file it gives numatrace as stderr. If no journald
 //! runs here, the test starts one (root and the Debian package systemd,
 //! which `cargo xtask setup` installs).
+#![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
 use std::{
     os::unix::fs::{FileTypeExt, MetadataExt},
     path::Path,

@@ -1,6 +1,7 @@
 //! Files numatrace writes from a trace (`report -o`, `replay -o`, `dump -o`) go
 //! through the one write helper: a symlink planted at the name is replaced,
 //! never written through, and no temporary file is left behind.
+#![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
 use std::process::Command;
 
 const NUMATRACE: &str = env!("CARGO_BIN_EXE_numatrace");

@@ -5,6 +5,7 @@
 //! a non-regular file nor replaces a trace it reads, and leaves no
 //! temporary file behind. Runs unprivileged; as root the null-device case
 //! uses a device node of its own, so a regression cannot damage /dev/null.
+#![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
 use std::{
     io::Read,
     os::unix::{

@@ -2,6 +2,7 @@
 //! page from disk (no network), and the DOM it builds holds five charts with
 //! drawn marks, and its screenshot is not blank; a page of two traces holds
 //! every chart twice, in labelled columns.
+#![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
 use std::{
     path::{Path, PathBuf},
     process::Command,

@@ -1,5 +1,6 @@
 //! `numatrace stats TRACE`: the funnel section and `--json`'s `funnel`
 //! agree with the report's own totals on the recorded test trace.
+#![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
 use std::process::Command;
 
 const NUMATRACE: &str = env!("CARGO_BIN_EXE_numatrace");

@@ -6,6 +6,7 @@
 //!
 //! tmux is required (`cargo xtask setup` installs it): without it this test
 //! fails rather than skips.
+#![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
 use std::{
     path::PathBuf,
     process::Command,

@@ -4,6 +4,8 @@
 //! `no_std` so the BPF side can use it; the `user` feature adds the
 //! `aya::Pod` impls userspace needs to read these types out of maps.
 #![no_std]
+// Dev-dependencies are for the integration tests and benches.
+#![cfg_attr(test, allow(unused_crate_dependencies))]
 
 /// Bumped whenever a record layout in this crate changes. The BPF object is
 /// built into the same binary as the userspace that reads it, so only

@@ -10,7 +10,7 @@ use crate::cmd;
 use crate::host::{Setup, MUSL_TARGET};
 
 /// Builds numatrace for musl, checks that it is static, returns its path.
-pub fn build(release: bool, setup: &mut Setup) -> Result<PathBuf> {
+pub(crate) fn build(release: bool, setup: &mut Setup) -> Result<PathBuf> {
     setup.toolchain()?;
     let mut cargo = cmd::cargo();
     cargo.args([
@@ -32,7 +32,7 @@ pub fn build(release: bool, setup: &mut Setup) -> Result<PathBuf> {
 }
 
 /// Where cargo puts the musl binary.
-pub fn path(release: bool) -> PathBuf {
+pub(crate) fn path(release: bool) -> PathBuf {
     let profile = if release { "release" } else { "debug" };
     cmd::target_dir()
         .join(MUSL_TARGET)
@@ -42,7 +42,7 @@ pub fn path(release: bool) -> PathBuf {
 
 /// Fails unless `path` is an x86-64 ELF executable without a program
 /// interpreter (static or static-pie), i.e. runs in a bare busybox guest.
-pub fn check_static(path: &Path) -> Result<()> {
+pub(crate) fn check_static(path: &Path) -> Result<()> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     match elf_interpreter(&bytes) {
         Ok(None) => Ok(()),

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use anyhow::{bail, Context, Result};
 
 /// The command line as a user could paste it (good enough for error messages).
-pub fn describe(cmd: &Command) -> String {
+pub(crate) fn describe(cmd: &Command) -> String {
     let mut s = String::new();
     for (key, value) in cmd.get_envs() {
         if let Some(value) = value {
@@ -33,7 +33,7 @@ pub fn describe(cmd: &Command) -> String {
 
 /// Runs `cmd` with inherited stdio (progress bars cleared meanwhile);
 /// fails unless it exits 0.
-pub fn run(cmd: &mut Command) -> Result<()> {
+pub(crate) fn run(cmd: &mut Command) -> Result<()> {
     let line = describe(cmd);
     let status = crate::progress::suspend(|| cmd.status())
         .with_context(|| format!("cannot start `{line}` (is it installed and on PATH?)"))?;
@@ -44,12 +44,12 @@ pub fn run(cmd: &mut Command) -> Result<()> {
 }
 
 /// Runs `cmd`, returns its stdout; fails with its stderr unless it exits 0.
-pub fn output(cmd: &mut Command) -> Result<String> {
+pub(crate) fn output(cmd: &mut Command) -> Result<String> {
     Ok(String::from_utf8_lossy(&output_bytes(cmd)?).into_owned())
 }
 
 /// Like [`output`], for binary output.
-pub fn output_bytes(cmd: &mut Command) -> Result<Vec<u8>> {
+pub(crate) fn output_bytes(cmd: &mut Command) -> Result<Vec<u8>> {
     let line = describe(cmd);
     let out = cmd
         .stdin(Stdio::null())
@@ -66,7 +66,7 @@ pub fn output_bytes(cmd: &mut Command) -> Result<Vec<u8>> {
 }
 
 /// True if `cmd` can be started and exits 0 (output discarded).
-pub fn succeeds(cmd: &mut Command) -> bool {
+pub(crate) fn succeeds(cmd: &mut Command) -> bool {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -75,13 +75,13 @@ pub fn succeeds(cmd: &mut Command) -> bool {
 }
 
 /// The workspace root (xtask lives in `<root>/xtask`).
-pub fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest.parent().unwrap_or(manifest).to_path_buf()
 }
 
 /// Cargo's target directory, honouring `CARGO_TARGET_DIR`.
-pub fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) => workspace_root().join(dir),
         None => workspace_root().join("target"),
@@ -89,7 +89,7 @@ pub fn target_dir() -> PathBuf {
 }
 
 /// `cargo` through the rustup proxy, run in the workspace root.
-pub fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     let mut cmd = Command::new("cargo");
     cmd.current_dir(workspace_root());
     cmd
@@ -98,7 +98,7 @@ pub fn cargo() -> Command {
 /// Takes the exclusive lock of `path` (created if missing), held while the
 /// returned file lives; when another process holds it, calls `waiting`
 /// (to say why this one stops) and waits.
-pub fn lock_waiting(path: &Path, waiting: impl FnOnce()) -> Result<std::fs::File> {
+pub(crate) fn lock_waiting(path: &Path, waiting: impl FnOnce()) -> Result<std::fs::File> {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)

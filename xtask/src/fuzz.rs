@@ -23,7 +23,7 @@ use anyhow::{bail, Context, Result};
 use crate::{cmd, host::Setup};
 
 /// The targets, in numa-cli/fuzz/fuzz_targets/.
-pub const TARGETS: &[&str] = &[
+pub(crate) const TARGETS: &[&str] = &[
     "trace_reader",
     "ring_decode",
     "text_parsers",
@@ -45,7 +45,7 @@ const INPUT_TIMEOUT_S: u32 = 10;
 const TRACE: &str = "numa-cli/tests/testdata/hot-chunks-6.12.trace";
 
 /// Inputs per target in a reproducible run: about 15 s each here.
-pub const TEST_RUNS: &[(&str, u64)] = &[
+pub(crate) const TEST_RUNS: &[(&str, u64)] = &[
     ("trace_reader", 25_000),
     ("ring_decode", 1_000_000),
     ("text_parsers", 25_000),
@@ -54,7 +54,7 @@ pub const TEST_RUNS: &[(&str, u64)] = &[
 ];
 
 #[derive(clap::Args, Debug)]
-pub struct FuzzArgs {
+pub(crate) struct FuzzArgs {
     /// Seconds of fuzzing per target (1 to 86400); with --seed, an upper
     /// bound on the fixed run count.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=86400))]
@@ -74,7 +74,7 @@ fn fuzz_dir() -> PathBuf {
 
 /// Builds every target, then replays regressions and fuzzes each one for
 /// `time` seconds; fails on the first crash, naming the input file.
-pub fn run(args: &FuzzArgs, setup: &mut Setup) -> Result<()> {
+pub(crate) fn run(args: &FuzzArgs, setup: &mut Setup) -> Result<()> {
     setup.cargo_fuzz()?;
     let targets: Vec<&str> = if args.only.is_empty() {
         TARGETS.to_vec()

@@ -43,10 +43,10 @@ const CARGO_FUZZ_VERSION: &str = "0.13.2";
 /// with (pip's `duckdb`, in a venv: the system Python is left alone).
 const DUCKDB_VERSION: &str = "1.5.6";
 
-pub const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
+pub(crate) const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
 
 /// Progress printer plus the "apt-get update at most once" memory.
-pub struct Setup {
+pub(crate) struct Setup {
     show_skips: bool,
     apt_updated: bool,
     toolchain_checked: bool,
@@ -55,7 +55,7 @@ pub struct Setup {
 impl Setup {
     /// `show_skips`: print `skip:` lines too (the `setup` command does; the
     /// automatic calls from other commands stay quiet about what is present).
-    pub fn new(show_skips: bool) -> Self {
+    pub(crate) fn new(show_skips: bool) -> Self {
         Setup {
             show_skips,
             apt_updated: false,
@@ -63,18 +63,18 @@ impl Setup {
         }
     }
 
-    pub fn did(&self, what: &str) {
+    pub(crate) fn did(&self, what: &str) {
         crate::progress::println(format_args!("did: {what}"));
     }
 
-    pub fn skip(&self, what: &str) {
+    pub(crate) fn skip(&self, what: &str) {
         if self.show_skips {
             crate::progress::println(format_args!("skip: {what}"));
         }
     }
 
     /// Runs `apt-get update` the first time it is called in this process.
-    pub fn apt_update(&mut self) -> Result<()> {
+    pub(crate) fn apt_update(&mut self) -> Result<()> {
         if self.apt_updated {
             return Ok(());
         }
@@ -86,7 +86,7 @@ impl Setup {
     }
 
     /// Rust pieces needed to build numatrace and its eBPF object.
-    pub fn toolchain(&mut self) -> Result<()> {
+    pub(crate) fn toolchain(&mut self) -> Result<()> {
         if self.toolchain_checked {
             return Ok(());
         }
@@ -199,7 +199,7 @@ impl Setup {
 
     /// cargo-fuzz, for `cargo xtask fuzz` (built with the pinned toolchain;
     /// the fuzz targets themselves build with nightly).
-    pub fn cargo_fuzz(&mut self) -> Result<()> {
+    pub(crate) fn cargo_fuzz(&mut self) -> Result<()> {
         self.toolchain()?;
         if cmd::succeeds(Command::new("cargo").args(["+nightly", "fuzz", "--version"])) {
             self.skip("cargo-fuzz (already present)");
@@ -218,7 +218,7 @@ impl Setup {
     }
 
     /// A venv at [`duckdb_venv`] with pip's duckdb at [`DUCKDB_VERSION`].
-    pub fn duckdb(&mut self) -> Result<()> {
+    pub(crate) fn duckdb(&mut self) -> Result<()> {
         let venv = duckdb_venv();
         let python = venv.join("bin/python3");
         let check =
@@ -251,12 +251,12 @@ impl Setup {
     }
 
     /// Debian packages for the QEMU test bed.
-    pub fn host_packages(&mut self) -> Result<()> {
+    pub(crate) fn host_packages(&mut self) -> Result<()> {
         self.packages(HOST_PACKAGES)
     }
 
     /// Installs those of `packages` that are missing.
-    pub fn packages(&mut self, packages: &[&str]) -> Result<()> {
+    pub(crate) fn packages(&mut self, packages: &[&str]) -> Result<()> {
         let missing = missing_packages(packages)?;
         if missing.is_empty() {
             self.skip(&format!(
@@ -278,12 +278,12 @@ impl Setup {
 
 /// The venv the Parquet test finds DuckDB in: `duckdb-venv` in cargo's
 /// target directory, as the test looks for it.
-pub fn duckdb_venv() -> PathBuf {
+pub(crate) fn duckdb_venv() -> PathBuf {
     cmd::target_dir().join("duckdb-venv")
 }
 
 /// `apt-get` made non-interactive.
-pub fn apt_get() -> Command {
+pub(crate) fn apt_get() -> Command {
     let mut cmd = Command::new("apt-get");
     cmd.env("DEBIAN_FRONTEND", "noninteractive");
     cmd

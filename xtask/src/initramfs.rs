@@ -15,7 +15,7 @@ use crate::kernels::Module;
 
 /// `--file HOSTPATH[:GUESTPATH]`; the guest path defaults to `/bin/<name>`.
 #[derive(Clone, Debug)]
-pub struct GuestFile {
+pub(crate) struct GuestFile {
     pub host: PathBuf,
     pub guest: String,
 }
@@ -44,7 +44,7 @@ impl FromStr for GuestFile {
 }
 
 /// Everything that goes into one guest's initramfs.
-pub struct Contents<'a> {
+pub(crate) struct Contents<'a> {
     /// Becomes `/init` (test/vm-init/init).
     pub init: &'a Path,
     /// A static busybox: `/bin/busybox`, `/bin/sh`; init installs the applets.
@@ -60,7 +60,7 @@ pub struct Contents<'a> {
     pub files: &'a [GuestFile],
 }
 
-pub fn build(c: &Contents) -> Result<Vec<u8>> {
+pub(crate) fn build(c: &Contents) -> Result<Vec<u8>> {
     let mut cpio = Cpio::new();
     for dir in [
         "bin", "sbin", "usr/bin", "usr/sbin", "proc", "sys", "dev", "tmp", "root",
@@ -101,7 +101,7 @@ fn read(path: &Path) -> Result<Vec<u8>> {
 /// An in-memory `newc` ("070701") cpio archive, as the kernel's initramfs
 /// unpacker reads it (Documentation/driver-api/early-userspace/buffer-format.rst).
 #[derive(Default)]
-pub struct Cpio {
+pub(crate) struct Cpio {
     buf: Vec<u8>,
     next_ino: u32,
     dirs: BTreeSet<String>,
@@ -113,12 +113,12 @@ const S_IFLNK: u32 = 0o120000;
 const S_IFCHR: u32 = 0o020000;
 
 impl Cpio {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// A directory and, first, its missing parents.
-    pub fn dir(&mut self, path: &str) -> Result<()> {
+    pub(crate) fn dir(&mut self, path: &str) -> Result<()> {
         let path = normalize(path)?;
         let mut prefix = String::new();
         for part in path.split('/') {
@@ -133,26 +133,32 @@ impl Cpio {
         Ok(())
     }
 
-    pub fn file(&mut self, path: &str, mode: u32, data: &[u8]) -> Result<()> {
+    pub(crate) fn file(&mut self, path: &str, mode: u32, data: &[u8]) -> Result<()> {
         let path = self.parent_dirs(path)?;
         self.entry(&path, S_IFREG | (mode & 0o7777), (0, 0), data);
         Ok(())
     }
 
-    pub fn symlink(&mut self, path: &str, target: &str) -> Result<()> {
+    pub(crate) fn symlink(&mut self, path: &str, target: &str) -> Result<()> {
         let path = self.parent_dirs(path)?;
         self.entry(&path, S_IFLNK | 0o777, (0, 0), target.as_bytes());
         Ok(())
     }
 
-    pub fn char_device(&mut self, path: &str, mode: u32, major: u32, minor: u32) -> Result<()> {
+    pub(crate) fn char_device(
+        &mut self,
+        path: &str,
+        mode: u32,
+        major: u32,
+        minor: u32,
+    ) -> Result<()> {
         let path = self.parent_dirs(path)?;
         self.entry(&path, S_IFCHR | (mode & 0o7777), (major, minor), b"");
         Ok(())
     }
 
     /// The archive with its trailer.
-    pub fn finish(mut self) -> Vec<u8> {
+    pub(crate) fn finish(mut self) -> Vec<u8> {
         self.entry("TRAILER!!!", 0, (0, 0), b"");
         self.buf
     }

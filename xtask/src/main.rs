@@ -2,6 +2,8 @@
 //! others need, `build` makes the static musl binary, `vm` boots the
 //! tiered-NUMA QEMU test bed, `demo` shows numatrace in it, and `test` runs
 //! everything CI runs.
+// Dev-dependencies are for the integration tests and benches.
+#![cfg_attr(test, allow(unused_crate_dependencies))]
 
 /// Guest shell lines: an idle `hot-chunks` process holding 1400 MiB of
 /// DRAM for `$secs` seconds (its pid in `$filler`), then a wait of at most

@@ -52,14 +52,15 @@ macro_rules! workload {
 }
 pub(crate) use workload;
 
-pub const SETUP: &str = setup!();
-pub const WORKLOAD: &str = workload!();
+pub(crate) const SETUP: &str = setup!();
+pub(crate) const WORKLOAD: &str = workload!();
 
 /// The kernel counters each run reports, as vmstat names them.
-pub const COUNTERS: [&str; 3] = ["numa_hint_faults", "numa_pte_updates", "pgpromote_success"];
+pub(crate) const COUNTERS: [&str; 3] =
+    ["numa_hint_faults", "numa_pte_updates", "pgpromote_success"];
 
 /// `traced / bare - 1` in percent (0 when both are 0).
-pub fn deviation_pct(traced: f64, bare: f64) -> f64 {
+pub(crate) fn deviation_pct(traced: f64, bare: f64) -> f64 {
     if bare == 0.0 {
         if traced == 0.0 {
             0.0

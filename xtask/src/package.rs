@@ -27,7 +27,7 @@ fn out_dir() -> PathBuf {
 }
 
 /// Builds the .deb from the release binary at `numatrace`; returns its path.
-pub fn build(numatrace: &Path) -> Result<PathBuf> {
+pub(crate) fn build(numatrace: &Path) -> Result<PathBuf> {
     let root = out_dir().join("root");
     if root.exists() {
         fs::remove_dir_all(&root).with_context(|| format!("removing {}", root.display()))?;
@@ -166,7 +166,7 @@ fn dir_size(dir: &Path) -> Result<u64> {
 
 /// Installs `deb` with dpkg into a fresh, empty root and checks what a
 /// user of the package gets.
-pub fn check(deb: &Path) -> Result<()> {
+pub(crate) fn check(deb: &Path) -> Result<()> {
     let root = out_dir().join("installed");
     if root.exists() {
         fs::remove_dir_all(&root)?;

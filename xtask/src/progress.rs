@@ -40,7 +40,7 @@ fn styled(bar: ProgressBar, template: &str) -> ProgressBar {
 }
 
 /// A bar over `len` steps; each step's name is its message.
-pub fn steps(len: u64) -> ProgressBar {
+pub(crate) fn steps(len: u64) -> ProgressBar {
     styled(
         ProgressBar::new(len),
         "setup [{bar:24}] {pos}/{len} {msg} ({elapsed}, ETA {eta})",
@@ -49,7 +49,7 @@ pub fn steps(len: u64) -> ProgressBar {
 
 /// A spinner counting things done (no total is known): their number,
 /// rate and the time elapsed.
-pub fn counter(what: &str) -> ProgressBar {
+pub(crate) fn counter(what: &str) -> ProgressBar {
     let bar = styled(
         ProgressBar::no_length(),
         "{spinner} {msg}: {pos} {prefix} ({per_sec}, {elapsed})",
@@ -60,17 +60,17 @@ pub fn counter(what: &str) -> ProgressBar {
 
 /// Runs `f`, which writes to the terminal, with the bars cleared; they
 /// are drawn again after it. Not to be nested.
-pub fn suspend<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn suspend<R>(f: impl FnOnce() -> R) -> R {
     multi().suspend(f)
 }
 
 /// `println!` that does not split a bar.
-pub fn println(line: impl Display) {
+pub(crate) fn println(line: impl Display) {
     suspend(|| println!("{line}"));
 }
 
 /// Ends `bar` and takes it off the terminal.
-pub fn finish(bar: &ProgressBar) {
+pub(crate) fn finish(bar: &ProgressBar) {
     bar.finish_and_clear();
     multi().remove(bar);
 }

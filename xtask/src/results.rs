@@ -10,7 +10,7 @@ use numa_core::model::totals::Report;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub fn read_json(dir: &Path, name: &str) -> Result<Value> {
+pub(crate) fn read_json(dir: &Path, name: &str) -> Result<Value> {
     let path = dir.join(name);
     let text = std::fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))
@@ -19,7 +19,7 @@ pub fn read_json(dir: &Path, name: &str) -> Result<Value> {
 /// The JSON file `name` in `dir` as the report type numatrace wrote it
 /// with: a field the type lost or renamed fails to compile in the check,
 /// one missing from the file fails here and names it.
-pub fn read_report<T: DeserializeOwned>(dir: &Path, name: &str) -> Result<T> {
+pub(crate) fn read_report<T: DeserializeOwned>(dir: &Path, name: &str) -> Result<T> {
     let path = dir.join(name);
     let text = std::fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
     serde_json::from_str(&text)
@@ -27,7 +27,7 @@ pub fn read_report<T: DeserializeOwned>(dir: &Path, name: &str) -> Result<T> {
 }
 
 /// The text file `name` in `dir` (a missing file is named without `dir`).
-pub fn text(dir: &Path, name: &str) -> Result<String> {
+pub(crate) fn text(dir: &Path, name: &str) -> Result<String> {
     std::fs::read_to_string(dir.join(name)).with_context(|| format!("no {name}"))
 }
 
@@ -36,7 +36,7 @@ fn at<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
     path.iter().fold(v, |cur, p| &cur[*p])
 }
 
-pub fn u(v: &Value, path: &[&str]) -> Result<u64> {
+pub(crate) fn u(v: &Value, path: &[&str]) -> Result<u64> {
     let cur = at(v, path);
     cur.as_u64()
         .with_context(|| format!("{} is not a number: {cur}", path.join(".")))
@@ -44,7 +44,11 @@ pub fn u(v: &Value, path: &[&str]) -> Result<u64> {
 
 /// The count `key` of a report's map `what` (vmstat's or the kernel
 /// counters' names), failing when the report does not have it.
-pub fn entry<K: Borrow<str> + Ord>(map: &BTreeMap<K, u64>, what: &str, key: &str) -> Result<u64> {
+pub(crate) fn entry<K: Borrow<str> + Ord>(
+    map: &BTreeMap<K, u64>,
+    what: &str,
+    key: &str,
+) -> Result<u64> {
     map.get(key)
         .copied()
         .with_context(|| format!("{what} has no {key}"))
@@ -53,7 +57,7 @@ pub fn entry<K: Borrow<str> + Ord>(map: &BTreeMap<K, u64>, what: &str, key: &str
 /// numatrace's count `ours` of something the kernel counted `kernel` times:
 /// equal, but for the probe runs the kernel skipped (`missed`, a probe
 /// preempted on its CPU), each of which hides at most one event.
-pub fn equal_but_missed(what: &str, ours: u64, kernel: u64, missed: u64) -> Result<()> {
+pub(crate) fn equal_but_missed(what: &str, ours: u64, kernel: u64, missed: u64) -> Result<()> {
     anyhow::ensure!(
         ours <= kernel && kernel <= ours.saturating_add(missed),
         "{what}: numatrace counted {ours}, the kernel {kernel} ({missed} probe runs missed)"
@@ -62,7 +66,7 @@ pub fn equal_but_missed(what: &str, ours: u64, kernel: u64, missed: u64) -> Resu
 }
 
 /// A `stats --json` report's hint faults as numatrace counted them.
-pub struct FaultCounts {
+pub(crate) struct FaultCounts {
     pub vmstat: u64,
     pub decisions: u64,
     pub records: u64,
@@ -73,7 +77,7 @@ pub struct FaultCounts {
 /// The decisions and the fault records (with ring drops) of a live
 /// `stats --json` report, each equal to vmstat's numa_hint_faults but for
 /// the probe runs missed; fails on a run without hint faults.
-pub fn faults_match_vmstat(s: &Report) -> Result<FaultCounts> {
+pub(crate) fn faults_match_vmstat(s: &Report) -> Result<FaultCounts> {
     let c = FaultCounts {
         vmstat: entry(&s.vmstat_delta, "vmstat_delta", "numa_hint_faults")?,
         decisions: entry(&s.kernel_counters, "kernel_counters", "decisions")?,
@@ -109,7 +113,7 @@ const PAGES_PER_MISSED_RUN: u64 = 512;
 /// threshold (promoted hot, or refused by the rate limit, which counts
 /// them first) against pgpromote_candidate. Equal but for the probe runs
 /// missed, each up to a huge page.
-pub fn promoted_pages_match_vmstat(s: &Report) -> Result<()> {
+pub(crate) fn promoted_pages_match_vmstat(s: &Report) -> Result<()> {
     let missed = s.runs_missed.saturating_mul(PAGES_PER_MISSED_RUN);
     let vm = |k: &str| entry(&s.vmstat_delta, "vmstat_delta", k);
     equal_but_missed(
@@ -131,7 +135,7 @@ pub fn promoted_pages_match_vmstat(s: &Report) -> Result<()> {
 /// patch's does: every epoch of every mm (from a reset or the mm's first
 /// fault) carried the counts 1..=n, whatever order its threads' records
 /// arrived in.
-pub fn patch_counter_whole(s: &Report) -> Result<()> {
+pub(crate) fn patch_counter_whole(s: &Report) -> Result<()> {
     let p = &s.checks.patch_inputs;
     let (checked, off) = (p.epochs_checked, p.epochs_off);
     println!(
@@ -146,17 +150,17 @@ pub fn patch_counter_whole(s: &Report) -> Result<()> {
 }
 
 #[cfg(test)]
-pub mod tests {
+pub(crate) mod tests {
     use numa_core::model::totals::{Report, Totals};
     use numa_core::plan::ProgramStat;
 
     /// A `stats` report of nothing, for a check's test to fill in.
-    pub fn empty_report() -> Report {
+    pub(crate) fn empty_report() -> Report {
         Totals::new(1).report(0, 0)
     }
 
     /// A program's run statistics: `runs` runs, nothing else.
-    pub fn program(name: &str, runs: u64) -> ProgramStat {
+    pub(crate) fn program(name: &str, runs: u64) -> ProgramStat {
         ProgramStat {
             name: name.to_owned(),
             run_count: runs,

@@ -14,7 +14,7 @@ use crate::kernels::{self, Kernel, Series};
 
 /// Everything: what `cargo xtask setup` does, with a bar over its steps
 /// on a terminal.
-pub fn all(setup: &mut Setup, kernels: &[Series]) -> Result<Vec<Kernel>> {
+pub(crate) fn all(setup: &mut Setup, kernels: &[Series]) -> Result<Vec<Kernel>> {
     let bar = crate::progress::steps(2 + kernels.len() as u64);
     let done = steps(setup, kernels, &bar);
     crate::progress::finish(&bar);

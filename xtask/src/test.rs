@@ -16,7 +16,7 @@ use crate::kernels::{self, Availability, Kernel, Series};
 use crate::vmtest;
 
 #[derive(clap::Args, Debug)]
-pub struct TestArgs {
+pub(crate) struct TestArgs {
     /// Guest kernels for the VM tests; each Debian one must be fetchable
     /// (or cached). 6.12-rfc is built when missing, except with CI set,
     /// where its tests are skipped.
@@ -121,7 +121,7 @@ impl Report {
     }
 }
 
-pub fn run(args: TestArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: TestArgs) -> Result<ExitCode> {
     if let [name, dir] = &args.check[..] {
         let series = args.kernels.first().copied().unwrap_or(Series::V6_12);
         vmtest::check_results(name, std::path::Path::new(dir), series)?;

@@ -14,24 +14,24 @@ use super::Cli;
 /// The longest run any flag may ask for: 365 days. Far beyond a useful
 /// measurement, far below where `Duration` and the runtime's timers
 /// overflow.
-pub const MAX_RUN_S: f64 = 365.0 * 86_400.0;
+pub(crate) const MAX_RUN_S: f64 = 365.0 * 86_400.0;
 /// The shortest run or interval: 1 ms.
-pub const MIN_RUN_S: f64 = 0.001;
+pub(crate) const MIN_RUN_S: f64 = 0.001;
 /// Replay speed bounds besides 0 (as fast as possible).
-pub const SPEED: (f64, f64) = (0.001, 1e6);
+pub(crate) const SPEED: (f64, f64) = (0.001, 1e6);
 /// The highest NUMA node id the kernel allows (MAX_NUMNODES is 1024).
-pub const MAX_NODE: u32 = 1023;
+pub(crate) const MAX_NODE: u32 = 1023;
 /// The kernel's PID_MAX_LIMIT.
-pub const MAX_PID: u32 = 4 << 20;
+pub(crate) const MAX_PID: u32 = 4 << 20;
 /// Rows a report or histogram lists at most.
-pub const MAX_ROWS: usize = 10_000;
+pub(crate) const MAX_ROWS: usize = 10_000;
 /// `export --per-process` cap: each process adds three series.
-pub const MAX_PER_PROCESS: usize = 100;
+pub(crate) const MAX_PER_PROCESS: usize = 100;
 /// Memory a workload may allocate per node: 1 TiB in MiB.
-pub const MAX_WORKLOAD_MB: u64 = 1 << 20;
+pub(crate) const MAX_WORKLOAD_MB: u64 = 1 << 20;
 
 /// A value parser for a whole number in `lo..=hi` counting `unit`.
-pub fn int<T>(
+pub(crate) fn int<T>(
     lo: T,
     hi: T,
     unit: &'static str,
@@ -52,7 +52,7 @@ where
 }
 
 /// A value parser for a finite number in `lo..=hi` of `unit`.
-pub fn real(
+pub(crate) fn real(
     lo: f64,
     hi: f64,
     unit: &'static str,
@@ -77,7 +77,7 @@ pub fn real(
 /// A fault-count threshold (`--threshold`): the range and the message of
 /// the model spec's `threshold=`, which the models check with the same
 /// function.
-pub fn threshold(s: &str) -> Result<f64, String> {
+pub(crate) fn threshold(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .trim()
         .parse()
@@ -87,12 +87,12 @@ pub fn threshold(s: &str) -> Result<f64, String> {
 
 /// Models one command runs at once (`--model` repeated, or `--sweep`'s
 /// values).
-pub const MAX_MODELS: usize = numa_core::model::shadow::MAX_POLICIES;
+pub(crate) const MAX_MODELS: usize = numa_core::model::shadow::MAX_POLICIES;
 
 /// A model spec (`--model`): a known model with known options in range,
 /// or `none`. Whether it agrees with the flat flags (`--counter global`
 /// needs `:exact`) is checked when the models are built.
-pub fn model_spec(s: &str) -> Result<String, String> {
+pub(crate) fn model_spec(s: &str) -> Result<String, String> {
     if s != "none" {
         policy::build(s, &ModelDefaults::default(), &KernelDefaults::default())
             .map_err(|e| format!("{e:#}"))?;
@@ -102,7 +102,7 @@ pub fn model_spec(s: &str) -> Result<String, String> {
 
 /// `--sweep param=v1,v2,...`: finite numbers, 1 to [`MAX_MODELS`] of them
 /// (one model each).
-pub fn sweep(s: &str) -> Result<String, String> {
+pub(crate) fn sweep(s: &str) -> Result<String, String> {
     let form = "give param=v1,v2,... e.g. threshold=1e4,1e5,1e6";
     let Some((_, values)) = s.split_once('=') else {
         return Err(format!("no '=': {form}"));
@@ -197,17 +197,17 @@ fn models_given(cli: &Cli) -> Option<(&'static str, usize)> {
 }
 
 /// How long a run lasts, in seconds.
-pub fn run_seconds(s: &str) -> Result<f64, String> {
+pub(crate) fn run_seconds(s: &str) -> Result<f64, String> {
     real(MIN_RUN_S, MAX_RUN_S, "seconds (up to 365 days)")(s)
 }
 
 /// How often something repeats while running, in seconds.
-pub fn interval_seconds(s: &str) -> Result<f64, String> {
+pub(crate) fn interval_seconds(s: &str) -> Result<f64, String> {
     real(0.01, MAX_RUN_S, "seconds")(s)
 }
 
 /// A replay speed: 0 (as fast as possible) or a factor in [`SPEED`].
-pub fn speed(s: &str) -> Result<f64, String> {
+pub(crate) fn speed(s: &str) -> Result<f64, String> {
     let range = format!(
         "give 0 (as fast as possible) or a factor from {} to {}",
         SPEED.0, SPEED.1
@@ -224,18 +224,18 @@ pub fn speed(s: &str) -> Result<f64, String> {
 }
 
 /// A NUMA node id.
-pub fn node(s: &str) -> Result<u32, String> {
+pub(crate) fn node(s: &str) -> Result<u32, String> {
     int(0, MAX_NODE, "a NUMA node id")(s)
 }
 
 /// `--ring-mb`: the kernel's ring buffers hold at most 2 GiB.
-pub fn ring_mb(s: &str) -> Result<u32, String> {
+pub(crate) fn ring_mb(s: &str) -> Result<u32, String> {
     let (lo, hi) = limits::RING_MB;
     int(lo, hi, "MiB")(s)
 }
 
 /// `--sample`: one fault record in N.
-pub fn sample(s: &str) -> Result<u64, String> {
+pub(crate) fn sample(s: &str) -> Result<u64, String> {
     let (lo, hi) = limits::SAMPLE_EVERY;
     int(lo, hi, "N (one record in N)")(s)
 }
@@ -243,7 +243,7 @@ pub fn sample(s: &str) -> Result<u64, String> {
 /// `--map-budget`: kernel memory for all maps, as a whole number with a
 /// binary unit (`512M`, `2GiB`, `1 t`); a bare number counts MiB, the
 /// unit of `--ring-mb`.
-pub fn map_budget(s: &str) -> Result<u64, String> {
+pub(crate) fn map_budget(s: &str) -> Result<u64, String> {
     const RANGE: &str = "from 1MiB to 1TiB";
     let s = s.trim();
     let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
@@ -271,19 +271,19 @@ pub fn map_budget(s: &str) -> Result<u64, String> {
 }
 
 /// A process id.
-pub fn pid(s: &str) -> Result<u32, String> {
+pub(crate) fn pid(s: &str) -> Result<u32, String> {
     int(1, MAX_PID, "a process id")(s)
 }
 
 /// A byte rate as `--rate-limit` takes it (`256MiB/s`, `1GB/s`, 0).
-pub fn rate(s: &str) -> Result<String, String> {
+pub(crate) fn rate(s: &str) -> Result<String, String> {
     numa_promote::bucket::parse_rate(s)
         .map(|_| s.to_owned())
         .ok_or_else(|| "give bytes per second like 256MiB/s or 1GB/s, or 0 for unlimited".into())
 }
 
 /// A free-memory floor as `--min-free` takes it (`5%`, `200MiB`).
-pub fn min_free(s: &str) -> Result<String, String> {
+pub(crate) fn min_free(s: &str) -> Result<String, String> {
     numa_promote::floor::MinFree::parse(s)
         .map(|_| s.to_owned())
         .ok_or_else(|| "give a share of the node from 0% to 100% or an amount like 200MiB".into())
@@ -291,7 +291,7 @@ pub fn min_free(s: &str) -> Result<String, String> {
 
 /// A host name as a column value: 1 to 255 printable characters, no
 /// whitespace.
-pub fn host_name(s: &str) -> Result<String, String> {
+pub(crate) fn host_name(s: &str) -> Result<String, String> {
     if s.is_empty() || s.chars().count() > 255 {
         return Err("give a host name of 1 to 255 characters".into());
     }
@@ -303,7 +303,7 @@ pub fn host_name(s: &str) -> Result<String, String> {
 
 /// Whether `a` takes a number (its parser yields a numeric type); a
 /// counted flag (`-vv`) is a number but takes no value.
-pub fn is_numeric(a: &clap::Arg) -> bool {
+pub(crate) fn is_numeric(a: &clap::Arg) -> bool {
     use std::any::TypeId;
     if !a.get_action().takes_values() {
         return false;
@@ -327,7 +327,7 @@ pub fn is_numeric(a: &clap::Arg) -> bool {
 /// The command line, where a numeric option's value may start with '-':
 /// `--duration -1` or `--interval -inf` then reaches the range check and
 /// its message instead of clap's "unexpected argument".
-pub fn command() -> clap::Command {
+pub(crate) fn command() -> clap::Command {
     fn negatives(cmd: clap::Command) -> clap::Command {
         cmd.mut_args(|a| {
             if is_numeric(&a) && !a.is_positional() {
@@ -343,10 +343,10 @@ pub fn command() -> clap::Command {
 
 /// Traces one `report` page draws side by side at most: more columns
 /// than this are too narrow to read.
-pub const MAX_REPORT_TRACES: usize = 16;
+pub(crate) const MAX_REPORT_TRACES: usize = 16;
 
 /// Parses `argv`; the error exits with status 2 and states the problem.
-pub fn try_parse_from<I, T>(argv: I) -> Result<Cli, clap::Error>
+pub(crate) fn try_parse_from<I, T>(argv: I) -> Result<Cli, clap::Error>
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
@@ -387,7 +387,7 @@ fn too_many(cmd: &mut clap::Command, name: &str, msg: String) -> clap::Error {
 }
 
 /// A program that has an empty twin (`--empty-program`).
-pub fn empty_program(s: &str) -> Result<&'static str, String> {
+pub(crate) fn empty_program(s: &str) -> Result<&'static str, String> {
     use numa_ebpf_common::programs::EMPTY_TWINS;
     EMPTY_TWINS
         .iter()

@@ -10,17 +10,17 @@ use std::{
     time::{Duration, Instant},
 };
 
-pub const TRACE: &str = concat!(
+pub(crate) const TRACE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/testdata/hot-chunks-6.12.trace"
 );
-pub const NUMATRACE: &str = env!("CARGO_BIN_EXE_numatrace");
+pub(crate) const NUMATRACE: &str = env!("CARGO_BIN_EXE_numatrace");
 
 /// A scratch directory removed on drop.
-pub struct TempDir(pub PathBuf);
+pub(crate) struct TempDir(pub PathBuf);
 
 impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
+    pub(crate) fn new(tag: &str) -> TempDir {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
@@ -38,7 +38,7 @@ impl Drop for TempDir {
 }
 
 /// A loopback port nobody listens on right now.
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -46,25 +46,25 @@ pub fn free_port() -> u16 {
 }
 
 /// A child process killed (SIGTERM, then SIGKILL) on drop.
-pub struct Proc {
+pub(crate) struct Proc {
     pub child: Child,
     pub name: &'static str,
 }
 
 impl Proc {
-    pub fn spawn(name: &'static str, cmd: &mut Command) -> Proc {
+    pub(crate) fn spawn(name: &'static str, cmd: &mut Command) -> Proc {
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("starting {name} ({cmd:?}): {e}"));
         Proc { child, name }
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Sends SIGTERM and waits up to `timeout` for the exit status.
-    pub fn terminate(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+    pub(crate) fn terminate(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         // SAFETY: kill(2) on our own child's pid; no memory is involved.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let end = Instant::now() + timeout;
@@ -77,7 +77,7 @@ impl Proc {
         None
     }
 
-    pub fn assert_running(&mut self) {
+    pub(crate) fn assert_running(&mut self) {
         if let Ok(Some(s)) = self.child.try_wait() {
             panic!("{} exited early: {s}", self.name);
         }
@@ -94,7 +94,7 @@ impl Drop for Proc {
 }
 
 /// `numatrace export --replay TRACE` on a free port, stderr to `log`.
-pub fn spawn_exporter(speed: f64, extra: &[&str], log: &Path) -> (Proc, SocketAddr) {
+pub(crate) fn spawn_exporter(speed: f64, extra: &[&str], log: &Path) -> (Proc, SocketAddr) {
     let port = free_port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("address");
     let stderr = std::fs::File::create(log).expect("creating the exporter's log");
@@ -116,7 +116,7 @@ pub fn spawn_exporter(speed: f64, extra: &[&str], log: &Path) -> (Proc, SocketAd
     (p, addr)
 }
 
-pub fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
+pub(crate) fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
     let end = Instant::now() + timeout;
     while !f() {
         assert!(
@@ -127,27 +127,27 @@ pub fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-pub struct Response {
+pub(crate) struct Response {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
 
 impl Response {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
 
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 }
 
 /// Sends one request on `stream` (keep-alive) and reads its response.
-pub fn request(
+pub(crate) fn request(
     stream: &mut BufReader<TcpStream>,
     path: &str,
     accept: Option<&str>,
@@ -214,7 +214,7 @@ pub fn request(
     })
 }
 
-pub fn connect(addr: SocketAddr) -> std::io::Result<BufReader<TcpStream>> {
+pub(crate) fn connect(addr: SocketAddr) -> std::io::Result<BufReader<TcpStream>> {
     let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     s.set_write_timeout(Some(Duration::from_secs(10)))?;
@@ -222,12 +222,12 @@ pub fn connect(addr: SocketAddr) -> std::io::Result<BufReader<TcpStream>> {
 }
 
 /// One request on a fresh connection.
-pub fn get(addr: SocketAddr, path: &str, accept: Option<&str>) -> std::io::Result<Response> {
+pub(crate) fn get(addr: SocketAddr, path: &str, accept: Option<&str>) -> std::io::Result<Response> {
     request(&mut connect(addr)?, path, accept)
 }
 
 /// `numatrace stats TRACE --json`: the reference numbers.
-pub fn stats_json() -> serde_json::Value {
+pub(crate) fn stats_json() -> serde_json::Value {
     let out = Command::new(NUMATRACE)
         .args(["stats", TRACE, "--json"])
         .output()
@@ -241,7 +241,7 @@ pub fn stats_json() -> serde_json::Value {
 }
 
 /// Resident set size of `pid` in KiB.
-pub fn rss_kib(pid: u32) -> u64 {
+pub(crate) fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
@@ -254,7 +254,7 @@ pub fn rss_kib(pid: u32) -> u64 {
 }
 
 /// The `replay finished: X s of trace in Y s` line: (X, Y).
-pub fn replay_times(log: &Path) -> Option<(f64, f64)> {
+pub(crate) fn replay_times(log: &Path) -> Option<(f64, f64)> {
     let text = std::fs::read_to_string(log).ok()?;
     let line = text.lines().find(|l| l.contains("replay finished:"))?;
     let nums: Vec<f64> = line
@@ -265,7 +265,7 @@ pub fn replay_times(log: &Path) -> Option<(f64, f64)> {
 }
 
 /// A tool of Debian's prometheus package, or a panic naming the remedy.
-pub fn tool(name: &str) -> PathBuf {
+pub(crate) fn tool(name: &str) -> PathBuf {
     std::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
@@ -281,7 +281,7 @@ pub fn tool(name: &str) -> PathBuf {
 }
 
 /// Percent-encoding for a Prometheus query string.
-pub fn urlencode(s: &str) -> String {
+pub(crate) fn urlencode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
@@ -294,7 +294,11 @@ pub fn urlencode(s: &str) -> String {
 
 /// Starts `prometheus` scraping `exporter` every second, with its config,
 /// data and log in `dir`; returns once it is ready.
-pub fn start_prometheus(prometheus: &Path, dir: &Path, exporter: SocketAddr) -> (Proc, SocketAddr) {
+pub(crate) fn start_prometheus(
+    prometheus: &Path,
+    dir: &Path,
+    exporter: SocketAddr,
+) -> (Proc, SocketAddr) {
     let prom_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
     let config = dir.join("prometheus.yml");
     std::fs::write(

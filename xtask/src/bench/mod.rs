@@ -9,13 +9,13 @@ use serde_json::Value;
 
 use crate::results::read_json;
 
-pub mod observer;
-pub mod overhead;
-pub mod production;
-pub mod promote;
-pub mod rfc;
-pub mod table;
-pub mod top;
+pub(crate) mod observer;
+pub(crate) mod overhead;
+pub(crate) mod production;
+pub(crate) mod promote;
+pub(crate) mod rfc;
+pub(crate) mod table;
+pub(crate) mod top;
 
 fn num(v: &Value, key: &str) -> Result<f64> {
     v[key]

@@ -12,10 +12,10 @@ use anyhow::Result;
 use super::{num, rotated, round_runs, Spread};
 use crate::observer::{deviation_pct, COUNTERS, SETUP, WORKLOAD};
 
-pub const ROUNDS: usize = 3;
+pub(crate) const ROUNDS: usize = 3;
 
 /// (name, command prefix): the runs of each round.
-pub const RUNS: [(&str, &str); 3] = [
+pub(crate) const RUNS: [(&str, &str); 3] = [
     ("bare", ""),
     ("traced", "numatrace -q stats --live --"),
     ("empty", "numatrace -q stats --live --empty-programs --"),
@@ -24,7 +24,7 @@ pub const RUNS: [(&str, &str); 3] = [
 /// The runs of [`RUNS`] after a warm-up run whose figures are not used:
 /// the first run of a boot is an outlier (0 hint faults, bare, on 6.12
 /// and 7.2, where every later bare run takes 65,536).
-pub fn script() -> String {
+pub(crate) fn script() -> String {
     let mut s = format!("{SETUP}cd /results\nrun warmup {WORKLOAD}\n");
     for i in 0..ROUNDS {
         for (name, prefix) in rotated(&RUNS, i) {
@@ -36,7 +36,7 @@ pub fn script() -> String {
 
 /// One kernel's runs: each counter per run, then each tool's deviation
 /// from the bare run of the same round.
-pub fn report(kernel: &str, dir: &Path) -> Result<()> {
+pub(crate) fn report(kernel: &str, dir: &Path) -> Result<()> {
     println!(
         "kernel {kernel}: {ROUNDS} rounds of {} runs, rotated; vmstat deltas around each run",
         RUNS.len()

@@ -36,11 +36,11 @@ use serde_json::Value;
 use super::{num, rotated, round_runs, Spread};
 use crate::results::read_json;
 
-pub const ROUNDS: usize = 6;
+pub(crate) const ROUNDS: usize = 6;
 
 /// What the guest's clock counts.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Clock {
+pub(crate) enum Clock {
     /// `-icount shift=0`: 1 guest ns = 1 guest instruction.
     Instructions,
     /// TCG's real-time clock, which follows the host's load.
@@ -62,7 +62,7 @@ impl Clock {
 /// two sees time pass on the workload's CPU while the host emulates
 /// numatrace's reader on the other, and bills it to the workload. On one
 /// vCPU the guest scheduler runs them in turn and bills each its own time.
-pub const CPUS: u32 = 1;
+pub(crate) const CPUS: u32 = 1;
 
 /// One run: 128 MiB on the slow node, touched at random; every page takes
 /// a hint fault once the scanner protects it (free DRAM: promoted). A run
@@ -84,7 +84,7 @@ const RUNS: [(&str, &str); 4] = [
     ("stats", "numatrace stats --live --bpf-stats --json --"),
 ];
 
-pub fn script() -> String {
+pub(crate) fn script() -> String {
     let mut s = format!(
         "cd /results\necho 0 > /proc/sys/kernel/numa_balancing\n{CALIBRATION} || exit 1\necho 2 > /proc/sys/kernel/numa_balancing\n"
     );
@@ -227,7 +227,7 @@ impl ProgramFigures {
     }
 }
 
-pub fn report(dir: &Path, clock: Clock) -> Result<()> {
+pub(crate) fn report(dir: &Path, clock: Clock) -> Result<()> {
     let mut fig = Figures {
         same_work: vec![Vec::new(); RUNS.len() - 1],
         kernel_us: vec![Vec::new(); RUNS.len()],

@@ -20,9 +20,9 @@ use serde_json::Value;
 
 use super::{num, rotated, round_runs, Spread};
 
-pub const ROUNDS: usize = 3;
+pub(crate) const ROUNDS: usize = 3;
 /// See [`super::overhead::CPUS`].
-pub const CPUS: u32 = 1;
+pub(crate) const CPUS: u32 = 1;
 
 /// The fixed work: 200 visits of 160 random reads and 50 ms of computing.
 const WORKLOAD: &str = "numatrace workload hot-chunks --slow-mb 64 --chunk-mb 64 \
@@ -38,7 +38,7 @@ const RUNS: [(&str, &str); 4] = [
     ("export", "numatrace export --listen 127.0.0.1:9464 --"),
 ];
 
-pub fn script() -> String {
+pub(crate) fn script() -> String {
     let mut s = String::from(concat!(
         "echo 2 > /proc/sys/kernel/numa_balancing\ncd /results\nexport TERM=dumb\n",
         fill_dram!(36000, 1200)
@@ -74,7 +74,7 @@ fn times(w: &Value) -> Result<(f64, f64, f64)> {
     ))
 }
 
-pub fn report(dir: &Path) -> Result<()> {
+pub(crate) fn report(dir: &Path) -> Result<()> {
     println!("round | run: elapsed M instructions, CPU M instructions, hint faults");
     let mut elapsed: Vec<Vec<f64>> = vec![Vec::new(); RUNS.len() - 1];
     let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); RUNS.len() - 1];

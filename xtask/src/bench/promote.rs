@@ -9,7 +9,7 @@ use anyhow::{ensure, Result};
 use super::{median, num, rotated, round_runs};
 
 /// Eight rounds: on a shared host one round's ratio swings by 2x.
-pub const ROUNDS: usize = 8;
+pub(crate) const ROUNDS: usize = 8;
 
 const RUNS: [(&str, &str); 3] = [
     ("base", "--via baseline"),
@@ -17,7 +17,7 @@ const RUNS: [(&str, &str); 3] = [
     ("mover100", "--via mover --rate-limit 0 --batch-ms 100"),
 ];
 
-pub fn script() -> String {
+pub(crate) fn script() -> String {
     let mut s = String::from("echo 0 > /proc/sys/kernel/numa_balancing\ncd /results\n");
     for i in 0..ROUNDS {
         for (name, args) in rotated(&RUNS, i) {
@@ -29,7 +29,7 @@ pub fn script() -> String {
     s
 }
 
-pub fn report(dir: &Path) -> Result<()> {
+pub(crate) fn report(dir: &Path) -> Result<()> {
     let mut ratios: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     println!("round  baseline MB/s pages/s | mover 20 ms MB/s pages/s calls ratio | mover 100 ms MB/s pages/s calls ratio");
     for i in 0..ROUNDS {

@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::results::{read_json, text};
 
 /// The guest script, the same on both kernels.
-pub fn script() -> String {
+pub(crate) fn script() -> String {
     let w = "numatrace workload hot-chunks --dram-mb 1400 --slow-mb 256 --chunk-mb 8 --accesses 20000 --idle-ms 100 --duration 60 --seed 1 --summary workload.json";
     format!(
         r#"cd /results
@@ -159,7 +159,7 @@ fn rows(stock: Option<&Run>, patched: Option<&Run>) -> Vec<Row> {
 
 /// Prints the table from the two boots' results (`None`: that half was
 /// not run, shown as `-`).
-pub fn report(stock: Option<&Path>, patched: Option<&Path>) -> Result<()> {
+pub(crate) fn report(stock: Option<&Path>, patched: Option<&Path>) -> Result<()> {
     let stock = stock.map(Run::read).transpose()?;
     let patched = patched.map(Run::read).transpose()?;
     let dash = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());

@@ -16,7 +16,7 @@ fn ns_per_access(w: &Value) -> Result<f64> {
 /// `cargo xtask bench table`: the results table of the pghot RFC (v3) on
 /// the test bed, in one boot: the same hot-chunks run with DRAM filled,
 /// (a) numa_balancing=0, (b) =2, (c) =2 plus `numatrace promote`.
-pub fn script() -> String {
+pub(crate) fn script() -> String {
     let w = "numatrace workload hot-chunks --slow-mb 128 --chunk-mb 8 --accesses 20000 --idle-ms 100 --duration 30 --seed 1";
     format!(
         r#"cd /results
@@ -72,7 +72,7 @@ fn vmstat_delta(dir: &Path, run: &str, keys: &[&str]) -> Result<u64> {
         .sum())
 }
 
-pub fn report(dir: &Path) -> Result<()> {
+pub(crate) fn report(dir: &Path) -> Result<()> {
     let p = read_json(dir, "promote.json")?;
     let moved = p["moved_pages"].as_u64().unwrap_or(0);
     let rows = [

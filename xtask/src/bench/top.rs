@@ -15,7 +15,7 @@ use anyhow::{bail, ensure, Context, Result};
 
 use crate::{binary, cmd, host::Setup};
 
-pub const TARGET_EVENTS_PER_S: f64 = 200_000.0;
+pub(crate) const TARGET_EVENTS_PER_S: f64 = 200_000.0;
 
 struct Sample {
     t: f64,
@@ -24,7 +24,7 @@ struct Sample {
     load: Option<f64>,
 }
 
-pub struct Run {
+pub(crate) struct Run {
     pub seconds: f64,
     pub events_per_s: f64,
     pub cpu_pct: f64,
@@ -109,7 +109,7 @@ fn trace_rate(numatrace: &Path, trace: &Path) -> Result<f64> {
 }
 
 /// Runs top for `seconds` and measures it.
-pub fn measure(
+pub(crate) fn measure(
     numatrace: &Path,
     trace: &Path,
     speed: f64,
@@ -219,7 +219,7 @@ fn summarize(samples: &[Sample], events: f64, seconds: u64) -> Result<Run> {
     })
 }
 
-pub fn run(seconds: u64) -> Result<()> {
+pub(crate) fn run(seconds: u64) -> Result<()> {
     ensure!(seconds >= 20, "--seconds: at least 20");
     let numatrace = binary::build(true, &mut Setup::new(false))?;
     let trace: PathBuf =

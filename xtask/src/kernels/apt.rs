@@ -21,7 +21,7 @@ use crate::host::{apt_get, Setup};
 
 /// Package lists a series is found in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lists {
+pub(super) enum Lists {
     /// The host's own (`/etc/apt/sources.list*`).
     Host,
     /// Debian unstable, through the private configuration.
@@ -33,7 +33,7 @@ const ARCHIVE_KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
 
 /// The newest package of a series and what to download for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Candidate {
+pub(super) struct Candidate {
     pub package: String,
     pub version: String,
     /// `name=version` of the image and the packages it is split into.
@@ -134,7 +134,7 @@ impl Apt {
 }
 
 /// The newest package of `series` in its lists, or None if they offer none.
-pub fn resolve(series: Series, setup: &mut Setup) -> Result<Option<Candidate>> {
+pub(super) fn resolve(series: Series, setup: &mut Setup) -> Result<Option<Candidate>> {
     let apt = Apt::new(series.lists())?;
     let pattern = series.search_pattern();
     let mut names = Vec::new();
@@ -170,7 +170,7 @@ pub fn resolve(series: Series, setup: &mut Setup) -> Result<Option<Candidate>> {
 }
 
 /// `apt-get download` of the candidate's packages into `dir`.
-pub fn download(series: Series, candidate: &Candidate, dir: &Path) -> Result<()> {
+pub(super) fn download(series: Series, candidate: &Candidate, dir: &Path) -> Result<()> {
     let apt = Apt::new(series.lists())?;
     cmd::run(
         apt.command("apt-get")

@@ -25,7 +25,7 @@ use unpack::{index_modules, modinfo_depends, module_key, module_name, read_modul
 
 /// A kernel line the test bed boots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
-pub enum Series {
+pub(crate) enum Series {
     /// Debian 12's own kernel (newest linux-image-6.1.0-<abi>-amd64-unsigned):
     /// `page` based NUMA hooks, no HMAT tiering.
     #[value(name = "6.1")]
@@ -47,7 +47,7 @@ pub enum Series {
 
 /// How the guest gets its slow, CPU-less node into a lower memory tier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Tiering {
+pub(crate) enum Tiering {
     /// ACPI HMAT latencies/bandwidths place node 1 in a lower tier by themselves.
     Hmat,
     /// 6.1 ignores HMAT for tiering: node 1's range is soft-reserved
@@ -57,9 +57,9 @@ pub enum Tiering {
 }
 
 impl Series {
-    pub const ALL: [Series; 3] = [Series::V6_1, Series::V6_12, Series::V7];
+    pub(crate) const ALL: [Series; 3] = [Series::V6_1, Series::V6_12, Series::V7];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Series::V6_1 => "6.1",
             Series::V6_12 => "6.12",
@@ -68,7 +68,7 @@ impl Series {
         }
     }
 
-    pub fn tiering(self) -> Tiering {
+    pub(crate) fn tiering(self) -> Tiering {
         match self {
             Series::V6_1 => Tiering::SoftReserved,
             Series::V6_12 | Series::V7 | Series::V6_12Rfc => Tiering::Hmat,
@@ -93,7 +93,7 @@ impl Series {
     }
 
     /// The newest package of this series among `names` (ordering key, name).
-    pub fn pick(self, names: &[&str]) -> Option<String> {
+    pub(crate) fn pick(self, names: &[&str]) -> Option<String> {
         names
             .iter()
             .filter_map(|n| self.order_key(n).map(|k| (k, n.to_string())))
@@ -144,14 +144,14 @@ impl fmt::Display for Series {
 
 /// A kernel of a series, or why there is none where a missing kernel is
 /// a skip, not a failure (the patched kernel, not built under CI).
-pub enum Availability {
+pub(crate) enum Availability {
     Ready(Kernel),
     Unavailable(String),
 }
 
 /// [`ensure`], but the patched kernel may be unavailable (see
 /// `rfc::ensure`); every Debian series must be there.
-pub fn available(series: Series, setup: &mut Setup) -> Result<Availability> {
+pub(crate) fn available(series: Series, setup: &mut Setup) -> Result<Availability> {
     if series == Series::V6_12Rfc {
         return rfc::ensure(setup);
     }
@@ -160,7 +160,7 @@ pub fn available(series: Series, setup: &mut Setup) -> Result<Availability> {
 
 /// Removes the cached kernels of `olds` other than `kept` (a newer one
 /// replaced them).
-pub fn remove_older(kept: &Kernel, olds: Vec<Kernel>, setup: &mut Setup) -> Result<()> {
+pub(crate) fn remove_older(kept: &Kernel, olds: Vec<Kernel>, setup: &mut Setup) -> Result<()> {
     for old in olds.into_iter().filter(|o| o.dir != kept.dir) {
         fs::remove_dir_all(&old.dir)
             .with_context(|| format!("cannot remove old kernel {}", old.dir.display()))?;
@@ -174,7 +174,7 @@ pub fn remove_older(kept: &Kernel, olds: Vec<Kernel>, setup: &mut Setup) -> Resu
 
 /// An unpacked guest kernel in the cache.
 #[derive(Clone, Debug)]
-pub struct Kernel {
+pub(crate) struct Kernel {
     pub series: Series,
     pub package: String,
     pub version: String,
@@ -190,7 +190,7 @@ impl Kernel {
     /// The image QEMU boots: the uncompressed `vmlinux` (PVH entry, saves
     /// ~5 s of in-guest decompression under TCG) if we could extract one,
     /// else the bzImage.
-    pub fn boot_image(&self) -> PathBuf {
+    pub(crate) fn boot_image(&self) -> PathBuf {
         let vmlinux = self.dir.join("vmlinux");
         if vmlinux.is_file() {
             vmlinux
@@ -259,7 +259,7 @@ impl Kernel {
     /// `depends=` modinfo), dependencies first, decompressed, skipping
     /// modules built into this kernel. Debian's packages carry no
     /// modules.dep (depmod runs at install), so we read modinfo ourselves.
-    pub fn modules(&self, names: &[&str]) -> Result<Vec<Module>> {
+    pub(crate) fn modules(&self, names: &[&str]) -> Result<Vec<Module>> {
         let dir = self.modules_dir();
         let mut index = HashMap::new();
         index_modules(&dir.join("kernel"), &mut index)?;
@@ -307,13 +307,13 @@ impl Kernel {
 }
 
 /// A decompressed kernel module, ready for busybox `insmod`.
-pub struct Module {
+pub(crate) struct Module {
     pub name: String,
     pub data: Vec<u8>,
 }
 
 /// Cache root: `$NUMATRACE_CACHE`, else `~/.cache/numatrace`.
-pub fn cache_root() -> Result<PathBuf> {
+pub(crate) fn cache_root() -> Result<PathBuf> {
     if let Some(dir) = std::env::var_os("NUMATRACE_CACHE") {
         return Ok(PathBuf::from(dir));
     }
@@ -346,7 +346,7 @@ fn cached(series: Series) -> Vec<Kernel> {
 
 /// A cached kernel of `series` if there is one (no apt look-ups: they take
 /// seconds), else [`ensure`].
-pub fn present(series: Series, setup: &mut Setup) -> Result<Kernel> {
+pub(crate) fn present(series: Series, setup: &mut Setup) -> Result<Kernel> {
     if series == Series::V6_12Rfc {
         return match rfc::present(setup)? {
             Availability::Ready(k) => Ok(k),
@@ -362,7 +362,7 @@ pub fn present(series: Series, setup: &mut Setup) -> Result<Kernel> {
 /// Makes the newest kernel of `series` that its apt lists offer available
 /// in the cache. Falls back to a cached one when apt fails or no longer
 /// offers the series; fails when neither has one.
-pub fn ensure(series: Series, setup: &mut Setup) -> Result<Kernel> {
+pub(crate) fn ensure(series: Series, setup: &mut Setup) -> Result<Kernel> {
     if series == Series::V6_12Rfc {
         return match rfc::ensure(setup)? {
             Availability::Ready(k) => Ok(k),

@@ -49,7 +49,7 @@ const BUILD_PACKAGES: &[&str] = &[
 /// so other load on the machine stretches it.
 const BUILD_TIME: &str = "tens of minutes on 2 idle cores, longer under other load";
 /// The command that builds the kernel, for messages.
-pub const BUILD_COMMAND: &str = "cargo xtask setup --kernels 6.12-rfc";
+pub(super) const BUILD_COMMAND: &str = "cargo xtask setup --kernels 6.12-rfc";
 
 const INPUTS_FILE: &str = "numatrace-inputs";
 
@@ -142,7 +142,7 @@ fn load(dir: &Path) -> Result<Kernel> {
 
 /// A cached patched kernel whatever its inputs (no apt look-ups, no
 /// build), else [`ensure`].
-pub fn present(setup: &mut Setup) -> Result<Availability> {
+pub(super) fn present(setup: &mut Setup) -> Result<Availability> {
     match cached().into_iter().next() {
         Some(kernel) => Ok(Availability::Ready(kernel)),
         None => ensure(setup),
@@ -151,7 +151,7 @@ pub fn present(setup: &mut Setup) -> Result<Availability> {
 
 /// The patched kernel for the current patches, config and source: cached,
 /// or built now (unless [`may_build`] says no).
-pub fn ensure(setup: &mut Setup) -> Result<Availability> {
+pub(super) fn ensure(setup: &mut Setup) -> Result<Availability> {
     let inputs = match Inputs::resolve(setup) {
         Ok(inputs) => inputs,
         Err(err) => {

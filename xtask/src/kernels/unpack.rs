@@ -20,7 +20,7 @@ use crate::cmd;
 
 /// Where one unpacked kernel keeps its files, relative to the cache entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Layout {
+pub(super) struct Layout {
     /// `uname -r` of the guest.
     pub release: String,
     pub vmlinuz: PathBuf,
@@ -31,7 +31,7 @@ pub struct Layout {
 impl Layout {
     /// Debian 12's single-package layout (also what cache entries written
     /// before the split layout existed hold).
-    pub fn boot_dir(release: &str) -> Layout {
+    pub(super) fn boot_dir(release: &str) -> Layout {
         Layout {
             release: release.to_string(),
             vmlinuz: PathBuf::from(format!("root/boot/vmlinuz-{release}")),
@@ -54,7 +54,7 @@ impl Layout {
 
 /// `dpkg-deb -x` of every `.deb` in `dir` into `dir/root`, deleting each
 /// package once unpacked; then finds the kernel in it.
-pub fn unpack(dir: &Path) -> Result<Layout> {
+pub(super) fn unpack(dir: &Path) -> Result<Layout> {
     let mut debs: Vec<PathBuf> = fs::read_dir(dir)
         .with_context(|| format!("cannot list {}", dir.display()))?
         .filter_map(|e| e.ok())
@@ -101,7 +101,7 @@ fn locate(dir: &Path) -> Result<Layout> {
 /// Writes `<out_dir>/vmlinux` when the kernel's configuration says it has
 /// a PVH entry (QEMU can then boot the ELF directly, which saves ~5 s of
 /// in-guest decompression under TCG). A failure only costs that time.
-pub fn write_vmlinux(dir: &Path, layout: &Layout) {
+pub(super) fn write_vmlinux(dir: &Path, layout: &Layout) {
     let config = fs::read_to_string(dir.join(&layout.config)).unwrap_or_default();
     if !config.lines().any(|l| l == "CONFIG_PVH=y") {
         return;
@@ -164,7 +164,7 @@ fn bzimage_payload(image: &[u8]) -> Result<(&[u8], u32)> {
     Ok((&image[start..end - 4], size))
 }
 
-pub fn index_modules(dir: &Path, index: &mut HashMap<String, PathBuf>) -> Result<()> {
+pub(super) fn index_modules(dir: &Path, index: &mut HashMap<String, PathBuf>) -> Result<()> {
     for entry in fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
         let path = entry?.path();
         if path.is_dir() {
@@ -177,7 +177,7 @@ pub fn index_modules(dir: &Path, index: &mut HashMap<String, PathBuf>) -> Result
 }
 
 /// `.../dax_hmem.ko.xz` -> `dax_hmem` (module names use `_`, files may use `-`).
-pub fn module_name(path: &Path) -> Option<String> {
+pub(super) fn module_name(path: &Path) -> Option<String> {
     let file = path.file_name()?.to_str()?;
     let stem = [".ko", ".ko.xz", ".ko.zst", ".ko.gz"]
         .iter()
@@ -185,11 +185,11 @@ pub fn module_name(path: &Path) -> Option<String> {
     Some(module_key(stem))
 }
 
-pub fn module_key(name: &str) -> String {
+pub(super) fn module_key(name: &str) -> String {
     name.replace('-', "_")
 }
 
-pub fn read_module(path: &Path) -> Result<Vec<u8>> {
+pub(super) fn read_module(path: &Path) -> Result<Vec<u8>> {
     let name = path.to_string_lossy();
     let tool = if name.ends_with(".xz") {
         "xz"
@@ -204,7 +204,7 @@ pub fn read_module(path: &Path) -> Result<Vec<u8>> {
 }
 
 /// The `depends=` entry of a module's `.modinfo` strings (NUL separated).
-pub fn modinfo_depends(module: &[u8]) -> Vec<String> {
+pub(super) fn modinfo_depends(module: &[u8]) -> Vec<String> {
     module
         .split(|&b| b == 0)
         .find_map(|s| s.strip_prefix(b"depends="))

@@ -22,7 +22,7 @@ const SOFT_RESERVED_MODULES: &[&str] = &["dax_hmem", "device_dax", "kmem"];
 /// Boots `guest`, streams its console to stdout, and collects the results.
 /// Errors are host-side problems (cannot build the initramfs, start QEMU,
 /// write the results); guest problems are in the [`Outcome`].
-pub fn boot(guest: &Guest) -> Result<Outcome> {
+pub(crate) fn boot(guest: &Guest) -> Result<Outcome> {
     let tiering = guest.kernel.series.tiering();
     guest.topology.validate(tiering)?;
     let state = state_dir(guest.kernel.series);

@@ -118,7 +118,7 @@ impl Console {
 }
 
 /// Does this console line show the kernel in trouble?
-pub fn is_kernel_problem(line: &str) -> bool {
+pub(crate) fn is_kernel_problem(line: &str) -> bool {
     KERNEL_PROBLEMS.iter().any(|p| line.contains(p))
 }
 

@@ -30,14 +30,14 @@ use crate::host::Setup;
 use crate::initramfs::GuestFile;
 use crate::kernels::{self, Kernel, Series};
 
-pub use boot::boot;
-pub use console::is_kernel_problem;
-pub use topology::Topology;
+pub(crate) use boot::boot;
+pub(crate) use console::is_kernel_problem;
+pub(crate) use topology::Topology;
 
 /// Exit status of `cargo xtask vm` when the test bed itself failed (boot
 /// failure, timeout, kernel oops/WARNING, guest setup), as opposed to the
 /// guest command's own status.
-pub const TESTBED_FAILURE: u8 = 125;
+pub(crate) const TESTBED_FAILURE: u8 = 125;
 
 /// Boot the tiered-NUMA guest and run COMMAND in it (as `sh -c`, in /, with
 /// numatrace in /bin). Exits with the command's status, or 125 if the test
@@ -47,7 +47,7 @@ pub const TESTBED_FAILURE: u8 = 125;
 /// quoted and joined (`-- numatrace doctor --json`). Files written to
 /// /results in the guest land in --out.
 #[derive(clap::Args, Debug)]
-pub struct VmArgs {
+pub(crate) struct VmArgs {
     /// Guest kernel series.
     #[arg(long, value_enum, default_value = "6.12")]
     pub kernel: Series,
@@ -91,7 +91,7 @@ pub struct VmArgs {
 }
 
 /// `cargo xtask vm`.
-pub fn run(args: VmArgs) -> Result<ExitCode> {
+pub(crate) fn run(args: VmArgs) -> Result<ExitCode> {
     let mut setup = Setup::new(false);
     let topology = Topology {
         dram_mib: args.dram,
@@ -151,13 +151,13 @@ pub fn run(args: VmArgs) -> Result<ExitCode> {
 /// Host packages present and a kernel of `series` in the cache (runs the
 /// needed parts of setup; `cargo xtask setup` updates to the newest);
 /// fails if the series cannot be fetched.
-pub fn ready_kernel(series: Series, setup: &mut Setup) -> Result<Kernel> {
+pub(crate) fn ready_kernel(series: Series, setup: &mut Setup) -> Result<Kernel> {
     setup.host_packages()?;
     kernels::present(series, setup)
 }
 
 /// The release musl numatrace: built now, or the existing one if `build` is false.
-pub fn numatrace(build: bool, setup: &mut Setup) -> Result<PathBuf> {
+pub(crate) fn numatrace(build: bool, setup: &mut Setup) -> Result<PathBuf> {
     if build {
         return binary::build(true, setup);
     }
@@ -174,7 +174,7 @@ pub fn numatrace(build: bool, setup: &mut Setup) -> Result<PathBuf> {
 
 /// vCPUs of an instruction-count boot: 2, but 1 on 6.1, which hangs
 /// bringing up a second CPU in instruction-count mode.
-pub fn icount_cpus(series: Series) -> u32 {
+pub(crate) fn icount_cpus(series: Series) -> u32 {
     if series == Series::V6_1 {
         1
     } else {
@@ -183,7 +183,7 @@ pub fn icount_cpus(series: Series) -> u32 {
 }
 
 /// Per-kernel scratch directory: target/vm/<kernel>/.
-pub fn state_dir(series: Series) -> PathBuf {
+pub(crate) fn state_dir(series: Series) -> PathBuf {
     cmd::target_dir().join("vm").join(series.name())
 }
 
@@ -200,7 +200,7 @@ fn lock_state(state: &Path) -> Result<fs::File> {
 }
 
 /// What the guest runs.
-pub enum Mode {
+pub(crate) enum Mode {
     /// A shell script, run with `sh` in / (becomes /cmd.sh).
     Command(String),
     /// An interactive shell on the console, QEMU attached to this terminal.
@@ -208,7 +208,7 @@ pub enum Mode {
 }
 
 /// One boot.
-pub struct Guest<'a> {
+pub(crate) struct Guest<'a> {
     pub kernel: &'a Kernel,
     pub topology: Topology,
     pub numatrace: &'a Path,
@@ -222,7 +222,7 @@ pub struct Guest<'a> {
 }
 
 /// What happened during one boot.
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// The command's status as the guest reported it.
     pub exit_status: Option<i32>,
     pub timed_out: bool,
@@ -249,7 +249,7 @@ pub struct Outcome {
 impl Outcome {
     /// Why this boot failed as a test bed, if it did (the command's own
     /// non-zero status is not a test bed failure).
-    pub fn failure(&self) -> Option<String> {
+    pub(crate) fn failure(&self) -> Option<String> {
         let mut why = Vec::new();
         if self.timed_out {
             why.push(format!(
@@ -281,7 +281,7 @@ impl Outcome {
         (!why.is_empty()).then(|| why.join("\n"))
     }
 
-    pub fn tail(&self, n: usize) -> Vec<&str> {
+    pub(crate) fn tail(&self, n: usize) -> Vec<&str> {
         let lines: Vec<&str> = self.console.lines().collect();
         lines[lines.len().saturating_sub(n)..].to_vec()
     }
@@ -306,7 +306,7 @@ fn command_script(args: &[String]) -> Result<String> {
 }
 
 /// Single-quotes `s` for sh.
-pub fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 

@@ -29,7 +29,7 @@ struct Streamed {
 
 /// Streams the console until the guest powers off, the timeout hits, or
 /// QEMU dies; then extracts the results.
-pub fn watch(
+pub(super) fn watch(
     mut child: Child,
     guest: &Guest,
     start: Instant,

@@ -9,7 +9,7 @@ use crate::kernels::Tiering;
 
 /// The guest's NUMA layout.
 #[derive(Clone, Copy, Debug)]
-pub struct Topology {
+pub(crate) struct Topology {
     pub dram_mib: u64,
     pub slow_mib: u64,
     pub cpus: u32,
@@ -31,7 +31,7 @@ impl Default for Topology {
 }
 
 impl Topology {
-    pub fn validate(&self, tiering: Tiering) -> Result<()> {
+    pub(crate) fn validate(&self, tiering: Tiering) -> Result<()> {
         if self.cpus == 0 || self.cpus > 64 {
             bail!("--cpus {}: use 1 to 64", self.cpus);
         }
@@ -59,7 +59,7 @@ impl Topology {
     }
 
     /// QEMU machine, memory and NUMA arguments.
-    pub fn qemu_args(&self, tiering: Tiering) -> Vec<String> {
+    pub(crate) fn qemu_args(&self, tiering: Tiering) -> Vec<String> {
         let mut machine = "q35,hmat=on".to_string();
         if tiering == Tiering::SoftReserved {
             // All of node 0 below 4 GiB, all of node 1 from 4 GiB on: the
@@ -106,7 +106,7 @@ impl Topology {
     }
 
     /// Extra kernel command line.
-    pub fn kernel_args(&self, tiering: Tiering) -> Vec<String> {
+    pub(crate) fn kernel_args(&self, tiering: Tiering) -> Vec<String> {
         match tiering {
             Tiering::Hmat => Vec::new(),
             // 0xefffffff: E820_TYPE_SOFT_RESERVED.

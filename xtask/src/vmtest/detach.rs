@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::kernels::Series;
 use crate::results::{read_json, text};
 
-pub const SCRIPT: &str = include_str!("detach.sh");
+pub(super) const SCRIPT: &str = include_str!("detach.sh");
 
 /// Cases that end with a signal or a panic, and how they must exit.
 const CASES: &[(&str, &str)] = &[
@@ -24,7 +24,7 @@ const CASES: &[(&str, &str)] = &[
     ("KILL", "137"),
 ];
 
-pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     for &(case, rc) in CASES {
         check_case(dir, case, rc).with_context(|| format!("promote ended by {case}"))?;
     }

@@ -7,12 +7,12 @@ use serde_json::Value;
 use crate::kernels::Series;
 use crate::results::u;
 
-pub const SCRIPT: &str = include_str!("doctor.sh");
+pub(super) const SCRIPT: &str = include_str!("doctor.sh");
 
 /// `numatrace doctor --json` sees the test bed as it is: everything attaches,
 /// two memory tiers with node 1 below node 0, and the kernel's own NUMA
 /// functions as hook targets.
-pub fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
+pub(super) fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
     let rc = std::fs::read_to_string(dir.join("doctor.rc")).context("no doctor.rc")?;
     let json_text = std::fs::read_to_string(dir.join("doctor.json")).context("no doctor.json")?;
     ensure!(

@@ -18,7 +18,7 @@ use crate::results::text;
 
 /// The guest script (in `$RESULTS`). The loopback is down in the test bed's
 /// init; the exporter binds 127.0.0.1 (its default is loopback-only).
-pub const SCRIPT: &str = include_str!("export.sh");
+pub(super) const SCRIPT: &str = include_str!("export.sh");
 
 /// `name{labels}` -> value, from the classic text format.
 type Samples = BTreeMap<String, f64>;
@@ -56,7 +56,7 @@ fn sum(s: &Samples, metric: &str, with: &[&str]) -> f64 {
 /// A parsed exposition and the file it came from.
 type State = (String, Samples);
 
-pub fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
+pub(super) fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
     let err = text(dir, "export.err").unwrap_or_default();
     ensure!(
         text(dir, "export.rc")?.trim() == "0",

@@ -33,9 +33,9 @@ use serde_json::Value;
 use crate::kernels::Series;
 use crate::results::{read_json, read_report, text};
 
-pub const SCRIPT: &str = include_str!("funnel.sh");
+pub(super) const SCRIPT: &str = include_str!("funnel.sh");
 
-pub fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
+pub(super) fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
     let promoted = Run::read(dir, "promoted")?;
     promoted.expect_process("promoted")?;
     let refused = Run::read(dir, "refused")?;

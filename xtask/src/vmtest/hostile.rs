@@ -13,7 +13,7 @@ use anyhow::{ensure, Context, Result};
 use crate::kernels::Series;
 use crate::results::text;
 
-pub const SCRIPT: &str = include_str!("hostile.sh");
+pub(super) const SCRIPT: &str = include_str!("hostile.sh");
 
 /// Refusals: (case, words its message must hold: the problem, the remedy).
 const REFUSED: &[(&str, &[&str])] = &[
@@ -31,7 +31,7 @@ const REFUSED: &[(&str, &[&str])] = &[
     ("lockdown", &["confidentiality", "lockdown=integrity"]),
 ];
 
-pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     let mode = text(dir, "lockdown.mode").unwrap_or_default();
     ensure!(
         mode.contains("[confidentiality]"),

@@ -14,13 +14,13 @@ use numa_core::model::totals::Report;
 use crate::kernels::Series;
 use crate::results::{entry, read_report, text};
 
-pub const SCRIPT: &str = include_str!("logging.sh");
+pub(super) const SCRIPT: &str = include_str!("logging.sh");
 
 /// The probes' message for a mode change from 2 to 1, as the user reads it.
 const PROBE_WARNING: &str =
     "numatrace: warning: probe: numa_balancing is 1 now, 2 when the probes were attached";
 
-pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     for run in ["verbose", "quiet"] {
         let rc = text(dir, &format!("{run}.rc"))?;
         ensure!(rc.trim() == "0", "the {run} run exited with {}", rc.trim());
@@ -77,9 +77,9 @@ mod tests {
     }
 
     mod tempdir {
-        pub struct Dir(pub std::path::PathBuf);
+        pub(super) struct Dir(pub std::path::PathBuf);
         impl Dir {
-            pub fn new() -> Dir {
+            pub(super) fn new() -> Dir {
                 static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
                 let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let p =
@@ -87,7 +87,7 @@ mod tests {
                 std::fs::create_dir_all(&p).expect("temp dir");
                 Dir(p)
             }
-            pub fn put(&self, name: &str, body: &str) {
+            pub(super) fn put(&self, name: &str, body: &str) {
                 std::fs::write(self.0.join(name), body).expect("write");
             }
         }

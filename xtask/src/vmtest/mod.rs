@@ -25,7 +25,7 @@ mod recording;
 mod rfc;
 mod shadow;
 mod shapes;
-pub mod soak;
+pub(crate) mod soak;
 mod top;
 
 use std::fmt::Write as _;
@@ -38,7 +38,7 @@ use crate::kernels::{Kernel, Series};
 use crate::vm::{self, Guest, Mode, Topology};
 
 /// One VM test.
-pub struct VmTest {
+pub(crate) struct VmTest {
     pub name: &'static str,
     /// Run with `sh` in `$RESULTS` (= /results/<name>), numatrace on PATH.
     /// Its exit status must be 0.
@@ -58,7 +58,7 @@ pub struct VmTest {
     pub left_out: Option<&'static str>,
 }
 
-pub const TESTS: &[VmTest] = &[
+pub(crate) const TESTS: &[VmTest] = &[
     VmTest {
         name: "doctor",
         script: doctor::SCRIPT,
@@ -231,7 +231,7 @@ pub const TESTS: &[VmTest] = &[
 ];
 
 /// Judges the results a hand-run `name` test left in `dir` (no console).
-pub fn check_results(name: &str, dir: &Path, series: Series) -> Result<()> {
+pub(crate) fn check_results(name: &str, dir: &Path, series: Series) -> Result<()> {
     let Some(test) = TESTS.iter().find(|t| t.name == name) else {
         let names: Vec<&str> = TESTS.iter().map(|t| t.name).collect();
         bail!(
@@ -243,7 +243,7 @@ pub fn check_results(name: &str, dir: &Path, series: Series) -> Result<()> {
 }
 
 /// Result of one VM test.
-pub struct TestResult {
+pub(crate) struct TestResult {
     pub name: String,
     pub outcome: Result<()>,
     /// Guest-side time of the test (from its end marker), if it ran: wall
@@ -257,7 +257,7 @@ const TEST_END: &str = "===NUMATRACE-TEST-END ";
 
 /// Whether `test` is among `only` (all tests the suite runs when `only` is
 /// empty).
-pub fn selected(test: &VmTest, only: &[String]) -> bool {
+pub(crate) fn selected(test: &VmTest, only: &[String]) -> bool {
     if only.is_empty() {
         test.left_out.is_none()
     } else {
@@ -268,7 +268,7 @@ pub fn selected(test: &VmTest, only: &[String]) -> bool {
 /// Runs every test of [`TESTS`] that applies to `kernel` (those in `only`,
 /// if any): one boot for the tests that share it, one instruction-count
 /// boot for the others (each only if it has tests).
-pub fn run_kernel(kernel: &Kernel, numatrace: &Path, only: &[String]) -> Vec<TestResult> {
+pub(crate) fn run_kernel(kernel: &Kernel, numatrace: &Path, only: &[String]) -> Vec<TestResult> {
     [false, true]
         .into_iter()
         .flat_map(|icount| {

@@ -39,7 +39,7 @@ use crate::results::{read_json, u};
 /// for up to a minute into the next (measured on 7.2: 37,861 promotions
 /// in a bare run at 10,000 ms after the part at 100 ms, 65,525 in the
 /// next).
-pub const SCRIPT: &str = concat!(
+pub(super) const SCRIPT: &str = concat!(
     setup!(),
     "W='",
     workload!(),
@@ -84,7 +84,7 @@ const BOUND_PCT: f64 = 2.0;
 /// little (and the scanner hardly reached the region).
 const MIN_COUNT: u64 = 32_768;
 
-pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     let mut problems = Vec::new();
     for part in &PARTS {
         let run = |r: String| read_json(dir, &format!("{}_{r}.json", part.name));

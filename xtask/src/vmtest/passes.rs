@@ -29,7 +29,7 @@ use crate::results::read_report;
 /// leaves room for exactly one slow folio in 8 (doctor's plan: the other
 /// maps' bytes plus an eighth of the slow PFNs' slots, in KiB rounded up),
 /// so the sampled and the full run see the same faults.
-pub const SCRIPT: &str = concat!(
+pub(super) const SCRIPT: &str = concat!(
     include_str!("passes/budget.sh"),
     fill_dram!(400, 240),
     include_str!("passes/run.sh")
@@ -42,7 +42,7 @@ const MIN_FAULTS: u64 = 16384;
 /// re-protection (measured: tens of thousands).
 const MIN_THIRD_PROTECTIONS: u64 = 1000;
 
-pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     let stats: Report = read_report(dir, "stats.json")?;
     let shadow: ShadowReport = read_report(dir, "shadow.json")?;
     let faults = stats.hint_faults;

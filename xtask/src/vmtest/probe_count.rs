@@ -12,11 +12,11 @@ use numa_core::model::totals::Report;
 use crate::kernels::Series;
 use crate::results::{entry, faults_match_vmstat, read_report};
 
-pub const SCRIPT: &str = include_str!("probe_count.sh");
+pub(super) const SCRIPT: &str = include_str!("probe_count.sh");
 
 /// A probe attached through the plan counts
 /// should_numa_migrate_memory calls equal to vmstat's numa_hint_faults delta.
-pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     let stats: Report = read_report(dir, "stats.json")?;
     faults_match_vmstat(&stats)?;
     check_own_cpu(&stats)?;

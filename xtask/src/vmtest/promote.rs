@@ -24,7 +24,7 @@ use crate::kernels::Series;
 use crate::results::{read_json, read_report, text, u};
 
 /// The guest script (`$RESULTS` is the test's results directory).
-pub const SCRIPT: &str = concat!(
+pub(super) const SCRIPT: &str = concat!(
     "echo 2 > /proc/sys/kernel/numa_balancing\n",
     fill_dram!(300, 240),
     include_str!("promote.sh")
@@ -44,7 +44,7 @@ struct Pids {
     c: u64,
 }
 
-pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     let pids = read_pids(dir)?;
     ensure!(
         text(dir, "promote.rc")?.trim() == "0",

@@ -17,11 +17,11 @@ use crate::results::{
     read_report, u,
 };
 
-pub const SCRIPT: &str = include_str!("recording.sh");
+pub(super) const SCRIPT: &str = include_str!("recording.sh");
 
 /// One recording with DRAM filled and idle gaps, checked against
 /// the kernel's own counters and the invariants of the measurements.
-pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     let s: Report = read_report(dir, "stats.json")?;
     let w = read_json(dir, "workload.json")?;
     let faults = s.hint_faults;

@@ -35,13 +35,13 @@ use crate::results::{
 };
 
 /// The threshold the script gives the kernel and the models.
-pub const THRESHOLD: u64 = 6000;
+pub(super) const THRESHOLD: u64 = 6000;
 /// The threshold of the shared-memory run: each of its processes makes a
 /// few thousand hint faults per counter reset, so its folios are promoted
 /// below it and refused above, shared ones included.
-pub const SHARED_THRESHOLD: u64 = 2000;
+pub(super) const SHARED_THRESHOLD: u64 = 2000;
 
-pub const SCRIPT: &str = include_str!("rfc.sh");
+pub(super) const SCRIPT: &str = include_str!("rfc.sh");
 
 /// The model spec that is the patched kernel: patch 1/2 (per-process
 /// count) with 2/2 (every scan pass re-stamps).
@@ -49,7 +49,7 @@ const KERNEL_MODEL: &str = "stamp=latest";
 /// Agreement the kernel's own model must reach.
 const MIN_AGREEMENT_PCT: f64 = 99.0;
 
-pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     let threshold = text(dir, "threshold")?;
     ensure!(
         threshold.trim() == THRESHOLD.to_string(),

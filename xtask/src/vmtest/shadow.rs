@@ -8,12 +8,12 @@ use numa_core::model::shadow::{ModelReport, ShadowReport};
 use crate::kernels::Series;
 use crate::results::{read_json, read_report};
 
-pub const SCRIPT: &str = include_str!("shadow.sh");
+pub(super) const SCRIPT: &str = include_str!("shadow.sh");
 
 /// The live shadow report shows latency rejections, the
 /// kernel-time model agrees with the kernel on >= 95% of decisions, and a
 /// replay of the recording reproduces the live report exactly.
-pub fn check(dir: &Path, console: &str, _series: Series) -> Result<()> {
+pub(super) fn check(dir: &Path, console: &str, _series: Series) -> Result<()> {
     let report: ShadowReport = read_report(dir, "shadow.json")?;
     let live = read_json(dir, "shadow.json")?;
     let replay = read_json(dir, "replay.json")?;

@@ -35,12 +35,12 @@ use crate::results::{
     read_report, u,
 };
 
-pub const SCRIPT: &str = include_str!("shapes.sh");
+pub(super) const SCRIPT: &str = include_str!("shapes.sh");
 
 /// Activity the shapes must show before their counts mean anything.
 const MIN_HINT_FAULTS: u64 = 1000;
 
-pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     let s: Report = read_report(dir, "stats.json")?;
     let w = read_json(dir, "workload.json")?;
     let faults = faults_match_vmstat(&s)?;

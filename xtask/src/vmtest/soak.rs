@@ -17,7 +17,7 @@ use anyhow::{ensure, Context, Result};
 use crate::kernels::Series;
 use crate::results::{faults_match_vmstat, read_report, text};
 
-pub const SCRIPT: &str = include_str!("soak.sh");
+pub(crate) const SCRIPT: &str = include_str!("soak.sh");
 
 /// RSS may grow this much over the second half of the run.
 const RSS_GROWTH_KB: u64 = 16 << 10;
@@ -39,14 +39,14 @@ const FORGET_S: u64 = 600;
 type Sample = (u64, u64, u64, u64);
 
 /// The guest script of a soak of `seconds`, run in `/results/soak`.
-pub fn script(seconds: u64) -> String {
+pub(crate) fn script(seconds: u64) -> String {
     format!(
         "mkdir -p /results/soak && cd /results/soak && RESULTS=/results/soak SOAK_S={seconds} sh -c {}",
         crate::vm::shell_quote(SCRIPT)
     )
 }
 
-pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+pub(crate) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     for name in ["export", "shadow", "promote", "stats"] {
         let rc = text(dir, &format!("{name}.rc"))?;
         ensure!(rc.trim() == "0", "{name} exited with {}", rc.trim());

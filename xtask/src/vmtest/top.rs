@@ -19,7 +19,7 @@ const TERMINFO_SCREEN: &str = "/lib/terminfo/s/screen";
 
 /// tmux and its shared libraries (and the ELF interpreter), at the same
 /// paths in the guest.
-pub fn guest_files() -> Result<Vec<GuestFile>> {
+pub(super) fn guest_files() -> Result<Vec<GuestFile>> {
     ensure!(
         Path::new(TMUX).is_file(),
         "{TMUX} missing: run `cargo xtask setup` (the top VM test runs tmux in the guest)"
@@ -69,7 +69,7 @@ pub fn guest_files() -> Result<Vec<GuestFile>> {
 /// half a second after each chunk visit spreads that pass over several of
 /// top's one-second intervals, longer than the capture loop's period even
 /// on a loaded host.
-pub const SCRIPT: &str = include_str!("top.sh");
+pub(super) const SCRIPT: &str = include_str!("top.sh");
 
 fn read(dir: &Path, name: &str) -> Result<String> {
     let p = dir.join(name);
@@ -77,7 +77,7 @@ fn read(dir: &Path, name: &str) -> Result<String> {
 }
 
 /// The table row of `comm` in a captured screen: (pid, faults/s).
-pub fn process_row<'a>(screen: &'a str, comm: &str) -> Option<(&'a str, &'a str)> {
+pub(super) fn process_row<'a>(screen: &'a str, comm: &str) -> Option<(&'a str, &'a str)> {
     screen.lines().find_map(|l| {
         let mut it = l.split_whitespace();
         let pid = it.next()?;
@@ -86,7 +86,7 @@ pub fn process_row<'a>(screen: &'a str, comm: &str) -> Option<(&'a str, &'a str)
     })
 }
 
-pub fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     let screen = read(dir, "screen.txt")?;
     ensure!(
         screen.contains("numatrace top") && screen.contains("numa_balancing=2 (tiering)"),

@@ -16,6 +16,7 @@
 //! `NUMATRACE_BENCH_QUICK=1 cargo bench -p numa-core --bench replay [case]`
 //! runs each case once and reports events/s of this thread's CPU time
 //! (`NUMATRACE_BENCH_EVENTS`, `NUMATRACE_BENCH_FOLIOS` resize the stream).
+#![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

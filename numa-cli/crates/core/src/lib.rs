@@ -8,6 +8,8 @@
 //! command lines: time arrives inside events and snapshots, so a replayed
 //! trace gives the same results as the live run that recorded it. The trace
 //! reader and writer take files or any `Read`/`Write`.
+// Dev-dependencies are for the integration tests and benches.
+#![cfg_attr(test, allow(unused_crate_dependencies))]
 pub mod decode;
 pub mod mapplan;
 pub mod model;

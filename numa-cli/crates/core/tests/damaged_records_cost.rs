@@ -1,6 +1,7 @@
 //! A damaged record costs what a good one does, with RUST_BACKTRACE=1 set
 //! too (common in shells): no backtrace is captured per record. Its own
 //! test binary, as the environment variable is process-wide and read once.
+#![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
 use std::time::{Duration, Instant};
 
 use numa_core::{

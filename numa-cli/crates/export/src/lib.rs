@@ -10,6 +10,8 @@
 //! writer on a thread of their own with their own runtime. They share one
 //! `watch` channel: the pipeline replaces the state once per snapshot, the
 //! readers clone the `Arc`. Neither side ever waits for the other.
+// Dev-dependencies are for the integration tests and benches.
+#![cfg_attr(test, allow(unused_crate_dependencies))]
 pub mod metrics;
 pub mod publish;
 pub mod server;

@@ -2,6 +2,8 @@
 //! procfs/sysfs/debugfs, the monotonic clock, and the state file a running
 //! promoter publishes for `top` and `export`; and the one way numatrace
 //! replaces the files it publishes.
+// Dev-dependencies are for the integration tests and benches.
+#![cfg_attr(test, allow(unused_crate_dependencies))]
 pub mod clock;
 pub mod fs;
 pub mod promoter_state;

@@ -7,6 +7,8 @@
 //! The pure attach plan (facts -> hooks) lives in `numa_core::plan`, so a
 //! trace header can carry it; the BPF object is compiled by this crate's
 //! build.rs and embedded here only.
+// Dev-dependencies are for the integration tests and benches.
+#![cfg_attr(test, allow(unused_crate_dependencies))]
 pub mod check;
 pub mod discover;
 pub mod doctor;

@@ -16,6 +16,8 @@
 //! faulting address; a THP moves whole), counted without a suffix; what
 //! that is in pages (a THP's 512) is counted in the `_pages` fields. Only
 //! pages compare with vmstat's pgpromote_success.
+// Dev-dependencies are for the integration tests and benches.
+#![cfg_attr(test, allow(unused_crate_dependencies))]
 pub mod batch;
 pub mod bucket;
 pub mod floor;

@@ -4,6 +4,8 @@
 //! no trace's records by itself: the caller feeds them (a [`ReadTrace`],
 //! or a reader and a progress callback), so the binary keeps its progress
 //! bar and tests read plainly.
+// Dev-dependencies are for the integration tests and benches.
+#![cfg_attr(test, allow(unused_crate_dependencies))]
 pub mod dump;
 pub mod evaluate;
 pub mod hist;

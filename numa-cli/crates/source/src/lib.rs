@@ -3,6 +3,8 @@
 //! timestamps (once or looped) into the same [`Sink`]s, and returns why it
 //! stopped. Durations, stop signals and the end of a trace are handled
 //! here once; sinks cannot tell the sources apart.
+// Dev-dependencies are for the integration tests and benches.
+#![cfg_attr(test, allow(unused_crate_dependencies))]
 mod live;
 mod looped;
 mod record;

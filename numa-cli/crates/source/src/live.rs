@@ -270,7 +270,7 @@ async fn exited(child: &mut Option<Child>) -> StopReason {
 /// Test hook: the live pipeline panics this many seconds after attaching,
 /// so a test can check what a crash leaves behind (nothing: no BPF object,
 /// no state file). Not a flag, so it is in no `--help`.
-pub const TEST_PANIC_ENV: &str = "NUMATRACE_TEST_PANIC_AFTER_S";
+pub(crate) const TEST_PANIC_ENV: &str = "NUMATRACE_TEST_PANIC_AFTER_S";
 
 fn test_panic_after() -> Option<Duration> {
     let s: f64 = std::env::var(TEST_PANIC_ENV).ok()?.parse().ok()?;

@@ -130,7 +130,7 @@ pub const REPLAY_BATCH: Duration = Duration::from_millis(20);
 /// The longest gap of trace time between records a paced replay waits
 /// out: a recording snapshots every second, so a longer gap is a suspended
 /// host or a damaged timestamp, and is shortened to this.
-pub const MAX_GAP: Duration = Duration::from_secs(2);
+pub(crate) const MAX_GAP: Duration = Duration::from_secs(2);
 /// Records delivered without giving the runtime a turn when the replay
 /// never sleeps (`speed` 0, or a replay that cannot keep up).
 const REPLAY_YIELD_EVERY: u32 = 16_384;

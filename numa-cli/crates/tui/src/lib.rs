@@ -8,6 +8,8 @@
 //!
 //! The draw loop never waits for the pipeline: it renders the latest frame
 //! it has and polls the keyboard with a short timeout.
+// Dev-dependencies are for the integration tests and benches.
+#![cfg_attr(test, allow(unused_crate_dependencies))]
 pub mod action;
 pub mod agg;
 pub mod app;

@@ -24,7 +24,7 @@ fn sampling<'a>(run: &str, r: &'a Report) -> Result<&'a Sampling> {
         .with_context(|| format!("the {run} run's report has no sampling"))
 }
 
-pub fn check(dir: &Path, full: &Report) -> Result<()> {
+pub(super) fn check(dir: &Path, full: &Report) -> Result<()> {
     let sampled: Report = read_report(dir, "sampled-stats.json")?;
     let sp = sampling("sampled", &sampled)?;
     let (rate, folios) = (sp.rate, sp.folios);

@@ -72,7 +72,7 @@ pub(super) struct Axes {
 
 impl Axes {
     /// What one trace's charts need to show all of it.
-    pub fn of(g: &Gathered, hot_ms: u64) -> Axes {
+    pub(super) fn of(g: &Gathered, hot_ms: u64) -> Axes {
         Axes {
             latency: HistAxes::of(&g.totals.latency_ns),
             delta: HistAxes::of(&g.totals.delta_mm),
@@ -84,7 +84,7 @@ impl Axes {
     }
 
     /// Ranges that hold both `self` and `o`.
-    pub fn merge(self, o: Axes) -> Axes {
+    pub(super) fn merge(self, o: Axes) -> Axes {
         Axes {
             latency: self.latency.merge(o.latency),
             delta: self.delta.merge(o.delta),

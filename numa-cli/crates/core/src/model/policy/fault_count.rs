@@ -26,7 +26,7 @@ use super::{
 const FAULT_COUNT: Verdict = verdict(false, "fault_count", Step::Threshold);
 
 /// PAGE_FAULT_COUNT_BUCKETS: the patch stores `count >> 16`.
-pub const PAGE_FAULT_COUNT_BUCKETS: u32 = 16;
+pub(super) const PAGE_FAULT_COUNT_BUCKETS: u32 = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Counter {

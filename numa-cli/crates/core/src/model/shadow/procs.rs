@@ -26,7 +26,7 @@ use crate::model::{
 /// more than a host runs at once: only a crafted trace reaches it.
 pub(super) const MAX_LIVE: usize = 1 << 16;
 /// The pid of the shared row (no pid is this large: pid_max <= 4 Mi).
-pub const OTHER_PROCESSES: u32 = u32::MAX;
+pub(super) const OTHER_PROCESSES: u32 = u32::MAX;
 /// Gone pids are handed over ([`Processes::take_gone`]) at most this often
 /// in trace time: what drops their state walks a table, and a walk per
 /// pid would make pid churn cost the table's size per process.
