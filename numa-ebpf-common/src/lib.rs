@@ -82,14 +82,14 @@ pub enum Counter {
     /// recorded traces keep their counter indexes.
     MigrateTpPages = 22,
     /// Resets of an mm's fault-count counter seen (init_numa_balancing).
-    PcResets = 23,
+    FaultCountResets = 23,
     /// Hint faults per [`Outcome`]: slot `OUTCOME_BASE + outcome`.
     OutcomeBase = 24,
     /// Hint faults whose mm had no fault-count counter and none could be
-    /// made (`PC_COUNT` full): the patch's counter is unknown for them.
-    PcUnavailable = 32,
+    /// made (`MM_FAULT_COUNT` full): the patch's counter is unknown for them.
+    FaultCountUnavailable = 32,
     /// mm teardowns that dropped a fault-count counter (`__mmdrop`).
-    PcDrops = 33,
+    FaultCountDrops = 33,
     /// PMD (THP) hint faults seen at the hint-fault hook, which the
     /// fault-count patch does not count.
     PmdHintFaults = 34,
@@ -127,7 +127,7 @@ pub mod maps {
     pub const HIST_DELTA: &str = "HIST_DELTA";
     pub const HIST_SUM: &str = "HIST_SUM";
     pub const MIGRATE_REASON_PAGES: &str = "MIGRATE_REASON_PAGES";
-    pub const PC_COUNT: &str = "PC_COUNT";
+    pub const MM_FAULT_COUNT: &str = "MM_FAULT_COUNT";
 }
 
 /// Program names (the Rust function names in `numa-ebpf`). Each logical hook
@@ -171,11 +171,11 @@ pub mod programs {
     /// sched:sched_process_exit: a thread's last fault record goes out.
     pub const TP_THREAD_EXIT: &str = "tp_thread_exit";
     /// init_numa_balancing: where the fault-count patch resets its counter.
-    pub const FENTRY_PC_RESET: &str = "fentry_pc_reset";
-    pub const KPROBE_PC_RESET: &str = "kprobe_pc_reset";
+    pub const FENTRY_FAULT_COUNT_RESET: &str = "fentry_fault_count_reset";
+    pub const KPROBE_FAULT_COUNT_RESET: &str = "kprobe_fault_count_reset";
     /// __mmdrop: an mm's counter is dropped with it.
-    pub const FENTRY_PC_DROP: &str = "fentry_pc_drop";
-    pub const KPROBE_PC_DROP: &str = "kprobe_pc_drop";
+    pub const FENTRY_FAULT_COUNT_DROP: &str = "fentry_fault_count_drop";
+    pub const KPROBE_FAULT_COUNT_DROP: &str = "kprobe_fault_count_drop";
     pub const TRIAL_FENTRY: &str = "trial_fentry";
     pub const TRIAL_KPROBE: &str = "trial_kprobe";
     pub const TRIAL_TRACEPOINT: &str = "trial_tracepoint";
@@ -199,8 +199,8 @@ pub mod programs {
         (TP_SKIP_VMA, "empty_tp_skip_vma"),
         (TP_MIGRATE_PAGES, "empty_tp_migrate_pages"),
         (TP_THREAD_EXIT, "empty_tp_thread_exit"),
-        (FENTRY_PC_RESET, "empty_fentry_pc_reset"),
-        (FENTRY_PC_DROP, "empty_fentry_pc_drop"),
+        (FENTRY_FAULT_COUNT_RESET, "empty_fentry_fault_count_reset"),
+        (FENTRY_FAULT_COUNT_DROP, "empty_fentry_fault_count_drop"),
     ];
 
     /// The program that does nothing at `name`'s attach point, if any.
@@ -454,17 +454,17 @@ pub mod ext_flags {
     /// A PMD (THP) hint fault, do_huge_pmd_numa_page: the patch counts
     /// only do_numa_page's PTE faults.
     pub const PMD_FAULT: u64 = 1;
-    /// `pc_count` is the mm's counter as the patch keeps it.
-    pub const PC_COUNT: u64 = 2;
-    /// `pc_stored`/`pc_stored_ns`: the count the patched kernel would have
+    /// `mm_fault_count` is the mm's counter as the patch keeps it.
+    pub const MM_FAULT_COUNT: u64 = 2;
+    /// `stored_fault_count`/`stored_fault_count_ns`: the count the patched kernel would have
     /// in the folio's cpupid field (the scanner's or an earlier fault's).
-    pub const PC_STORED: u64 = 4;
+    pub const STORED_FAULT_COUNT: u64 = 4;
     /// `node_candidates` holds the destination node's PGPROMOTE_CANDIDATE.
     pub const NODE_CANDIDATES: u64 = 8;
     /// The mm's counter was reset (init_numa_balancing) or made with its
     /// mm while numatrace watched: its absolute value, not only its
     /// differences, is the patch's.
-    pub const PC_BASE_KNOWN: u64 = 16;
+    pub const FAULT_COUNT_BASE_KNOWN: u64 = 16;
     /// The decision passed the free-space shortcut and ran the threshold
     /// path (its access-time exchange was seen).
     pub const THRESHOLD_PATH: u64 = 32;
@@ -487,8 +487,8 @@ pub mod ext_flags {
     pub const AT_EXIT: u64 = 512;
     /// The first PTE fault counted after the mm's counter was reset
     /// (init_numa_balancing, at every clone of a thread of the mm):
-    /// `pc_count` starts again from 1 here.
-    pub const PC_AFTER_RESET: u64 = 1024;
+    /// `mm_fault_count` starts again from 1 here.
+    pub const FAULT_COUNT_AFTER_RESET: u64 = 1024;
     /// The value the decision's exchange took out (`kernel_latency_ms`'s
     /// input) was read from the folio, where the kernel keeps it, and the
     /// exchange's new value was found there after: the kernel's own input.
@@ -524,8 +524,8 @@ pub mod ext_flags {
 
 /// Flags in [`ScanEvent::ext_flags`].
 pub mod scan_ext_flags {
-    /// `pc_count` is the scanned mm's fault-count counter at the pass's start.
-    pub const PC_COUNT: u32 = 1;
+    /// `mm_fault_count` is the scanned mm's fault-count counter at the pass's start.
+    pub const MM_FAULT_COUNT: u32 = 1;
     /// `access_first`/`access_last` are the pass's exchanges' values (it
     /// made at least one).
     pub const ACCESS_RANGE: u32 = 2;
@@ -622,15 +622,15 @@ pub struct FaultEvent {
     /// node-wide count every process adds to) when the decision returned.
     /// Valid with `ext_flags::NODE_CANDIDATES`.
     pub node_candidates: u64,
-    /// When the count in `pc_stored` was written. Valid with `PC_STORED`.
-    pub pc_stored_ns: u64,
+    /// When the count in `stored_fault_count` was written. Valid with `STORED_FAULT_COUNT`.
+    pub stored_fault_count_ns: u64,
     /// The faulting mm's hint-fault count as the patch keeps it (an
     /// `atomic_t`, incremented at every PTE hint fault, this one included,
-    /// reset by init_numa_balancing). Valid with `ext_flags::PC_COUNT`.
-    pub pc_count: u32,
+    /// reset by init_numa_balancing). Valid with `ext_flags::MM_FAULT_COUNT`.
+    pub mm_fault_count: u32,
     /// The full count the patched kernel last wrote into this folio (the
-    /// kernel keeps `count >> 16`, masked). Valid with `PC_STORED`.
-    pub pc_stored: u32,
+    /// kernel keeps `count >> 16`, masked). Valid with `STORED_FAULT_COUNT`.
+    pub stored_fault_count: u32,
     /// [`ext_flags`].
     pub ext_flags: u64,
     // Appended in ABI 3 (an older trace reads them as zero, flags clear).
@@ -744,16 +744,16 @@ impl FaultEvent {
         self.ext_flags & ext_flags::PMD_FAULT != 0
     }
 
-    /// `pc_count` is valid.
+    /// `mm_fault_count` is valid.
     #[inline(always)]
-    pub const fn has_pc_count(&self) -> bool {
-        self.ext_flags & ext_flags::PC_COUNT != 0
+    pub const fn has_mm_fault_count(&self) -> bool {
+        self.ext_flags & ext_flags::MM_FAULT_COUNT != 0
     }
 
-    /// `pc_stored` and `pc_stored_ns` are valid.
+    /// `stored_fault_count` and `stored_fault_count_ns` are valid.
     #[inline(always)]
-    pub const fn has_pc_stored(&self) -> bool {
-        self.ext_flags & ext_flags::PC_STORED != 0
+    pub const fn has_stored_fault_count(&self) -> bool {
+        self.ext_flags & ext_flags::STORED_FAULT_COUNT != 0
     }
 
     /// `node_candidates` is valid.
@@ -770,8 +770,8 @@ impl FaultEvent {
 
     /// The first PTE fault counted after the mm's counter was reset.
     #[inline(always)]
-    pub const fn pc_after_reset(&self) -> bool {
-        self.ext_flags & ext_flags::PC_AFTER_RESET != 0
+    pub const fn fault_count_after_reset(&self) -> bool {
+        self.ext_flags & ext_flags::FAULT_COUNT_AFTER_RESET != 0
     }
 
     /// The record was sent without task_numa_fault's probe (inferred end).
@@ -873,8 +873,8 @@ pub struct ScanEvent {
     // Appended in ABI 2.
     /// The scanned mm's fault-count counter (the patch's) at the pass's
     /// start: what patch 2/2 re-stamps the pass's PROT_NONE folios with.
-    /// Valid with `scan_ext_flags::PC_COUNT`.
-    pub pc_count: u32,
+    /// Valid with `scan_ext_flags::MM_FAULT_COUNT`.
+    pub mm_fault_count: u32,
     /// [`scan_ext_flags`].
     pub ext_flags: u32,
     // Appended in ABI 3.
@@ -892,10 +892,10 @@ impl ScanEvent {
         tgid_of(self.pid_tgid)
     }
 
-    /// `pc_count` is valid.
+    /// `mm_fault_count` is valid.
     #[inline(always)]
-    pub const fn has_pc_count(&self) -> bool {
-        self.ext_flags & scan_ext_flags::PC_COUNT != 0
+    pub const fn has_mm_fault_count(&self) -> bool {
+        self.ext_flags & scan_ext_flags::MM_FAULT_COUNT != 0
     }
 
     /// `access_first`/`access_last` are valid.
@@ -966,35 +966,35 @@ pub struct Stamp {
     /// The count the fault-count patch would hold in the folio when the
     /// folio was not protected again since: the count of the last fault
     /// whose decision exchanged it (at `written_ns`). Valid while
-    /// `pc_known` is 1.
-    pub pc_stored: u32,
-    pub pc_known: u32,
+    /// `fault_count_known` is 1.
+    pub stored_fault_count: u32,
+    pub fault_count_known: u32,
     pub reserved: u32,
 }
 
 /// `Stamp::access` when the folio's stored access time is not known.
 pub const ACCESS_UNKNOWN: u32 = u32::MAX;
 
-/// The per-mm counters (`PC_COUNT`, keyed by the mm_struct's address,
+/// The per-mm counters (`MM_FAULT_COUNT`, keyed by the mm_struct's address,
 /// dropped with the mm).
-pub const PC_COUNT_ENTRIES: u32 = 65536;
+pub const MM_FAULT_COUNT_ENTRIES: u32 = 65536;
 
-/// One `PC_COUNT` entry: the mm's counter as the patch keeps it, and its
+/// One `MM_FAULT_COUNT` entry: the mm's counter as the patch keeps it, and its
 /// hint-fault sequence number.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct PcCounter {
+pub struct MmFaultCount {
     /// The patch's `atomic_t hint_faults` (wrapping like an int).
     pub count: u32,
-    /// [`PcCounter::BASE_KNOWN`] once numatrace saw the counter's last
-    /// reset, [`PcCounter::BASE_RESET`] until a PTE fault counts after it.
+    /// [`MmFaultCount::BASE_KNOWN`] once numatrace saw the counter's last
+    /// reset, [`MmFaultCount::BASE_RESET`] until a PTE fault counts after it.
     pub base_known: u32,
     /// numatrace's count of the mm's hint faults since attach, PTE and PMD
     /// alike (`FaultEvent::seq_mm`); never reset while the mm lives.
     pub seq: u64,
 }
 
-impl PcCounter {
+impl MmFaultCount {
     pub const BASE_KNOWN: u32 = 1;
     pub const BASE_RESET: u32 = 2;
 }
@@ -1016,7 +1016,7 @@ mod pod {
     // SAFETY: as above.
     unsafe impl aya::Pod for super::Stamp {}
     // SAFETY: as above.
-    unsafe impl aya::Pod for super::PcCounter {}
+    unsafe impl aya::Pod for super::MmFaultCount {}
 }
 
 #[cfg(test)]
@@ -1117,11 +1117,17 @@ mod tests {
         ];
         let ext: [(u64, Read); 17] = [
             (ext_flags::PMD_FAULT, FaultEvent::pmd_fault),
-            (ext_flags::PC_COUNT, FaultEvent::has_pc_count),
-            (ext_flags::PC_STORED, FaultEvent::has_pc_stored),
+            (ext_flags::MM_FAULT_COUNT, FaultEvent::has_mm_fault_count),
+            (
+                ext_flags::STORED_FAULT_COUNT,
+                FaultEvent::has_stored_fault_count,
+            ),
             (ext_flags::NODE_CANDIDATES, FaultEvent::has_node_candidates),
             (ext_flags::THRESHOLD_PATH, FaultEvent::threshold_path),
-            (ext_flags::PC_AFTER_RESET, FaultEvent::pc_after_reset),
+            (
+                ext_flags::FAULT_COUNT_AFTER_RESET,
+                FaultEvent::fault_count_after_reset,
+            ),
             (ext_flags::LATE_END, FaultEvent::late_end),
             (ext_flags::NO_ACCOUNT, FaultEvent::no_account),
             (ext_flags::AT_EXIT, FaultEvent::at_exit),
@@ -1176,11 +1182,11 @@ mod tests {
         };
         assert!(!others.fault_local());
         let scan = ScanEvent {
-            ext_flags: scan_ext_flags::PC_COUNT,
+            ext_flags: scan_ext_flags::MM_FAULT_COUNT,
             ..ScanEvent::default()
         };
-        assert!(scan.has_pc_count());
-        assert!(!ScanEvent::default().has_pc_count());
+        assert!(scan.has_mm_fault_count());
+        assert!(!ScanEvent::default().has_mm_fault_count());
     }
 
     #[test]

@@ -196,7 +196,7 @@ fn decision_old(ctx: &mut ThreadCtx, after: u32) -> u32 {
 /// shared folio, another PTE of a large one) finds it there and is known
 /// not to be protected again. The folio's slot is made at its first fault
 /// numatrace sees, with the fault-count patch's exchange when the fault
-/// had no slot to write it ahead into (see `fault::pc_exchange`).
+/// had no slot to write it ahead into (see `fault::fault_count_exchange`).
 #[inline(always)]
 fn exchanged_in(ctx: &ThreadCtx) {
     let ev = &ctx.ev;
@@ -214,10 +214,10 @@ fn exchanged_in(ctx: &ThreadCtx) {
     }
     slot.access = stored_cpupid(ctx.xchg_new);
     slot.tgid = ev.tgid();
-    if ctx.pc_exchanged == 2 && ev.threshold_path() {
+    if ctx.fault_count_exchanged == 2 && ev.threshold_path() {
         slot.written_ns = ev.ts_ns;
-        slot.pc_stored = ev.pc_count;
-        slot.pc_known = 1;
+        slot.stored_fault_count = ev.mm_fault_count;
+        slot.fault_count_known = 1;
     }
 }
 

@@ -28,8 +28,8 @@ empty!(
     empty_fentry_thp_fault,
     empty_fentry_thp_scan,
     empty_fentry_scan_stamp,
-    empty_fentry_pc_reset,
-    empty_fentry_pc_drop
+    empty_fentry_fault_count_reset,
+    empty_fentry_fault_count_drop
 );
 empty!(
     fexit,

@@ -10,17 +10,17 @@ use aya_ebpf::{
 };
 use numa_ebpf_common::{
     ext_flags as xf, fault_flags as ff, scan_ext_flags, tnf, Counter, EventKind, FaultEvent,
-    HistEntry, Outcome, PcCounter, Stamp, ACCESS_UNKNOWN, OUTCOME_BASE,
+    HistEntry, MmFaultCount, Outcome, Stamp, ACCESS_UNKNOWN, OUTCOME_BASE,
 };
 
 use aya_log_ebpf::{debug, warn};
 
 use crate::maps::{
-    access_time_buckets, add, as_number, cgroup_id, count, count_rare, cpu, cpupid_mask,
-    current_comm, current_mm, emit, existing_stamp, existing_thread_ctx, fault_count_kernel,
-    folio_access, folio_access_typed, next_global_seq, now_ns, occupied, pc_on_fault, pid_tgid,
-    stamp_slot, thread_ctx, vmf_address, wanted, zero, NoSlot, ThreadCtx, COUNTERS, HIST_DELTA,
-    HIST_LATENCY, HIST_SUM, SCAN_CPU,
+    access_time_buckets, add, as_number, cgroup_id, count, count_mm_fault, count_rare, cpu,
+    cpupid_mask, current_comm, current_mm, emit, existing_stamp, existing_thread_ctx,
+    fault_count_kernel, folio_access, folio_access_typed, next_global_seq, now_ns, occupied,
+    pid_tgid, stamp_slot, thread_ctx, vmf_address, wanted, zero, NoSlot, ThreadCtx, COUNTERS,
+    HIST_DELTA, HIST_LATENCY, HIST_SUM, SCAN_CPU,
 };
 
 const PAGE_MASK: u64 = !0xfff;
@@ -37,38 +37,43 @@ const HPAGE_PMD_MASK: u64 = !((2 << 20) - 1);
 /// decision, once it is known to have exchanged (see
 /// `decision::exchanged_in`).
 #[inline(always)]
-fn pc_exchange(ctx: &mut ThreadCtx, stamp: Option<*mut Stamp>, pc: PcCounter, now: u64) {
+fn fault_count_exchange(
+    ctx: &mut ThreadCtx,
+    stamp: Option<*mut Stamp>,
+    mm_count: MmFaultCount,
+    now: u64,
+) {
     let Some(stamp) = stamp else {
-        ctx.pc_exchanged = 2;
+        ctx.fault_count_exchanged = 2;
         return;
     };
-    ctx.pc_exchanged = 1;
+    ctx.fault_count_exchanged = 1;
     // SAFETY: map value pointer, see on_hint_fault.
     let stamp = unsafe { &mut *stamp };
-    ctx.pc_prev_known = stamp.pc_known;
-    ctx.pc_prev = stamp.pc_stored;
-    ctx.pc_prev_ns = stamp.written_ns;
+    ctx.prev_fault_count_known = stamp.fault_count_known;
+    ctx.prev_fault_count = stamp.stored_fault_count;
+    ctx.prev_fault_count_ns = stamp.written_ns;
     let ev = &mut ctx.ev;
-    if stamp.pc_known != 0 && !ev.needs_pass() {
-        ev.ext_flags |= xf::PC_STORED;
-        ev.pc_stored = stamp.pc_stored;
-        ev.pc_stored_ns = stamp.written_ns;
+    if stamp.fault_count_known != 0 && !ev.needs_pass() {
+        ev.ext_flags |= xf::STORED_FAULT_COUNT;
+        ev.stored_fault_count = stamp.stored_fault_count;
+        ev.stored_fault_count_ns = stamp.written_ns;
     }
-    stamp.pc_stored = pc.count;
-    stamp.pc_known = 1;
+    stamp.stored_fault_count = mm_count.count;
+    stamp.fault_count_known = 1;
     stamp.written_ns = now;
 }
 
 /// The decision made no exchange (free-space shortcut, no decision, not
 /// tiering) and the folio did not move: put back what it held.
 #[inline(always)]
-fn pc_unexchange(ctx: &ThreadCtx) {
+fn fault_count_unexchange(ctx: &ThreadCtx) {
     if let Some(stamp) = existing_stamp(ctx.ev.folio) {
         // SAFETY: map value pointer.
         let stamp = unsafe { &mut *stamp };
-        stamp.pc_known = ctx.pc_prev_known;
-        stamp.pc_stored = ctx.pc_prev;
-        stamp.written_ns = ctx.pc_prev_ns;
+        stamp.fault_count_known = ctx.prev_fault_count_known;
+        stamp.stored_fault_count = ctx.prev_fault_count;
+        stamp.written_ns = ctx.prev_fault_count_ns;
     }
 }
 
@@ -130,8 +135,8 @@ fn on_hint_fault(folio: u64, addr: u64, access: u32) {
     }
     let pmd = ctx.thp_haddr != 0 && ctx.thp_haddr == addr;
     ctx.thp_haddr = 0;
-    ctx.pc_exchanged = 0;
-    let pc = pc_on_fault(current_mm(), !pmd);
+    ctx.fault_count_exchanged = 0;
+    let mm_count = count_mm_fault(current_mm(), !pmd);
     let now = now_ns();
     let ev = &mut ctx.ev;
     zero(ev);
@@ -156,15 +161,15 @@ fn on_hint_fault(folio: u64, addr: u64, access: u32) {
         ev.ext_flags |= xf::PMD_FAULT;
         count(Counter::PmdHintFaults, 1);
     }
-    if let Some(pc) = pc {
-        ev.seq_mm = pc.seq;
-        ev.pc_count = pc.count;
-        ev.ext_flags |= xf::PC_COUNT;
-        if pc.base_known != 0 {
-            ev.ext_flags |= xf::PC_BASE_KNOWN;
+    if let Some(mm_count) = mm_count {
+        ev.seq_mm = mm_count.seq;
+        ev.mm_fault_count = mm_count.count;
+        ev.ext_flags |= xf::MM_FAULT_COUNT;
+        if mm_count.base_known != 0 {
+            ev.ext_flags |= xf::FAULT_COUNT_BASE_KNOWN;
         }
-        if pc.base_known == PcCounter::BASE_RESET {
-            ev.ext_flags |= xf::PC_AFTER_RESET;
+        if mm_count.base_known == MmFaultCount::BASE_RESET {
+            ev.ext_flags |= xf::FAULT_COUNT_AFTER_RESET;
         }
     }
     let slot = stamp_slot(folio);
@@ -180,8 +185,8 @@ fn on_hint_fault(folio: u64, addr: u64, access: u32) {
         // same folio, which the kernel serialises by the PTE lock.
         Ok(_) => protected_again(ev, stamp.map(|s| unsafe { &mut *s }), access),
     }
-    if let Some(pc) = pc {
-        pc_exchange(ctx, stamp, pc, now);
+    if let Some(mm_count) = mm_count {
+        fault_count_exchange(ctx, stamp, mm_count, now);
     }
 }
 
@@ -319,8 +324,8 @@ pub fn tp_thread_exit(_ctx: TracePointContext) -> u32 {
 /// arguments, counts it and emits it.
 #[inline(always)]
 fn finish(ctx: &mut ThreadCtx, mem_node: i32, pages: u32, flags: u32) {
-    if ctx.pc_exchanged == 1 && !ctx.ev.threshold_path() && flags & tnf::MIGRATED == 0 {
-        pc_unexchange(ctx);
+    if ctx.fault_count_exchanged == 1 && !ctx.ev.threshold_path() && flags & tnf::MIGRATED == 0 {
+        fault_count_unexchange(ctx);
     }
     let ev = &mut ctx.ev;
     ev.nr_pages = pages;

@@ -19,8 +19,9 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
 use numa_ebpf_common::{
-    Counter, FaultEvent, PcCounter, Stamp, ACCESS_UNKNOWN, COUNTER_SLOTS, DEFAULT_RING_BYTES,
-    FOLLOW_HASH, HIST_SLOTS, MAX_CPUS, MAX_SPANS, MIGRATE_REASONS, OUTCOMES, PC_COUNT_ENTRIES,
+    Counter, FaultEvent, MmFaultCount, Stamp, ACCESS_UNKNOWN, COUNTER_SLOTS, DEFAULT_RING_BYTES,
+    FOLLOW_HASH, HIST_SLOTS, MAX_CPUS, MAX_SPANS, MIGRATE_REASONS, MM_FAULT_COUNT_ENTRIES,
+    OUTCOMES,
 };
 
 /// Per-CPU event counters, indexed by [`Counter`]; userspace sums the CPUs.
@@ -57,9 +58,10 @@ pub static GLOBAL_SEQ: Array<u64> = Array::with_max_entries(1, 0);
 /// for both; the scanner runs in a thread of the mm it scans). A plain
 /// hash, not an LRU, so a counter is never silently restarted; an entry
 /// goes with its mm (`__mmdrop`), and a full map is counted
-/// (`PcUnavailable`) with the fault's counters unknown.
-#[map(name = "PC_COUNT")]
-pub static PC_COUNT: HashMap<u64, PcCounter> = HashMap::with_max_entries(PC_COUNT_ENTRIES, 0);
+/// (`FaultCountUnavailable`) with the fault's counters unknown.
+#[map(name = "MM_FAULT_COUNT")]
+pub static MM_FAULT_COUNT: HashMap<u64, MmFaultCount> =
+    HashMap::with_max_entries(MM_FAULT_COUNT_ENTRIES, 0);
 
 /// What one thread is in the middle of: a hint fault being decided, or a
 /// scanner pass. Task local storage: the kernel hangs the value off the
@@ -205,16 +207,16 @@ pub struct ThreadCtx {
     pub scan_seq_global: u64,
     pub scan_seq_mm: u64,
     /// The scanned mm's fault-count counter at the pass's start.
-    pub scan_pc: u32,
-    pub scan_pc_known: u32,
+    pub scan_fault_count: u32,
+    pub scan_fault_count_known: u32,
     /// The folio's fault-count field before this fault's exchange was
     /// written ahead of the decision: restored when the decision made none.
-    /// `pc_exchanged`: 0 no counter, 1 written ahead, 2 the folio has no
+    /// `fault_count_exchanged`: 0 no counter, 1 written ahead, 2 the folio has no
     /// stamp (the decision makes one if it exchanges).
-    pub pc_exchanged: u32,
-    pub pc_prev_known: u32,
-    pub pc_prev: u32,
-    pub pc_prev_ns: u64,
+    pub fault_count_exchanged: u32,
+    pub prev_fault_count_known: u32,
+    pub prev_fault_count: u32,
+    pub prev_fault_count_ns: u64,
     /// Where a pointer argument becomes a number (see [`as_number`]).
     pub number: u64,
     /// The folio the decision's exchange was made on, and the access
@@ -489,17 +491,17 @@ pub fn vmf_address(vmf: u64) -> u64 {
 /// per-process sequence number, for every hint fault. An mm numatrace has
 /// not seen yet starts at 0 (its counter before attach is not known).
 #[inline(always)]
-pub fn pc_on_fault(mm: u64, pte: bool) -> Option<PcCounter> {
+pub fn count_mm_fault(mm: u64, pte: bool) -> Option<MmFaultCount> {
     if mm == 0 {
         return None;
     }
-    let slot = match PC_COUNT.get_ptr_mut(&mm) {
+    let slot = match MM_FAULT_COUNT.get_ptr_mut(&mm) {
         Some(p) => p,
         None => {
             // BPF_NOEXIST: a racing thread's insert wins.
-            let _ = PC_COUNT.insert(&mm, &PcCounter::default(), 1);
-            let Some(p) = PC_COUNT.get_ptr_mut(&mm) else {
-                count(Counter::PcUnavailable, 1);
+            let _ = MM_FAULT_COUNT.insert(&mm, &MmFaultCount::default(), 1);
+            let Some(p) = MM_FAULT_COUNT.get_ptr_mut(&mm) else {
+                count(Counter::FaultCountUnavailable, 1);
                 return None;
             };
             p
@@ -523,7 +525,7 @@ pub fn pc_on_fault(mm: u64, pte: bool) -> Option<PcCounter> {
     };
     // A reset the probes saw (`BASE_RESET`) is taken by the first PTE
     // fault after it, once even when threads race: the record says so.
-    let base_known = if pte && c.base_known == PcCounter::BASE_RESET {
+    let base_known = if pte && c.base_known == MmFaultCount::BASE_RESET {
         // SAFETY: as above.
         let (_, won) = unsafe {
             core::intrinsics::atomic_cxchg::<
@@ -532,19 +534,19 @@ pub fn pc_on_fault(mm: u64, pte: bool) -> Option<PcCounter> {
                 { core::intrinsics::AtomicOrdering::SeqCst },
             >(
                 &mut c.base_known,
-                PcCounter::BASE_RESET,
-                PcCounter::BASE_KNOWN,
+                MmFaultCount::BASE_RESET,
+                MmFaultCount::BASE_KNOWN,
             )
         };
         if won {
-            PcCounter::BASE_RESET
+            MmFaultCount::BASE_RESET
         } else {
-            PcCounter::BASE_KNOWN
+            MmFaultCount::BASE_KNOWN
         }
     } else {
         c.base_known
     };
-    Some(PcCounter {
+    Some(MmFaultCount {
         count,
         base_known,
         seq: next_seq(&mut c.seq),
@@ -555,17 +557,17 @@ pub fn pc_on_fault(mm: u64, pte: bool) -> Option<PcCounter> {
 /// at 0 for an mm numatrace has not seen fault yet: the scanner usually
 /// passes over a new mm before its first hint fault.
 #[inline(always)]
-pub fn pc_current(mm: u64) -> Option<PcCounter> {
+pub fn mm_fault_count_now(mm: u64) -> Option<MmFaultCount> {
     if mm == 0 {
         return None;
     }
-    let slot = match PC_COUNT.get_ptr(&mm) {
+    let slot = match MM_FAULT_COUNT.get_ptr(&mm) {
         Some(p) => p,
         None => {
             // BPF_NOEXIST: a racing fault's insert wins.
-            let _ = PC_COUNT.insert(&mm, &PcCounter::default(), 1);
-            let Some(p) = PC_COUNT.get_ptr(&mm) else {
-                count(Counter::PcUnavailable, 1);
+            let _ = MM_FAULT_COUNT.insert(&mm, &MmFaultCount::default(), 1);
+            let Some(p) = MM_FAULT_COUNT.get_ptr(&mm) else {
+                count(Counter::FaultCountUnavailable, 1);
                 return None;
             };
             p

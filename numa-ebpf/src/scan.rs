@@ -20,12 +20,12 @@ use aya_ebpf::{
     macros::{fentry, fexit, kprobe, kretprobe},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
-use numa_ebpf_common::{scan_ext_flags, Counter, EventKind, PcCounter, ScanEvent};
+use numa_ebpf_common::{scan_ext_flags, Counter, EventKind, MmFaultCount, ScanEvent};
 
 use crate::maps::{
     count, cpu, current_global_seq, current_mm, emit, existing_thread_ctx, folio_access,
-    folio_access_typed, now_ns, pc_current, pid_tgid, stored_cpupid, task_mm, thread_ctx, ScanCpu,
-    ThreadCtx, PC_COUNT, SCAN_CPU,
+    folio_access_typed, mm_fault_count_now, now_ns, pid_tgid, stored_cpupid, task_mm, thread_ctx,
+    ScanCpu, ThreadCtx, MM_FAULT_COUNT, SCAN_CPU,
 };
 
 /// folio_xchg_last_cpupid(folio, new) is called. This runs several times
@@ -145,10 +145,10 @@ fn on_scan_entry(start: u64, end: u64) {
     // The patch stamps each folio with atomic_read(&mm->hint_faults); read
     // once per pass here (the scanner runs in a thread of the mm it scans):
     // faults of the mm's other threads during the pass are not in it.
-    let pc = pc_current(current_mm());
-    ctx.scan_seq_mm = pc.map_or(0, |c| c.seq);
-    ctx.scan_pc = pc.map_or(0, |c| c.count);
-    ctx.scan_pc_known = u32::from(pc.is_some());
+    let mm_count = mm_fault_count_now(current_mm());
+    ctx.scan_seq_mm = mm_count.map_or(0, |c| c.seq);
+    ctx.scan_fault_count = mm_count.map_or(0, |c| c.count);
+    ctx.scan_fault_count_known = u32::from(mm_count.is_some());
     ctx.scan_cpu = u64::from(cpu());
     if let Some(slot) = SCAN_CPU.get_ptr_mut(0) {
         // SAFETY: this CPU's slot; preemption is off while a program runs.
@@ -252,10 +252,10 @@ pub fn end_pass(ctx: &mut ThreadCtx, ptes_updated: u64, late: u32) {
         stamps,
         seq_global: ctx.scan_seq_global,
         seq_mm: ctx.scan_seq_mm,
-        pc_count: ctx.scan_pc,
+        mm_fault_count: ctx.scan_fault_count,
         ext_flags: late
-            | if ctx.scan_pc_known != 0 {
-                scan_ext_flags::PC_COUNT
+            | if ctx.scan_fault_count_known != 0 {
+                scan_ext_flags::MM_FAULT_COUNT
             } else {
                 0
             }
@@ -385,56 +385,56 @@ pub fn kretprobe_thp_scan_pass(ctx: RetProbeContext) -> u32 {
 /// the child gets its own mm: `p->mm` is still the parent's, whose counter
 /// the fault-count patch resets (`atomic_set(&mm->hint_faults, 0)`).
 #[inline(always)]
-fn on_pc_reset(task: u64) {
+fn on_fault_count_reset(task: u64) {
     let mm = task_mm(task);
     if mm == 0 {
         return;
     }
-    count(Counter::PcResets, 1);
-    if PC_COUNT.get_ptr_mut(&mm).is_none() {
+    count(Counter::FaultCountResets, 1);
+    if MM_FAULT_COUNT.get_ptr_mut(&mm).is_none() {
         // BPF_NOEXIST: a racing fault's new entry is reset below instead.
-        let _ = PC_COUNT.insert(&mm, &PcCounter::default(), 1);
+        let _ = MM_FAULT_COUNT.insert(&mm, &MmFaultCount::default(), 1);
     }
-    match PC_COUNT.get_ptr_mut(&mm) {
+    match MM_FAULT_COUNT.get_ptr_mut(&mm) {
         // SAFETY: map value pointer. The sequence number goes on: it
         // counts the mm's faults, which the patch's reset does not touch.
         Some(c) => unsafe {
             (*c).count = 0;
-            (*c).base_known = PcCounter::BASE_RESET;
+            (*c).base_known = MmFaultCount::BASE_RESET;
         },
-        None => count(Counter::PcUnavailable, 1),
+        None => count(Counter::FaultCountUnavailable, 1),
     }
 }
 
 #[fentry]
-pub fn fentry_pc_reset(ctx: FEntryContext) -> u32 {
-    on_pc_reset(ctx.arg(1));
+pub fn fentry_fault_count_reset(ctx: FEntryContext) -> u32 {
+    on_fault_count_reset(ctx.arg(1));
     0
 }
 
 #[kprobe]
-pub fn kprobe_pc_reset(ctx: ProbeContext) -> u32 {
-    on_pc_reset(ctx.arg(1).unwrap_or(0));
+pub fn kprobe_fault_count_reset(ctx: ProbeContext) -> u32 {
+    on_fault_count_reset(ctx.arg(1).unwrap_or(0));
     0
 }
 
 /// __mmdrop(mm): the mm is freed, and its counter with it (a new mm at the
 /// same address starts from 0, as mm_alloc's zeroed one does).
 #[inline(always)]
-fn on_pc_drop(mm: u64) {
-    if mm != 0 && PC_COUNT.remove(&mm).is_ok() {
-        count(Counter::PcDrops, 1);
+fn on_fault_count_drop(mm: u64) {
+    if mm != 0 && MM_FAULT_COUNT.remove(&mm).is_ok() {
+        count(Counter::FaultCountDrops, 1);
     }
 }
 
 #[fentry]
-pub fn fentry_pc_drop(ctx: FEntryContext) -> u32 {
-    on_pc_drop(ctx.arg(0));
+pub fn fentry_fault_count_drop(ctx: FEntryContext) -> u32 {
+    on_fault_count_drop(ctx.arg(0));
     0
 }
 
 #[kprobe]
-pub fn kprobe_pc_drop(ctx: ProbeContext) -> u32 {
-    on_pc_drop(ctx.arg(0).unwrap_or(0));
+pub fn kprobe_fault_count_drop(ctx: ProbeContext) -> u32 {
+    on_fault_count_drop(ctx.arg(0).unwrap_or(0));
     0
 }

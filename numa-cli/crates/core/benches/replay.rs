@@ -85,10 +85,13 @@ fn event(i: u64, g: &mut Rng, folios: u64) -> FaultEvent {
         // As the probes record a decision that reached the threshold step
         // on a kernel with the patch's inputs: every model does its whole
         // work, none stops at a shortcut.
-        ext_flags: xf::THRESHOLD_PATH | xf::PC_COUNT | xf::PC_STORED | xf::NODE_CANDIDATES,
-        pc_count: (i / 8 + 1) as u32,
-        pc_stored: (i / 8 + 1).saturating_sub((r >> 8) % 250_000) as u32,
-        pc_stored_ns: ts_ns - latency_ms * 1_000_000,
+        ext_flags: xf::THRESHOLD_PATH
+            | xf::MM_FAULT_COUNT
+            | xf::STORED_FAULT_COUNT
+            | xf::NODE_CANDIDATES,
+        mm_fault_count: (i / 8 + 1) as u32,
+        stored_fault_count: (i / 8 + 1).saturating_sub((r >> 8) % 250_000) as u32,
+        stored_fault_count_ns: ts_ns - latency_ms * 1_000_000,
         node_candidates: i / 4,
         comm: *b"bench\0\0\0\0\0\0\0\0\0\0\0",
         ..FaultEvent::default()

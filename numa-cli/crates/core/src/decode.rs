@@ -370,7 +370,7 @@ pub mod fixtures {
     /// builder for fault events in every crate's tests.
     pub fn fault(seq: u64, folio: u64, latency_ms: u64, outcome: Outcome) -> FaultEvent {
         let ts_ns = 1_000_000_000_000 + seq * 1_000_000;
-        let mut ext_flags = ext_flags::PC_COUNT | ext_flags::PC_STORED;
+        let mut ext_flags = ext_flags::MM_FAULT_COUNT | ext_flags::STORED_FAULT_COUNT;
         if outcome != Outcome::PromoteFreeSpace {
             ext_flags |= ext_flags::THRESHOLD_PATH;
         }
@@ -397,9 +397,9 @@ pub mod fixtures {
                 | fault_flags::KERNEL_LATENCY
                 | fault_flags::HAS_FAULT_HOOK,
             comm: *b"hot-chunks\0\0\0\0\0\0",
-            pc_count: seq as u32,
-            pc_stored: seq.saturating_sub(3) as u32,
-            pc_stored_ns: ts_ns - latency_ms * 1_000_000,
+            mm_fault_count: seq as u32,
+            stored_fault_count: seq.saturating_sub(3) as u32,
+            stored_fault_count_ns: ts_ns - latency_ms * 1_000_000,
             ext_flags,
             ..FaultEvent::default()
         }
@@ -487,15 +487,15 @@ mod tests {
         let mut f = fault(70_000, 3, 1500, Outcome::RejectLatency);
         f.access_at_fault = 7;
         f.access_after = 8;
-        f.ext_flags = xf::PC_COUNT;
+        f.ext_flags = xf::MM_FAULT_COUNT;
         let bytes = encode(&Event::Fault(f));
         let Ok(Event::Fault(g)) = decode_old(&bytes[..RECORD_SIZES_V2[0]], Some(OldLayout::V2))
         else {
             panic!("v2 fault did not decode");
         };
         assert_eq!((g.access_at_fault, g.access_after), (0, 0));
-        assert_eq!((g.pc_count, g.scan_ns), (f.pc_count, f.scan_ns));
-        assert_eq!(g.ext_flags, xf::PC_COUNT);
+        assert_eq!((g.mm_fault_count, g.scan_ns), (f.mm_fault_count, f.scan_ns));
+        assert_eq!(g.ext_flags, xf::MM_FAULT_COUNT);
         assert_eq!(
             decode_old(&bytes[..RECORD_SIZES_V2[0] - 1], Some(OldLayout::V2)),
             Err(DecodeError::Short(RECORD_SIZES_V2[0] - 1))

@@ -64,7 +64,7 @@ struct Pass {
     ts_ns: u64,
     seq_global: u64,
     seq_mm: u64,
-    pc_count: Option<u32>,
+    mm_fault_count: Option<u32>,
     first: u32,
     last: u32,
 }
@@ -144,7 +144,7 @@ impl Stamper {
             ts_ns: s.ts_ns,
             seq_global: s.seq_global,
             seq_mm: s.seq_mm,
-            pc_count: s.has_pc_count().then_some(s.pc_count),
+            mm_fault_count: s.has_mm_fault_count().then_some(s.mm_fault_count),
             first: s.access_first & self.mask,
             last: s.access_last & self.mask,
         };
@@ -312,11 +312,11 @@ fn fill(f: &mut FaultEvent, pass: &Pass) {
     f.scan_seq_global = pass.seq_global;
     f.scan_seq_mm = pass.seq_mm;
     f.ext_flags = (f.ext_flags & !xf::NEEDS_PASS) | xf::STAMP_FROM_PASS;
-    if let Some(pc) = pass.pc_count {
-        if f.has_pc_count() && !f.has_pc_stored() {
-            f.pc_stored = pc;
-            f.pc_stored_ns = pass.ts_ns;
-            f.ext_flags |= xf::PC_STORED;
+    if let Some(mm_count) = pass.mm_fault_count {
+        if f.has_mm_fault_count() && !f.has_stored_fault_count() {
+            f.stored_fault_count = mm_count;
+            f.stored_fault_count_ns = pass.ts_ns;
+            f.ext_flags |= xf::STORED_FAULT_COUNT;
         }
     }
 }

@@ -17,8 +17,8 @@ use numa_core::{
     params::KernelParams,
 };
 use numa_ebpf_common::{
-    PcCounter, Stamp, COUNTER_SLOTS, HIST_SLOTS, MAX_CPUS, MIGRATE_REASONS, OUTCOMES,
-    PC_COUNT_ENTRIES,
+    MmFaultCount, Stamp, COUNTER_SLOTS, HIST_SLOTS, MAX_CPUS, MIGRATE_REASONS,
+    MM_FAULT_COUNT_ENTRIES, OUTCOMES,
 };
 
 /// Kernel memory for every map by default: a TiB of slow memory is then
@@ -54,7 +54,7 @@ pub fn fixed_bytes(ring_bytes: u64, cpus: u64) -> u64 {
         + 2 * OUTCOMES as u64
         + 2 * u64::from(MIGRATE_REASONS);
     ring_bytes
-        + hash(PC_COUNT_ENTRIES, 8, size_of::<PcCounter>())
+        + hash(MM_FAULT_COUNT_ENTRIES, 8, size_of::<MmFaultCount>())
         + per_cpu_slots * 8 * cpus
         + u64::from(MAX_CPUS) * 4
         + THREADS_ALLOWED * THREAD_CTX_BYTES

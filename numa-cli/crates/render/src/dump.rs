@@ -27,7 +27,7 @@ pub fn event_json(ev: &Event) -> serde_json::Value {
             "scan_count": f.scan_count,
             "outcome": numa_ebpf_common::Outcome::from_u8(f.outcome).map_or("?", |o| o.name()),
             "decision": f.decision, "migrate_ok": f.migrate_ok, "flags": f.flags,
-            "pc_count": f.pc_count, "pc_stored": f.pc_stored, "pc_stored_ns": f.pc_stored_ns,
+            "mm_fault_count": f.mm_fault_count, "stored_fault_count": f.stored_fault_count, "stored_fault_count_ns": f.stored_fault_count_ns,
             "node_candidates": f.node_candidates, "ext_flags": f.ext_flags,
             "access_at_fault": f.access_at_fault, "access_after": f.access_after,
         }),
@@ -35,7 +35,7 @@ pub fn event_json(ev: &Event) -> serde_json::Value {
             "type": "scan", "ts_ns": s.ts_ns, "cpu": s.cpu, "pid": s.tgid(),
             "start": format!("{:#x}", s.start), "end": format!("{:#x}", s.end),
             "ptes_updated": s.ptes_updated, "stamps": s.stamps, "seq_global": s.seq_global, "seq_mm": s.seq_mm,
-            "pc_count": s.pc_count, "ext_flags": s.ext_flags,
+            "mm_fault_count": s.mm_fault_count, "ext_flags": s.ext_flags,
             "access_first": s.access_first, "access_last": s.access_last,
         }),
         Event::Skip(s) => json!({

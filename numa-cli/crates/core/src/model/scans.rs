@@ -39,14 +39,14 @@ pub const MAX_ENTRIES: usize = 1 << 22;
 pub struct RangeScan {
     pub start: u64,
     pub end: u64,
-    /// When the pass started; `seq_global`, `seq_mm` and `pc_count` were
+    /// When the pass started; `seq_global`, `seq_mm` and `mm_fault_count` were
     /// read then too.
     pub ts_ns: u64,
     pub seq_global: u64,
     pub seq_mm: u64,
     /// The scanned mm's fault-count counter as the patch keeps it, when
     /// the probes had it (what patch 2/2 re-stamps PROT_NONE folios with).
-    pub pc_count: Option<u32>,
+    pub mm_fault_count: Option<u32>,
 }
 
 #[derive(Debug)]
@@ -265,7 +265,7 @@ impl ScanIndex {
             ts_ns: ev.ts_ns,
             seq_global: ev.seq_global,
             seq_mm: ev.seq_mm,
-            pc_count: ev.has_pc_count().then_some(ev.pc_count),
+            mm_fault_count: ev.has_mm_fault_count().then_some(ev.mm_fault_count),
         };
         if ev.end <= ev.start {
             return;

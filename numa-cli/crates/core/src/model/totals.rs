@@ -98,7 +98,7 @@ pub struct PatchInputs {
     /// Slow-node hint faults with the patch's counter, and without it.
     pub faults_with_counter: u64,
     pub faults_without_counter: u64,
-    /// The mm's counter checked per epoch: from a reset (`PC_AFTER_RESET`)
+    /// The mm's counter checked per epoch: from a reset (`FAULT_COUNT_AFTER_RESET`)
     /// or the mm's first fault the probes counted, its PTE faults must
     /// carry the counts 1..=n, each once, in whatever order their records
     /// arrive (threads of one mm fault on several CPUs). Epochs checked,
@@ -183,7 +183,7 @@ impl CountEpoch {
 
 impl PatchInputs {
     fn fault(&mut self, f: &FaultEvent) {
-        if !f.has_pc_count() {
+        if !f.has_mm_fault_count() {
             self.faults_without_counter += 1;
             return;
         }
@@ -191,7 +191,7 @@ impl PatchInputs {
         if !f.pmd_fault() {
             self.count_step(f);
         }
-        if f.has_pc_stored() && !f.has_stamp() {
+        if f.has_stored_fault_count() && !f.has_stamp() {
             self.stored_by_a_fault += 1;
         }
         if f.threshold_path() {
@@ -205,11 +205,11 @@ impl PatchInputs {
     /// A PTE fault's count into its mm's epoch (a PMD fault reads the
     /// counter without adding: nothing to check).
     fn count_step(&mut self, f: &FaultEvent) {
-        let reset = f.pc_after_reset();
+        let reset = f.fault_count_after_reset();
         // seq_mm 1: the first hint fault of an mm the probes counted from
         // its start (a new process, or an exec's new mm).
         let begins = reset || f.seq_mm == 1;
-        let (seq, count) = (f.seq_mm, f.pc_count);
+        let (seq, count) = (f.seq_mm, f.mm_fault_count);
         let tgid = f.tgid();
         self.epochs.0.advance(f.ts_ns);
         for (_, gone) in self.epochs.0.take_dropped() {
@@ -863,9 +863,12 @@ impl Totals {
             ("thp_scans", kc(Counter::ThpScans)),
             ("vma_skips", kc(Counter::VmaSkips)),
             ("migrate_tp_pages", self.window.migrated_pages()),
-            ("pc_resets", kc(Counter::PcResets)),
-            ("pc_drops", kc(Counter::PcDrops)),
-            ("pc_unavailable", kc(Counter::PcUnavailable)),
+            ("fault_count_resets", kc(Counter::FaultCountResets)),
+            ("fault_count_drops", kc(Counter::FaultCountDrops)),
+            (
+                "fault_count_unavailable",
+                kc(Counter::FaultCountUnavailable),
+            ),
             ("pmd_hint_faults", kc(Counter::PmdHintFaults)),
             ("runs_missed", kc(Counter::RunsMissed)),
         ])
@@ -928,11 +931,11 @@ mod tests {
         a.ext_flags |= xf::NODE_CANDIDATES;
         p.fault(&a);
         let mut pmd = fault(2, 2, 5, Outcome::PromoteHot);
-        pmd.pc_count = 10; // a PMD fault reads without adding
+        pmd.mm_fault_count = 10; // a PMD fault reads without adding
         pmd.ext_flags |= xf::PMD_FAULT;
         p.fault(&pmd);
         let mut skipped = fault(3, 3, 5, Outcome::RejectLatency);
-        skipped.pc_count = 2;
+        skipped.mm_fault_count = 2;
         skipped.flags &= !ff::HAS_STAMP; // compared with an earlier fault's count
         p.fault(&skipped);
         assert_eq!(p.stored_by_a_fault, 1);
@@ -941,7 +944,7 @@ mod tests {
             (3, 2)
         );
         let mut none = fault(14, 4, 5, Outcome::PromoteHot);
-        none.ext_flags &= !xf::PC_COUNT;
+        none.ext_flags &= !xf::MM_FAULT_COUNT;
         p.fault(&none);
         assert_eq!((p.faults_with_counter, p.faults_without_counter), (3, 1));
         let r = p.report();
@@ -954,9 +957,9 @@ mod tests {
     fn count_epochs_take_threads_and_resets() {
         let pte = |seq: u64, count: u32, reset: bool| {
             let mut f = fault(seq, seq, 5, Outcome::PromoteHot);
-            f.pc_count = count;
+            f.mm_fault_count = count;
             if reset {
-                f.ext_flags |= xf::PC_AFTER_RESET;
+                f.ext_flags |= xf::FAULT_COUNT_AFTER_RESET;
             }
             f
         };

@@ -37,9 +37,9 @@ pub enum Hook {
     MigrateTracepoint,
     /// init_numa_balancing: where the fault-count patch resets an mm's
     /// counter (every clone of a process).
-    PcReset,
+    FaultCountReset,
     /// __mmdrop: an mm (and its fault-count counter) is freed.
-    PcDrop,
+    FaultCountDrop,
     /// sched:sched_process_exit: a thread's fault record still open when
     /// it exits is sent (a failed migration's fault can end without
     /// task_numa_fault).
@@ -58,8 +58,8 @@ impl Hook {
         Hook::ThpScan,
         Hook::VmaSkip,
         Hook::MigrateTracepoint,
-        Hook::PcReset,
-        Hook::PcDrop,
+        Hook::FaultCountReset,
+        Hook::FaultCountDrop,
         Hook::ThreadExit,
     ];
 
@@ -75,8 +75,8 @@ impl Hook {
             Hook::ThpScan => "thp_scan",
             Hook::VmaSkip => "vma_skip",
             Hook::MigrateTracepoint => "migrate_tracepoint",
-            Hook::PcReset => "pc_reset",
-            Hook::PcDrop => "pc_drop",
+            Hook::FaultCountReset => "fault_count_reset",
+            Hook::FaultCountDrop => "fault_count_drop",
             Hook::ThreadExit => "thread_exit",
         }
     }
@@ -147,8 +147,8 @@ impl Hook {
             )],
             Hook::ThpFault => &[c!("do_huge_pmd_numa_page", "vmf", &[])],
             Hook::ThpScan => &[c!("change_huge_pmd", "pmd", &[])],
-            Hook::PcReset => &[c!("init_numa_balancing", "clone_flags,task", &[(1, TASK)])],
-            Hook::PcDrop => &[c!("__mmdrop", "mm", &[(0, MM)])],
+            Hook::FaultCountReset => &[c!("init_numa_balancing", "clone_flags,task", &[(1, TASK)])],
+            Hook::FaultCountDrop => &[c!("__mmdrop", "mm", &[(0, MM)])],
             Hook::VmaSkip | Hook::MigrateTracepoint | Hook::ThreadExit => &[],
         }
     }

@@ -15,8 +15,8 @@ fn pass(ts_ns: u64, first: u32, last: u32) -> Event {
         end: 0x4020_0000,
         seq_global: 11,
         seq_mm: 5,
-        pc_count: 40,
-        ext_flags: scan_ext_flags::PC_COUNT | scan_ext_flags::ACCESS_RANGE,
+        mm_fault_count: 40,
+        ext_flags: scan_ext_flags::MM_FAULT_COUNT | scan_ext_flags::ACCESS_RANGE,
         access_first: first,
         access_last: last,
         ..Default::default()
@@ -30,7 +30,7 @@ fn fault(ts_ns: u64, access: u32) -> Event {
         ts_ns,
         addr: 0x4000_1000,
         access_at_fault: access,
-        ext_flags: xf::ACCESS_AT_FAULT | xf::NEEDS_PASS | xf::PC_COUNT,
+        ext_flags: xf::ACCESS_AT_FAULT | xf::NEEDS_PASS | xf::MM_FAULT_COUNT,
         ..Default::default()
     })
 }
@@ -80,8 +80,11 @@ fn a_fault_gets_the_pass_that_wrote_its_folios_value() {
         (f.scan_ns, f.scan_seq_global, f.scan_seq_mm),
         (100 * MS, 11, 5)
     );
-    assert!(f.has_pc_stored());
-    assert_eq!((f.pc_stored, f.pc_stored_ns), (40, 100 * MS));
+    assert!(f.has_stored_fault_count());
+    assert_eq!(
+        (f.stored_fault_count, f.stored_fault_count_ns),
+        (40, 100 * MS)
+    );
 }
 
 #[test]

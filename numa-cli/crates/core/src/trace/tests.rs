@@ -338,15 +338,15 @@ fn the_fixture_carries_numatraces_counter_for_the_patch_inputs() {
         match item.expect("every record decodes") {
             Item::Event(Event::Fault(f)) => {
                 faults += 1;
-                assert_eq!(f.pc_count, f.seq_mm as u32);
+                assert_eq!(f.mm_fault_count, f.seq_mm as u32);
                 assert_eq!(f.node_candidates, 0);
                 assert_eq!(f.ext_flags & xf::NODE_CANDIDATES, 0);
-                assert_ne!(f.ext_flags & xf::PC_COUNT, 0);
+                assert_ne!(f.ext_flags & xf::MM_FAULT_COUNT, 0);
                 let stored = f.has_stamp() && !f.stamp_other_mm();
-                assert_eq!(f.ext_flags & xf::PC_STORED != 0, stored);
+                assert_eq!(f.ext_flags & xf::STORED_FAULT_COUNT != 0, stored);
                 if stored {
-                    assert_eq!(f.pc_stored, f.scan_seq_mm as u32);
-                    assert_eq!(f.pc_stored_ns, f.scan_ns);
+                    assert_eq!(f.stored_fault_count, f.scan_seq_mm as u32);
+                    assert_eq!(f.stored_fault_count_ns, f.scan_ns);
                 }
                 let past = matches!(
                     Outcome::from_u8(f.outcome),
@@ -356,14 +356,14 @@ fn the_fixture_carries_numatraces_counter_for_the_patch_inputs() {
                     f.ext_flags & xf::THRESHOLD_PATH != 0,
                     past || f.has_kernel_latency()
                 );
-                if f.ext_flags == xf::PC_COUNT | xf::PC_STORED | xf::THRESHOLD_PATH {
+                if f.ext_flags == xf::MM_FAULT_COUNT | xf::STORED_FAULT_COUNT | xf::THRESHOLD_PATH {
                     all_three += 1;
                 }
             }
             Item::Event(Event::Scan(s)) => {
                 scans += 1;
-                assert_eq!(s.pc_count, s.seq_mm as u32);
-                assert_eq!(s.ext_flags, scan_ext_flags::PC_COUNT);
+                assert_eq!(s.mm_fault_count, s.seq_mm as u32);
+                assert_eq!(s.ext_flags, scan_ext_flags::MM_FAULT_COUNT);
             }
             _ => {}
         }

@@ -99,13 +99,13 @@ pub fn patch_latency(count: u32, stored: u32, cpupid_mask: u32) -> u32 {
 /// PROT_NONE and re-stamped it.
 fn patch_stored(ev: &FaultEvent, view: &FaultView, stamp: StampKind) -> Option<u32> {
     let stored = ev
-        .has_pc_stored()
-        .then_some((ev.pc_stored, ev.pc_stored_ns));
+        .has_stored_fault_count()
+        .then_some((ev.stored_fault_count, ev.stored_fault_count_ns));
     let pass = match stamp {
         StampKind::First => None,
         StampKind::Latest => view
             .latest_scan
-            .and_then(|s| s.pc_count.map(|c| (c, s.ts_ns))),
+            .and_then(|s| s.mm_fault_count.map(|c| (c, s.ts_ns))),
     };
     match (stored, pass) {
         (Some((_, at)), Some((c, ts))) if ts > at => Some(c),
@@ -162,13 +162,13 @@ impl FaultCount {
             Shortcut::Before => return OTHER,
             Shortcut::ThresholdPath => {}
         }
-        if !ev.has_pc_count() {
+        if !ev.has_mm_fault_count() {
             return NO_STAMP;
         }
         let Some(stored) = patch_stored(ev, view, self.stamp) else {
             return NO_STAMP;
         };
-        let latency = patch_latency(ev.pc_count, stored, self.cpupid_mask);
+        let latency = patch_latency(ev.mm_fault_count, stored, self.cpupid_mask);
         if u64::from(latency) >= self.threshold {
             return FAULT_COUNT;
         }

@@ -190,14 +190,14 @@ fn fault_count_is_the_patch_by_default() {
     assert_eq!(m.params().get("mode").map(String::as_str), Some("patch"));
     // 100k faults between the scan (count 100000) and this fault.
     let mut ev = fault(200_000, 1, 50_000, Outcome::RejectLatency);
-    ev.pc_stored = 100_000;
+    ev.stored_fault_count = 100_000;
     // latency 200000 - 65536 = 134464 >= 10000
     assert_eq!(step(m.decide(&ev, &view)), (false, "fault_count"));
     // The fault-time exchange: a second fault on the folio with no rescan
     // is compared with the first fault's count (200000 >> 16 = 3).
     let mut again = fault(200_010, 1, 0, Outcome::RejectOther);
     again.flags &= !ff::HAS_STAMP;
-    again.pc_stored = 200_000;
+    again.stored_fault_count = 200_000;
     assert_eq!(step(m.decide(&again, &view)), (true, "hot"));
     // The idealised count has no stamp for it and never promotes.
     let mut exact = model("fault-count:exact,threshold=10000");
@@ -208,7 +208,7 @@ fn fault_count_is_the_patch_by_default() {
     assert_eq!(step(exact.decide(&small, &view)), (true, "hot"));
     // Without the patch's counter for this mm: no answer.
     let mut none = small;
-    none.ext_flags &= !xf::PC_COUNT;
+    none.ext_flags &= !xf::MM_FAULT_COUNT;
     assert_eq!(step(m.decide(&none, &view)), (false, "no_stamp"));
 }
 
@@ -217,7 +217,7 @@ fn fault_count_keeps_the_free_space_shortcut_first() {
     let view = FaultView::default();
     let mut m = model("fault-count:threshold=10");
     let mut ev = fault(5_000_000, 1, 90_000, Outcome::PromoteFreeSpace);
-    ev.pc_stored = 0;
+    ev.stored_fault_count = 0;
     ev.scan_seq_mm = 0;
     let v = m.decide(&ev, &view);
     assert_eq!(step(v), (true, "free_space"));
@@ -279,7 +279,7 @@ fn exact_fault_count_threshold_counter_and_wraparound() {
     assert_eq!(step(m.decide(&ev, &view)), (false, "no_stamp"));
 }
 
-fn pass(ts_ns: u64, seq_mm: u64, pc_count: Option<u32>) -> FaultView {
+fn pass(ts_ns: u64, seq_mm: u64, mm_fault_count: Option<u32>) -> FaultView {
     FaultView {
         latest_scan: Some(RangeScan {
             start: 0,
@@ -287,7 +287,7 @@ fn pass(ts_ns: u64, seq_mm: u64, pc_count: Option<u32>) -> FaultView {
             ts_ns,
             seq_global: seq_mm,
             seq_mm,
-            pc_count,
+            mm_fault_count,
         }),
     }
 }
@@ -324,18 +324,18 @@ fn latest_stamp_is_patch_2_of_2() {
     // Stamped at count 100000 (field 1); a later pass found the PTE still
     // PROT_NONE at count 260000 and re-stamped it (field 3 = 196608).
     let mut ev = fault(262_000, 1, 50_000, Outcome::RejectLatency);
-    ev.pc_stored = 100_000;
-    let later = pass(ev.pc_stored_ns + 1, 0, Some(260_000));
+    ev.stored_fault_count = 100_000;
+    let later = pass(ev.stored_fault_count_ns + 1, 0, Some(260_000));
     let mut first = model("fault-count:threshold=100000");
     let mut latest = model("fault-count:threshold=100000,stamp=latest");
     assert_eq!(step(first.decide(&ev, &later)), (false, "fault_count"));
     assert_eq!(step(latest.decide(&ev, &later)), (true, "hot"));
     // A pass older than what the folio holds (the fault-time exchange or
     // the scanner's own stamp) changes nothing.
-    let older = pass(ev.pc_stored_ns - 1, 0, Some(260_000));
+    let older = pass(ev.stored_fault_count_ns - 1, 0, Some(260_000));
     assert_eq!(step(latest.decide(&ev, &older)), (false, "fault_count"));
     // A pass without the patch's counter is not a re-stamp.
-    let unknown = pass(ev.pc_stored_ns + 1, 0, None);
+    let unknown = pass(ev.stored_fault_count_ns + 1, 0, None);
     assert_eq!(step(latest.decide(&ev, &unknown)), (false, "fault_count"));
 }
 
