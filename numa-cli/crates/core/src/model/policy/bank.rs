@@ -7,7 +7,7 @@ use std::slice::IterMut;
 
 use numa_ebpf_common::{FaultEvent, ScanEvent};
 
-use super::{FaultView, Policy, Verdict};
+use super::{Decision, FaultView, Policy};
 use crate::model::{pagetable, scans::ScanIndex};
 
 /// What the kernel did, as a policy's answer is compared with it.
@@ -37,7 +37,7 @@ impl Kernel {
 /// One policy's answer on a fault it was asked about, beside the kernel's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Answer {
-    pub verdict: Verdict,
+    pub decision: Decision,
     /// The kernel promoted the folio, in the bank's sense ([`Kernel`]).
     pub kernel: bool,
 }
@@ -46,20 +46,20 @@ impl Answer {
     /// The policy would promote the folio.
     #[inline]
     pub fn promote(&self) -> bool {
-        self.verdict.promote
+        self.decision.promote
     }
 
     /// The policy and the kernel did the same.
     #[inline]
     pub fn agrees(&self) -> bool {
-        self.verdict.promote == self.kernel
+        self.decision.promote == self.kernel
     }
 
     /// The policy would promote a folio the kernel did not: a promotion
     /// it adds.
     #[inline]
     pub fn adds(&self) -> bool {
-        self.verdict.promote & !self.kernel
+        self.decision.promote & !self.kernel
     }
 }
 
@@ -203,7 +203,7 @@ impl Iterator for Answers<'_> {
     fn next(&mut self) -> Option<Answer> {
         let p = self.policies.next()?;
         Some(Answer {
-            verdict: p.decide_keyed(self.f, &self.view, self.key),
+            decision: p.decide_keyed(self.f, &self.view, self.key),
             kernel: self.kernel,
         })
     }
@@ -251,15 +251,15 @@ mod tests {
         fn params(&self) -> BTreeMap<String, String> {
             BTreeMap::new()
         }
-        fn decide(&mut self, ev: &FaultEvent, view: &FaultView) -> Verdict {
+        fn decide(&mut self, ev: &FaultEvent, view: &FaultView) -> Decision {
             let key = pagetable::pack(ev.tgid(), ev.addr).unwrap_or(0);
             self.decide_keyed(ev, view, key)
         }
-        fn decide_keyed(&mut self, _ev: &FaultEvent, view: &FaultView, key: u64) -> Verdict {
+        fn decide_keyed(&mut self, _ev: &FaultEvent, view: &FaultView, key: u64) -> Decision {
             let mut seen = self.seen.borrow_mut();
             seen.scans.push(view.latest_scan.map(|s| s.ts_ns));
             seen.keys.push(key);
-            Verdict {
+            Decision {
                 promote: self.promote,
                 reason: self.name,
                 step: Step::Other,
@@ -302,7 +302,7 @@ mod tests {
     fn reasons(answers: Option<Answers<'_>>) -> Vec<(&'static str, bool, bool)> {
         answers
             .expect("asked")
-            .map(|a| (a.verdict.reason, a.promote(), a.kernel))
+            .map(|a| (a.decision.reason, a.promote(), a.kernel))
             .collect()
     }
 
@@ -410,7 +410,7 @@ mod tests {
         let mut unaligned = f;
         unaligned.addr += 1;
         let first = bank.fault(&unaligned).and_then(|mut a| a.next());
-        assert_eq!(first.map(|a| a.verdict.reason), Some("plain"));
+        assert_eq!(first.map(|a| a.decision.reason), Some("plain"));
         assert_eq!(plain_seen.borrow().keys, [key, 0]);
         assert_eq!(eager_seen.borrow().keys, [key]);
         assert!(plain_seen.borrow().prefetched.is_empty());

@@ -18,12 +18,13 @@ use std::collections::BTreeMap;
 use numa_ebpf_common::FaultEvent;
 
 use super::{
+    decision,
     limits::{Candidates, RateLimiter},
-    shortcut, verdict, FaultView, Policy, Shortcut, Step, Verdict, FREE_SPACE, HOT, NO_STAMP,
-    OTHER, RATE_LIMIT,
+    shortcut, Decision, FaultView, Policy, Shortcut, Step, FREE_SPACE, HOT, NO_STAMP, OTHER,
+    RATE_LIMIT,
 };
 
-const FAULT_COUNT: Verdict = verdict(false, "fault_count", Step::Threshold);
+const FAULT_COUNT: Decision = decision(false, "fault_count", Step::Threshold);
 
 /// PAGE_FAULT_COUNT_BUCKETS: the patch stores `count >> 16`.
 pub(super) const PAGE_FAULT_COUNT_BUCKETS: u32 = 16;
@@ -155,7 +156,7 @@ pub fn fault_delta(
 }
 
 impl FaultCount {
-    fn decide_patch(&mut self, ev: &FaultEvent, view: &FaultView) -> Verdict {
+    fn decide_patch(&mut self, ev: &FaultEvent, view: &FaultView) -> Decision {
         self.candidates.observe(ev);
         match shortcut(ev) {
             Shortcut::FreeSpace => return FREE_SPACE,
@@ -175,7 +176,7 @@ impl FaultCount {
         self.rate_step(ev)
     }
 
-    fn decide_exact(&mut self, ev: &FaultEvent, view: &FaultView) -> Verdict {
+    fn decide_exact(&mut self, ev: &FaultEvent, view: &FaultView) -> Decision {
         let Some(delta) = fault_delta(ev, view, self.counter, self.stamp) else {
             return NO_STAMP;
         };
@@ -186,7 +187,7 @@ impl FaultCount {
     }
 
     /// A candidate: counted on its node, then the rate limit if on.
-    fn rate_step(&mut self, ev: &FaultEvent) -> Verdict {
+    fn rate_step(&mut self, ev: &FaultEvent) -> Decision {
         let nr_cand = self
             .candidates
             .add(ev.dst_nid, u64::from(ev.nr_pages.max(1)));
@@ -224,7 +225,7 @@ impl Policy for FaultCount {
         p
     }
 
-    fn decide(&mut self, ev: &FaultEvent, view: &FaultView) -> Verdict {
+    fn decide(&mut self, ev: &FaultEvent, view: &FaultView) -> Decision {
         match self.mode {
             Mode::Patch => self.decide_patch(ev, view),
             Mode::Exact => self.decide_exact(ev, view),

@@ -4,12 +4,13 @@ use std::collections::BTreeMap;
 use numa_ebpf_common::FaultEvent;
 
 use super::{
+    decision,
     limits::{node_entry, AdaptiveThreshold, Candidates, RateLimiter},
-    shortcut, verdict, FaultView, Policy, Shortcut, Step, Verdict, FREE_SPACE, HOT, NO_STAMP,
-    OTHER, RATE_LIMIT,
+    shortcut, Decision, FaultView, Policy, Shortcut, Step, FREE_SPACE, HOT, NO_STAMP, OTHER,
+    RATE_LIMIT,
 };
 
-const LATENCY: Verdict = verdict(false, "latency", Step::Threshold);
+const LATENCY: Decision = decision(false, "latency", Step::Threshold);
 
 /// `kernel-time`: should_numa_migrate_memory's tiering branch re-implemented.
 #[derive(Debug, Clone)]
@@ -83,7 +84,7 @@ impl Policy for KernelTime {
         ])
     }
 
-    fn decide(&mut self, ev: &FaultEvent, _view: &FaultView) -> Verdict {
+    fn decide(&mut self, ev: &FaultEvent, _view: &FaultView) -> Decision {
         let nr_cand = self.candidates.observe(ev);
         let now_ms = ev.ts_ns / 1_000_000;
         let (ref_th, period, rate) = (

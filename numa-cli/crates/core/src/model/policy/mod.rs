@@ -50,21 +50,21 @@ pub enum Step {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Verdict {
+pub struct Decision {
     pub promote: bool,
     pub reason: &'static str,
     pub step: Step,
 }
 
-impl Verdict {
+impl Decision {
     /// Whether the kernel would count this fault in PGPROMOTE_CANDIDATE.
     pub fn candidate(&self) -> bool {
         matches!(self.step, Step::Promoted | Step::RateLimit)
     }
 }
 
-const fn verdict(promote: bool, reason: &'static str, step: Step) -> Verdict {
-    Verdict {
+const fn decision(promote: bool, reason: &'static str, step: Step) -> Decision {
+    Decision {
         promote,
         reason,
         step,
@@ -72,12 +72,12 @@ const fn verdict(promote: bool, reason: &'static str, step: Step) -> Verdict {
 }
 
 /// The kernel's own answers, shared by the kernel-like models.
-const FREE_SPACE: Verdict = verdict(true, "free_space", Step::FreeSpace);
-const HOT: Verdict = verdict(true, "hot", Step::Promoted);
-const RATE_LIMIT: Verdict = verdict(false, "rate_limit", Step::RateLimit);
-const NO_STAMP: Verdict = verdict(false, "no_stamp", Step::Other);
+const FREE_SPACE: Decision = decision(true, "free_space", Step::FreeSpace);
+const HOT: Decision = decision(true, "hot", Step::Promoted);
+const RATE_LIMIT: Decision = decision(false, "rate_limit", Step::RateLimit);
+const NO_STAMP: Decision = decision(false, "no_stamp", Step::Other);
 /// Rejected before the threshold path (the destination has no memory).
-const OTHER: Verdict = verdict(false, "other", Step::Other);
+const OTHER: Decision = decision(false, "other", Step::Other);
 
 /// How a fault the kernel decided in tiering mode left the free-space
 /// shortcut: promoted by it, rejected before it (no memory on the
@@ -106,12 +106,12 @@ pub trait Policy {
     fn params(&self) -> BTreeMap<String, String>;
     /// Called for every hint fault the kernel decided in tiering mode on a
     /// slow-node folio (the decisions the policies compete on).
-    fn decide(&mut self, ev: &FaultEvent, view: &FaultView) -> Verdict;
+    fn decide(&mut self, ev: &FaultEvent, view: &FaultView) -> Decision;
     /// [`decide`](Self::decide) with the fault's page key packed by the
     /// caller (`pagetable::pack` of its tgid and address, 0 when it does
     /// not pack): the [`PolicyBank`] packs it once per fault for every
     /// model.
-    fn decide_keyed(&mut self, ev: &FaultEvent, view: &FaultView, _key: u64) -> Verdict {
+    fn decide_keyed(&mut self, ev: &FaultEvent, view: &FaultView, _key: u64) -> Decision {
         self.decide(ev, view)
     }
     /// Told of a fault some events before `decide` sees it, with its page

@@ -45,7 +45,7 @@ fn model(spec: &str) -> Box<dyn Policy> {
     build(spec, &ModelDefaults::default(), &KernelDefaults::default()).expect("model")
 }
 
-fn step(v: Verdict) -> (bool, &'static str) {
+fn step(v: Decision) -> (bool, &'static str) {
     (v.promote, v.reason)
 }
 

@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 use numa_ebpf_common::FaultEvent;
 use rustc_hash::FxHashMap as HashMap;
 
-use super::{verdict, FaultView, Policy, Step, Verdict};
+use super::{decision, Decision, FaultView, Policy, Step};
 
 /// Not one of the kernel's steps: no candidates, no threshold to count.
-const SECOND_TOUCH: Verdict = verdict(true, "second_touch", Step::Other);
-const FIRST_TOUCH: Verdict = verdict(false, "first_touch", Step::Other);
+const SECOND_TOUCH: Decision = decision(true, "second_touch", Step::Other);
+const FIRST_TOUCH: Decision = decision(false, "first_touch", Step::Other);
 use crate::model::pagetable::{self, PageTable};
 
 /// `two-touch` (pghot's hint-fault source): promote on the second hint
@@ -82,12 +82,12 @@ impl Policy for TwoTouch {
         }
     }
 
-    fn decide(&mut self, ev: &FaultEvent, view: &FaultView) -> Verdict {
+    fn decide(&mut self, ev: &FaultEvent, view: &FaultView) -> Decision {
         let key = pagetable::pack(ev.tgid(), ev.addr);
         self.decide_keyed(ev, view, key.unwrap_or(0))
     }
 
-    fn decide_keyed(&mut self, ev: &FaultEvent, _view: &FaultView, key: u64) -> Verdict {
+    fn decide_keyed(&mut self, ev: &FaultEvent, _view: &FaultView, key: u64) -> Decision {
         debug_assert_eq!(key, pagetable::pack(ev.tgid(), ev.addr).unwrap_or(0));
         let now_ms = ev.ts_ns / 1_000_000;
         if key == 0 {
@@ -143,7 +143,7 @@ mod tests {
     }
 
     impl RefTwoTouch {
-        fn decide(&mut self, ev: &FaultEvent) -> Verdict {
+        fn decide(&mut self, ev: &FaultEvent) -> Decision {
             let key = (ev.tgid(), ev.addr);
             let now_ms = ev.ts_ns / 1_000_000;
             if self.last.len() >= self.cap && !self.last.contains_key(&key) {

@@ -23,7 +23,7 @@ use self::{
 };
 use super::{
     pagetable,
-    policy::{FaultView, Policy, PolicyBank, Step, Verdict},
+    policy::{Decision, FaultView, Policy, PolicyBank, Step},
     window::Window,
 };
 use crate::{
@@ -54,9 +54,9 @@ struct ModelState {
     stamped_elsewhere: Agreement,
 }
 
-/// How often a model gave one verdict.
+/// How often a model gave one decision.
 struct Tally {
-    verdict: Verdict,
+    decision: Decision,
     /// Faults (folios), by the kernel's decision: `[refused, promoted]`.
     faults: [u64; 2],
     /// Their pages ([`FaultEvent::pages`]), the same way.
@@ -65,14 +65,14 @@ struct Tally {
 
 impl ModelState {
     #[inline]
-    fn tally(&mut self, v: Verdict, kernel_promote: bool, pages: u64) {
+    fn tally(&mut self, v: Decision, kernel_promote: bool, pages: u64) {
         // Policies return the same few constants: compare the reason's
-        // address first, its contents (memcmp) only for a verdict not seen
+        // address first, its contents (memcmp) only for a decision not seen
         // at this address.
         let same = |t: &&mut Tally| {
-            std::ptr::eq(t.verdict.reason, v.reason)
-                && t.verdict.promote == v.promote
-                && t.verdict.step == v.step
+            std::ptr::eq(t.decision.reason, v.reason)
+                && t.decision.promote == v.promote
+                && t.decision.step == v.step
         };
         let t = match self.tallies.iter_mut().find(same) {
             Some(t) => t,
@@ -83,12 +83,12 @@ impl ModelState {
     }
 
     #[cold]
-    fn new_tally(&mut self, v: Verdict) -> &mut Tally {
-        let i = match self.tallies.iter().position(|t| t.verdict == v) {
+    fn new_tally(&mut self, v: Decision) -> &mut Tally {
+        let i = match self.tallies.iter().position(|t| t.decision == v) {
             Some(i) => i,
             None => {
                 self.tallies.push(Tally {
-                    verdict: v,
+                    decision: v,
                     faults: [0; 2],
                     pages: [0; 2],
                 });
@@ -102,7 +102,7 @@ impl ModelState {
     fn counts(&self) -> ModelCounts {
         let mut c = ModelCounts::default();
         for t in &self.tallies {
-            let v = &t.verdict;
+            let v = &t.decision;
             let [refused, promoted] = t.faults;
             let [refused_pages, promoted_pages] = t.pages;
             let (n, pages) = (refused + promoted, refused_pages + promoted_pages);
@@ -673,7 +673,7 @@ impl Engine {
         let mut wanted = 0u64;
         let answers = self.bank.answers(f, view, key);
         for (i, (m, a)) in models.iter_mut().zip(answers).enumerate() {
-            m.tally(a.verdict, a.kernel, pages);
+            m.tally(a.decision, a.kernel, pages);
             if stamped_elsewhere {
                 m.stamped_elsewhere.count(a.kernel, a.promote(), 1, pages);
             }
