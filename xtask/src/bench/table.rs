@@ -39,7 +39,8 @@ echo 2 > /proc/sys/kernel/numa_balancing
 numatrace promote --all --duration 600 --json -o promote.json 2> promote.err &
 p=$!
 i=0
-while [ $i -lt 240 ] && ! grep -q 'Ctrl-C stops' promote.err; do sleep 0.5; i=$((i + 1)); done
+# Attached once its state file names its pid.
+while [ $i -lt 240 ] && ! grep -q "\"pid\": *$p[^0-9]" /run/numatrace/promoter.json 2>/dev/null; do sleep 0.5; i=$((i + 1)); done
 vm c0.txt; {w} --summary c.json || exit 1; vm c1.txt
 kill -INT $p; wait $p || exit 1
 kill $filler
