@@ -63,26 +63,7 @@ fn doctor_loaded(json: bool) -> Result<ExitCode> {
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let (p, m, l) = loaded.numatrace_counts();
-    writeln!(
-        out,
-        "BPF objects loaded: {} programs, {} maps, {} links; numatrace's: {p} programs, {m} maps, {l} links",
-        loaded.programs.len(),
-        loaded.maps.len(),
-        loaded.links.len()
-    )?;
-    for o in &loaded.programs {
-        let mark = if o.numatrace { "numatrace" } else { "" };
-        writeln!(out, "  prog {:>6}  {:<16} {mark}", o.id, o.name)?;
-    }
-    for o in &loaded.maps {
-        let mark = if o.numatrace { "numatrace" } else { "" };
-        writeln!(out, "  map  {:>6}  {:<16} {mark}", o.id, o.name)?;
-    }
-    for k in &loaded.links {
-        let mark = if k.numatrace { "numatrace" } else { "" };
-        writeln!(out, "  link {:>6}  prog {:<11} {mark}", k.id, k.program_id)?;
-    }
+    write!(out, "{loaded}")?;
     Ok(ExitCode::SUCCESS)
 }
 

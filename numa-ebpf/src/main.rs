@@ -20,6 +20,13 @@ mod migrate;
 mod scan;
 mod trial;
 
+/// The license the kernel checks before it lets a program call GPL-only
+/// helpers (task storage, probe reads): GPL-compatible, as aya's template
+/// declares it for crates under MIT or Apache-2.0.
+#[no_mangle]
+#[link_section = "license"]
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";
+
 #[cfg(not(test))]
 #[panic_handler]
 fn panic(_info: &core::panic::PanicInfo) -> ! {

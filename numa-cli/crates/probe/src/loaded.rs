@@ -47,6 +47,51 @@ impl Loaded {
     }
 }
 
+/// `doctor --loaded`'s text: the counts, then one line per object, marked
+/// when it is numatrace's. Kernel object names are letters, digits, `_`
+/// and `.` only (the kernel refuses others), so they print as they are.
+impl std::fmt::Display for Loaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (p, m, l) = self.numatrace_counts();
+        writeln!(
+            f,
+            "BPF objects loaded: {} programs, {} maps, {} links; numatrace's: {p} programs, {m} maps, {l} links",
+            self.programs.len(),
+            self.maps.len(),
+            self.links.len()
+        )?;
+        let mark = |ours: bool| if ours { "numatrace" } else { "" };
+        for o in &self.programs {
+            writeln!(
+                f,
+                "  prog {:>6}  {:<16} {}",
+                o.id,
+                o.name,
+                mark(o.numatrace)
+            )?;
+        }
+        for o in &self.maps {
+            writeln!(
+                f,
+                "  map  {:>6}  {:<16} {}",
+                o.id,
+                o.name,
+                mark(o.numatrace)
+            )?;
+        }
+        for k in &self.links {
+            writeln!(
+                f,
+                "  link {:>6}  prog {:<11} {}",
+                k.id,
+                k.program_id,
+                mark(k.numatrace)
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// Program and map names of numatrace's BPF object, as the kernel keeps
 /// them (cut to [`OBJ_NAME_LEN`] bytes).
 fn own_names() -> Result<(BTreeSet<String>, BTreeSet<String>)> {
@@ -145,6 +190,50 @@ mod tests {
         assert!(progs.contains("fentry_hint_fau"), "{progs:?}");
         assert!(maps.contains(numa_ebpf_common::maps::EVENTS), "{maps:?}");
         assert!(progs.iter().chain(&maps).all(|n| n.len() <= OBJ_NAME_LEN));
+    }
+
+    #[test]
+    fn the_text_counts_and_marks_numatraces_objects() {
+        let obj = |id, name: &str, numatrace| Object {
+            id,
+            name: name.to_owned(),
+            numatrace,
+        };
+        let loaded = Loaded {
+            programs: vec![
+                obj(7, "fentry_hint_fau", true),
+                obj(9, "sd_fw_egress", false),
+            ],
+            maps: vec![obj(12, "EVENTS", true)],
+            links: vec![Link {
+                id: 3,
+                program_id: 7,
+                numatrace: true,
+            }],
+        };
+        let text = loaded.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "BPF objects loaded: 2 programs, 1 maps, 1 links; numatrace's: 1 programs, 1 maps, 1 links"
+        );
+        assert_eq!(
+            lines[1].split_whitespace().collect::<Vec<_>>(),
+            ["prog", "7", "fentry_hint_fau", "numatrace"]
+        );
+        assert_eq!(
+            lines[2].split_whitespace().collect::<Vec<_>>(),
+            ["prog", "9", "sd_fw_egress"]
+        );
+        assert_eq!(
+            lines[3].split_whitespace().collect::<Vec<_>>(),
+            ["map", "12", "EVENTS", "numatrace"]
+        );
+        assert_eq!(
+            lines[4].split_whitespace().collect::<Vec<_>>(),
+            ["link", "3", "prog", "7", "numatrace"]
+        );
+        assert_eq!(lines.len(), 5);
     }
 
     fn by_id(errno: i32) -> Result<(), aya::programs::links::LinkError> {
