@@ -193,6 +193,12 @@ mod tests {
     }
 
     #[test]
+    fn the_object_states_a_gpl_compatible_license() {
+        let obj = aya_obj::Object::parse(EBPF_OBJECT).expect("the embedded object parses");
+        assert_eq!(obj.license.to_str(), Ok("Dual MIT/GPL"));
+    }
+
+    #[test]
     fn the_text_counts_and_marks_numatraces_objects() {
         let obj = |id, name: &str, numatrace| Object {
             id,
