@@ -92,14 +92,7 @@ impl Policy for KernelTime {
             self.scan_period_max_ms,
             self.rate.pages_per_s,
         );
-        let node = node_entry(&mut self.nodes, ev.dst_nid, || {
-            // Start from the kernel's threshold at attach when seen.
-            let mut t = AdaptiveThreshold::default();
-            if ev.threshold_ms > 0 {
-                t.sync(u64::from(ev.threshold_ms), now_ms, nr_cand);
-            }
-            t
-        });
+        let node = node_entry(&mut self.nodes, ev.dst_nid, AdaptiveThreshold::default);
         match shortcut(ev) {
             // pgdat_free_space_enough() is not observable per fault; the
             // kernel's own answer is the input. It resets the threshold.
@@ -110,8 +103,13 @@ impl Policy for KernelTime {
             Shortcut::Before => return OTHER,
             Shortcut::ThresholdPath => {}
         }
-        // Every decision past the shortcut adjusts, with or without a stamp.
-        node.adjust(now_ms, period, ref_th, rate, nr_cand);
+        // Every decision past the shortcut adjusts, with or without a stamp,
+        // once the kernel's period is known (records without the kernel's
+        // threshold leave the model to its own).
+        let kernel_th = u64::from(ev.threshold_ms);
+        if kernel_th == 0 || node.follow_kernel(kernel_th, ref_th, now_ms, nr_cand) {
+            node.adjust(now_ms, period, ref_th, rate, nr_cand);
+        }
         let th = node.current(ref_th);
         let Some(latency) = self.latency_ms(ev) else {
             return NO_STAMP;

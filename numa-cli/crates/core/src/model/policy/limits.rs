@@ -140,6 +140,8 @@ pub struct AdaptiveThreshold {
     pub th_ms: u64,
     start_ms: Option<u64>,
     nr_cand_at_start: u64,
+    /// The kernel was seen adjusting, so the period's start is known.
+    anchored: bool,
 }
 
 impl AdaptiveThreshold {
@@ -190,6 +192,35 @@ impl AdaptiveThreshold {
         } else {
             self.th_ms
         }
+    }
+
+    /// Follows the threshold the kernel compared with (`kernel_th_ms`, from
+    /// the record) until the kernel is seen adjusting it; returns whether
+    /// the model's own adjustment applies. Attached mid-period, the model
+    /// cannot know when the kernel's period started (`nbp_th_start`), so a
+    /// guessed start would adjust at the wrong moment. The first change the
+    /// model's own reset does not explain is the kernel's adjustment: its
+    /// period starts there, and from then on the model adjusts by itself.
+    pub fn follow_kernel(
+        &mut self,
+        kernel_th_ms: u64,
+        ref_th: u64,
+        now_ms: u64,
+        nr_cand: u64,
+    ) -> bool {
+        if self.anchored {
+            return true;
+        }
+        if self.start_ms.is_none() {
+            // First sight: the state at attach.
+            self.sync(kernel_th_ms, now_ms, nr_cand);
+            return false;
+        }
+        if kernel_th_ms != self.current(ref_th) {
+            self.sync(kernel_th_ms, now_ms, nr_cand);
+            self.anchored = true;
+        }
+        self.anchored
     }
 
     /// Starts from an observed kernel state: the threshold in force, with

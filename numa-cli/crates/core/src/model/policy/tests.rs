@@ -95,12 +95,49 @@ fn kernel_time_adjusts_on_every_decision_and_free_space_resets_only_the_threshol
     free.ts_ns = 1_000_000_000_000 + 62_000 * 1_000_000;
     assert_eq!(step(m.decide(&free, &view)), (true, "free_space"));
     assert_eq!(m.threshold(), Some(1000.0));
-    // 1 s later the period (from 61 s) is not over: the threshold stays at
-    // the reference, though the kernel reports 1125 at this fault.
+    // The model's period (from 61 s) started at a guess (attached at 0 s,
+    // mid-period): the kernel reporting 1125 at 63 s is the kernel
+    // adjusting, and its period starts there.
     let mut ev = fault(4, 4, 1100, Outcome::PromoteHot);
     ev.ts_ns = 1_000_000_000_000 + 63_000 * 1_000_000;
     ev.threshold_ms = 1125;
+    assert_eq!(step(m.decide(&ev, &view)), (true, "hot"));
+    // From then on the model adjusts by itself: within that period it
+    // keeps 1125 whatever a record says.
+    let mut ev = fault(5, 5, 1200, Outcome::PromoteHot);
+    ev.ts_ns = 1_000_000_000_000 + 64_000 * 1_000_000;
+    ev.threshold_ms = 1250;
     assert_eq!(step(m.decide(&ev, &view)), (false, "latency"));
+    assert_eq!(m.threshold(), Some(1125.0));
+}
+
+/// Attached when the kernel had already raised its threshold: the model
+/// follows the kernel's threshold, through a free-space reset, until the
+/// kernel is seen adjusting (measured on 7.2: 268 decisions refused by a
+/// model that restarted its period at the first record).
+#[test]
+fn kernel_time_attached_mid_period_follows_the_kernel_until_it_adjusts() {
+    let mut m = KernelTime::new(1000, 60_000, 1);
+    let view = FaultView::default();
+    let at = |seq: u64, ms: u64, latency: u64, outcome, th: u32| {
+        let mut ev = fault(seq, seq, latency, outcome);
+        ev.ts_ns = 1_000_000_000_000 + ms * 1_000_000;
+        ev.threshold_ms = th;
+        ev
+    };
+    assert_eq!(
+        step(m.decide(&at(1, 0, 1050, Outcome::PromoteHot, 1125), &view)),
+        (true, "hot")
+    );
+    let free = at(2, 1_000, 0, Outcome::PromoteFreeSpace, 0);
+    assert_eq!(step(m.decide(&free, &view)), (true, "free_space"));
+    // The kernel's period ended here (it reports 1125 again right after
+    // its reset); the model's own guess (from 0 s) would say 1000.
+    assert_eq!(
+        step(m.decide(&at(3, 1_500, 1050, Outcome::PromoteHot, 1125), &view)),
+        (true, "hot")
+    );
+    assert_eq!(m.threshold(), Some(1125.0));
 }
 
 #[test]
