@@ -2,10 +2,11 @@
 use std::path::Path;
 
 use anyhow::{bail, ensure, Context, Result};
-use serde_json::Value;
+use numa_core::doctor::{FolioMap, Report, Status};
+use numa_core::plan::PlannedHook;
 
 use crate::kernels::Series;
-use crate::results::u;
+use crate::results::read_report;
 
 pub(super) const SCRIPT: &str = include_str!("doctor.sh");
 
@@ -14,76 +15,49 @@ pub(super) const SCRIPT: &str = include_str!("doctor.sh");
 /// functions as hook targets.
 pub(super) fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
     let rc = std::fs::read_to_string(dir.join("doctor.rc")).context("no doctor.rc")?;
-    let json_text = std::fs::read_to_string(dir.join("doctor.json")).context("no doctor.json")?;
     ensure!(
         rc.trim() == "0",
         "numatrace doctor --json exited with {}",
         rc.trim()
     );
-    let doc: Value = serde_json::from_str(&json_text)
-        .with_context(|| format!("doctor.json is not JSON: {}", snippet(&json_text)))?;
-    check_json(&doc, series)
+    check_report(&read_report(dir, "doctor.json")?, series)
 }
 
-fn check_json(doc: &Value, series: Series) -> Result<()> {
-    let failing: Vec<String> = doc["checks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|c| c["status"] == "fail")
-        .map(|c| format!("{}: {}", c["name"], c["detail"]))
+fn check_report(doc: &Report, series: Series) -> Result<()> {
+    let failing: Vec<String> = doc
+        .checks
+        .iter()
+        .filter(|c| c.status == Status::Fail)
+        .map(|c| format!("{}: {}", c.name, c.detail))
         .collect();
     ensure!(
-        doc["ok"] == Value::Bool(true),
-        "\"ok\" is {} (failing checks: {})",
-        doc["ok"],
+        doc.ok,
+        "\"ok\" is false (failing checks: {})",
         failing.join("; ")
     );
-    let reads = doc["checks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["name"] == "snapshot_reads");
+    let reads = doc.check("snapshot_reads");
     ensure!(
-        reads.is_some_and(|c| c["status"] == "ok"),
+        reads.is_some_and(|c| c.status == Status::Ok),
         "snapshots do not read per-CPU maps in one batch lookup each: {reads:?}"
     );
-    ensure!(
-        doc["attach_plan"]["complete"] == Value::Bool(true),
-        "attach_plan.complete is {}",
-        doc["attach_plan"]["complete"]
-    );
+    ensure!(doc.attach_plan.complete, "attach_plan.complete is false");
 
-    let tiers = doc["memory_tiers"]
-        .as_array()
-        .context("memory_tiers is not an array")?;
+    let tiers = &doc.memory_tiers;
     ensure!(
         tiers.len() >= 2,
-        "memory_tiers has {} entries, want >= 2: {}",
-        tiers.len(),
-        doc["memory_tiers"]
+        "memory_tiers has {} entries, want >= 2: {tiers:?}",
+        tiers.len()
     );
-    let tier_of = |node: u64| {
-        tiers.iter().find_map(|t| {
-            let nodes = t["nodes"].as_array()?;
-            nodes
-                .iter()
-                .any(|n| n.as_u64() == Some(node))
-                .then(|| t["id"].as_u64())?
-        })
-    };
+    let tier_of = |node: u32| tiers.iter().find(|t| t.nodes.contains(&node)).map(|t| t.id);
     match (tier_of(0), tier_of(1)) {
         (Some(t0), Some(t1)) if t1 > t0 => {}
         (t0, t1) => bail!(
-            "node 1 (tier {t1:?}) is not in a lower tier than node 0 (tier {t0:?}): {}",
-            doc["memory_tiers"]
+            "node 1 (tier {t1:?}) is not in a lower tier than node 0 (tier {t0:?}): {tiers:?}"
         ),
     }
 
-    let hooks = doc["attach_plan"]["hooks"]
-        .as_array()
-        .context("attach_plan.hooks is not an array")?;
-    let targets: Vec<&str> = hooks.iter().filter_map(|h| h["target"].as_str()).collect();
+    let hooks = &doc.attach_plan.hooks;
+    let targets: Vec<&str> = hooks.iter().filter_map(|h| h.target.as_deref()).collect();
     // The design's change_pte_range where the kernel keeps it a function;
     // init_numa_balancing and __mmdrop: the fault-count patch's counter
     // resets and mm teardowns.
@@ -119,21 +93,23 @@ fn check_json(doc: &Value, series: Series) -> Result<()> {
     }
     check_design(hooks)?;
     check_none_refused(hooks)?;
-    check_folio_map(&doc["folio_map"])
+    check_folio_map(
+        doc.folio_map
+            .as_ref()
+            .context("doctor.json has no folio_map")?,
+    )
 }
 
 /// Every program loads with the mechanism the plan chose. A hook that fell
 /// back because the kernel refused numatrace's own program (a verifier
 /// rejection) is a bug in the program, and the fallback costs more per run.
-fn check_none_refused(hooks: &[Value]) -> Result<()> {
+fn check_none_refused(hooks: &[PlannedHook]) -> Result<()> {
     let refused: Vec<String> = hooks
         .iter()
-        .filter_map(|h| {
-            let detail = h["detail"].as_str()?;
-            detail.contains("degraded to").then(|| {
-                let first: String = detail.chars().take(200).collect();
-                format!("{}: {first}", h["hook"])
-            })
+        .filter(|h| h.detail.contains("degraded to"))
+        .map(|h| {
+            let first: String = h.detail.chars().take(200).collect();
+            format!("{}: {first}", h.hook.name())
         })
         .collect();
     ensure!(
@@ -147,22 +123,14 @@ fn check_none_refused(hooks: &[Value]) -> Result<()> {
 /// The slow node's 1 GiB is followed whole under the default budget, and
 /// the kernel's own figure for the stamp array is its slots' bytes: the
 /// kernel memory per GiB of slow memory followed, printed as a benchmark.
-fn check_folio_map(m: &Value) -> Result<()> {
-    let rate = u(m, &["sampling", "rate"])?;
-    let followed = u(m, &["sampling", "followed_pfns"])?;
-    let slow = u(m, &["sampling", "slow_pfns"])?;
-    let slots = u(m, &["plan", "slots"])?;
-    let budget = u(m, &["sampling", "map_budget_bytes"])?;
-    let maps = m["maps"]
-        .as_array()
-        .context("folio_map.maps is not an array")?;
-    let bytes_of = |name: &str| {
-        maps.iter()
-            .find(|r| r[0] == name)
-            .and_then(|r| r[1].as_u64())
-    };
-    let stamps = bytes_of("STAMPS").context("no STAMPS in folio_map.maps")?;
-    let total: u64 = maps.iter().filter_map(|r| r[1].as_u64()).sum();
+fn check_folio_map(m: &FolioMap) -> Result<()> {
+    let s = &m.sampling;
+    let (rate, followed, slow, budget) = (s.rate, s.followed_pfns, s.slow_pfns, s.map_budget_bytes);
+    let slots = m.plan.slots;
+    let stamps = m
+        .map_bytes("STAMPS")
+        .context("no STAMPS in folio_map.maps")?;
+    let total: u64 = m.maps.iter().map(|&(_, b)| b).sum();
     let gib = followed as f64 * 4096.0 / f64::from(1 << 30);
     println!(
         "    doctor: {slow} slow PFNs, 1 in {rate} followed; kernel memory: STAMPS {stamps} bytes ({:.2} MiB per GiB followed), all maps {:.1} MiB of a {:.0} MiB budget",
@@ -189,30 +157,27 @@ fn check_folio_map(m: &Value) -> Result<()> {
 
 /// Every hook the design names a function for says whether the plan uses
 /// it and, if not, why.
-fn check_design(hooks: &[Value]) -> Result<()> {
+fn check_design(hooks: &[PlannedHook]) -> Result<()> {
     let mut named = 0;
     for h in hooks {
-        let design = &h["design"];
-        if design.is_null() {
+        let Some(design) = &h.design else {
             continue;
-        }
+        };
         named += 1;
-        let function = design["function"].as_str().unwrap_or("");
-        let used = design["used"].as_bool();
-        let why_not = design["why_not"].as_str().unwrap_or("");
-        match used {
-            Some(true) => ensure!(
-                h["target"].as_str() == Some(function),
-                "{}: design function {function} marked used, but the target is {}",
-                h["hook"],
-                h["target"]
-            ),
-            Some(false) => ensure!(
-                !why_not.is_empty(),
+        let function = &design.function;
+        if design.used {
+            ensure!(
+                h.target.as_deref() == Some(function.as_str()),
+                "{}: design function {function} marked used, but the target is {:?}",
+                h.hook.name(),
+                h.target
+            );
+        } else {
+            ensure!(
+                !design.why_not.is_empty(),
                 "{}: design function {function} not used and no reason given",
-                h["hook"]
-            ),
-            None => bail!("{}: design entry without `used`: {design}", h["hook"]),
+                h.hook.name()
+            );
         }
     }
     ensure!(
@@ -222,21 +187,22 @@ fn check_design(hooks: &[Value]) -> Result<()> {
     Ok(())
 }
 
-fn snippet(text: &str) -> String {
-    let s: String = text.chars().take(300).collect();
-    if s.len() < text.len() {
-        format!("{s}...")
-    } else {
-        s
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
-    fn doctor(ok: bool, tiers: Value, targets: &[&str]) -> Value {
+    /// The report a doctor.json holding `v` reads as.
+    fn report(v: Value) -> Report {
+        serde_json::from_value(v).expect("doctor's report")
+    }
+
+    fn check_json(v: &Value, series: Series) -> Result<()> {
+        check_report(&report(v.clone()), series)
+    }
+
+    /// A doctor.json: `ok`, the memory tiers and a hook on each target.
+    pub(in crate::vmtest) fn doctor(ok: bool, tiers: Value, targets: &[&str]) -> Value {
         let design = |t: &str| match t {
             "numa_migrate_check" | "numa_migrate_prep" => {
                 json!({"function": "do_numa_page", "used": false, "why_not": "do_numa_page inlined/absent"})
@@ -254,7 +220,7 @@ mod tests {
         let hooks: Vec<Value> = targets
             .iter()
             .map(|t| {
-                json!({"hook": "h", "target": t, "mechanism": "fentry",
+                json!({"hook": "hint_fault", "target": t, "mechanism": "fentry",
                 "layout": null, "required": true, "status": "attached", "detail": "",
                 "design": design(t)})
             })
@@ -264,25 +230,38 @@ mod tests {
             "kernel_release": "6.12.117+deb12-amd64",
             "checks": [{"name": "snapshot_reads", "status": "ok", "detail": "", "remedy": ""}],
             "attach_plan": {"complete": true, "hooks": hooks},
+            "mechanisms": {"fentry": "ok"},
+            "trials": [],
             "memory_tiers": tiers,
+            "nodes": [],
             "numa_balancing": 2,
-            "folio_map": folio_map(1, 262_144 * 32),
+            "tunables": {},
+            "kernel_hotness": "latency",
+            "folio_map": folio_map_json(1, 262_144 * 32),
         })
     }
 
     /// The folio map of the test bed's 1 GiB slow node at `rate`, with the
     /// kernel's figure for `STAMPS`.
-    fn folio_map(rate: u64, stamps: u64) -> Value {
+    fn folio_map(rate: u64, stamps: u64) -> FolioMap {
+        serde_json::from_value(folio_map_json(rate, stamps)).expect("a folio map")
+    }
+
+    fn folio_map_json(rate: u64, stamps: u64) -> Value {
         let slots = 262_144 / rate;
         json!({
             "sampling": {"rate": rate, "followed_pfns": slots, "slow_pfns": 262_144,
-                "map_budget_bytes": 256u64 << 20},
-            "plan": {"slots": slots},
+                "map_budget_bytes": 256u64 << 20, "map_bytes": 0, "stamp_bytes": 0,
+                "coverage": 1.0, "folios": 0},
+            "plan": {"slots": slots, "budget_bytes": 256u64 << 20, "fixed_bytes": 0,
+                "slot_bytes": 32, "spans": [], "shift": 0},
             "maps": [["STAMPS", stamps], ["EVENTS", 16u64 << 20]],
+            "sym_vmemmap_base": 0,
+            "page_struct_size": 64,
         })
     }
 
-    fn two_tiers() -> Value {
+    pub(in crate::vmtest) fn two_tiers() -> Value {
         json!([
             {"tier": "memory_tier4", "id": 4, "nodes": [0]},
             {"tier": "memory_tier22", "id": 22, "nodes": [1]},
@@ -351,6 +330,6 @@ mod tests {
         assert!(check_folio_map(&folio_map(8, 32_768 * 32)).is_err());
         assert!(check_folio_map(&folio_map(1, 262_144 * 100)).is_err());
         assert!(check_folio_map(&folio_map(1, 1 << 40)).is_err());
-        assert!(check_folio_map(&json!({})).is_err());
+        assert!(serde_json::from_value::<FolioMap>(json!({})).is_err());
     }
 }

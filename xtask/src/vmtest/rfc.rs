@@ -23,15 +23,15 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
+use numa_core::doctor::{Report as DoctorReport, Status};
 use numa_core::model::shadow::{ModelReport, ShadowReport};
 use numa_core::model::totals::Report;
 use numa_core::params::KernelHotness;
-use serde_json::Value;
 
 use crate::kernels::Series;
 use crate::results::{
     entry, equal_but_missed, faults_match_vmstat, patch_counter_whole, promoted_pages_match_vmstat,
-    read_json, read_report, text,
+    read_report, text,
 };
 
 /// The threshold the script gives the kernel and the models.
@@ -56,7 +56,7 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         "fault_count_threshold reads {:?}, the script set {THRESHOLD}",
         threshold.trim()
     );
-    check_doctor(&read_json(dir, "doctor.json")?)?;
+    check_doctor(&read_report(dir, "doctor.json")?)?;
     check_counters(&read_report(dir, "stats.json")?)?;
     let human = text(dir, "stats.txt")?;
     ensure!(
@@ -129,25 +129,23 @@ fn is_kernel_model(m: &ModelReport) -> bool {
 }
 
 /// doctor recognises the patched kernel and its knob.
-fn check_doctor(doc: &Value) -> Result<()> {
+fn check_doctor(doc: &DoctorReport) -> Result<()> {
     ensure!(
-        doc["ok"] == Value::Bool(true),
-        "numatrace doctor is not ok on the patched kernel: {}",
-        doc["checks"]
+        doc.ok,
+        "numatrace doctor is not ok on the patched kernel: {:?}",
+        doc.checks
     );
     ensure!(
-        doc["kernel_hotness"] == "fault_count",
-        "doctor's kernel_hotness is {}, want \"fault_count\"",
-        doc["kernel_hotness"]
+        doc.kernel_hotness == KernelHotness::FaultCount,
+        "doctor's kernel_hotness is {:?}, want FaultCount",
+        doc.kernel_hotness
     );
-    let checks = doc["checks"].as_array().context("checks is not an array")?;
-    let knob = checks
-        .iter()
-        .find(|c| c["name"] == "fault_count_threshold")
+    let knob = doc
+        .check("fault_count_threshold")
         .context("doctor has no fault_count_threshold check")?;
     ensure!(
-        knob["status"] == "ok" && knob["detail"] == format!("{THRESHOLD} faults"),
-        "doctor's fault_count_threshold check: {knob}"
+        knob.status == Status::Ok && knob.detail == format!("{THRESHOLD} faults"),
+        "doctor's fault_count_threshold check: {knob:?}"
     );
     Ok(())
 }
@@ -262,8 +260,15 @@ mod tests {
     #[test]
     fn doctor_must_name_the_fault_count_kernel() {
         let doc = |hotness: &str, detail: &str| {
-            json!({"ok": true, "kernel_hotness": hotness, "checks": [
-                {"name": "fault_count_threshold", "status": "ok", "detail": detail}]})
+            let mut v = super::super::doctor::tests::doctor(
+                true,
+                super::super::doctor::tests::two_tiers(),
+                &[],
+            );
+            v["kernel_hotness"] = json!(hotness);
+            v["checks"] = json!([{"name": "fault_count_threshold", "status": "ok",
+                "detail": detail, "remedy": ""}]);
+            serde_json::from_value(v).expect("doctor's report")
         };
         assert!(check_doctor(&doc("fault_count", "6000 faults")).is_ok());
         assert!(check_doctor(&doc("latency", "6000 faults")).is_err());

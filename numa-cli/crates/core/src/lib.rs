@@ -11,6 +11,7 @@
 // Dev-dependencies are for the integration tests and benches.
 #![cfg_attr(test, allow(unused_crate_dependencies))]
 pub mod decode;
+pub mod doctor;
 pub mod mapplan;
 pub mod model;
 pub mod params;

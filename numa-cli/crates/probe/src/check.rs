@@ -1,22 +1,7 @@
 //! One prerequisite's outcome, as `doctor` lists it and the preflight of
-//! every attaching command decides on it: what is wrong and how to fix it.
-use serde::Serialize;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Ok,
-    Warn,
-    Fail,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Check {
-    pub name: &'static str,
-    pub status: Status,
-    pub detail: String,
-    pub remedy: String,
-}
+//! every attaching command decides on it (the types are the doctor
+//! report's, in numa-core).
+pub use numa_core::doctor::{Check, Status};
 
 pub(crate) fn check(
     name: &'static str,
@@ -25,7 +10,7 @@ pub(crate) fn check(
     remedy: impl Into<String>,
 ) -> Check {
     Check {
-        name,
+        name: name.into(),
         status,
         detail: detail.into(),
         remedy: remedy.into(),

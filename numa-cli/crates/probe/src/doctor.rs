@@ -2,8 +2,6 @@
 //! attach plan as actually attached, and a trial of each mechanism.
 use std::io::Write;
 
-use serde::Serialize;
-
 use numa_core::params::KernelHotness;
 use numa_core::plan::{self, AttachPlan, HookStatus, Mechanism};
 use numa_host::system;
@@ -15,39 +13,7 @@ use crate::{
     params, preflight,
 };
 
-#[derive(Debug, Serialize)]
-pub struct Report {
-    pub ok: bool,
-    pub kernel_release: String,
-    pub checks: Vec<Check>,
-    pub attach_plan: AttachPlan,
-    /// Mechanism name -> "ok" or "refused: <why>".
-    pub mechanisms: std::collections::BTreeMap<&'static str, String>,
-    pub trials: Vec<Trial>,
-    pub memory_tiers: Vec<numa_core::topology::MemoryTier>,
-    pub nodes: Vec<numa_core::topology::Node>,
-    pub numa_balancing: Option<u32>,
-    pub tunables: numa_core::topology::Tunables,
-    /// What the kernel's promotion threshold measures.
-    pub kernel_hotness: KernelHotness,
-    /// The per-folio state under the default budget, as loaded (None
-    /// without root or when the object did not load).
-    pub folio_map: Option<FolioMap>,
-}
-
-/// How per-folio state is kept on this host: the plan under the budget,
-/// and the kernel's memory figure for each map once loaded.
-#[derive(Debug, Serialize)]
-pub struct FolioMap {
-    pub sampling: numa_core::sampling::Sampling,
-    pub plan: numa_core::mapplan::MapPlan,
-    /// (map, bytes) from each map's fdinfo `memlock`.
-    pub maps: Vec<(String, u64)>,
-    /// Where folio addresses become PFNs: `vmemmap_base`'s address, or 0
-    /// for the fixed layout.
-    pub sym_vmemmap_base: u64,
-    pub page_struct_size: u32,
-}
+pub use numa_core::doctor::{FolioMap, Report};
 
 fn folio_map_check(m: &FolioMap) -> Check {
     let s = &m.sampling;
@@ -207,7 +173,7 @@ fn tunables_checks(t: &numa_core::topology::Tunables, hotness: KernelHotness) ->
 }
 
 /// Mechanism name -> "ok" or "refused: <why>".
-type Mechanisms = std::collections::BTreeMap<&'static str, String>;
+type Mechanisms = std::collections::BTreeMap<std::borrow::Cow<'static, str>, String>;
 
 /// Tries each attach mechanism on its own with a trivial program, so a
 /// refusal is reported against the mechanism rather than a particular hook.
@@ -231,7 +197,7 @@ fn mechanism_trials() -> (Vec<Trial>, Mechanisms) {
     ] {
         let t = load::trial(m, target);
         mechanisms.insert(
-            m.name(),
+            m.name().into(),
             if t.ok {
                 "ok".to_owned()
             } else {
@@ -331,7 +297,7 @@ pub fn run() -> Report {
     } else {
         let mechanisms = ["fentry", "kprobe", "tracepoint"]
             .into_iter()
-            .map(|m| (m, "not tried: needs root".to_owned()))
+            .map(|m| (m.into(), "not tried: needs root".to_owned()))
             .collect();
         (Vec::new(), mechanisms)
     };

@@ -643,16 +643,7 @@ pub fn counter(values: &[u64], c: Counter) -> u64 {
     values.get(c as usize).copied().unwrap_or(0)
 }
 
-/// Result of one mechanism trial.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Trial {
-    pub mechanism: &'static str,
-    pub target: String,
-    pub ok: bool,
-    /// Times the trial program ran while we triggered it.
-    pub hits: u64,
-    pub detail: String,
-}
+pub use numa_core::doctor::Trial;
 
 /// Loads and attaches a trivial program with `mechanism` to `target`,
 /// triggers it by reading a procfs file, and counts its hits.
@@ -677,7 +668,7 @@ pub fn trial(mechanism: Mechanism, target: &str) -> Trial {
     };
     match run() {
         Ok(hits) => Trial {
-            mechanism: mechanism.name(),
+            mechanism: mechanism.name().into(),
             target: target.to_owned(),
             ok: hits > 0,
             hits,
@@ -688,7 +679,7 @@ pub fn trial(mechanism: Mechanism, target: &str) -> Trial {
             },
         },
         Err(e) => Trial {
-            mechanism: mechanism.name(),
+            mechanism: mechanism.name().into(),
             target: target.to_owned(),
             ok: false,
             hits: 0,

@@ -255,7 +255,7 @@ pub fn decide(f: &HostFacts) -> Findings {
     for c in checks(f) {
         match c.status {
             Status::Ok => {}
-            Status::Fail if FATAL.contains(&c.name) => v.fatal.push(c),
+            Status::Fail if FATAL.contains(&c.name.as_ref()) => v.fatal.push(c),
             Status::Fail | Status::Warn => v.warnings.push(c),
         }
     }
