@@ -21,9 +21,9 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
 
 use numa_core::topology::Node;
+use numa_core::workload::Summary;
 
 use crate::cli::HotChunksArgs;
 use numa_core::rng::Rng;
@@ -275,51 +275,6 @@ impl Drop for Region {
         // SAFETY: unmapping exactly what new() mapped.
         unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
-}
-
-#[derive(Debug, Serialize)]
-struct Summary {
-    pid: u32,
-    slow_node: u32,
-    dram_node: u32,
-    slow_pages: usize,
-    /// `[start, end)` of the accessed slow-node mapping, and of the cold
-    /// one (`--cold-mb`).
-    slow_vma: [u64; 2],
-    cold_vma: Option<[u64; 2]>,
-    cold_pages_on_dram_node_at_end: Option<usize>,
-    /// Not asked with `--late-populate-ms`: a query of every page's node is
-    /// CPU time, on which the scanner runs, at the ends of the run.
-    slow_pages_on_slow_node_at_start: Option<usize>,
-    /// Pages of this process's slow mapping: a child's own are not counted.
-    slow_pages_on_dram_node_at_end: Option<usize>,
-    /// Visits and accesses of this process (all its threads); each child
-    /// makes as many with `--visits`.
-    chunk_visits: u64,
-    accesses: u64,
-    /// From the start of this process's access phase to the end of the
-    /// last process's (`--procs`).
-    elapsed_s: f64,
-    /// Microseconds spent accessing (idle gaps excluded): the RFC's "score".
-    score_us: u64,
-    /// CPU time of the access phase, this process's threads only: system
-    /// time is where hint faults (and any probe on them) are paid.
-    user_ms: f64,
-    sys_ms: f64,
-    /// System-wide vmstat numa_hint_faults during the access phase, until
-    /// the last process's ended.
-    numa_hint_faults: u64,
-    /// Processes (this one and its children) and access threads in each.
-    procs: u64,
-    threads: u64,
-    /// Pages of the `--shared-mb` mapping (0 without one) and its
-    /// `[start, end)`, the same in every process.
-    shared_pages: usize,
-    shared_vma: Option<[u64; 2]>,
-    /// None without a shared mapping, or when the page queries are left
-    /// out (`--late-populate-ms`).
-    shared_pages_on_dram_node_at_end: Option<usize>,
-    child_pids: Vec<u32>,
 }
 
 /// (user, system) CPU time of this process, in ms.

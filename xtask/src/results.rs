@@ -7,6 +7,7 @@ use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use numa_core::model::totals::Report;
+use numa_core::workload::Summary;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -24,6 +25,14 @@ pub(crate) fn read_report<T: DeserializeOwned>(dir: &Path, name: &str) -> Result
     let text = std::fs::read_to_string(&path).with_context(|| format!("no {}", path.display()))?;
     serde_json::from_str(&text)
         .with_context(|| format!("{} is not the report numatrace writes", path.display()))
+}
+
+/// The pages of the workload's slow mapping found on DRAM at its end (the
+/// workload leaves the query out with `--late-populate-ms`).
+pub(crate) fn on_dram_at_end(w: &Summary) -> Result<u64> {
+    w.slow_pages_on_dram_node_at_end
+        .map(|n| n as u64)
+        .context("the workload's summary has no slow_pages_on_dram_node_at_end (--late-populate-ms leaves it out)")
 }
 
 /// The text file `name` in `dir` (a missing file is named without `dir`).

@@ -14,10 +14,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde_json::Value;
 
-use crate::results::{read_json, text};
+use crate::results::{read_json, read_report, text};
+use numa_core::workload::Summary;
 
 /// The guest script, the same on both kernels.
 pub(crate) fn script() -> String {
@@ -62,11 +63,7 @@ struct Run {
 
 impl Run {
     fn read(dir: &Path) -> Result<Run> {
-        let w = read_json(dir, "workload.json")?;
-        let score_us = w["score_us"]
-            .as_f64()
-            .with_context(|| format!("score_us missing in {}", dir.display()))?
-            as u64;
+        let score_us = read_report::<Summary>(dir, "workload.json")?.score_us;
         let parse = |name: &str| -> Result<BTreeMap<String, u64>> {
             Ok(text(dir, name)?
                 .lines()

@@ -3,14 +3,13 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use serde_json::Value;
 
-use super::num;
-use crate::results::read_json;
+use crate::results::{read_json, read_report};
+use numa_core::workload::Summary;
 
 /// Nanoseconds of workload time per access (lower is better).
-fn ns_per_access(w: &Value) -> Result<f64> {
-    Ok(num(w, "score_us")? * 1000.0 / num(w, "accesses")?.max(1.0))
+fn ns_per_access(w: &Summary) -> f64 {
+    w.score_us as f64 * 1000.0 / w.accesses.max(1) as f64
 }
 
 /// `cargo xtask bench table`: the results table of the pghot RFC (v3) on
@@ -98,19 +97,19 @@ pub(crate) fn report(dir: &Path) -> Result<()> {
     println!("{}", "-".repeat(110));
     let mut base = None;
     for (name, run, moved) in rows {
-        let w = read_json(dir, &format!("{run}.json"))?;
-        let ns = ns_per_access(&w)?;
+        let w: Summary = read_report(dir, &format!("{run}.json"))?;
+        let ns = ns_per_access(&w);
         let b = *base.get_or_insert(ns);
         println!(
             "{:<16} {:>10.1} {:>7.1}% {:>12} {:>18} {:>16} {:>9} {:>14}",
             name,
             ns,
             (ns / b - 1.0) * 100.0,
-            w["accesses"].as_u64().unwrap_or(0),
+            w.accesses,
             vmstat_delta(dir, run, &["pgpromote_success"])?,
             moved.map_or("-".to_owned(), |m| m.to_string()),
             vmstat_delta(dir, run, &["pgdemote_kswapd", "pgdemote_direct"])?,
-            w["slow_pages_on_dram_node_at_end"].as_u64().unwrap_or(0),
+            w.slow_pages_on_dram_node_at_end.unwrap_or(0),
         );
     }
     println!("{}", "-".repeat(110));

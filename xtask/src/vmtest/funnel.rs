@@ -28,10 +28,10 @@ use std::path::Path;
 use anyhow::{ensure, Context, Result};
 use numa_core::model::funnel::ProcessFunnel;
 use numa_core::model::totals::Report;
-use serde_json::Value;
 
 use crate::kernels::Series;
-use crate::results::{read_json, read_report, text};
+use crate::results::{read_report, text};
+use numa_core::workload::Summary;
 
 pub(super) const SCRIPT: &str = include_str!("funnel.sh");
 
@@ -40,8 +40,9 @@ pub(super) fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
     promoted.expect_process("promoted")?;
     let refused = Run::read(dir, "refused")?;
     refused.expect_process("refused_latency")?;
-    let cold = refused.workload["cold_vma"][0]
-        .as_u64()
+    let [cold, _] = refused
+        .workload
+        .cold_vma
         .context("the refused run's workload names no cold VMA")?;
     refused.expect_vma(cold, "cold")?;
     check_replay(dir, &refused)?;
@@ -72,7 +73,7 @@ pub(super) fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
     );
     // The workload fences its mapping with guard pages, so the kernel's
     // VMA is exactly its range.
-    let vma = unscanned.workload["slow_vma"].clone();
+    let vma = serde_json::to_value(unscanned.workload.slow_vma)?;
     let verdict_vma = serde_json::to_value(p.verdict_vma)?;
     ensure!(
         verdict_vma == vma,
@@ -85,7 +86,7 @@ pub(super) fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
 struct Run {
     name: &'static str,
     stats: Report,
-    workload: Value,
+    workload: Summary,
 }
 
 impl Run {
@@ -93,7 +94,7 @@ impl Run {
         Ok(Run {
             name,
             stats: read_report(dir, &format!("{name}.json"))?,
-            workload: read_json(dir, &format!("{name}-workload.json"))?,
+            workload: read_report(dir, &format!("{name}-workload.json"))?,
         })
     }
 
@@ -135,9 +136,8 @@ impl Run {
 }
 
 /// The workload's process in a report's funnel.
-fn process<'a>(funnel: &'a [ProcessFunnel], workload: &Value) -> Option<&'a ProcessFunnel> {
-    let pid = workload["pid"].as_u64()?;
-    funnel.iter().find(|p| u64::from(p.pid) == pid)
+fn process<'a>(funnel: &'a [ProcessFunnel], workload: &Summary) -> Option<&'a ProcessFunnel> {
+    funnel.iter().find(|p| p.pid == workload.pid)
 }
 
 /// A process's VMAs and their verdicts, for a failure message.

@@ -18,10 +18,10 @@ use std::path::Path;
 use anyhow::{ensure, Context, Result};
 use numa_host::promoter_state::PromoterState;
 use numa_promote::{ProcRow, PromoteReport};
-use serde_json::Value;
 
 use crate::kernels::Series;
-use crate::results::{read_json, read_report, text, u};
+use crate::results::{on_dram_at_end, read_report, text};
+use numa_core::workload::Summary;
 
 /// The guest script (`$RESULTS` is the test's results directory).
 pub(super) const SCRIPT: &str = concat!(
@@ -58,8 +58,8 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     );
     let p: PromoteReport = read_report(dir, "promote.json")?;
     let dry: PromoteReport = read_report(dir, "dry.json")?;
-    let wa = read_json(dir, "a.json")?;
-    let wb = read_json(dir, "b.json")?;
+    let wa: Summary = read_report(dir, "a.json")?;
+    let wb: Summary = read_report(dir, "b.json")?;
     let moved = check_in_scope(dir, &p, &wa, pids.a)?;
     check_floor(dir, &p)?;
     check_out_of_scope(&p, &dry, &wb, pids.b)?;
@@ -80,7 +80,7 @@ fn read_pids(dir: &Path) -> Result<Pids> {
 
 /// The promoter worked on A and its pages are on node 0 afterwards.
 /// Returns the pages the promoter moved in all.
-fn check_in_scope(dir: &Path, p: &PromoteReport, wa: &Value, a: u64) -> Result<u64> {
+fn check_in_scope(dir: &Path, p: &PromoteReport, wa: &Summary, a: u64) -> Result<u64> {
     let moved = p.moved_pages;
     let row_a = proc_row(p, a).context("A is not in the promoter's report")?;
     let moved_a = row_a.moves.moved;
@@ -115,7 +115,7 @@ fn check_in_scope(dir: &Path, p: &PromoteReport, wa: &Value, a: u64) -> Result<u
             why.trim()
         );
     }
-    let a_on_dram = u(wa, &["slow_pages_on_dram_node_at_end"])?;
+    let a_on_dram = on_dram_at_end(wa)?;
     ensure!(
         a_on_dram + demoted >= moved_a,
         "A finds {a_on_dram} of its pages on DRAM, numatrace moved {moved_a} (demoted {demoted})"
@@ -152,7 +152,7 @@ fn check_floor(dir: &Path, p: &PromoteReport) -> Result<()> {
 }
 
 /// B: outside the real promoter's scope, inside the dry run's.
-fn check_out_of_scope(p: &PromoteReport, dry: &PromoteReport, wb: &Value, b: u64) -> Result<()> {
+fn check_out_of_scope(p: &PromoteReport, dry: &PromoteReport, wb: &Summary, b: u64) -> Result<()> {
     if let Some(row) = proc_row(p, b) {
         ensure!(
             row.moves.moved == 0,
@@ -181,7 +181,7 @@ fn check_out_of_scope(p: &PromoteReport, dry: &PromoteReport, wb: &Value, b: u64
     let (k_dry, lost_dry) = seen(dry, Some(row_b));
     let (k_real, lost_real) = seen(p, proc_row(p, b));
     let bound = (k_dry + lost_dry).max(k_real + lost_real);
-    let b_on_dram = u(wb, &["slow_pages_on_dram_node_at_end"])?;
+    let b_on_dram = on_dram_at_end(wb)?;
     println!(
         "    B: dry run would move {would} pages; B has {b_on_dram} pages on DRAM; the kernel promoted {k_dry} + {lost_dry} lost (dry run), {k_real} + {lost_real} lost (promoter)"
     );

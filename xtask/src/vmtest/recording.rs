@@ -6,6 +6,7 @@
 //! pass, or a pass that comes late (TCG access costs swing 3x between
 //! boots, and the scanner runs on the task's CPU time) leaves only
 //! faults within 1 s of it, all promoted, none rejected on latency.
+use numa_core::workload::Summary;
 use std::path::Path;
 
 use anyhow::{ensure, Result};
@@ -13,8 +14,8 @@ use numa_core::model::totals::{Checks, Report};
 
 use crate::kernels::Series;
 use crate::results::{
-    entry, equal_but_missed, patch_counter_whole, promoted_pages_match_vmstat, read_json,
-    read_report, u,
+    entry, equal_but_missed, on_dram_at_end, patch_counter_whole, promoted_pages_match_vmstat,
+    read_report,
 };
 
 pub(super) const SCRIPT: &str = include_str!("recording.sh");
@@ -23,7 +24,7 @@ pub(super) const SCRIPT: &str = include_str!("recording.sh");
 /// the kernel's own counters and the invariants of the measurements.
 pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     let s: Report = read_report(dir, "stats.json")?;
-    let w = read_json(dir, "workload.json")?;
+    let w: Summary = read_report(dir, "workload.json")?;
     let faults = s.hint_faults;
     ensure!(faults > 0, "no hint faults recorded");
     let missed = s.runs_missed;
@@ -36,7 +37,7 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     )?;
     let ok = s.pages.promoted;
     promoted_pages_match_vmstat(&s)?;
-    let on_dram = u(&w, &["slow_pages_on_dram_node_at_end"])?;
+    let on_dram = on_dram_at_end(&w)?;
     equal_but_missed(
         "promotions vs the workload's pages found on DRAM",
         ok,

@@ -22,17 +22,16 @@
 //!   their scanner pass by that value (at least 98%);
 //! - the kernel-time model agrees with the kernel on every decision, the
 //!   ones whose exchange's probe run the kernel skipped included.
+use numa_core::workload::Summary;
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
 use numa_core::model::shadow::ShadowReport;
 use numa_core::model::totals::Report;
-use serde_json::Value;
 
 use crate::kernels::Series;
 use crate::results::{
-    entry, faults_match_vmstat, patch_counter_whole, promoted_pages_match_vmstat, read_json,
-    read_report, u,
+    entry, faults_match_vmstat, patch_counter_whole, promoted_pages_match_vmstat, read_report,
 };
 
 pub(super) const SCRIPT: &str = include_str!("shapes.sh");
@@ -42,7 +41,7 @@ const MIN_HINT_FAULTS: u64 = 1000;
 
 pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     let s: Report = read_report(dir, "stats.json")?;
-    let w = read_json(dir, "workload.json")?;
+    let w: Summary = read_report(dir, "workload.json")?;
     let faults = faults_match_vmstat(&s)?;
     ensure!(
         faults.vmstat >= MIN_HINT_FAULTS,
@@ -74,7 +73,7 @@ fn check_no_fault_left(s: &Report) -> Result<()> {
 
 /// The run had huge-page faults, faults on 4 KiB pages, decisions on the
 /// threshold path, and slow-tier faults in every process.
-fn check_shapes(s: &Report, w: &Value) -> Result<()> {
+fn check_shapes(s: &Report, w: &Summary) -> Result<()> {
     let pmd = entry(&s.kernel_counters, "kernel_counters", "pmd_hint_faults")?;
     let records = s.hint_faults;
     let pages = s.pages.hint_faults;
@@ -94,23 +93,14 @@ fn check_shapes(s: &Report, w: &Value) -> Result<()> {
         "the faults' pages ({pages}) do not count the huge pages' 512 each"
     );
     ensure!(
-        u(w, &["procs"])? == 3 && u(w, &["threads"])? == 3 && u(w, &["shared_pages"])? > 0,
-        "the workload did not run its three processes of three threads with a shared region: {w}"
+        w.procs == 3 && w.threads == 3 && w.shared_pages > 0,
+        "the workload did not run its three processes of three threads with a shared region: {w:?}"
     );
-    let pids: Vec<u64> = std::iter::once(u(w, &["pid"])?)
-        .chain(
-            w["child_pids"]
-                .as_array()
-                .context("no child_pids in the workload's summary")?
-                .iter()
-                .filter_map(Value::as_u64),
-        )
-        .collect();
-    for pid in &pids {
+    for pid in std::iter::once(&w.pid).chain(&w.child_pids) {
         let faulted = s
             .funnel
             .iter()
-            .find(|p| u64::from(p.pid) == *pid)
+            .find(|p| p.pid == *pid)
             .map_or(0, |p| p.stages.slow_faults);
         ensure!(
             faulted > 0,

@@ -24,3 +24,4 @@ pub mod sink;
 pub mod stamping;
 pub mod topology;
 pub mod trace;
+pub mod workload;

@@ -480,12 +480,12 @@ mod tests {
         };
         let latency = threshold_check(&t, KernelHotness::Latency);
         assert_eq!(
-            (latency.name, latency.detail.as_str()),
+            (latency.name.as_ref(), latency.detail.as_str()),
             ("hot_threshold_ms", "1000 ms")
         );
         let rfc = threshold_check(&t, KernelHotness::FaultCount);
         assert_eq!(
-            (rfc.name, rfc.status, rfc.detail.as_str()),
+            (rfc.name.as_ref(), rfc.status, rfc.detail.as_str()),
             ("fault_count_threshold", Status::Ok, "6000 faults")
         );
         let unreadable = Tunables::default();

@@ -57,8 +57,8 @@ impl Drop for FakeRoot {
     }
 }
 
-fn names(checks: &[Check]) -> Vec<&'static str> {
-    checks.iter().map(|c| c.name).collect()
+fn names(checks: &[Check]) -> Vec<&str> {
+    checks.iter().map(|c| c.name.as_ref()).collect()
 }
 
 #[test]
