@@ -144,10 +144,12 @@ enum BenchKind {
     /// The fault-count RFC's table: stock 6.12, the patched kernel, and
     /// numatrace's fault-count shadow of the stock run.
     Rfc,
-    /// The seed-style workload run bare, under `stats --live` and under
-    /// `--empty-programs`, rotated, in one instruction-count boot per
-    /// kernel (`--kernels`): does attaching change the kernel's hint
-    /// faults, PTE updates and promotions?
+    /// The seed-style workload run bare, under `stats --live`, under
+    /// `--empty-programs`, under `stats --live` with its process stopped
+    /// until the workload ends, and beside a busy loop, rotated, in one
+    /// instruction-count boot per kernel (`--kernels`): does attaching
+    /// change the kernel's hint faults, PTE updates and promotions, and is
+    /// it the programs or the reader?
     Observer,
 }
 

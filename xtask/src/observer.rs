@@ -17,7 +17,9 @@
 /// workload's settings (`hot_threshold_ms` 100; `$nb` the scheduler's
 /// NUMA-balancing debugfs directory) and `run NAME CMD...`, which runs CMD
 /// and writes the vmstat deltas of [`COUNTERS`] around it to NAME.json
-/// (CMD's output to NAME.out; a failed CMD fails the script).
+/// (CMD's output to NAME.out; a failed CMD fails the script), and the
+/// shell's children's CPU time before and after it to NAME.times (the
+/// shell's `times`: user and system, a line each).
 macro_rules! setup {
     () => {
         r#"echo 2 > /proc/sys/kernel/numa_balancing
@@ -30,8 +32,11 @@ counters() { grep -E '^(numa_hint_faults|numa_pte_updates|pgpromote_success) ' /
 run() {
 	name=$1; shift
 	counters > /tmp/before
+	times > /tmp/times
 	"$@" > $name.out 2>&1 || { echo "$name failed:"; tail -20 $name.out; exit 1; }
+	times >> /tmp/times
 	counters > /tmp/after
+	sed -n '2p;4p' /tmp/times > $name.times
 	paste /tmp/before /tmp/after | awk 'BEGIN { printf "{" } { printf "%s\"%s\":%d", sep, $1, $4 - $2; sep = "," } END { print "}" }' > $name.json
 }
 "#
