@@ -34,7 +34,9 @@ use anyhow::{ensure, Context, Result};
 use serde_json::Value;
 
 use super::{num, rotated, round_runs, Spread};
-use crate::results::read_json;
+use crate::results::{read_json, read_report};
+use numa_core::model::totals::Report;
+use numa_core::plan::ProgramStat;
 
 pub(crate) const ROUNDS: usize = 6;
 
@@ -216,14 +218,13 @@ struct ProgramFigures {
 }
 
 impl ProgramFigures {
-    fn add(&mut self, p: &Value, faults: f64) {
-        let ns = p["run_time_ns"].as_f64().unwrap_or(0.0);
-        let runs = p["run_count"].as_f64().unwrap_or(0.0);
+    fn add(&mut self, p: &ProgramStat, faults: f64) {
+        let (ns, runs) = (p.run_time_ns as f64, p.run_count as f64);
         self.per_fault.push(ns / faults);
         self.runs_per_fault.push(runs / faults);
         self.per_run.push(if runs > 0.0 { ns / runs } else { 0.0 });
-        self.xlated_bytes = p["xlated_bytes"].as_u64().unwrap_or(0);
-        self.jited_bytes = p["jited_bytes"].as_u64().unwrap_or(0);
+        self.xlated_bytes = u64::from(p.xlated_bytes);
+        self.jited_bytes = u64::from(p.jited_bytes);
     }
 }
 
@@ -266,23 +267,19 @@ fn round(dir: &Path, i: usize, kt: KernelTime, fig: &mut Figures) -> Result<Stri
         fig.kernel_us[k].push(us);
         line.push_str(&format!(" {us:>6.1}"));
     }
-    let traced = read_json(dir, &format!("tool_traced_{i}.json"))?;
-    let stats = read_json(dir, &format!("tool_stats_{i}.json"))?;
-    for t in [&traced, &stats] {
-        fig.drops += t["drops"].as_u64().unwrap_or(0);
-    }
-    let fps = traced["hint_faults"].as_f64().unwrap_or(0.0) / num(&traced, "duration_s")?;
+    let traced: Report = read_report(dir, &format!("tool_traced_{i}.json"))?;
+    let stats: Report = read_report(dir, &format!("tool_stats_{i}.json"))?;
+    fig.drops += traced.drops + stats.drops;
+    let fps = traced.hint_faults as f64 / traced.duration_s;
     fig.faults_per_s.push(fps);
-    let faults = stats["hint_faults"].as_u64().unwrap_or(0).max(1) as f64;
+    let faults = stats.hint_faults.max(1) as f64;
     let mut bpf_ns = 0.0;
-    for p in stats["bpf_programs"].as_array().into_iter().flatten() {
-        bpf_ns += p["run_time_ns"].as_f64().unwrap_or(0.0);
-        if let Some(name) = p["name"].as_str() {
-            fig.per_program
-                .entry(name.to_owned())
-                .or_default()
-                .add(p, faults);
-        }
+    for p in &stats.bpf_programs {
+        bpf_ns += p.run_time_ns as f64;
+        fig.per_program
+            .entry(p.name.clone())
+            .or_default()
+            .add(p, faults);
     }
     let stats_run = &runs[3];
     let cpu_ns = (num(stats_run, "user_ms")? + num(stats_run, "sys_ms")?) * 1e6;
@@ -308,8 +305,12 @@ fn round(dir: &Path, i: usize, kt: KernelTime, fig: &mut Figures) -> Result<Stri
 /// totals, snapshots, timers), over the records it read, as `stats`
 /// reports it. Starting, parsing BTF and verifying the programs come
 /// before and are not in it.
-fn reader_ns_per_record(traced: &Value) -> Result<f64> {
-    num(&traced["numatrace_cpu"], "run_ns_per_record")
+fn reader_ns_per_record(traced: &Report) -> Result<f64> {
+    traced
+        .numatrace_cpu
+        .as_ref()
+        .map(|c| c.run_ns_per_record)
+        .context("the traced run's report has no numatrace_cpu")
 }
 
 /// Each program's figures (`stats` runs): its run time per hint fault, its
@@ -424,6 +425,7 @@ fn print_summary(fig: &Figures, clock: Clock) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use numa_core::model::totals::{SelfCpu, Totals};
     use serde_json::json;
 
     #[test]
@@ -457,11 +459,37 @@ mod tests {
         assert!(KernelTime::of(Clock::Instructions, &none).is_err());
     }
 
+    /// A `stats --json` report of `faults` hint faults over 5 s, with the
+    /// reader's CPU per record and one program's figures.
+    fn tool_report(faults: u64, reader_ns: Option<f64>) -> Report {
+        let mut r = Totals::new(1).report(0, 0);
+        r.hint_faults = faults;
+        r.duration_s = 5.0;
+        r.numatrace_cpu = reader_ns.map(|ns| SelfCpu {
+            attach_s: 1.0,
+            run_s: 1.0,
+            records: faults,
+            run_ns_per_record: ns,
+        });
+        r.bpf_programs = vec![ProgramStat {
+            name: "fentry_hint_fault".into(),
+            run_count: faults,
+            run_time_ns: 1000 * faults,
+            ns_per_run: 1000.0,
+            xlated_bytes: 800,
+            jited_bytes: 500,
+            runs_missed: 0,
+        }];
+        r
+    }
+
     #[test]
     fn the_reader_is_numatraces_own_cpu_per_record() {
-        let traced = json!({"numatrace_cpu": {"run_ns_per_record": 1234.5}});
-        assert_eq!(reader_ns_per_record(&traced).unwrap(), 1234.5);
-        assert!(reader_ns_per_record(&json!({"hint_faults": 3})).is_err());
+        assert_eq!(
+            reader_ns_per_record(&tool_report(3, Some(1234.5))).unwrap(),
+            1234.5
+        );
+        assert!(reader_ns_per_record(&tool_report(3, None)).is_err());
     }
 
     /// The report reads exactly the files the script makes: write what the
@@ -484,11 +512,8 @@ mod tests {
                     "numa_hint_faults": 30000.0, "accesses": 1e6});
                 std::fs::write(dir.join(next), summary.to_string()).unwrap();
             } else if *w == ">" && next.starts_with("tool_") {
-                let tool = json!({"hint_faults": 30000, "duration_s": 5.0, "drops": 0,
-                    "numatrace_cpu": {"run_ns_per_record": 900.0},
-                    "bpf_programs": [{"name": "fentry_hint_fault", "run_time_ns": 3e7,
-                        "run_count": 30000, "xlated_bytes": 800, "jited_bytes": 500}]});
-                std::fs::write(dir.join(next), tool.to_string()).unwrap();
+                let tool = serde_json::to_string(&tool_report(30000, Some(900.0))).unwrap();
+                std::fs::write(dir.join(next), tool).unwrap();
             } else if *w == ">" && next.starts_with("cpu_") {
                 let ticks = if next.ends_with("_0.txt") { 100 } else { 400 };
                 let line = format!("cpu  {ticks} 0 {ticks} 1000 0 0 0 0 0 0\n");

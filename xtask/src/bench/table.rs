@@ -4,8 +4,9 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::results::{read_json, read_report};
+use crate::results::read_report;
 use numa_core::workload::Summary;
+use numa_promote::PromoteReport;
 
 /// Nanoseconds of workload time per access (lower is better).
 fn ns_per_access(w: &Summary) -> f64 {
@@ -73,8 +74,7 @@ fn vmstat_delta(dir: &Path, run: &str, keys: &[&str]) -> Result<u64> {
 }
 
 pub(crate) fn report(dir: &Path) -> Result<()> {
-    let p = read_json(dir, "promote.json")?;
-    let moved = p["moved_pages"].as_u64().unwrap_or(0);
+    let moved = read_report::<PromoteReport>(dir, "promote.json")?.moved_pages;
     let rows = [
         ("NUMAB0", "a", None),
         ("NUMAB2", "b", None),

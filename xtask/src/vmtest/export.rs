@@ -14,7 +14,9 @@ use std::{collections::BTreeMap, path::Path};
 use anyhow::{ensure, Context, Result};
 
 use crate::kernels::Series;
-use crate::results::text;
+use crate::results::{read_report, text};
+use numa_core::histjson::JsonInterval;
+use numa_core::workload::Summary;
 
 /// The guest script (in `$RESULTS`). The loopback is down in the test bed's
 /// init; the exporter binds 127.0.0.1 (its default is loopback-only).
@@ -207,25 +209,20 @@ fn check_hist(dir: &Path) -> Result<()> {
     let mut intervals = 0;
     let mut samples = 0;
     for line in text(dir, "hist.json")?.lines() {
-        let v: serde_json::Value =
+        let v: JsonInterval =
             serde_json::from_str(line).with_context(|| format!("hist.json line {line:?}"))?;
         ensure!(
-            v["type"] == "hist" && v["by"] == "outcome" && v["source"] == "kernel",
+            v.kind == "hist" && v.by == "outcome" && v.source == "kernel",
             "{line}"
         );
         intervals += 1;
-        if let Some(m) = v["data"]["latency_ns"].as_object() {
-            samples += m.values().filter_map(|h| h["count"].as_u64()).sum::<u64>();
-        }
+        samples += v.data.latency_ns.values().map(|h| h.count).sum::<u64>();
     }
     ensure!(
         intervals >= 3,
         "{intervals} hist intervals in a 10 s run at 2 s"
     );
-    let faults = serde_json::from_str::<serde_json::Value>(&text(dir, "hist-workload.json")?)?
-        ["numa_hint_faults"]
-        .as_u64()
-        .context("no numa_hint_faults in hist-workload.json")?;
+    let faults = read_report::<Summary>(dir, "hist-workload.json")?.numa_hint_faults;
     ensure!(
         faults >= 1000,
         "the hist workload took {faults} hint faults; the check needs 1000"

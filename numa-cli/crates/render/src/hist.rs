@@ -11,7 +11,6 @@ use std::{collections::HashMap, io::Write, time::Duration};
 
 use anyhow::{bail, Result};
 use numa_ebpf_common::{Counter, FaultEvent, Outcome};
-use serde::Serialize;
 
 use numa_core::sink::Sink;
 
@@ -80,41 +79,7 @@ struct Batch {
     note: Option<String>,
 }
 
-#[derive(Serialize)]
-struct JsonBucket {
-    min: u64,
-    max: u64,
-    count: u64,
-}
-
-#[derive(Serialize)]
-struct JsonHist {
-    count: u64,
-    sum: u64,
-    buckets: Vec<JsonBucket>,
-}
-
-#[derive(Serialize)]
-struct JsonData {
-    latency_ns: std::collections::BTreeMap<String, JsonHist>,
-    fault_delta: std::collections::BTreeMap<String, JsonHist>,
-}
-
-#[derive(Serialize)]
-struct JsonInterval<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    interval: u64,
-    start_s: f64,
-    end_s: f64,
-    by: &'static str,
-    source: &'static str,
-    data: JsonData,
-    /// Groups left out by --top.
-    omitted: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    note: Option<&'a str>,
-}
+use numa_core::histjson::{JsonBucket, JsonData, JsonHist, JsonInterval};
 
 /// Smallest and largest integer value of bucket `b`.
 fn bucket_range(b: usize) -> (u64, u64) {
@@ -399,16 +364,17 @@ impl<W: Write> HistSink<W> {
 
     fn write_json(&mut self, b: &Batch) -> Result<()> {
         let line = JsonInterval {
-            kind: "hist",
+            kind: "hist".into(),
             interval: self.intervals,
             start_s: b.start_s,
             end_s: b.end_s,
-            by: by_name(self.by),
+            by: by_name(self.by).into(),
             source: if self.groups_from_events() {
                 "events"
             } else {
                 "kernel"
-            },
+            }
+            .into(),
             data: JsonData {
                 latency_ns: b
                     .rows
@@ -422,7 +388,7 @@ impl<W: Write> HistSink<W> {
                     .collect(),
             },
             omitted: b.omitted,
-            note: b.note.as_deref(),
+            note: b.note.as_deref().map(Into::into),
         };
         serde_json::to_writer(&mut self.out, &line)?;
         writeln!(self.out)?;
