@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Result;
-use serde_json::Value;
+use numa_core::model::shadow::{ModelReport, ShadowReport};
 
-use crate::results::{read_json, read_report, text};
+use crate::results::{read_report, text};
 use numa_core::workload::Summary;
 
 /// The guest script, the same on both kernels.
@@ -58,7 +58,7 @@ const SCAN_ROWS: [&str; 3] = [
 struct Run {
     score_us: u64,
     vmstat: BTreeMap<String, u64>,
-    shadow: Value,
+    shadow: ShadowReport,
 }
 
 impl Run {
@@ -81,7 +81,7 @@ impl Run {
         Ok(Run {
             score_us,
             vmstat,
-            shadow: read_json(dir, "shadow.json")?,
+            shadow: read_report(dir, "shadow.json")?,
         })
     }
 
@@ -90,20 +90,17 @@ impl Run {
     }
 
     fn decisions(&self) -> Option<u64> {
-        self.shadow["decisions"].as_u64()
+        Some(self.shadow.decisions)
     }
 
     /// The kernel's rejections on its own threshold (latency or fault count).
     fn threshold_rejects(&self) -> Option<u64> {
-        self.shadow["kernel"]["reject_latency"].as_u64()
+        Some(self.shadow.kernel.reject_latency)
     }
 
     /// The `fault-count` model of this run's shadow.
-    fn model(&self) -> Option<&Value> {
-        self.shadow["models"]
-            .as_array()?
-            .iter()
-            .find(|m| m["name"] == "fault-count")
+    fn model(&self) -> Option<&ModelReport> {
+        self.shadow.models.iter().find(|m| m.name == "fault-count")
     }
 }
 
@@ -112,7 +109,7 @@ type Row = (String, Option<u64>, Option<u64>, Option<String>);
 
 fn rows(stock: Option<&Run>, patched: Option<&Run>) -> Vec<Row> {
     let model = stock.and_then(Run::model);
-    let model_promote = model.and_then(|m| m["promote"].as_u64());
+    let model_promote = model.map(|m| m.promote);
     let mut rows: Vec<Row> = vec![(
         "Benchmark score (us, lower is better)".into(),
         stock.map(|r| r.score_us),
@@ -148,7 +145,7 @@ fn rows(stock: Option<&Run>, patched: Option<&Run>) -> Vec<Row> {
         stock.and_then(Run::threshold_rejects),
         patched.and_then(Run::threshold_rejects),
         model
-            .and_then(|m| m["reasons"]["fault_count"].as_u64().or(Some(0)))
+            .map(|m| m.reasons.get("fault_count").copied().unwrap_or(0))
             .map(|v| v.to_string()),
     ));
     rows
@@ -188,7 +185,7 @@ pub(crate) fn report(stock: Option<&Path>, patched: Option<&Path>) -> Result<()>
         if let Some(m) = run.as_ref().and_then(Run::model) {
             println!(
                 "fault-count agrees with the {name} kernel's decisions on {:.2}%",
-                m["agreement_pct"].as_f64().unwrap_or(f64::NAN)
+                m.agreement_pct
             );
         }
     }
@@ -198,7 +195,7 @@ pub(crate) fn report(stock: Option<&Path>, patched: Option<&Path>) -> Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use numa_core::model::shadow::KernelCounts;
 
     fn run(score: u64, faults: u64, promote: u64) -> Run {
         Run {
@@ -207,9 +204,21 @@ mod tests {
                 ("numa_hint_faults".to_owned(), faults),
                 ("pgpromote_success".to_owned(), promote),
             ]),
-            shadow: json!({"decisions": faults, "kernel": {"reject_latency": faults - promote},
-                "models": [{"name": "fault-count", "promote": 70, "reasons": {"fault_count": 30},
-                "agreement_pct": 50.0}]}),
+            shadow: ShadowReport {
+                decisions: faults,
+                kernel: KernelCounts {
+                    reject_latency: faults - promote,
+                    ..KernelCounts::default()
+                },
+                models: vec![ModelReport {
+                    name: "fault-count".into(),
+                    promote: 70,
+                    reasons: [("fault_count".into(), 30)].into(),
+                    agreement_pct: 50.0,
+                    ..ModelReport::default()
+                }],
+                ..ShadowReport::default()
+            },
         }
     }
 

@@ -198,7 +198,7 @@ pub struct LatencySample {
     pub promoted: bool,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct ShadowReport {
     pub duration_s: f64,
     /// Hint faults and tiering decisions: folios, and their pages.
