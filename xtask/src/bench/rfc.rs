@@ -89,13 +89,13 @@ impl Run {
         self.vmstat.get(key).copied()
     }
 
-    fn decisions(&self) -> Option<u64> {
-        Some(self.shadow.decisions)
+    fn decisions(&self) -> u64 {
+        self.shadow.decisions
     }
 
     /// The kernel's rejections on its own threshold (latency or fault count).
-    fn threshold_rejects(&self) -> Option<u64> {
-        Some(self.shadow.kernel.reject_latency)
+    fn threshold_rejects(&self) -> u64 {
+        self.shadow.kernel.reject_latency
     }
 
     /// The `fault-count` model of this run's shadow.
@@ -136,14 +136,14 @@ fn rows(stock: Option<&Run>, patched: Option<&Run>) -> Vec<Row> {
     }
     rows.push((
         "should_numa_migrate_memory calls".into(),
-        stock.and_then(Run::decisions),
-        patched.and_then(Run::decisions),
-        stock.and_then(Run::decisions).map(|v| format!("{v}*")),
+        stock.map(Run::decisions),
+        patched.map(Run::decisions),
+        stock.map(|r| format!("{}*", r.decisions())),
     ));
     rows.push((
         "rejected on the threshold".into(),
-        stock.and_then(Run::threshold_rejects),
-        patched.and_then(Run::threshold_rejects),
+        stock.map(Run::threshold_rejects),
+        patched.map(Run::threshold_rejects),
         model
             .map(|m| m.reasons.get("fault_count").copied().unwrap_or(0))
             .map(|v| v.to_string()),

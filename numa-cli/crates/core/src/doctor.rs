@@ -44,14 +44,16 @@ pub struct Trial {
     pub detail: String,
 }
 
+/// Mechanism name -> "ok" or "refused: <why>".
+pub type Mechanisms = BTreeMap<Cow<'static, str>, String>;
+
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Report {
     pub ok: bool,
     pub kernel_release: String,
     pub checks: Vec<Check>,
     pub attach_plan: AttachPlan,
-    /// Mechanism name -> "ok" or "refused: <why>".
-    pub mechanisms: BTreeMap<Cow<'static, str>, String>,
+    pub mechanisms: Mechanisms,
     pub trials: Vec<Trial>,
     pub memory_tiers: Vec<MemoryTier>,
     pub nodes: Vec<Node>,

@@ -13,7 +13,7 @@ use crate::{
     params, preflight,
 };
 
-pub use numa_core::doctor::{FolioMap, Report};
+pub use numa_core::doctor::{FolioMap, Mechanisms, Report};
 
 fn folio_map_check(m: &FolioMap) -> Check {
     let s = &m.sampling;
@@ -171,9 +171,6 @@ fn tunables_checks(t: &numa_core::topology::Tunables, hotness: KernelHotness) ->
         ),
     ]
 }
-
-/// Mechanism name -> "ok" or "refused: <why>".
-type Mechanisms = std::collections::BTreeMap<std::borrow::Cow<'static, str>, String>;
 
 /// Tries each attach mechanism on its own with a trivial program, so a
 /// refusal is reported against the mechanism rather than a particular hook.
