@@ -3,8 +3,9 @@
 //!
 //! - `promoted`: a small region accessed without pause while DRAM is free.
 //! - `refused`: DRAM filled by another process, chunks with idle gaps, so
-//!   each page's next access comes seconds after the scanner protected it
-//!   (refused on latency); beside it a cold VMA, populated whole before
+//!   each page's next access comes seconds after the scanner protected it,
+//!   and `hot_threshold_ms` at 50, far below that even after the kernel
+//!   doubles it (refused on latency); beside it a cold VMA, populated whole before
 //!   the scanner first comes by and never touched again.
 //! - `unscanned`: a 256 MiB VMA whose first chunk is populated at once and
 //!   the rest only after the scanner's first two sequences over it, the
