@@ -103,6 +103,11 @@ impl Scope {
         }
     }
 
+    /// Is `tgid` one of a `--pid` scope's processes?
+    pub fn pinned(&self, tgid: u32) -> bool {
+        matches!(self, Scope::Pids(p) if p.contains_key(&tgid))
+    }
+
     /// Right before a move: still in scope? Reads /proc for cgroups (a
     /// process may have been moved out since its fault). For `--pid`,
     /// whether the pid is still its process is the mover's to check.

@@ -20,6 +20,12 @@
 //! What bounds a single process is the user's part: the table drops whole
 //! processes, the user trims inside one (its cost must not pass
 //! [`ProcTable::max_cost`] either).
+//!
+//! A process the user still has work for (pages queued, moves to check)
+//! is *held* ([`ProcTable::hold`]): it leaves the activity queue, so it is
+//! neither gone after a silence nor evicted, until released. Held
+//! processes count towards the process bound but are never what makes
+//! room; their number is the user's to bound.
 use std::{cmp::Ordering, collections::VecDeque};
 
 use rustc_hash::FxHashMap;
@@ -31,6 +37,7 @@ struct Slot<T> {
     value: T,
     last_ns: u64,
     cost: usize,
+    held: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -148,6 +155,7 @@ impl<T> ProcTable<T> {
                 value: new(),
                 last_ns: now,
                 cost: 0,
+                held: false,
             }
         });
         if fresh {
@@ -156,6 +164,7 @@ impl<T> ProcTable<T> {
             // Its place is the last one when it was the latest active: it
             // moves to `now` where it is, leaving no stale place behind.
             match self.order.back_mut() {
+                _ if slot.held => {}
                 Some(back) if *back == (slot.last_ns, tgid) => back.0 = now,
                 _ => self.order.push_back((now, tgid)),
             }
@@ -204,6 +213,25 @@ impl<T> ProcTable<T> {
         self.cost > self.max_cost
     }
 
+    /// Holds `tgid` until [`Self::release`]: it is neither gone nor
+    /// evicted meanwhile.
+    pub fn hold(&mut self, tgid: u32) {
+        if let Some(s) = self.slots.get_mut(&tgid) {
+            s.held = true;
+        }
+    }
+
+    /// Ends a hold: `tgid` counts as active now, and goes by the table's
+    /// rules again.
+    pub fn release(&mut self, tgid: u32) {
+        let now = self.now_ns;
+        if let Some(s) = self.slots.get_mut(&tgid).filter(|s| s.held) {
+            s.held = false;
+            s.last_ns = now;
+            self.order.push_back((now, tgid));
+        }
+    }
+
     /// Drops `tgid` now.
     pub fn remove(&mut self, tgid: u32) -> Option<T> {
         let slot = self.slots.remove(&tgid)?;
@@ -247,9 +275,12 @@ impl<T> ProcTable<T> {
         found
     }
 
-    /// Whether `(t, tgid)` is the process's current place in the order.
+    /// Whether `(t, tgid)` is the process's current place in the order
+    /// (a held process has none).
     fn is_live(&self, t: u64, tgid: u32) -> bool {
-        self.slots.get(&tgid).is_some_and(|s| s.last_ns == t)
+        self.slots
+            .get(&tgid)
+            .is_some_and(|s| !s.held && s.last_ns == t)
     }
 
     fn drop_proc(&mut self, tgid: u32, evicted: bool) {
@@ -266,7 +297,7 @@ impl<T> ProcTable<T> {
     fn compact(&mut self) {
         let slots = &self.slots;
         self.order
-            .retain(|(t, tgid)| slots.get(tgid).is_some_and(|s| s.last_ns == *t));
+            .retain(|(t, tgid)| slots.get(tgid).is_some_and(|s| !s.held && s.last_ns == *t));
     }
 }
 
@@ -422,6 +453,41 @@ mod tests {
         }
         assert_eq!(t.len(), 3);
         assert_eq!(t.take_dropped(), vec![(1, 1)]);
+    }
+
+    #[test]
+    fn a_held_process_is_neither_gone_nor_evicted_until_released() {
+        let mut t = ProcTable::new(2, usize::MAX).keep_dropped();
+        t.touch(1, 0, || 1);
+        t.hold(1);
+        // Silent far past the gone bound, and the least recent when the
+        // bound is met: the others make room.
+        for tgid in 2..10 {
+            t.touch(tgid, u64::from(tgid) * GONE_AFTER_NS, || tgid);
+            assert!(t.contains(1));
+        }
+        assert_eq!(t.len(), 2);
+        // Held, touched: still no place in the order.
+        t.touch(1, 10 * GONE_AFTER_NS, || 0);
+        assert!(t.order.iter().all(|p| !t.is_live(p.0, 1)));
+        // Released: active now, then gone after a silence like any other.
+        t.release(1);
+        t.advance(11 * GONE_AFTER_NS - 1);
+        assert!(t.contains(1));
+        t.advance(11 * GONE_AFTER_NS);
+        assert!(!t.contains(1));
+        assert_eq!(t.take_dropped().last(), Some(&(1, 1)));
+    }
+
+    /// With every process held, the bound gives way instead of looping.
+    #[test]
+    fn held_processes_may_pass_the_bound() {
+        let mut t = ProcTable::new(2, usize::MAX);
+        for tgid in 1..=4 {
+            t.touch(tgid, u64::from(tgid), || ());
+            t.hold(tgid);
+        }
+        assert_eq!((t.len(), t.evicted()), (4, 0));
     }
 
     /// Evicting from a full table costs what inserting into an empty one

@@ -32,6 +32,7 @@ impl<E: Env> Mover<E> {
         let now = self.env.now_ns();
         self.procs.gone(pid, now, !exited);
         let n = self.queue.drop_process(pid) + batch;
+        self.settle(pid);
         self.report.dropped_exited += n as u64;
         let p = self.report.per_process.entry(pid).or_default();
         if exited {

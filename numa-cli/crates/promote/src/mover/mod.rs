@@ -191,6 +191,7 @@ impl<E: Env> Mover<E> {
             return;
         }
         self.queue.push(&r);
+        self.settle(r.pid);
         self.sync_pending();
     }
 

@@ -85,6 +85,7 @@ impl<E: Env> Mover<E> {
         };
         if !self.scope.allows_now(pid) {
             self.report.dropped_out_of_scope += self.queue.drop_process(pid) as u64;
+            self.settle(pid);
             self.sync_pending();
             return Served::Worked;
         }
@@ -116,6 +117,7 @@ impl<E: Env> Mover<E> {
         if !batch.is_empty() {
             self.execute(pid, target, batch);
         }
+        self.settle(pid);
         self.sync_pending();
         Served::Worked
     }
