@@ -40,17 +40,6 @@ pub(crate) fn text(dir: &Path, name: &str) -> Result<String> {
     std::fs::read_to_string(dir.join(name)).with_context(|| format!("no {name}"))
 }
 
-/// The value at `path` (JSON object keys), or what is there instead.
-fn at<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
-    path.iter().fold(v, |cur, p| &cur[*p])
-}
-
-pub(crate) fn u(v: &Value, path: &[&str]) -> Result<u64> {
-    let cur = at(v, path);
-    cur.as_u64()
-        .with_context(|| format!("{} is not a number: {cur}", path.join(".")))
-}
-
 /// The count `key` of a report's map `what` (vmstat's or the kernel
 /// counters' names), failing when the report does not have it.
 pub(crate) fn entry<K: Borrow<str> + Ord>(

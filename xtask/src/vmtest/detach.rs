@@ -8,10 +8,10 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
-use serde_json::Value;
+use numa_core::doctor::Loaded;
 
 use crate::kernels::Series;
-use crate::results::{read_json, text};
+use crate::results::{read_report, text};
 
 pub(super) const SCRIPT: &str = include_str!("detach.sh");
 
@@ -46,7 +46,7 @@ fn check_case(dir: &Path, case: &str, want_rc: &str) -> Result<()> {
         text(dir, &format!("{case}.state-during"))?.trim() == "1",
         "the promoter never wrote its state file: {out}"
     );
-    let during = ours(&read_json(dir, &format!("{case}.during.json"))?)?;
+    let during = ours(&read_report(dir, &format!("{case}.during.json"))?);
     ensure!(
         during.iter().all(|&n| n > 0),
         "while attached, doctor --loaded listed numatrace's programs, maps, links {during:?}: it cannot see them"
@@ -57,7 +57,7 @@ fn check_case(dir: &Path, case: &str, want_rc: &str) -> Result<()> {
         "exit status {} (want {want_rc}): {out}",
         rc.trim()
     );
-    let after = ours(&read_json(dir, &format!("{case}.after.json"))?)?;
+    let after = ours(&read_report(dir, &format!("{case}.after.json"))?);
     ensure!(
         after == [0, 0, 0],
         "numatrace programs, maps, links left in the kernel: {after:?}"
@@ -75,15 +75,7 @@ fn check_case(dir: &Path, case: &str, want_rc: &str) -> Result<()> {
 }
 
 /// numatrace's programs, maps and links in a `doctor --loaded --json`.
-fn ours(loaded: &Value) -> Result<[usize; 3]> {
-    let count = |key: &str| -> Result<usize> {
-        let list = loaded[key]
-            .as_array()
-            .with_context(|| format!("doctor --loaded --json has no {key} list"))?;
-        Ok(list
-            .iter()
-            .filter(|o| o["numatrace"] == Value::Bool(true))
-            .count())
-    };
-    Ok([count("programs")?, count("maps")?, count("links")?])
+fn ours(loaded: &Loaded) -> [usize; 3] {
+    let (programs, maps, links) = loaded.numatrace_counts();
+    [programs, maps, links]
 }

@@ -44,7 +44,7 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     for case in ["fifo", "state_link", "out_link"] {
         went_on(dir, case).with_context(|| format!("case {case}"))?;
     }
-    crate::results::read_json(dir, "out.json")
+    crate::results::read_report::<numa_core::model::shadow::ShadowReport>(dir, "out.json")
         .context("shadow -o through a planted symlink wrote no report")?;
     let fifo = text(dir, "fifo.out")?;
     ensure!(

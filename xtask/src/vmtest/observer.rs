@@ -29,7 +29,7 @@ use anyhow::{bail, Result};
 
 use crate::kernels::Series;
 use crate::observer::{deviation_pct, setup, workload, COUNTERS};
-use crate::results::{read_json, u};
+use crate::results::{entry, read_report};
 
 /// The guest script: [`crate::observer::SETUP`], then the warm-up, then
 /// each part of [`PARTS`] (`part NAME hot_threshold_ms TRACED_RUNS`).
@@ -84,10 +84,14 @@ const BOUND_PCT: f64 = 2.0;
 /// little (and the scanner hardly reached the region).
 const MIN_COUNT: u64 = 32_768;
 
+/// A run's vmstat deltas, as the guest's `run` writes them.
+type Deltas = std::collections::BTreeMap<String, u64>;
+
 pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     let mut problems = Vec::new();
     for part in &PARTS {
-        let run = |r: String| read_json(dir, &format!("{}_{r}.json", part.name));
+        let run =
+            |r: String| -> Result<Deltas> { read_report(dir, &format!("{}_{r}.json", part.name)) };
         let bare: Vec<_> = (0..=part.traced_runs)
             .map(|i| run(format!("bare_{i}")))
             .collect::<Result<_>>()?;
@@ -95,8 +99,10 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
             .map(|i| run(format!("traced_{i}")))
             .collect::<Result<_>>()?;
         for counter in part.judged {
-            let of = |runs: &[serde_json::Value]| -> Result<Vec<u64>> {
-                runs.iter().map(|v| u(v, &[counter])).collect()
+            let of = |runs: &[Deltas]| -> Result<Vec<u64>> {
+                runs.iter()
+                    .map(|d| entry(d, "the vmstat deltas", counter))
+                    .collect()
             };
             problems.extend(judge(part, counter, &of(&bare)?, &of(&traced)?));
         }

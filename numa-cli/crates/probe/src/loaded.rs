@@ -6,91 +6,12 @@
 use std::collections::BTreeSet;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
+pub use numa_core::doctor::{Link, Loaded, Object};
 
 use crate::load::EBPF_OBJECT;
 
 /// Kernel object names are cut to this many bytes (BPF_OBJ_NAME_LEN - 1).
 const OBJ_NAME_LEN: usize = 15;
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Object {
-    pub id: u32,
-    pub name: String,
-    /// The name is one of numatrace's programs or maps.
-    pub numatrace: bool,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Link {
-    pub id: u32,
-    pub program_id: u32,
-    /// The link attaches one of numatrace's programs.
-    pub numatrace: bool,
-}
-
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Loaded {
-    pub programs: Vec<Object>,
-    pub maps: Vec<Object>,
-    pub links: Vec<Link>,
-}
-
-impl Loaded {
-    /// numatrace's programs, maps and links.
-    pub fn numatrace_counts(&self) -> (usize, usize, usize) {
-        (
-            self.programs.iter().filter(|o| o.numatrace).count(),
-            self.maps.iter().filter(|o| o.numatrace).count(),
-            self.links.iter().filter(|l| l.numatrace).count(),
-        )
-    }
-}
-
-/// `doctor --loaded`'s text: the counts, then one line per object, marked
-/// when it is numatrace's. Kernel object names are letters, digits, `_`
-/// and `.` only (the kernel refuses others), so they print as they are.
-impl std::fmt::Display for Loaded {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (p, m, l) = self.numatrace_counts();
-        writeln!(
-            f,
-            "BPF objects loaded: {} programs, {} maps, {} links; numatrace's: {p} programs, {m} maps, {l} links",
-            self.programs.len(),
-            self.maps.len(),
-            self.links.len()
-        )?;
-        let mark = |ours: bool| if ours { "numatrace" } else { "" };
-        for o in &self.programs {
-            writeln!(
-                f,
-                "  prog {:>6}  {:<16} {}",
-                o.id,
-                o.name,
-                mark(o.numatrace)
-            )?;
-        }
-        for o in &self.maps {
-            writeln!(
-                f,
-                "  map  {:>6}  {:<16} {}",
-                o.id,
-                o.name,
-                mark(o.numatrace)
-            )?;
-        }
-        for k in &self.links {
-            writeln!(
-                f,
-                "  link {:>6}  prog {:<11} {}",
-                k.id,
-                k.program_id,
-                mark(k.numatrace)
-            )?;
-        }
-        Ok(())
-    }
-}
 
 /// Program and map names of numatrace's BPF object, as the kernel keeps
 /// them (cut to [`OBJ_NAME_LEN`] bytes).
