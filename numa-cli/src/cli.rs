@@ -745,8 +745,7 @@ pub(crate) struct MovePagesArgs {
     pub dram_node: Option<u32>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum MoveVia {
     Baseline,
     Mover,

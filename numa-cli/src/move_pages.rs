@@ -9,9 +9,12 @@
 use std::{io::Write, process::ExitCode, sync::Arc};
 
 use anyhow::{ensure, Context, Result};
-use serde::Serialize;
+use clap::ValueEnum;
 
-use numa_core::topology::Node;
+use numa_core::{
+    topology::Node,
+    workload::{MovePagesSummary, MoverTimes},
+};
 use numa_host::{clock::monotonic_ns, system};
 use numa_promote::{
     bucket, floor,
@@ -25,36 +28,6 @@ use crate::{
     cli::{MovePagesArgs, MoveVia},
     workload::{slow_and_dram_nodes, Region},
 };
-
-#[derive(Debug, Serialize)]
-struct Result1 {
-    via: MoveVia,
-    pages: u64,
-    moved: u64,
-    bytes: u64,
-    seconds: f64,
-    mb_per_s: f64,
-    pages_per_s: f64,
-    calls: u64,
-    on_dram_after: u64,
-    /// Mover only: where its time went.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mover: Option<MoverTimes>,
-}
-
-#[derive(Debug, Serialize)]
-struct MoverTimes {
-    move_calls: u64,
-    move_s: f64,
-    query_calls: u64,
-    query_s: f64,
-    meminfo_reads: u64,
-    batch_pages: usize,
-    ns_per_page: Option<f64>,
-    fixed_ns_per_call: Option<f64>,
-    /// The end-of-run check of where the moved pages are (not timed).
-    verify_s: f64,
-}
 
 /// A buffer of `--mb` touched on `slow`, and the address of each page.
 fn place_on_slow(a: &MovePagesArgs, slow: u32) -> Result<(Region, Vec<u64>)> {
@@ -174,8 +147,12 @@ pub(crate) fn move_pages(a: &MovePagesArgs) -> Result<ExitCode> {
     let secs = t_end.unwrap_or_else(monotonic_ns).saturating_sub(t0) as f64 / 1e9;
     let on_dram = region.pages_on(dram) as u64;
     let bytes = moved * PAGE;
-    let r = Result1 {
-        via: a.via,
+    let r = MovePagesSummary {
+        via: a
+            .via
+            .to_possible_value()
+            .map(|v| v.get_name().to_owned())
+            .unwrap_or_default(),
         pages: pages.len() as u64,
         moved,
         bytes,

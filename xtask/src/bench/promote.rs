@@ -6,7 +6,10 @@ use std::path::Path;
 
 use anyhow::{ensure, Result};
 
-use super::{median, num, rotated, round_runs};
+use numa_core::workload::MovePagesSummary;
+
+use super::{median, rotated};
+use crate::results::read_report;
 
 /// Eight rounds: on a shared host one round's ratio swings by 2x.
 pub(crate) const ROUNDS: usize = 8;
@@ -33,26 +36,24 @@ pub(crate) fn report(dir: &Path) -> Result<()> {
     let mut ratios: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     println!("round  baseline MB/s pages/s | mover 20 ms MB/s pages/s calls ratio | mover 100 ms MB/s pages/s calls ratio");
     for i in 0..ROUNDS {
-        let runs = round_runs(dir, &RUNS, i)?;
+        let runs: Vec<MovePagesSummary> = RUNS
+            .iter()
+            .map(|(name, _)| read_report(dir, &format!("{name}_{i}.json")))
+            .collect::<Result<_>>()?;
         for ((name, _), v) in RUNS.iter().zip(&runs) {
             ensure!(
-                v["moved"] == v["pages"] && v["on_dram_after"] == v["pages"],
-                "{name} run {i} did not move every page: {v}"
+                v.moved == v.pages && v.on_dram_after == v.pages,
+                "{name} run {i} did not move every page: {v:?}"
             );
         }
-        let base = num(&runs[0], "mb_per_s")?;
-        let mut line = format!(
-            "{i:>5}  {base:>13.1} {:>7.0}",
-            num(&runs[0], "pages_per_s")?
-        );
+        let base = runs[0].mb_per_s;
+        let mut line = format!("{i:>5}  {base:>13.1} {:>7.0}", runs[0].pages_per_s);
         for (k, m) in runs[1..].iter().enumerate() {
-            let r = num(m, "mb_per_s")? / base;
+            let r = m.mb_per_s / base;
             ratios[k].push(r);
             line.push_str(&format!(
                 " | {:>16.1} {:>7.0} {:>5} {r:>5.3}",
-                num(m, "mb_per_s")?,
-                num(m, "pages_per_s")?,
-                num(m, "calls")?
+                m.mb_per_s, m.pages_per_s, m.calls
             ));
         }
         println!("{line}");

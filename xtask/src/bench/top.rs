@@ -12,6 +12,7 @@ use std::{
 };
 
 use anyhow::{bail, ensure, Context, Result};
+use numa_core::frame::Frame;
 
 use crate::{binary, cmd, host::Setup};
 
@@ -101,11 +102,10 @@ fn trace_rate(numatrace: &Path, trace: &Path) -> Result<f64> {
             .args(["top", "--once", "--json", "--model", "none", "--replay"])
             .arg(trace),
     )?;
-    let v: serde_json::Value = serde_json::from_str(&out).context("top --once --json")?;
-    let events = v["events"].as_f64().context("events")?;
-    let span = v["elapsed_s"].as_f64().context("elapsed_s")?;
-    ensure!(events > 0.0 && span > 0.0, "empty trace");
-    Ok(events / span)
+    let frame: Frame = serde_json::from_str(&out).context("top --once --json")?;
+    let span = frame.elapsed_s;
+    ensure!(frame.events > 0 && span > 0.0, "empty trace");
+    Ok(frame.events as f64 / span)
 }
 
 /// Runs top for `seconds` and measures it.

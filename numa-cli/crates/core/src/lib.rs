@@ -12,6 +12,7 @@
 #![cfg_attr(test, allow(unused_crate_dependencies))]
 pub mod decode;
 pub mod doctor;
+pub mod frame;
 pub mod histjson;
 pub mod mapplan;
 pub mod model;

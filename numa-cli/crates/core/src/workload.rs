@@ -1,6 +1,7 @@
 //! What `numatrace workload ... --summary FILE` writes: the workload's
 //! own view of a run (its pids, mappings, accesses and where its pages
-//! ended), which the VM tests and benches read as this type.
+//! ended), and what `workload move-pages` prints, which the VM tests and
+//! benches read as these types.
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -46,4 +47,38 @@ pub struct Summary {
     /// out (`--late-populate-ms`).
     pub shared_pages_on_dram_node_at_end: Option<usize>,
     pub child_pids: Vec<u32>,
+}
+
+/// What `numatrace workload move-pages` prints: one way of promoting a
+/// buffer on the slow node, timed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MovePagesSummary {
+    /// `baseline` (one move_pages call) or `mover` (the promoter's).
+    pub via: String,
+    pub pages: u64,
+    pub moved: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub mb_per_s: f64,
+    pub pages_per_s: f64,
+    pub calls: u64,
+    pub on_dram_after: u64,
+    /// Mover only: where its time went.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mover: Option<MoverTimes>,
+}
+
+/// Where the promoter's mover spent a `move-pages` run's time.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MoverTimes {
+    pub move_calls: u64,
+    pub move_s: f64,
+    pub query_calls: u64,
+    pub query_s: f64,
+    pub meminfo_reads: u64,
+    pub batch_pages: usize,
+    pub ns_per_page: Option<f64>,
+    pub fixed_ns_per_call: Option<f64>,
+    /// The end-of-run check of where the moved pages are (not timed).
+    pub verify_s: f64,
 }

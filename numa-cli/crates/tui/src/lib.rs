@@ -13,7 +13,7 @@
 pub mod action;
 pub mod agg;
 pub mod app;
-pub mod frame;
+pub use numa_core::frame;
 pub mod procfs;
 pub mod term;
 pub mod view;

@@ -1,11 +1,12 @@
-//! What the background aggregator publishes every refresh interval and the
-//! UI draws: plain data, cheap to clone, serialisable (`top --once --json`).
+//! What `top`'s background aggregator publishes every refresh interval and
+//! its UI draws: plain data, cheap to clone, serialisable (`top --once
+//! --json`), here so that readers of that JSON need not depend on the TUI.
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One published state of everything `top` shows.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Frame {
     /// Increases with every publication.
     pub seq: u64,
@@ -32,7 +33,7 @@ pub struct Frame {
     pub detail: Option<Detail>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct HeaderView {
     pub kernel: String,
     pub numa_balancing: Option<u32>,
@@ -55,13 +56,13 @@ pub struct HeaderView {
     pub folio_coverage: f64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct TierView {
     pub id: u32,
     pub nodes: Vec<NodeMem>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct NodeMem {
     pub id: u32,
     pub total_kb: u64,
@@ -69,7 +70,7 @@ pub struct NodeMem {
     pub cpus: usize,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Warnings {
     pub ring_drops: u64,
     /// Probe runs the kernel skipped (preempted on their CPU).
@@ -79,7 +80,7 @@ pub struct Warnings {
 }
 
 /// One system rate with its recent history (one point per publication).
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RateSeries {
     pub name: String,
     /// What it counts per second: `folios` (one per hint fault, a THP's
@@ -94,7 +95,7 @@ pub struct RateSeries {
 }
 
 /// Which axis a model's threshold belongs to.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Axis {
     /// Scan-to-fault latency, ms.
@@ -106,7 +107,7 @@ pub enum Axis {
     WindowMs,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ModelView {
     pub name: String,
     /// Column heading, at most 6 characters.
@@ -121,7 +122,7 @@ pub struct ModelView {
 
 /// One process's rates: hint faults and decisions in folios (one per
 /// fault, a THP's too), `promoted_pages_s` in pages.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ProcRow {
     pub pid: u32,
     pub comm: String,
@@ -153,7 +154,7 @@ pub struct ProcRow {
 }
 
 /// Log2 histograms of one selection, split by the kernel's decision.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct HistView {
     /// `all processes` or `PID COMM`.
     pub title: String,
@@ -168,7 +169,7 @@ pub struct HistView {
     pub kernel_threshold_ms: Option<u64>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Detail {
     pub pid: u32,
     pub comm: String,
@@ -190,7 +191,7 @@ pub struct Detail {
 
 /// One VMA's verdict: a range a skip named (`named`), else the span of
 /// the scanner's passes there.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct VmaVerdict {
     pub start: u64,
     pub end: u64,
@@ -198,7 +199,7 @@ pub struct VmaVerdict {
     pub verdict: String,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct VmaRow {
     pub start: u64,
     pub end: u64,
@@ -212,7 +213,7 @@ pub struct VmaRow {
     pub skip: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RangeRow {
     pub start: u64,
     pub end: u64,
@@ -226,7 +227,7 @@ pub struct RangeRow {
 
 /// Hint faults per address region (rows, low addresses first) per
 /// publication interval (columns, oldest first).
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Heat {
     pub rows: Vec<HeatRow>,
     /// Columns in each row.
@@ -234,7 +235,7 @@ pub struct Heat {
     pub max: u32,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct HeatRow {
     pub start: u64,
     pub end: u64,
