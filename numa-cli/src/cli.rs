@@ -198,8 +198,19 @@ pub(crate) struct StatsArgs {
     /// Replace the --record file if it exists (never overwritten otherwise).
     #[arg(long, requires = "record")]
     pub overwrite: bool,
+    /// Also break the page counts down: `cgroup`, one row per cgroup v2
+    /// (its path on this host when the report is made), to hold against
+    /// each cgroup's memory.stat.
+    #[arg(long, value_enum)]
+    pub by: Option<StatsBy>,
     #[command(flatten)]
     pub probe: ProbeArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum StatsBy {
+    /// The faulting task's cgroup.
+    Cgroup,
 }
 
 /// Flat model options: defaults for every model whose spec does not set

@@ -9,7 +9,7 @@ use numa_host::clock::process_cpu_ns;
 use numa_probe::session;
 use numa_source::{Recording, Source, StopReason};
 
-use crate::cli::{ProbeArgs, RecordArgs, StatsArgs};
+use crate::cli::{ProbeArgs, RecordArgs, StatsArgs, StatsBy};
 use numa_core::{
     model::totals::{Report, SelfCpu, Totals},
     sampling::Sampling,
@@ -83,11 +83,11 @@ fn print(report: &Report, json: bool) -> Result<()> {
 }
 
 pub(crate) fn stats(args: &StatsArgs) -> Result<ExitCode> {
-    let report = if args.live {
+    let (report, totals) = if args.live {
         let mut totals = Totals::new(numa_probe::params::resolve_toptier());
         let output = args.record.as_deref().map(|p| (p, args.overwrite));
         let run = run_live(&args.probe, output, &mut [&mut totals])?;
-        live_report(&totals, &run)?
+        (live_report(&totals, &run)?, totals)
     } else {
         let path = args
             .file
@@ -96,7 +96,7 @@ pub(crate) fn stats(args: &StatsArgs) -> Result<ExitCode> {
         let header = trace::Reader::open(path)?.header;
         let mut totals = Totals::new(header.params.as_ref().map_or(1, |p| p.toptier_mask));
         crate::read_trace(path, crate::progress::Output::AtEnd, &mut [&mut totals])?;
-        totals
+        let report = totals
             .report(
                 u64::from(header.stamp_entries),
                 header.attach_started_mono_ns,
@@ -113,10 +113,20 @@ pub(crate) fn stats(args: &StatsArgs) -> Result<ExitCode> {
                     .map_plan
                     .as_ref()
                     .map(|p| Sampling::new(p, header.map_bytes, totals.stamped_folios())),
-            )
+            );
+        (report, totals)
     };
-    print(&report, args.json)?;
+    print(&with_breakdown(report, &totals, args.by), args.json)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `report` with the rows `--by` asks for.
+fn with_breakdown(mut report: Report, totals: &Totals, by: Option<StatsBy>) -> Report {
+    if by == Some(StatsBy::Cgroup) {
+        let paths = numa_host::cgroup::paths(&totals.cgroups.ids().collect());
+        report.by_cgroup = totals.cgroups.rows(|id| paths.get(&id).cloned());
+    }
+    report
 }
 
 pub(crate) fn record(args: &RecordArgs) -> Result<ExitCode> {

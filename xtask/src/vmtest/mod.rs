@@ -11,6 +11,7 @@
 //! beside its host-side check in `NAME.rs` (`check`); [`TESTS`] lists them
 //! in run order. README.md here says how to add one.
 
+mod cgroups;
 mod detach;
 mod doctor;
 mod export;
@@ -133,6 +134,17 @@ pub(crate) const TESTS: &[VmTest] = &[
         // Three attaches around about 100 s of workloads.
         timeout_s: 360,
         check: funnel::check,
+        icount: false,
+        left_out: None,
+    },
+    VmTest {
+        name: "cgroups",
+        script: cgroups::SCRIPT,
+        kernels: &Series::ALL,
+        // Two attaches (the live run, then its recording read back)
+        // around 6 s of workloads.
+        timeout_s: 240,
+        check: cgroups::check,
         icount: false,
         left_out: None,
     },

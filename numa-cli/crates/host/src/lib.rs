@@ -4,6 +4,7 @@
 //! replaces the files it publishes.
 // Dev-dependencies are for the integration tests and benches.
 #![cfg_attr(test, allow(unused_crate_dependencies))]
+pub mod cgroup;
 pub mod clock;
 pub mod fs;
 pub mod promoter_state;

@@ -2,7 +2,13 @@
 //! costs, funnel, quantiles and histograms.
 use std::io::Write;
 
-use numa_core::{model::totals::Report, printable::printable};
+use numa_core::{
+    model::{
+        cgroups::{CgroupRow, OTHER_CGROUPS},
+        totals::Report,
+    },
+    printable::printable,
+};
 use numa_ebpf_common::Outcome;
 
 /// The whole report, section by section.
@@ -12,6 +18,7 @@ pub fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     print_scans_and_losses(r, out)?;
     print_costs(r, out)?;
     print_funnel(&r.funnel, r.skips_observable, out)?;
+    print_cgroups(&r.by_cgroup, out)?;
     print_quantiles(r, out)?;
     writeln!(out, "\n  scan-to-fault latency (ms)")?;
     crate::histtext::write(out, &r.latency_ms, "ms")?;
@@ -20,6 +27,34 @@ pub fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         "\n  fault-count delta (per-process hint faults between scan and fault)"
     )?;
     crate::histtext::write(out, &r.fault_delta, "")?;
+    Ok(())
+}
+
+/// `--by cgroup`: each cgroup's page counts, named as memory.stat names
+/// them.
+fn print_cgroups(rows: &[CgroupRow], out: &mut impl Write) -> std::io::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\n  by cgroup, in pages (memory.stat's names)")?;
+    writeln!(
+        out,
+        "    {:>16} {:>10} {:>8} {:>18} {:>13}  cgroup",
+        "numa_hint_faults", "decisions", "promote", "pgpromote_success", "migrate_fail"
+    )?;
+    for row in rows {
+        let c = &row.counts;
+        let name = match (&row.path, row.id) {
+            (_, OTHER_CGROUPS) => "(the other cgroups)".into(),
+            (Some(p), _) => printable(p).into_owned(),
+            (None, id) => format!("id {id} (not on this host now)"),
+        };
+        writeln!(
+            out,
+            "    {:>16} {:>10} {:>8} {:>18} {:>13}  {name}",
+            c.hint_faults, c.decisions, c.kernel_promote, c.promoted, c.migrate_fail
+        )?;
+    }
     Ok(())
 }
 

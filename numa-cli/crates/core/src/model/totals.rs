@@ -9,6 +9,7 @@ use numa_ebpf_common::{Counter, FaultEvent, Outcome, OUTCOMES, OUTCOME_BASE};
 use serde::Serialize;
 
 use super::{
+    cgroups::{CgroupRow, Cgroups},
     funnel::{Funnel, ProcessFunnel},
     log2::{BucketCount, Log2Hist},
     proctable::ProcTable,
@@ -89,6 +90,8 @@ pub struct Totals {
     pub pages: PageCounts,
     pub patch: PatchInputs,
     pub funnel: Funnel,
+    /// The same page counts per cgroup.
+    pub cgroups: Cgroups,
 }
 
 /// Consistency of the fault-count patch's inputs the probes give (see
@@ -302,7 +305,7 @@ pub struct PageCounts {
 }
 
 impl PageCounts {
-    fn fault(&mut self, f: &FaultEvent, outcome: Outcome, toptier_mask: u64) {
+    pub(crate) fn fault(&mut self, f: &FaultEvent, outcome: Outcome, toptier_mask: u64) {
         let pages = f.pages();
         self.hint_faults += pages;
         *self.by_outcome.entry(outcome.name().into()).or_default() += pages;
@@ -434,6 +437,9 @@ pub struct Report {
     /// The budget, sampling rate and coverage of per-folio state (None: a
     /// trace made before it was recorded).
     pub sampling: Option<Sampling>,
+    /// Page counts per cgroup, the most hint faults first (`--by cgroup`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_cgroup: Vec<CgroupRow>,
 }
 
 /// numatrace's own process CPU time (not the command it runs): loading,
@@ -638,6 +644,7 @@ impl Totals {
         let o = outcome as usize;
         self.outcomes[o] += 1;
         self.pages.fault(f, outcome, self.toptier_mask);
+        self.cgroups.fault(f, outcome, self.toptier_mask);
         if f.decided() {
             self.decisions += 1;
             self.promotes += u64::from(f.kernel_promoted());
@@ -763,6 +770,7 @@ impl Totals {
             checks: self.checks(attach_started_ns),
             funnel: self.funnel.report(self.end_ns()),
             skips_observable: None,
+            by_cgroup: Vec::new(),
         }
     }
 

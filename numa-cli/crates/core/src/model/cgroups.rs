@@ -1,0 +1,104 @@
+//! The hint faults, decisions and migrations of each cgroup (v2), in
+//! pages, as the kernel's per-memcg `memory.stat` counts them: a fault is
+//! the faulting task's cgroup (`bpf_get_current_cgroup_id` at the fault);
+//! the kernel's memcg counters charge the folio's memcg instead, so the
+//! two agree when a cgroup faults on memory it allocated.
+//!
+//! Cgroups are few next to processes, but a host that creates them by
+//! the thousand (a container per request) must not make this grow: past
+//! [`MAX_CGROUPS`] ids the rest are summed in one row, id [`OTHER_CGROUPS`].
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+use numa_ebpf_common::{FaultEvent, Outcome};
+
+use super::totals::PageCounts;
+
+/// Cgroups with a row of their own at most.
+pub const MAX_CGROUPS: usize = 4096;
+/// The id of the row that sums the cgroups past [`MAX_CGROUPS`] (no
+/// cgroup has it: ids are inode numbers, and 0 is none's).
+pub const OTHER_CGROUPS: u64 = 0;
+
+#[derive(Debug, Default, Clone)]
+pub struct Cgroups {
+    rows: FxHashMap<u64, PageCounts>,
+}
+
+/// One cgroup's figures in a report.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CgroupRow {
+    /// The cgroup's id (its directory's inode number), or
+    /// [`OTHER_CGROUPS`] for the row that sums the cgroups past the bound.
+    pub id: u64,
+    /// Its path below the cgroup2 mount (`/` the root), found when the
+    /// report was made; None when no cgroup has that id on this host then
+    /// (removed since, or a trace from another boot).
+    pub path: Option<String>,
+    pub counts: PageCounts,
+}
+
+impl Cgroups {
+    pub(crate) fn fault(&mut self, f: &FaultEvent, outcome: Outcome, toptier_mask: u64) {
+        let id = if self.rows.len() < MAX_CGROUPS || self.rows.contains_key(&f.cgroup_id) {
+            f.cgroup_id
+        } else {
+            OTHER_CGROUPS
+        };
+        self.rows
+            .entry(id)
+            .or_default()
+            .fault(f, outcome, toptier_mask);
+    }
+
+    /// Every cgroup's row, the most hint faults first, paths from `path_of`.
+    pub fn rows(&self, path_of: impl Fn(u64) -> Option<String>) -> Vec<CgroupRow> {
+        let mut rows: Vec<CgroupRow> = self
+            .rows
+            .iter()
+            .map(|(&id, counts)| CgroupRow {
+                id,
+                path: (id != OTHER_CGROUPS).then(|| path_of(id)).flatten(),
+                counts: counts.clone(),
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            b.counts
+                .hint_faults
+                .cmp(&a.counts.hint_faults)
+                .then(a.id.cmp(&b.id))
+        });
+        rows
+    }
+
+    /// Ids with a row of their own.
+    pub fn ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.rows.keys().copied().filter(|&id| id != OTHER_CGROUPS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::fixtures::fault;
+
+    #[test]
+    fn each_cgroup_counts_its_own_faults_and_the_bound_holds() {
+        let mut c = Cgroups::default();
+        let mut f = fault(1, 1, 500, Outcome::RejectLatency);
+        for id in 1..=(MAX_CGROUPS as u64 + 10) {
+            f.cgroup_id = id;
+            c.fault(&f, Outcome::RejectLatency, 1);
+        }
+        f.cgroup_id = 7;
+        c.fault(&f, Outcome::RejectLatency, 1);
+        let rows = c.rows(|id| Some(format!("/c{id}")));
+        assert_eq!(rows.len(), MAX_CGROUPS + 1);
+        assert_eq!(rows[0].id, 7);
+        assert_eq!(rows[0].counts.hint_faults, 2 * f.pages());
+        assert_eq!(rows[0].path.as_deref(), Some("/c7"));
+        let other = rows.iter().find(|r| r.id == OTHER_CGROUPS);
+        let other = other.map(|r| (r.counts.hint_faults, r.path.clone()));
+        assert_eq!(other, Some((10 * f.pages(), None)));
+    }
+}

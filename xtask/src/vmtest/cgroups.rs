@@ -1,0 +1,149 @@
+//! Per-cgroup figures against the kernel's own per-memcg counters: three
+//! sibling cgroups under one parent (a busy workload, a nearly idle one,
+//! one starting a process a second) run under `stats --live --by cgroup`.
+//! Each child's hint faults and promoted pages equal its `memory.stat`
+//! deltas (kernels from 6.11 count NUMA balancing per memcg), and the
+//! parent's deltas (memory.stat is hierarchical) the sum of its children's
+//! rows. On 6.1, whose memory.stat has none of these counters, the rows
+//! are held against vmstat only, and the test prints what it could not
+//! compare. The recording, read back with `--by cgroup`, names the
+//! cgroups by path in its text.
+use std::{collections::BTreeMap, path::Path};
+
+use anyhow::{bail, ensure, Context, Result};
+use numa_core::model::{cgroups::CgroupRow, totals::Report};
+
+use crate::kernels::Series;
+use crate::results::{equal_but_missed, faults_match_vmstat, read_report, text};
+
+pub(super) const SCRIPT: &str = include_str!("cgroups.sh");
+
+const CHILDREN: [&str; 3] = ["/ntc/hot", "/ntc/cold", "/ntc/churn"];
+const PARENT: &str = "/ntc";
+/// Hint faults the busy cgroup must take for the comparison to mean
+/// anything.
+const MIN_FAULTS: u64 = 1000;
+/// A missed probe run hides at most one fault: up to a huge page's pages.
+const PAGES_PER_MISSED_RUN: u64 = 512;
+
+/// memory.stat of each cgroup, by path below the cgroup2 mount.
+type MemStat = BTreeMap<String, BTreeMap<String, u64>>;
+
+/// The memory.stat counters compared, and numatrace's figure for each.
+type Counter = (&'static str, fn(&CgroupRow) -> u64);
+const COUNTERS: [Counter; 2] = [
+    ("numa_hint_faults", |r| r.counts.hint_faults),
+    ("pgpromote_success", |r| r.counts.promoted),
+];
+
+pub(super) fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
+    let s: Report = read_report(dir, "stats.json")?;
+    faults_match_vmstat(&s)?;
+    let rows: Vec<&CgroupRow> = CHILDREN.iter().map(|c| row(&s, c)).collect::<Result<_>>()?;
+    let busy = rows[0].counts.hint_faults;
+    ensure!(
+        busy >= MIN_FAULTS,
+        "the busy cgroup took {busy} hint faults (< {MIN_FAULTS}): nothing to compare"
+    );
+    let sum: u64 = s.by_cgroup.iter().map(|r| r.counts.hint_faults).sum();
+    ensure!(
+        sum == s.pages.hint_faults,
+        "the cgroups' hint faults sum to {sum}, the run's to {}",
+        s.pages.hint_faults
+    );
+    let before = memstat(&text(dir, "memstat-before.txt")?)?;
+    let after = memstat(&text(dir, "memstat-after.txt")?)?;
+    let missed = s.runs_missed.saturating_mul(PAGES_PER_MISSED_RUN);
+    for (key, ours) in COUNTERS {
+        if !after.values().any(|m| m.contains_key(key)) {
+            ensure!(
+                series == Series::V6_1,
+                "memory.stat has no {key} on a kernel that counts it per memcg"
+            );
+            println!("    {key}: not in this kernel's memory.stat, not compared");
+            continue;
+        }
+        let mut children = 0;
+        for (path, r) in CHILDREN.iter().zip(&rows) {
+            let kernel = delta(&before, &after, path, key)?;
+            println!(
+                "    {path} {key}: numatrace {}, memory.stat {kernel}",
+                ours(r)
+            );
+            equal_but_missed(&format!("{path} {key}"), ours(r), kernel, missed)?;
+            children += ours(r);
+        }
+        let kernel = delta(&before, &after, PARENT, key)?;
+        println!("    {PARENT} {key}: numatrace (children) {children}, memory.stat {kernel}");
+        equal_but_missed(&format!("{PARENT} {key}"), children, kernel, missed)?;
+    }
+    let txt = text(dir, "stats.txt")?;
+    ensure!(
+        txt.contains("by cgroup") && CHILDREN.iter().all(|c| txt.contains(c)),
+        "the recording's text does not name the cgroups by path:\n{txt}"
+    );
+    Ok(())
+}
+
+/// The workload cgroup `path`'s row, which must exist and have a path.
+fn row<'a>(s: &'a Report, path: &str) -> Result<&'a CgroupRow> {
+    s.by_cgroup
+        .iter()
+        .find(|r| r.path.as_deref() == Some(path))
+        .with_context(|| {
+            let have: Vec<_> = s.by_cgroup.iter().map(|r| (r.id, r.path.clone())).collect();
+            format!("no row for cgroup {path} in stats --by cgroup; rows: {have:?}")
+        })
+}
+
+/// The change of `key` in cgroup `path`'s memory.stat between two dumps.
+fn delta(before: &MemStat, after: &MemStat, path: &str, key: &str) -> Result<u64> {
+    let get = |m: &MemStat| m.get(path).and_then(|s| s.get(key)).copied();
+    match (get(before), get(after)) {
+        (Some(b), Some(a)) => Ok(a.saturating_sub(b)),
+        _ => bail!("memory.stat of {path} has no {key}"),
+    }
+}
+
+/// The guest's dump: `== ntc/hot` before each cgroup's memory.stat.
+fn memstat(dump: &str) -> Result<MemStat> {
+    let mut out = MemStat::new();
+    let mut cur: Option<String> = None;
+    for line in dump.lines() {
+        if let Some(name) = line.strip_prefix("== ") {
+            let path = format!("/{name}");
+            out.entry(path.clone()).or_default();
+            cur = Some(path);
+            continue;
+        }
+        let (Some(c), Some((k, v))) = (&cur, line.split_once(' ')) else {
+            continue;
+        };
+        let v = v
+            .trim()
+            .parse()
+            .with_context(|| format!("memory.stat line {line:?}"))?;
+        out.entry(c.clone()).or_default().insert(k.to_owned(), v);
+    }
+    ensure!(!out.is_empty(), "no memory.stat in the dump");
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memstat_dumps_parse_by_cgroup() {
+        let m = memstat("== ntc\nanon 4096\nnuma_hint_faults 7\n== ntc/hot\nnuma_hint_faults 5\n")
+            .expect("parses");
+        assert_eq!(m["/ntc"]["numa_hint_faults"], 7);
+        assert_eq!(m["/ntc/hot"]["numa_hint_faults"], 5);
+        let after = memstat("== ntc\nnuma_hint_faults 10\n== ntc/hot\nnuma_hint_faults 9\n")
+            .expect("parses");
+        let d = |path| delta(&m, &after, path, "numa_hint_faults");
+        assert_eq!(d("/ntc/hot").expect("there"), 4);
+        assert!(d("/ntc/cold").is_err());
+        assert!(memstat("== ntc\nnuma_hint_faults x\n").is_err());
+    }
+}
