@@ -469,6 +469,9 @@ pub(crate) enum HistBy {
     Process,
     /// One histogram per source -> destination node pair (from fault events).
     Node,
+    /// One histogram per cgroup v2 of the faulting task, by path (from
+    /// fault events).
+    Cgroup,
 }
 
 #[derive(Debug, Args)]
@@ -483,7 +486,7 @@ pub(crate) struct HistArgs {
     /// Split the histograms (default: all hint faults together).
     #[arg(long, value_enum)]
     pub by: Option<HistBy>,
-    /// Groups shown with --by process|node, the most faults first (1 to
+    /// Groups shown with --by process|node|cgroup, the most faults first (1 to
     /// 10000).
     #[arg(long, default_value_t = 10,
           value_parser = ranges::int(1, ranges::MAX_ROWS, "groups"))]
@@ -505,6 +508,7 @@ impl HistArgs {
             HistBy::Outcome => numa_render::hist::By::Outcome,
             HistBy::Process => numa_render::hist::By::Process,
             HistBy::Node => numa_render::hist::By::Node,
+            HistBy::Cgroup => numa_render::hist::By::Cgroup,
         })
     }
 }

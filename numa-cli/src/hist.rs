@@ -21,8 +21,10 @@ pub(crate) fn run(args: &HistArgs) -> Result<ExitCode> {
     };
     let stdout = std::io::stdout().lock();
     // The sample rate is the recording's or the live probes' own.
-    let new_sink =
-        |sample_every| HistSink::new(stdout, output, args.by(), args.top, interval, sample_every);
+    let new_sink = |sample_every| {
+        HistSink::new(stdout, output, args.by(), args.top, interval, sample_every)
+            .with_cgroup_paths(Box::new(numa_host::cgroup::paths))
+    };
     match &args.from {
         Some(path) => {
             let header = trace::Reader::open(path)?.header;

@@ -7,11 +7,14 @@
 //! rows. On 6.1, whose memory.stat has none of these counters, the rows
 //! are held against vmstat only, and the test prints what it could not
 //! compare. The recording, read back with `--by cgroup`, names the
-//! cgroups by path in its text.
+//! cgroups by path in `stats`' text and in `hist`'s histograms.
 use std::{collections::BTreeMap, path::Path};
 
 use anyhow::{bail, ensure, Context, Result};
-use numa_core::model::{cgroups::CgroupRow, totals::Report};
+use numa_core::{
+    histjson::JsonInterval,
+    model::{cgroups::CgroupRow, totals::Report},
+};
 
 use crate::kernels::Series;
 use crate::results::{equal_but_missed, faults_match_vmstat, read_report, text};
@@ -81,6 +84,35 @@ pub(super) fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
     ensure!(
         txt.contains("by cgroup") && CHILDREN.iter().all(|c| txt.contains(c)),
         "the recording's text does not name the cgroups by path:\n{txt}"
+    );
+    check_hist(dir, &rows)
+}
+
+/// `hist --by cgroup` of the recording: one latency histogram per busy
+/// cgroup, by path, with no more samples than the cgroup's hint faults
+/// (only faults with a scan stamp are in it).
+fn check_hist(dir: &Path, rows: &[&CgroupRow]) -> Result<()> {
+    let json = text(dir, "hist.json")?;
+    let line = json.lines().next().context("hist --json printed nothing")?;
+    let h: JsonInterval = serde_json::from_str(line).context("hist --json")?;
+    for (path, r) in CHILDREN.iter().zip(rows) {
+        let n = h.data.latency_ns.get(*path).map_or(0, |h| h.count);
+        println!(
+            "    hist --by cgroup {path}: {n} samples of {} hint faults",
+            r.counts.hint_faults
+        );
+        ensure!(
+            n <= r.counts.hint_faults,
+            "hist --by cgroup has {n} samples for {path}, more than its {} hint faults",
+            r.counts.hint_faults
+        );
+    }
+    let hot = h.data.latency_ns.get(CHILDREN[0]).map_or(0, |h| h.count);
+    ensure!(
+        hot > 0,
+        "hist --by cgroup has no samples for {}: {:?}",
+        CHILDREN[0],
+        h.data.latency_ns.keys().collect::<Vec<_>>()
     );
     Ok(())
 }

@@ -21,4 +21,5 @@ snap memstat-before.txt
 numatrace stats --live --by cgroup --json --record /tmp/cgroups.trace --overwrite -- sh /tmp/cgroups-run.sh > "$RESULTS/stats.json" || exit 1
 snap memstat-after.txt
 numatrace stats /tmp/cgroups.trace --by cgroup > "$RESULTS/stats.txt" || exit 1
+numatrace hist --from /tmp/cgroups.trace --by cgroup --json > "$RESULTS/hist.json" || exit 1
 rm -f /tmp/cgroups.trace /tmp/cgroups-run.sh

@@ -7,7 +7,11 @@
 //! All faults together and `--by outcome` come from the in-kernel
 //! histograms (exact even when events are sampled or dropped); `--by
 //! process` and `--by node` need the fault events.
-use std::{collections::HashMap, io::Write, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    io::Write,
+    time::Duration,
+};
 
 use anyhow::{bail, Result};
 use numa_ebpf_common::{Counter, FaultEvent, Outcome};
@@ -34,7 +38,13 @@ pub enum By {
     Process,
     /// One pair per source -> destination node pair (from fault events).
     Node,
+    /// One pair per cgroup v2 of the faulting task (from fault events).
+    Cgroup,
 }
+
+/// Paths of cgroup ids that exist now (see `numa_host::cgroup::paths`);
+/// ids without one are left out.
+pub type CgroupPaths = Box<dyn Fn(&BTreeSet<u64>) -> BTreeMap<u64, String>>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {
@@ -47,12 +57,13 @@ pub enum Output {
 enum GroupKey {
     Process(u32),
     Node(i32, i32),
+    Cgroup(u64),
 }
 
 /// Groups kept per interval at most: processes active at once (past it,
 /// the least recently active one's group is retired, kept while it ranks
-/// in `--top`), and node pairs (past it, the faults of new pairs are
-/// counted in one "other node pairs" group).
+/// in `--top`), and node pairs and cgroups (past it, the faults of new
+/// ones are counted in one "other" group).
 const MAX_GROUPS: usize = 4096;
 
 #[derive(Debug, Default)]
@@ -96,6 +107,7 @@ fn by_name(by: Option<By>) -> &'static str {
         Some(By::Outcome) => "outcome",
         Some(By::Process) => "process",
         Some(By::Node) => "node",
+        Some(By::Cgroup) => "cgroup",
     }
 }
 
@@ -134,10 +146,16 @@ pub struct HistSink<W: Write> {
     first: Option<Snapshot>,
     prev: Option<Snapshot>,
     last: Option<Snapshot>,
-    /// This interval's groups by process (gone ones retired), by node pair.
+    /// This interval's groups by process (gone ones retired), by node pair
+    /// or by cgroup.
     procs: ProcTable<Group>,
     retired: Retired<Group>,
     nodes: HashMap<GroupKey, Group>,
+    /// Cgroups' paths: the resolver and what it found (bounded as the
+    /// groups are).
+    cgroup_paths: Option<CgroupPaths>,
+    /// (None: not found when looked up, not looked up again.)
+    cgroup_known: HashMap<u64, Option<String>>,
     intervals: u64,
     csv_header: bool,
 }
@@ -164,15 +182,25 @@ impl<W: Write> HistSink<W> {
             procs: process_groups(),
             retired: Retired::new(top),
             nodes: HashMap::new(),
+            cgroup_paths: None,
+            cgroup_known: HashMap::new(),
             intervals: 0,
             csv_header: false,
         }
+    }
+
+    /// Labels `--by cgroup` groups with the paths `paths` finds (else by
+    /// id).
+    pub fn with_cgroup_paths(mut self, paths: CgroupPaths) -> Self {
+        self.cgroup_paths = Some(paths);
+        self
     }
 
     fn fault(&mut self, f: &FaultEvent) {
         let key = match self.by {
             Some(By::Process) => GroupKey::Process(f.tgid()),
             Some(By::Node) => GroupKey::Node(f.src_nid, f.dst_nid),
+            Some(By::Cgroup) => GroupKey::Cgroup(f.cgroup_id),
             _ => return,
         };
         if !f.has_stamp() {
@@ -180,24 +208,24 @@ impl<W: Write> HistSink<W> {
         }
         let g = match key {
             GroupKey::Process(pid) => self.procs.touch(pid, f.ts_ns, Group::default),
-            GroupKey::Node(..)
-                if self.nodes.len() >= MAX_GROUPS && !self.nodes.contains_key(&key) =>
-            {
-                let g = self
-                    .nodes
-                    .entry(GroupKey::Node(i32::MAX, i32::MAX))
-                    .or_default();
+            _ if self.nodes.len() >= MAX_GROUPS && !self.nodes.contains_key(&key) => {
+                let (other, what) = match key {
+                    GroupKey::Cgroup(_) => (GroupKey::Cgroup(u64::MAX), "cgroups"),
+                    _ => (GroupKey::Node(i32::MAX, i32::MAX), "node pairs"),
+                };
+                let g = self.nodes.entry(other).or_default();
                 if g.label.is_empty() {
-                    g.label = format!("other node pairs (past {MAX_GROUPS})");
+                    g.label = format!("other {what} (past {MAX_GROUPS})");
                 }
                 g
             }
-            GroupKey::Node(..) => self.nodes.entry(key).or_default(),
+            _ => self.nodes.entry(key).or_default(),
         };
         if g.label.is_empty() {
             g.label = match key {
                 GroupKey::Process(pid) => format!("{pid} {}", comm(&f.comm)),
                 GroupKey::Node(s, d) => format!("node {s} -> {d}"),
+                GroupKey::Cgroup(id) => format!("cgroup id {id}"),
             };
         }
         g.latency_ns.add(f.ts_ns.saturating_sub(f.scan_ns));
@@ -216,8 +244,41 @@ impl<W: Write> HistSink<W> {
         let dropped = self.retired.dropped() as usize;
         self.retired = Retired::new(self.top);
         groups.extend(procs.into_values());
+        self.label_cgroups();
         groups.extend(self.nodes.drain().map(|(_, g)| g));
         (groups, dropped)
+    }
+
+    /// Puts the cgroups' paths on their groups, looking up the ids not
+    /// seen before (one walk of the cgroup tree per interval at most).
+    fn label_cgroups(&mut self) {
+        let Some(resolve) = &self.cgroup_paths else {
+            return;
+        };
+        let ids = |k: &GroupKey| match k {
+            GroupKey::Cgroup(id) if *id != u64::MAX => Some(*id),
+            _ => None,
+        };
+        let new: BTreeSet<u64> = self
+            .nodes
+            .keys()
+            .filter_map(ids)
+            .filter(|id| !self.cgroup_known.contains_key(id))
+            .collect();
+        if !new.is_empty() {
+            if self.cgroup_known.len() + new.len() > MAX_GROUPS {
+                self.cgroup_known.clear();
+            }
+            let mut found = resolve(&new);
+            self.cgroup_known
+                .extend(new.iter().map(|id| (*id, found.remove(id))));
+        }
+        for (k, g) in &mut self.nodes {
+            let known = ids(k).and_then(|id| self.cgroup_known.get(&id));
+            if let Some(Some(path)) = known {
+                g.label.clone_from(path);
+            }
+        }
     }
 
     /// The in-kernel histogram of `outcome` between two snapshots (`None`:
@@ -308,7 +369,7 @@ impl<W: Write> HistSink<W> {
     /// Whether the groups come from fault events rather than the in-kernel
     /// histograms.
     fn groups_from_events(&self) -> bool {
-        matches!(self.by, Some(By::Process | By::Node))
+        matches!(self.by, Some(By::Process | By::Node | By::Cgroup))
     }
 
     /// Says when event-based groups undercount: sampling or ring drops.
@@ -660,6 +721,43 @@ mod tests {
                 unreachable!()
             };
             (f.src_nid, f.dst_nid) = (i / 1024, i % 1024);
+            sink.event(&Event::Fault(f)).expect("event");
+        }
+        assert_eq!(sink.nodes.len(), MAX_GROUPS + 1);
+    }
+
+    /// Cgroups are named by the paths found for their ids (one lookup per
+    /// id), by id when none is; past the bound they share one group.
+    #[test]
+    fn cgroups_are_named_by_path() {
+        let looked_up = std::rc::Rc::new(std::cell::Cell::new(0));
+        let counted = looked_up.clone();
+        let paths: CgroupPaths = Box::new(move |ids| {
+            counted.set(counted.get() + ids.len());
+            ids.iter()
+                .filter(|id| **id == 5)
+                .map(|id| (*id, "/ntc/hot".to_owned()))
+                .collect()
+        });
+        let mut sink = HistSink::new(Vec::new(), Output::Text, Some(By::Cgroup), 3, None, 1)
+            .with_cgroup_paths(paths);
+        sink.snapshot(&snap(1, &[])).expect("snapshot");
+        for (i, id) in [5, 5, 6].into_iter().enumerate() {
+            let mut f = fault(i as u64, 1, 5, Outcome::RejectLatency);
+            f.cgroup_id = id;
+            sink.event(&Event::Fault(f)).expect("event");
+        }
+        sink.snapshot(&snap(3, &[])).expect("snapshot");
+        sink.finish().expect("finish");
+        assert_eq!(looked_up.get(), 2);
+        let text = String::from_utf8(sink.into_inner()).expect("utf8");
+        assert!(text.contains("(ms), /ntc/hot"), "{text}");
+        assert!(text.contains("(ms), cgroup id 6"), "{text}");
+        let mut sink = HistSink::new(Vec::new(), Output::Text, Some(By::Cgroup), 3, None, 1);
+        sink.snapshot(&snap(1, &[])).expect("snapshot");
+        for id in 0..2 * MAX_GROUPS as u64 {
+            let mut f = fault(id, 1, 5, Outcome::RejectLatency);
+            f.cgroup_id = id;
             sink.event(&Event::Fault(f)).expect("event");
         }
         assert_eq!(sink.nodes.len(), MAX_GROUPS + 1);
