@@ -35,8 +35,9 @@ use numa_core::{
 use numa_ebpf_common::{Outcome, OUTCOMES};
 use numa_export::{
     metrics::{
-        encode_openmetrics, to_prometheus_text, Decision, Format, Info, KernelMetrics,
-        MetricsState, MigratedPages, ModelMetrics, OutcomeHist, ProcessMetrics, HIST_BUCKETS,
+        encode_openmetrics, to_prometheus_text, CgroupMetrics, Decision, Format, Info,
+        KernelMetrics, MetricsState, MigratedPages, ModelMetrics, OutcomeHist, ProcessMetrics,
+        HIST_BUCKETS,
     },
     publish::{Options, Publisher},
     server::Shared,
@@ -126,6 +127,15 @@ fn full_state(generation: u64) -> MetricsState {
                 verdict: "refused_latency",
             })
             .collect(),
+        cgroups: (0..100u64)
+            .map(|i| CgroupMetrics {
+                cgroup: format!("/kubepods/pod-{i}"),
+                hint_faults: 1_000_000 - i,
+                promote: 1000,
+                reject: 999_000,
+                promoted: 900,
+            })
+            .collect(),
         vmstat: numa_core::topology::NUMA_VMSTAT
             .iter()
             .map(|k| ((*k).to_owned(), 123_456_789))
@@ -191,6 +201,7 @@ fn publisher() -> (Publisher, Arc<Shared>) {
             ],
         )),
         per_process: 100,
+        per_cgroup: None,
         sample_every: 1,
         toptier_mask: 1,
         stamp_capacity: 1 << 20,

@@ -441,6 +441,12 @@ pub(crate) struct ExportArgs {
     #[arg(long, value_name = "TOPN", default_value_t = 0,
           value_parser = ranges::int(0, ranges::MAX_PER_PROCESS, "processes"))]
     pub per_process: usize,
+    /// Export per-cgroup counters (by cgroup v2 path) for the TOPN cgroups
+    /// with the most hint faults, the rest summed as cgroup="other" (at
+    /// most 100, as each adds four series; 0: none).
+    #[arg(long, value_name = "TOPN", default_value_t = 0,
+          value_parser = ranges::int(0, ranges::MAX_PER_PROCESS, "cgroups"))]
+    pub per_cgroup: usize,
     /// Serve a recorded trace, paced as recorded, instead of attaching.
     #[arg(long, value_name = "TRACE")]
     pub replay: Option<PathBuf>,

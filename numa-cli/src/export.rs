@@ -133,6 +133,10 @@ fn options(
             &KernelDefaults::from_host(&header.tunables, header.params.as_ref()),
         )?,
         per_process: args.per_process,
+        per_cgroup: (args.per_cgroup > 0).then(|| {
+            let lookup: numa_core::model::cgroups::PathLookup = Box::new(numa_host::cgroup::paths);
+            (args.per_cgroup, lookup)
+        }),
         sample_every: header.sample_every,
         stamp_capacity: u64::from(header.stamp_entries),
         sampling: header

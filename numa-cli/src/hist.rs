@@ -20,15 +20,16 @@ pub(crate) fn run(args: &HistArgs) -> Result<ExitCode> {
         Output::Text
     };
     let stdout = std::io::stdout().lock();
-    // The sample rate is the recording's or the live probes' own.
-    let new_sink = |sample_every| {
+    // The sample rate is the recording's or the live probes' own, and
+    // cgroups are named when the run is this boot's.
+    let new_sink = |sample_every, boot: Option<String>| {
         HistSink::new(stdout, output, args.by(), args.top, interval, sample_every)
-            .with_cgroup_paths(Box::new(numa_host::cgroup::paths))
+            .with_cgroup_paths(numa_host::cgroup::lookup(boot.as_deref()))
     };
     match &args.from {
         Some(path) => {
             let header = trace::Reader::open(path)?.header;
-            let mut sink = new_sink(header.sample_every);
+            let mut sink = new_sink(header.sample_every, header.boot_id);
             // With --interval the histograms print while the trace is read.
             let when = match interval {
                 Some(_) => crate::progress::Output::Streamed,
@@ -42,7 +43,7 @@ pub(crate) fn run(args: &HistArgs) -> Result<ExitCode> {
             let snapshot_every = interval.map_or(Duration::from_secs(1), |i| {
                 i.clamp(Duration::from_millis(100), Duration::from_secs(1))
             });
-            let mut sink = new_sink(probes.options.sample_every);
+            let mut sink = new_sink(probes.options.sample_every, numa_host::system::boot_id());
             let reason = args
                 .probe
                 .live(probes, snapshot_every)

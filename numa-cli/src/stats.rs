@@ -83,11 +83,15 @@ fn print(report: &Report, json: bool) -> Result<()> {
 }
 
 pub(crate) fn stats(args: &StatsArgs) -> Result<ExitCode> {
-    let (report, totals) = if args.live {
+    let (report, totals, boot) = if args.live {
         let mut totals = Totals::new(numa_probe::params::resolve_toptier());
         let output = args.record.as_deref().map(|p| (p, args.overwrite));
         let run = run_live(&args.probe, output, &mut [&mut totals])?;
-        (live_report(&totals, &run)?, totals)
+        (
+            live_report(&totals, &run)?,
+            totals,
+            numa_host::system::boot_id(),
+        )
     } else {
         let path = args
             .file
@@ -114,16 +118,23 @@ pub(crate) fn stats(args: &StatsArgs) -> Result<ExitCode> {
                     .as_ref()
                     .map(|p| Sampling::new(p, header.map_bytes, totals.stamped_folios())),
             );
-        (report, totals)
+        (report, totals, header.boot_id)
     };
-    print(&with_breakdown(report, &totals, args.by), args.json)?;
+    print(&with_breakdown(report, &totals, args.by, boot), args.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// `report` with the rows `--by` asks for.
-fn with_breakdown(mut report: Report, totals: &Totals, by: Option<StatsBy>) -> Report {
+/// `report` with the rows `--by` asks for; cgroups named when the run is
+/// of `boot` (this boot's id for a live run, the trace's).
+fn with_breakdown(
+    mut report: Report,
+    totals: &Totals,
+    by: Option<StatsBy>,
+    boot: Option<String>,
+) -> Report {
     if by == Some(StatsBy::Cgroup) {
-        let paths = numa_host::cgroup::paths(&totals.cgroups.ids().collect());
+        let lookup = numa_host::cgroup::lookup(boot.as_deref());
+        let paths = lookup(&totals.cgroups.ids().collect());
         report.by_cgroup = totals.cgroups.rows(|id| paths.get(&id).cloned());
     }
     report

@@ -6,8 +6,9 @@
 //! parent's deltas (memory.stat is hierarchical) the sum of its children's
 //! rows. On 6.1, whose memory.stat has none of these counters, the rows
 //! are held against vmstat only, and the test prints what it could not
-//! compare. The recording, read back with `--by cgroup`, names the
-//! cgroups by path in `stats`' text and in `hist`'s histograms.
+//! compare. The recording, read back, names the cgroups by path in
+//! `stats`' text, `hist --by cgroup`'s histograms and `export
+//! --per-cgroup`'s series (the busiest, and the rest summed).
 use std::{collections::BTreeMap, path::Path};
 
 use anyhow::{bail, ensure, Context, Result};
@@ -85,7 +86,38 @@ pub(super) fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
         txt.contains("by cgroup") && CHILDREN.iter().all(|c| txt.contains(c)),
         "the recording's text does not name the cgroups by path:\n{txt}"
     );
-    check_hist(dir, &rows)
+    check_hist(dir, &rows)?;
+    check_export(dir, &s)
+}
+
+/// `export --per-cgroup 2` of the recording: the two busiest cgroups by
+/// path with their rows' hint faults, and the rest summed as `other`.
+fn check_export(dir: &Path, s: &Report) -> Result<()> {
+    let prom = text(dir, "cgroups.prom")?;
+    let series = |cgroup: &str| -> Option<u64> {
+        let head = format!("numatrace_cgroup_hint_faults_pages_total{{cgroup=\"{cgroup}\"}} ");
+        prom.lines()
+            .find_map(|l| l.strip_prefix(&head))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let (top, rest) = s.by_cgroup.split_at(s.by_cgroup.len().min(2));
+    for r in top {
+        let path = r.path.as_deref().unwrap_or_default();
+        ensure!(
+            series(path) == Some(r.counts.hint_faults),
+            "export's hint faults of {path}: {:?}, stats': {}",
+            series(path),
+            r.counts.hint_faults
+        );
+    }
+    let other: u64 = rest.iter().map(|r| r.counts.hint_faults).sum();
+    ensure!(
+        rest.is_empty() || series("other") == Some(other),
+        "export's other cgroups: {:?}, stats' rows past the top two: {other}",
+        series("other")
+    );
+    println!("    export --per-cgroup 2: top two and other ({other}) equal stats' rows");
+    Ok(())
 }
 
 /// `hist --by cgroup` of the recording: one latency histogram per busy

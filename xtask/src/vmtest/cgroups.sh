@@ -22,4 +22,5 @@ numatrace stats --live --by cgroup --json --record /tmp/cgroups.trace --overwrit
 snap memstat-after.txt
 numatrace stats /tmp/cgroups.trace --by cgroup > "$RESULTS/stats.txt" || exit 1
 numatrace hist --from /tmp/cgroups.trace --by cgroup --json > "$RESULTS/hist.json" || exit 1
+numatrace export --replay /tmp/cgroups.trace --speed 0 --per-cgroup 2 --textfile "$RESULTS/cgroups.prom" --interval 1 || exit 1
 rm -f /tmp/cgroups.trace /tmp/cgroups-run.sh

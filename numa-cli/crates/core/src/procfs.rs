@@ -70,19 +70,17 @@ pub fn cgroup_level(mountinfo: &str, dir: &std::path::Path) -> Option<u32> {
         .and_then(|(_, depth)| u32::try_from(depth).ok())
 }
 
-/// The mount point of the cgroup v2 hierarchy in `mountinfo`: the
-/// shortest cgroup2 mount point (a cgroup namespace may mount parts of
-/// it again below).
+/// The mount point of the whole cgroup v2 hierarchy in `mountinfo`: the
+/// first cgroup2 mount of its root (a container may mount a part of it,
+/// whose root field is that cgroup's path).
 pub fn cgroup2_mount(mountinfo: &str) -> Option<std::path::PathBuf> {
-    mountinfo
-        .lines()
-        .filter_map(|l| {
-            let (fields, fs) = l.split_once(" - ")?;
-            (fs.split_whitespace().next()? == "cgroup2").then_some(())?;
-            fields.split_whitespace().nth(4).map(unescape_octal)
-        })
-        .min_by_key(String::len)
-        .map(std::path::PathBuf::from)
+    mountinfo.lines().find_map(|l| {
+        let (fields, fs) = l.split_once(" - ")?;
+        (fs.split_whitespace().next()? == "cgroup2").then_some(())?;
+        let mut f = fields.split_whitespace();
+        (f.nth(3)? == "/").then_some(())?;
+        f.next().map(|m| std::path::PathBuf::from(unescape_octal(m)))
+    })
 }
 
 /// mountinfo escapes space, tab, newline and backslash as `\ooo`.
@@ -114,9 +112,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_cgroup2_mount_is_the_shortest_one() {
-        let mi = "24 1 0:22 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n\
-                  30 24 0:22 /nt /run/c\\040x rw - cgroup2 cgroup2 rw\n\
+    fn the_cgroup2_mount_is_the_one_of_its_root() {
+        let mi = "30 24 0:22 /nt /run/c\\040x rw - cgroup2 cgroup2 rw\n\
+                  24 1 0:22 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n\
                   31 1 0:5 / /proc rw - proc proc rw\n";
         assert_eq!(
             cgroup2_mount(mi),

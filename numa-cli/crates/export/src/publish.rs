@@ -12,15 +12,17 @@ use numa_ebpf_common::{Counter, FaultEvent, Outcome};
 use tokio::sync::watch;
 
 use super::metrics::{
-    Decision, FunnelMetrics, Info, KernelMetrics, MetricsState, MigratedPages, ModelMetrics,
-    OutcomeHist, ProcessMetrics,
+    CgroupMetrics, Decision, FunnelMetrics, Info, KernelMetrics, MetricsState, MigratedPages,
+    ModelMetrics, OutcomeHist, ProcessMetrics,
 };
 use numa_core::{
     decode::{comm, skip_reason_name, Event, Snapshot},
     model::{
+        cgroups::{Cgroups, PathCache, PathLookup, OTHER_CGROUPS},
         funnel::{slow_tier, top_tier, Funnel},
         proctable::ProcTable,
         shadow::{ModelReport, Shadow},
+        totals::PageCounts,
         window::Window,
     },
     sampling::Sampling,
@@ -65,6 +67,9 @@ pub struct Options {
     pub shadow: Option<(Shadow, Vec<String>)>,
     /// Top processes exported with pid/comm labels (0: none).
     pub per_process: usize,
+    /// Top cgroups exported with a path label, and how paths are found
+    /// (None: no cgroup series).
+    pub per_cgroup: Option<(usize, PathLookup)>,
     /// `--sample N` of the recording: event-derived counts are scaled by it.
     pub sample_every: u64,
     /// STAMPS map capacity, for the eviction estimate.
@@ -84,6 +89,8 @@ pub struct Publisher {
     decisions: BTreeMap<(bool, u8, i32, i32), Tally>,
     migrated_pages: MigratedPages,
     processes: ProcTable<ProcessCounts>,
+    cgroups: Cgroups,
+    cgroup_paths: Option<(usize, PathCache)>,
     /// The latest event or snapshot time seen.
     now_ns: u64,
     snapshots: u64,
@@ -102,8 +109,15 @@ impl Publisher {
             ..MetricsState::default()
         };
         let (tx, rx) = watch::channel(Arc::new(initial));
+        let mut opts = opts;
+        let cgroup_paths = opts
+            .per_cgroup
+            .take()
+            .map(|(top, lookup)| (top, PathCache::new(lookup)));
         (
             Publisher {
+                cgroups: Cgroups::default(),
+                cgroup_paths,
                 tx,
                 opts,
                 window: Window::default(),
@@ -139,6 +153,10 @@ impl Publisher {
                 .entry((promote, outcome, f.src_nid, f.dst_nid))
                 .or_default()
                 .add(scale, pages);
+        }
+        if self.cgroup_paths.is_some() {
+            self.cgroups
+                .fault(f, f.typed_outcome(), self.opts.toptier_mask);
         }
         if self.opts.per_process == 0 {
             return;
@@ -301,7 +319,45 @@ impl Publisher {
         processes
     }
 
-    fn state(&self, s: &Snapshot) -> MetricsState {
+    /// The top `--per-cgroup` cgroups, busiest first, and the rest summed;
+    /// event-derived, so scaled by `--sample`.
+    fn cgroup_metrics(&mut self) -> Vec<CgroupMetrics> {
+        let Some((top, paths)) = &mut self.cgroup_paths else {
+            return Vec::new();
+        };
+        paths.learn(self.cgroups.ids());
+        let scale = self.opts.sample_every.max(1);
+        let rows = self.cgroups.rows(|id| paths.path(id).map(str::to_owned));
+        let mut out: Vec<CgroupMetrics> = Vec::new();
+        let mut other = CgroupMetrics {
+            cgroup: "other".into(),
+            ..CgroupMetrics::default()
+        };
+        let add = |m: &mut CgroupMetrics, c: &PageCounts| {
+            m.hint_faults += scale * c.hint_faults;
+            m.promote += scale * c.kernel_promote;
+            m.reject += scale * c.decisions.saturating_sub(c.kernel_promote);
+            m.promoted += scale * c.promoted;
+        };
+        for (i, r) in rows.iter().enumerate() {
+            if i < *top && r.id != OTHER_CGROUPS {
+                let mut m = CgroupMetrics {
+                    cgroup: r.path.clone().unwrap_or_else(|| format!("id {}", r.id)),
+                    ..CgroupMetrics::default()
+                };
+                add(&mut m, &r.counts);
+                out.push(m);
+            } else {
+                add(&mut other, &r.counts);
+            }
+        }
+        if rows.len() > out.len() {
+            out.push(other);
+        }
+        out
+    }
+
+    fn state(&mut self, s: &Snapshot) -> MetricsState {
         MetricsState {
             generation: self.snapshots,
             info: self.opts.info.clone(),
@@ -310,6 +366,7 @@ impl Publisher {
             decisions: self.decision_metrics(),
             models: self.model_metrics(),
             processes: self.process_metrics(),
+            cgroups: self.cgroup_metrics(),
             funnel: self.funnel_metrics(),
             vmstat: s.vmstat.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             node_vmstat: self.opts.node_vmstat.map(|f| f()).unwrap_or_default(),
@@ -398,6 +455,7 @@ mod tests {
             info: Info::default(),
             shadow: None,
             per_process,
+            per_cgroup: None,
             sample_every,
             stamp_capacity: 1 << 20,
             sampling: None,
@@ -650,5 +708,31 @@ mod tests {
                 .collect::<Vec<_>>(),
             [(7, 1)]
         );
+    }
+
+    /// The busiest cgroups by path, the rest summed as `other`.
+    #[test]
+    fn cgroups_past_the_top_are_summed_as_other() {
+        let lookup: PathLookup =
+            Box::new(|ids| ids.iter().map(|id| (*id, format!("/c{id}"))).collect());
+        let (mut p, rx) = Publisher::new(Options {
+            per_cgroup: Some((1, lookup)),
+            ..options(0, 1)
+        });
+        p.snapshot(&snap(1, 0, 0, 0)).expect("snapshot");
+        for (i, id) in [5u64, 5, 6, 7].into_iter().enumerate() {
+            let mut f = fault(i as u64 + 2, i as u64, 10, Outcome::RejectLatency);
+            f.cgroup_id = id;
+            p.event(&Event::Fault(f)).expect("event");
+        }
+        p.snapshot(&snap(2_000_000_000_000, 4, 0, 0))
+            .expect("snapshot");
+        let got: Vec<(String, u64, u64)> = rx
+            .borrow()
+            .cgroups
+            .iter()
+            .map(|c| (c.cgroup.clone(), c.hint_faults, c.reject))
+            .collect();
+        assert_eq!(got, [("/c5".into(), 2, 2), ("other".into(), 2, 2)]);
     }
 }

@@ -7,6 +7,21 @@ use std::{
     path::Path,
 };
 
+use numa_core::model::cgroups::PathLookup;
+
+/// How the cgroup ids of a run are named: by this host's cgroup tree when
+/// the run is this boot's (`recorded_boot`, a trace header's `boot_id`;
+/// a live run's is this boot's), else not at all, as an id of another
+/// boot may name another cgroup here.
+pub fn lookup(recorded_boot: Option<&str>) -> PathLookup {
+    let this = crate::system::boot_id();
+    if recorded_boot.is_some() && recorded_boot == this.as_deref() {
+        Box::new(paths)
+    } else {
+        Box::new(|_| BTreeMap::new())
+    }
+}
+
 /// Directories looked at, at most, in one walk: a host with more cgroups
 /// than this leaves the rest's ids without a path rather than making a
 /// report wait on them.
@@ -85,5 +100,13 @@ mod tests {
         // Two directories looked at: the root and one of its children.
         assert!(paths_below(&root, &ids, 2).len() <= 2);
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// A trace of another boot (or of none recorded) names no cgroup.
+    #[test]
+    fn ids_of_another_boot_are_not_looked_up() {
+        let ids: BTreeSet<u64> = [1].into();
+        assert!(lookup(Some("another boot"))(&ids).is_empty());
+        assert!(lookup(None)(&ids).is_empty());
     }
 }

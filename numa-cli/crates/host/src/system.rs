@@ -31,6 +31,11 @@ pub fn hostname() -> String {
     read_trim(Path::new(ROOT).join("proc/sys/kernel/hostname")).unwrap_or_default()
 }
 
+/// This boot's random id (`/proc/sys/kernel/random/boot_id`).
+pub fn boot_id() -> Option<String> {
+    read_trim(Path::new(ROOT).join("proc/sys/kernel/random/boot_id"))
+}
+
 /// `/proc/sys/kernel/numa_balancing`: 0 off, 1 normal, 2 tiering, 3 both.
 pub fn numa_balancing() -> Option<u32> {
     numa_balancing_at(Path::new(ROOT))

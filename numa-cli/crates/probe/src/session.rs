@@ -161,6 +161,7 @@ pub fn header(probes: &Probes) -> trace::Header {
         abi_version: numa_ebpf_common::ABI_VERSION,
         kernel_release: system::kernel_release(),
         hostname: system::hostname(),
+        boot_id: system::boot_id(),
         attach_plan: Some(probes.plan.clone()),
         nodes: system::nodes(),
         memory_tiers: system::memory_tiers(),

@@ -7,11 +7,7 @@
 //! All faults together and `--by outcome` come from the in-kernel
 //! histograms (exact even when events are sampled or dropped); `--by
 //! process` and `--by node` need the fault events.
-use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
-    io::Write,
-    time::Duration,
-};
+use std::{collections::HashMap, io::Write, time::Duration};
 
 use anyhow::{bail, Result};
 use numa_ebpf_common::{Counter, FaultEvent, Outcome};
@@ -23,6 +19,7 @@ use crate::histtext;
 use numa_core::{
     decode::{comm, Event, Snapshot},
     model::{
+        cgroups::{PathCache, PathLookup},
         log2::{upper_bound, Log2Hist},
         proctable::{ProcTable, Retired},
     },
@@ -41,10 +38,6 @@ pub enum By {
     /// One pair per cgroup v2 of the faulting task (from fault events).
     Cgroup,
 }
-
-/// Paths of cgroup ids that exist now (see `numa_host::cgroup::paths`);
-/// ids without one are left out.
-pub type CgroupPaths = Box<dyn Fn(&BTreeSet<u64>) -> BTreeMap<u64, String>>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {
@@ -151,11 +144,8 @@ pub struct HistSink<W: Write> {
     procs: ProcTable<Group>,
     retired: Retired<Group>,
     nodes: HashMap<GroupKey, Group>,
-    /// Cgroups' paths: the resolver and what it found (bounded as the
-    /// groups are).
-    cgroup_paths: Option<CgroupPaths>,
-    /// (None: not found when looked up, not looked up again.)
-    cgroup_known: HashMap<u64, Option<String>>,
+    /// Cgroups' paths, looked up once per id.
+    cgroup_paths: Option<PathCache>,
     intervals: u64,
     csv_header: bool,
 }
@@ -183,7 +173,6 @@ impl<W: Write> HistSink<W> {
             retired: Retired::new(top),
             nodes: HashMap::new(),
             cgroup_paths: None,
-            cgroup_known: HashMap::new(),
             intervals: 0,
             csv_header: false,
         }
@@ -191,8 +180,8 @@ impl<W: Write> HistSink<W> {
 
     /// Labels `--by cgroup` groups with the paths `paths` finds (else by
     /// id).
-    pub fn with_cgroup_paths(mut self, paths: CgroupPaths) -> Self {
-        self.cgroup_paths = Some(paths);
+    pub fn with_cgroup_paths(mut self, lookup: PathLookup) -> Self {
+        self.cgroup_paths = Some(PathCache::new(lookup));
         self
     }
 
@@ -249,34 +238,20 @@ impl<W: Write> HistSink<W> {
         (groups, dropped)
     }
 
-    /// Puts the cgroups' paths on their groups, looking up the ids not
-    /// seen before (one walk of the cgroup tree per interval at most).
+    /// Puts the cgroups' paths on their groups (one walk of the cgroup
+    /// tree per interval at most, for the ids not seen before).
     fn label_cgroups(&mut self) {
-        let Some(resolve) = &self.cgroup_paths else {
+        let Some(paths) = &mut self.cgroup_paths else {
             return;
         };
-        let ids = |k: &GroupKey| match k {
+        let id = |k: &GroupKey| match k {
             GroupKey::Cgroup(id) if *id != u64::MAX => Some(*id),
             _ => None,
         };
-        let new: BTreeSet<u64> = self
-            .nodes
-            .keys()
-            .filter_map(ids)
-            .filter(|id| !self.cgroup_known.contains_key(id))
-            .collect();
-        if !new.is_empty() {
-            if self.cgroup_known.len() + new.len() > MAX_GROUPS {
-                self.cgroup_known.clear();
-            }
-            let mut found = resolve(&new);
-            self.cgroup_known
-                .extend(new.iter().map(|id| (*id, found.remove(id))));
-        }
+        paths.learn(self.nodes.keys().filter_map(id));
         for (k, g) in &mut self.nodes {
-            let known = ids(k).and_then(|id| self.cgroup_known.get(&id));
-            if let Some(Some(path)) = known {
-                g.label.clone_from(path);
+            if let Some(path) = id(k).and_then(|id| paths.path(id)) {
+                g.label = path.to_owned();
             }
         }
     }
@@ -730,10 +705,10 @@ mod tests {
     /// id), by id when none is; past the bound they share one group.
     #[test]
     fn cgroups_are_named_by_path() {
-        let looked_up = std::rc::Rc::new(std::cell::Cell::new(0));
+        let looked_up = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counted = looked_up.clone();
-        let paths: CgroupPaths = Box::new(move |ids| {
-            counted.set(counted.get() + ids.len());
+        let paths: PathLookup = Box::new(move |ids| {
+            counted.fetch_add(ids.len(), std::sync::atomic::Ordering::Relaxed);
             ids.iter()
                 .filter(|id| **id == 5)
                 .map(|id| (*id, "/ntc/hot".to_owned()))
@@ -749,7 +724,7 @@ mod tests {
         }
         sink.snapshot(&snap(3, &[])).expect("snapshot");
         sink.finish().expect("finish");
-        assert_eq!(looked_up.get(), 2);
+        assert_eq!(looked_up.load(std::sync::atomic::Ordering::Relaxed), 2);
         let text = String::from_utf8(sink.into_inner()).expect("utf8");
         assert!(text.contains("(ms), /ntc/hot"), "{text}");
         assert!(text.contains("(ms), cgroup id 6"), "{text}");

@@ -47,7 +47,7 @@ fn print_cgroups(rows: &[CgroupRow], out: &mut impl Write) -> std::io::Result<()
         let name = match (&row.path, row.id) {
             (_, OTHER_CGROUPS) => "(the other cgroups)".into(),
             (Some(p), _) => printable(p).into_owned(),
-            (None, id) => format!("id {id} (not on this host now)"),
+            (None, id) => format!("id {id} (no path: removed, or another boot)"),
         };
         writeln!(
             out,

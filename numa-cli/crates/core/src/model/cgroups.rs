@@ -7,12 +7,63 @@
 //! Cgroups are few next to processes, but a host that creates them by
 //! the thousand (a container per request) must not make this grow: past
 //! [`MAX_CGROUPS`] ids the rest are summed in one row, id [`OTHER_CGROUPS`].
+use std::collections::{BTreeMap, BTreeSet};
+
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use numa_ebpf_common::{FaultEvent, Outcome};
 
 use super::totals::PageCounts;
+
+/// Paths of cgroup ids that exist now (`numa_host::cgroup::paths`); ids
+/// without one are left out. Given to the outputs that name cgroups,
+/// which cannot reach the host themselves.
+pub type PathLookup = Box<dyn Fn(&BTreeSet<u64>) -> BTreeMap<u64, String> + Send>;
+
+/// Paths already looked up, so a cgroup costs one walk of the cgroup tree
+/// when first seen, not one per report: at most [`MAX_CGROUPS`] ids (past
+/// it the cache starts over), None for an id not found then.
+pub struct PathCache {
+    lookup: PathLookup,
+    known: FxHashMap<u64, Option<String>>,
+}
+
+impl PathCache {
+    pub fn new(lookup: PathLookup) -> Self {
+        PathCache {
+            lookup,
+            known: FxHashMap::default(),
+        }
+    }
+
+    /// Looks up the ids among `ids` not seen before.
+    pub fn learn(&mut self, ids: impl Iterator<Item = u64>) {
+        let new: BTreeSet<u64> = ids.filter(|id| !self.known.contains_key(id)).collect();
+        if new.is_empty() {
+            return;
+        }
+        if self.known.len() + new.len() > MAX_CGROUPS {
+            self.known.clear();
+        }
+        let mut found = (self.lookup)(&new);
+        self.known
+            .extend(new.iter().map(|id| (*id, found.remove(id))));
+    }
+
+    /// The path of `id`, when learnt and found.
+    pub fn path(&self, id: u64) -> Option<&str> {
+        self.known.get(&id)?.as_deref()
+    }
+}
+
+impl std::fmt::Debug for PathCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PathCache")
+            .field("known", &self.known.len())
+            .finish()
+    }
+}
 
 /// Cgroups with a row of their own at most.
 pub const MAX_CGROUPS: usize = 4096;
@@ -39,7 +90,8 @@ pub struct CgroupRow {
 }
 
 impl Cgroups {
-    pub(crate) fn fault(&mut self, f: &FaultEvent, outcome: Outcome, toptier_mask: u64) {
+    /// Counts fault `f`, whose kernel decision was `outcome`.
+    pub fn fault(&mut self, f: &FaultEvent, outcome: Outcome, toptier_mask: u64) {
         let id = if self.rows.len() < MAX_CGROUPS || self.rows.contains_key(&f.cgroup_id) {
             f.cgroup_id
         } else {
@@ -94,9 +146,10 @@ mod tests {
         c.fault(&f, Outcome::RejectLatency, 1);
         let rows = c.rows(|id| Some(format!("/c{id}")));
         assert_eq!(rows.len(), MAX_CGROUPS + 1);
-        assert_eq!(rows[0].id, 7);
-        assert_eq!(rows[0].counts.hint_faults, 2 * f.pages());
-        assert_eq!(rows[0].path.as_deref(), Some("/c7"));
+        // The rest summed first, then the busiest cgroup.
+        assert_eq!(rows[1].id, 7);
+        assert_eq!(rows[1].counts.hint_faults, 2 * f.pages());
+        assert_eq!(rows[1].path.as_deref(), Some("/c7"));
         let other = rows.iter().find(|r| r.id == OTHER_CGROUPS);
         let other = other.map(|r| (r.counts.hint_faults, r.path.clone()));
         assert_eq!(other, Some((10 * f.pages(), None)));

@@ -73,6 +73,11 @@ pub struct Header {
     /// recorded).
     #[serde(default)]
     pub hostname: String,
+    /// The recording boot (`/proc/sys/kernel/random/boot_id`): ids that
+    /// mean something only in that boot (cgroup ids) are looked up on the
+    /// reading host only when it is still that boot. None in older traces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
     pub attach_plan: Option<AttachPlan>,
     pub nodes: Vec<topology::Node>,
     pub memory_tiers: Vec<topology::MemoryTier>,
@@ -433,6 +438,7 @@ pub mod fixtures {
             abi_version: numa_ebpf_common::ABI_VERSION,
             kernel_release: "6.12.0-test".into(),
             hostname: "test-host".into(),
+            boot_id: None,
             attach_plan: None,
             nodes: vec![],
             memory_tiers: vec![],

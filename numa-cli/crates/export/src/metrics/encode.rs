@@ -143,6 +143,7 @@ impl Collector for StateCollector {
         decisions(&mut enc, s)?;
         models(&mut enc, s)?;
         processes(&mut enc, s)?;
+        cgroups(&mut enc, s)?;
         if s.kernel.is_some() {
             funnel(&mut enc, &s.funnel)?;
         }
@@ -417,6 +418,43 @@ fn processes(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result 
         rows(true),
     )?;
     process_verdicts(enc, s, &pids)
+}
+
+/// The top cgroups (`--per-cgroup`) and the rest (`cgroup="other"`), in
+/// pages as their memory.stat counts them, when asked for.
+fn cgroups(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result {
+    if s.cgroups.is_empty() {
+        return Ok(());
+    }
+    let unit = pages_unit();
+    counters_in(
+        enc,
+        "numatrace_cgroup_hint_faults",
+        Some(&unit),
+        "Hint faults of the top cgroups (--per-cgroup; the rest as cgroup=\"other\") by the faulting task's cgroup, in pages (memory.stat's numa_hint_faults), from fault events.",
+        s.cgroups
+            .iter()
+            .map(|c| ([("cgroup", Esc(&c.cgroup))], c.hint_faults)),
+    )?;
+    counters_in(
+        enc,
+        "numatrace_cgroup_promotion_decision",
+        Some(&unit),
+        "Promotion decisions of the top cgroups (--per-cgroup) by result, in pages.",
+        s.cgroups.iter().flat_map(|c| {
+            [("promote", c.promote), ("reject", c.reject)]
+                .map(|(result, v)| ([("cgroup", Esc(&c.cgroup)), ("result", Esc(result))], v))
+        }),
+    )?;
+    counters_in(
+        enc,
+        "numatrace_cgroup_promoted",
+        Some(&unit),
+        "Pages of the top cgroups (--per-cgroup) migrated from a lower tier to the top tier (memory.stat's pgpromote_success).",
+        s.cgroups
+            .iter()
+            .map(|c| ([("cgroup", Esc(&c.cgroup))], c.promoted)),
+    )
 }
 
 /// `numatrace_process_verdict`: 1 for each top process's verdict.

@@ -123,6 +123,20 @@ pub struct ProcessMetrics {
     pub verdict: &'static str,
 }
 
+/// One cgroup of `--per-cgroup` (or the rest summed, `cgroup` "other"):
+/// page counts as its memory.stat names them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CgroupMetrics {
+    /// Its path below the cgroup2 mount, `id N` when none was found, or
+    /// `other` for the cgroups past the top.
+    pub cgroup: String,
+    pub hint_faults: u64,
+    pub promote: u64,
+    pub reject: u64,
+    /// Pages migrated from a lower tier to the top tier (pgpromote_success).
+    pub promoted: u64,
+}
+
 /// The promotion funnel's stages a scrape can count: where slow-tier pages
 /// stop, system-wide.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -149,6 +163,7 @@ pub struct MetricsState {
     pub decisions: Vec<Decision>,
     pub models: Vec<ModelMetrics>,
     pub processes: Vec<ProcessMetrics>,
+    pub cgroups: Vec<CgroupMetrics>,
     pub funnel: FunnelMetrics,
     /// System-wide NUMA vmstat counters (`/proc/vmstat`, since boot).
     pub vmstat: Vec<(String, u64)>,

@@ -101,6 +101,22 @@ pub(crate) fn full_state() -> MetricsState {
             reject_pages: 9,
             verdict: "not_scanned",
         }],
+        cgroups: vec![
+            CgroupMetrics {
+                cgroup: "/ntc/ev\"il".into(),
+                hint_faults: 10,
+                promote: 1,
+                reject: 9,
+                promoted: 1,
+            },
+            CgroupMetrics {
+                cgroup: "other".into(),
+                hint_faults: 3,
+                promote: 0,
+                reject: 3,
+                promoted: 0,
+            },
+        ],
         funnel: FunnelMetrics {
             scan_passes: 32,
             ptes_protected: 32768,
@@ -163,6 +179,9 @@ fn names_follow_the_issue_and_prometheus_conventions() {
         "numatrace_model_promote_pages_total",
         "numatrace_model_agreement_pages_total",
         "numatrace_process_promotion_decision_pages_total",
+        "numatrace_cgroup_hint_faults_pages_total",
+        "numatrace_cgroup_promotion_decision_pages_total",
+        "numatrace_cgroup_promoted_pages_total",
     ] {
         assert!(
             om.lines()
@@ -194,6 +213,10 @@ fn names_follow_the_issue_and_prometheus_conventions() {
         om.contains(r#"numatrace_model_agreement_total{model="fault-count",cell="model_only"} 4"#)
     );
     assert!(om.contains(r#"numatrace_vma_skips_total{reason="pid_inactive"} 80"#));
+    assert!(om.contains(r#"numatrace_cgroup_hint_faults_pages_total{cgroup="/ntc/ev\"il"} 10"#));
+    assert!(om.contains(
+        r#"numatrace_cgroup_promotion_decision_pages_total{cgroup="other",result="reject"} 3"#
+    ));
     assert!(om.contains(r#"numatrace_funnel_processes{verdict="promoted"} 2"#));
     assert!(om.contains(r#"verdict="not_scanned"} 1"#), "{om}");
     assert!(om.contains(
