@@ -112,12 +112,7 @@ fn cases() -> Vec<Case> {
             &["101", "-1"],
             "from 0 to 100",
         ),
-        case(
-            &["export"],
-            "--per-cgroup",
-            &["101", "-1"],
-            "from 0 to 100",
-        ),
+        case(&["export"], "--per-cgroup", &["101", "-1"], "from 0 to 100"),
         case(&["hist"], "--interval", INTERVAL_S, INTERVAL_RANGE),
         case(&["hist"], "--top", &["0", "10001"], "from 1 to 10000"),
     ]);

@@ -44,10 +44,11 @@ pub(super) fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
     let s: Report = read_report(dir, "stats.json")?;
     faults_match_vmstat(&s)?;
     let rows: Vec<&CgroupRow> = CHILDREN.iter().map(|c| row(&s, c)).collect::<Result<_>>()?;
-    let busy = rows[0].counts.hint_faults;
+    let (busy, cold) = (rows[0].counts.hint_faults, rows[1].counts.hint_faults);
     ensure!(
-        busy >= MIN_FAULTS,
-        "the busy cgroup took {busy} hint faults (< {MIN_FAULTS}): nothing to compare"
+        busy >= MIN_FAULTS && cold < busy,
+        "the busy cgroup took {busy} hint faults, the cold one {cold}: \
+         the workloads did not land as shaped (at least {MIN_FAULTS}, and more than the cold one's)"
     );
     let sum: u64 = s.by_cgroup.iter().map(|r| r.counts.hint_faults).sum();
     ensure!(

@@ -12,8 +12,8 @@ snap() { for c in "" /hot /cold /churn; do echo "== ntc$c"; cat $P$c/memory.stat
 cat > /tmp/cgroups-run.sh <<'EOS'
 P=/sys/fs/cgroup/ntc
 W='numatrace workload hot-chunks --summary /dev/null'
-sh -c "echo \$\$ > $P/hot/cgroup.procs && exec $W --slow-mb 32 --chunk-mb 8 --accesses 4000 --duration 6" &
-sh -c "echo \$\$ > $P/cold/cgroup.procs && exec $W --slow-mb 32 --chunk-mb 32 --accesses 50 --duration 6" &
+sh -c "echo \$\$ > $P/hot/cgroup.procs && exec $W --slow-mb 48 --chunk-mb 8 --accesses 4000 --duration 6" &
+sh -c "echo \$\$ > $P/cold/cgroup.procs && exec $W --slow-mb 32 --chunk-mb 32 --accesses 200 --idle-ms 1000 --duration 6" &
 sh -c "echo \$\$ > $P/churn/cgroup.procs && for i in 1 2 3 4 5 6; do $W --slow-mb 8 --chunk-mb 8 --accesses 2000 --duration 1 || exit 1; done" &
 wait
 EOS

@@ -79,7 +79,8 @@ pub fn cgroup2_mount(mountinfo: &str) -> Option<std::path::PathBuf> {
         (fs.split_whitespace().next()? == "cgroup2").then_some(())?;
         let mut f = fields.split_whitespace();
         (f.nth(3)? == "/").then_some(())?;
-        f.next().map(|m| std::path::PathBuf::from(unescape_octal(m)))
+        f.next()
+            .map(|m| std::path::PathBuf::from(unescape_octal(m)))
     })
 }
 
