@@ -134,6 +134,7 @@ fn full_state(generation: u64) -> MetricsState {
                 promote: 1000,
                 reject: 999_000,
                 promoted: 900,
+                verdict: "refused_latency",
             })
             .collect(),
         vmstat: numa_core::topology::NUMA_VMSTAT

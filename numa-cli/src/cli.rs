@@ -390,6 +390,10 @@ pub(crate) struct TopArgs {
     /// Refresh interval in seconds, 0.01 or more (`+`/`-` change it).
     #[arg(long, default_value_t = 1.0, value_parser = ranges::interval_seconds)]
     pub interval: f64,
+    /// `cgroup`: start with one row per cgroup v2, by path (`c` switches
+    /// between cgroups and processes).
+    #[arg(long, value_enum)]
+    pub by: Option<StatsBy>,
     /// Shadow policies (as in `shadow`; `--model none`: no models, cheapest).
     #[command(flatten)]
     pub sel: ModelSel,

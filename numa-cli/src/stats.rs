@@ -64,8 +64,7 @@ fn live_report(totals: &Totals, run: &LiveRun) -> Result<Report> {
         .with_plan(Some(&probes.plan))
         .with_sampling(Some(probes.sampling()));
     r.bpf_programs = probes.program_stats();
-    r.scanner_cost =
-        numa_core::plan::ScannerCost::of(&r.bpf_programs, r.scan_ptes_updated, r.scan_stamps);
+    r.scanner_cost = numa_core::plan::ScannerCost::of(&r.bpf_programs, r.scan_ptes_updated);
     let [start, attached, end] = run.cpu_ns;
     r.numatrace_cpu = Some(SelfCpu::new(start, attached, end, r.records()));
     Ok(r)
@@ -135,7 +134,7 @@ fn with_breakdown(
     if by == Some(StatsBy::Cgroup) {
         let lookup = numa_host::cgroup::lookup(boot.as_deref());
         let paths = lookup(&totals.cgroups.ids().collect());
-        report.by_cgroup = totals.cgroups.rows(|id| paths.get(&id).cloned());
+        report.by_cgroup = totals.cgroup_rows(|id| paths.get(&id).cloned(), report.kernel_hotness);
     }
     report
 }

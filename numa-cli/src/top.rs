@@ -360,9 +360,8 @@ pub(crate) fn run(args: &TopArgs) -> Result<ExitCode> {
     if args.once {
         return once(args, source, until, &header, &k, label);
     }
-    let refresh = Duration::from_secs_f64(args.interval);
     let exit_when_done = args.probe.duration.is_some() || !args.probe.command.is_empty();
-    let app = App::new(refresh);
+    let app = new_app(args);
     let (ctl_tx, ctl_rx) = watch::channel(Control {
         focus: app.focus(),
         refresh: app.refresh(),
@@ -375,7 +374,7 @@ pub(crate) fn run(args: &TopArgs) -> Result<ExitCode> {
         .spawn(move || -> Result<Summary> {
             // Policies are not Send: built here, on the thread that runs them.
             let policies = top_policies(&models, &k)?;
-            let agg = RefCell::new(Aggregator::new(policies, &header, label));
+            let agg = RefCell::new(new_aggregator(policies, &header, label));
             numa_source::runtime()?.block_on(background(
                 source,
                 until,
@@ -428,6 +427,17 @@ fn ui(mut app: App, rx: &mpsc::Receiver<Msg>, ctl: &watch::Sender<Control>) -> R
     })
 }
 
+/// The aggregator of a run of `header`, naming cgroups when the run is
+/// this boot's.
+fn new_aggregator(
+    policies: Vec<Box<dyn numa_core::model::policy::Policy>>,
+    header: &trace::Header,
+    label: String,
+) -> Aggregator {
+    Aggregator::new(policies, header, label)
+        .with_cgroup_paths(numa_host::cgroup::lookup(header.boot_id.as_deref()))
+}
+
 fn once(
     args: &TopArgs,
     mut source: Source,
@@ -437,7 +447,7 @@ fn once(
     label: String,
 ) -> Result<ExitCode> {
     let live = source.is_live();
-    let agg = RefCell::new(Aggregator::new(top_policies(&args.sel, k)?, header, label));
+    let agg = RefCell::new(new_aggregator(top_policies(&args.sel, k)?, header, label));
     let reason = numa_source::runtime()?.block_on(run_source(&mut source, until, &agg))?;
     if live {
         poll_procfs(&agg, Focus::default(), true);
@@ -457,7 +467,7 @@ fn once(
         serde_json::to_writer_pretty(&mut out, &value)?;
         writeln!(out)?;
     } else {
-        let mut app = App::new(Duration::from_secs_f64(args.interval));
+        let mut app = new_app(args);
         app.promoter = Some(promoter);
         app.update(numa_tui::action::Action::Sample(Box::new(frame)));
         for line in screen_text(&app, 120, 40) {
@@ -465,6 +475,13 @@ fn once(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The UI state `args` start with.
+fn new_app(args: &TopArgs) -> App {
+    let mut app = App::new(Duration::from_secs_f64(args.interval));
+    app.by_cgroup = args.by == Some(crate::cli::StatsBy::Cgroup);
+    app
 }
 
 /// `{"running": true, "state": {...}}` or `{"running": false, "reason": "..."}`.

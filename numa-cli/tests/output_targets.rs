@@ -333,14 +333,25 @@ fn a_stop_signal_mid_write_leaves_no_temporary() {
     big_trace(&trace, 500_000);
     let out = dir.0.join("out.jsonl");
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-        let mut child = Command::new(NUMATRACE)
-            .arg("dump")
+        let mut cmd = Command::new(NUMATRACE);
+        cmd.arg("dump")
             .arg(&trace)
             .arg("-o")
             .arg(&out)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("dump");
+            .stderr(Stdio::piped());
+        // A test run started in the background of a shell inherits SIGINT
+        // ignored, which numatrace rightly leaves ignored: the child starts
+        // with the default action, as from a terminal.
+        // SAFETY: signal() is async-signal-safe, fit to run between fork
+        // and exec.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(move || {
+                libc::signal(sig, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().expect("dump");
         assert!(
             stopped_mid_write(&child, &dir.0, 1 << 20),
             "signal {sig}: dump never wrote 1 MiB"

@@ -252,9 +252,22 @@ fn top_in_tmux_sort_filter_detail_help_resize_quit() {
     t.keys(&["BSpace", "BSpace", "BSpace", "BSpace", "BSpace", "BSpace"]);
     t.keys(&["-l", "nomatch"]);
     t.keys(&["Enter"]);
-    let s = t.wait_for("no process matches the filter");
+    let s = t.wait_for("no row matches the filter");
     assert!(s.contains("processes (0)"), "{s}");
     t.keys(&["Escape"]);
+    t.wait_for("processes (1)");
+
+    // The cgroup view (the recording is of another boot: the cgroup is
+    // named by its id), its process, and back to all processes.
+    t.keys(&["c"]);
+    let s = t.wait_for("cgroups (1)");
+    assert!(s.contains("CGROUP") && s.contains("id 1 "), "{s}");
+    t.keys(&["j", "Enter"]);
+    let s = t.wait_for("processes (1) of id 1");
+    assert!(s.contains("hot-chunks"), "{s}");
+    t.keys(&["Escape"]);
+    t.wait_for("cgroups (1)");
+    t.keys(&["c"]);
     t.wait_for("processes (1)");
 
     // Detail of the process, and back.
@@ -273,7 +286,7 @@ fn top_in_tmux_sort_filter_detail_help_resize_quit() {
     // Help overlay: opens, any key closes.
     t.keys(&["?"]);
     let s = t.wait_for("numatrace top: keys");
-    assert!(s.contains("filter by command name or pid"), "{s}");
+    assert!(s.contains("filter by command, cgroup path or pid"), "{s}");
     t.keys(&["x"]);
     t.wait("help closed", |s| !s.contains("numatrace top: keys"));
 
@@ -395,6 +408,20 @@ fn without_a_terminal_top_suggests_once() {
     assert_eq!(p.faults_total, 27820);
     assert_eq!(v.system.faults_total, 27820);
     assert_eq!(v.ended.as_deref(), Some("end of trace"));
+    // The cgroups: the recording is of another boot, so named by id.
+    let c = &v.cgroups[0];
+    assert_eq!((c.cgroup.as_deref(), c.faults_total), (Some("id 1"), 27820));
+    assert_eq!(p.cgroup.as_deref(), Some("id 1"));
+    // --by cgroup starts with them on screen.
+    let text = stdout_of(
+        Command::new(BIN)
+            .args(["top", "--once", "--by", "cgroup", "--replay"])
+            .arg(trace()),
+    );
+    assert!(
+        text.contains("cgroups (1)") && text.lines().any(|l| l.starts_with("id 1 ")),
+        "{text}"
+    );
 }
 
 #[test]

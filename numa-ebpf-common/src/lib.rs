@@ -11,7 +11,7 @@
 /// built into the same binary as the userspace that reads it, so only
 /// traces can disagree: every trace header carries it and the trace reader
 /// refuses a trace with another value.
-pub const ABI_VERSION: u32 = 3;
+pub const ABI_VERSION: u32 = 4;
 
 /// The layout before the folio's access values were appended to
 /// [`FaultEvent`] and [`ScanEvent`]: its records are prefixes of today's
@@ -19,6 +19,12 @@ pub const ABI_VERSION: u32 = 3;
 pub const ABI_VERSION_V2: u32 = 2;
 /// Record sizes (fault, scan, skip) of [`ABI_VERSION_V2`].
 pub const RECORD_SIZES_V2: [usize; 3] = [168, 80, 40];
+
+/// The layout before the scanning task's cgroup was appended to
+/// [`ScanEvent`] and [`SkipEvent`]: its records are prefixes of today's.
+pub const ABI_VERSION_V3: u32 = 3;
+/// Record sizes (fault, scan, skip) of [`ABI_VERSION_V3`].
+pub const RECORD_SIZES_V3: [usize; 3] = [176, 88, 40];
 
 /// Indices into the per-CPU `COUNTERS` array. Each BPF program bumps the
 /// counter of the event it saw; userspace sums across CPUs.
@@ -70,7 +76,8 @@ pub enum Counter {
     StampMisses = 17,
     /// New folios entered into `STAMPS` (evictions >= inserts - capacity).
     StampInserts = 18,
-    /// Access-time stamps the scanner made (tiering, slow-node folios).
+    /// Not counted: the probes run nothing per folio in the scanner (the
+    /// slot stays so that counter numbers keep their meaning).
     ScanStamps = 19,
     /// The thread's task-local context could not be had (task storage
     /// allocation failed): a fault or scan could not be tracked.
@@ -144,8 +151,8 @@ pub mod programs {
     /// An entry program: the exchanged-out value is not needed (see
     /// `Stamp::access`), and fexit costs a trampoline that calls the
     /// function itself on the hottest hook.
-    pub const FENTRY_SCAN_STAMP: &str = "fentry_scan_stamp";
-    pub const KPROBE_SCAN_STAMP: &str = "kprobe_scan_stamp";
+    pub const FENTRY_DECISION_XCHG: &str = "fentry_decision_xchg";
+    pub const KPROBE_DECISION_XCHG: &str = "kprobe_decision_xchg";
     pub const FENTRY_SCAN_RANGE: &str = "fentry_scan_range";
     pub const FEXIT_SCAN_RANGE: &str = "fexit_scan_range";
     pub const KPROBE_SCAN_RANGE: &str = "kprobe_scan_range";
@@ -193,7 +200,7 @@ pub mod programs {
         (FENTRY_THP_SCAN_PASS, "empty_fentry_thp_scan"),
         (FEXIT_THP_SCAN_PASS, "empty_fexit_thp_scan"),
         (FEXIT_DECISION, "empty_fexit_decision"),
-        (FENTRY_SCAN_STAMP, "empty_fentry_scan_stamp"),
+        (FENTRY_DECISION_XCHG, "empty_fentry_decision_xchg"),
         (FEXIT_SCAN_RANGE, "empty_fexit_scan_range"),
         (FEXIT_MIGRATE, "empty_fexit_migrate"),
         (TP_SKIP_VMA, "empty_tp_skip_vma"),
@@ -383,11 +390,11 @@ impl HistEntry {
     }
 
     /// The entry of a fault without a stamp on a folio protected again
-    /// (`NEEDS_PASS`), dated by the kernel's access clock: `clock` is a
-    /// value the scanner wrote at `clock_ns`, so at the fault the clock
-    /// read `clock` plus the time since, and the folio's value is its
-    /// scan's time (ms, the jiffy's resolution, within the field's `mask`,
-    /// shifted by `buckets`). No delta.
+    /// (`NEEDS_PASS`), dated by the kernel's access clock: it read `clock`
+    /// at `clock_ns`, so at the fault it read `clock` plus the time
+    /// between, and the folio's value is its scan's time (ms, the jiffy's
+    /// resolution, within the field's `mask`, shifted by `buckets`). No
+    /// delta.
     #[inline(always)]
     pub fn of_access_clock(
         ev: &FaultEvent,
@@ -514,11 +521,13 @@ pub mod ext_flags {
     /// process's scan (a shared folio), before the probes were attached,
     /// or by a pass whose record was lost. No stamp.
     pub const STAMP_UNMATCHED: u64 = 65536;
-    /// No exchange was seen inside the decision, but the folio's access
-    /// value changed between the hint fault's entry and the decision's
-    /// return: the exchange's program run was skipped (the kernel skips a
-    /// program busy on its CPU). The threshold path ran, with the values
-    /// read before and after as its input and result.
+    /// The decision's exchange is known from the folio's access value
+    /// changing between the hint fault's entry and the decision's return,
+    /// not from a program on the exchange: there is none on kernels that
+    /// promote on time (its cost would fall on the scanner), and its run
+    /// may be skipped on the fault-count RFC's (the kernel skips a program
+    /// busy on its CPU). The threshold path ran, with the values read
+    /// before and after as its input and result.
     pub const XCHG_INFERRED: u64 = 131072;
 }
 
@@ -526,8 +535,8 @@ pub mod ext_flags {
 pub mod scan_ext_flags {
     /// `mm_fault_count` is the scanned mm's fault-count counter at the pass's start.
     pub const MM_FAULT_COUNT: u32 = 1;
-    /// `access_first`/`access_last` are the pass's exchanges' values (it
-    /// made at least one).
+    /// `access_first`/`access_last` are the kernel's access clock at the
+    /// pass's entry and end.
     pub const ACCESS_RANGE: u32 = 2;
     /// The probes did not see the pass end (the kernel skipped that
     /// program's run): sent at the thread's next pass or hint fault, its
@@ -864,7 +873,8 @@ pub struct ScanEvent {
     pub end: u64,
     /// PTEs made PROT_NONE (change_prot_numa's return value).
     pub ptes_updated: u64,
-    /// Folios stamped with an access time during this pass.
+    /// Not measured: 0 (the probes run nothing per folio in the scanner;
+    /// traces of older numatrace hold the folios it stamped).
     pub stamps: u64,
     /// The global and the process's hint-fault sequence numbers at the
     /// pass's start, read with `ts_ns`.
@@ -878,11 +888,16 @@ pub struct ScanEvent {
     /// [`scan_ext_flags`].
     pub ext_flags: u32,
     // Appended in ABI 3.
-    /// The access values (masked, as the folio keeps them) of the pass's
-    /// first and last exchange: the folios it protected hold one in
-    /// between. Valid with `scan_ext_flags::ACCESS_RANGE`.
+    /// The kernel's access clock (masked, as a folio keeps it) at the
+    /// pass's entry and end: the folios it protected hold a value in
+    /// between. Valid with `scan_ext_flags::ACCESS_RANGE`. (Traces of older
+    /// numatrace hold the values of the pass's first and last exchange.)
     pub access_first: u32,
     pub access_last: u32,
+    // Appended in ABI 4.
+    /// The scanning task's cgroup (v2) id: the scanner runs in the task
+    /// whose memory it scans. 0 in older traces.
+    pub cgroup_id: u64,
 }
 
 impl ScanEvent {
@@ -932,6 +947,9 @@ pub struct SkipEvent {
     pub pid_tgid: u64,
     pub vm_start: u64,
     pub vm_end: u64,
+    // Appended in ABI 4.
+    /// The scanning task's cgroup (v2) id. 0 in older traces.
+    pub cgroup_id: u64,
 }
 
 impl SkipEvent {
@@ -1217,8 +1235,8 @@ mod tests {
     #[test]
     fn layouts_are_stable() {
         assert_eq!(core::mem::size_of::<FaultEvent>(), 176);
-        assert_eq!(core::mem::size_of::<ScanEvent>(), 88);
-        assert_eq!(core::mem::size_of::<SkipEvent>(), 40);
+        assert_eq!(core::mem::size_of::<ScanEvent>(), 96);
+        assert_eq!(core::mem::size_of::<SkipEvent>(), 48);
         assert_eq!(core::mem::size_of::<Stamp>(), 32);
         // Appended fields: the older records are prefixes.
         assert_eq!(
@@ -1228,6 +1246,15 @@ mod tests {
         assert_eq!(
             core::mem::offset_of!(ScanEvent, access_first),
             RECORD_SIZES_V2[1]
+        );
+        assert_eq!(core::mem::size_of::<FaultEvent>(), RECORD_SIZES_V3[0]);
+        assert_eq!(
+            core::mem::offset_of!(ScanEvent, cgroup_id),
+            RECORD_SIZES_V3[1]
+        );
+        assert_eq!(
+            core::mem::offset_of!(SkipEvent, cgroup_id),
+            RECORD_SIZES_V3[2]
         );
     }
 }

@@ -9,17 +9,22 @@
 //! (on the fault-count RFC's kernel: `count - (last << 16)` hint faults with
 //! `fault_count_threshold`).
 //!
-//! The value the exchange takes out is read from the folio itself at the
-//! exchange's entry (its LAST_CPUPID field, where BTF says it is), checked
-//! by finding the exchange's new value there when the decision returns.
-//! The exchange itself is recognised without an entry probe: it is
-//! the first one after the hint fault and before the decision returns
-//! (numa_migrate_check/numa_migrate_prep exchange nothing before calling
-//! mpol_misplaced; migration, the only other exchanger in a fault, comes
-//! after the decision). fexit sees the arguments, so one program per call.
+//! The exchange is known from the folio itself (its LAST_CPUPID field,
+//! where BTF says it is): it held one value at the hint fault's entry and
+//! holds the exchange's new value when the decision returns. No program
+//! runs on the exchange on kernels that promote on time: the scanner makes
+//! the same exchange for every slow-node folio it protects, and the kernel
+//! charges its scanner 32 times the scan's runtime. The fault-count RFC's
+//! kernel stores counts in units of 65,536 hint faults, so its exchange
+//! often leaves the value as it was: there a program on the exchange
+//! (`fentry_decision_xchg`) sees it, the first one after the hint fault
+//! and before the decision returns (numa_migrate_check/numa_migrate_prep
+//! exchange nothing before calling mpol_misplaced; migration, the only
+//! other exchanger in a fault, comes after the decision). fexit sees the
+//! arguments, so one program per call.
 use aya_ebpf::{
-    macros::{fexit, kprobe, kretprobe},
-    programs::{FExitContext, ProbeContext, RetProbeContext},
+    macros::{fentry, fexit, kprobe, kretprobe},
+    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
 use numa_ebpf_common::{
     decision, ext_flags as xf, fault_flags as ff, Counter, EventKind, Outcome, ACCESS_UNKNOWN,
@@ -28,8 +33,8 @@ use numa_ebpf_common::{
 use aya_log_ebpf::warn;
 
 use crate::maps::{
-    count, count_rare, cpu_node, existing_thread_ctx, fault_count_kernel, folio_access,
-    folio_access_typed, is_toptier, kernel_fault_count_latency, kernel_latency_ms,
+    candidate_counts, count, count_rare, cpu_node, existing_thread_ctx, fault_count_kernel,
+    folio_access, folio_access_typed, is_toptier, kernel_fault_count_latency, kernel_latency_ms,
     kernel_threshold_ms, node_candidates, numa_balancing_mode, numa_balancing_mode_at_load,
     stamp_slot, stored_cpupid, zero, ThreadCtx,
 };
@@ -158,13 +163,18 @@ fn on_decision_exit(ret: u64, src_nid: i32, dst_cpu: i32, after: impl Fn(u64, i3
 }
 
 /// No exchange was seen, but the folio's access value is not the one it
-/// held at the fault's entry: the exchange ran and its program's run was
-/// skipped (the kernel skips a program already running on the CPU). The
-/// values before and after are its input and result, as if seen.
+/// held at the fault's entry, or it is and the threshold path counted a
+/// candidate meanwhile (see `fault::candidate_watch`): the exchange ran
+/// (with no program on it, or its program's run skipped: the kernel skips
+/// a program already running on the CPU). The values before and after are
+/// its input and result.
 #[inline(always)]
 fn infer_exchange(ctx: &mut ThreadCtx, after: u32) {
     let before = ctx.ev.access_at_fault;
-    if !ctx.ev.has_access_at_fault() || after == ACCESS_UNKNOWN || after == before {
+    if !ctx.ev.has_access_at_fault() || after == ACCESS_UNKNOWN {
+        return;
+    }
+    if after == before && !counted_candidate(ctx) {
         return;
     }
     ctx.xchg_seen = 1;
@@ -172,6 +182,20 @@ fn infer_exchange(ctx: &mut ThreadCtx, after: u32) {
     ctx.xchg_folio = ctx.ev.folio;
     ctx.folio_access = before;
     ctx.ev.ext_flags |= xf::XCHG_INFERRED;
+}
+
+/// Whether this CPU counted a promotion candidate on the destination node
+/// since the hint fault's entry: its diff changed, or folded into the
+/// node's count (which leaves it 0).
+#[inline(always)]
+fn counted_candidate(ctx: &ThreadCtx) -> bool {
+    if ctx.candidates_read == 0 {
+        return false;
+    }
+    candidate_counts(ctx.ev.dst_nid).is_some_and(|(diff, count)| {
+        let diff = u32::from(diff);
+        diff != ctx.candidate_diff || (diff == 0 && count != ctx.candidates)
+    })
 }
 
 /// What the decision's exchange took out: the value read from the folio
@@ -267,5 +291,45 @@ pub fn kretprobe_decision(ctx: RetProbeContext) -> u32 {
         saved as u32 as i32,
         folio_access,
     );
+    0
+}
+
+/// folio_xchg_last_cpupid(folio, new) (page_cpupid_xchg_last on 6.1), on
+/// the fault-count RFC's kernel only (see the module docs): the first
+/// exchange inside a hint fault before its decision returns is the
+/// decision's. The scanner's exchanges find no fault open.
+/// `access` reads the folio's access value at entry: what the exchange is
+/// about to take out.
+#[inline(always)]
+fn on_decision_xchg(folio: u64, new: u32, access: impl Fn() -> u32) {
+    let Some(ctx) = existing_thread_ctx() else {
+        return;
+    };
+    // SAFETY: this thread's storage.
+    let ctx = unsafe { &mut *ctx };
+    if ctx.ev.kind == EventKind::Fault as u32 && !ctx.ev.decided() && ctx.xchg_seen == 0 {
+        ctx.xchg_seen = 1;
+        ctx.xchg_new = new;
+        ctx.xchg_folio = folio;
+        ctx.folio_access = access();
+    }
+}
+
+#[fentry]
+pub fn fentry_decision_xchg(ctx: FEntryContext) -> u32 {
+    let folio: *const u64 = ctx.arg(0);
+    // SAFETY: the program's own folio (page on 6.1) argument.
+    on_decision_xchg(folio as u64, ctx.arg(1), || unsafe {
+        folio_access_typed(folio, -1)
+    });
+    0
+}
+
+#[kprobe]
+pub fn kprobe_decision_xchg(ctx: ProbeContext) -> u32 {
+    let folio = ctx.arg(0).unwrap_or(0);
+    on_decision_xchg(folio, ctx.arg::<u64>(1).unwrap_or(0) as u32, || {
+        folio_access(folio, -1)
+    });
     0
 }

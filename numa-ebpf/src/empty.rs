@@ -27,7 +27,7 @@ empty!(
     empty_fentry_fault_account,
     empty_fentry_thp_fault,
     empty_fentry_thp_scan,
-    empty_fentry_scan_stamp,
+    empty_fentry_decision_xchg,
     empty_fentry_fault_count_reset,
     empty_fentry_fault_count_drop
 );

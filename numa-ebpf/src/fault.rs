@@ -16,11 +16,11 @@ use numa_ebpf_common::{
 use aya_log_ebpf::{debug, warn};
 
 use crate::maps::{
-    access_time_buckets, add, as_number, cgroup_id, count, count_mm_fault, count_rare, cpu,
-    cpupid_mask, current_comm, current_mm, emit, existing_stamp, existing_thread_ctx,
-    fault_count_kernel, folio_access, folio_access_typed, next_global_seq, now_ns, occupied,
-    pid_tgid, stamp_slot, thread_ctx, vmf_address, wanted, zero, NoSlot, ThreadCtx, COUNTERS,
-    HIST_DELTA, HIST_LATENCY, HIST_SUM, SCAN_CPU,
+    access_now, access_time_buckets, add, as_number, candidate_counts, cgroup_id, count,
+    count_mm_fault, count_rare, cpu, cpu_node, cpupid_mask, current_comm, current_mm, emit,
+    existing_stamp, existing_thread_ctx, fault_count_kernel, folio_access, folio_access_typed,
+    next_global_seq, now_ns, occupied, pid_tgid, stamp_slot, thread_ctx, vmf_address, wanted, zero,
+    NoSlot, ThreadCtx, COUNTERS, HIST_DELTA, HIST_LATENCY, HIST_SUM,
 };
 
 const PAGE_MASK: u64 = !0xfff;
@@ -127,7 +127,7 @@ fn on_hint_fault(folio: u64, addr: u64, access: u32) {
         finish_late(ctx, 0);
     }
     // The first access-time exchange from here until the decision returns
-    // is the decision's (see scan::on_xchg).
+    // is the decision's (see decision::on_decision_xchg).
     ctx.xchg_seen = 0;
     // Not in the scanner: a pass still open here lost its end.
     if ctx.scanning != 0 {
@@ -136,6 +136,7 @@ fn on_hint_fault(folio: u64, addr: u64, access: u32) {
     let pmd = ctx.thp_haddr != 0 && ctx.thp_haddr == addr;
     ctx.thp_haddr = 0;
     ctx.fault_count_exchanged = 0;
+    candidate_watch(ctx, access);
     let mm_count = count_mm_fault(current_mm(), !pmd);
     let now = now_ns();
     let ev = &mut ctx.ev;
@@ -190,6 +191,27 @@ fn on_hint_fault(folio: u64, addr: u64, access: u32) {
     }
 }
 
+/// The decision's exchange is known from the folio's value changing
+/// across it (`decision::infer_exchange`), but it can exchange the value
+/// the folio already holds: when the folio's value is the kernel's access
+/// clock now (written in this jiffy, by the scan or by another PTE's
+/// fault). The folio cannot tell that from no exchange (the free-space
+/// shortcut) then; the node's candidate count, which the threshold path
+/// changes on this CPU, can: it is read now, for such faults only, and
+/// again at the decision.
+#[inline(always)]
+fn candidate_watch(ctx: &mut ThreadCtx, access: u32) {
+    ctx.candidates_read = 0;
+    if access == ACCESS_UNKNOWN || fault_count_kernel() || access != access_now() {
+        return;
+    }
+    if let Some((diff, count)) = candidate_counts(cpu_node(cpu())) {
+        ctx.candidates_read = 1;
+        ctx.candidate_diff = u32::from(diff);
+        ctx.candidates = count;
+    }
+}
+
 #[fentry]
 pub fn fentry_hint_fault(ctx: FEntryContext) -> u32 {
     let folio: *const u64 = ctx.arg(0);
@@ -229,17 +251,18 @@ fn hist(ev: &FaultEvent) {
 
 /// The entry of a fault without a stamp (its pass is found in userspace,
 /// from a record this fault does not send): the kernel's latency when its
-/// decision exchanged, else the folio's value dated by this CPU's access
-/// clock (see `ScanCpu::clock_ns`).
+/// decision exchanged, else the folio's value dated by the kernel's access
+/// clock now.
 #[inline(always)]
 fn unstamped_hist(ev: &FaultEvent) -> Option<HistEntry> {
     if let Some(h) = HistEntry::of_kernel_latency(ev) {
         return Some(h);
     }
-    let slot = SCAN_CPU.get_ptr(0)?;
-    // SAFETY: this CPU's slot, read only.
-    let (clock_ns, clock) = unsafe { ((*slot).clock_ns, (*slot).clock_access) };
-    HistEntry::of_access_clock(ev, clock_ns, clock, cpupid_mask(), access_time_buckets())
+    let clock = access_now();
+    if clock == ACCESS_UNKNOWN {
+        return None;
+    }
+    HistEntry::of_access_clock(ev, now_ns(), clock, cpupid_mask(), access_time_buckets())
 }
 
 /// The kernel could not give this thread its task-local context: the

@@ -12,7 +12,8 @@ use aya_ebpf::{
         bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
         generated::{
             bpf_get_current_ancestor_cgroup_id, bpf_get_current_cgroup_id, bpf_get_current_comm,
-            bpf_get_current_task_btf, bpf_get_smp_processor_id, bpf_task_storage_get,
+            bpf_get_current_task_btf, bpf_get_smp_processor_id, bpf_jiffies64,
+            bpf_task_storage_get,
         },
     },
     macros::{btf_map, map},
@@ -148,35 +149,6 @@ pub static HIST_SUM: PerCpuArray<u64> = PerCpuArray::with_max_entries((OUTCOMES 
 pub static MIGRATE_REASON_PAGES: PerCpuArray<u64> =
     PerCpuArray::with_max_entries(MIGRATE_REASONS * 2, 0);
 
-/// The scanner pass running on this CPU, so that the per-folio exchange
-/// the scanner makes (thousands per pass, inside the time the kernel
-/// charges its scanner 32-fold) recognises its pass with one per-CPU
-/// lookup instead of a task-storage lookup. Set at the pass's entry and
-/// cleared at its exit by the thread that owns it; a pass that moved to
-/// another CPU meanwhile stamps there through its thread context.
-#[map(name = "SCAN_CPU")]
-pub static SCAN_CPU: PerCpuArray<ScanCpu> = PerCpuArray::with_max_entries(1, 0);
-
-/// One CPU's running pass: its thread (0: none), start time (which
-/// tells the thread's passes apart) and the counters read at its start.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct ScanCpu {
-    pub pid_tgid: u64,
-    pub scan_ns: u64,
-    /// Access-time exchanges on this CPU during the pass, added to the
-    /// `ScanStamps` counter when the slot is released or taken over.
-    pub stamps: u64,
-    /// The values of the first and the last of them.
-    pub access_first: u32,
-    pub access_last: u32,
-    /// The kernel's access clock as this CPU last saw it: the value of a
-    /// pass's first exchange and the time it was made (0: none yet). Kept
-    /// across passes: it dates the faults whose records are not sent.
-    pub clock_ns: u64,
-    pub clock_access: u32,
-}
-
 /// Per-thread state; see [`THREADS`].
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -185,18 +157,13 @@ pub struct ThreadCtx {
     /// The access-time exchange seen inside the decision, and its new value.
     pub xchg_seen: u32,
     pub xchg_new: u32,
-    /// Inside change_prot_numa, with its range and the exchanges made so
-    /// far on other CPUs than the one it started on (the first and last
-    /// of their values too).
+    /// Inside a scanner pass, with its range, its start and the kernel's
+    /// access clock then.
     pub scanning: u32,
     pub scan_access_first: u32,
-    pub scan_access_last: u32,
     pub scan_start: u64,
     pub scan_end: u64,
-    pub scan_stamps: u64,
     pub scan_start_ns: u64,
-    /// The CPU whose pass slot ([`SCAN_CPU`]) the pass took.
-    pub scan_cpu: u64,
     /// The decision's kprobe saves src_nid << 32 | dst_cpu for its kretprobe.
     pub saved_arg: u64,
     /// do_huge_pmd_numa_page's `vmf->address & HPAGE_PMD_MASK`: the next
@@ -219,6 +186,12 @@ pub struct ThreadCtx {
     pub prev_fault_count_ns: u64,
     /// Where a pointer argument becomes a number (see [`as_number`]).
     pub number: u64,
+    /// [`candidate_counts`] at the hint fault's entry, when the folio's
+    /// value was the access clock's then (`candidates_read` 1): the
+    /// decision's exchange may leave it unchanged.
+    pub candidates_read: u32,
+    pub candidate_diff: u32,
+    pub candidates: u64,
     /// The folio the decision's exchange was made on, and the access
     /// value the kernel kept in it before (read from the folio,
     /// `ACCESS_UNKNOWN` when the layout is not known).
@@ -243,6 +216,12 @@ static TOPTIER_MASK: u64 = 1;
 static CPUPID_MASK: u32 = (1 << 21) - 1;
 #[no_mangle]
 static ACCESS_TIME_BUCKETS: u32 = 0;
+/// jiffies_to_msecs(j) = ceil(j * JIFFY_MS_NUM / JIFFY_MS_DEN), from the
+/// kernel's HZ (JIFFY_MS_NUM 0: HZ unknown).
+#[no_mangle]
+static JIFFY_MS_NUM: u64 = 0;
+#[no_mangle]
+static JIFFY_MS_DEN: u64 = 1;
 /// Where a folio's LAST_CPUPID field is: its shift in page->flags and the
 /// node field's (0: unknown), or the byte offset of `_last_cpupid` where
 /// the kernel keeps it outside the flags (0: in the flags).
@@ -263,6 +242,15 @@ static OFF_VMF_ADDRESS: u32 = 0;
 static OFF_TASK_COMM: u32 = 0;
 #[no_mangle]
 static OFF_PROMOTE_CANDIDATE: u32 = 0;
+/// `__per_cpu_offset`, pglist_data.per_cpu_nodestats and
+/// per_cpu_nodestat.vm_node_stat_diff[PGPROMOTE_CANDIDATE] (0: unknown):
+/// where a CPU's share of the node's candidate count waits to be folded.
+#[no_mangle]
+static SYM_PER_CPU_OFFSET: u64 = 0;
+#[no_mangle]
+static OFF_PCP_NODESTATS: u32 = 0;
+#[no_mangle]
+static OFF_CANDIDATE_DIFF: u32 = 0;
 /// mm_struct.hint_faults on the fault-count RFC's kernel; 0 on every other
 /// kernel.
 #[no_mangle]
@@ -589,6 +577,30 @@ pub fn node_candidates(nid: i32) -> Option<u64> {
     Some(v.max(0) as u64)
 }
 
+/// PGPROMOTE_CANDIDATE of node `nid` as this CPU sees it: its own
+/// not-yet-folded diff and the node's count. The kernel's threshold path
+/// counts a candidate with mod_node_page_state on the faulting CPU, which
+/// changes one of the two (the diff, or the count when the diff folds
+/// into it); nothing else counts candidates. Three or four probe reads:
+/// for the few faults that need it (see `fault::candidate_watch`).
+#[inline(always)]
+pub fn candidate_counts(nid: i32) -> Option<(u8, u64)> {
+    let (per_cpu, pcp_off, diff_off) = (
+        setting!(SYM_PER_CPU_OFFSET),
+        setting!(OFF_PCP_NODESTATS),
+        setting!(OFF_CANDIDATE_DIFF),
+    );
+    if per_cpu == 0 || pcp_off == 0 {
+        return None;
+    }
+    let pcp = read_kernel_u64(pgdat(nid)? + u64::from(pcp_off))?;
+    let cpu_off = read_kernel_u64(per_cpu + 8 * u64::from(cpu()))?;
+    let at = pcp.wrapping_add(cpu_off).wrapping_add(u64::from(diff_off));
+    // SAFETY: bpf_probe_read_kernel copes with any address.
+    let diff = unsafe { bpf_probe_read_kernel(at as *const u8) }.ok()?;
+    Some((diff, node_candidates(nid)?))
+}
+
 /// `NODE_DATA(nid)`, read once per node below 64.
 #[inline(always)]
 fn pgdat(nid: i32) -> Option<u64> {
@@ -803,6 +815,29 @@ pub fn kernel_latency_ms(new: u32, old: u32) -> u32 {
     (new << b).wrapping_sub(old << b) & mask
 }
 
+/// The access value the kernel writes into a slow-tier folio it protects
+/// or decides on now: `jiffies_to_msecs(jiffies) >> PAGE_ACCESS_TIME_BUCKETS`,
+/// on the fault-count RFC's kernel the current mm's hint-fault count
+/// `>> PAGE_FAULT_COUNT_BUCKETS`, masked to the field. [`ACCESS_UNKNOWN`]
+/// when HZ or the counter is unknown.
+#[inline(always)]
+pub fn access_now() -> u32 {
+    if fault_count_kernel() {
+        return kernel_fault_count_now()
+            .map_or(ACCESS_UNKNOWN, |c| stored_cpupid(c >> FAULT_COUNT_BUCKETS));
+    }
+    let num = setting!(JIFFY_MS_NUM);
+    if num == 0 {
+        return ACCESS_UNKNOWN;
+    }
+    let den = setting!(JIFFY_MS_DEN).max(1);
+    // SAFETY: a helper without arguments.
+    let jiffies = unsafe { bpf_jiffies64() };
+    // unsigned int jiffies_to_msecs(const unsigned long j): truncated.
+    let ms = (jiffies.wrapping_mul(num).wrapping_add(den - 1) / den) as u32;
+    stored_cpupid(ms >> (setting!(ACCESS_TIME_BUCKETS) & 31))
+}
+
 /// PAGE_FAULT_COUNT_BUCKETS of the fault-count RFC.
 const FAULT_COUNT_BUCKETS: u32 = 16;
 
@@ -819,6 +854,14 @@ pub fn fault_count_kernel() -> bool {
 /// the counter cannot be read.
 #[inline(always)]
 pub fn kernel_fault_count_latency(old: u32) -> Option<u32> {
+    let count = kernel_fault_count_now()?;
+    Some(count.wrapping_sub((old & setting!(CPUPID_MASK)) << FAULT_COUNT_BUCKETS))
+}
+
+/// The fault-count RFC's current->mm->hint_faults (None on other kernels
+/// or when it cannot be read).
+#[inline(always)]
+fn kernel_fault_count_now() -> Option<u32> {
     let off = setting!(OFF_MM_HINT_FAULTS);
     if off == 0 {
         return None;
@@ -827,8 +870,7 @@ pub fn kernel_fault_count_latency(old: u32) -> Option<u32> {
     if mm == 0 {
         return None;
     }
-    let count = read_kernel_u32(mm + u64::from(off))?;
-    Some(count.wrapping_sub((old & setting!(CPUPID_MASK)) << FAULT_COUNT_BUCKETS))
+    read_kernel_u32(mm + u64::from(off))
 }
 
 /// Whether this fault's record goes to the ring buffer (filters, sampling).

@@ -10,7 +10,8 @@ use numa_ebpf_common::{
 };
 
 use crate::maps::{
-    add, count, emit, existing_thread_ctx, now_ns, pid_tgid, setting, MIGRATE_REASON_PAGES,
+    add, cgroup_id, count, emit, existing_thread_ctx, now_ns, pid_tgid, setting,
+    MIGRATE_REASON_PAGES,
 };
 
 /// Set by userspace before load from the attach plan (see [`MigrateRet`]).
@@ -137,6 +138,7 @@ pub fn tp_skip_vma(ctx: TracePointContext) -> u32 {
             pid_tgid: pid_tgid(),
             vm_start: ctx.read_at::<u64>(16).unwrap_or(0),
             vm_end: ctx.read_at::<u64>(24).unwrap_or(0),
+            cgroup_id: cgroup_id(),
         }
     };
     emit(&ev);

@@ -2,114 +2,28 @@
 //! (one page table, <= 2 MiB, per call; its callers are inlined) where the
 //! kernel keeps it a function, else at `change_prot_numa(vma, start, end)`,
 //! the whole pass (Debian 6.1/6.12 inline `change_pte_range`). Both return
-//! the number of PTEs made PROT_NONE. The scanner writes its time into
-//! every slow-node folio it protects in tiering mode, through the
-//! access-time exchange (`folio_xchg_last_cpupid`, `page_cpupid_xchg_last`
-//! on 6.1); a pass keeps the first and last value it wrote, so a fault
-//! finds its pass from the value its folio holds. The same exchange runs
-//! inside the promotion decision and on migration; calls are attributed
-//! by what the thread is doing. `change_huge_pmd` covers THP: counted
-//! inside a whole pass, a pass of its own beside `change_pte_range` (the
-//! huge PMD's exchange is made outside it).
-//!
-//! The exchange is hooked at entry: it runs about four times per promoted
-//! hint fault, and an fexit trampoline (which calls the function itself)
-//! costs about twice an fentry's.
+//! the number of PTEs made PROT_NONE. In tiering mode the scanner writes
+//! its access clock (`jiffies_to_msecs(jiffies)`, the hint-fault count on
+//! the fault-count RFC's kernel) into every slow-node folio it protects; a
+//! pass records the clock at its entry and exit, so a fault finds its pass
+//! from the value its folio holds. Nothing runs per folio: the kernel
+//! charges its scanner 32 times the scan's runtime (`p->node_stamp += 32 *
+//! diff`), so every instruction per protected PTE would delay the next
+//! scan. `change_huge_pmd` covers THP: counted inside a whole pass, a pass
+//! of its own beside `change_pte_range`.
 use aya_ebpf::{
-    helpers::{bpf_probe_read_kernel, generated::bpf_map_lookup_percpu_elem},
+    helpers::bpf_probe_read_kernel,
     macros::{fentry, fexit, kprobe, kretprobe},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
-use numa_ebpf_common::{scan_ext_flags, Counter, EventKind, MmFaultCount, ScanEvent};
-
-use crate::maps::{
-    count, cpu, current_global_seq, current_mm, emit, existing_thread_ctx, folio_access,
-    folio_access_typed, mm_fault_count_now, now_ns, pid_tgid, stored_cpupid, task_mm, thread_ctx,
-    ScanCpu, ThreadCtx, MM_FAULT_COUNT, SCAN_CPU,
+use numa_ebpf_common::{
+    scan_ext_flags, Counter, EventKind, MmFaultCount, ScanEvent, ACCESS_UNKNOWN,
 };
 
-/// folio_xchg_last_cpupid(folio, new) is called. This runs several times
-/// per hint fault (decision, both folios of a migration) and once per
-/// protected slow-node folio in the scanner, inside the time the kernel
-/// charges its scanner for (`p->node_stamp += 32 * diff`): instructions
-/// here delay the next scan. So the scanner's calls are recognised by the
-/// CPU's pass slot, one per-CPU lookup, and do no more than keep the
-/// pass's first and last value: a folio's fault finds its pass from the
-/// value the folio holds (`ext_flags::NEEDS_PASS`). Only the rest pay
-/// for the task-storage lookup.
-/// `access` reads the folio's access value (typed where the caller can).
-#[inline(always)]
-fn on_xchg(folio: u64, new: u32, access: impl Fn() -> u32) {
-    if let Some(pass) = own_pass() {
-        let v = stored_cpupid(new);
-        if pass.stamps == 0 {
-            pass.access_first = v;
-            pass.clock_ns = now_ns();
-            pass.clock_access = v;
-        }
-        pass.access_last = v;
-        pass.stamps += 1;
-        return;
-    }
-    let Some(ctx) = existing_thread_ctx() else {
-        return;
-    };
-    // SAFETY: this thread's storage.
-    let ctx = unsafe { &mut *ctx };
-    if ctx.ev.kind == EventKind::Fault as u32 {
-        // Inside a hint fault: the first exchange before the decision
-        // returns is the decision's (see decision.rs); the later ones are
-        // the migration's.
-        if !ctx.ev.decided() && ctx.xchg_seen == 0 {
-            ctx.xchg_seen = 1;
-            ctx.xchg_new = new;
-            ctx.xchg_folio = folio;
-            // At entry: what the exchange is about to take out.
-            ctx.folio_access = access();
-        }
-        return;
-    }
-    if ctx.scanning == 0 {
-        return;
-    }
-    // A pass that moved to another CPU since its start.
-    let v = stored_cpupid(new);
-    if ctx.scan_stamps == 0 {
-        ctx.scan_access_first = v;
-    }
-    ctx.scan_access_last = v;
-    ctx.scan_stamps += 1;
-    count(Counter::ScanStamps, 1);
-}
-
-/// This CPU's pass slot when the current thread is in the pass it holds.
-#[inline(always)]
-fn own_pass() -> Option<&'static mut ScanCpu> {
-    let slot = SCAN_CPU.get_ptr_mut(0)?;
-    // SAFETY: this CPU's slot; preemption is off while a program runs.
-    let slot = unsafe { &mut *slot };
-    (slot.pid_tgid != 0 && slot.pid_tgid == pid_tgid()).then_some(slot)
-}
-
-#[fentry]
-pub fn fentry_scan_stamp(ctx: FEntryContext) -> u32 {
-    let folio: *const u64 = ctx.arg(0);
-    // SAFETY: the program's own folio (page on 6.1) argument.
-    on_xchg(folio as u64, ctx.arg(1), || unsafe {
-        folio_access_typed(folio, -1)
-    });
-    0
-}
-
-#[kprobe]
-pub fn kprobe_scan_stamp(ctx: ProbeContext) -> u32 {
-    let folio = ctx.arg(0).unwrap_or(0);
-    on_xchg(folio, ctx.arg::<u64>(1).unwrap_or(0) as u32, || {
-        folio_access(folio, -1)
-    });
-    0
-}
-
+use crate::maps::{
+    access_now, cgroup_id, count, cpu, current_global_seq, current_mm, emit, existing_thread_ctx,
+    mm_fault_count_now, now_ns, pid_tgid, task_mm, thread_ctx, ThreadCtx, MM_FAULT_COUNT,
+};
 /// `MM_CP_PROT_NUMA` (include/linux/mm.h, `1UL << 1` in 6.1 through 7.2;
 /// 7.2's change_prot_numa passes 2): the change_pte_range and
 /// change_huge_pmd calls of the NUMA scanner, not of mprotect.
@@ -125,9 +39,8 @@ fn on_scan_entry(start: u64, end: u64) {
     // SAFETY: this thread's storage.
     let ctx = unsafe { &mut *ctx };
     // The scanner never runs inside a fault: a fault still open here had
-    // no end the probes saw (see `finish_late`); it goes out now, so that
-    // it cannot take this pass's exchanges for a decision's. A pass still
-    // open lost its end: its slot goes first.
+    // no end the probes saw (see `finish_late`); it goes out now. So does
+    // a pass still open, which lost its end.
     if ctx.ev.kind == EventKind::Fault as u32 {
         crate::fault::finish_late(ctx, 0);
     }
@@ -135,12 +48,10 @@ fn on_scan_entry(start: u64, end: u64) {
         end_pass(ctx, 0, scan_ext_flags::LATE_END);
     }
     ctx.scanning = 1;
-    ctx.scan_access_first = 0;
-    ctx.scan_access_last = 0;
     ctx.scan_start = start;
     ctx.scan_end = end;
-    ctx.scan_stamps = 0;
     ctx.scan_start_ns = now_ns();
+    ctx.scan_access_first = access_now();
     ctx.scan_seq_global = current_global_seq();
     // The patch stamps each folio with atomic_read(&mm->hint_faults); read
     // once per pass here (the scanner runs in a thread of the mm it scans):
@@ -149,59 +60,6 @@ fn on_scan_entry(start: u64, end: u64) {
     ctx.scan_seq_mm = mm_count.map_or(0, |c| c.seq);
     ctx.scan_fault_count = mm_count.map_or(0, |c| c.count);
     ctx.scan_fault_count_known = u32::from(mm_count.is_some());
-    ctx.scan_cpu = u64::from(cpu());
-    if let Some(slot) = SCAN_CPU.get_ptr_mut(0) {
-        // SAFETY: this CPU's slot; preemption is off while a program runs.
-        let slot = unsafe { &mut *slot };
-        // A pass preempted on this CPU made these stamps here; its record
-        // will lack them, the counter not.
-        count(Counter::ScanStamps, slot.stamps);
-        slot.pid_tgid = pid_tgid();
-        slot.scan_ns = ctx.scan_start_ns;
-        slot.stamps = 0;
-    }
-}
-
-/// Ends this thread's pass `ctx` on the slot it took, on whichever CPU
-/// that is, so that no slot outlives its pass (a slot is trusted on its
-/// thread's id alone), and adds the slot's exchanges to the pass's (they
-/// came first: the pass moves away from its slot's CPU, never back). A
-/// slot another pass took meanwhile is left alone; clearing it by a race
-/// only sends that pass to the thread-context path, which records the
-/// same.
-#[inline(always)]
-pub fn release_pass(ctx: &mut ThreadCtx) {
-    let key = 0u32;
-    // SAFETY: SCAN_CPU is a per-CPU array (the def pointer is the map's,
-    // `repr(transparent)`); the helper returns NULL or that CPU's value.
-    let slot = unsafe {
-        bpf_map_lookup_percpu_elem(
-            core::ptr::from_ref(&SCAN_CPU).cast_mut().cast(),
-            core::ptr::from_ref(&key).cast(),
-            ctx.scan_cpu as u32,
-        )
-    }
-    .cast::<ScanCpu>();
-    if slot.is_null() {
-        return;
-    }
-    // SAFETY: a value of the map, checked non-null.
-    let slot = unsafe { &mut *slot };
-    if slot.pid_tgid != pid_tgid() || slot.scan_ns != ctx.scan_start_ns {
-        return;
-    }
-    slot.pid_tgid = 0;
-    let stamps = slot.stamps;
-    slot.stamps = 0;
-    count(Counter::ScanStamps, stamps);
-    if stamps == 0 {
-        return;
-    }
-    ctx.scan_access_first = slot.access_first;
-    if ctx.scan_stamps == 0 {
-        ctx.scan_access_last = slot.access_last;
-    }
-    ctx.scan_stamps += stamps;
 }
 
 /// The pass ends. `ret` is the functions' PTE count; negative is a pass
@@ -219,7 +77,6 @@ fn on_scan_exit(ret: i64) {
     }
     if ret < 0 {
         ctx.scanning = 0;
-        release_pass(ctx);
         return;
     }
     let ptes_updated = ret as u64;
@@ -231,16 +88,13 @@ fn on_scan_exit(ret: i64) {
 /// Ends the thread's open pass and sends its record. A pass whose exit
 /// the probes never saw (the kernel skipped that program's run) is ended
 /// by the thread's next pass or hint fault (`late`: `LATE_END`, its PTE
-/// count unknown), when it wrote values: the faults on the folios it
-/// protected find it by them.
+/// count unknown): its clock range then runs to that moment, which still
+/// holds every value it wrote.
 #[inline(always)]
 pub fn end_pass(ctx: &mut ThreadCtx, ptes_updated: u64, late: u32) {
     ctx.scanning = 0;
-    release_pass(ctx);
-    let stamps = ctx.scan_stamps;
-    if late != 0 && stamps == 0 {
-        return;
-    }
+    let (first, last) = (ctx.scan_access_first, access_now());
+    let range = first != ACCESS_UNKNOWN && last != ACCESS_UNKNOWN;
     let ev = ScanEvent {
         kind: EventKind::Scan as u32,
         cpu: cpu(),
@@ -249,7 +103,7 @@ pub fn end_pass(ctx: &mut ThreadCtx, ptes_updated: u64, late: u32) {
         start: ctx.scan_start,
         end: ctx.scan_end,
         ptes_updated,
-        stamps,
+        stamps: 0,
         seq_global: ctx.scan_seq_global,
         seq_mm: ctx.scan_seq_mm,
         mm_fault_count: ctx.scan_fault_count,
@@ -259,13 +113,14 @@ pub fn end_pass(ctx: &mut ThreadCtx, ptes_updated: u64, late: u32) {
             } else {
                 0
             }
-            | if stamps != 0 {
+            | if range {
                 scan_ext_flags::ACCESS_RANGE
             } else {
                 0
             },
-        access_first: ctx.scan_access_first,
-        access_last: ctx.scan_access_last,
+        access_first: first,
+        access_last: last,
+        cgroup_id: cgroup_id(),
     };
     emit(&ev);
 }

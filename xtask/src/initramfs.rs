@@ -1,6 +1,7 @@
 //! The guest's root file system: an uncompressed `newc` cpio archive written
 //! directly (no staging directory) holding busybox, `/init`
-//! (test/vm-init/init), `/bin/numatrace`, the decompressed kernel modules,
+//! (test/vm-init/init) and the files beside it in `/numatrace-vmtest/`,
+//! `/bin/numatrace`, the decompressed kernel modules,
 //! the run's configuration and command, and any `--file` extras.
 //! It is rebuilt for every boot: a few MB, a few milliseconds.
 
@@ -45,7 +46,8 @@ impl FromStr for GuestFile {
 
 /// Everything that goes into one guest's initramfs.
 pub(crate) struct Contents<'a> {
-    /// Becomes `/init` (test/vm-init/init).
+    /// Becomes `/init` (test/vm-init/init); [`VMTEST_FILES`] beside it go
+    /// to `/numatrace-vmtest/`.
     pub init: &'a Path,
     /// A static busybox: `/bin/busybox`, `/bin/sh`; init installs the applets.
     pub busybox: &'a Path,
@@ -60,6 +62,11 @@ pub(crate) struct Contents<'a> {
     pub files: &'a [GuestFile],
 }
 
+/// Shared by init and the systemd guest (which init copies them into):
+/// the results sender, the unit that runs the tests under systemd, and
+/// what that unit runs.
+const VMTEST_FILES: &[&str] = &["send-results", "numatrace-vmtest.service", "run"];
+
 pub(crate) fn build(c: &Contents) -> Result<Vec<u8>> {
     let mut cpio = Cpio::new();
     for dir in [
@@ -70,6 +77,14 @@ pub(crate) fn build(c: &Contents) -> Result<Vec<u8>> {
     // The kernel opens /dev/console for init before init can mount devtmpfs.
     cpio.char_device("dev/console", 0o600, 5, 1)?;
     cpio.file("init", 0o755, &read(c.init)?)?;
+    let init_dir = c.init.parent().unwrap_or(Path::new("."));
+    for name in VMTEST_FILES {
+        cpio.file(
+            &format!("numatrace-vmtest/{name}"),
+            0o644,
+            &read(&init_dir.join(name))?,
+        )?;
+    }
     cpio.file("bin/busybox", 0o755, &read(c.busybox)?)?;
     cpio.symlink("bin/sh", "busybox")?;
     cpio.file("bin/numatrace", 0o755, &read(c.numatrace)?)?;

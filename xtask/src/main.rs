@@ -25,6 +25,7 @@ mod bench;
 mod binary;
 mod cmd;
 mod fuzz;
+mod guest_image;
 mod host;
 mod initramfs;
 mod kernels;
@@ -60,7 +61,8 @@ struct Cli {
 enum Cmd {
     /// Install the toolchain (nightly + rust-src, musl target, bpf-linker),
     /// host packages and guest kernels. Idempotent. Kernels are cached in
-    /// $NUMATRACE_CACHE/kernels (default ~/.cache/numatrace/kernels).
+    /// $NUMATRACE_CACHE/kernels (default ~/.cache/numatrace/kernels), the
+    /// systemd guest's root disk image in $NUMATRACE_CACHE/images.
     Setup {
         /// Guest kernels to fetch (6.12-rfc: to build, once).
         #[arg(

@@ -28,7 +28,8 @@ nb=/sys/kernel/debug/sched/numa_balancing
 echo 16 > $nb/scan_size_mb
 echo 100 > $nb/hot_threshold_ms
 export TERM=dumb
-counters() { grep -E '^(numa_hint_faults|numa_pte_updates|pgpromote_success) ' /proc/vmstat; }
+# The node counters' per-CPU parts folded in first (stat_refresh).
+counters() { cat /proc/sys/vm/stat_refresh > /dev/null; grep -E '^(numa_hint_faults|numa_pte_updates|pgpromote_success) ' /proc/vmstat; }
 run() {
 	name=$1; shift
 	counters > /tmp/before

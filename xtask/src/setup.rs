@@ -2,7 +2,8 @@
 //! need on a fresh machine of the project's kind (Debian bookworm, root, rustup):
 //! the nightly toolchain with rust-src, the musl target, bpf-linker, the host
 //! packages for the QEMU test bed and the Parquet test's DuckDB (host.rs),
-//! and the guest kernels (kernels.rs). Each item prints `did: ...` or `skip: ... (already present)`;
+//! the guest kernels (kernels.rs) and the systemd guest's root disk image
+//! (guest_image.rs). Each item prints `did: ...` or `skip: ... (already present)`;
 //! the other commands call the parts they need, printing only what they had
 //! to do.
 
@@ -15,7 +16,7 @@ use crate::kernels::{self, Kernel, Series};
 /// Everything: what `cargo xtask setup` does, with a bar over its steps
 /// on a terminal.
 pub(crate) fn all(setup: &mut Setup, kernels: &[Series]) -> Result<Vec<Kernel>> {
-    let bar = crate::progress::steps(2 + kernels.len() as u64);
+    let bar = crate::progress::steps(3 + kernels.len() as u64);
     let done = steps(setup, kernels, &bar);
     crate::progress::finish(&bar);
     done
@@ -35,5 +36,8 @@ fn steps(setup: &mut Setup, kernels: &[Series], bar: &ProgressBar) -> Result<Vec
         ready.push(kernels::ensure(s, setup)?);
         bar.inc(1);
     }
+    bar.set_message("systemd guest image");
+    crate::guest_image::ensure(setup)?;
+    bar.inc(1);
     Ok(ready)
 }

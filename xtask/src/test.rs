@@ -136,10 +136,19 @@ pub(crate) fn run(args: TestArgs) -> Result<ExitCode> {
         Vec::new()
     } else {
         report.step("setup: host packages", || setup.host_packages());
-        args.kernels
+        let kernels = args
+            .kernels
             .iter()
             .map(|&series| (series, kernel_step(&mut report, &mut setup, series)))
-            .collect()
+            .collect();
+        // A setup step of its own, so that its time (a build when the
+        // recipe changed) is not counted as a test's.
+        if vmtest::needs_systemd_image(&args.kernels, &args.only) {
+            report.step("setup: systemd guest image", || {
+                crate::guest_image::ensure(&mut setup)
+            });
+        }
+        kernels
     };
     let numatrace = if args.only.is_empty() {
         // The unit tests query Parquet files with it, --no-vm or not.

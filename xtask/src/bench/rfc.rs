@@ -27,9 +27,11 @@ pub(crate) fn script() -> String {
         r#"cd /results
 echo true > /sys/kernel/mm/numa/demotion_enabled || exit 1
 echo 2 > /proc/sys/kernel/numa_balancing
-cat /proc/vmstat > vmstat0.txt
+# Per-CPU parts of the node counters (pgpromote_*, pgdemote_*) folded
+# into /proc/vmstat first.
+cat /proc/sys/vm/stat_refresh > /dev/null; cat /proc/vmstat > vmstat0.txt
 numatrace shadow --json -o shadow.json --model fault-count:stamp=latest -- {w} || exit 1
-cat /proc/vmstat > vmstat1.txt
+cat /proc/sys/vm/stat_refresh > /dev/null; cat /proc/vmstat > vmstat1.txt
 "#
     )
 }

@@ -25,7 +25,7 @@ filler=$!
 i=0
 while [ $i -lt 240 ] && [ "$(awk '/VmRSS/ {{print $2}}' /proc/$filler/status)" -lt 1400000 ]; do sleep 0.5; i=$((i + 1)); done
 sleep 2
-vm() {{ grep -E '^(pgpromote_success|pgdemote_kswapd|pgdemote_direct) ' /proc/vmstat > "$1"; }}
+vm() {{ cat /proc/sys/vm/stat_refresh > /dev/null; grep -E '^(pgpromote_success|pgdemote_kswapd|pgdemote_direct) ' /proc/vmstat > "$1"; }}
 echo 0 > /proc/sys/kernel/numa_balancing
 vm a0.txt; {w} --summary a.json || exit 1; vm a1.txt
 echo 2 > /proc/sys/kernel/numa_balancing

@@ -276,6 +276,13 @@ impl Kernel {
         Ok(out)
     }
 
+    /// Whether this kernel has module `name` as a file (not built in).
+    pub(crate) fn has_module(&self, name: &str) -> Result<bool> {
+        let mut index = HashMap::new();
+        index_modules(&self.modules_dir().join("kernel"), &mut index)?;
+        Ok(index.contains_key(&module_key(name)))
+    }
+
     fn add_module(
         &self,
         name: &str,

@@ -19,6 +19,18 @@ use crate::kernels::{Module, Tiering};
 /// Modules that hot-add the soft-reserved range as node 1 (6.1), in load order.
 const SOFT_RESERVED_MODULES: &[&str] = &["dax_hmem", "device_dax", "kmem"];
 
+/// Modules that mount the systemd guest's root disk (virtio-blk, ext4 and
+/// what ext4 depends on), in load order; the kernels build them as modules.
+const ROOT_DISK_MODULES: &[&str] = &["virtio_blk", "ext4"];
+
+/// ext4 computes its checksums through the crypto API's crc32c on 6.12 (a
+/// soft dependency modinfo does not list): loaded before ext4 where the
+/// kernel has it as a module; 7.x uses the CRC library, built in.
+const CRC32C_MODULE: &str = "crc32c_generic";
+
+/// The root disk as the guest sees it (the only virtio-blk device).
+const ROOT_DISK: &str = "/dev/vda";
+
 /// Boots `guest`, streams its console to stdout, and collects the results.
 /// Errors are host-side problems (cannot build the initramfs, start QEMU,
 /// write the results); guest problems are in the [`Outcome`].
@@ -61,7 +73,27 @@ fn write_initramfs(guest: &Guest, tiering: Tiering, state: &Path) -> Result<Path
         Tiering::SoftReserved => guest.kernel.modules(SOFT_RESERVED_MODULES)?,
         Tiering::Hmat => Vec::new(),
     };
-    let config = guest_config(tiering, &modules, &guest.mode);
+    let root_modules = match guest.root_disk {
+        Some(_) => {
+            let mut names = Vec::new();
+            if guest.kernel.has_module(CRC32C_MODULE)? {
+                names.push(CRC32C_MODULE);
+            }
+            names.extend(ROOT_DISK_MODULES);
+            guest.kernel.modules(&names)?
+        }
+        None => Vec::new(),
+    };
+    let mut config = guest_config(tiering, &modules, &guest.mode);
+    if guest.root_disk.is_some() {
+        let names: Vec<&str> = root_modules.iter().map(|m| m.name.as_str()).collect();
+        let _ = writeln!(
+            config,
+            "ROOT_DISK={ROOT_DISK}\nROOT_MODULES=\"{}\"",
+            names.join(" ")
+        );
+    }
+    let modules: Vec<Module> = modules.into_iter().chain(root_modules).collect();
     let command = match &guest.mode {
         Mode::Command(script) => Some(script.as_str()),
         Mode::Shell => None,
@@ -118,6 +150,11 @@ fn qemu_command(guest: &Guest, tiering: Tiering, initrd: &Path) -> Command {
         "tsc=reliable".to_string(),
     ];
     kernel_cmdline.extend(guest.topology.kernel_args(tiering));
+    if guest.root_disk.is_some() {
+        // systemd's status lines would interleave with the test's output on
+        // the console; its warnings stay (they go to the console log).
+        kernel_cmdline.push("systemd.show_status=0".to_string());
+    }
     let mut qemu = Command::new("qemu-system-x86_64");
     // thread=single, not multi: with multi-threaded TCG about one 6.12 boot
     // in ten died with `Oops: int3` in code the kernel was live-patching
@@ -143,6 +180,13 @@ fn qemu_command(guest: &Guest, tiering: Tiering, initrd: &Path) -> Command {
     .arg(initrd)
     .arg("-append")
     .arg(kernel_cmdline.join(" "));
+    if let Some(disk) = guest.root_disk {
+        // snapshot=on: the guest's writes go to a temporary overlay, never
+        // to the cached image.
+        let file = disk.display().to_string().replace(',', ",,");
+        qemu.arg("-drive")
+            .arg(format!("file={file},if=virtio,format=raw,snapshot=on"));
+    }
     qemu
 }
 

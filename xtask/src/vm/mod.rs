@@ -6,7 +6,12 @@
 //!
 //! This is the only runner: `demo` and `test` boot through [`boot`] too.
 //!
-//! Console protocol (written by test/vm-init/init, one marker per line):
+//! With `--systemd` (and for the tests marked so) init hands over to
+//! systemd on a Debian root disk (guest_image.rs), which runs the command
+//! as a unit: same topology, same console protocol.
+//!
+//! Console protocol (written by test/vm-init/init and test/vm-init/send-results,
+//! one marker per line):
 //! `===NUMATRACE-READY===` (test bed set up), `===NUMATRACE-SETUP-FAILED=== why`,
 //! `===NUMATRACE-RESULTS-BEGIN===`, base64 of a tar.gz of /results,
 //! `===NUMATRACE-RESULTS-END===`, `===NUMATRACE-EXIT-STATUS=N===`.
@@ -81,6 +86,11 @@ pub(crate) struct VmArgs {
     /// guest CPU times are instruction counts, whatever the host's load.
     #[arg(long)]
     pub icount: bool,
+    /// Boot the systemd guest: after setting up the test bed, init hands
+    /// over to systemd on a Debian root disk (built by `cargo xtask setup`),
+    /// which runs COMMAND as numatrace-vmtest.service.
+    #[arg(long, conflicts_with = "shell")]
+    pub systemd: bool,
     /// Interactive busybox shell on the serial console instead of a command
     /// (Ctrl-A x kills QEMU).
     #[arg(long, conflicts_with = "command")]
@@ -112,6 +122,11 @@ pub(crate) fn run(args: VmArgs) -> Result<ExitCode> {
         }
         None => numatrace(!args.no_build, &mut setup)?,
     };
+    let root_disk = if args.systemd {
+        Some(crate::guest_image::ensure(&mut setup)?)
+    } else {
+        None
+    };
     let out = args
         .out
         .unwrap_or_else(|| state_dir(args.kernel).join("results"));
@@ -124,6 +139,7 @@ pub(crate) fn run(args: VmArgs) -> Result<ExitCode> {
         timeout: Duration::from_secs(args.timeout),
         out: &out,
         icount: args.icount,
+        root_disk: root_disk.as_deref(),
     };
     let outcome = boot(&guest)?;
     if args.shell {
@@ -219,6 +235,9 @@ pub(crate) struct Guest<'a> {
     pub out: &'a Path,
     /// QEMU's instruction-count mode (guest ns = guest instructions).
     pub icount: bool,
+    /// A root disk image (guest_image.rs): init sets up the test bed, then
+    /// hands over to systemd on it, which runs the command as a unit.
+    pub root_disk: Option<&'a Path>,
 }
 
 /// What happened during one boot.

@@ -94,8 +94,58 @@ pub(super) fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
         txt.contains("by cgroup") && txt.contains(CHILDREN[0]) && txt.contains(CHILDREN[2]),
         "the recording's text does not name the cgroups by path:\n{txt}"
     );
+    check_funnels(&s, &rows, &txt)?;
     check_hist(dir, &rows)?;
     check_export(dir, &s)
+}
+
+/// Each cgroup's funnel: the scan records carry the scanning task's
+/// cgroup, so every pass of the run is in one cgroup's funnel; the busy
+/// and churning cgroups' pages were protected, and each child's
+/// migrations of slow-tier pages are its promoted pages; the verdicts are
+/// in the recording's text (up to their figures: the text's end is the
+/// recording's, a moment after the live report's).
+fn check_funnels(s: &Report, rows: &[CgroupRow], txt: &str) -> Result<()> {
+    let passes: u64 = s
+        .by_cgroup
+        .iter()
+        .filter_map(|r| r.funnel.as_ref())
+        .map(|f| f.stages.scan_passes)
+        .sum();
+    ensure!(
+        passes == s.scan_ranges,
+        "the cgroups' funnels hold {passes} scan passes, the run {}",
+        s.scan_ranges
+    );
+    for (path, r) in CHILDREN.iter().zip(rows) {
+        let f = r.funnel.as_ref();
+        let stages = f.map(|f| (f.stages.scan_passes, f.stages.ptes_protected));
+        let verdict = f.map_or("-", |f| f.verdict.as_str());
+        println!("    {path} funnel: (passes, PTEs) {stages:?}: {verdict}");
+        if *path == CHILDREN[1] {
+            continue;
+        }
+        let Some(f) = f else {
+            bail!("{path} has no funnel");
+        };
+        ensure!(
+            f.stages.scan_passes > 0 && f.stages.ptes_protected > 0,
+            "no scan pass protected a page of {path}"
+        );
+        ensure!(
+            f.stages.migrate_ok_pages == r.counts.promoted,
+            "{path}'s funnel migrated {} pages, its row promoted {}",
+            f.stages.migrate_ok_pages,
+            r.counts.promoted
+        );
+        let words = f.verdict.split(|c: char| c.is_ascii_digit()).next();
+        ensure!(
+            words.is_some_and(|w| txt.contains(&format!("      {w}"))),
+            "the text does not give {path}'s verdict {:?}:\n{txt}",
+            f.verdict
+        );
+    }
+    Ok(())
 }
 
 /// `export --per-cgroup 2` of the recording: the two busiest cgroups by
@@ -108,9 +158,21 @@ fn check_export(dir: &Path, s: &Report) -> Result<()> {
             .find_map(|l| l.strip_prefix(&head))
             .and_then(|v| v.trim().parse().ok())
     };
-    let (top, rest) = s.by_cgroup.split_at(s.by_cgroup.len().min(2));
+    // Export has a series for cgroups with hint faults (stats also lists
+    // those only scanned).
+    let faulted: Vec<&CgroupRow> = s
+        .by_cgroup
+        .iter()
+        .filter(|r| r.counts.hint_faults > 0)
+        .collect();
+    let (top, rest) = faulted.split_at(faulted.len().min(2));
     for r in top {
         let path = r.path.as_deref().unwrap_or_default();
+        let verdict = format!("numatrace_cgroup_verdict{{cgroup=\"{path}\",verdict=");
+        ensure!(
+            prom.contains(&verdict),
+            "export gives no verdict for {path}:\n{prom}"
+        );
         ensure!(
             series(path) == Some(r.counts.hint_faults),
             "export's hint faults of {path}: {:?}, stats': {}",
@@ -167,6 +229,7 @@ fn row(s: &Report, path: &str) -> CgroupRow {
             id: 0,
             path: Some(path.to_owned()),
             counts: Default::default(),
+            funnel: None,
         })
 }
 

@@ -82,7 +82,7 @@ fn check_shapes(s: &Report, w: &Summary) -> Result<()> {
     ensure!(pmd < records, "no hint fault on a 4 KiB page");
     let threshold = ["promote_hot", "reject_latency", "reject_rate_limit"]
         .iter()
-        .map(|o| s.pages.by_outcome.get(*o).copied().unwrap_or(0))
+        .map(|o| s.pages.by_outcome.get(o).copied().unwrap_or(0))
         .sum::<u64>();
     ensure!(
         threshold > 0,

@@ -1,7 +1,8 @@
 //! VM test of `numatrace top`: the TUI runs live against the
 //! hot-chunks workload inside tmux in the guest; the guest script captures
-//! the screen, quits with `q`, and records how the terminal was left. The
-//! host checks the captured screen.
+//! the screen, switches to the cgroup view (`c`) and into the busiest
+//! cgroup (the workload's own), quits with `q`, and records how the
+//! terminal was left. The host checks the captured screens.
 //!
 //! tmux is not in the initramfs: [`guest_files`] copies the host's tmux
 //! and the shared libraries `ldd` lists (the test bed's guests are Debian
@@ -124,6 +125,26 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     }
     let err = read(dir, "top.err")?;
     ensure!(err.contains("stopped: quit"), "top's summary: {err}");
+    check_cgroup_view(dir)
+}
+
+/// The workload's cgroup has a row with hint faults in the cgroup view,
+/// and opening it lists the workload.
+fn check_cgroup_view(dir: &Path) -> Result<()> {
+    let screen = read(dir, "screen_cgroups.txt")?;
+    let row = screen.lines().find_map(|l| {
+        let mut it = l.split_whitespace();
+        (it.next()? == "/topw").then(|| it.next()).flatten()
+    });
+    ensure!(
+        screen.contains("cgroups (") && row.is_some_and(|f| f != "0" && f != "0.0"),
+        "the cgroup view has no /topw row with hint faults ({row:?}):\n{screen}"
+    );
+    let inside = read(dir, "screen_in_cgroup.txt")?;
+    ensure!(
+        inside.contains("processes (1) of /topw") && process_row(&inside, "hot-chunks").is_some(),
+        "Enter on /topw does not list its process:\n{inside}"
+    );
     Ok(())
 }
 

@@ -2,7 +2,13 @@ echo 2 > /proc/sys/kernel/numa_balancing
 command -v tmux >/dev/null || { echo "no tmux in the guest"; exit 1; }
 export LANG=C.UTF-8 TERM=xterm TERMINFO=/lib/terminfo
 T="tmux -L top"
-$T new-session -d -x 120 -y 40 -s top "numatrace top --interval 1 -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --compute-ms 500 --duration 90 --summary $RESULTS/workload.json 2> $RESULTS/top.err; echo \$? > $RESULTS/top.rc; stty -a > $RESULTS/stty.txt; sleep 60" || exit 1
+# The workload runs in a cgroup of its own, for the cgroup view.
+mkdir -p /sys/fs/cgroup/topw || exit 1
+cat > /tmp/top-w.sh <<'EOS'
+echo $$ > /sys/fs/cgroup/topw/cgroup.procs || exit 1
+exec numatrace workload "$@"
+EOS
+$T new-session -d -x 120 -y 40 -s top "numatrace top --interval 1 -- sh /tmp/top-w.sh hot-chunks --slow-mb 64 --chunk-mb 8 --accesses 4000 --compute-ms 500 --duration 90 --summary $RESULTS/workload.json 2> $RESULTS/top.err; echo \$? > $RESULTS/top.rc; stty -a > $RESULTS/stty.txt; sleep 60" || exit 1
 # Wait (up to 60 s) for the workload's row with non-zero hint faults/s.
 i=0
 while [ $i -lt 60 ]; do
@@ -15,6 +21,13 @@ while [ $i -lt 60 ]; do
 done
 echo "top ran $i s before the capture"
 $T display-message -p -t top '#{alternate_on}' > "$RESULTS/alt_before.txt"
+# The cgroup view, then the busiest cgroup's processes.
+$T send-keys -t top c
+sleep 2
+$T capture-pane -p -t top > "$RESULTS/screen_cgroups.txt"
+$T send-keys -t top Down Enter
+sleep 2
+$T capture-pane -p -t top > "$RESULTS/screen_in_cgroup.txt"
 $T send-keys -t top q
 i=0
 while [ ! -s "$RESULTS/stty.txt" ] && [ $i -lt 30 ]; do
@@ -25,6 +38,7 @@ sleep 1
 $T display-message -p -t top '#{alternate_on}' > "$RESULTS/alt_after.txt"
 $T capture-pane -p -t top > "$RESULTS/screen_after.txt"
 $T kill-server
-cat "$RESULTS/screen.txt"
+cat "$RESULTS/screen.txt" "$RESULTS/screen_cgroups.txt" "$RESULTS/screen_in_cgroup.txt"
 cat "$RESULTS/top.err"
+rmdir /sys/fs/cgroup/topw
 exit 0

@@ -74,13 +74,19 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
         k if k == EventKind::Scan as u32 => Ok(Event::Scan(read(bytes)?)),
         k if k == EventKind::VmaSkip as u32 => {
             let s: SkipEvent = read(bytes)?;
-            if s.reason >= MAX_SKIP_REASON {
-                return Err(DecodeError::SkipReasonOutOfRange(s.reason));
-            }
+            check_skip(&s)?;
             Ok(Event::Skip(s))
         }
         k => Err(DecodeError::UnknownKind(k)),
     }
+}
+
+/// A skip whose reason is one the kernels name.
+fn check_skip(s: &SkipEvent) -> Result<(), DecodeError> {
+    if s.reason >= MAX_SKIP_REASON {
+        return Err(DecodeError::SkipReasonOutOfRange(s.reason));
+    }
+    Ok(())
 }
 
 /// A fault whose node ids are node ids: everything downstream that keeps
@@ -111,6 +117,8 @@ fn check_nodes(f: &FaultEvent) -> Result<(), DecodeError> {
 pub enum OldLayout {
     /// Before the folio's access values: stamps as the probes made them.
     V2,
+    /// Before the scanning task's cgroup in scan and skip records.
+    V3,
 }
 
 impl OldLayout {
@@ -120,6 +128,7 @@ impl OldLayout {
         use numa_ebpf_common as c;
         match (abi_version, record_sizes) {
             (c::ABI_VERSION_V2, s) if s == c::RECORD_SIZES_V2 => Some(OldLayout::V2),
+            (c::ABI_VERSION_V3, s) if s == c::RECORD_SIZES_V3 => Some(OldLayout::V3),
             _ => None,
         }
     }
@@ -127,6 +136,7 @@ impl OldLayout {
     fn sizes(self) -> [usize; 3] {
         match self {
             OldLayout::V2 => numa_ebpf_common::RECORD_SIZES_V2,
+            OldLayout::V3 => numa_ebpf_common::RECORD_SIZES_V3,
         }
     }
 }
@@ -145,6 +155,11 @@ pub fn decode_old(bytes: &[u8], layout: Option<OldLayout>) -> Result<Event, Deco
             Ok(Event::Fault(f))
         }
         k if k == EventKind::Scan as u32 => read_prefix(bytes, sizes[1]).map(Event::Scan),
+        k if k == EventKind::VmaSkip as u32 => {
+            let s = read_prefix(bytes, sizes[2])?;
+            check_skip(&s)?;
+            Ok(Event::Skip(s))
+        }
         _ => decode(bytes),
     }
 }
@@ -506,6 +521,41 @@ mod tests {
             "a v2 header"
         );
         assert_eq!(OldLayout::of(2, [1, 2, 3]), None);
+    }
+
+    #[test]
+    fn v3_scans_and_skips_read_without_their_cgroup() {
+        use numa_ebpf_common::{ScanEvent, SkipEvent, RECORD_SIZES_V3};
+        let v3 = Some(OldLayout::V3);
+        let scan = ScanEvent {
+            kind: EventKind::Scan as u32,
+            access_last: 9,
+            cgroup_id: 77,
+            ..Default::default()
+        };
+        let bytes = encode(&Event::Scan(scan));
+        let Ok(Event::Scan(s)) = decode_old(&bytes[..RECORD_SIZES_V3[1]], v3) else {
+            panic!("v3 scan did not decode");
+        };
+        assert_eq!((s.access_last, s.cgroup_id), (9, 0));
+        let skip = SkipEvent {
+            kind: EventKind::VmaSkip as u32,
+            reason: 4,
+            cgroup_id: 77,
+            ..Default::default()
+        };
+        let bytes = encode(&Event::Skip(skip));
+        let Ok(Event::Skip(s)) = decode_old(&bytes[..RECORD_SIZES_V3[2]], v3) else {
+            panic!("v3 skip did not decode");
+        };
+        assert_eq!((s.reason, s.cgroup_id), (4, 0));
+        let bad = SkipEvent { reason: 99, ..skip };
+        let bytes = encode(&Event::Skip(bad));
+        assert_eq!(
+            decode_old(&bytes[..RECORD_SIZES_V3[2]], v3),
+            Err(DecodeError::SkipReasonOutOfRange(99))
+        );
+        assert_eq!(OldLayout::of(3, RECORD_SIZES_V3), v3);
     }
 
     #[test]

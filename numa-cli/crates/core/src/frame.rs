@@ -28,6 +28,10 @@ pub struct Frame {
     pub processes: Vec<ProcRow>,
     /// The same columns summed over all processes.
     pub system: ProcRow,
+    /// The same columns per cgroup (v2): every cgroup whose tasks took
+    /// hint faults or were scanned, busiest first (`pid` 0, `cgroup` set).
+    #[serde(default)]
+    pub cgroups: Vec<ProcRow>,
     /// Latency and fault-count histograms of the focused selection.
     pub hist: HistView,
     pub detail: Option<Detail>,
@@ -151,6 +155,11 @@ pub struct ProcRow {
     /// Where its slow-tier pages stop, in a few words (the funnel's
     /// verdict): `unscanned 42 s: pid_inactive`, `cold`, `promoted`, ...
     pub verdict: Option<String>,
+    /// The cgroup (v2) path below the cgroup2 mount: a process's (of its
+    /// latest fault or scan), or a cgroup row's own; `id N` when no
+    /// cgroup has that id here (removed since, or a trace of another boot).
+    #[serde(default)]
+    pub cgroup: Option<String>,
 }
 
 /// Log2 histograms of one selection, split by the kernel's decision.
@@ -178,7 +187,6 @@ pub struct Detail {
     pub vmas: Option<Vec<VmaRow>>,
     pub scan_passes: u64,
     pub ptes_updated: u64,
-    pub stamps: u64,
     /// Scanned ranges (by start address), most recently scanned first.
     pub ranges: Vec<RangeRow>,
     /// VMA skips by reason (sched_skip_vma_numa).

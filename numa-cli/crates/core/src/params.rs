@@ -63,6 +63,20 @@ pub struct KernelParams {
     pub nodes_pgshift: u32,
     #[serde(default)]
     pub off_last_cpupid: u32,
+    /// The kernel's HZ (0: unknown): its access clock is
+    /// `jiffies_to_msecs(jiffies)`.
+    #[serde(default)]
+    pub hz: u32,
+    /// Where a CPU's share of a node's PGPROMOTE_CANDIDATE count waits to
+    /// be folded: the address of `__per_cpu_offset`, the offsets of
+    /// pglist_data.per_cpu_nodestats and of
+    /// per_cpu_nodestat.vm_node_stat_diff[PGPROMOTE_CANDIDATE] (0: unknown).
+    #[serde(default)]
+    pub sym_per_cpu_offset: u64,
+    #[serde(default)]
+    pub off_pcp_nodestats: u32,
+    #[serde(default)]
+    pub off_candidate_diff: u32,
 }
 
 /// What a kernel compares with its promotion threshold.
@@ -116,6 +130,60 @@ impl KernelParams {
             .find(|(_, name)| name.as_str() == "numa_misplaced")
             .map(|(n, _)| *n)
     }
+}
+
+/// jiffies_to_msecs(j) = ceil(j * num / den) for a kernel of `hz`: `(num,
+/// den)`, 1000 / HZ in lowest terms (the kernel's HZ_TO_MSEC_NUM/DEN);
+/// None for HZ 0 (unknown).
+pub fn jiffy_ms_ratio(hz: u32) -> Option<(u64, u64)> {
+    if hz == 0 {
+        return None;
+    }
+    let (mut a, mut b) = (1000u64, u64::from(hz));
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    Some((1000 / a, u64::from(hz) / a))
+}
+
+/// The HZ values Linux is built with on the machines numatrace serves.
+pub const KNOWN_HZ: [u32; 4] = [100, 250, 300, 1000];
+
+/// The known HZ that `jiffies` advancing over `ns` nanoseconds gives,
+/// within 10% (None over a span too short or a rate no kernel has).
+pub fn hz_of_rate(jiffies: u64, ns: u64) -> Option<u32> {
+    if ns < 50_000_000 || jiffies == 0 {
+        return None;
+    }
+    let rate = jiffies as f64 * 1e9 / ns as f64;
+    KNOWN_HZ
+        .into_iter()
+        .find(|&hz| (rate / f64::from(hz) - 1.0).abs() <= 0.1)
+}
+
+/// `CONFIG_HZ` from a kernel's config text.
+pub fn hz_of_config(config: &str) -> Option<u32> {
+    config
+        .lines()
+        .find_map(|l| l.strip_prefix("CONFIG_HZ="))
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&hz| hz > 0)
+}
+
+/// /proc/timer_list's clock (`now at N nsecs`) and the first CPU's
+/// `jiffies: N`.
+pub fn timer_list_sample(text: &str) -> Option<(u64, u64)> {
+    let now = text.lines().find_map(|l| {
+        l.trim()
+            .strip_prefix("now at ")?
+            .strip_suffix(" nsecs")?
+            .parse()
+            .ok()
+    })?;
+    let jiffies = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("jiffies: ")?.trim().parse().ok())?;
+    Some((now, jiffies))
 }
 
 /// `order_base_2(n)`: ceil(log2 n).
@@ -243,6 +311,36 @@ mod tests {
             "fault count over threshold"
         );
         assert_eq!(KernelHotness::Latency.knob(), "hot_threshold_ms");
+    }
+
+    #[test]
+    fn jiffies_to_msecs_as_the_kernel_reduces_it() {
+        assert_eq!(jiffy_ms_ratio(250), Some((4, 1)));
+        assert_eq!(jiffy_ms_ratio(300), Some((10, 3)));
+        assert_eq!(jiffy_ms_ratio(1000), Some((1, 1)));
+        assert_eq!(jiffy_ms_ratio(100), Some((10, 1)));
+        assert_eq!(jiffy_ms_ratio(0), None);
+    }
+
+    #[test]
+    fn hz_from_config_or_from_jiffies_over_time() {
+        assert_eq!(
+            hz_of_config("# CONFIG_HZ_1000 is not set\nCONFIG_HZ_250=y\nCONFIG_HZ=250\n"),
+            Some(250)
+        );
+        assert_eq!(hz_of_config("CONFIG_HZ_250=y\n"), None);
+        assert_eq!(hz_of_rate(51, 200_000_000), Some(250));
+        assert_eq!(hz_of_rate(59, 200_000_000), Some(300));
+        assert_eq!(hz_of_rate(19, 200_000_000), Some(100));
+        assert_eq!(hz_of_rate(200, 200_000_000), Some(1000));
+        assert_eq!(hz_of_rate(40, 200_000_000), None, "200 Hz: no kernel's");
+        assert_eq!(hz_of_rate(1, 1_000_000), None, "too short a span");
+        let text = "Timer List Version: v0.9\nHRTIMER_MAX_CLOCK_BASES: 8\nnow at 1234567890 nsecs\n\ncpu: 0\n clock 0:\n  .base: x\njiffies: 4295123456\n";
+        assert_eq!(
+            timer_list_sample(text),
+            Some((1_234_567_890, 4_295_123_456))
+        );
+        assert_eq!(timer_list_sample("now at x nsecs\n"), None);
     }
 
     #[test]

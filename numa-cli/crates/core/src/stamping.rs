@@ -1,9 +1,10 @@
 //! The decode stage that gives a hint fault its stamp: the scanner pass
 //! that protected its folio. The probes do nothing per folio inside the
 //! scanner (the kernel charges its scanner 32 times its own runtime, so
-//! every instruction there delays the next scan); a pass records the first
-//! and last access value it wrote into the folios it protected, and a
-//! fault records the value its folio held (`ext_flags::NEEDS_PASS`). The
+//! every instruction there delays the next scan); a pass records the
+//! kernel's access clock at its entry and end, between which lie the
+//! values it wrote into the folios it protected, and a fault records the
+//! value its folio held (`ext_flags::NEEDS_PASS`). The
 //! pass whose values contain it, of the faulting process, over the
 //! faulting address, is the stamp (else the pass of another process at the
 //! same address, a folio shared across a fork: `STAMP_OTHER_MM`); the
@@ -32,6 +33,7 @@ use numa_ebpf_common::{ext_flags as xf, fault_flags as ff, FaultEvent, ScanEvent
 
 use crate::decode::{Event, Snapshot};
 use crate::model::proctable::{ProcTable, MAX_PROCS};
+use crate::params::{KernelHotness, KernelParams};
 
 /// Trace time an unexplained fault waits for its pass's record: a pass
 /// takes a few milliseconds (a few tens in an emulated guest).
@@ -115,6 +117,10 @@ pub struct Stamper {
     passes: ProcTable<PassLog>,
     /// The folio field's mask (LAST_CPUPID_MASK): the values wrap there.
     mask: u32,
+    /// The values are the kernel's clock in ms shifted right by this much
+    /// (PAGE_ACCESS_TIME_BUCKETS); None: they are not a time (the
+    /// fault-count RFC's counts).
+    ms_shift: Option<u32>,
     held: VecDeque<Item>,
     /// Held faults still waiting for their pass.
     waiting: usize,
@@ -128,14 +134,28 @@ impl Stamper {
         Stamper {
             passes: ProcTable::new(MAX_PROCS, MAX_PASSES),
             mask: mask.max(1),
+            ms_shift: None,
             held: VecDeque::new(),
             waiting: 0,
             now_ns: 0,
         }
     }
 
+    /// The stage for the running kernel's values: on a kernel that
+    /// promotes on time, a fault's folio is dated within its pass by its
+    /// value, as the kernel's own latency is.
+    pub fn of(k: &KernelParams) -> Self {
+        let mut st = Stamper::new(k.cpupid_mask);
+        if k.hotness == KernelHotness::Latency {
+            st.ms_shift = Some(k.access_time_buckets.min(31));
+        }
+        st
+    }
+
     fn record(&mut self, s: &ScanEvent) {
-        if !s.has_access_range() || s.end <= s.start {
+        // A pass that protected nothing wrote no value.
+        let protected = s.ptes_updated > 0 || s.late_end();
+        if !s.has_access_range() || s.end <= s.start || !protected {
             return;
         }
         let pass = Pass {
@@ -230,7 +250,7 @@ impl Stamper {
             .get(tgid)
             .and_then(|log| log.find(v, f.addr, mask))
         {
-            fill(f, pass);
+            fill(f, pass, self.written_ns(pass, v, f.ts_ns));
             return true;
         }
         let mut elsewhere = self
@@ -242,12 +262,27 @@ impl Stamper {
         match (elsewhere.next(), elsewhere.next()) {
             (Some(pass), None) => {
                 let pass = *pass;
-                fill(f, &pass);
+                fill(f, &pass, self.written_ns(&pass, v, f.ts_ns));
                 f.flags |= ff::STAMP_OTHER_MM;
                 true
             }
             _ => false,
         }
+    }
+
+    /// When `pass` wrote the value `v`: its start, plus the kernel's clock
+    /// from the pass's first value to `v` where the values are a time, so
+    /// that a folio protected late in a long pass is not dated at its
+    /// start (within a jiffy, the clock's resolution). The pass's start
+    /// falls anywhere within the jiffy of its first value, so a fault in
+    /// the jiffy of its folio's value can come before that estimate: the
+    /// folio was written before its fault (`fault_ns`), never after.
+    fn written_ns(&self, pass: &Pass, v: u32, fault_ns: u64) -> u64 {
+        let Some(shift) = self.ms_shift else {
+            return pass.ts_ns;
+        };
+        let ms = u64::from(v.wrapping_sub(pass.first) & self.mask) << shift;
+        pass.ts_ns.saturating_add(ms * 1_000_000).min(fault_ns)
     }
 
     /// A new pass record: the waiting faults look again (a shared
@@ -305,10 +340,10 @@ fn may_wait(now_ns: u64, f: &FaultEvent) -> bool {
     now_ns < f.ts_ns.saturating_add(WAIT_NS)
 }
 
-/// The record as if the probes had stamped it at the pass.
-fn fill(f: &mut FaultEvent, pass: &Pass) {
+/// The record as if the probes had stamped it at `scan_ns`, in `pass`.
+fn fill(f: &mut FaultEvent, pass: &Pass, scan_ns: u64) {
     f.flags |= ff::HAS_STAMP;
-    f.scan_ns = pass.ts_ns;
+    f.scan_ns = scan_ns;
     f.scan_seq_global = pass.seq_global;
     f.scan_seq_mm = pass.seq_mm;
     f.ext_flags = (f.ext_flags & !xf::NEEDS_PASS) | xf::STAMP_FROM_PASS;

@@ -346,6 +346,12 @@ impl Publisher {
                     ..CgroupMetrics::default()
                 };
                 add(&mut m, &r.counts);
+                // The verdict's kind is the same whatever the kernel's
+                // hotness measure (only its sentence names it).
+                m.verdict = self
+                    .funnel
+                    .cgroup_verdict(r.id, self.now_ns, Default::default())
+                    .map_or("", |v| v.kind());
                 out.push(m);
             } else {
                 add(&mut other, &r.counts);
@@ -538,6 +544,7 @@ mod tests {
                 pid_tgid: 42 << 32,
                 vm_start: 0x7f00_0000_0000,
                 vm_end: 0x7f00_1000_0000,
+                cgroup_id: 0,
             })
         };
         p.snapshot(&snap(1, 0, 0, 0)).expect("snapshot");

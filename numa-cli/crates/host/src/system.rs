@@ -138,6 +138,18 @@ pub fn tunables() -> Tunables {
     }
 }
 
+/// Folds the per-CPU parts of the kernel's node and zone counters into
+/// their totals, so that the next `/proc/vmstat` holds every page counted
+/// so far: `pgpromote_*` and `pgdemote_*` are node counters, whose per-CPU
+/// parts reach `/proc/vmstat` only once a second or past a threshold, so a
+/// reading right after a promotion can miss it (the event counters, such
+/// as `numa_hint_faults`, are summed over CPUs when read). Reading
+/// `/proc/sys/vm/stat_refresh` does it (root only: otherwise the error,
+/// and the reading may lag by those parts).
+pub fn fold_vmstat() -> std::io::Result<()> {
+    fs::read("/proc/sys/vm/stat_refresh").map(drop)
+}
+
 /// `/proc/vmstat` as name -> value.
 pub fn vmstat() -> BTreeMap<String, u64> {
     parse_vmstat(&fs::read_to_string("/proc/vmstat").unwrap_or_default())

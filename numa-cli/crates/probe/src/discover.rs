@@ -152,6 +152,7 @@ pub fn discover() -> KernelFacts {
         .unwrap_or_default();
     KernelFacts {
         has_btf: btf.is_some(),
+        fault_count_kernel: super::params::is_fault_count_kernel(btf.as_ref()),
         functions,
         tracepoints,
     }

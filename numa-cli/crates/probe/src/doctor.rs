@@ -453,7 +453,7 @@ mod tests {
                     "change_pte_range",
                     Some(("change_pte_range", "")),
                 ),
-                hook(Hook::ScanStamp, "folio_xchg_last_cpupid", None),
+                hook(Hook::DecisionExchange, "folio_xchg_last_cpupid", None),
             ],
         };
         let mut out = Vec::new();

@@ -17,7 +17,7 @@ pub use crate::memory::DEFAULT_MAP_BUDGET;
 
 use numa_core::{
     mapplan::MapPlan,
-    params::KernelParams,
+    params::{KernelHotness, KernelParams},
     plan::{
         AttachPlan, Hook, HookStatus, Mechanism, PlannedHook, ProgramStat, PMD_PASS, PTE_RANGE,
     },
@@ -65,8 +65,8 @@ fn programs(
         // without an entry program (numa-ebpf decision.rs).
         (H::Decision, true) => &[(p::FEXIT_DECISION, Exit)],
         (H::Decision, false) => &[(p::KPROBE_DECISION, Entry), (p::KRETPROBE_DECISION, Exit)],
-        (H::ScanStamp, true) => &[(p::FENTRY_SCAN_STAMP, Entry)],
-        (H::ScanStamp, false) => &[(p::KPROBE_SCAN_STAMP, Entry)],
+        (H::DecisionExchange, true) => &[(p::FENTRY_DECISION_XCHG, Entry)],
+        (H::DecisionExchange, false) => &[(p::KPROBE_DECISION_XCHG, Entry)],
         (H::ScanRange, true) => &[(p::FENTRY_SCAN_RANGE, Entry), (p::FEXIT_SCAN_RANGE, Exit)],
         (H::ScanRange, false) => &[
             (p::KPROBE_SCAN_RANGE, Entry),
@@ -361,6 +361,13 @@ fn load_object(
     let misplaced = misplaced.unwrap_or(u32::MAX);
     let (tp_ok, tp_failed, tp_reason) = k.tp_migrate.unwrap_or((8, 16, 0));
     let ring_bytes = ring_bytes(o);
+    if k.hz == 0 && k.hotness == KernelHotness::Latency {
+        log::warn!(
+            "the kernel's HZ is unknown (no /boot/config-RELEASE, /proc/timer_list unreadable): \
+             faults on folios the scanner protected get no scan stamp"
+        );
+    }
+    let (jiffy_ms_num, jiffy_ms_den) = numa_core::params::jiffy_ms_ratio(k.hz).unwrap_or((0, 1));
     // The ring wakes its reader once this much is pending (else on a timer).
     let ring_wake_bytes = u64::from(ring_bytes / 4);
     let mut ebpf = EbpfLoader::new()
@@ -373,9 +380,14 @@ fn load_object(
         .override_global("OFF_TASK_MM", &k.off_task_mm, true)
         .override_global("OFF_VMF_ADDRESS", &k.off_vmf_address, true)
         .override_global("OFF_PROMOTE_CANDIDATE", &k.off_promote_candidate, true)
+        .override_global("SYM_PER_CPU_OFFSET", &k.sym_per_cpu_offset, true)
+        .override_global("OFF_PCP_NODESTATS", &k.off_pcp_nodestats, true)
+        .override_global("OFF_CANDIDATE_DIFF", &k.off_candidate_diff, true)
         .override_global("TOPTIER_MASK", &k.toptier_mask, true)
         .override_global("CPUPID_MASK", &k.cpupid_mask, true)
         .override_global("ACCESS_TIME_BUCKETS", &k.access_time_buckets, true)
+        .override_global("JIFFY_MS_NUM", &jiffy_ms_num, true)
+        .override_global("JIFFY_MS_DEN", &jiffy_ms_den, true)
         .override_global("ACCESS_PGSHIFT", &k.access_pgshift, true)
         .override_global("NODES_PGSHIFT", &k.nodes_pgshift, true)
         .override_global("OFF_LAST_CPUPID", &k.off_last_cpupid, true)

@@ -108,6 +108,12 @@ fn promote_candidate_offset(btf: &Btf) -> Option<u32> {
     base.checked_add(idx.checked_mul(8)?)
 }
 
+/// per_cpu_nodestat.vm_node_stat_diff[PGPROMOTE_CANDIDATE]: one s8 per item.
+fn candidate_diff_offset(btf: &Btf) -> Option<u32> {
+    let base = member_offset(btf, "per_cpu_nodestat", "vm_node_stat_diff")?;
+    base.checked_add(enum_value(btf, "node_stat_item", "PGPROMOTE_CANDIDATE")?)
+}
+
 /// Where the kernel keeps a folio's access time: page._last_cpupid when
 /// BTF has it (LAST_CPUPID_NOT_IN_PAGE_FLAGS), else a field of page->flags
 /// placed by MAX_NUMNODES (zonelist._zonerefs holds MAX_NUMNODES *
@@ -158,6 +164,15 @@ fn fault_count_kernel(btf: Option<&Btf>, threshold_sym: Option<u64>) -> Option<u
     member_offset(btf?, "mm_struct", "hint_faults")
 }
 
+/// Whether the running kernel is the fault-count RFC's, with its BTF
+/// already parsed (the attach plan's fact).
+pub fn is_fault_count_kernel(btf: Option<&Btf>) -> bool {
+    let sym = data_symbols(&["sysctl_numa_balancing_fault_count_threshold"])
+        .into_values()
+        .next();
+    fault_count_kernel(btf, sym).is_some()
+}
+
 /// Which threshold the running kernel promotes on, and the evidence: the
 /// fault-count RFC's kernel has `mm_struct.hint_faults` in its BTF and
 /// `sysctl_numa_balancing_fault_count_threshold` in kallsyms.
@@ -190,6 +205,31 @@ pub fn kernel_hotness() -> (KernelHotness, String) {
     }
 }
 
+/// The running kernel's HZ: CONFIG_HZ of its installed config, else
+/// measured from /proc/timer_list's jiffies over 200 ms (readable by root
+/// alone); 0 when neither can be had.
+pub fn kernel_hz() -> u32 {
+    let release = system::kernel_release();
+    let config = fs::read_to_string(format!("/boot/config-{release}")).ok();
+    if let Some(hz) = config.as_deref().and_then(numa_core::params::hz_of_config) {
+        return hz;
+    }
+    let sample = || {
+        fs::read_to_string("/proc/timer_list")
+            .ok()
+            .as_deref()
+            .and_then(numa_core::params::timer_list_sample)
+    };
+    let Some((t0, j0)) = sample() else {
+        return 0;
+    };
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let Some((t1, j1)) = sample() else {
+        return 0;
+    };
+    numa_core::params::hz_of_rate(j1.wrapping_sub(j0), t1.saturating_sub(t0)).unwrap_or(0)
+}
+
 /// The top-tier node mask of the running system.
 pub fn resolve_toptier() -> u64 {
     toptier_mask(&system::memory_tiers(), &system::nodes())
@@ -202,6 +242,7 @@ pub fn resolve() -> KernelParams {
         "sysctl_numa_balancing_fault_count_threshold",
         "node_data",
         "vmemmap_base",
+        "__per_cpu_offset",
     ]);
     let btf = Btf::from_file(discover::BTF_VMLINUX).ok();
     let kernel_max: u32 = fs::read_to_string("/sys/devices/system/cpu/kernel_max")
@@ -235,8 +276,15 @@ pub fn resolve() -> KernelParams {
             .and_then(|b| member_offset(b, "vm_fault", "address"))
             .unwrap_or(0),
         off_promote_candidate: btf.as_ref().and_then(promote_candidate_offset).unwrap_or(0),
+        sym_per_cpu_offset: syms.get("__per_cpu_offset").copied().unwrap_or(0),
+        off_pcp_nodestats: btf
+            .as_ref()
+            .and_then(|b| member_offset(b, "pglist_data", "per_cpu_nodestats"))
+            .unwrap_or(0),
+        off_candidate_diff: btf.as_ref().and_then(candidate_diff_offset).unwrap_or(0),
         cpupid_mask,
         access_time_buckets,
+        hz: kernel_hz(),
         toptier_mask: toptier_mask(&tiers, &nodes),
         nb_mode_at_load: system::numa_balancing().unwrap_or(0),
         cpu_node: nodes

@@ -34,14 +34,16 @@ pub fn event_json(ev: &Event) -> serde_json::Value {
         Event::Scan(s) => json!({
             "type": "scan", "ts_ns": s.ts_ns, "cpu": s.cpu, "pid": s.tgid(),
             "start": format!("{:#x}", s.start), "end": format!("{:#x}", s.end),
-            "ptes_updated": s.ptes_updated, "stamps": s.stamps, "seq_global": s.seq_global, "seq_mm": s.seq_mm,
+            "ptes_updated": s.ptes_updated, "seq_global": s.seq_global, "seq_mm": s.seq_mm,
             "mm_fault_count": s.mm_fault_count, "ext_flags": s.ext_flags,
             "access_first": s.access_first, "access_last": s.access_last,
+            "cgroup_id": s.cgroup_id,
         }),
         Event::Skip(s) => json!({
             "type": "vma_skip", "ts_ns": s.ts_ns, "pid": s.tgid(),
             "reason": numa_core::decode::skip_reason(s.reason).unwrap_or("?"),
             "vm_start": format!("{:#x}", s.vm_start), "vm_end": format!("{:#x}", s.vm_end),
+            "cgroup_id": s.cgroup_id,
         }),
     }
 }

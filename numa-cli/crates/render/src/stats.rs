@@ -31,7 +31,7 @@ pub fn print_human(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
 }
 
 /// `--by cgroup`: each cgroup's page counts, named as memory.stat names
-/// them.
+/// them, and where its slow-tier pages stop.
 fn print_cgroups(rows: &[CgroupRow], out: &mut impl Write) -> std::io::Result<()> {
     if rows.is_empty() {
         return Ok(());
@@ -54,6 +54,9 @@ fn print_cgroups(rows: &[CgroupRow], out: &mut impl Write) -> std::io::Result<()
             "    {:>16} {:>10} {:>8} {:>18} {:>13}  {name}",
             c.hint_faults, c.decisions, c.kernel_promote, c.promoted, c.migrate_fail
         )?;
+        if let Some(f) = &row.funnel {
+            writeln!(out, "      {}", f.verdict)?;
+        }
     }
     Ok(())
 }
@@ -153,11 +156,7 @@ fn print_scans_and_losses(r: &Report, out: &mut impl Write) -> std::io::Result<(
         r.scan_ptes_updated,
         vm("numa_pte_updates")
     )?;
-    writeln!(
-        out,
-        "  scan stamps          {:>12}   stamp misses {}",
-        r.scan_stamps, r.stamp_misses
-    )?;
+    writeln!(out, "  stamp misses         {:>12}", r.stamp_misses)?;
     let c = &r.checks;
     if c.stamps_from_pass + c.stamps_unmatched > 0 {
         writeln!(
@@ -196,14 +195,10 @@ fn print_costs(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     if let Some(c) = &r.scanner_cost {
         writeln!(
             out,
-            "  in the scanner       at most {:.0} ns of program time per protected PTE \
-             (passes {:.1}, the access-time exchange {:.0} per run, {} of its {} runs the scanner's); \
+            "  in the scanner       at most {:.1} ns of program time per protected PTE \
+             (passes {:.1}, the decision's exchange {:.1}); \
              the kernel charges its scanner 32 times its runtime",
-            c.ns_per_pte_at_most,
-            c.pass_ns_per_pte,
-            c.exchange_ns_per_run,
-            c.scanner_exchanges,
-            c.exchange_runs
+            c.ns_per_pte_at_most, c.pass_ns_per_pte, c.exchange_ns_per_pte
         )?;
     }
     if let Some(c) = &r.numatrace_cpu {

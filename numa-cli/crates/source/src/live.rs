@@ -99,16 +99,16 @@ pub(crate) struct Ring<R: Records> {
 
 impl Ring<RingBuf<MapData>> {
     fn of(probes: &mut Probes) -> Result<Self> {
-        let mut ring = Ring::new(probes.take_events()?, probes.params.cpupid_mask)?;
+        let stamper = Stamper::of(&probes.params);
+        let mut ring = Ring::new(probes.take_events()?, stamper)?;
         ring.log = probes.take_log();
         Ok(ring)
     }
 }
 
 impl<R: Records> Ring<R> {
-    /// `cpupid_mask`: the kernel's folio access field (LAST_CPUPID_MASK),
-    /// whose values the stamping stage compares.
-    fn new(records: R, cpupid_mask: u32) -> Result<Ring<R>> {
+    /// `stamper`: the stamping stage for the kernel's folio access values.
+    fn new(records: R, stamper: Stamper) -> Result<Ring<R>> {
         // SAFETY: `Records` promises an fd that stays open and unchanged
         // while the value lives, and the AsyncFd owns the value.
         let fd = unsafe { AsyncFd::register_with_interest(records, tokio::io::Interest::READABLE) }
@@ -117,7 +117,7 @@ impl<R: Records> Ring<R> {
         Ok(Ring {
             fd,
             decode_errors: 0,
-            stamper: Stamper::new(cpupid_mask),
+            stamper,
             hist: RecordHistograms::default(),
             log: None,
         })
@@ -288,6 +288,9 @@ pub(crate) async fn run(
     sinks: &mut [&mut dyn Sink],
 ) -> Result<StopReason> {
     let mut ring = Ring::of(probes)?;
+    // The first and the last snapshot bound every delta a report states:
+    // they read the kernel's counters with nothing left per CPU.
+    fold_vmstat();
     ring.snapshot(session::snapshot(probes)?, sinks)?;
     let mut child = spawn(&opts.command)?;
     let loop_opts = LoopOptions {
@@ -315,12 +318,20 @@ pub(crate) async fn run(
             FINAL_DRAIN_MAX_TIME.as_secs()
         );
     }
+    fold_vmstat();
     ring.snapshot(session::snapshot(probes)?, sinks)?;
     ring.flush(sinks)?;
     if ring.decode_errors > 0 {
         log::warn!("{} ring records could not be decoded", ring.decode_errors);
     }
     Ok(reason)
+}
+
+/// See [`numa_host::system::fold_vmstat`].
+fn fold_vmstat() {
+    if let Err(e) = numa_host::system::fold_vmstat() {
+        log::debug!("/proc/sys/vm/stat_refresh: {e}: vmstat's node counters may lag");
+    }
 }
 
 /// The live loop's timing.
@@ -518,7 +529,8 @@ mod tests {
         let t0 = std::time::Instant::now();
         let reason = rt
             .block_on(async {
-                let mut ring = Ring::new(Quiet { fd, _peer: peer }, DEBIAN_CPUPID_MASK)?;
+                let mut ring =
+                    Ring::new(Quiet { fd, _peer: peer }, Stamper::new(DEBIAN_CPUPID_MASK))?;
                 let o = LoopOptions {
                     snapshot_every: Duration::from_secs(1),
                     deadline: crate::deadline(Some(Duration::from_secs(10))),
@@ -574,7 +586,7 @@ mod tests {
         let slot = h.slot(h.latency_ns);
         let (read, s) = rt
             .block_on(async {
-                let mut ring = Ring::new(Flood::new(), DEBIAN_CPUPID_MASK)?;
+                let mut ring = Ring::new(Flood::new(), Stamper::new(DEBIAN_CPUPID_MASK))?;
                 let mut count = Count::default();
                 ring.drain(&mut [&mut count])?;
                 let mut kernel = Snapshot {
@@ -603,7 +615,7 @@ mod tests {
         std::thread::spawn(move || {
             let rt = crate::runtime().expect("runtime");
             let result = rt.block_on(async {
-                let mut ring = Ring::new(Flood::new(), DEBIAN_CPUPID_MASK)?;
+                let mut ring = Ring::new(Flood::new(), Stamper::new(DEBIAN_CPUPID_MASK))?;
                 let mut count = Count::default();
                 let o = LoopOptions {
                     snapshot_every: Duration::from_millis(50),

@@ -40,6 +40,8 @@ pub enum Action {
     FasterRefresh,
     NextModel,
     ToggleHelp,
+    /// The table lists cgroups, or processes again.
+    ToggleCgroups,
     Sample(Box<Frame>),
     Redraw,
 }
@@ -92,6 +94,7 @@ pub fn key_action(key: KeyEvent, mode: InputMode) -> Option<Action> {
             KeyCode::Char('+') | KeyCode::Char('=') => Some(Action::SlowerRefresh),
             KeyCode::Char('-') | KeyCode::Char('_') => Some(Action::FasterRefresh),
             KeyCode::Char('m') => Some(Action::NextModel),
+            KeyCode::Char('c') => Some(Action::ToggleCgroups),
             KeyCode::Char('?') | KeyCode::Char('h') | KeyCode::F(1) => Some(Action::ToggleHelp),
             _ => None,
         },

@@ -91,6 +91,12 @@ pub struct App {
     /// The filter being typed.
     pub editing: Option<String>,
     pub view: View,
+    /// The table lists cgroups, not processes.
+    pub by_cgroup: bool,
+    /// The selected cgroup's path in the cgroup table.
+    pub selected_cgroup: Option<String>,
+    /// The process table lists only this cgroup's processes.
+    pub in_cgroup: Option<String>,
     pub help: bool,
     pub refresh_idx: usize,
     pub model: usize,
@@ -134,32 +140,38 @@ fn sort_value(r: &ProcRow, key: SortKey, model: usize) -> f64 {
     }
 }
 
-/// Rows of `rows` matching `filter` (case-insensitive substring of the
-/// command name, or a prefix of the pid), sorted by `key`.
+/// Rows of `rows` in cgroup `only` (when given) matching `filter`
+/// (case-insensitive substring of the command name or the cgroup path, or
+/// a prefix of the pid), sorted by `key`.
 pub fn visible<'a>(
     rows: &'a [ProcRow],
+    only: Option<&str>,
     filter: &str,
-    key: SortKey,
-    desc: bool,
-    model: usize,
+    (key, desc, model): (SortKey, bool, usize),
 ) -> Vec<&'a ProcRow> {
     let f = filter.trim().to_lowercase();
+    let matches = |r: &ProcRow| {
+        let path = r.cgroup.as_deref().unwrap_or_default();
+        f.is_empty()
+            || r.comm.to_lowercase().contains(&f)
+            || path.to_lowercase().contains(&f)
+            || r.pid.to_string().starts_with(&f)
+    };
     let mut v: Vec<&ProcRow> = rows
         .iter()
-        .filter(|r| {
-            f.is_empty() || r.comm.to_lowercase().contains(&f) || r.pid.to_string().starts_with(&f)
-        })
+        .filter(|r| only.is_none_or(|c| r.cgroup.as_deref() == Some(c)))
+        .filter(|r| matches(r))
         .collect();
     v.sort_by(|a, b| {
         let ord = if key == SortKey::Comm {
-            a.comm.cmp(&b.comm)
+            (&a.comm, &a.cgroup).cmp(&(&b.comm, &b.cgroup))
         } else if key == SortKey::Verdict {
             a.verdict.cmp(&b.verdict)
         } else {
             sort_value(a, key, model).total_cmp(&sort_value(b, key, model))
         };
         let ord = if desc { ord.reverse() } else { ord };
-        ord.then(a.pid.cmp(&b.pid))
+        ord.then(a.pid.cmp(&b.pid)).then(a.cgroup.cmp(&b.cgroup))
     });
     v
 }
@@ -181,6 +193,9 @@ impl App {
             filter: String::new(),
             editing: None,
             view: View::Table,
+            by_cgroup: false,
+            selected_cgroup: None,
+            in_cgroup: None,
             help: false,
             refresh_idx,
             model: 0,
@@ -210,14 +225,34 @@ impl App {
         self.editing.as_deref().unwrap_or(&self.filter)
     }
 
+    /// The table's rows: the cgroups, or the processes (of the cgroup
+    /// opened), filtered and sorted.
     pub fn rows(&self) -> Vec<&ProcRow> {
-        visible(
-            &self.frame.processes,
-            self.active_filter(),
-            self.sort,
-            self.sort_desc,
-            self.model,
-        )
+        let (rows, only) = if self.by_cgroup {
+            (&self.frame.cgroups, None)
+        } else {
+            (&self.frame.processes, self.in_cgroup.as_deref())
+        };
+        let order = (self.sort, self.sort_desc, self.model);
+        visible(rows, only, self.active_filter(), order)
+    }
+
+    /// Whether `r` is the selected row of the table shown.
+    fn is_selected(&self, r: &ProcRow) -> bool {
+        if self.by_cgroup {
+            self.selected_cgroup.is_some() && r.cgroup == self.selected_cgroup
+        } else {
+            self.selected == Some(r.pid)
+        }
+    }
+
+    /// A row of the table shown is selected (not "all processes").
+    fn has_selection(&self) -> bool {
+        if self.by_cgroup {
+            self.selected_cgroup.is_some()
+        } else {
+            self.selected.is_some()
+        }
     }
 
     /// What the aggregator should detail.
@@ -225,6 +260,7 @@ impl App {
         Focus {
             hist_pid: match self.view {
                 View::Detail(pid) => Some(pid),
+                View::Table if self.by_cgroup => None,
                 View::Table => self.selected,
             },
             detail_pid: match self.view {
@@ -236,22 +272,24 @@ impl App {
 
     /// Index of the selection in the table: 0 is "all processes".
     pub fn selected_index(&self, rows: &[&ProcRow]) -> usize {
-        match self.selected {
-            None => 0,
-            Some(pid) => rows.iter().position(|r| r.pid == pid).map_or(0, |i| i + 1),
-        }
+        rows.iter()
+            .position(|r| self.is_selected(r))
+            .map_or(0, |i| i + 1)
     }
 
     fn select_index(&mut self, i: usize) {
-        let pid = {
+        let row = {
             let rows = self.rows();
-            if i == 0 {
-                None
-            } else {
-                rows.get(i.min(rows.len()) - 1).map(|r| r.pid)
-            }
+            // Row i of the table is rows[i - 1]: none for 0 ("all").
+            let at = i.min(rows.len()).checked_sub(1).filter(|_| i > 0);
+            at.and_then(|at| rows.get(at))
+                .map(|r| (r.pid, r.cgroup.clone()))
         };
-        self.selected = pid;
+        if self.by_cgroup {
+            self.selected_cgroup = row.and_then(|(_, c)| c);
+        } else {
+            self.selected = row.map(|(pid, _)| pid);
+        }
     }
 
     fn move_by(&mut self, delta: isize) {
@@ -271,6 +309,16 @@ impl App {
                 self.selected = None;
             }
         }
+        if let Some(c) = &self.selected_cgroup {
+            if !self
+                .frame
+                .cgroups
+                .iter()
+                .any(|r| r.cgroup.as_ref() == Some(c))
+            {
+                self.selected_cgroup = None;
+            }
+        }
     }
 
     /// A new frame: shown now, or held while paused.
@@ -284,22 +332,40 @@ impl App {
         }
     }
 
-    /// Accepts the filter being edited, or opens the selected process.
+    /// Accepts the filter being edited, opens the selected process, or
+    /// lists the selected cgroup's processes.
     fn enter(&mut self) {
         if self.editing.is_some() {
             self.accept_filter();
+        } else if self.by_cgroup {
+            if let Some(c) = self.selected_cgroup.clone() {
+                self.in_cgroup = Some(c);
+                self.by_cgroup = false;
+                self.selected = None;
+                self.filter.clear();
+            }
         } else if let (View::Table, Some(pid)) = (self.view, self.selected) {
             self.view = View::Detail(pid);
         }
     }
 
-    /// Back to the table, then clears the filter.
+    /// Back to the table, then from a cgroup's processes to the cgroups,
+    /// then clears the filter.
     fn back(&mut self) {
         if self.view != View::Table {
             self.view = View::Table;
+        } else if self.in_cgroup.take().is_some() {
+            self.by_cgroup = true;
         } else if !self.filter.is_empty() {
             self.filter.clear();
         }
+    }
+
+    /// Switches the table between processes and cgroups.
+    fn toggle_cgroups(&mut self) {
+        self.by_cgroup = !self.by_cgroup;
+        self.in_cgroup = None;
+        self.view = View::Table;
     }
 
     fn accept_filter(&mut self) {
@@ -307,14 +373,13 @@ impl App {
             self.filter = e.trim().to_owned();
         }
         // Keep the selection visible: first match when it was filtered out.
-        let rows = self.rows();
-        let visible = match self.selected {
-            Some(pid) => rows.iter().any(|r| r.pid == pid),
-            None => self.filter.is_empty(),
+        let visible = if self.has_selection() {
+            self.selected_index(&self.rows()) > 0
+        } else {
+            self.filter.is_empty()
         };
         if !visible {
-            let first = rows.first().map(|r| r.pid);
-            self.selected = first;
+            self.select_index(1);
         }
     }
 
@@ -374,6 +439,7 @@ impl App {
                 self.model = (self.model + 1) % n;
             }
             Action::ToggleHelp => self.help = !self.help,
+            Action::ToggleCgroups => self.toggle_cgroups(),
             Action::Redraw => {}
         }
     }
@@ -524,5 +590,54 @@ mod tests {
         assert_eq!(a.mode(), InputMode::Normal);
         a.update(Action::Quit);
         assert!(a.quit);
+    }
+
+    #[test]
+    fn the_cgroup_table_lists_cgroups_and_enter_lists_one_s_processes() {
+        let mut a = app();
+        let in_cg = |pid: u32, path: &str| {
+            let mut r = row(pid, "w", 1.0);
+            r.cgroup = Some(path.into());
+            r
+        };
+        let group = |path: &str, faults_s: f64| ProcRow {
+            cgroup: Some(path.into()),
+            ..row(0, "", faults_s)
+        };
+        a.update(Action::Sample(Box::new(Frame {
+            processes: vec![in_cg(10, "/a"), in_cg(11, "/b"), in_cg(12, "/a")],
+            cgroups: vec![group("/a", 2.0), group("/b", 9.0)],
+            ..Frame::default()
+        })));
+        let paths =
+            |a: &App| -> Vec<String> { a.rows().iter().filter_map(|r| r.cgroup.clone()).collect() };
+        a.update(Action::ToggleCgroups);
+        assert_eq!(paths(&a), ["/b", "/a"]);
+        assert_eq!(a.focus().hist_pid, None);
+        a.update(Action::Down);
+        a.update(Action::Down);
+        assert_eq!(a.selected_cgroup.as_deref(), Some("/a"));
+        assert_eq!(a.selected_index(&a.rows()), 2);
+        // Enter: the processes of /a only; Esc: back to the cgroups.
+        a.update(Action::Enter);
+        assert!(!a.by_cgroup);
+        assert_eq!(pids(&a), [10, 12]);
+        a.update(Action::Down);
+        a.update(Action::Enter);
+        assert_eq!(a.view, View::Detail(10));
+        a.update(Action::Back);
+        a.update(Action::Back);
+        assert!(a.by_cgroup && a.in_cgroup.is_none());
+        assert_eq!(a.selected_cgroup.as_deref(), Some("/a"));
+        // The filter matches cgroup paths; a cgroup gone loses its selection.
+        a.update(Action::StartFilter);
+        a.update(Action::FilterChar('b'));
+        a.update(Action::FilterAccept);
+        assert_eq!(paths(&a), ["/b"]);
+        assert_eq!(a.selected_cgroup.as_deref(), Some("/b"));
+        a.update(Action::Sample(Box::default()));
+        assert_eq!(a.selected_cgroup, None);
+        a.update(Action::ToggleCgroups);
+        assert!(!a.by_cgroup);
     }
 }

@@ -71,13 +71,55 @@ pub const MAX_CGROUPS: usize = 4096;
 /// cgroup has it: ids are inode numbers, and 0 is none's).
 pub const OTHER_CGROUPS: u64 = 0;
 
-#[derive(Debug, Default, Clone)]
-pub struct Cgroups {
-    rows: FxHashMap<u64, PageCounts>,
+/// One `T` per cgroup id, bounded: past [`MAX_CGROUPS`] ids, the rest
+/// share the row [`OTHER_CGROUPS`].
+#[derive(Debug, Clone)]
+pub struct Cgroups<T = PageCounts> {
+    rows: FxHashMap<u64, T>,
+}
+
+impl<T> Default for Cgroups<T> {
+    fn default() -> Self {
+        Cgroups {
+            rows: FxHashMap::default(),
+        }
+    }
+}
+
+impl<T: Default> Cgroups<T> {
+    /// The row of cgroup `id`, or of the others past the bound.
+    pub fn row_mut(&mut self, id: u64) -> &mut T {
+        let id = if self.rows.len() < MAX_CGROUPS || self.rows.contains_key(&id) {
+            id
+        } else {
+            OTHER_CGROUPS
+        };
+        self.rows.entry(id).or_default()
+    }
+
+    /// The row of `id` (the others' for [`OTHER_CGROUPS`]).
+    pub fn get(&self, id: u64) -> Option<&T> {
+        self.rows.get(&id)
+    }
+
+    /// Every row with its id.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &T)> + '_ {
+        self.rows.iter().map(|(&id, t)| (id, t))
+    }
+
+    /// Every row with its id, to change.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (u64, &mut T)> + '_ {
+        self.rows.iter_mut().map(|(&id, t)| (id, t))
+    }
+
+    /// Ids with a row of their own.
+    pub fn ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.rows.keys().copied().filter(|&id| id != OTHER_CGROUPS)
+    }
 }
 
 /// One cgroup's figures in a report.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CgroupRow {
     /// The cgroup's id (its directory's inode number), or
     /// [`OTHER_CGROUPS`] for the row that sums the cgroups past the bound.
@@ -87,20 +129,24 @@ pub struct CgroupRow {
     /// (removed since, or a trace from another boot).
     pub path: Option<String>,
     pub counts: PageCounts,
+    /// Where its slow-tier pages stop (the funnel of all its processes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub funnel: Option<CgroupFunnel>,
+}
+
+/// A cgroup's funnel: the stages of all its processes, and the verdict.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CgroupFunnel {
+    pub verdict: String,
+    pub verdict_kind: std::borrow::Cow<'static, str>,
+    #[serde(flatten)]
+    pub stages: super::funnel::StageRow,
 }
 
 impl Cgroups {
     /// Counts fault `f`, whose kernel decision was `outcome`.
     pub fn fault(&mut self, f: &FaultEvent, outcome: Outcome, toptier_mask: u64) {
-        let id = if self.rows.len() < MAX_CGROUPS || self.rows.contains_key(&f.cgroup_id) {
-            f.cgroup_id
-        } else {
-            OTHER_CGROUPS
-        };
-        self.rows
-            .entry(id)
-            .or_default()
-            .fault(f, outcome, toptier_mask);
+        self.row_mut(f.cgroup_id).fault(f, outcome, toptier_mask);
     }
 
     /// Every cgroup's row, the most hint faults first, paths from `path_of`.
@@ -112,6 +158,7 @@ impl Cgroups {
                 id,
                 path: (id != OTHER_CGROUPS).then(|| path_of(id)).flatten(),
                 counts: counts.clone(),
+                funnel: None,
             })
             .collect();
         rows.sort_by(|a, b| {
@@ -121,11 +168,6 @@ impl Cgroups {
                 .then(a.id.cmp(&b.id))
         });
         rows
-    }
-
-    /// Ids with a row of their own.
-    pub fn ids(&self) -> impl Iterator<Item = u64> + '_ {
-        self.rows.keys().copied().filter(|&id| id != OTHER_CGROUPS)
     }
 }
 

@@ -15,6 +15,11 @@
 //! stack guard in a process of many threads), else it counts for the
 //! process only; a region with activity is never replaced.
 //!
+//! Each cgroup (v2) has one funnel too, over all its processes' events
+//! (the scanning or faulting task's cgroup; bounded as
+//! [`super::cgroups::Cgroups`] bounds them), without regions: the verdict
+//! of a container, whose processes come and go.
+//!
 //! Fed by [`super::totals::Totals`] with the events of its window, so its
 //! sums match the totals'. Bounded: the live processes are a
 //! [`ProcTable`] of at most [`MAX_PROCS`] (a process gone, no event for
@@ -27,7 +32,10 @@ use serde::Serialize;
 
 use numa_ebpf_common::{FaultEvent, ScanEvent, SkipEvent};
 
-use super::proctable::{ProcTable, Retired};
+use super::{
+    cgroups::{CgroupFunnel, Cgroups},
+    proctable::{ProcTable, Retired},
+};
 
 mod stages;
 pub mod verdict;
@@ -169,6 +177,7 @@ pub struct Funnel {
     live: ProcTable<Proc>,
     /// Gone or evicted processes that may still rank in the report.
     retired: Retired<Proc>,
+    cgroups: Cgroups<Stages>,
 }
 
 impl Default for Funnel {
@@ -176,12 +185,22 @@ impl Default for Funnel {
         Funnel {
             live: ProcTable::new(MAX_PROCS, usize::MAX).keep_dropped(),
             retired: Retired::new(TOP),
+            cgroups: Cgroups::default(),
         }
     }
 }
 
 impl Funnel {
+    /// The funnel of cgroup `id`; None for a record without one (a trace
+    /// of an older numatrace has none on its scans and skips).
+    fn cgroup(&mut self, id: u64) -> Option<&mut Stages> {
+        (id != 0).then(|| self.cgroups.row_mut(id))
+    }
+
     pub fn scan(&mut self, s: &ScanEvent) {
+        if let Some(c) = self.cgroup(s.cgroup_id) {
+            c.scan(s.ts_ns, s.ptes_updated);
+        }
         let p = self.proc(s.tgid(), s.ts_ns);
         p.all.scan(s.ts_ns, s.ptes_updated);
         if let Some(r) = p.scan_region(s.start, s.end) {
@@ -191,6 +210,9 @@ impl Funnel {
     }
 
     pub fn skip(&mut self, s: &SkipEvent) {
+        if let Some(c) = self.cgroup(s.cgroup_id) {
+            c.skip(s.ts_ns, s.reason);
+        }
         let p = self.proc(s.tgid(), s.ts_ns);
         p.all.skip(s.ts_ns, s.reason);
         if let Some(r) = p.vma(s.vm_start, s.vm_end) {
@@ -203,6 +225,11 @@ impl Funnel {
     /// caller knows the tiers): only those count, the others only tell
     /// that the process is there.
     pub fn fault(&mut self, f: &FaultEvent, slow: bool) {
+        if slow {
+            if let Some(c) = self.cgroup(f.cgroup_id) {
+                c.fault(f);
+            }
+        }
         let p = self.proc(f.tgid(), f.ts_ns);
         if p.comm.is_empty() {
             p.comm = crate::decode::comm(&f.comm);
@@ -242,6 +269,35 @@ impl Funnel {
     /// processes, such as `top`'s table).
     pub fn process(&self, pid: u32, end_ns: u64) -> Option<ProcessFunnel> {
         self.live.get(pid).map(|p| row(p, end_ns))
+    }
+
+    /// The funnel of cgroup `id` judged at `end_ns`, on a kernel whose
+    /// threshold measures `hotness`.
+    pub fn cgroup_funnel(
+        &self,
+        id: u64,
+        end_ns: u64,
+        hotness: crate::params::KernelHotness,
+    ) -> Option<CgroupFunnel> {
+        let stages = self.cgroups.get(id)?;
+        let verdict = judge(stages, end_ns).with_hotness(hotness);
+        Some(CgroupFunnel {
+            verdict: verdict.to_string(),
+            verdict_kind: verdict.kind().into(),
+            stages: stages.row(end_ns),
+        })
+    }
+
+    /// The verdict on cgroup `id` at `end_ns`, on a kernel whose threshold
+    /// measures `hotness`.
+    pub fn cgroup_verdict(
+        &self,
+        id: u64,
+        end_ns: u64,
+        hotness: crate::params::KernelHotness,
+    ) -> Option<Verdict> {
+        let stages = self.cgroups.get(id)?;
+        Some(judge(stages, end_ns).with_hotness(hotness))
     }
 
     /// The [`TOP`] processes by slow-tier activity, judged at `end_ns`.

@@ -160,17 +160,24 @@ impl<T> ProcTable<T> {
         });
         if fresh {
             self.order.push_back((now, tgid));
-        } else if slot.last_ns != now {
-            // Its place is the last one when it was the latest active: it
-            // moves to `now` where it is, leaving no stale place behind.
-            match self.order.back_mut() {
-                _ if slot.held => {}
-                Some(back) if *back == (slot.last_ns, tgid) => back.0 = now,
-                _ => self.order.push_back((now, tgid)),
-            }
-            slot.last_ns = now;
+        } else {
+            active(&mut self.order, slot, tgid, now);
         }
         &mut slot.value
+    }
+
+    /// The state of `tgid`, active at `ts_ns`, when it is held (one lookup
+    /// for a caller that does not add processes).
+    #[inline]
+    pub fn touch_existing(&mut self, tgid: u32, ts_ns: u64) -> Option<&mut T> {
+        self.advance(ts_ns);
+        if self.order.len() > 2 * self.slots.len() + 64 {
+            self.compact();
+        }
+        let now = self.now_ns;
+        let slot = self.slots.get_mut(&tgid)?;
+        active(&mut self.order, slot, tgid, now);
+        Some(&mut slot.value)
     }
 
     /// Whether `tgid` is held (not gone as of the latest time seen).
@@ -365,6 +372,22 @@ impl<T> Retired<T> {
     pub fn take(&mut self) -> Vec<T> {
         std::mem::take(&mut self.rows)
     }
+}
+
+/// Marks `slot` (of `tgid`) active at `now`. Its place in `order` is the
+/// last one when it was the latest active: it moves to `now` where it is,
+/// leaving no stale place behind.
+#[inline]
+fn active<T>(order: &mut VecDeque<(u64, u32)>, slot: &mut Slot<T>, tgid: u32, now: u64) {
+    if slot.last_ns == now {
+        return;
+    }
+    match order.back_mut() {
+        _ if slot.held => {}
+        Some(back) if *back == (slot.last_ns, tgid) => back.0 = now,
+        _ => order.push_back((now, tgid)),
+    }
+    slot.last_ns = now;
 }
 
 #[cfg(test)]

@@ -289,13 +289,7 @@ impl ScanIndex {
     /// (a fault at `ts_ns` asks: the process is still there).
     #[inline]
     pub fn latest(&mut self, tgid: u32, addr: u64, ts_ns: u64) -> Option<RangeScan> {
-        self.procs.advance(ts_ns);
-        if !self.procs.contains(tgid) {
-            return None;
-        }
-        self.procs
-            .touch(tgid, ts_ns, ProcScans::default)
-            .latest(addr, ts_ns)
+        self.procs.touch_existing(tgid, ts_ns)?.latest(addr, ts_ns)
     }
 
     /// Entries held (chunks and passes over all processes) and processes.

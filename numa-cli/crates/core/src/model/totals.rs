@@ -34,7 +34,6 @@ pub struct Totals {
     pub migrate_fail: u64,
     pub scan_ranges: u64,
     pub scan_ptes: u64,
-    pub scan_stamps: u64,
     pub vma_skips: BTreeMap<String, u64>,
     pub latency_ns: [Log2Hist; OUTCOMES],
     pub delta_mm: [Log2Hist; OUTCOMES],
@@ -296,7 +295,7 @@ pub struct PageCounts {
     pub decisions: u64,
     pub kernel_promote: u64,
     /// By outcome ([`Outcome::name`]).
-    pub by_outcome: BTreeMap<Cow<'static, str>, u64>,
+    pub by_outcome: ByOutcome,
     pub migrate_success: u64,
     pub migrate_fail: u64,
     /// Migrated from a lower-tier node to a top-tier one: what vmstat's
@@ -308,7 +307,7 @@ impl PageCounts {
     pub(crate) fn fault(&mut self, f: &FaultEvent, outcome: Outcome, toptier_mask: u64) {
         let pages = f.pages();
         self.hint_faults += pages;
-        *self.by_outcome.entry(outcome.name().into()).or_default() += pages;
+        self.by_outcome.add(outcome, pages);
         if f.decided() {
             self.decisions += pages;
             if f.kernel_promoted() {
@@ -327,6 +326,61 @@ impl PageCounts {
         if slow_tier(f.src_nid, toptier_mask) && top_tier(f.dst_nid, toptier_mask) {
             self.promoted += pages;
         }
+    }
+}
+
+/// Pages by kernel outcome: an array indexed by the outcome, counted on
+/// every fault (a name lookup there costs a string comparison per map
+/// level); shown as a map of [`Outcome::name`] to the non-zero counts.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ByOutcome([u64; numa_ebpf_common::OUTCOMES]);
+
+impl ByOutcome {
+    pub fn add(&mut self, outcome: Outcome, pages: u64) {
+        let slot = &mut self.0[outcome as usize];
+        *slot = slot.saturating_add(pages);
+    }
+
+    /// The count of the outcome named `name`, if it is one.
+    pub fn get(&self, name: &str) -> Option<&u64> {
+        let i = Outcome::ALL.iter().position(|o| o.name() == name)?;
+        self.0.get(i)
+    }
+
+    /// The non-zero counts by name, in [`Outcome::ALL`]'s order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        Outcome::ALL
+            .iter()
+            .zip(self.0)
+            .filter(|(_, n)| *n > 0)
+            .map(|(o, n)| (o.name(), n))
+    }
+}
+
+impl std::ops::Index<&str> for ByOutcome {
+    type Output = u64;
+    fn index(&self, name: &str) -> &u64 {
+        self.get(name).unwrap_or(&0)
+    }
+}
+
+impl Serialize for ByOutcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ByOutcome {
+    /// Names this numatrace does not know (a newer report's) are left out.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let named = BTreeMap::<String, u64>::deserialize(d)?;
+        let mut out = ByOutcome::default();
+        for o in Outcome::ALL {
+            if let Some(n) = named.get(o.name()) {
+                out.add(o, *n);
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -388,7 +442,6 @@ pub struct Report {
     /// Hint faults the kernel counted (numatrace's counter at the fault's
     /// entry) whose records are not in the totals, and why.
     pub unrecorded: Unrecorded,
-    pub scan_stamps: u64,
     pub scan_ranges: u64,
     pub scan_ptes_updated: u64,
     pub vma_skips: BTreeMap<String, u64>,
@@ -613,10 +666,14 @@ impl Totals {
             Event::Scan(s) => {
                 self.scan_ranges += 1;
                 self.scan_ptes = self.scan_ptes.saturating_add(s.ptes_updated);
-                self.scan_stamps = self.scan_stamps.saturating_add(s.stamps);
                 self.scans.record(s);
                 self.funnel.scan(s);
                 self.seen(s.ts_ns);
+                // A cgroup whose pages are scanned but never faulted on
+                // has a row too: its verdict (cold) is the answer.
+                if s.cgroup_id != 0 {
+                    self.cgroups.row_mut(s.cgroup_id);
+                }
             }
             Event::Skip(s) => {
                 *self
@@ -741,7 +798,6 @@ impl Totals {
             },
             pages: self.pages.clone(),
             unrecorded: Unrecorded::of(kc(Counter::HintFaults), self.faults_ended(), self.faults),
-            scan_stamps: self.scan_stamps,
             scan_ranges: self.scan_ranges,
             scan_ptes_updated: self.scan_ptes,
             vma_skips: self.vma_skips.clone(),
@@ -772,6 +828,22 @@ impl Totals {
             skips_observable: None,
             by_cgroup: Vec::new(),
         }
+    }
+
+    /// Every cgroup's row, the most hint faults first, with its funnel
+    /// judged for a kernel whose threshold measures `hotness`; paths from
+    /// `path_of`.
+    pub fn cgroup_rows(
+        &self,
+        path_of: impl Fn(u64) -> Option<String>,
+        hotness: KernelHotness,
+    ) -> Vec<CgroupRow> {
+        let end_ns = self.end_ns();
+        let mut rows = self.cgroups.rows(path_of);
+        for r in &mut rows {
+            r.funnel = self.funnel.cgroup_funnel(r.id, end_ns, hotness);
+        }
+        rows
     }
 
     /// The end of what was seen: the last snapshot or event.
@@ -860,7 +932,6 @@ impl Totals {
             ),
             ("migrate_success", kc(Counter::MigrateSuccess)),
             ("migrate_fail", kc(Counter::MigrateFail)),
-            ("scan_stamps", kc(Counter::ScanStamps)),
             ("scan_ranges", kc(Counter::ScanRanges)),
             ("stamp_inserts", kc(Counter::StampInserts)),
             ("faults_without_context", kc(Counter::FaultWithoutContext)),
@@ -1030,6 +1101,19 @@ mod tests {
         assert!(p.epochs.0.len() <= bound, "{}", p.epochs.0.len());
     }
 
+    #[test]
+    fn pages_by_outcome_read_and_write_as_a_map_of_names() {
+        let mut b = ByOutcome::default();
+        b.add(Outcome::RejectLatency, 512);
+        b.add(Outcome::PromoteHot, 1);
+        let json = serde_json::to_string(&b).expect("json");
+        assert_eq!(json, r#"{"promote_hot":1,"reject_latency":512}"#);
+        assert_eq!((b["reject_latency"], b["nonsense"]), (512, 0));
+        let newer = r#"{"promote_hot":1,"reject_latency":512,"from_the_future":9}"#;
+        let back: ByOutcome = serde_json::from_str(newer).expect("read");
+        assert_eq!(back, b);
+    }
+
     /// The figures the probes no longer count are derived from the ones
     /// they do, the same way for a recorded trace that still has them.
     #[test]
@@ -1134,7 +1218,6 @@ mod tests {
         let mut t = Totals::new(1);
         let scan = ScanEvent {
             ptes_updated: u64::MAX,
-            stamps: u64::MAX,
             end: 4096,
             ..ScanEvent::default()
         };
@@ -1142,7 +1225,6 @@ mod tests {
         t.event(&Event::Scan(scan));
         let r = t.report(1 << 20, 0);
         assert_eq!(r.scan_ptes_updated, u64::MAX);
-        assert_eq!(t.scan_stamps, u64::MAX);
     }
 
     #[test]

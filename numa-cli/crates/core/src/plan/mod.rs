@@ -19,8 +19,12 @@ pub enum Hook {
     HintFault,
     /// should_numa_migrate_memory: the kernel's promotion decision.
     Decision,
-    /// The scanner's per-folio stamp (the last_cpupid exchange).
-    ScanStamp,
+    /// The decision's access-value exchange (folio_xchg_last_cpupid), on
+    /// the fault-count RFC's kernel only: elsewhere the exchange is known
+    /// from the folio's value, and a program on it would also run for
+    /// every slow-node folio the scanner protects.
+    #[serde(alias = "scan_stamp")]
+    DecisionExchange,
     /// The scanner's range pass (PTEs made PROT_NONE).
     ScanRange,
     /// The misplaced-folio migration and its result.
@@ -50,7 +54,7 @@ impl Hook {
     pub const ALL: [Hook; 13] = [
         Hook::HintFault,
         Hook::Decision,
-        Hook::ScanStamp,
+        Hook::DecisionExchange,
         Hook::ScanRange,
         Hook::Migrate,
         Hook::FaultAccount,
@@ -67,7 +71,7 @@ impl Hook {
         match self {
             Hook::HintFault => "hint_fault",
             Hook::Decision => "decision",
-            Hook::ScanStamp => "scan_stamp",
+            Hook::DecisionExchange => "decision_exchange",
             Hook::ScanRange => "scan_range",
             Hook::Migrate => "migrate",
             Hook::FaultAccount => "fault_account",
@@ -85,12 +89,7 @@ impl Hook {
     pub fn required(self) -> bool {
         matches!(
             self,
-            Hook::HintFault
-                | Hook::Decision
-                | Hook::ScanStamp
-                | Hook::ScanRange
-                | Hook::Migrate
-                | Hook::FaultAccount
+            Hook::HintFault | Hook::Decision | Hook::ScanRange | Hook::Migrate | Hook::FaultAccount
         )
     }
 
@@ -118,7 +117,7 @@ impl Hook {
                 "folio",
                 &[(2, INT), (3, INT)],
             )],
-            Hook::ScanStamp => &[
+            Hook::DecisionExchange => &[
                 c!("folio_xchg_last_cpupid", "folio", &[(0, FOLIO), (1, INT)]),
                 c!("page_cpupid_xchg_last", "page", &[(0, PAGE), (1, INT)]),
             ],
@@ -227,6 +226,8 @@ pub struct FuncFacts {
 #[derive(Debug, Clone, Default)]
 pub struct KernelFacts {
     pub has_btf: bool,
+    /// The fault-count RFC's kernel (mm_struct.hint_faults in BTF).
+    pub fault_count_kernel: bool,
     pub functions: BTreeMap<String, FuncFacts>,
     pub tracepoints: BTreeSet<String>,
 }
@@ -242,6 +243,8 @@ pub enum HookStatus {
     Missing,
     /// Candidates exist but every mechanism was refused (set by the loader).
     Refused,
+    /// Not needed on this kernel (the detail says why): not attached.
+    Unneeded,
 }
 
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
@@ -411,7 +414,28 @@ fn tracepoint_hook(hook: Hook, full: String, facts: &KernelFacts) -> PlannedHook
     }
 }
 
+/// The decision's exchange where it needs no program: kernels that
+/// promote on time.
+fn unneeded_exchange() -> PlannedHook {
+    PlannedHook {
+        hook: Hook::DecisionExchange,
+        target: None,
+        mechanism: None,
+        layout: None,
+        required: false,
+        status: HookStatus::Unneeded,
+        detail: "the kernel promotes on time: the decision's exchange is read from the folio \
+                 before and after it; a program on folio_xchg_last_cpupid would also run for \
+                 every slow-node folio the scanner protects"
+            .to_owned(),
+        design: None,
+    }
+}
+
 fn function_hook(hook: Hook, facts: &KernelFacts) -> PlannedHook {
+    if hook == Hook::DecisionExchange && !facts.fault_count_kernel {
+        return unneeded_exchange();
+    }
     let mut absent = Vec::new();
     let mut planned = PlannedHook {
         hook,
@@ -539,20 +563,19 @@ pub struct ScannerCost {
     /// The pass programs (a pass's entry and exit, the VMA skips) per
     /// protected PTE.
     pub pass_ns_per_pte: f64,
-    /// The access-time exchange program: mean time per run, over the
-    /// scanner's stamps and the hint faults' exchanges alike.
-    pub exchange_ns_per_run: f64,
-    /// Of its runs, the scanner's (one per folio stamped).
-    pub exchange_runs: u64,
-    pub scanner_exchanges: u64,
-    /// The sum per protected PTE, with every scanner exchange at the
-    /// program's mean (its scanner path is its cheapest, so this bounds it).
+    /// The decision's exchange program (attached on the fault-count RFC's
+    /// kernel only, 0 elsewhere), all its time per protected PTE: it runs
+    /// for every slow-node folio the scanner protects as well as in hint
+    /// faults, so this bounds the scanner's share.
+    #[serde(default)]
+    pub exchange_ns_per_pte: f64,
+    /// The sum per protected PTE.
     pub ns_per_pte_at_most: f64,
 }
 
 impl ScannerCost {
     /// None without run statistics or without a protected PTE.
-    pub fn of(programs: &[ProgramStat], ptes: u64, stamps: u64) -> Option<Self> {
+    pub fn of(programs: &[ProgramStat], ptes: u64) -> Option<Self> {
         use numa_ebpf_common::programs as p;
         const PASS: [&str; 11] = [
             p::FENTRY_SCAN_RANGE,
@@ -567,27 +590,17 @@ impl ScannerCost {
             p::KRETPROBE_THP_SCAN_PASS,
             p::TP_SKIP_VMA,
         ];
-        const EXCHANGE: [&str; 2] = [p::FENTRY_SCAN_STAMP, p::KPROBE_SCAN_STAMP];
+        const EXCHANGE: [&str; 2] = [p::FENTRY_DECISION_XCHG, p::KPROBE_DECISION_XCHG];
         if programs.is_empty() || ptes == 0 {
             return None;
         }
-        let (_, pass_ns) = run_totals(programs, &PASS);
-        let (runs, ns) = run_totals(programs, &EXCHANGE);
-        let exchange_ns_per_run = if runs == 0 {
-            0.0
-        } else {
-            ns as f64 / runs as f64
-        };
-        let scanner = stamps.min(runs);
-        let pass_ns_per_pte = pass_ns as f64 / ptes as f64;
+        let per_pte = |names: &[&str]| run_totals(programs, names).1 as f64 / ptes as f64;
+        let (pass_ns_per_pte, exchange_ns_per_pte) = (per_pte(&PASS), per_pte(&EXCHANGE));
         Some(ScannerCost {
             ptes,
             pass_ns_per_pte,
-            exchange_ns_per_run,
-            exchange_runs: runs,
-            scanner_exchanges: scanner,
-            ns_per_pte_at_most: pass_ns_per_pte
-                + exchange_ns_per_run * scanner as f64 / ptes as f64,
+            exchange_ns_per_pte,
+            ns_per_pte_at_most: pass_ns_per_pte + exchange_ns_per_pte,
         })
     }
 }

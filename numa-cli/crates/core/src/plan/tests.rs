@@ -60,6 +60,7 @@ fn facts(version: &str) -> KernelFacts {
     }
     KernelFacts {
         has_btf: true,
+        fault_count_kernel: false,
         functions,
         tracepoints,
     }
@@ -94,7 +95,10 @@ fn debian_6_1_uses_page_variants() {
         )
     );
     assert_eq!(target(&plan, Hook::Migrate).0, "migrate_misplaced_page");
-    assert_eq!(target(&plan, Hook::ScanStamp).0, "page_cpupid_xchg_last");
+    assert_eq!(
+        plan.hook(Hook::DecisionExchange).map(|h| h.status),
+        Some(HookStatus::Unneeded)
+    );
     assert_eq!(
         plan.hook(Hook::VmaSkip).map(|h| h.status),
         Some(HookStatus::Missing)
@@ -279,30 +283,56 @@ fn stat(name: &str, run_count: u64, run_time_ns: u64) -> ProgramStat {
 }
 
 #[test]
-fn scanner_cost_is_the_pass_programs_and_the_scanners_share_of_the_exchange_per_pte() {
+fn scanner_cost_is_the_pass_programs_and_the_exchange_program_per_pte() {
     use numa_ebpf_common::programs as p;
     let programs = [
         stat(p::FENTRY_SCAN_RANGE, 10, 4_000),
         stat(p::FEXIT_SCAN_RANGE, 10, 6_000),
         stat(p::TP_SKIP_VMA, 5, 10_000),
-        // 1000 exchanges at 200 ns: 600 of them the scanner's.
-        stat(p::FENTRY_SCAN_STAMP, 1000, 200_000),
+        // The fault-count RFC's kernel: 1000 exchanges at 200 ns.
+        stat(p::FENTRY_DECISION_XCHG, 1000, 200_000),
         // Fault-path programs are not the scanner's.
         stat(p::FENTRY_HINT_FAULT, 400, 280_000),
     ];
-    let c = ScannerCost::of(&programs, 500, 600).expect("a cost");
+    let c = ScannerCost::of(&programs, 500).expect("a cost");
     assert_eq!(c.pass_ns_per_pte, 40.0);
-    assert_eq!(c.exchange_ns_per_run, 200.0);
-    assert_eq!(c.scanner_exchanges, 600);
-    assert_eq!(c.ns_per_pte_at_most, 40.0 + 200.0 * 600.0 / 500.0);
+    assert_eq!(c.exchange_ns_per_pte, 400.0);
+    assert_eq!(c.ns_per_pte_at_most, 440.0);
+    let c = ScannerCost::of(&programs[..3], 500).expect("a cost");
+    assert_eq!((c.exchange_ns_per_pte, c.ns_per_pte_at_most), (0.0, 40.0));
 }
 
 #[test]
 fn no_scanner_cost_without_run_statistics_or_protected_ptes() {
     use numa_ebpf_common::programs as p;
-    assert_eq!(ScannerCost::of(&[], 500, 600), None);
+    assert_eq!(ScannerCost::of(&[], 500), None);
     assert_eq!(
-        ScannerCost::of(&[stat(p::FENTRY_SCAN_STAMP, 1, 1)], 0, 0),
+        ScannerCost::of(&[stat(p::FENTRY_SCAN_RANGE, 1, 1)], 0),
         None
+    );
+}
+
+#[test]
+fn only_the_fault_count_kernel_gets_a_program_on_the_access_value_exchange() {
+    for version in ["6.1", "6.12", "7.2"] {
+        let plan = build(&facts(version));
+        let h = plan.hook(Hook::DecisionExchange).expect("in the plan");
+        assert_eq!(
+            (h.status, h.target.as_deref()),
+            (HookStatus::Unneeded, None)
+        );
+        assert!(!h.required && plan.complete, "{version}");
+        assert!(h.detail.contains("scanner protects"), "{}", h.detail);
+    }
+    let mut rfc = facts("6.12");
+    rfc.fault_count_kernel = true;
+    let plan = build(&rfc);
+    assert_eq!(
+        target(&plan, Hook::DecisionExchange),
+        (
+            "folio_xchg_last_cpupid".into(),
+            "fentry".into(),
+            "folio".into()
+        )
     );
 }

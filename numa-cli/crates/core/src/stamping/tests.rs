@@ -19,6 +19,7 @@ fn pass(ts_ns: u64, first: u32, last: u32) -> Event {
         ext_flags: scan_ext_flags::MM_FAULT_COUNT | scan_ext_flags::ACCESS_RANGE,
         access_first: first,
         access_last: last,
+        ptes_updated: 512,
         ..Default::default()
     })
 }
@@ -85,6 +86,65 @@ fn a_fault_gets_the_pass_that_wrote_its_folios_value() {
         (f.stored_fault_count, f.stored_fault_count_ns),
         (40, 100 * MS)
     );
+}
+
+#[test]
+fn on_a_kernel_that_promotes_on_time_a_folio_is_dated_by_its_value_within_its_pass() {
+    let k = KernelParams {
+        cpupid_mask: MASK,
+        hz: 250,
+        ..KernelParams::default()
+    };
+    let mut st = Stamper::of(&k);
+    let mut out = Vec::new();
+    let mut take = into(&mut out);
+    for ev in [
+        pass(100 * MS, 100, 140),
+        fault(3_000 * MS, 100),
+        fault(3_000 * MS, 132),
+        // Its pass began late in the jiffy of 3,900; the next jiffy's value
+        // came a moment later, and so did the fault: no later than it.
+        pass(4_000 * MS, 3_900, 3_904),
+        fault(4_001 * MS, 3_904),
+    ] {
+        st.event(ev, &mut take).unwrap();
+    }
+    st.flush(&mut take).unwrap();
+    drop(take);
+    let stamps: Vec<u64> = faults(&out).iter().map(|f| f.scan_ns).collect();
+    assert_eq!(stamps, [100 * MS, 132 * MS, 4_001 * MS]);
+    // The fault-count RFC's values are counts: the pass's start.
+    let rfc = KernelParams {
+        hotness: KernelHotness::FaultCount,
+        ..k
+    };
+    assert_eq!(Stamper::of(&rfc).ms_shift, None);
+}
+
+#[test]
+fn a_pass_that_protected_nothing_is_no_folio_s_pass() {
+    let Event::Scan(empty) = pass(100 * MS, 100, 104) else {
+        unreachable!()
+    };
+    let out = run(vec![
+        Event::Scan(ScanEvent {
+            ptes_updated: 0,
+            ..empty
+        }),
+        fault(3_000 * MS, 102),
+    ]);
+    let f = faults(&out)[0];
+    assert!(!f.has_stamp() && f.stamp_unmatched(), "{f:?}");
+    // Unless its end was not seen: its PTE count is unknown then.
+    let out = run(vec![
+        Event::Scan(ScanEvent {
+            ptes_updated: 0,
+            ext_flags: empty.ext_flags | scan_ext_flags::LATE_END,
+            ..empty
+        }),
+        fault(3_000 * MS, 102),
+    ]);
+    assert!(faults(&out)[0].has_stamp());
 }
 
 #[test]

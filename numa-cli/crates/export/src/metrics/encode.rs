@@ -454,7 +454,18 @@ fn cgroups(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result {
         s.cgroups
             .iter()
             .map(|c| ([("cgroup", Esc(&c.cgroup))], c.promoted)),
-    )
+    )?;
+    let mut m = enc.encode_descriptor(
+        "numatrace_cgroup_verdict",
+        "Where the slow-tier pages of the top cgroups (--per-cgroup) stop: 1 for the funnel's verdict over all their processes.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for c in s.cgroups.iter().filter(|c| !c.verdict.is_empty()) {
+        let labels = [("cgroup", Esc(&c.cgroup)), ("verdict", Esc(c.verdict))];
+        m.encode_family(&labels)?.encode_gauge(&1i64)?;
+    }
+    Ok(())
 }
 
 /// `numatrace_process_verdict`: 1 for each top process's verdict.

@@ -135,6 +135,9 @@ pub struct CgroupMetrics {
     pub reject: u64,
     /// Pages migrated from a lower tier to the top tier (pgpromote_success).
     pub promoted: u64,
+    /// Where its slow-tier pages stop (the funnel's verdict kind; empty
+    /// for `other`).
+    pub verdict: &'static str,
 }
 
 /// The promotion funnel's stages a scrape can count: where slow-tier pages

@@ -108,6 +108,7 @@ pub(crate) fn full_state() -> MetricsState {
                 promote: 1,
                 reject: 9,
                 promoted: 1,
+                verdict: "refused_latency",
             },
             CgroupMetrics {
                 cgroup: "other".into(),
@@ -115,6 +116,7 @@ pub(crate) fn full_state() -> MetricsState {
                 promote: 0,
                 reject: 3,
                 promoted: 0,
+                verdict: "",
             },
         ],
         funnel: FunnelMetrics {
@@ -182,6 +184,7 @@ fn names_follow_the_issue_and_prometheus_conventions() {
         "numatrace_cgroup_hint_faults_pages_total",
         "numatrace_cgroup_promotion_decision_pages_total",
         "numatrace_cgroup_promoted_pages_total",
+        "numatrace_cgroup_verdict",
     ] {
         assert!(
             om.lines()
@@ -218,6 +221,9 @@ fn names_follow_the_issue_and_prometheus_conventions() {
         r#"numatrace_cgroup_promotion_decision_pages_total{cgroup="other",result="reject"} 3"#
     ));
     assert!(om.contains(r#"numatrace_funnel_processes{verdict="promoted"} 2"#));
+    assert!(om
+        .contains(r#"numatrace_cgroup_verdict{cgroup="/ntc/ev\"il",verdict="refused_latency"} 1"#));
+    assert!(!om.contains(r#"numatrace_cgroup_verdict{cgroup="other""#));
     assert!(om.contains(r#"verdict="not_scanned"} 1"#), "{om}");
     assert!(om.contains(
         r#"numatrace_info{version="0.1.0",kernel="6.12.117+deb12-amd64",attach_mode="fentry"} 1"#

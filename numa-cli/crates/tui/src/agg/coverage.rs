@@ -6,7 +6,9 @@ use numa_ebpf_common::{ScanEvent, SkipEvent};
 use crate::frame::{Detail, RangeRow, VmaRow};
 
 use super::{
-    heat::heat, procs::Proc, Aggregator, CHUNK_SHIFT, MAX_CHUNKS_PER_SCAN, MAX_RANGES_PER_PROC,
+    heat::heat,
+    procs::{cgroup_tally, Proc},
+    Aggregator, CHUNK_SHIFT, MAX_CHUNKS_PER_SCAN, MAX_RANGES_PER_PROC,
 };
 
 impl Aggregator {
@@ -16,8 +18,10 @@ impl Aggregator {
         let p = self.proc_mut(tgid, s.ts_ns);
         p.scan_passes += 1;
         p.ptes = p.ptes.saturating_add(s.ptes_updated);
-        p.stamps = p.stamps.saturating_add(s.stamps);
         p.last_ts = p.last_ts.max(s.ts_ns);
+        if s.cgroup_id != 0 {
+            p.cgroup_id = s.cgroup_id;
+        }
         if p.ranges.len() < MAX_RANGES_PER_PROC || p.ranges.contains_key(&s.start) {
             let r = p.ranges.entry(s.start).or_default();
             r.end = r.end.max(s.end);
@@ -32,6 +36,11 @@ impl Aggregator {
                     ch.scanned_cur = true;
                 }
             }
+        }
+        // A cgroup whose pages are scanned but never faulted on has a row:
+        // its verdict (cold) is the answer.
+        if s.cgroup_id != 0 {
+            cgroup_tally(&mut self.cgroups, s.cgroup_id, self.models.len());
         }
     }
 
@@ -87,11 +96,10 @@ impl Aggregator {
         Some(Detail {
             pid,
             comm: p.comm.clone(),
-            faults_total: p.counts.faults,
+            faults_total: p.tally.counts.faults,
             vmas,
             scan_passes: p.scan_passes,
             ptes_updated: p.ptes,
-            stamps: p.stamps,
             ranges,
             skips: p.skips.clone(),
             heat: heat(p),

@@ -5,7 +5,11 @@ use numa_core::{
 };
 use numa_ebpf_common::{FaultEvent, Outcome};
 
-use super::{hists::HistPoint, procs::Proc, Aggregator, Counts, CHUNK_SHIFT};
+use super::{
+    hists::HistPoint,
+    procs::{cgroup_tally, Proc},
+    Aggregator, Counts, CHUNK_SHIFT,
+};
 
 impl Aggregator {
     pub(super) fn fault(&mut self, f: &FaultEvent) {
@@ -39,30 +43,33 @@ impl Aggregator {
         if let Some(pt) = &point {
             self.sys_hists.add(pt);
         }
-        // The process's row beside the models' counts (not through
-        // `proc_mut`, which holds all of `self`).
+        // The process's and the cgroup's rows beside the models' counts
+        // (not through `proc_mut`, which holds all of `self`).
         let n_models = self.models.len();
         let p = self
             .procs
             .touch(tgid, f.ts_ns, || Proc::new(tgid, n_models));
-        bump(&mut p.counts);
-        if let Some(pt) = &point {
-            p.hists.add(pt);
+        let g = cgroup_tally(&mut self.cgroups, f.cgroup_id, n_models);
+        for t in [&mut p.tally, &mut *g] {
+            bump(&mut t.counts);
+            if let Some(pt) = &point {
+                t.hists.add(pt);
+            }
         }
         p.last_ts = f.ts_ns;
+        p.cgroup_id = f.cgroup_id;
         if p.comm.is_empty() {
             p.comm = comm(&f.comm);
         }
         // Every fault goes to the bank (its scan lookup keeps the
         // process's scans); each model's answer on a decision is counted
-        // system-wide and for the process.
+        // system-wide, for the process and for its cgroup.
         if let Some(answers) = self.bank.fault(f) {
-            let in_proc = p.model_promote.iter_mut().zip(p.model_agree.iter_mut());
-            for ((a, m), (promote, agree)) in answers.zip(&mut self.models).zip(in_proc) {
+            for (i, (a, m)) in answers.zip(&mut self.models).enumerate() {
                 m.promote += u64::from(a.promote());
                 m.agree += u64::from(a.agrees());
-                *promote += u64::from(a.promote());
-                *agree += u64::from(a.agrees());
+                p.tally.model(i, a.promote(), a.agrees());
+                g.model(i, a.promote(), a.agrees());
             }
         }
         if let Some(ch) = p.chunk(f.addr >> CHUNK_SHIFT) {

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use numa_core::{
-    plan::{HookStatus, Mechanism},
+    plan::{HookStatus, Mechanism, PlannedHook},
     topology::{MemoryTier, Node},
     trace,
 };
@@ -36,7 +36,9 @@ pub(super) fn header_view(h: &trace::Header) -> HeaderView {
                 degraded.push(format!("{} via kprobe", hk.hook.name()));
             }
         }
-        for hk in p.hooks.iter().filter(|h| h.status != HookStatus::Attached) {
+        let not_attached =
+            |h: &&PlannedHook| !matches!(h.status, HookStatus::Attached | HookStatus::Unneeded);
+        for hk in p.hooks.iter().filter(not_attached) {
             let what = match hk.status {
                 HookStatus::Missing => "missing",
                 HookStatus::Refused => "refused",
@@ -45,9 +47,13 @@ pub(super) fn header_view(h: &trace::Header) -> HeaderView {
             degraded.push(format!("{} {what}", hk.hook.name()));
         }
         let mechs: Vec<String> = by_mech.iter().map(|(m, n)| format!("{m} {n}")).collect();
+        let wanted = p
+            .hooks
+            .iter()
+            .filter(|h| h.status != HookStatus::Unneeded)
+            .count();
         plan = format!(
-            "{attached}/{} hooks ({})",
-            p.hooks.len(),
+            "{attached}/{wanted} hooks ({})",
             if mechs.is_empty() {
                 "none".to_owned()
             } else {

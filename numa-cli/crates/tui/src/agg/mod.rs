@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, VecDeque};
 use numa_core::{
     decode::{Event, Snapshot},
     model::{
+        cgroups::{Cgroups, PathCache, PathLookup},
         funnel::Funnel,
         policy::{Policy, PolicyBank},
         proctable::ProcTable,
@@ -38,7 +39,7 @@ use crate::frame::Frame;
 
 use header::{header_view, Static};
 use hists::Hists;
-use procs::{Proc, Rates};
+use procs::{Proc, Rates, Tally};
 use publish::BASE_SERIES;
 use roll::VmstatPages;
 
@@ -130,8 +131,13 @@ pub struct Aggregator {
     seq: u64,
     ended: Option<String>,
     st: Static,
-    /// Where each process's slow-tier pages stop (the verdict column).
+    /// Where each process's and cgroup's slow-tier pages stop (the
+    /// verdict column).
     funnel: Funnel,
+    /// The cgroups' rows (bounded as the totals bound them).
+    cgroups: Cgroups<Tally>,
+    /// Names the cgroups (none: shown by id).
+    cgroup_paths: Option<PathCache>,
     /// Nodes of the top tier (bit per node): a fault elsewhere is slow-tier.
     toptier_mask: u64,
     hotness: KernelHotness,
@@ -171,12 +177,21 @@ impl Aggregator {
                 stamp_capacity: u64::from(header.stamp_entries),
             },
             funnel: Funnel::default(),
+            cgroups: Cgroups::default(),
+            cgroup_paths: None,
             toptier_mask: header.params.as_ref().map_or(1, |p| p.toptier_mask),
             hotness: header
                 .params
                 .as_ref()
                 .map_or(KernelHotness::default(), |p| p.hotness),
         }
+    }
+
+    /// Names the cgroups with the paths `lookup` finds (looked up once
+    /// per new cgroup).
+    pub fn with_cgroup_paths(mut self, lookup: PathLookup) -> Self {
+        self.cgroup_paths = Some(PathCache::new(lookup));
+        self
     }
 
     /// Fresh node memory figures (live).
@@ -215,8 +230,8 @@ impl Aggregator {
         let mut v: Vec<(f64, u64, u32)> = self
             .procs
             .values()
-            .filter(|p| p.counts.faults > 0)
-            .map(|p| (p.rates.counts[0], p.counts.faults, p.pid))
+            .filter(|p| p.tally.counts.faults > 0)
+            .map(|p| (p.tally.rates.counts[0], p.tally.counts.faults, p.pid))
             .collect();
         v.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
         v.into_iter().take(n).map(|x| x.2).collect()

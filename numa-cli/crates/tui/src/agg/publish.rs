@@ -2,6 +2,7 @@
 //! histograms and the focused process's detail.
 use std::collections::BTreeMap;
 
+use numa_core::model::cgroups::OTHER_CGROUPS;
 use numa_ebpf_common::Counter;
 
 use crate::frame::{Axis, Detail, Frame, HistView, ModelView, ProcRow, RateSeries, Warnings};
@@ -9,7 +10,7 @@ use crate::frame::{Axis, Detail, Frame, HistView, ModelView, ProcRow, RateSeries
 use super::{
     header::tier_views,
     hists::Hists,
-    procs::{Proc, Rates},
+    procs::{Proc, Rates, Tally},
     Aggregator, Focus, MAX_ROWS,
 };
 
@@ -58,6 +59,7 @@ fn pct(part: u64, whole: u64) -> Option<f64> {
 impl Aggregator {
     pub(super) fn frame(&mut self, now: u64, focus: Focus) -> Frame {
         self.seq += 1;
+        self.learn_cgroup_paths();
         let rows: Vec<ProcRow> = {
             // A process whose pages the scanner protected but that never
             // faults on them is listed too: its verdict (cold, or not
@@ -65,22 +67,20 @@ impl Aggregator {
             let mut v: Vec<&Proc> = self
                 .procs
                 .values()
-                .filter(|p| p.counts.faults > 0 || p.ptes > 0)
+                .filter(|p| p.tally.counts.faults > 0 || p.ptes > 0)
                 .collect();
-            v.sort_by(|a, b| {
-                b.rates.counts[0]
-                    .total_cmp(&a.rates.counts[0])
-                    .then(b.counts.faults.cmp(&a.counts.faults))
-                    .then(a.pid.cmp(&b.pid))
-            });
+            v.sort_by(|a, b| busiest_first(&a.tally, &b.tally).then(a.pid.cmp(&b.pid)));
             v.into_iter()
                 .take(MAX_ROWS)
                 .map(|p| ProcRow {
                     verdict: self.verdict_short(p.pid, now),
-                    ..self.row(p)
+                    cgroup: (p.cgroup_id != 0).then(|| self.cgroup_name(p.cgroup_id)),
+                    resident: p.resident.clone(),
+                    ..tally_row(p.pid, p.comm.clone(), &p.tally)
                 })
                 .collect()
         };
+        let cgroups = self.cgroup_rows(now);
         let mut header = self.st.header.clone();
         header.tiers = tier_views(&self.st.tiers, &self.st.nodes);
         header.kernel_threshold_ms = self.kernel_threshold.clone();
@@ -100,6 +100,7 @@ impl Aggregator {
             models: self.model_views(),
             system: self.system_row(),
             processes: rows,
+            cgroups,
             hist: self.hist_view(focus.hist_pid),
             detail: focus.detail_pid.and_then(|pid| {
                 let (verdict, vma_verdicts) = self.verdict_lines(pid, now);
@@ -186,17 +187,37 @@ impl Aggregator {
             .collect()
     }
 
-    fn row(&self, p: &Proc) -> ProcRow {
-        ProcRow {
-            agree_pct: p
-                .model_agree
-                .iter()
-                .map(|a| pct(*a, p.counts.decisions))
-                .collect(),
-            faults_total: p.counts.faults,
-            resident: p.resident.clone(),
-            ..rates_row(p.pid, p.comm.clone(), &p.rates, &p.hists)
+    /// Every cgroup's row, busiest first, with its verdict judged at `now`.
+    fn cgroup_rows(&self, now: u64) -> Vec<ProcRow> {
+        let mut v: Vec<(u64, &Tally)> = self.cgroups.iter().collect();
+        v.sort_by(|a, b| busiest_first(a.1, b.1).then(a.0.cmp(&b.0)));
+        v.into_iter()
+            .take(MAX_ROWS)
+            .map(|(id, t)| ProcRow {
+                verdict: self
+                    .funnel
+                    .cgroup_verdict(id, now, self.hotness)
+                    .map(|v| v.short()),
+                cgroup: Some(self.cgroup_name(id)),
+                ..tally_row(0, String::new(), t)
+            })
+            .collect()
+    }
+
+    /// Looks up the paths of cgroups seen since the last frame.
+    fn learn_cgroup_paths(&mut self) {
+        if let Some(paths) = &mut self.cgroup_paths {
+            paths.learn(self.cgroups.ids());
         }
+    }
+
+    /// Cgroup `id`'s path, else `id N` (or the others' row past the bound).
+    fn cgroup_name(&self, id: u64) -> String {
+        if id == OTHER_CGROUPS {
+            return "(the other cgroups)".into();
+        }
+        let path = self.cgroup_paths.as_ref().and_then(|p| p.path(id));
+        path.map_or_else(|| format!("id {id}"), str::to_owned)
     }
 
     fn system_row(&self) -> ProcRow {
@@ -222,7 +243,7 @@ impl Aggregator {
 
     fn hist_view(&self, pid: Option<u32>) -> HistView {
         let (title, h) = match pid.and_then(|pid| self.procs.get(pid)) {
-            Some(p) => (format!("{} {}", p.pid, p.comm), &p.hists),
+            Some(p) => (format!("{} {}", p.pid, p.comm), &p.tally.hists),
             None => ("all processes".to_owned(), &self.sys_hists),
         };
         HistView {
@@ -239,6 +260,27 @@ impl Aggregator {
                 .map(|v| u64::from(*v))
                 .or(self.st.header.hot_threshold_ms),
         }
+    }
+}
+
+/// Busiest first: the most hint faults per second, then in all.
+fn busiest_first(a: &Tally, b: &Tally) -> std::cmp::Ordering {
+    b.rates.counts[0]
+        .total_cmp(&a.rates.counts[0])
+        .then(b.counts.faults.cmp(&a.counts.faults))
+}
+
+/// A table row of `t`; the caller fills in the resident pages, the
+/// verdict and the cgroup.
+fn tally_row(pid: u32, comm: String, t: &Tally) -> ProcRow {
+    ProcRow {
+        agree_pct: t
+            .model_agree
+            .iter()
+            .map(|a| pct(*a, t.counts.decisions))
+            .collect(),
+        faults_total: t.counts.faults,
+        ..rates_row(pid, comm, &t.rates, &t.hists)
     }
 }
 
@@ -264,5 +306,6 @@ fn rates_row(pid: u32, comm: String, rates: &Rates, h: &Hists) -> ProcRow {
         faults_total: 0,
         resident: None,
         verdict: None,
+        cgroup: None,
     }
 }

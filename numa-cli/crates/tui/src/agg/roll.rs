@@ -36,13 +36,11 @@ impl Aggregator {
             .collect();
         self.roll_vmstat();
         for p in self.procs.values_mut() {
-            p.rates.counts = rates_of(&p.counts, &p.prev, dt_s);
-            p.prev = p.counts;
-            for (i, r) in p.rates.models.iter_mut().enumerate() {
-                *r = p.model_promote[i].saturating_sub(p.prev_model_promote[i]) as f64 / dt_s;
-                p.prev_model_promote[i] = p.model_promote[i];
-            }
+            p.tally.roll(dt_s);
             p.roll_heat();
+        }
+        for (_, t) in self.cgroups.iter_mut() {
+            t.roll(dt_s);
         }
         self.procs.advance(now);
         let r = &self.sys_rates.counts;

@@ -346,6 +346,7 @@ fn skip(pid: u64, start: u64, end: u64, ts: u64, reason: u32) -> Event {
         pid_tgid: pid << 32,
         vm_start: start,
         vm_end: end,
+        ..SkipEvent::default()
     })
 }
 
@@ -590,4 +591,49 @@ fn a_process_without_faults_but_with_protected_pages_is_listed() {
         .find(|p| p.pid == 11)
         .expect("pid 11 listed");
     assert_eq!(row.verdict.as_deref(), Some("pid_inactive 32s"));
+}
+
+#[test]
+fn cgroup_rows_sum_their_processes_and_a_scanned_cgroup_has_its_verdict() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let lookup = |ids: &BTreeSet<u64>| -> BTreeMap<u64, String> {
+        ids.iter()
+            .filter(|&&id| id != 9)
+            .map(|&id| (id, format!("/c{id}")))
+            .collect()
+    };
+    let mut a = agg(&["kernel-time"]).with_cgroup_paths(Box::new(lookup));
+    a.snapshot(&snap(T0, 0, 0, 0));
+    // Processes 7 and 8 in cgroup 5, process 6 in cgroup 9 (no path);
+    // cgroup 3's process scanned, never faulted.
+    for (i, (pid, cg)) in [(7, 5), (8, 5), (8, 5), (6, 9)].into_iter().enumerate() {
+        let mut e = fault_event(pid, T0 + 1 + i as u64, i as u64, 100, Outcome::PromoteHot);
+        e.cgroup_id = cg;
+        a.event(&Event::Fault(e));
+    }
+    let Event::Scan(s) = scan(4, 0x7f00_0000_0000, 0x7f00_0100_0000, T0 + 10, 4096) else {
+        unreachable!("scan() makes scans")
+    };
+    a.event(&Event::Scan(ScanEvent { cgroup_id: 3, ..s }));
+    let fr = a.publish(Some(T0 + S), Focus::default());
+    let rows: Vec<(Option<&str>, u64)> = fr
+        .cgroups
+        .iter()
+        .map(|r| (r.cgroup.as_deref(), r.faults_total))
+        .collect();
+    assert_eq!(
+        rows,
+        [(Some("/c5"), 3), (Some("id 9"), 1), (Some("/c3"), 0)]
+    );
+    assert_eq!(fr.cgroups[0].faults_s, 3.0);
+    assert_eq!(fr.cgroups[0].agree_pct, [Some(100.0)]);
+    assert_eq!(fr.cgroups[2].verdict.as_deref(), Some("cold"));
+    let of = |pid: u32| {
+        let p = fr.processes.iter().find(|r| r.pid == pid);
+        p.and_then(|r| r.cgroup.as_deref())
+    };
+    assert_eq!(
+        (of(7), of(8), of(6), of(4)),
+        (Some("/c5"), Some("/c5"), Some("id 9"), Some("/c3"))
+    );
 }

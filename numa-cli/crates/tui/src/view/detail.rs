@@ -221,11 +221,10 @@ pub fn render(app: &App, pid: u32, area: Rect, buf: &mut Buffer) {
     let head = Line::from(vec![
         Span::styled(format!("{} {}", d.pid, printable(&d.comm)), title_style()),
         Span::raw(format!(
-            "  faults {} │ scan passes {} │ PTEs updated {} │ stamps {} │ skips: {}",
+            "  faults {} │ scan passes {} │ PTEs updated {} │ skips: {}",
             fmt::count(d.faults_total),
             fmt::count(d.scan_passes),
             fmt::count(d.ptes_updated),
-            fmt::count(d.stamps),
             if skips.is_empty() {
                 "none".to_owned()
             } else {

@@ -148,6 +148,15 @@ fn status(app: &App, area: Rect, buf: &mut Buffer) {
             ("+-", refresh.as_str()),
             ("m", " model "),
             ("?", " help "),
+            // Last: cut first on a narrow terminal, and `?` lists it.
+            (
+                "c",
+                if app.by_cgroup {
+                    " processes "
+                } else {
+                    " cgroups "
+                },
+            ),
         ] {
             spans.push(Span::styled(k.to_owned(), key));
             spans.push(Span::raw(what.to_owned()));

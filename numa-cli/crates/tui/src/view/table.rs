@@ -1,5 +1,5 @@
-//! The process table: one row per process with hint faults, and a first
-//! row for all processes together.
+//! The table: one row per process with hint faults or scanned pages (or,
+//! `c`, per cgroup), and a first row for all processes together.
 use numa_core::printable::printable;
 use ratatui::{
     buffer::Buffer,
@@ -77,7 +77,7 @@ const WHY_MIN: usize = 16;
 fn columns(app: &App, width: u16) -> Vec<Col> {
     let w = width as usize;
     let (wide, wider) = (w >= 110, w >= 130);
-    let mut cols = rate_columns(wide, wider);
+    let mut cols = rate_columns(app.by_cgroup, wide, wider);
     cols.extend(model_columns(app));
     let used = |cols: &[Col]| cols.iter().map(|c| c.width + 1).sum::<usize>();
     let latency = latency_columns();
@@ -85,7 +85,8 @@ fn columns(app: &App, width: u16) -> Vec<Col> {
         cols.extend(latency);
     }
     let resident_w = if wider { 24 } else { 18 };
-    if wide && w >= used(&cols) + resident_w + 1 + WHY_MIN {
+    // Resident pages are read per process.
+    if wide && !app.by_cgroup && w >= used(&cols) + resident_w + 1 + WHY_MIN {
         cols.push(Col::left(
             "RESIDENT PAGES",
             resident_w,
@@ -102,7 +103,20 @@ fn columns(app: &App, width: u16) -> Vec<Col> {
     cols
 }
 
-fn rate_columns(wide: bool, wider: bool) -> Vec<Col> {
+/// The row's name: pid and command, or the cgroup's path (the first
+/// row's "all processes" in either).
+fn identity_columns(by_cgroup: bool, wide: bool) -> Vec<Col> {
+    if by_cgroup {
+        return vec![Col::left(
+            "CGROUP",
+            if wide { 28 } else { 20 },
+            SortKey::Comm,
+            |r| {
+                let name = r.cgroup.as_deref().unwrap_or(&r.comm);
+                printable(name).into_owned()
+            },
+        )];
+    }
     let pid = |r: &ProcRow| {
         if r.pid == 0 {
             "-".into()
@@ -110,13 +124,19 @@ fn rate_columns(wide: bool, wider: bool) -> Vec<Col> {
             r.pid.to_string()
         }
     };
-    let mut cols = vec![
+    vec![
         Col::right("PID", 7, SortKey::Pid, pid),
         Col::left("COMM", if wide { 16 } else { 12 }, SortKey::Comm, |r| {
             printable(&r.comm).into_owned()
         }),
-        Col::right("FLT/s", 7, SortKey::Faults, |r| fmt::rate(r.faults_s)),
-    ];
+    ]
+}
+
+fn rate_columns(by_cgroup: bool, wide: bool, wider: bool) -> Vec<Col> {
+    let mut cols = identity_columns(by_cgroup, wide);
+    cols.push(Col::right("FLT/s", 7, SortKey::Faults, |r| {
+        fmt::rate(r.faults_s)
+    }));
     if wider {
         cols.push(Col::right("LOC%", 5, SortKey::Faults, |r| {
             fmt::opt(r.local_pct, |v| format!("{v:.0}"))
@@ -170,11 +190,16 @@ fn cell(text: &str, width: usize, left: bool) -> String {
     }
 }
 
-/// "processes (N)", the rates' unit, the active filter, the sort and the
-/// model.
+/// "processes (N)" (of a cgroup) or "cgroups (N)", the rates' unit, the
+/// active filter, the sort and the model.
 fn title_line(app: &App, n: usize) -> Line<'static> {
+    let what = match (&app.in_cgroup, app.by_cgroup) {
+        (_, true) => format!("cgroups ({n})"),
+        (Some(c), false) => format!("processes ({n}) of {}", printable(c)),
+        (None, false) => format!("processes ({n})"),
+    };
     let mut title = vec![
-        Span::styled(format!("processes ({n})"), title_style()),
+        Span::styled(what, title_style()),
         // Every rate column counts folios, one per hint fault.
         dim("  folios/s"),
     ];
@@ -248,10 +273,17 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             .render(Rect::new(area.x, y, area.width, 1), buf);
     }
     if rows.is_empty() && body >= 2 {
-        let msg = if f.processes.is_empty() {
-            "no hint faults yet: numa_balancing must be 2 (tiering) and a workload must touch slow-tier memory"
+        let listed = if app.by_cgroup {
+            &f.cgroups
         } else {
-            "no process matches the filter (Esc clears it)"
+            &f.processes
+        };
+        let msg = if listed.is_empty() {
+            "no hint faults yet: numa_balancing must be 2 (tiering) and a workload must touch slow-tier memory"
+        } else if app.in_cgroup.is_some() {
+            "none of this cgroup's processes matches the filter (Esc: back to the cgroups)"
+        } else {
+            "no row matches the filter (Esc clears it)"
         };
         Paragraph::new(dim(format!("  {msg}")))
             .render(Rect::new(area.x, area.y + 3, area.width, 1), buf);

@@ -158,7 +158,24 @@ fn help_overlay_and_filter_prompt() {
     let t = draw(&app, 80, 24);
     let s = text(&t);
     assert!(s.contains("filter: zzz_"), "{s}");
-    assert!(s.contains("no process matches the filter"), "{s}");
+    assert!(s.contains("no row matches the filter"), "{s}");
+}
+
+#[test]
+fn the_cgroup_table_names_each_cgroup_and_lists_its_processes() {
+    let mut app = app_with(replayed(Focus::default(), false));
+    app.update(Action::ToggleCgroups);
+    for (w, h) in SIZES {
+        let t = draw(&app, w, h);
+        let s = text(&t);
+        assert!(s.contains("cgroups (1)") && s.contains("CGROUP"), "{s}");
+        insta::assert_snapshot!(format!("cgroups_{w}x{h}"), t.backend());
+    }
+    app.update(Action::Down);
+    app.update(Action::Enter);
+    let s = text(&draw(&app, 200, 50));
+    assert!(s.contains("processes (1) of id "), "{s}");
+    assert!(s.contains("hot-chunks"), "{s}");
 }
 
 #[test]

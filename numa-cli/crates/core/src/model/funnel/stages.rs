@@ -261,7 +261,7 @@ impl Stages {
     }
 }
 
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct SkipRow {
     pub count: u64,
     pub since_last_scan: u64,
@@ -272,7 +272,7 @@ pub struct SkipRow {
 /// Faults, decisions and migrations count folios (one per hint fault);
 /// each `_pages` field beside one counts the same folios' pages, what
 /// vmstat's page counters (pgpromote_success) compare with.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct StageRow {
     /// Passes, and the PTEs they protected (base pages).
     pub scan_passes: u64,

@@ -28,6 +28,7 @@ fn skip(pid: u64, start: u64, end: u64, ts_ns: u64, reason: u32) -> SkipEvent {
         pid_tgid: pid << 32,
         vm_start: start,
         vm_end: end,
+        ..SkipEvent::default()
     }
 }
 
@@ -349,4 +350,40 @@ fn pid_churn_keeps_the_table_bounded_and_the_top_exact() {
     assert_eq!(top, [3, 2, 1]);
     // The rest are the churners scanning 16 PTEs, the most any did.
     assert!(rows[3..].iter().all(|r| r.pid >= 10_000));
+}
+
+#[test]
+fn a_cgroup_s_funnel_sums_its_processes_and_old_records_have_none() {
+    let mut f = Funnel::default();
+    let hotness = crate::params::KernelHotness::default();
+    // Two processes of cgroup 5, scanned and faulting; cgroup 6 only
+    // scanned; a scan without a cgroup (an older trace) in none.
+    for (pid, ts) in [(41, S), (42, 2 * S)] {
+        let mut s = scan(pid, BASE, BASE + 16 * MIB, ts, 4096);
+        s.cgroup_id = 5;
+        f.scan(&s);
+        for i in 0..4096 {
+            let mut ev = fault(i, i, 500, Outcome::PromoteHot);
+            (ev.pid_tgid, ev.ts_ns, ev.cgroup_id) = (pid << 32 | pid, ts + 1 + i, 5);
+            f.fault(&ev, true);
+        }
+    }
+    let mut cold = scan(43, BASE, BASE + 16 * MIB, S, 4096);
+    cold.cgroup_id = 6;
+    f.scan(&cold);
+    let mut skip6 = skip(43, BASE, BASE + 16 * MIB, 2 * S, 4);
+    skip6.cgroup_id = 6;
+    f.skip(&skip6);
+    f.scan(&scan(44, BASE, BASE + 16 * MIB, S, 4096));
+    let hot = f.cgroup_funnel(5, 3 * S, hotness).expect("cgroup 5");
+    assert_eq!(
+        (hot.stages.scan_passes, hot.stages.ptes_protected),
+        (2, 8192)
+    );
+    assert_eq!((hot.stages.slow_faults, hot.stages.promoted), (8192, 8192));
+    assert_eq!(hot.verdict_kind, "promoted");
+    let cold = f.cgroup_funnel(6, 3 * S, hotness).expect("cgroup 6");
+    assert_eq!(cold.verdict_kind, "cold");
+    assert_eq!(cold.stages.skips["pid_inactive"].count, 1);
+    assert!(f.cgroup_funnel(0, 3 * S, hotness).is_none());
 }
