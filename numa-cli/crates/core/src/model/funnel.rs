@@ -279,8 +279,7 @@ impl Funnel {
         end_ns: u64,
         hotness: crate::params::KernelHotness,
     ) -> Option<CgroupFunnel> {
-        let stages = self.cgroups.get(id)?;
-        let verdict = judge(stages, end_ns).with_hotness(hotness);
+        let (stages, verdict) = self.cgroup_judged(id, end_ns, hotness)?;
         Some(CgroupFunnel {
             verdict: verdict.to_string(),
             verdict_kind: verdict.kind().into(),
@@ -296,8 +295,18 @@ impl Funnel {
         end_ns: u64,
         hotness: crate::params::KernelHotness,
     ) -> Option<Verdict> {
+        self.cgroup_judged(id, end_ns, hotness).map(|(_, v)| v)
+    }
+
+    /// Cgroup `id`'s stages and the verdict on them.
+    fn cgroup_judged(
+        &self,
+        id: u64,
+        end_ns: u64,
+        hotness: crate::params::KernelHotness,
+    ) -> Option<(&Stages, Verdict)> {
         let stages = self.cgroups.get(id)?;
-        Some(judge(stages, end_ns).with_hotness(hotness))
+        Some((stages, judge(stages, end_ns).with_hotness(hotness)))
     }
 
     /// The [`TOP`] processes by slow-tier activity, judged at `end_ns`.
