@@ -11,7 +11,7 @@
 /// built into the same binary as the userspace that reads it, so only
 /// traces can disagree: every trace header carries it and the trace reader
 /// refuses a trace with another value.
-pub const ABI_VERSION: u32 = 4;
+pub const ABI_VERSION: u32 = 5;
 
 /// The layout before the folio's access values were appended to
 /// [`FaultEvent`] and [`ScanEvent`]: its records are prefixes of today's
@@ -25,6 +25,12 @@ pub const RECORD_SIZES_V2: [usize; 3] = [168, 80, 40];
 pub const ABI_VERSION_V3: u32 = 3;
 /// Record sizes (fault, scan, skip) of [`ABI_VERSION_V3`].
 pub const RECORD_SIZES_V3: [usize; 3] = [176, 88, 40];
+
+/// The layout before demotion records: its fault, scan and skip records
+/// are today's.
+pub const ABI_VERSION_V4: u32 = 4;
+/// Record sizes (fault, scan, skip) of [`ABI_VERSION_V4`].
+pub const RECORD_SIZES_V4: [usize; 3] = [176, 96, 48];
 
 /// Indices into the per-CPU `COUNTERS` array. Each BPF program bumps the
 /// counter of the event it saw; userspace sums across CPUs.
@@ -177,6 +183,8 @@ pub mod programs {
     pub const TP_MIGRATE_PAGES: &str = "tp_migrate_pages";
     /// sched:sched_process_exit: a thread's last fault record goes out.
     pub const TP_THREAD_EXIT: &str = "tp_thread_exit";
+    /// The allocation callback reclaim's demotion calls once per folio.
+    pub const FEXIT_DEMOTE: &str = "fexit_demote";
     /// init_numa_balancing: where the fault-count patch resets its counter.
     pub const FENTRY_FAULT_COUNT_RESET: &str = "fentry_fault_count_reset";
     pub const KPROBE_FAULT_COUNT_RESET: &str = "kprobe_fault_count_reset";
@@ -190,7 +198,7 @@ pub mod programs {
     /// Each fentry/fexit/tracepoint program and its twin that does nothing
     /// (`--empty-programs`: what attaching alone costs). Programs that
     /// never attach in the same run (a hook's variants) share a twin.
-    pub const EMPTY_TWINS: [(&str, &str); 17] = [
+    pub const EMPTY_TWINS: [(&str, &str); 18] = [
         (FENTRY_HINT_FAULT, "empty_fentry_hint_fault"),
         (FENTRY_SCAN_RANGE, "empty_fentry_scan_range"),
         (FENTRY_FAULT_ACCOUNT, "empty_fentry_fault_account"),
@@ -206,6 +214,7 @@ pub mod programs {
         (TP_SKIP_VMA, "empty_tp_skip_vma"),
         (TP_MIGRATE_PAGES, "empty_tp_migrate_pages"),
         (TP_THREAD_EXIT, "empty_tp_thread_exit"),
+        (FEXIT_DEMOTE, "empty_fexit_demote"),
         (FENTRY_FAULT_COUNT_RESET, "empty_fentry_fault_count_reset"),
         (FENTRY_FAULT_COUNT_DROP, "empty_fentry_fault_count_drop"),
     ];
@@ -238,6 +247,7 @@ pub enum EventKind {
     Fault = 1,
     Scan = 2,
     VmaSkip = 3,
+    Demote = 4,
 }
 
 /// The kernel's promotion decision for one hint fault, as numatrace infers
@@ -960,6 +970,48 @@ impl SkipEvent {
     }
 }
 
+/// Who demoted a folio: the thread that ran reclaim's demotion.
+pub mod reclaimer {
+    /// A node's kswapd (PF_KSWAPD), the kernel's `pgdemote_kswapd`.
+    pub const KSWAPD: u32 = 0;
+    /// Direct reclaim by an allocating task, `pgdemote_direct`.
+    pub const DIRECT: u32 = 1;
+    /// khugepaged's reclaim, `pgdemote_khugepaged` (6.8+; `pgdemote_direct`
+    /// before).
+    pub const KHUGEPAGED: u32 = 2;
+    /// Names, by value.
+    pub const NAMES: [&str; 3] = ["kswapd", "direct", "khugepaged"];
+}
+
+/// One folio reclaim chose to demote, seen where `migrate_pages()` asks
+/// reclaim's allocation callback for its destination on a lower tier:
+/// once per folio tried. `dst_pfn` is 0 when the allocation failed (the
+/// folio then stays, and reclaim may free or keep it).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DemoteEvent {
+    pub kind: u32,
+    /// A [`reclaimer`] value.
+    pub reclaimer: u32,
+    pub ts_ns: u64,
+    /// The reclaiming thread.
+    pub pid_tgid: u64,
+    pub src_pfn: u64,
+    pub dst_pfn: u64,
+    pub src_nid: i32,
+    /// -1 when the allocation failed.
+    pub dst_nid: i32,
+    /// The folio's identity, which migration keeps: `mapping` (an
+    /// anon_vma with bit 0 set, or an address_space) and `index` (the page
+    /// offset in it). A PFN freed and reused holds another identity.
+    pub mapping: u64,
+    pub index: u64,
+    /// The folio's size in base pages (0: unknown, a large folio on a
+    /// kernel whose folio order numatrace cannot find).
+    pub nr_pages: u32,
+    pub reserved: u32,
+}
+
 /// What the probes keep of a folio between its hint faults, a slot of the
 /// `STAMPS` array (all zero until a fault first writes it; `written_ns` is
 /// never 0 after). Written only at hint faults: the scanner's own
@@ -1237,7 +1289,17 @@ mod tests {
         assert_eq!(core::mem::size_of::<FaultEvent>(), 176);
         assert_eq!(core::mem::size_of::<ScanEvent>(), 96);
         assert_eq!(core::mem::size_of::<SkipEvent>(), 48);
+        assert_eq!(core::mem::size_of::<DemoteEvent>(), 72);
         assert_eq!(core::mem::size_of::<Stamp>(), 32);
+        // Demotion records came in without changing the others.
+        assert_eq!(
+            [
+                core::mem::size_of::<FaultEvent>(),
+                core::mem::size_of::<ScanEvent>(),
+                core::mem::size_of::<SkipEvent>()
+            ],
+            RECORD_SIZES_V4
+        );
         // Appended fields: the older records are prefixes.
         assert_eq!(
             core::mem::offset_of!(FaultEvent, access_at_fault),

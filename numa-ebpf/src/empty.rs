@@ -37,7 +37,8 @@ empty!(
     empty_fexit_decision,
     empty_fexit_scan_range,
     empty_fexit_thp_scan,
-    empty_fexit_migrate
+    empty_fexit_migrate,
+    empty_fexit_demote
 );
 empty!(
     tracepoint,

@@ -13,6 +13,7 @@
 )]
 
 mod decision;
+mod demote;
 mod empty;
 mod fault;
 mod maps;

@@ -240,6 +240,15 @@ static OFF_VMF_ADDRESS: u32 = 0;
 /// task_struct.comm, from BTF (0: unknown).
 #[no_mangle]
 static OFF_TASK_COMM: u32 = 0;
+/// task_struct.flags (PF_KSWAPD tells kswapd's demotions).
+#[no_mangle]
+static OFF_TASK_FLAGS: u32 = 0;
+/// PG_head in page->flags (64: unknown), and where a large folio keeps
+/// its order (a byte: folio._flags_1 on 6.12+, folio._folio_order on 6.1).
+#[no_mangle]
+static PG_HEAD_BIT: u32 = 64;
+#[no_mangle]
+static OFF_FOLIO_ORDER: u32 = 0;
 #[no_mangle]
 static OFF_PROMOTE_CANDIDATE: u32 = 0;
 /// `__per_cpu_offset`, pglist_data.per_cpu_nodestats and
@@ -388,6 +397,21 @@ pub fn current_comm(comm: &mut [u8; 16]) {
         dst.write_unaligned(core::ptr::read_volatile(src.cast::<u64>()));
         dst.add(1)
             .write_unaligned(core::ptr::read_volatile(src.add(8).cast::<u64>()));
+    }
+}
+
+/// The current task's `flags` (PF_*), 0 when its offset is unknown.
+#[inline(always)]
+pub fn current_task_flags() -> u32 {
+    let off = setting!(OFF_TASK_FLAGS);
+    if off == 0 {
+        return 0;
+    }
+    // SAFETY: the current task is valid for the program's run and `off`
+    // is task_struct.flags (from BTF, checked again by the verifier).
+    unsafe {
+        let src = bpf_get_current_task_btf().cast::<u8>().add(off as usize);
+        core::ptr::read_volatile(src.cast::<u32>())
     }
 }
 
@@ -925,6 +949,48 @@ fn read_kernel_u64_once(cache: &Array<u64>, index: u32, addr: u64) -> Option<u64
     }
 }
 
+/// The PFN of the folio whose head `struct page` is at `folio` (its offset
+/// in vmemmap), None when vmemmap is unknown or `folio` is not in it.
+#[inline(always)]
+pub fn folio_pfn(folio: u64) -> Option<u64> {
+    let base = vmemmap()?;
+    let size = setting!(PAGE_STRUCT_SIZE);
+    (folio >= base && size != 0).then(|| (folio - base) / size)
+}
+
+/// The node of the folio at `folio`, from the node field of its flags
+/// (-1 when unreadable or its place in the flags is unknown).
+#[inline(always)]
+pub fn folio_nid(folio: u64) -> i32 {
+    let node_shift = setting!(NODES_PGSHIFT);
+    if node_shift == 0 || node_shift >= 64 {
+        return -1;
+    }
+    read_kernel_u64(folio).map_or(-1, |flags| (flags >> node_shift) as i32)
+}
+
+/// The size in base pages of the folio at `folio`: 1 without PG_head,
+/// else 1 << its order (a byte of its second page, from BTF); 0 when
+/// either is unknown or unreadable.
+#[inline(always)]
+pub fn folio_nr_pages(folio: u64) -> u32 {
+    let head = setting!(PG_HEAD_BIT);
+    let Some(flags) = read_kernel_u64(folio) else {
+        return 0;
+    };
+    if head >= 64 {
+        return 0;
+    }
+    if flags & (1 << head) == 0 {
+        return 1;
+    }
+    let off = setting!(OFF_FOLIO_ORDER);
+    if off == 0 {
+        return 0;
+    }
+    read_kernel_u32(folio + u64::from(off)).map_or(0, |v| 1 << (v & 0xff).min(31))
+}
+
 /// The stamp slot of the folio whose head `struct page` is at `folio`.
 ///
 /// The folio's PFN is its offset in vmemmap. Each slow span is cut into
@@ -935,12 +1001,7 @@ fn read_kernel_u64_once(cache: &Array<u64>, index: u32, addr: u64) -> Option<u64
 /// workload or the allocator may have. Mirrored by userspace's map plan.
 #[inline(always)]
 pub fn stamp_slot(folio: u64) -> Result<*mut Stamp, NoSlot> {
-    let base = vmemmap().ok_or(NoSlot::NotSlow)?;
-    let size = setting!(PAGE_STRUCT_SIZE);
-    if folio < base || size == 0 {
-        return Err(NoSlot::NotSlow);
-    }
-    let pfn = (folio - base) / size;
+    let pfn = folio_pfn(folio).ok_or(NoSlot::NotSlow)?;
     let shift = setting!(FOLLOW_SHIFT) & 63;
     for i in 0..MAX_SPANS {
         // SAFETY: plain reads of constant-after-load globals.

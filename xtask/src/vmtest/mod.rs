@@ -12,6 +12,7 @@
 //! in run order. README.md here says how to add one.
 
 mod cgroups;
+mod demotion;
 mod detach;
 mod doctor;
 mod export;
@@ -180,6 +181,18 @@ pub(crate) const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         timeout_s: 300,
         check: promote::check,
+        icount: false,
+        systemd: false,
+        left_out: None,
+    },
+    // Sets demotion_enabled and puts it back.
+    VmTest {
+        name: "demotion",
+        script: demotion::SCRIPT,
+        kernels: &Series::ALL,
+        // Two attaches around 30 s of workloads that fill DRAM.
+        timeout_s: 300,
+        check: demotion::check,
         icount: false,
         systemd: false,
         left_out: None,

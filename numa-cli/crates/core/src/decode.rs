@@ -1,6 +1,6 @@
 //! Bytes from the ring buffer (or a trace file) -> typed events. The only
 //! place that reinterprets raw bytes.
-use numa_ebpf_common::{EventKind, FaultEvent, HistEntry, ScanEvent, SkipEvent};
+use numa_ebpf_common::{DemoteEvent, EventKind, FaultEvent, HistEntry, ScanEvent, SkipEvent};
 use serde::{Deserialize, Serialize};
 
 /// A decoded kernel event.
@@ -9,6 +9,7 @@ pub enum Event {
     Fault(FaultEvent),
     Scan(ScanEvent),
     Skip(SkipEvent),
+    Demote(DemoteEvent),
 }
 
 impl Event {
@@ -18,6 +19,7 @@ impl Event {
             Event::Fault(f) => f.ts_ns,
             Event::Scan(s) => s.ts_ns,
             Event::Skip(s) => s.ts_ns,
+            Event::Demote(d) => d.ts_ns,
         }
     }
 }
@@ -29,7 +31,7 @@ pub enum DecodeError {
     #[error("unknown record kind {0} (BPF object and numatrace versions differ?)")]
     UnknownKind(u32),
     #[error(
-        "fault record names node {nid} as its {which} node: node ids are -1 (none) \
+        "record names node {nid} as its {which} node: node ids are -1 (none) \
          to {max} (MAX_NUMNODES), so the record is corrupt or crafted",
         max = crate::topology::MAX_NUMNODES - 1
     )]
@@ -39,6 +41,11 @@ pub enum DecodeError {
          so the record is corrupt or crafted"
     )]
     SkipReasonOutOfRange(u32),
+    #[error(
+        "demotion record has reclaimer {0}: the kernel has three (kswapd, direct, \
+         khugepaged), so the record is corrupt or crafted"
+    )]
+    ReclaimerOutOfRange(u32),
 }
 
 /// Skip reasons are below this: the kernel's `numa_vmaskip_reason` has 7,
@@ -77,8 +84,22 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
             check_skip(&s)?;
             Ok(Event::Skip(s))
         }
+        k if k == EventKind::Demote as u32 => {
+            let d: DemoteEvent = read(bytes)?;
+            check_demote(&d)?;
+            Ok(Event::Demote(d))
+        }
         k => Err(DecodeError::UnknownKind(k)),
     }
+}
+
+/// A demotion whose reclaimer and nodes are ones the kernel has.
+fn check_demote(d: &DemoteEvent) -> Result<(), DecodeError> {
+    if d.reclaimer as usize >= numa_ebpf_common::reclaimer::NAMES.len() {
+        return Err(DecodeError::ReclaimerOutOfRange(d.reclaimer));
+    }
+    check_nid("demotion source", d.src_nid)?;
+    check_nid("demotion destination", d.dst_nid)
 }
 
 /// A skip whose reason is one the kernels name.
@@ -93,21 +114,19 @@ fn check_skip(s: &SkipEvent) -> Result<(), DecodeError> {
 /// counts per node (pair) is then bounded by [`crate::topology::MAX_NUMNODES`].
 #[inline]
 fn check_nodes(f: &FaultEvent) -> Result<(), DecodeError> {
-    let valid =
-        |nid: i32| nid == -1 || u32::try_from(nid).is_ok_and(|n| n < crate::topology::MAX_NUMNODES);
-    if !valid(f.src_nid) {
-        return Err(DecodeError::NodeOutOfRange {
-            which: "source",
-            nid: f.src_nid,
-        });
+    check_nid("source", f.src_nid)?;
+    check_nid("destination", f.dst_nid)
+}
+
+/// `nid` is a node id, or -1 (none).
+#[inline]
+fn check_nid(which: &'static str, nid: i32) -> Result<(), DecodeError> {
+    let valid = nid == -1 || u32::try_from(nid).is_ok_and(|n| n < crate::topology::MAX_NUMNODES);
+    if valid {
+        Ok(())
+    } else {
+        Err(DecodeError::NodeOutOfRange { which, nid })
     }
-    if !valid(f.dst_nid) {
-        return Err(DecodeError::NodeOutOfRange {
-            which: "destination",
-            nid: f.dst_nid,
-        });
-    }
-    Ok(())
 }
 
 /// A trace layout older than today's, whose fault and scan records are
@@ -119,6 +138,8 @@ pub enum OldLayout {
     V2,
     /// Before the scanning task's cgroup in scan and skip records.
     V3,
+    /// Before demotion records.
+    V4,
 }
 
 impl OldLayout {
@@ -129,6 +150,7 @@ impl OldLayout {
         match (abi_version, record_sizes) {
             (c::ABI_VERSION_V2, s) if s == c::RECORD_SIZES_V2 => Some(OldLayout::V2),
             (c::ABI_VERSION_V3, s) if s == c::RECORD_SIZES_V3 => Some(OldLayout::V3),
+            (c::ABI_VERSION_V4, s) if s == c::RECORD_SIZES_V4 => Some(OldLayout::V4),
             _ => None,
         }
     }
@@ -137,6 +159,7 @@ impl OldLayout {
         match self {
             OldLayout::V2 => numa_ebpf_common::RECORD_SIZES_V2,
             OldLayout::V3 => numa_ebpf_common::RECORD_SIZES_V3,
+            OldLayout::V4 => numa_ebpf_common::RECORD_SIZES_V4,
         }
     }
 }
@@ -192,6 +215,7 @@ pub fn raw_bytes(ev: &Event) -> &[u8] {
         Event::Fault(f) => bytes(f),
         Event::Scan(s) => bytes(s),
         Event::Skip(s) => bytes(s),
+        Event::Demote(d) => bytes(d),
     }
 }
 

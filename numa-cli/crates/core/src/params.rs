@@ -23,6 +23,15 @@ pub struct KernelParams {
     /// Byte offset of task_struct.comm (0: unknown).
     #[serde(default)]
     pub off_task_comm: u32,
+    /// Byte offset of task_struct.flags (0: unknown).
+    #[serde(default)]
+    pub off_task_flags: u32,
+    /// PG_head's bit in page->flags (None: unknown), and the byte holding
+    /// a large folio's order (0: unknown).
+    #[serde(default)]
+    pub pg_head_bit: Option<u32>,
+    #[serde(default)]
+    pub off_folio_order: u32,
     #[serde(default)]
     pub off_vmf_address: u32,
     #[serde(default)]

@@ -98,6 +98,7 @@ pub struct Publisher {
     funnel: Funnel,
     /// VMA skips by the kernel's reason id.
     skips: BTreeMap<u32, u64>,
+    demotions: numa_core::model::demotions::Demotions,
 }
 
 impl Publisher {
@@ -129,6 +130,7 @@ impl Publisher {
                 events: 0,
                 funnel: Funnel::default(),
                 skips: BTreeMap::new(),
+                demotions: Default::default(),
             },
             rx,
         )
@@ -374,6 +376,7 @@ impl Publisher {
             processes: self.process_metrics(),
             cgroups: self.cgroup_metrics(),
             funnel: self.funnel_metrics(),
+            demotions: self.demotions.report().by_reclaimer.into_iter().collect(),
             vmstat: s.vmstat.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             node_vmstat: self.opts.node_vmstat.map(|f| f()).unwrap_or_default(),
             snapshots: self.snapshots,
@@ -406,6 +409,7 @@ impl Sink for Publisher {
                 self.funnel.skip(s);
                 *self.skips.entry(s.reason).or_default() += 1;
             }
+            Event::Demote(d) => self.demotions.record(d),
         }
         Ok(())
     }

@@ -28,6 +28,9 @@ pub const FUNCTIONS: &[&str] = &[
     "change_huge_pmd",
     "init_numa_balancing",
     "__mmdrop",
+    "alloc_demote_folio",
+    "alloc_migrate_folio",
+    "alloc_demote_page",
 ];
 
 pub const TRACEPOINTS: &[&str] = &[

@@ -4,7 +4,7 @@
 //! `numatrace doctor`.
 use std::time::Duration;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use aya::{
     maps::{Array, RingBuf},
     programs::{FEntry, FExit, KProbe, KProbeError, ProgramError, TracePoint},
@@ -87,6 +87,9 @@ fn programs(
         (H::VmaSkip, _) => &[(p::TP_SKIP_VMA, Entry)],
         (H::MigrateTracepoint, _) => &[(p::TP_MIGRATE_PAGES, Entry)],
         (H::ThreadExit, _) => &[(p::TP_THREAD_EXIT, Entry)],
+        (H::Demote, true) => &[(p::FEXIT_DEMOTE, Exit)],
+        // A kretprobe cannot see the folio it would record.
+        (H::Demote, false) => &[],
     }
 }
 
@@ -135,6 +138,13 @@ fn attach_family(
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    if progs.is_empty() {
+        bail!(
+            "no {} program for the {} hook: it needs fentry/fexit",
+            family.name(),
+            h.hook.name()
+        );
+    }
     for (i, &(name, half)) in progs.iter().enumerate() {
         let m = half_mechanism(family, half);
         if let Err(e) = attach_one(ebpf, btf, name, m, target) {
@@ -392,6 +402,9 @@ fn load_object(
         .override_global("NODES_PGSHIFT", &k.nodes_pgshift, true)
         .override_global("OFF_LAST_CPUPID", &k.off_last_cpupid, true)
         .override_global("OFF_TASK_COMM", &k.off_task_comm, true)
+        .override_global("OFF_TASK_FLAGS", &k.off_task_flags, true)
+        .override_global("PG_HEAD_BIT", &k.pg_head_bit.unwrap_or(64), true)
+        .override_global("OFF_FOLIO_ORDER", &k.off_folio_order, true)
         .override_global("OFF_MM_HINT_FAULTS", &k.off_mm_hint_faults, true)
         .override_global("SAMPLE_EVERY", &o.sample_every.max(1), true)
         .override_global("FILTER_TGID", &o.filter_tgid, true)

@@ -101,6 +101,12 @@ fn enum_value(btf: &Btf, enum_name: &str, name: &str) -> Option<u32> {
         })
 }
 
+/// The byte of a large folio that holds its order: `_folio_order` (6.1),
+/// the low byte of `_flags_1` (6.12+, little-endian).
+fn folio_order_offset(btf: &Btf) -> Option<u32> {
+    member_offset(btf, "folio", "_folio_order").or_else(|| member_offset(btf, "folio", "_flags_1"))
+}
+
 /// pglist_data.vm_stat[PGPROMOTE_CANDIDATE] (`atomic_long_t`, 8 bytes).
 fn promote_candidate_offset(btf: &Btf) -> Option<u32> {
     let base = member_offset(btf, "pglist_data", "vm_stat")?;
@@ -271,6 +277,14 @@ pub fn resolve() -> KernelParams {
             .as_ref()
             .and_then(|b| member_offset(b, "task_struct", "comm"))
             .unwrap_or(0),
+        off_task_flags: btf
+            .as_ref()
+            .and_then(|b| member_offset(b, "task_struct", "flags"))
+            .unwrap_or(0),
+        pg_head_bit: btf
+            .as_ref()
+            .and_then(|b| enum_value(b, "pageflags", "PG_head")),
+        off_folio_order: btf.as_ref().and_then(folio_order_offset).unwrap_or(0),
         off_vmf_address: btf
             .as_ref()
             .and_then(|b| member_offset(b, "vm_fault", "address"))

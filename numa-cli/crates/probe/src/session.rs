@@ -176,6 +176,7 @@ pub fn header(probes: &Probes) -> trace::Header {
         map_plan: Some(probes.map_plan.clone()),
         map_bytes: probes.map_bytes_total(),
         record_sizes: trace::record_sizes(),
+        demote_record_size: trace::demote_record_size(),
     }
 }
 

@@ -314,7 +314,7 @@ impl Sink for PromoteSink {
                 sh.scan_index_processes
                     .store(procs as u64, Ordering::Relaxed);
             }
-            Event::Skip(_) => {}
+            Event::Skip(_) | Event::Demote(_) => {}
         }
         Ok(())
     }

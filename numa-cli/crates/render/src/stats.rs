@@ -143,6 +143,32 @@ fn print_decisions(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         p.promoted,
         vm("pgpromote_success")
     )?;
+    print_demotions(r, out)
+}
+
+/// Reclaim's demotions per folio, beside vmstat's pgdemote_* in pages.
+fn print_demotions(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
+    let d = &r.demotions;
+    let by = |k: &str| d.by_reclaimer.get(k).copied().unwrap_or(0);
+    writeln!(
+        out,
+        "  demoted folios       {:>12}   pages {} (kswapd {}, direct {}, khugepaged {}; vmstat pgdemote_kswapd {}, pgdemote_direct {}, pgdemote_khugepaged {})",
+        d.folios,
+        d.pages,
+        by("kswapd"),
+        by("direct"),
+        by("khugepaged"),
+        vmstat(r, "pgdemote_kswapd"),
+        vmstat(r, "pgdemote_direct"),
+        vmstat(r, "pgdemote_khugepaged"),
+    )?;
+    if d.alloc_failed > 0 {
+        writeln!(
+            out,
+            "    no room below      {:>12}   (chosen for demotion, no lower-tier folio could be allocated)",
+            d.alloc_failed
+        )?;
+    }
     Ok(())
 }
 

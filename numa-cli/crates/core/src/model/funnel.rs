@@ -361,6 +361,7 @@ impl crate::sink::Sink for Watch {
             }
             Event::Scan(s) => self.funnel.scan(s),
             Event::Skip(s) => self.funnel.skip(s),
+            Event::Demote(_) => {}
         }
         Ok(())
     }

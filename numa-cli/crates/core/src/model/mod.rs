@@ -1,6 +1,7 @@
 //! Pure aggregation of the event stream: no IO, no clock. Fed the same way
 //! from live probes and from recorded traces.
 pub mod cgroups;
+pub mod demotions;
 pub mod funnel;
 pub mod log2;
 pub mod pagetable;

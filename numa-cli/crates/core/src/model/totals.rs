@@ -35,6 +35,7 @@ pub struct Totals {
     pub scan_ranges: u64,
     pub scan_ptes: u64,
     pub vma_skips: BTreeMap<String, u64>,
+    pub demotions: super::demotions::Demotions,
     pub latency_ns: [Log2Hist; OUTCOMES],
     pub delta_mm: [Log2Hist; OUTCOMES],
     pub first_ts_ns: Option<u64>,
@@ -493,6 +494,9 @@ pub struct Report {
     /// Page counts per cgroup, the most hint faults first (`--by cgroup`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub by_cgroup: Vec<CgroupRow>,
+    /// Reclaim's demotions, per folio (see [`super::demotions`]).
+    #[serde(default)]
+    pub demotions: super::demotions::DemotionReport,
 }
 
 /// numatrace's own process CPU time (not the command it runs): loading,
@@ -675,6 +679,10 @@ impl Totals {
                     self.cgroups.row_mut(s.cgroup_id);
                 }
             }
+            Event::Demote(d) => {
+                self.demotions.record(d);
+                self.seen(d.ts_ns);
+            }
             Event::Skip(s) => {
                 *self
                     .vma_skips
@@ -827,6 +835,7 @@ impl Totals {
             funnel: self.funnel.report(self.end_ns()),
             skips_observable: None,
             by_cgroup: Vec::new(),
+            demotions: self.demotions.report(),
         }
     }
 

@@ -48,10 +48,13 @@ pub enum Hook {
     /// it exits is sent (a failed migration's fault can end without
     /// task_numa_fault).
     ThreadExit,
+    /// Reclaim's demotion, per folio: the allocation callback
+    /// `migrate_pages()` calls for each folio it moves down a tier.
+    Demote,
 }
 
 impl Hook {
-    pub const ALL: [Hook; 13] = [
+    pub const ALL: [Hook; 14] = [
         Hook::HintFault,
         Hook::Decision,
         Hook::DecisionExchange,
@@ -65,6 +68,7 @@ impl Hook {
         Hook::FaultCountReset,
         Hook::FaultCountDrop,
         Hook::ThreadExit,
+        Hook::Demote,
     ];
 
     pub fn name(self) -> &'static str {
@@ -82,6 +86,7 @@ impl Hook {
             Hook::FaultCountReset => "fault_count_reset",
             Hook::FaultCountDrop => "fault_count_drop",
             Hook::ThreadExit => "thread_exit",
+            Hook::Demote => "demote",
         }
     }
 
@@ -148,6 +153,14 @@ impl Hook {
             Hook::ThpScan => &[c!("change_huge_pmd", "pmd", &[])],
             Hook::FaultCountReset => &[c!("init_numa_balancing", "clone_flags,task", &[(1, TASK)])],
             Hook::FaultCountDrop => &[c!("__mmdrop", "mm", &[(0, MM)])],
+            // Renamed over the years: alloc_demote_page (6.1),
+            // alloc_demote_folio (6.5), alloc_migrate_folio (6.11, shared
+            // with DAMON's migrations), alloc_demote_folio again (7.x).
+            Hook::Demote => &[
+                c!("alloc_demote_folio", "folio", &[(0, FOLIO)]),
+                c!("alloc_migrate_folio", "folio", &[(0, FOLIO)]),
+                c!("alloc_demote_page", "page", &[(0, PAGE)]),
+            ],
             Hook::VmaSkip | Hook::MigrateTracepoint | Hook::ThreadExit => &[],
         }
     }
@@ -175,7 +188,10 @@ impl Hook {
 
     /// fentry or fexit: fexit where the return value is the point.
     fn wants_return(self) -> bool {
-        matches!(self, Hook::Decision | Hook::ScanRange | Hook::Migrate)
+        matches!(
+            self,
+            Hook::Decision | Hook::ScanRange | Hook::Migrate | Hook::Demote
+        )
     }
 }
 
@@ -515,6 +531,20 @@ fn thp_scan_pass(plan: &mut AttachPlan, facts: &KernelFacts) {
     thp.detail = "a scan pass of its own: huge PMDs are scanned outside change_pte_range".into();
 }
 
+/// Without the demotion callback, says what is lost.
+fn unobservable_demotion(plan: &mut AttachPlan) {
+    if let Some(h) = plan
+        .hooks
+        .iter_mut()
+        .find(|h| h.hook == Hook::Demote && h.target.is_none())
+    {
+        h.detail = format!(
+            "{}; demotions are not seen per folio (only as vmstat's pgdemote_* counts)",
+            h.detail
+        );
+    }
+}
+
 /// Chooses a target and mechanism per hook. Pure: same facts, same plan.
 pub fn build(facts: &KernelFacts) -> AttachPlan {
     let hooks = Hook::ALL
@@ -529,6 +559,7 @@ pub fn build(facts: &KernelFacts) -> AttachPlan {
         hooks,
     };
     thp_scan_pass(&mut plan, facts);
+    unobservable_demotion(&mut plan);
     plan.refresh_complete();
     plan
 }

@@ -35,6 +35,7 @@ const TAG_SCAN: u8 = 2;
 const TAG_SKIP: u8 = 3;
 const TAG_SNAPSHOT: u8 = 4;
 const TAG_FOOTER: u8 = 5;
+const TAG_DEMOTE: u8 = 6;
 
 /// Why the reader could not return a record. A plain value: the reader
 /// meets one per damaged record, and the caller counts them and attaches
@@ -102,6 +103,9 @@ pub struct Header {
     #[serde(default)]
     pub map_bytes: u64,
     pub record_sizes: [usize; 3],
+    /// Size of a demotion record (absent before they were recorded).
+    #[serde(default)]
+    pub demote_record_size: usize,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -109,6 +113,10 @@ pub struct Footer {
     pub ended_mono_ns: u64,
     pub events: u64,
     pub reason: String,
+}
+
+pub fn demote_record_size() -> usize {
+    std::mem::size_of::<numa_ebpf_common::DemoteEvent>()
 }
 
 pub fn record_sizes() -> [usize; 3] {
@@ -146,6 +154,7 @@ impl<W: Write> Writer<W> {
             Event::Fault(_) => TAG_FAULT,
             Event::Scan(_) => TAG_SCAN,
             Event::Skip(_) => TAG_SKIP,
+            Event::Demote(_) => TAG_DEMOTE,
         };
         self.events += 1;
         self.record(tag, decode::raw_bytes(ev))
@@ -276,7 +285,10 @@ impl<R: Read> Reader<R> {
                 topology::MAX_NUMNODES
             );
         }
-        if old.is_none() && header.record_sizes != record_sizes() {
+        if old.is_none()
+            && (header.record_sizes != record_sizes()
+                || header.demote_record_size != demote_record_size())
+        {
             bail!(
                 "trace records have sizes {:?}, this numatrace expects {:?}: recorded by an incompatible build",
                 header.record_sizes,
@@ -407,7 +419,7 @@ impl<R: Read> Reader<R> {
                     .map(Item::Event)
                     .map_err(Into::into)
             }
-            TAG_FAULT | TAG_SCAN | TAG_SKIP => {
+            TAG_FAULT | TAG_SCAN | TAG_SKIP | TAG_DEMOTE => {
                 decode::decode(payload).map(Item::Event).map_err(Into::into)
             }
             TAG_SNAPSHOT => serde_json::from_slice(payload)
@@ -453,6 +465,7 @@ pub mod fixtures {
             map_plan: None,
             map_bytes: 0,
             record_sizes: record_sizes(),
+            demote_record_size: demote_record_size(),
         }
     }
 }

@@ -146,6 +146,7 @@ impl Collector for StateCollector {
         cgroups(&mut enc, s)?;
         if s.kernel.is_some() {
             funnel(&mut enc, &s.funnel)?;
+            demotions(&mut enc, &s.demotions)?;
         }
         vmstat(&mut enc, s)?;
         if let Some(r) = &self.1 {
@@ -494,6 +495,16 @@ fn process_verdicts(
         m.encode_family(&labels)?.encode_gauge(&1i64)?;
     }
     Ok(())
+}
+
+/// Reclaim's demotions, per folio, by who reclaimed.
+fn demotions(enc: &mut DescriptorEncoder, by_kind: &[(String, u64)]) -> std::fmt::Result {
+    counters(
+        enc,
+        "numatrace_demotions",
+        "Pages reclaim moved down a tier, by reclaimer (kswapd, direct, khugepaged: the kernel's pgdemote_*).",
+        by_kind.iter().map(|(kind, v)| ([("kind", Esc(kind))], *v)),
+    )
 }
 
 /// Where slow-tier pages stop: the scanner's passes, its skips by reason,

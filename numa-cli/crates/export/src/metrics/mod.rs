@@ -168,6 +168,8 @@ pub struct MetricsState {
     pub processes: Vec<ProcessMetrics>,
     pub cgroups: Vec<CgroupMetrics>,
     pub funnel: FunnelMetrics,
+    /// Pages reclaim demoted, by reclaimer (demotion events).
+    pub demotions: Vec<(String, u64)>,
     /// System-wide NUMA vmstat counters (`/proc/vmstat`, since boot).
     pub vmstat: Vec<(String, u64)>,
     /// Per-node vmstat counters (`/sys/devices/system/node/nodeN/vmstat`,

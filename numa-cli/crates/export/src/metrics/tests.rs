@@ -119,6 +119,7 @@ pub(crate) fn full_state() -> MetricsState {
                 verdict: "",
             },
         ],
+        demotions: vec![("kswapd".into(), 4096), ("direct".into(), 12)],
         funnel: FunnelMetrics {
             scan_passes: 32,
             ptes_protected: 32768,
@@ -185,6 +186,7 @@ fn names_follow_the_issue_and_prometheus_conventions() {
         "numatrace_cgroup_promotion_decision_pages_total",
         "numatrace_cgroup_promoted_pages_total",
         "numatrace_cgroup_verdict",
+        "numatrace_demotions_total",
     ] {
         assert!(
             om.lines()
@@ -216,6 +218,7 @@ fn names_follow_the_issue_and_prometheus_conventions() {
         om.contains(r#"numatrace_model_agreement_total{model="fault-count",cell="model_only"} 4"#)
     );
     assert!(om.contains(r#"numatrace_vma_skips_total{reason="pid_inactive"} 80"#));
+    assert!(om.contains(r#"numatrace_demotions_total{kind="kswapd"} 4096"#));
     assert!(om.contains(r#"numatrace_cgroup_hint_faults_pages_total{cgroup="/ntc/ev\"il"} 10"#));
     assert!(om.contains(
         r#"numatrace_cgroup_promotion_decision_pages_total{cgroup="other",result="reject"} 3"#

@@ -373,7 +373,7 @@ impl Sink for ParquetSink {
                 self.models.scan(s);
                 Ok(())
             }
-            Event::Skip(_) => Ok(()),
+            Event::Skip(_) | Event::Demote(_) => Ok(()),
         }
     }
 

@@ -15,6 +15,7 @@ impl Aggregator {
             }
             Event::Scan(s) => self.funnel.scan(s),
             Event::Skip(s) => self.funnel.skip(s),
+            Event::Demote(_) => {}
         }
     }
 

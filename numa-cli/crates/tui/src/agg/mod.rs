@@ -259,6 +259,7 @@ impl Aggregator {
             Event::Fault(f) => self.fault(f),
             Event::Scan(s) => self.scan(s),
             Event::Skip(s) => self.skip(s),
+            Event::Demote(_) => {}
         }
     }
 

@@ -551,7 +551,7 @@ impl Engine {
                 }
             }
             Event::Scan(s) => self.bank.scan(s),
-            Event::Skip(_) => {}
+            Event::Skip(_) | Event::Demote(_) => {}
         }
     }
 

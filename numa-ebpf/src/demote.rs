@@ -1,0 +1,74 @@
+//! Demotion, one record per folio: reclaim's allocation callback, which
+//! `migrate_pages()` calls through a function pointer once for every folio
+//! reclaim moves down a tier (so it is never inlined). Only reclaim's
+//! demotion calls it: promotions pay nothing for this hook.
+use aya_ebpf::{macros::fexit, programs::FExitContext};
+use numa_ebpf_common::{reclaimer, DemoteEvent, EventKind};
+
+use crate::maps::{
+    as_number, current_comm, current_task_flags, emit, folio_nid, folio_nr_pages, folio_pfn,
+    now_ns, pid_tgid, read_kernel_u64, thread_ctx,
+};
+
+/// PF_KSWAPD in task_struct.flags: unchanged since 2.6.
+const PF_KSWAPD: u32 = 0x0002_0000;
+/// `struct page`'s (and `struct folio`'s) `mapping` and `index`, the
+/// same on every kernel numatrace plans for (flags, then the lru list
+/// head, then these two).
+const OFF_MAPPING: u64 = 24;
+const OFF_INDEX: u64 = 32;
+
+/// Which of the kernel's pgdemote_* counters this demotion goes to.
+#[inline(always)]
+fn current_reclaimer() -> u32 {
+    if current_task_flags() & PF_KSWAPD != 0 {
+        return reclaimer::KSWAPD;
+    }
+    let mut comm = [0u8; 16];
+    current_comm(&mut comm);
+    if comm.starts_with(b"khugepaged\0") {
+        reclaimer::KHUGEPAGED
+    } else {
+        reclaimer::DIRECT
+    }
+}
+
+/// `src` is the folio (page on 6.1) to demote, `dst` the folio allocated
+/// for it on the lower tier (0: none could be).
+#[inline(always)]
+fn on_demote_alloc(src: u64, dst: u64) {
+    let Some(ctx) = thread_ctx() else {
+        return;
+    };
+    // SAFETY: this thread's storage.
+    let number = unsafe { &mut (*ctx).number };
+    let src = as_number(number, src);
+    let dst = as_number(number, dst);
+    let (dst_pfn, dst_nid) = if dst == 0 {
+        (0, -1)
+    } else {
+        (folio_pfn(dst).unwrap_or(0), folio_nid(dst))
+    };
+    let ev = DemoteEvent {
+        kind: EventKind::Demote as u32,
+        reclaimer: current_reclaimer(),
+        ts_ns: now_ns(),
+        pid_tgid: pid_tgid(),
+        src_pfn: folio_pfn(src).unwrap_or(0),
+        dst_pfn,
+        src_nid: folio_nid(src),
+        dst_nid,
+        mapping: read_kernel_u64(src + OFF_MAPPING).unwrap_or(0),
+        index: read_kernel_u64(src + OFF_INDEX).unwrap_or(0),
+        nr_pages: folio_nr_pages(src),
+        reserved: 0,
+    };
+    emit(&ev);
+}
+
+#[fexit]
+pub fn fexit_demote(ctx: FExitContext) -> u32 {
+    let src: u64 = ctx.arg(0);
+    on_demote_alloc(src, ctx.ret().unwrap_or(0));
+    0
+}
