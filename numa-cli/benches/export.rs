@@ -159,6 +159,7 @@ fn full_state(generation: u64) -> MetricsState {
             .collect(),
         funnel: Default::default(),
         demotions: vec![("kswapd".into(), 1 << 20), ("direct".into(), 4096)],
+        pingpong: Default::default(),
         snapshots: generation,
         events: 123_456_789,
         last_snapshot_unix_s: 1.7e9,

@@ -26,8 +26,8 @@ pub const ABI_VERSION_V3: u32 = 3;
 /// Record sizes (fault, scan, skip) of [`ABI_VERSION_V3`].
 pub const RECORD_SIZES_V3: [usize; 3] = [176, 88, 40];
 
-/// The layout before demotion records: its fault, scan and skip records
-/// are today's.
+/// The layout before demotion records and the folio's identity in
+/// [`FaultEvent`]: its records are prefixes of today's.
 pub const ABI_VERSION_V4: u32 = 4;
 /// Record sizes (fault, scan, skip) of [`ABI_VERSION_V4`].
 pub const RECORD_SIZES_V4: [usize; 3] = [176, 96, 48];
@@ -659,6 +659,11 @@ pub struct FaultEvent {
     pub access_at_fault: u32,
     /// The folio's access value when the decision returned.
     pub access_after: u32,
+    // Appended in ABI 5.
+    /// A slow-tier folio's identity, which migration keeps (see
+    /// [`DemoteEvent::mapping`]); 0 for top-tier folios and in older traces.
+    pub mapping: u64,
+    pub index: u64,
 }
 
 /// Typed reads of the record's raw fields: what each flag and value means
@@ -1286,19 +1291,21 @@ mod tests {
 
     #[test]
     fn layouts_are_stable() {
-        assert_eq!(core::mem::size_of::<FaultEvent>(), 176);
+        assert_eq!(core::mem::size_of::<FaultEvent>(), 192);
         assert_eq!(core::mem::size_of::<ScanEvent>(), 96);
         assert_eq!(core::mem::size_of::<SkipEvent>(), 48);
         assert_eq!(core::mem::size_of::<DemoteEvent>(), 72);
         assert_eq!(core::mem::size_of::<Stamp>(), 32);
-        // Demotion records came in without changing the others.
+        assert_eq!(
+            core::mem::offset_of!(FaultEvent, mapping),
+            RECORD_SIZES_V4[0]
+        );
         assert_eq!(
             [
-                core::mem::size_of::<FaultEvent>(),
                 core::mem::size_of::<ScanEvent>(),
                 core::mem::size_of::<SkipEvent>()
             ],
-            RECORD_SIZES_V4
+            [RECORD_SIZES_V4[1], RECORD_SIZES_V4[2]]
         );
         // Appended fields: the older records are prefixes.
         assert_eq!(
@@ -1309,7 +1316,10 @@ mod tests {
             core::mem::offset_of!(ScanEvent, access_first),
             RECORD_SIZES_V2[1]
         );
-        assert_eq!(core::mem::size_of::<FaultEvent>(), RECORD_SIZES_V3[0]);
+        assert_eq!(
+            core::mem::offset_of!(FaultEvent, mapping),
+            RECORD_SIZES_V3[0]
+        );
         assert_eq!(
             core::mem::offset_of!(ScanEvent, cgroup_id),
             RECORD_SIZES_V3[1]

@@ -6,17 +6,12 @@ use aya_ebpf::{macros::fexit, programs::FExitContext};
 use numa_ebpf_common::{reclaimer, DemoteEvent, EventKind};
 
 use crate::maps::{
-    as_number, current_comm, current_task_flags, emit, folio_nid, folio_nr_pages, folio_pfn,
-    now_ns, pid_tgid, read_kernel_u64, thread_ctx,
+    as_number, current_comm, current_task_flags, emit, folio_identity, folio_nid, folio_nr_pages,
+    folio_pfn, now_ns, pid_tgid, thread_ctx,
 };
 
 /// PF_KSWAPD in task_struct.flags: unchanged since 2.6.
 const PF_KSWAPD: u32 = 0x0002_0000;
-/// `struct page`'s (and `struct folio`'s) `mapping` and `index`, the
-/// same on every kernel numatrace plans for (flags, then the lru list
-/// head, then these two).
-const OFF_MAPPING: u64 = 24;
-const OFF_INDEX: u64 = 32;
 
 /// Which of the kernel's pgdemote_* counters this demotion goes to.
 #[inline(always)]
@@ -49,6 +44,7 @@ fn on_demote_alloc(src: u64, dst: u64) {
     } else {
         (folio_pfn(dst).unwrap_or(0), folio_nid(dst))
     };
+    let (mapping, index) = folio_identity(src);
     let ev = DemoteEvent {
         kind: EventKind::Demote as u32,
         reclaimer: current_reclaimer(),
@@ -58,8 +54,8 @@ fn on_demote_alloc(src: u64, dst: u64) {
         dst_pfn,
         src_nid: folio_nid(src),
         dst_nid,
-        mapping: read_kernel_u64(src + OFF_MAPPING).unwrap_or(0),
-        index: read_kernel_u64(src + OFF_INDEX).unwrap_or(0),
+        mapping,
+        index,
         nr_pages: folio_nr_pages(src),
         reserved: 0,
     };

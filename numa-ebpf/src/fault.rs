@@ -19,8 +19,8 @@ use crate::maps::{
     access_now, access_time_buckets, add, as_number, candidate_counts, cgroup_id, count,
     count_mm_fault, count_rare, cpu, cpu_node, cpupid_mask, current_comm, current_mm, emit,
     existing_stamp, existing_thread_ctx, fault_count_kernel, folio_access, folio_access_typed,
-    next_global_seq, now_ns, occupied, pid_tgid, stamp_slot, thread_ctx, vmf_address, wanted, zero,
-    NoSlot, ThreadCtx, COUNTERS, HIST_DELTA, HIST_LATENCY, HIST_SUM,
+    folio_identity, next_global_seq, now_ns, occupied, pid_tgid, stamp_slot, thread_ctx,
+    vmf_address, wanted, zero, NoSlot, ThreadCtx, COUNTERS, HIST_DELTA, HIST_LATENCY, HIST_SUM,
 };
 
 const PAGE_MASK: u64 = !0xfff;
@@ -178,13 +178,17 @@ fn on_hint_fault(folio: u64, addr: u64, access: u32) {
     match slot {
         Err(NoSlot::NotSlow) => {}
         Err(NoSlot::Unfollowed) => {
+            (ev.mapping, ev.index) = folio_identity(folio);
             ev.ext_flags |= xf::UNFOLLOWED;
             count(Counter::Unfollowed, 1);
             protected_again(ev, None, access);
         }
-        // SAFETY: map value pointer; concurrent writers only race on the
-        // same folio, which the kernel serialises by the PTE lock.
-        Ok(_) => protected_again(ev, stamp.map(|s| unsafe { &mut *s }), access),
+        Ok(_) => {
+            (ev.mapping, ev.index) = folio_identity(folio);
+            // SAFETY: map value pointer; concurrent writers only race on
+            // the same folio, which the kernel serialises by the PTE lock.
+            protected_again(ev, stamp.map(|s| unsafe { &mut *s }), access);
+        }
     }
     if let Some(mm_count) = mm_count {
         fault_count_exchange(ctx, stamp, mm_count, now);

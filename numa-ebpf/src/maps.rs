@@ -949,6 +949,22 @@ fn read_kernel_u64_once(cache: &Array<u64>, index: u32, addr: u64) -> Option<u64
     }
 }
 
+/// `struct page`'s (and `struct folio`'s) `mapping` and `index`, the same
+/// on every kernel numatrace plans for (flags, then the lru list head,
+/// then these two).
+const OFF_MAPPING: u64 = 24;
+const OFF_INDEX: u64 = 32;
+
+/// The identity of the folio at `folio`, which migration copies to its
+/// new folio: (`mapping`, `index`), zeros when unreadable.
+#[inline(always)]
+pub fn folio_identity(folio: u64) -> (u64, u64) {
+    (
+        read_kernel_u64(folio + OFF_MAPPING).unwrap_or(0),
+        read_kernel_u64(folio + OFF_INDEX).unwrap_or(0),
+    )
+}
+
 /// The PFN of the folio whose head `struct page` is at `folio` (its offset
 /// in vmemmap), None when vmemmap is unknown or `folio` is not in it.
 #[inline(always)]

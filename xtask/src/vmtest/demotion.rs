@@ -6,7 +6,7 @@
 //! With demotion disabled, none is reported.
 use std::path::Path;
 
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 
 use crate::kernels::Series;
 use crate::results::{equal_but_missed, read_report, text};
@@ -79,10 +79,10 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         "demotions between other nodes than DRAM (0) to slow (1): {:?}",
         d.by_nodes
     );
-    let dumped = text(dir, "on.jsonl")?
-        .lines()
-        .filter(|l| l.contains(r#""type":"demote""#))
-        .count() as u64;
+    let dumped: u64 = text(dir, "on.dumped")?
+        .trim()
+        .parse()
+        .context("on.dumped: not a count")?;
     ensure!(
         dumped == d.folios + d.alloc_failed,
         "dump has {dumped} demotion records, stats counted {} (+{} without room)",

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use super::metrics::{
     CgroupMetrics, Decision, FunnelMetrics, Info, KernelMetrics, MetricsState, MigratedPages,
-    ModelMetrics, OutcomeHist, ProcessMetrics,
+    ModelMetrics, OutcomeHist, Pingpong, ProcessMetrics,
 };
 use numa_core::{
     decode::{comm, skip_reason_name, Event, Snapshot},
@@ -99,6 +99,7 @@ pub struct Publisher {
     /// VMA skips by the kernel's reason id.
     skips: BTreeMap<u32, u64>,
     demotions: numa_core::model::demotions::Demotions,
+    lifecycle: numa_core::model::lifecycle::Lifecycle,
 }
 
 impl Publisher {
@@ -131,6 +132,7 @@ impl Publisher {
                 funnel: Funnel::default(),
                 skips: BTreeMap::new(),
                 demotions: Default::default(),
+                lifecycle: Default::default(),
             },
             rx,
         )
@@ -229,6 +231,18 @@ impl Publisher {
             folio_coverage: self.opts.sampling.as_ref().map_or(1.0, |s| s.coverage),
             latency_ns: hist(|s| &s.hist_latency, 0),
             fault_delta: hist(|s| &s.hist_delta, 1),
+        }
+    }
+
+    fn pingpong(&self) -> Pingpong {
+        let (folios, pages, repromotions) = self.lifecycle.counts();
+        let h = self.lifecycle.residency();
+        Pingpong {
+            folios,
+            pages,
+            repromotions,
+            residency_ns: h.buckets.to_vec(),
+            residency_sum_ns: h.sum,
         }
     }
 
@@ -377,6 +391,7 @@ impl Publisher {
             cgroups: self.cgroup_metrics(),
             funnel: self.funnel_metrics(),
             demotions: self.demotions.report().by_reclaimer.into_iter().collect(),
+            pingpong: self.pingpong(),
             vmstat: s.vmstat.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             node_vmstat: self.opts.node_vmstat.map(|f| f()).unwrap_or_default(),
             snapshots: self.snapshots,
@@ -402,6 +417,7 @@ impl Sink for Publisher {
             Event::Fault(f) => {
                 let slow = slow_tier(f.src_nid, self.opts.toptier_mask);
                 self.funnel.fault(f, slow);
+                self.lifecycle.fault(f, self.opts.toptier_mask);
                 self.fault(f);
             }
             Event::Scan(s) => self.funnel.scan(s),
@@ -409,7 +425,10 @@ impl Sink for Publisher {
                 self.funnel.skip(s);
                 *self.skips.entry(s.reason).or_default() += 1;
             }
-            Event::Demote(d) => self.demotions.record(d),
+            Event::Demote(d) => {
+                self.demotions.record(d);
+                self.lifecycle.demote(d);
+            }
         }
         Ok(())
     }

@@ -169,6 +169,12 @@ fn print_demotions(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
             d.alloc_failed
         )?;
     }
+    let l = &r.lifecycle;
+    writeln!(
+        out,
+        "  ping-pong            {:>12}   of {} promoted folios demoted again within {:.0} s ({} pages); {} later; {} demoted folios promoted again, {} of them promoted before",
+        l.pingpong, l.promotions, l.window_s, l.pingpong_pages, l.demoted_after_window, l.returned, l.repromotions
+    )?;
     Ok(())
 }
 

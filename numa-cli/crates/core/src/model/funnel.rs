@@ -378,6 +378,12 @@ pub fn slow_tier(nid: i32, toptier_mask: u64) -> bool {
     (0..64).contains(&nid) && toptier_mask >> nid & 1 == 0
 }
 
+/// Whether the hint fault `f` moved its folio from a lower tier to the
+/// top tier: what vmstat's pgpromote_success counts.
+pub fn promoted_folio(f: &FaultEvent, toptier_mask: u64) -> bool {
+    f.migrated() && slow_tier(f.src_nid, toptier_mask) && top_tier(f.dst_nid, toptier_mask)
+}
+
 /// Whether node `nid` is in the top tier (`toptier_mask`'s bits).
 pub fn top_tier(nid: i32, toptier_mask: u64) -> bool {
     (0..64).contains(&nid) && toptier_mask >> nid & 1 == 1

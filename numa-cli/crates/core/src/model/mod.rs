@@ -3,6 +3,7 @@
 pub mod cgroups;
 pub mod demotions;
 pub mod funnel;
+pub mod lifecycle;
 pub mod log2;
 pub mod pagetable;
 pub mod policy;

@@ -36,6 +36,7 @@ pub struct Totals {
     pub scan_ptes: u64,
     pub vma_skips: BTreeMap<String, u64>,
     pub demotions: super::demotions::Demotions,
+    pub lifecycle: super::lifecycle::Lifecycle,
     pub latency_ns: [Log2Hist; OUTCOMES],
     pub delta_mm: [Log2Hist; OUTCOMES],
     pub first_ts_ns: Option<u64>,
@@ -323,8 +324,7 @@ impl PageCounts {
             return;
         }
         self.migrate_success += pages;
-        use super::funnel::{slow_tier, top_tier};
-        if slow_tier(f.src_nid, toptier_mask) && top_tier(f.dst_nid, toptier_mask) {
+        if super::funnel::promoted_folio(f, toptier_mask) {
             self.promoted += pages;
         }
     }
@@ -497,6 +497,9 @@ pub struct Report {
     /// Reclaim's demotions, per folio (see [`super::demotions`]).
     #[serde(default)]
     pub demotions: super::demotions::DemotionReport,
+    /// Promotions linked to the demotions that undo them (ping-pong).
+    #[serde(default)]
+    pub lifecycle: super::lifecycle::LifecycleReport,
 }
 
 /// numatrace's own process CPU time (not the command it runs): loading,
@@ -681,6 +684,7 @@ impl Totals {
             }
             Event::Demote(d) => {
                 self.demotions.record(d);
+                self.lifecycle.demote(d);
                 self.seen(d.ts_ns);
             }
             Event::Skip(s) => {
@@ -710,6 +714,7 @@ impl Totals {
         self.outcomes[o] += 1;
         self.pages.fault(f, outcome, self.toptier_mask);
         self.cgroups.fault(f, outcome, self.toptier_mask);
+        self.lifecycle.fault(f, self.toptier_mask);
         if f.decided() {
             self.decisions += 1;
             self.promotes += u64::from(f.kernel_promoted());
@@ -836,6 +841,7 @@ impl Totals {
             skips_observable: None,
             by_cgroup: Vec::new(),
             demotions: self.demotions.report(),
+            lifecycle: self.lifecycle.report(),
         }
     }
 

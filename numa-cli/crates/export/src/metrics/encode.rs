@@ -17,7 +17,7 @@ use numa_host::promoter_state::{PromoterState, Reading};
 
 use super::{
     prometheus_buckets, Decision, FunnelMetrics, KernelMetrics, MetricsState, MigratedPages,
-    ModelMetrics, OutcomeHist,
+    ModelMetrics, OutcomeHist, Pingpong,
 };
 
 /// The unit of every figure in pages: OpenMetrics puts it last in the
@@ -146,7 +146,7 @@ impl Collector for StateCollector {
         cgroups(&mut enc, s)?;
         if s.kernel.is_some() {
             funnel(&mut enc, &s.funnel)?;
-            demotions(&mut enc, &s.demotions)?;
+            demotions(&mut enc, &s.demotions, &s.pingpong)?;
         }
         vmstat(&mut enc, s)?;
         if let Some(r) = &self.1 {
@@ -497,13 +497,48 @@ fn process_verdicts(
     Ok(())
 }
 
-/// Reclaim's demotions, per folio, by who reclaimed.
-fn demotions(enc: &mut DescriptorEncoder, by_kind: &[(String, u64)]) -> std::fmt::Result {
+/// Reclaim's demotions, per folio, by who reclaimed, and the promotions
+/// they undid.
+fn demotions(
+    enc: &mut DescriptorEncoder,
+    by_kind: &[(String, u64)],
+    p: &Pingpong,
+) -> std::fmt::Result {
     counters(
         enc,
         "numatrace_demotions",
         "Pages reclaim moved down a tier, by reclaimer (kswapd, direct, khugepaged: the kernel's pgdemote_*).",
         by_kind.iter().map(|(kind, v)| ([("kind", Esc(kind))], *v)),
+    )?;
+    counter(
+        enc,
+        "numatrace_pingpong",
+        "Promoted folios demoted again within 600 s (ping-pong).",
+        p.folios,
+    )?;
+    counter(
+        enc,
+        "numatrace_pingpong_pages",
+        "Pages of the ping-pong folios: each moved twice for nothing.",
+        p.pages,
+    )?;
+    counter(
+        enc,
+        "numatrace_repromotions",
+        "Folios promoted, demoted and promoted again.",
+        p.repromotions,
+    )?;
+    enc.encode_descriptor(
+        "numatrace_pingpong_residency",
+        "Time a ping-pong folio spent on the top tier between its promotion and its demotion; log2 buckets.",
+        Some(&Unit::Seconds),
+        MetricType::Histogram,
+    )?
+    .encode_histogram::<NoLabelSet>(
+        p.residency_sum_ns as f64 / 1e9,
+        p.residency_ns.iter().sum(),
+        &prometheus_buckets(&p.residency_ns, 1e9),
+        None,
     )
 }
 

@@ -153,6 +153,17 @@ pub struct FunnelMetrics {
     pub processes_by_verdict: Vec<(&'static str, u64)>,
 }
 
+/// Promotions undone by demotion (see numa_core::model::lifecycle).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pingpong {
+    pub folios: u64,
+    pub pages: u64,
+    pub repromotions: u64,
+    /// Time on the top tier, ns, log2 buckets.
+    pub residency_ns: Vec<u64>,
+    pub residency_sum_ns: u64,
+}
+
 /// Everything one scrape shows. Built by the pipeline, read by the HTTP
 /// side and the textfile writer; never mutated after publication.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -170,6 +181,8 @@ pub struct MetricsState {
     pub funnel: FunnelMetrics,
     /// Pages reclaim demoted, by reclaimer (demotion events).
     pub demotions: Vec<(String, u64)>,
+    /// Promotions demoted again within the window.
+    pub pingpong: Pingpong,
     /// System-wide NUMA vmstat counters (`/proc/vmstat`, since boot).
     pub vmstat: Vec<(String, u64)>,
     /// Per-node vmstat counters (`/sys/devices/system/node/nodeN/vmstat`,

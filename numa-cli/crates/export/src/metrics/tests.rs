@@ -120,6 +120,13 @@ pub(crate) fn full_state() -> MetricsState {
             },
         ],
         demotions: vec![("kswapd".into(), 4096), ("direct".into(), 12)],
+        pingpong: Pingpong {
+            folios: 3,
+            pages: 3,
+            repromotions: 1,
+            residency_ns: (0..HIST_BUCKETS).map(|b| u64::from(b == 34) * 3).collect(),
+            residency_sum_ns: 36_000_000_000,
+        },
         funnel: FunnelMetrics {
             scan_passes: 32,
             ptes_protected: 32768,
@@ -187,6 +194,9 @@ fn names_follow_the_issue_and_prometheus_conventions() {
         "numatrace_cgroup_promoted_pages_total",
         "numatrace_cgroup_verdict",
         "numatrace_demotions_total",
+        "numatrace_pingpong_total",
+        "numatrace_repromotions_total",
+        "numatrace_pingpong_residency_seconds_bucket",
     ] {
         assert!(
             om.lines()
@@ -219,6 +229,10 @@ fn names_follow_the_issue_and_prometheus_conventions() {
     );
     assert!(om.contains(r#"numatrace_vma_skips_total{reason="pid_inactive"} 80"#));
     assert!(om.contains(r#"numatrace_demotions_total{kind="kswapd"} 4096"#));
+    assert!(om.contains("numatrace_pingpong_total 3"));
+    assert!(om.contains("numatrace_pingpong_residency_seconds_count 3"));
+    assert!(om.contains(r#"numatrace_pingpong_residency_seconds_bucket{le="8.589934592"} 0"#));
+    assert!(om.contains(r#"numatrace_pingpong_residency_seconds_bucket{le="17.179869184"} 3"#));
     assert!(om.contains(r#"numatrace_cgroup_hint_faults_pages_total{cgroup="/ntc/ev\"il"} 10"#));
     assert!(om.contains(
         r#"numatrace_cgroup_promotion_decision_pages_total{cgroup="other",result="reject"} 3"#

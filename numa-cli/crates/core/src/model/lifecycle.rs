@@ -1,0 +1,325 @@
+//! A folio's trips between tiers: a promotion linked to the demotion that
+//! moves the same folio back (ping-pong, with its residency time on the
+//! top tier), and a demoted folio linked to its next promotion.
+//!
+//! A folio is followed by its identity, which migration copies to the new
+//! folio in both directions: (`mapping`, `index`), the anon_vma or file and
+//! the page offset in it. A PFN freed and reused by another folio carries
+//! another identity, so it never links to the folio that held it before.
+//! A virtual page whose folio was freed and faulted in again keeps its
+//! identity: that is the same page of the same process coming back.
+use std::collections::{BTreeMap, HashMap};
+
+use numa_ebpf_common::{DemoteEvent, FaultEvent};
+use serde::{Deserialize, Serialize};
+
+use super::funnel::promoted_folio;
+use super::log2::{BucketCount, Log2Hist};
+
+/// A promotion demoted again within this long is a ping-pong.
+pub const PINGPONG_WINDOW_NS: u64 = 600_000_000_000;
+/// Folios followed at once (about 48 bytes each); see [`Lifecycle::make_room`].
+pub const MAX_FOLLOWED: usize = 1 << 18;
+/// Promoting processes kept apart in the report's counts; the others are
+/// summed.
+pub const MAX_PROCESSES: usize = 4096;
+
+#[derive(Debug, Clone, Copy)]
+struct Trip {
+    /// When it last moved, and which way.
+    moved_ns: u64,
+    promoted: bool,
+    /// Promoted at least once before its last move.
+    was_promoted: bool,
+    /// The promoting process of its last promotion.
+    tgid: u32,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Lifecycle {
+    folios: HashMap<(u64, u64), Trip>,
+    promotions: u64,
+    pingpong: u64,
+    pingpong_pages: u64,
+    demoted_late: u64,
+    returned: u64,
+    repromotions: u64,
+    residency_ns: Log2Hist,
+    by_process: BTreeMap<u32, u64>,
+    other_processes: u64,
+    forgotten: u64,
+}
+
+impl Lifecycle {
+    /// A hint fault: a promotion starts a trip on the top tier.
+    pub fn fault(&mut self, f: &FaultEvent, toptier_mask: u64) {
+        if f.mapping == 0 || !promoted_folio(f, toptier_mask) {
+            return;
+        }
+        self.promotions += 1;
+        let key = (f.mapping, f.index);
+        let was = self.folios.get(&key).copied();
+        if let Some(t) = was.filter(|t| !t.promoted) {
+            self.returned += 1;
+            self.repromotions += u64::from(t.was_promoted);
+        }
+        self.make_room(f.ts_ns);
+        self.folios.insert(
+            key,
+            Trip {
+                moved_ns: f.ts_ns,
+                promoted: true,
+                was_promoted: was.is_some_and(|t| t.promoted || t.was_promoted),
+                tgid: f.tgid(),
+            },
+        );
+    }
+
+    /// A demotion: ends a trip on the top tier if it began with a promotion.
+    pub fn demote(&mut self, d: &DemoteEvent) {
+        if d.mapping == 0 || d.dst_nid < 0 {
+            return;
+        }
+        let key = (d.mapping, d.index);
+        let was = self.folios.get(&key).copied();
+        if let Some(t) = was.filter(|t| t.promoted) {
+            let resident = d.ts_ns.saturating_sub(t.moved_ns);
+            if resident <= PINGPONG_WINDOW_NS {
+                self.pingpong += 1;
+                self.pingpong_pages += u64::from(d.nr_pages);
+                self.residency_ns.add(resident);
+                self.count_process(t.tgid);
+            } else {
+                self.demoted_late += 1;
+            }
+        }
+        self.make_room(d.ts_ns);
+        self.folios.insert(
+            key,
+            Trip {
+                moved_ns: d.ts_ns,
+                promoted: false,
+                was_promoted: was.is_some_and(|t| t.promoted || t.was_promoted),
+                tgid: was.map_or(0, |t| t.tgid),
+            },
+        );
+    }
+
+    fn count_process(&mut self, tgid: u32) {
+        let room = self.by_process.len() < MAX_PROCESSES;
+        match self.by_process.get_mut(&tgid) {
+            Some(n) => *n += 1,
+            None if room => {
+                self.by_process.insert(tgid, 1);
+            }
+            None => self.other_processes += 1,
+        }
+    }
+
+    /// Keeps the table under [`MAX_FOLLOWED`]: when full, folios that have
+    /// not moved within the window go (their next move cannot be a
+    /// ping-pong); when that frees less than a quarter, every folio goes.
+    /// Either way they are counted in `forgotten`.
+    fn make_room(&mut self, now_ns: u64) {
+        if self.folios.len() < MAX_FOLLOWED {
+            return;
+        }
+        let before = self.folios.len();
+        let since = now_ns.saturating_sub(PINGPONG_WINDOW_NS);
+        self.folios.retain(|_, t| t.moved_ns >= since);
+        if self.folios.len() > MAX_FOLLOWED / 4 * 3 {
+            self.folios.clear();
+        }
+        self.forgotten += (before - self.folios.len()) as u64;
+    }
+
+    /// Ping-pongs: (folios, pages, re-promotions).
+    pub fn counts(&self) -> (u64, u64, u64) {
+        (self.pingpong, self.pingpong_pages, self.repromotions)
+    }
+
+    /// Time on the top tier of each ping-pong, ns.
+    pub fn residency(&self) -> &Log2Hist {
+        &self.residency_ns
+    }
+
+    pub fn report(&self) -> LifecycleReport {
+        let mut by_process: Vec<(u32, u64)> =
+            self.by_process.iter().map(|(&p, &n)| (p, n)).collect();
+        by_process.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        by_process.truncate(10);
+        LifecycleReport {
+            window_s: PINGPONG_WINDOW_NS as f64 / 1e9,
+            promotions: self.promotions,
+            pingpong: self.pingpong,
+            pingpong_pages: self.pingpong_pages,
+            demoted_after_window: self.demoted_late,
+            returned: self.returned,
+            repromotions: self.repromotions,
+            residency_ms: self.residency_ns.rows(1e6),
+            pingpong_by_process: by_process
+                .into_iter()
+                .map(|(pid, pingpong)| ProcessPingpong { pid, pingpong })
+                .collect(),
+            forgotten: self.forgotten,
+        }
+    }
+}
+
+/// Trips between tiers in a report.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LifecycleReport {
+    /// A promotion demoted again within this many seconds is a ping-pong.
+    pub window_s: f64,
+    /// Promotions of slow-tier folios whose identity was read.
+    pub promotions: u64,
+    /// Of those, demoted again within the window (folios, and their pages:
+    /// the bytes moved for nothing are `pingpong_pages` times the page
+    /// size, twice).
+    pub pingpong: u64,
+    pub pingpong_pages: u64,
+    /// Promoted folios demoted after the window.
+    pub demoted_after_window: u64,
+    /// Demoted folios promoted again; of those, folios that had been
+    /// promoted before their demotion (promoted, demoted, promoted).
+    pub returned: u64,
+    pub repromotions: u64,
+    /// Time on the top tier of each ping-pong, ms (log2 buckets).
+    pub residency_ms: Vec<BucketCount>,
+    /// The promoting processes with the most ping-pongs (up to 10).
+    pub pingpong_by_process: Vec<ProcessPingpong>,
+    /// Folios dropped from the table when it was full: their next move is
+    /// not linked (see [`MAX_FOLLOWED`]).
+    pub forgotten: u64,
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessPingpong {
+    pub pid: u32,
+    pub pingpong: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use numa_ebpf_common::{fault_flags, EventKind};
+
+    const S: u64 = 1_000_000_000;
+    /// Node 0 is the top tier.
+    const TOPTIER: u64 = 1;
+
+    fn promotion(ts_ns: u64, mapping: u64, index: u64) -> FaultEvent {
+        FaultEvent {
+            kind: EventKind::Fault as u32,
+            ts_ns,
+            pid_tgid: 42 << 32 | 42,
+            src_nid: 1,
+            dst_nid: 0,
+            flags: fault_flags::MIGRATE_TRIED,
+            migrate_ok: 1,
+            mapping,
+            index,
+            ..FaultEvent::default()
+        }
+    }
+
+    fn demotion(ts_ns: u64, mapping: u64, index: u64, dst_pfn: u64) -> DemoteEvent {
+        DemoteEvent {
+            kind: EventKind::Demote as u32,
+            ts_ns,
+            src_nid: 0,
+            dst_nid: 1,
+            dst_pfn,
+            mapping,
+            index,
+            nr_pages: 1,
+            ..DemoteEvent::default()
+        }
+    }
+
+    #[test]
+    fn a_promotion_demoted_within_the_window_is_a_ping_pong_with_its_residency() {
+        let mut l = Lifecycle::default();
+        l.fault(&promotion(S, 0xa1, 7), TOPTIER);
+        l.demote(&demotion(13 * S, 0xa1, 7, 5000));
+        let r = l.report();
+        assert_eq!((r.promotions, r.pingpong, r.pingpong_pages), (1, 1, 1));
+        // 12 s on DRAM: the bucket up to 2^34 ns, 17,179.869184 ms.
+        assert_eq!(r.residency_ms.len(), 1);
+        assert_eq!(r.residency_ms[0].count, 1);
+        assert!((r.residency_ms[0].le - 17_179.869_184).abs() < 1e-6);
+        assert_eq!(
+            r.pingpong_by_process,
+            vec![ProcessPingpong {
+                pid: 42,
+                pingpong: 1
+            }]
+        );
+    }
+
+    #[test]
+    fn a_pfn_reused_by_another_folio_is_not_a_ping_pong() {
+        // The promoted folio was freed and its DRAM PFN went to a folio of
+        // another anon_vma, which reclaim demotes: the same PFN, another
+        // identity (mapping, index), so no link.
+        let mut l = Lifecycle::default();
+        l.fault(&promotion(S, 0xa1, 7), TOPTIER);
+        l.demote(&demotion(2 * S, 0xb1, 7, 5000));
+        l.demote(&demotion(3 * S, 0xa1, 8, 5000));
+        assert_eq!(l.report().pingpong, 0);
+    }
+
+    #[test]
+    fn promoted_demoted_and_promoted_again_is_a_re_promotion() {
+        let mut l = Lifecycle::default();
+        l.demote(&demotion(S, 0xc1, 1, 1));
+        l.fault(&promotion(2 * S, 0xc1, 1), TOPTIER);
+        l.demote(&demotion(3 * S, 0xc1, 1, 2));
+        l.fault(&promotion(4 * S, 0xc1, 1), TOPTIER);
+        let r = l.report();
+        assert_eq!((r.promotions, r.pingpong), (2, 1));
+        // Both promotions brought a demoted folio back; only the second had
+        // been promoted before.
+        assert_eq!((r.returned, r.repromotions), (2, 1));
+    }
+
+    #[test]
+    fn a_demotion_after_the_window_is_not_a_ping_pong() {
+        let mut l = Lifecycle::default();
+        l.fault(&promotion(S, 0xd1, 3), TOPTIER);
+        l.demote(&demotion(S + PINGPONG_WINDOW_NS + 1, 0xd1, 3, 9));
+        let r = l.report();
+        assert_eq!((r.pingpong, r.demoted_after_window), (0, 1));
+    }
+
+    #[test]
+    fn failed_and_top_tier_migrations_start_no_trip() {
+        let mut l = Lifecycle::default();
+        let failed = FaultEvent {
+            migrate_ok: 0,
+            ..promotion(S, 0xe1, 1)
+        };
+        let dram_to_dram = FaultEvent {
+            src_nid: 0,
+            ..promotion(S, 0xe1, 2)
+        };
+        l.fault(&failed, TOPTIER);
+        l.fault(&dram_to_dram, TOPTIER);
+        l.demote(&demotion(2 * S, 0xe1, 1, 1));
+        l.demote(&demotion(2 * S, 0xe1, 2, 2));
+        let r = l.report();
+        assert_eq!((r.promotions, r.pingpong), (0, 0));
+    }
+
+    #[test]
+    fn the_table_stays_bounded_and_says_what_it_forgot() {
+        let mut l = Lifecycle::default();
+        for i in 0..(MAX_FOLLOWED as u64 + 10) {
+            l.fault(&promotion(S + i, 0xf1, i), TOPTIER);
+        }
+        assert!(l.folios.len() <= MAX_FOLLOWED);
+        let r = l.report();
+        assert_eq!(r.forgotten, MAX_FOLLOWED as u64);
+        assert_eq!(r.promotions, MAX_FOLLOWED as u64 + 10);
+    }
+}
