@@ -185,6 +185,8 @@ pub mod programs {
     pub const TP_THREAD_EXIT: &str = "tp_thread_exit";
     /// The allocation callback reclaim's demotion calls once per folio.
     pub const FEXIT_DEMOTE: &str = "fexit_demote";
+    /// demote_folio_list: one reclaim batch's demotion and its result.
+    pub const FEXIT_DEMOTE_BATCH: &str = "fexit_demote_batch";
     /// init_numa_balancing: where the fault-count patch resets its counter.
     pub const FENTRY_FAULT_COUNT_RESET: &str = "fentry_fault_count_reset";
     pub const KPROBE_FAULT_COUNT_RESET: &str = "kprobe_fault_count_reset";
@@ -198,7 +200,7 @@ pub mod programs {
     /// Each fentry/fexit/tracepoint program and its twin that does nothing
     /// (`--empty-programs`: what attaching alone costs). Programs that
     /// never attach in the same run (a hook's variants) share a twin.
-    pub const EMPTY_TWINS: [(&str, &str); 18] = [
+    pub const EMPTY_TWINS: [(&str, &str); 19] = [
         (FENTRY_HINT_FAULT, "empty_fentry_hint_fault"),
         (FENTRY_SCAN_RANGE, "empty_fentry_scan_range"),
         (FENTRY_FAULT_ACCOUNT, "empty_fentry_fault_account"),
@@ -215,6 +217,7 @@ pub mod programs {
         (TP_MIGRATE_PAGES, "empty_tp_migrate_pages"),
         (TP_THREAD_EXIT, "empty_tp_thread_exit"),
         (FEXIT_DEMOTE, "empty_fexit_demote"),
+        (FEXIT_DEMOTE_BATCH, "empty_fexit_demote"),
         (FENTRY_FAULT_COUNT_RESET, "empty_fentry_fault_count_reset"),
         (FENTRY_FAULT_COUNT_DROP, "empty_fentry_fault_count_drop"),
     ];
@@ -1012,9 +1015,20 @@ pub struct DemoteEvent {
     pub mapping: u64,
     pub index: u64,
     /// The folio's size in base pages (0: unknown, a large folio on a
-    /// kernel whose folio order numatrace cannot find).
+    /// kernel whose folio order numatrace cannot find); in a
+    /// [`demote_flags::BATCH_END`] record, the pages the batch demoted.
     pub nr_pages: u32,
-    pub reserved: u32,
+    /// [`demote_flags`].
+    pub flags: u32,
+}
+
+/// Bits of [`DemoteEvent::flags`].
+pub mod demote_flags {
+    /// Not a folio: the end of one reclaim batch's demotion
+    /// (`demote_folio_list` returning), with the pages it demoted as the
+    /// kernel adds them to `pgdemote_*`; the thread's folio records since
+    /// its previous batch end were this batch's tries.
+    pub const BATCH_END: u32 = 1;
 }
 
 /// What the probes keep of a folio between its hint faults, a slot of the

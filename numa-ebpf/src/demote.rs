@@ -1,9 +1,10 @@
 //! Demotion, one record per folio: reclaim's allocation callback, which
 //! `migrate_pages()` calls through a function pointer once for every folio
-//! reclaim moves down a tier (so it is never inlined). Only reclaim's
-//! demotion calls it: promotions pay nothing for this hook.
+//! reclaim moves down a tier (so it is never inlined), and the end of each
+//! reclaim batch's demotion with the pages it moved. Only reclaim calls
+//! them: promotions pay nothing for these hooks.
 use aya_ebpf::{macros::fexit, programs::FExitContext};
-use numa_ebpf_common::{reclaimer, DemoteEvent, EventKind};
+use numa_ebpf_common::{demote_flags, reclaimer, DemoteEvent, EventKind};
 
 use crate::maps::{
     as_number, current_comm, current_task_flags, emit, folio_identity, folio_nid, folio_nr_pages,
@@ -57,7 +58,7 @@ fn on_demote_alloc(src: u64, dst: u64) {
         mapping,
         index,
         nr_pages: folio_nr_pages(src),
-        reserved: 0,
+        flags: 0,
     };
     emit(&ev);
 }
@@ -66,5 +67,27 @@ fn on_demote_alloc(src: u64, dst: u64) {
 pub fn fexit_demote(ctx: FExitContext) -> u32 {
     let src: u64 = ctx.arg(0);
     on_demote_alloc(src, ctx.ret().unwrap_or(0));
+    0
+}
+
+/// demote_folio_list() returned the pages its batch demoted, the number
+/// the kernel adds to pgdemote_* (retried and failed folios excluded).
+#[fexit]
+pub fn fexit_demote_batch(ctx: FExitContext) -> u32 {
+    let ev = DemoteEvent {
+        kind: EventKind::Demote as u32,
+        reclaimer: current_reclaimer(),
+        ts_ns: now_ns(),
+        pid_tgid: pid_tgid(),
+        src_pfn: 0,
+        dst_pfn: 0,
+        src_nid: -1,
+        dst_nid: -1,
+        mapping: 0,
+        index: 0,
+        nr_pages: ctx.ret::<u32>().unwrap_or(0),
+        flags: demote_flags::BATCH_END,
+    };
+    emit(&ev);
     0
 }

@@ -60,7 +60,8 @@ fn check_report(doc: &Report, series: Series) -> Result<()> {
     let targets: Vec<&str> = hooks.iter().filter_map(|h| h.target.as_deref()).collect();
     // The design's change_pte_range where the kernel keeps it a function;
     // init_numa_balancing and __mmdrop: the fault-count patch's counter
-    // resets and mm teardowns.
+    // resets and mm teardowns; reclaim's demotion callback under its name
+    // on each kernel.
     let expected: &[&str] = match series {
         Series::V6_1 => &[
             "numa_migrate_prep",
@@ -68,6 +69,7 @@ fn check_report(doc: &Report, series: Series) -> Result<()> {
             "change_prot_numa",
             "init_numa_balancing",
             "__mmdrop",
+            "alloc_demote_page",
         ],
         Series::V6_12 | Series::V6_12Rfc => &[
             "numa_migrate_check",
@@ -75,6 +77,7 @@ fn check_report(doc: &Report, series: Series) -> Result<()> {
             "change_prot_numa",
             "init_numa_balancing",
             "__mmdrop",
+            "alloc_migrate_folio",
         ],
         Series::V7 => &[
             "numa_migrate_check",
@@ -82,6 +85,7 @@ fn check_report(doc: &Report, series: Series) -> Result<()> {
             "change_pte_range",
             "init_numa_balancing",
             "__mmdrop",
+            "alloc_demote_folio",
         ],
     };
     for want in expected {

@@ -31,6 +31,7 @@ pub const FUNCTIONS: &[&str] = &[
     "alloc_demote_folio",
     "alloc_migrate_folio",
     "alloc_demote_page",
+    "demote_folio_list",
 ];
 
 pub const TRACEPOINTS: &[&str] = &[

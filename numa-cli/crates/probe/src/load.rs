@@ -90,6 +90,8 @@ fn programs(
         (H::Demote, true) => &[(p::FEXIT_DEMOTE, Exit)],
         // A kretprobe cannot see the folio it would record.
         (H::Demote, false) => &[],
+        (H::DemoteBatch, true) => &[(p::FEXIT_DEMOTE_BATCH, Exit)],
+        (H::DemoteBatch, false) => &[],
     }
 }
 

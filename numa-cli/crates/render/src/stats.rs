@@ -152,8 +152,7 @@ fn print_demotions(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     let by = |k: &str| d.by_reclaimer.get(k).copied().unwrap_or(0);
     writeln!(
         out,
-        "  demoted folios       {:>12}   pages {} (kswapd {}, direct {}, khugepaged {}; vmstat pgdemote_kswapd {}, pgdemote_direct {}, pgdemote_khugepaged {})",
-        d.folios,
+        "  demoted pages        {:>12}   (kswapd {}, direct {}, khugepaged {}; vmstat pgdemote_kswapd {}, pgdemote_direct {}, pgdemote_khugepaged {})",
         d.pages,
         by("kswapd"),
         by("direct"),
@@ -161,6 +160,11 @@ fn print_demotions(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         vmstat(r, "pgdemote_kswapd"),
         vmstat(r, "pgdemote_direct"),
         vmstat(r, "pgdemote_khugepaged"),
+    )?;
+    writeln!(
+        out,
+        "    folios             {:>12}   pages {} ({} retries of a folio in its batch; {} reclaim batches)",
+        d.folios, d.folio_pages, d.retries, d.batches
     )?;
     if d.alloc_failed > 0 {
         writeln!(

@@ -1,37 +1,65 @@
-//! Reclaim's demotions, one record per folio: who demoted (kswapd, direct
-//! reclaim, khugepaged), between which nodes, and how many folios found
-//! no room on the lower tier.
-use std::collections::BTreeMap;
+//! Reclaim's demotions, one record per folio tried and one per reclaim
+//! batch: who demoted (kswapd, direct reclaim, khugepaged), between which
+//! nodes, how many folios found no room on the lower tier, and the pages
+//! each batch demoted as the kernel counts them.
+use std::collections::{BTreeMap, HashMap};
 
-use numa_ebpf_common::{reclaimer, DemoteEvent};
+use numa_ebpf_common::{demote_flags, reclaimer, DemoteEvent};
 use serde::{Deserialize, Serialize};
 
 /// Node pairs kept apart; demotions between further pairs are summed in
 /// one row (a crafted trace could name a million pairs).
 pub const MAX_NODE_PAIRS: usize = 64;
+/// Threads whose open batch is kept for telling a retry from a new folio,
+/// and folios kept per open batch (the kernel's batches are far smaller);
+/// past either a retry counts as a folio.
+pub const MAX_OPEN_BATCHES: usize = 256;
+pub const MAX_BATCH_FOLIOS: usize = 4096;
 
 #[derive(Debug, Default, Clone)]
 pub struct Demotions {
     folios: u64,
-    /// Pages, by reclaimer.
-    by_reclaimer: [u64; reclaimer::NAMES.len()],
+    folio_pages: u64,
+    retries: u64,
     size_unknown: u64,
     alloc_failed: u64,
     pairs: BTreeMap<(i32, i32), u64>,
     other_pairs: u64,
+    /// The sources each thread tried since its last batch end: a second
+    /// try of one is `migrate_pages()` retrying it, not another folio.
+    open: HashMap<u64, Vec<u64>>,
+    batches: u64,
+    /// Pages by reclaimer: from batch ends, as the kernel counts them.
+    batch_pages: [u64; reclaimer::NAMES.len()],
+    /// Pages by reclaimer from folio records (kernels without the batch
+    /// hook).
+    folio_pages_by: [u64; reclaimer::NAMES.len()],
 }
 
 impl Demotions {
     pub fn record(&mut self, d: &DemoteEvent) {
+        if d.flags & demote_flags::BATCH_END != 0 {
+            self.batches += 1;
+            self.open.remove(&d.pid_tgid);
+            if let Some(n) = self.batch_pages.get_mut(d.reclaimer as usize) {
+                *n += u64::from(d.nr_pages);
+            }
+            return;
+        }
         if d.dst_nid < 0 {
             self.alloc_failed += 1;
             return;
         }
+        if self.retried(d) {
+            self.retries += 1;
+            return;
+        }
         self.folios += 1;
+        self.folio_pages += u64::from(d.nr_pages);
         if d.nr_pages == 0 {
             self.size_unknown += 1;
         }
-        if let Some(n) = self.by_reclaimer.get_mut(d.reclaimer as usize) {
+        if let Some(n) = self.folio_pages_by.get_mut(d.reclaimer as usize) {
             *n += u64::from(d.nr_pages);
         }
         let key = (d.src_nid, d.dst_nid);
@@ -45,9 +73,34 @@ impl Demotions {
         }
     }
 
-    /// Pages moved down a tier (a lower-tier folio was allocated).
-    pub fn pages(&self) -> u64 {
-        self.by_reclaimer.iter().sum()
+    /// Whether `d`'s source was already tried in its thread's open batch
+    /// (noting it if not).
+    fn retried(&mut self, d: &DemoteEvent) -> bool {
+        let room = self.open.len() < MAX_OPEN_BATCHES;
+        let Some(tried) = (match self.open.get_mut(&d.pid_tgid) {
+            Some(t) => Some(t),
+            None if room => Some(self.open.entry(d.pid_tgid).or_default()),
+            None => None,
+        }) else {
+            return false;
+        };
+        if tried.contains(&d.src_pfn) {
+            return true;
+        }
+        if tried.len() < MAX_BATCH_FOLIOS {
+            tried.push(d.src_pfn);
+        }
+        false
+    }
+
+    /// Pages moved down a tier: the batches' counts where the kernel
+    /// reported any, else the folio records'.
+    fn pages_by_reclaimer(&self) -> &[u64; reclaimer::NAMES.len()] {
+        if self.batches > 0 {
+            &self.batch_pages
+        } else {
+            &self.folio_pages_by
+        }
     }
 
     pub fn report(&self) -> DemotionReport {
@@ -67,40 +120,51 @@ impl Demotions {
                 folios: self.other_pairs,
             });
         }
+        let by = self.pages_by_reclaimer();
         DemotionReport {
-            folios: self.folios,
-            pages: self.pages(),
-            size_unknown: self.size_unknown,
+            pages: by.iter().sum(),
+            batches: self.batches,
             by_reclaimer: reclaimer::NAMES
                 .iter()
-                .zip(self.by_reclaimer)
-                .map(|(name, n)| ((*name).to_owned(), n))
+                .zip(by)
+                .map(|(name, n)| ((*name).to_owned(), *n))
                 .collect(),
+            folios: self.folios,
+            folio_pages: self.folio_pages,
+            retries: self.retries,
+            size_unknown: self.size_unknown,
             alloc_failed: self.alloc_failed,
             by_nodes,
         }
     }
 }
 
-/// Demotions in a report. Counted where reclaim allocates each folio's
-/// destination: a folio whose move then fails (rare: it was locked or
-/// under writeback) is counted too, one freed while it waited is not, so
-/// the kernel's `pgdemote_*` can differ by those.
+/// Demotions in a report.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DemotionReport {
-    /// Folios moved down a tier.
-    pub folios: u64,
-    /// Their pages (as the kernel's `pgdemote_*` count).
+    /// Pages moved down a tier, as the kernel's `pgdemote_*` count them:
+    /// the sum of each reclaim batch's result (`batches` of them), or of
+    /// the folio records on a kernel without the batch hook (`batches` 0).
     pub pages: u64,
-    /// Large folios whose size could not be read (not in `pages`).
-    pub size_unknown: u64,
-    /// Pages, by who reclaimed: `kswapd`, `direct`, `khugepaged` (the
+    pub batches: u64,
+    /// Of those, by who reclaimed: `kswapd`, `direct`, `khugepaged` (the
     /// kernel's `pgdemote_kswapd`, `pgdemote_direct`,
     /// `pgdemote_khugepaged`; before 6.8 khugepaged's count as direct).
     pub by_reclaimer: BTreeMap<String, u64>,
+    /// Folios demoted, one record each where reclaim allocated its place
+    /// on the lower tier, and their pages. A folio whose move then failed
+    /// (locked, under writeback) is in them, one freed while it waited is
+    /// not: `folio_pages` can differ from `pages` by those.
+    pub folios: u64,
+    pub folio_pages: u64,
+    /// Further tries of a folio in the same batch (`migrate_pages()`
+    /// retrying it), not counted as folios.
+    pub retries: u64,
+    /// Large folios whose size could not be read (not in `folio_pages`).
+    pub size_unknown: u64,
     /// Folios reclaim chose to demote that found no room on the lower tier.
     pub alloc_failed: u64,
-    /// By (source, destination) node; `null` nodes: the pairs past
+    /// Folios by (source, destination) node; `null` nodes: the pairs past
     /// [`MAX_NODE_PAIRS`], summed.
     pub by_nodes: Vec<NodePairRow>,
 }
@@ -115,7 +179,7 @@ pub struct NodePairRow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use numa_ebpf_common::EventKind;
+    use numa_ebpf_common::{demote_flags, EventKind};
 
     fn demotion(reclaimer: u32, src_nid: i32, dst_nid: i32) -> DemoteEvent {
         DemoteEvent {
@@ -131,19 +195,29 @@ mod tests {
     #[test]
     fn demotions_are_counted_by_reclaimer_and_node_pair_and_failures_apart() {
         let mut d = Demotions::default();
-        d.record(&demotion(reclaimer::KSWAPD, 0, 2));
-        d.record(&demotion(reclaimer::KSWAPD, 0, 2));
-        d.record(&DemoteEvent {
-            nr_pages: 512,
-            ..demotion(reclaimer::DIRECT, 1, 2)
-        });
-        d.record(&demotion(reclaimer::DIRECT, 0, -1));
-        d.record(&DemoteEvent {
-            nr_pages: 0,
-            ..demotion(reclaimer::KHUGEPAGED, 1, 2)
-        });
+        let events = [
+            demotion(reclaimer::KSWAPD, 0, 2),
+            demotion(reclaimer::KSWAPD, 0, 2),
+            DemoteEvent {
+                nr_pages: 512,
+                ..demotion(reclaimer::DIRECT, 1, 2)
+            },
+            demotion(reclaimer::DIRECT, 0, -1),
+            DemoteEvent {
+                nr_pages: 0,
+                ..demotion(reclaimer::KHUGEPAGED, 1, 2)
+            },
+        ];
+        for (pfn, ev) in events.iter().enumerate() {
+            d.record(&DemoteEvent {
+                src_pfn: pfn as u64,
+                ..*ev
+            });
+        }
         let r = d.report();
-        assert_eq!((r.folios, r.pages, r.size_unknown), (4, 514, 1));
+        assert_eq!((r.folios, r.folio_pages, r.size_unknown), (4, 514, 1));
+        // Without batch records the pages are the folios'.
+        assert_eq!((r.pages, r.batches), (514, 0));
         assert_eq!(r.alloc_failed, 1);
         assert_eq!(r.by_reclaimer["kswapd"], 2);
         assert_eq!(r.by_reclaimer["direct"], 512);
@@ -166,10 +240,38 @@ mod tests {
     }
 
     #[test]
+    fn batch_ends_give_the_kernel_s_pages_and_a_retry_is_not_a_folio() {
+        let mut d = Demotions::default();
+        let tried = |pfn| DemoteEvent {
+            src_pfn: pfn,
+            pid_tgid: 7,
+            ..demotion(reclaimer::KSWAPD, 0, 1)
+        };
+        d.record(&tried(100));
+        d.record(&tried(101));
+        // migrate_pages() retried 100 (-EAGAIN), then 101 failed for good.
+        d.record(&tried(100));
+        d.record(&DemoteEvent {
+            flags: demote_flags::BATCH_END,
+            pid_tgid: 7,
+            nr_pages: 1,
+            ..demotion(reclaimer::KSWAPD, -1, -1)
+        });
+        // The next batch may try 100 again: a folio of its own.
+        d.record(&tried(100));
+        let r = d.report();
+        assert_eq!((r.folios, r.retries, r.batches), (3, 1, 1));
+        assert_eq!((r.pages, r.by_reclaimer["kswapd"]), (1, 1));
+    }
+
+    #[test]
     fn node_pairs_past_the_bound_are_summed_in_one_row() {
         let mut d = Demotions::default();
         for src in 0..(MAX_NODE_PAIRS as i32 + 10) {
-            d.record(&demotion(reclaimer::KSWAPD, src, 1000));
+            d.record(&DemoteEvent {
+                src_pfn: src as u64,
+                ..demotion(reclaimer::KSWAPD, src, 1000)
+            });
         }
         let r = d.report();
         assert_eq!(r.by_nodes.len(), MAX_NODE_PAIRS + 1);

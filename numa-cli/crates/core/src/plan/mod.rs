@@ -51,10 +51,12 @@ pub enum Hook {
     /// Reclaim's demotion, per folio: the allocation callback
     /// `migrate_pages()` calls for each folio it moves down a tier.
     Demote,
+    /// The end of one reclaim batch's demotion, with the pages it moved.
+    DemoteBatch,
 }
 
 impl Hook {
-    pub const ALL: [Hook; 14] = [
+    pub const ALL: [Hook; 15] = [
         Hook::HintFault,
         Hook::Decision,
         Hook::DecisionExchange,
@@ -69,6 +71,7 @@ impl Hook {
         Hook::FaultCountDrop,
         Hook::ThreadExit,
         Hook::Demote,
+        Hook::DemoteBatch,
     ];
 
     pub fn name(self) -> &'static str {
@@ -87,6 +90,7 @@ impl Hook {
             Hook::FaultCountDrop => "fault_count_drop",
             Hook::ThreadExit => "thread_exit",
             Hook::Demote => "demote",
+            Hook::DemoteBatch => "demote_batch",
         }
     }
 
@@ -161,6 +165,7 @@ impl Hook {
                 c!("alloc_migrate_folio", "folio", &[(0, FOLIO)]),
                 c!("alloc_demote_page", "page", &[(0, PAGE)]),
             ],
+            Hook::DemoteBatch => &[c!("demote_folio_list", "folios,pgdat", &[])],
             Hook::VmaSkip | Hook::MigrateTracepoint | Hook::ThreadExit => &[],
         }
     }
@@ -190,7 +195,7 @@ impl Hook {
     fn wants_return(self) -> bool {
         matches!(
             self,
-            Hook::Decision | Hook::ScanRange | Hook::Migrate | Hook::Demote
+            Hook::Decision | Hook::ScanRange | Hook::Migrate | Hook::Demote | Hook::DemoteBatch
         )
     }
 }
