@@ -62,15 +62,13 @@ impl Demotions {
         if let Some(n) = self.folio_pages_by.get_mut(d.reclaimer as usize) {
             *n += u64::from(d.nr_pages);
         }
-        let key = (d.src_nid, d.dst_nid);
-        let room = self.pairs.len() < MAX_NODE_PAIRS;
-        match self.pairs.get_mut(&key) {
-            Some(n) => *n += 1,
-            None if room => {
-                self.pairs.insert(key, 1);
-            }
-            None => self.other_pairs += 1,
-        }
+        super::add_bounded(
+            &mut self.pairs,
+            (d.src_nid, d.dst_nid),
+            1,
+            MAX_NODE_PAIRS,
+            &mut self.other_pairs,
+        );
     }
 
     /// Whether `d`'s source was already tried in its thread's open batch

@@ -88,7 +88,13 @@ impl Lifecycle {
                 self.pingpong += 1;
                 self.pingpong_pages += u64::from(d.nr_pages);
                 self.residency_ns.add(resident);
-                self.count_process(t.tgid);
+                super::add_bounded(
+                    &mut self.by_process,
+                    t.tgid,
+                    1,
+                    MAX_PROCESSES,
+                    &mut self.other_processes,
+                );
             } else {
                 self.demoted_late += 1;
             }
@@ -103,17 +109,6 @@ impl Lifecycle {
                 tgid: was.map_or(0, |t| t.tgid),
             },
         );
-    }
-
-    fn count_process(&mut self, tgid: u32) {
-        let room = self.by_process.len() < MAX_PROCESSES;
-        match self.by_process.get_mut(&tgid) {
-            Some(n) => *n += 1,
-            None if room => {
-                self.by_process.insert(tgid, 1);
-            }
-            None => self.other_processes += 1,
-        }
     }
 
     /// Keeps the table under [`MAX_FOLLOWED`]: when full, folios that have

@@ -13,6 +13,26 @@ pub mod shadow;
 pub mod totals;
 pub mod window;
 
+/// Adds `n` to `key`'s count in `map`, which holds at most `max` keys:
+/// a key past them adds to `other` instead (input never decides the
+/// table's size).
+pub(crate) fn add_bounded<K: Ord>(
+    map: &mut std::collections::BTreeMap<K, u64>,
+    key: K,
+    n: u64,
+    max: usize,
+    other: &mut u64,
+) {
+    let room = map.len() < max;
+    match map.get_mut(&key) {
+        Some(v) => *v += n,
+        None if room => {
+            map.insert(key, n);
+        }
+        None => *other += n,
+    }
+}
+
 // Here rather than in `sink`, so the trait's module does not import the
 // models that implement it.
 impl crate::sink::Sink for shadow::Shadow {
