@@ -95,6 +95,10 @@ pub(crate) struct Ring<R: Records> {
     hist: RecordHistograms,
     /// The programs' own log, emptied with every drain.
     log: Option<BpfLog>,
+    /// Records of events after this time are not handed on: the final
+    /// snapshot's, whose counters end the window (kswapd may still be
+    /// demoting while the run stops).
+    until_ns: u64,
 }
 
 impl Ring<RingBuf<MapData>> {
@@ -120,6 +124,7 @@ impl<R: Records> Ring<R> {
             stamper,
             hist: RecordHistograms::default(),
             log: None,
+            until_ns: u64::MAX,
         })
     }
 
@@ -143,9 +148,11 @@ impl<R: Records> Ring<R> {
         errors: &mut u64,
         stamper: &mut Stamper,
         hist: &mut RecordHistograms,
+        until_ns: u64,
         sinks: &mut [&mut dyn Sink],
     ) -> Result<Drained> {
         let mut decoded = |bytes: &[u8]| match decode::decode(bytes) {
+            Ok(ev) if ev.ts_ns() > until_ns => Ok(()),
             Ok(ev) => stamper.event(ev, &mut |item| hand_on(item, hist, sinks)),
             Err(_) => {
                 *errors += 1;
@@ -185,6 +192,7 @@ impl<R: Records> Ring<R> {
             &mut self.decode_errors,
             &mut self.stamper,
             &mut self.hist,
+            self.until_ns,
             sinks,
         )
     }
@@ -198,6 +206,7 @@ impl<R: Records> Ring<R> {
             &mut self.decode_errors,
             &mut self.stamper,
             &mut self.hist,
+            self.until_ns,
             sinks,
         )?;
         if drained == Drained::Empty {
@@ -312,14 +321,19 @@ pub(crate) async fn run(
             let _ = c.start_kill();
         }
     }
+    // The final snapshot is read first and the records up to it are handed
+    // on before it: what the kernel still does meanwhile (kswapd) is in
+    // neither.
+    fold_vmstat();
+    let last = session::snapshot(probes)?;
+    ring.until_ns = last.ts_ns;
     if ring.drain_for(FINAL_DRAIN_MAX_TIME, sinks)? == Drained::More {
         log::warn!(
             "records were still arriving {} s after the stop; the rest are not counted",
             FINAL_DRAIN_MAX_TIME.as_secs()
         );
     }
-    fold_vmstat();
-    ring.snapshot(session::snapshot(probes)?, sinks)?;
+    ring.snapshot(last, sinks)?;
     ring.flush(sinks)?;
     if ring.decode_errors > 0 {
         log::warn!("{} ring records could not be decoded", ring.decode_errors);

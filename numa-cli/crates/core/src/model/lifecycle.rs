@@ -111,17 +111,21 @@ impl Lifecycle {
         );
     }
 
-    /// Keeps the table under [`MAX_FOLLOWED`]: when full, folios that have
-    /// not moved within the window go (their next move cannot be a
-    /// ping-pong); when that frees less than a quarter, every folio goes.
-    /// Either way they are counted in `forgotten`.
+    /// Keeps the table under [`MAX_FOLLOWED`]: when full, demoted folios
+    /// never promoted go (reclaim demotes far more than it promotes; their
+    /// next promotion then starts a trip without being counted as
+    /// returned), and folios that have not moved within the window (their
+    /// next move cannot be a ping-pong); when that frees less than a
+    /// quarter, every folio goes. Either way they are counted in
+    /// `forgotten`.
     fn make_room(&mut self, now_ns: u64) {
         if self.folios.len() < MAX_FOLLOWED {
             return;
         }
         let before = self.folios.len();
         let since = now_ns.saturating_sub(PINGPONG_WINDOW_NS);
-        self.folios.retain(|_, t| t.moved_ns >= since);
+        self.folios
+            .retain(|_, t| (t.promoted || t.was_promoted) && t.moved_ns >= since);
         if self.folios.len() > MAX_FOLLOWED / 4 * 3 {
             self.folios.clear();
         }
@@ -304,6 +308,19 @@ mod tests {
         l.demote(&demotion(2 * S, 0xe1, 2, 2));
         let r = l.report();
         assert_eq!((r.promotions, r.pingpong), (0, 0));
+    }
+
+    #[test]
+    fn a_full_table_forgets_folios_never_promoted_first() {
+        let mut l = Lifecycle::default();
+        l.fault(&promotion(S, 0xf2, 0), TOPTIER);
+        for i in 1..MAX_FOLLOWED as u64 {
+            l.demote(&demotion(S + i, 0xf3, i, i));
+        }
+        // Full: the next move makes room, keeping the promoted folio.
+        l.demote(&demotion(2 * S, 0xf2, 0, 1));
+        let r = l.report();
+        assert_eq!((r.pingpong, r.forgotten), (1, MAX_FOLLOWED as u64 - 1));
     }
 
     #[test]
