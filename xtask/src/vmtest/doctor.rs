@@ -218,7 +218,11 @@ pub(super) mod tests {
                 json!({"function": "migrate_misplaced_folio", "used": false, "why_not": "migrate_misplaced_folio inlined/absent"})
             }
             // Hooks the design names no function for.
-            "init_numa_balancing" | "__mmdrop" => Value::Null,
+            "init_numa_balancing"
+            | "__mmdrop"
+            | "alloc_demote_page"
+            | "alloc_migrate_folio"
+            | "alloc_demote_folio" => Value::Null,
             used => json!({"function": used, "used": true, "why_not": ""}),
         };
         let hooks: Vec<Value> = targets
@@ -281,6 +285,7 @@ pub(super) mod tests {
             "should_numa_migrate_memory",
             "init_numa_balancing",
             "__mmdrop",
+            "alloc_migrate_folio",
         ];
         let page = [
             "numa_migrate_prep",
@@ -289,6 +294,7 @@ pub(super) mod tests {
             "should_numa_migrate_memory",
             "init_numa_balancing",
             "__mmdrop",
+            "alloc_demote_page",
         ];
         let per_pte = [
             "numa_migrate_check",
@@ -297,6 +303,7 @@ pub(super) mod tests {
             "should_numa_migrate_memory",
             "init_numa_balancing",
             "__mmdrop",
+            "alloc_demote_folio",
         ];
         assert!(check_json(&doctor(true, two_tiers(), &folio), Series::V6_12).is_ok());
         assert!(check_json(&doctor(true, two_tiers(), &page), Series::V6_1).is_ok());
