@@ -135,7 +135,8 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
 }
 
 /// Below these the lifecycle says little: the workload is shaped to give
-/// thousands of each (5,962 ping-pongs and 65,088 returns in a 6.12 run).
+/// thousands of each (in 30 s runs: 719 and 1,991 ping-pongs on 6.1,
+/// 8,958 on 6.12 and 10,386 on 7.2, and 37,630 to 58,578 returns).
 const MIN_PINGPONG: u64 = 100;
 const MIN_RETURNED: u64 = 1_000;
 
@@ -165,8 +166,8 @@ fn check_lifecycle(on: &Report) -> Result<()> {
         l.pingpong
     );
     ensure!(
-        l.residency_ms.iter().all(|b| b.le <= 60_000.0 * 2.0),
-        "a ping-pong resident longer than the 30 s run: {:?}",
+        l.residency_ms.iter().all(|b| b.le <= 60_000.0),
+        "a ping-pong resident longer than the 15 s run: {:?}",
         l.residency_ms
     );
     Ok(())

@@ -8,7 +8,7 @@ was=$(cat $dem)
 # reclaim), among them pages promoted a few visits before (ping-pong), to
 # be promoted again when touched again.
 echo true > $dem
-numatrace record -o on.trace -- numatrace workload hot-chunks --slow-node 0 --slow-mb 2400 --chunk-mb 64 --accesses 20000 --in-turn --duration 30 --summary on-workload.json || exit 1
+numatrace record -o on.trace -- numatrace workload hot-chunks --slow-node 0 --slow-mb 2400 --chunk-mb 64 --accesses 20000 --in-turn --duration 15 --summary on-workload.json || exit 1
 numatrace stats on.trace --json > on.json || exit 1
 # The dump is counted, not kept: the results live in the guest's memory.
 numatrace dump on.trace | grep -c '"type":"demote"' > on.dumped
@@ -16,5 +16,5 @@ rm on.trace
 # Without demotion nothing is demoted (less placed on DRAM: its pages
 # cannot leave, and a full node would end the workload by the OOM killer).
 echo false > $dem
-numatrace stats --live --json -- numatrace workload hot-chunks --dram-mb 1200 --slow-mb 128 --chunk-mb 64 --accesses 100000 --in-turn --duration 10 --summary /dev/null > off.json || exit 1
+numatrace stats --live --json -- numatrace workload hot-chunks --dram-mb 1200 --slow-mb 128 --chunk-mb 64 --accesses 100000 --in-turn --duration 6 --summary /dev/null > off.json || exit 1
 echo "$was" > $dem
