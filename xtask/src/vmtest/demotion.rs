@@ -62,6 +62,10 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         "the kernel demoted {kernel} pages, fewer than the {MIN_DEMOTED} this test needs"
     );
     ensure!(d.batches > 0, "no reclaim batch was seen ending");
+    ensure!(
+        on.demotions_observable == Some(true),
+        "the trace's plan says the demote hook was not attached"
+    );
     equal_but_missed(
         "demoted pages vs vmstat pgdemote_*",
         d.pages,

@@ -148,6 +148,15 @@ fn print_decisions(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
 
 /// Reclaim's demotions per folio, beside vmstat's pgdemote_* in pages.
 fn print_demotions(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
+    if r.demotions_observable != Some(true) {
+        return writeln!(
+            out,
+            "  demoted pages        {:>12}   (not seen per folio here: the demote hook was not attached; vmstat pgdemote_kswapd {}, pgdemote_direct {})",
+            "-",
+            vmstat(r, "pgdemote_kswapd"),
+            vmstat(r, "pgdemote_direct"),
+        );
+    }
     let d = &r.demotions;
     let by = |k: &str| d.by_reclaimer.get(k).copied().unwrap_or(0);
     writeln!(

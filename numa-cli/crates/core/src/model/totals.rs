@@ -497,6 +497,10 @@ pub struct Report {
     /// Reclaim's demotions, per folio (see [`super::demotions`]).
     #[serde(default)]
     pub demotions: super::demotions::DemotionReport,
+    /// Whether the probes saw demotions per folio (the `demote` hook
+    /// attached; None: no plan to tell, as in traces older than it).
+    #[serde(default)]
+    pub demotions_observable: Option<bool>,
     /// Promotions linked to the demotions that undo them (ping-pong).
     #[serde(default)]
     pub lifecycle: super::lifecycle::LifecycleReport,
@@ -580,6 +584,10 @@ impl Report {
     /// The report of probes attached by `plan`.
     pub fn with_plan(mut self, plan: Option<&crate::plan::AttachPlan>) -> Report {
         self.skips_observable = skips_observable(plan);
+        self.demotions_observable = plan.map(|p| {
+            p.hook(crate::plan::Hook::Demote)
+                .is_some_and(|h| h.status == crate::plan::HookStatus::Attached)
+        });
         self
     }
 }
@@ -841,6 +849,7 @@ impl Totals {
             skips_observable: None,
             by_cgroup: Vec::new(),
             demotions: self.demotions.report(),
+            demotions_observable: None,
             lifecycle: self.lifecycle.report(),
         }
     }
