@@ -141,7 +141,7 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
 /// Below these the lifecycle says little: the workload is shaped to give
 /// thousands of each (in 30 s runs: 719 and 1,991 ping-pongs on 6.1,
 /// 8,958 on 6.12 and 10,386 on 7.2, and 37,630 to 58,578 returns).
-const MIN_PINGPONG: u64 = 100;
+const MIN_PINGPONG: u64 = 50;
 const MIN_RETURNED: u64 = 1_000;
 
 /// The hot set larger than DRAM makes pages go round: promoted and demoted
