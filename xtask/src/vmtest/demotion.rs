@@ -61,6 +61,11 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         kernel >= MIN_DEMOTED,
         "the kernel demoted {kernel} pages, fewer than the {MIN_DEMOTED} this test needs"
     );
+    ensure!(
+        on.drops == 0,
+        "the ring dropped {} records (the reader fell behind): the counts below need every record",
+        on.drops
+    );
     ensure!(d.batches > 0, "no reclaim batch was seen ending");
     ensure!(
         on.demotions_observable == Some(true),
