@@ -35,9 +35,19 @@ fn vmstat_demoted(r: &Report) -> u64 {
 
 pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     let on: Report = read_report(dir, "on.json")?;
+    log(&on);
+    check_pages(&on)?;
+    check_folio_records(&on)?;
+    check_dump(dir, &on)?;
+    check_lifecycle(&on)?;
+    check_disabled(dir)
+}
+
+/// What the run measured, on the console whether it passes or not.
+fn log(on: &Report) {
     let d = &on.demotions;
     let l = &on.lifecycle;
-    let kernel = vmstat_demoted(&on);
+    let kernel = vmstat_demoted(on);
     eprintln!(
         "demotion: {} pages in {} batches ({:?}) vs vmstat {kernel}; {} folios, {} pages, {} retries, {} without room; \
          promotions {}, ping-pong {}, re-promotions {}, returned {}, forgotten {}; drops {}, missed {}",
@@ -56,6 +66,12 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         on.drops,
         on.runs_missed
     );
+}
+
+/// Each reclaim batch's pages, summed by reclaimer, are vmstat's.
+fn check_pages(on: &Report) -> Result<()> {
+    let d = &on.demotions;
+    let kernel = vmstat_demoted(on);
     ensure!(
         kernel >= MIN_DEMOTED,
         "the kernel demoted {kernel} pages, fewer than the {MIN_DEMOTED} this test needs"
@@ -86,6 +102,12 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
             on.runs_missed,
         )?;
     }
+    Ok(())
+}
+
+/// Every demoted page has its folio record, each from DRAM to the slow node.
+fn check_folio_records(on: &Report) -> Result<()> {
+    let d = &on.demotions;
     // Folio records: a folio whose move failed after its place was
     // allocated (locked, under writeback) has one and is in vmstat's
     // pgmigrate_fail; one freed while it waited to move has none and is
@@ -114,6 +136,12 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         "demotions between other nodes than DRAM (0) to slow (1): {:?}",
         d.by_nodes
     );
+    Ok(())
+}
+
+/// The trace's dump has exactly the records `stats` counted.
+fn check_dump(dir: &Path, on: &Report) -> Result<()> {
+    let d = &on.demotions;
     let dumped: u64 = text(dir, "on.dumped")?
         .trim()
         .parse()
@@ -126,7 +154,11 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
         d.alloc_failed,
         d.batches
     );
-    check_lifecycle(&on)?;
+    Ok(())
+}
+
+/// With demotion disabled nothing is demoted, over a run that did something.
+fn check_disabled(dir: &Path) -> Result<()> {
     let off: Report = read_report(dir, "off.json")?;
     ensure!(
         off.demotions.pages == 0 && off.demotions.folios == 0 && vmstat_demoted(&off) == 0,

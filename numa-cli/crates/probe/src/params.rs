@@ -241,6 +241,45 @@ pub fn resolve_toptier() -> u64 {
     toptier_mask(&system::memory_tiers(), &system::nodes())
 }
 
+/// Where the kernel keeps what the programs read: struct members, enum
+/// values and struct sizes from BTF (each 0 or None when absent).
+fn btf_layout(b: &Btf, params: &mut KernelParams) {
+    let member = |strukt, name| member_offset(b, strukt, name).unwrap_or(0);
+    params.off_nbp_threshold = member("pglist_data", "nbp_threshold");
+    params.off_task_mm = member("task_struct", "mm");
+    params.off_task_comm = member("task_struct", "comm");
+    params.off_task_flags = member("task_struct", "flags");
+    params.pg_head_bit = enum_value(b, "pageflags", "PG_head");
+    params.off_folio_order = folio_order_offset(b).unwrap_or(0);
+    params.off_vmf_address = member("vm_fault", "address");
+    params.off_promote_candidate = promote_candidate_offset(b).unwrap_or(0);
+    params.off_pcp_nodestats = member("pglist_data", "per_cpu_nodestats");
+    params.off_candidate_diff = candidate_diff_offset(b).unwrap_or(0);
+    params.page_struct_size = struct_size(b, "page").unwrap_or(0);
+    access_layout(b, params);
+}
+
+/// The mm_migrate_pages tracepoint's field offsets and reason names, from
+/// its tracefs format.
+fn migrate_tp_format(params: &mut KernelParams) {
+    let Some(root) = discover::tracefs() else {
+        return;
+    };
+    let path = Path::new(root).join("events/migrate/mm_migrate_pages/format");
+    let Ok(text) = fs::read_to_string(path) else {
+        return;
+    };
+    let (fields, reasons) = parse_tp_format(&text);
+    if let (Some(s), Some(f), Some(r)) = (
+        fields.get("succeeded"),
+        fields.get("failed"),
+        fields.get("reason"),
+    ) {
+        params.tp_migrate = Some((*s, *f, *r));
+    }
+    params.migrate_reasons = reasons;
+}
+
 pub fn resolve() -> KernelParams {
     let syms = data_symbols(&[
         "sysctl_numa_balancing_mode",
@@ -265,37 +304,7 @@ pub fn resolve() -> KernelParams {
             .copied()
             .unwrap_or(0),
         sym_node_data: syms.get("node_data").copied().unwrap_or(0),
-        off_nbp_threshold: btf
-            .as_ref()
-            .and_then(|b| member_offset(b, "pglist_data", "nbp_threshold"))
-            .unwrap_or(0),
-        off_task_mm: btf
-            .as_ref()
-            .and_then(|b| member_offset(b, "task_struct", "mm"))
-            .unwrap_or(0),
-        off_task_comm: btf
-            .as_ref()
-            .and_then(|b| member_offset(b, "task_struct", "comm"))
-            .unwrap_or(0),
-        off_task_flags: btf
-            .as_ref()
-            .and_then(|b| member_offset(b, "task_struct", "flags"))
-            .unwrap_or(0),
-        pg_head_bit: btf
-            .as_ref()
-            .and_then(|b| enum_value(b, "pageflags", "PG_head")),
-        off_folio_order: btf.as_ref().and_then(folio_order_offset).unwrap_or(0),
-        off_vmf_address: btf
-            .as_ref()
-            .and_then(|b| member_offset(b, "vm_fault", "address"))
-            .unwrap_or(0),
-        off_promote_candidate: btf.as_ref().and_then(promote_candidate_offset).unwrap_or(0),
         sym_per_cpu_offset: syms.get("__per_cpu_offset").copied().unwrap_or(0),
-        off_pcp_nodestats: btf
-            .as_ref()
-            .and_then(|b| member_offset(b, "pglist_data", "per_cpu_nodestats"))
-            .unwrap_or(0),
-        off_candidate_diff: btf.as_ref().and_then(candidate_diff_offset).unwrap_or(0),
         cpupid_mask,
         access_time_buckets,
         hz: kernel_hz(),
@@ -308,12 +317,8 @@ pub fn resolve() -> KernelParams {
         ..KernelParams::default()
     };
     params.sym_vmemmap_base = syms.get("vmemmap_base").copied().unwrap_or(0);
-    params.page_struct_size = btf
-        .as_ref()
-        .and_then(|b| struct_size(b, "page"))
-        .unwrap_or(0);
     if let Some(b) = btf.as_ref() {
-        access_layout(b, &mut params);
+        btf_layout(b, &mut params);
     }
     params.pfn_spans = numa_core::mapplan::parse_zoneinfo(
         &fs::read_to_string("/proc/zoneinfo").unwrap_or_default(),
@@ -329,19 +334,6 @@ pub fn resolve() -> KernelParams {
         params.off_nbp_threshold = 0;
         params.off_mm_hint_faults = hint_faults;
     }
-    if let Some(root) = discover::tracefs() {
-        let path = Path::new(root).join("events/migrate/mm_migrate_pages/format");
-        if let Ok(text) = fs::read_to_string(path) {
-            let (fields, reasons) = parse_tp_format(&text);
-            if let (Some(s), Some(f), Some(r)) = (
-                fields.get("succeeded"),
-                fields.get("failed"),
-                fields.get("reason"),
-            ) {
-                params.tp_migrate = Some((*s, *f, *r));
-            }
-            params.migrate_reasons = reasons;
-        }
-    }
+    migrate_tp_format(&mut params);
     params
 }
