@@ -238,6 +238,8 @@ fn top_in_tmux_sort_filter_detail_help_resize_quit() {
     t.keys(&["S"]);
     t.wait_for("sort: promoted/s ▲");
     t.keys(&["s"]);
+    t.wait_for("sort: ping-pong % ▼");
+    t.keys(&["s"]);
     t.wait_for("sort: rejected latency/s ▼");
 
     // Filter: a match, a miss, then Esc clears.

@@ -150,6 +150,10 @@ pub struct ProcRow {
     /// Median per-process fault-count delta since start (bucket upper bound).
     pub delta_p50: Option<u64>,
     pub faults_total: u64,
+    /// Of its promotions since start, the share demoted again within the
+    /// lifecycle's window (ping-pong), %.
+    #[serde(default)]
+    pub pingpong_pct: Option<f64>,
     /// Resident pages per node (live, from /proc/PID/numa_maps).
     pub resident: Option<Vec<(u32, u64)>>,
     /// Where its slow-tier pages stop, in a few words (the funnel's

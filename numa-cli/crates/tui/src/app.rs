@@ -16,6 +16,7 @@ pub enum SortKey {
     Comm,
     Faults,
     Promoted,
+    PingPong,
     RejLatency,
     Model,
     Agree,
@@ -27,11 +28,12 @@ pub enum SortKey {
 }
 
 impl SortKey {
-    pub const ALL: [SortKey; 12] = [
+    pub const ALL: [SortKey; 13] = [
         SortKey::Pid,
         SortKey::Comm,
         SortKey::Faults,
         SortKey::Promoted,
+        SortKey::PingPong,
         SortKey::RejLatency,
         SortKey::Model,
         SortKey::Agree,
@@ -48,6 +50,7 @@ impl SortKey {
             SortKey::Comm => "comm",
             SortKey::Faults => "faults/s",
             SortKey::Promoted => "promoted/s",
+            SortKey::PingPong => "ping-pong %",
             SortKey::RejLatency => "rejected latency/s",
             SortKey::Model => "model would/s",
             SortKey::Agree => "agreement",
@@ -127,6 +130,7 @@ fn sort_value(r: &ProcRow, key: SortKey, model: usize) -> f64 {
         SortKey::Comm | SortKey::Verdict => 0.0,
         SortKey::Faults => r.faults_s,
         SortKey::Promoted => r.promoted_s,
+        SortKey::PingPong => o(r.pingpong_pct),
         SortKey::RejLatency => r.rej_latency_s,
         SortKey::Model => r.model_s.get(model).copied().unwrap_or(0.0),
         SortKey::Agree => o(r.agree_pct.get(model).copied().flatten()),

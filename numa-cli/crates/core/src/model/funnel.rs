@@ -467,6 +467,20 @@ fn row(p: &Proc, end_ns: u64) -> ProcessFunnel {
     }
 }
 
+/// The processes' verdicts once their folios' trips across tiers are
+/// known: promoted, and most of it demoted again, is a ping-pong. VMAs
+/// keep theirs (demotions are not traced per VMA).
+pub fn with_pingpong<'a>(
+    rows: &mut [ProcessFunnel],
+    trips: impl Fn(u32) -> Option<&'a super::lifecycle::ProcessTrips>,
+) {
+    for p in rows {
+        p.judged = p.judged.clone().with_pingpong(trips(p.pid));
+        p.verdict = p.judged.to_string();
+        p.verdict_kind = p.judged.kind().into();
+    }
+}
+
 /// The rows' verdicts for a kernel whose threshold measures `hotness`.
 pub fn with_hotness(rows: &mut [ProcessFunnel], hotness: crate::params::KernelHotness) {
     let rejudge = |judged: &mut Verdict, line: &mut String| {

@@ -18,10 +18,10 @@ use super::log2::{BucketCount, Log2Hist};
 
 /// A promotion demoted again within this long is a ping-pong.
 pub const PINGPONG_WINDOW_NS: u64 = 600_000_000_000;
-/// Folios followed at once (about 48 bytes each); see [`Lifecycle::make_room`].
+/// Folios followed at once (about 56 bytes each); see [`Lifecycle::make_room`].
 pub const MAX_FOLLOWED: usize = 1 << 18;
-/// Promoting processes kept apart in the report's counts; the others are
-/// summed.
+/// Promoting processes followed apart (about 560 bytes each); the others
+/// are summed.
 pub const MAX_PROCESSES: usize = 4096;
 
 #[derive(Debug, Clone, Copy)]
@@ -31,8 +31,9 @@ struct Trip {
     promoted: bool,
     /// Promoted at least once before its last move.
     was_promoted: bool,
-    /// The promoting process of its last promotion.
+    /// The promoting process of its last promotion, and its cgroup.
     tgid: u32,
+    cgroup_id: u64,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -45,18 +46,64 @@ pub struct Lifecycle {
     returned: u64,
     repromotions: u64,
     residency_ns: Log2Hist,
-    by_process: BTreeMap<u32, u64>,
-    other_processes: u64,
+    by_process: BTreeMap<u32, ProcessTrips>,
+    other_processes: ProcessTrips,
     forgotten: u64,
 }
 
+/// One promoting process's trips: its promotions (of folios whose
+/// identity was read) and those demoted again within the window.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ProcessTrips {
+    pub promotions: u64,
+    pub pingpong: u64,
+    /// Time on the top tier of each of its ping-pongs, ns.
+    pub residency_ns: Log2Hist,
+    /// Its latest promotion or ping-pong (event time).
+    pub(crate) last_ns: u64,
+}
+
+impl ProcessTrips {
+    /// A promotion at `now_ns`.
+    pub fn promoted(&mut self, now_ns: u64) {
+        self.promotions += 1;
+        self.last_ns = self.last_ns.max(now_ns);
+    }
+
+    /// A ping-pong ended at `now_ns` after `resident_ns` on the top tier.
+    pub fn pingponged(&mut self, resident_ns: u64, now_ns: u64) {
+        self.pingpong += 1;
+        self.residency_ns.add(resident_ns);
+        self.last_ns = self.last_ns.max(now_ns);
+    }
+
+    /// The median time on the top tier of its ping-pongs, ms (a log2
+    /// bucket's upper bound).
+    pub fn residency_p50_ms(&self) -> Option<u64> {
+        self.residency_ns.quantile(0.5).map(|ns| ns / 1_000_000)
+    }
+}
+
+/// A promotion undone: the demotion that ended a trip on the top tier
+/// within the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PingPong {
+    /// The process whose hint fault promoted it, and its cgroup.
+    pub tgid: u32,
+    pub cgroup_id: u64,
+    pub resident_ns: u64,
+    pub pages: u32,
+}
+
 impl Lifecycle {
-    /// A hint fault: a promotion starts a trip on the top tier.
-    pub fn fault(&mut self, f: &FaultEvent, toptier_mask: u64) {
+    /// A hint fault: a promotion starts a trip on the top tier. Whether
+    /// it did (a promotion of a folio whose identity was read).
+    pub fn fault(&mut self, f: &FaultEvent, toptier_mask: u64) -> bool {
         if f.mapping == 0 || !promoted_folio(f, toptier_mask) {
-            return;
+            return false;
         }
         self.promotions += 1;
+        self.process_mut(f.tgid()).promoted(f.ts_ns);
         let key = (f.mapping, f.index);
         let was = self.folios.get(&key).copied();
         if let Some(t) = was.filter(|t| !t.promoted) {
@@ -71,30 +118,34 @@ impl Lifecycle {
                 promoted: true,
                 was_promoted: was.is_some_and(|t| t.promoted || t.was_promoted),
                 tgid: f.tgid(),
+                cgroup_id: f.cgroup_id,
             },
         );
+        true
     }
 
-    /// A demotion: ends a trip on the top tier if it began with a promotion.
-    pub fn demote(&mut self, d: &DemoteEvent) {
+    /// A demotion: ends a trip on the top tier if it began with a
+    /// promotion; the ping-pong when that was within the window.
+    pub fn demote(&mut self, d: &DemoteEvent) -> Option<PingPong> {
         if d.mapping == 0 || d.dst_nid < 0 {
-            return;
+            return None;
         }
         let key = (d.mapping, d.index);
         let was = self.folios.get(&key).copied();
+        let mut pingpong = None;
         if let Some(t) = was.filter(|t| t.promoted) {
             let resident = d.ts_ns.saturating_sub(t.moved_ns);
             if resident <= PINGPONG_WINDOW_NS {
                 self.pingpong += 1;
                 self.pingpong_pages += u64::from(d.nr_pages);
                 self.residency_ns.add(resident);
-                super::add_bounded(
-                    &mut self.by_process,
-                    t.tgid,
-                    1,
-                    MAX_PROCESSES,
-                    &mut self.other_processes,
-                );
+                self.process_mut(t.tgid).pingponged(resident, d.ts_ns);
+                pingpong = Some(PingPong {
+                    tgid: t.tgid,
+                    cgroup_id: t.cgroup_id,
+                    resident_ns: resident,
+                    pages: d.nr_pages,
+                });
             } else {
                 self.demoted_late += 1;
             }
@@ -107,8 +158,33 @@ impl Lifecycle {
                 promoted: false,
                 was_promoted: was.is_some_and(|t| t.promoted || t.was_promoted),
                 tgid: was.map_or(0, |t| t.tgid),
+                cgroup_id: was.map_or(0, |t| t.cgroup_id),
             },
         );
+        pingpong
+    }
+
+    /// Process `tgid`'s trips. Past [`MAX_PROCESSES`] the least recently
+    /// active process's are added to the others', so new processes (days
+    /// of process churn) are still followed apart.
+    fn process_mut(&mut self, tgid: u32) -> &mut ProcessTrips {
+        if self.by_process.len() >= MAX_PROCESSES && !self.by_process.contains_key(&tgid) {
+            let idle = self.by_process.iter().min_by_key(|(_, t)| t.last_ns);
+            if let Some(pid) = idle.map(|(&pid, _)| pid) {
+                if let Some(t) = self.by_process.remove(&pid) {
+                    let o = &mut self.other_processes;
+                    o.promotions += t.promotions;
+                    o.pingpong += t.pingpong;
+                    o.residency_ns.merge(&t.residency_ns);
+                }
+            }
+        }
+        self.by_process.entry(tgid).or_default()
+    }
+
+    /// Process `tgid`'s trips, when it promoted anything.
+    pub fn process(&self, tgid: u32) -> Option<&ProcessTrips> {
+        self.by_process.get(&tgid)
     }
 
     /// Keeps the table under [`MAX_FOLLOWED`]: when full, demoted folios
@@ -132,6 +208,11 @@ impl Lifecycle {
         self.forgotten += (before - self.folios.len()) as u64;
     }
 
+    /// Promotions followed (of folios whose identity was read).
+    pub fn promotions(&self) -> u64 {
+        self.promotions
+    }
+
     /// Ping-pongs: (folios, pages, re-promotions).
     pub fn counts(&self) -> (u64, u64, u64) {
         (self.pingpong, self.pingpong_pages, self.repromotions)
@@ -143,9 +224,13 @@ impl Lifecycle {
     }
 
     pub fn report(&self) -> LifecycleReport {
-        let mut by_process: Vec<(u32, u64)> =
-            self.by_process.iter().map(|(&p, &n)| (p, n)).collect();
-        by_process.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut by_process: Vec<(u32, &ProcessTrips)> = self
+            .by_process
+            .iter()
+            .filter(|(_, t)| t.pingpong > 0)
+            .map(|(&p, t)| (p, t))
+            .collect();
+        by_process.sort_by(|a, b| b.1.pingpong.cmp(&a.1.pingpong).then(a.0.cmp(&b.0)));
         by_process.truncate(10);
         LifecycleReport {
             window_s: PINGPONG_WINDOW_NS as f64 / 1e9,
@@ -158,7 +243,12 @@ impl Lifecycle {
             residency_ms: self.residency_ns.rows(1e6),
             pingpong_by_process: by_process
                 .into_iter()
-                .map(|(pid, pingpong)| ProcessPingpong { pid, pingpong })
+                .map(|(pid, t)| ProcessPingpong {
+                    pid,
+                    promotions: t.promotions,
+                    pingpong: t.pingpong,
+                    residency_p50_ms: t.residency_p50_ms(),
+                })
                 .collect(),
             forgotten: self.forgotten,
         }
@@ -195,7 +285,14 @@ pub struct LifecycleReport {
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessPingpong {
     pub pid: u32,
+    /// Its promotions, and of those, demoted again within the window.
+    #[serde(default)]
+    pub promotions: u64,
     pub pingpong: u64,
+    /// The median time on the top tier of its ping-pongs (upper bound of
+    /// a log2 bucket).
+    #[serde(default)]
+    pub residency_p50_ms: Option<u64>,
 }
 
 #[cfg(test)]
@@ -251,7 +348,9 @@ mod tests {
             r.pingpong_by_process,
             vec![ProcessPingpong {
                 pid: 42,
-                pingpong: 1
+                promotions: 1,
+                pingpong: 1,
+                residency_p50_ms: Some(17_179),
             }]
         );
     }
@@ -321,6 +420,25 @@ mod tests {
         l.demote(&demotion(2 * S, 0xf2, 0, 1));
         let r = l.report();
         assert_eq!((r.pingpong, r.forgotten), (1, MAX_FOLLOWED as u64 - 1));
+    }
+
+    #[test]
+    fn processes_past_the_bound_push_out_the_least_recently_active() {
+        let mut l = Lifecycle::default();
+        for pid in 0..MAX_PROCESSES as u64 + 1 {
+            let f = FaultEvent {
+                pid_tgid: pid << 32 | pid,
+                ..promotion(S + pid, 0xf4, pid)
+            };
+            l.fault(&f, TOPTIER);
+        }
+        assert_eq!(l.by_process.len(), MAX_PROCESSES);
+        assert!(l.process(0).is_none(), "the least recently active went");
+        assert_eq!(
+            l.process(MAX_PROCESSES as u32).map(|t| t.promotions),
+            Some(1)
+        );
+        assert_eq!(l.other_processes.promotions, 1, "its counts are kept");
     }
 
     #[test]

@@ -845,7 +845,11 @@ impl Totals {
             scanner_cost: None,
             numatrace_cpu: None,
             checks: self.checks(attach_started_ns),
-            funnel: self.funnel.report(self.end_ns()),
+            funnel: {
+                let mut rows = self.funnel.report(self.end_ns());
+                super::funnel::with_pingpong(&mut rows, |pid| self.lifecycle.process(pid));
+                rows
+            },
             skips_observable: None,
             by_cgroup: Vec::new(),
             demotions: self.demotions.report(),

@@ -1,8 +1,5 @@
 //! Hint faults: counts, shadow-model verdicts, histograms and heat.
-use numa_core::{
-    decode::comm,
-    model::funnel::{slow_tier, top_tier},
-};
+use numa_core::{decode::comm, model::funnel::promoted_folio};
 use numa_ebpf_common::{FaultEvent, Outcome};
 
 use super::{
@@ -19,7 +16,12 @@ impl Aggregator {
         let promoted = f.kernel_promoted();
         let local = f.has_fault_hook() && f.fault_local();
         let mig_fail = f.migrate_failed();
-        let promoted_pages = self.promoted_pages(f);
+        let promoted_pages = if promoted_folio(f, self.toptier_mask) {
+            f.pages()
+        } else {
+            0
+        };
+        let followed = self.lifecycle.fault(f, self.toptier_mask);
         self.note_threshold(f);
         self.sys_decided += u64::from(decided);
         let bump = |c: &mut Counts| {
@@ -52,6 +54,9 @@ impl Aggregator {
         let g = cgroup_tally(&mut self.cgroups, f.cgroup_id, n_models);
         for t in [&mut p.tally, &mut *g] {
             bump(&mut t.counts);
+            if followed {
+                t.trips.promoted(f.ts_ns);
+            }
             if let Some(pt) = &point {
                 t.hists.add(pt);
             }
@@ -77,18 +82,6 @@ impl Aggregator {
             ch.cur = ch.cur.saturating_add(1);
         }
         self.last_pid = Some(tgid);
-    }
-
-    /// The pages the fault moved from a lower tier to the top tier, as
-    /// vmstat's pgpromote_success adds them (a THP's 512).
-    fn promoted_pages(&self, f: &FaultEvent) -> u64 {
-        let migrated = f.migrated();
-        let mask = self.toptier_mask;
-        if migrated && slow_tier(f.src_nid, mask) && top_tier(f.dst_nid, mask) {
-            f.pages()
-        } else {
-            0
-        }
     }
 
     /// The hot threshold the kernel reported per node (most faults repeat

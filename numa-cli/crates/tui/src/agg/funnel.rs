@@ -1,6 +1,6 @@
 //! The promotion funnel per process (`numa_core::model::funnel`): the
 //! table's verdict column and the detail view's verdict lines.
-use numa_core::decode::Event;
+use numa_core::{decode::Event, model::lifecycle::ProcessTrips};
 
 use crate::frame::VmaVerdict;
 
@@ -19,10 +19,16 @@ impl Aggregator {
         }
     }
 
+    /// Process `pid`'s promotions followed across tiers.
+    fn trips(&self, pid: u32) -> Option<&ProcessTrips> {
+        self.procs.get(pid).map(|p| &p.tally.trips)
+    }
+
     /// The verdict of `pid` in a few words, judged at `now`.
     pub(super) fn verdict_short(&self, pid: u32, now: u64) -> Option<String> {
         let p = self.funnel.process(pid, now)?;
-        Some(p.judged.with_hotness(self.hotness).short())
+        let v = p.judged.with_hotness(self.hotness);
+        Some(v.with_pingpong(self.trips(pid)).short())
     }
 
     /// The verdict of `pid` in full, and each VMA's, judged at `now`.
@@ -31,6 +37,9 @@ impl Aggregator {
             return (None, Vec::new());
         };
         numa_core::model::funnel::with_hotness(std::slice::from_mut(&mut p), self.hotness);
+        numa_core::model::funnel::with_pingpong(std::slice::from_mut(&mut p), |pid| {
+            self.trips(pid)
+        });
         // A VMA with no slow-tier page protected or faulted (a guard page
         // skipped as inaccessible) says nothing about why pages stop.
         let vmas = p

@@ -25,6 +25,7 @@ use numa_core::{
     model::{
         cgroups::{Cgroups, PathCache, PathLookup},
         funnel::Funnel,
+        lifecycle::Lifecycle,
         policy::{Policy, PolicyBank},
         proctable::ProcTable,
         window::Window,
@@ -39,7 +40,7 @@ use crate::frame::Frame;
 
 use header::{header_view, Static};
 use hists::Hists;
-use procs::{Proc, Rates, Tally};
+use procs::{cgroup_tally, Proc, Rates, Tally};
 use publish::BASE_SERIES;
 use roll::VmstatPages;
 
@@ -141,6 +142,11 @@ pub struct Aggregator {
     /// Nodes of the top tier (bit per node): a fault elsewhere is slow-tier.
     toptier_mask: u64,
     hotness: KernelHotness,
+    /// Folios followed across tiers: which promotions reclaim undid.
+    lifecycle: Lifecycle,
+    /// Ping-pongs at the last roll, and their rate since the one before.
+    pingpong_at_roll: u64,
+    pingpong_s: f64,
 }
 
 impl Aggregator {
@@ -184,6 +190,9 @@ impl Aggregator {
                 .params
                 .as_ref()
                 .map_or(KernelHotness::default(), |p| p.hotness),
+            lifecycle: Lifecycle::default(),
+            pingpong_at_roll: 0,
+            pingpong_s: 0.0,
         }
     }
 
@@ -259,8 +268,23 @@ impl Aggregator {
             Event::Fault(f) => self.fault(f),
             Event::Scan(s) => self.scan(s),
             Event::Skip(s) => self.skip(s),
-            Event::Demote(_) => {}
+            Event::Demote(d) => self.demote(d),
         }
+    }
+
+    /// A demotion that undid a promotion counts for the promoting
+    /// process and its cgroup.
+    fn demote(&mut self, d: &numa_ebpf_common::DemoteEvent) {
+        let Some(pp) = self.lifecycle.demote(d) else {
+            return;
+        };
+        if let Some(p) = self.procs.get_mut(pp.tgid) {
+            p.tally.trips.pingponged(pp.resident_ns, d.ts_ns);
+        }
+        let n_models = self.models.len();
+        cgroup_tally(&mut self.cgroups, pp.cgroup_id, n_models)
+            .trips
+            .pingponged(pp.resident_ns, d.ts_ns);
     }
 
     /// The process `tgid`, active at `ts_ns`.

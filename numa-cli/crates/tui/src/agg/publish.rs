@@ -21,7 +21,7 @@ pub const PAGES: &str = "pages";
 
 /// The system rates and their units; the pages are side by side with
 /// vmstat's.
-pub(super) const BASE_SERIES: [(&str, &str); 11] = [
+pub(super) const BASE_SERIES: [(&str, &str); 12] = [
     ("hint faults", FOLIOS),
     ("decisions", FOLIOS),
     ("promoted", FOLIOS),
@@ -31,6 +31,8 @@ pub(super) const BASE_SERIES: [(&str, &str); 11] = [
     ("rej rate lim", FOLIOS),
     ("rej other", FOLIOS),
     ("demoted pg", PAGES),
+    // Promotions demoted again within the lifecycle's window.
+    ("ping-pong", FOLIOS),
     ("migrate fail", FOLIOS),
     ("local %", "%"),
 ];
@@ -197,7 +199,7 @@ impl Aggregator {
                 verdict: self
                     .funnel
                     .cgroup_verdict(id, now, self.hotness)
-                    .map(|v| v.short()),
+                    .map(|v| v.with_pingpong(Some(&t.trips)).short()),
                 cgroup: Some(self.cgroup_name(id)),
                 ..tally_row(0, String::new(), t)
             })
@@ -236,6 +238,7 @@ impl Aggregator {
                 .map(|m| pct(m.agree, self.sys_decided))
                 .collect(),
             faults_total: self.sys.faults,
+            pingpong_pct: pct(self.lifecycle.counts().0, self.lifecycle.promotions()),
             resident: any.then(|| resident.into_iter().collect()),
             ..rates_row(0, "all processes".into(), &self.sys_rates, &self.sys_hists)
         }
@@ -280,6 +283,7 @@ fn tally_row(pid: u32, comm: String, t: &Tally) -> ProcRow {
             .map(|a| pct(*a, t.counts.decisions))
             .collect(),
         faults_total: t.counts.faults,
+        pingpong_pct: pct(t.trips.pingpong, t.trips.promotions),
         ..rates_row(pid, comm, &t.rates, &t.hists)
     }
 }
@@ -304,6 +308,7 @@ fn rates_row(pid: u32, comm: String, rates: &Rates, h: &Hists) -> ProcRow {
         lat_p99_ms: h.lat_all.quantile(0.99).map(|v| v as f64 / 1e6),
         delta_p50: h.delta_all.quantile(0.5),
         faults_total: 0,
+        pingpong_pct: None,
         resident: None,
         verdict: None,
         cgroup: None,

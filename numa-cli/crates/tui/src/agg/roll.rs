@@ -35,6 +35,9 @@ impl Aggregator {
             })
             .collect();
         self.roll_vmstat();
+        let (pingpong, _, _) = self.lifecycle.counts();
+        self.pingpong_s = pingpong.saturating_sub(self.pingpong_at_roll) as f64 / dt_s;
+        self.pingpong_at_roll = pingpong;
         for p in self.procs.values_mut() {
             p.tally.roll(dt_s);
             p.roll_heat();
@@ -48,7 +51,18 @@ impl Aggregator {
         // In BASE_SERIES' order.
         let v = &self.vmstat_rates;
         let mut points = vec![
-            r[0], r[2], r[3], r[8], v.promoted, r[4], r[5], r[6], v.demoted, r[7], local_pct,
+            r[0],
+            r[2],
+            r[3],
+            r[8],
+            v.promoted,
+            r[4],
+            r[5],
+            r[6],
+            v.demoted,
+            self.pingpong_s,
+            r[7],
+            local_pct,
         ];
         points.extend(self.sys_rates.models.iter().copied());
         for (h, v) in self.history.iter_mut().zip(points) {

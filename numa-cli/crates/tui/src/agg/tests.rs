@@ -637,3 +637,60 @@ fn cgroup_rows_sum_their_processes_and_a_scanned_cgroup_has_its_verdict() {
         (Some("/c5"), Some("/c5"), Some("id 9"), Some("/c3"))
     );
 }
+
+/// Process 7 promotes four folios; reclaim demotes three of them 12 s
+/// later and a folio of another identity on the same PFN: the row's
+/// ping-pong share, the system's rate, its cgroup's row and the verdict
+/// say so.
+#[test]
+fn promotions_demoted_again_are_ping_pong_in_rows_rates_and_verdict() {
+    let mut a = agg(&[]);
+    a.snapshot(&snap(T0, 0, 0, 0));
+    for i in 0..4u64 {
+        let mut e = fault_event(7, T0 + i * 1_000_000, i, 100, Outcome::PromoteHot);
+        e.flags |= ff::MIGRATE_TRIED;
+        e.migrate_ok = 1;
+        e.mapping = 0xa1;
+        e.index = i;
+        e.cgroup_id = 77;
+        a.event(&Event::Fault(e));
+    }
+    a.publish(Some(T0 + S), Focus::default());
+    let demote = |index: u64, mapping: u64| {
+        Event::Demote(numa_ebpf_common::DemoteEvent {
+            kind: EventKind::Demote as u32,
+            ts_ns: T0 + 12 * S,
+            src_nid: 0,
+            dst_nid: 1,
+            dst_pfn: 5000 + index,
+            mapping,
+            index,
+            nr_pages: 1,
+            ..Default::default()
+        })
+    };
+    for i in 0..3 {
+        a.event(&demote(i, 0xa1));
+    }
+    a.event(&demote(3, 0xb2));
+    let fr = a.publish(Some(T0 + 13 * S), Focus::default());
+    let p = &fr.processes[0];
+    assert_eq!(p.pid, 7);
+    assert_eq!(p.pingpong_pct, Some(75.0));
+    assert_eq!(fr.system.pingpong_pct, Some(75.0));
+    // 12 s on DRAM: the log2 bucket up to 2^34 ns.
+    assert_eq!(p.verdict.as_deref(), Some("ping-pong 17s"));
+    let rate = fr
+        .rates
+        .iter()
+        .find(|r| r.name == "ping-pong")
+        .expect("series");
+    assert_eq!(rate.history, vec![0.0, 0.25]);
+    let g = fr
+        .cgroups
+        .iter()
+        .find(|g| g.faults_total == 4)
+        .expect("cgroup row");
+    assert_eq!(g.pingpong_pct, Some(75.0));
+    assert_eq!(g.verdict.as_deref(), Some("ping-pong 17s"));
+}

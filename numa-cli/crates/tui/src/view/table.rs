@@ -145,6 +145,12 @@ fn rate_columns(by_cgroup: bool, wide: bool, wider: bool) -> Vec<Col> {
     cols.push(Col::right("PRM/s", 7, SortKey::Promoted, |r| {
         fmt::rate(r.promoted_s)
     }));
+    if wide {
+        // Of the row's promotions, those demoted again (ping-pong).
+        cols.push(Col::right("PP%", 4, SortKey::PingPong, |r| {
+            fmt::opt(r.pingpong_pct, |v| format!("{v:.0}"))
+        }));
+    }
     cols.push(Col::right("RLAT/s", 7, SortKey::RejLatency, |r| {
         fmt::rate(r.rej_latency_s)
     }));

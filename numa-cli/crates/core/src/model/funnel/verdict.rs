@@ -56,6 +56,14 @@ pub enum Verdict {
         promoted: u64,
         decisions: u64,
     },
+    /// Promoted, and most promotions demoted again within the lifecycle's
+    /// window: the pages bounce between the tiers.
+    PingPong {
+        pingpong: u64,
+        promotions: u64,
+        /// The median time on the top tier (a log2 bucket's bound).
+        residency_ms: Option<u64>,
+    },
     /// No slow-tier page protected or faulted, no skip.
     Quiet,
 }
@@ -67,6 +75,22 @@ impl Verdict {
             *fault_count = hotness == crate::params::KernelHotness::FaultCount;
         }
         self
+    }
+
+    /// The verdict once demotions are known: promoted, but most of those
+    /// promotions (of `trips`, the process's) demoted again, is a
+    /// ping-pong.
+    pub fn with_pingpong(self, trips: Option<&super::super::lifecycle::ProcessTrips>) -> Verdict {
+        match (&self, trips) {
+            (Verdict::Promoted { .. }, Some(t)) if t.pingpong.saturating_mul(2) > t.promotions => {
+                Verdict::PingPong {
+                    pingpong: t.pingpong,
+                    promotions: t.promotions,
+                    residency_ms: t.residency_p50_ms(),
+                }
+            }
+            _ => self,
+        }
     }
 
     /// The verdict in at most about 20 characters, for a table cell: what
@@ -102,6 +126,10 @@ impl Verdict {
             Verdict::RefusedOther { .. } => "refused: other".into(),
             Verdict::MigrationFailed { .. } => "migration failed".into(),
             Verdict::Promoted { .. } => "promoted".into(),
+            Verdict::PingPong { residency_ms, .. } => match residency_ms {
+                Some(ms) => format!("ping-pong {}", compact(*ms)),
+                None => "ping-pong".into(),
+            },
             Verdict::Quiet => "quiet".into(),
         }
     }
@@ -117,6 +145,7 @@ impl Verdict {
             Verdict::RefusedOther { .. } => "refused_other",
             Verdict::MigrationFailed { .. } => "migration_failed",
             Verdict::Promoted { .. } => "promoted",
+            Verdict::PingPong { .. } => "pingpong",
             Verdict::Quiet => "quiet",
         }
     }
@@ -190,6 +219,17 @@ impl fmt::Display for Verdict {
                 promoted,
                 decisions,
             } => write!(f, "promoted ({promoted} of {decisions} decisions)"),
+            Verdict::PingPong {
+                pingpong,
+                promotions,
+                residency_ms,
+            } => {
+                write!(f, "promoted, then demoted")?;
+                if let Some(ms) = residency_ms {
+                    write!(f, " after {}", secs(*ms))?;
+                }
+                write!(f, " (ping-pong): {pingpong} of {promotions} promotions")
+            }
             Verdict::Quiet => write!(f, "no slow-tier page protected or faulted"),
         }
     }
@@ -212,10 +252,9 @@ impl fmt::Display for Verdict {
 ///    most refusals names it (latency, with the mean refused latency and
 ///    the threshold in force; rate limit; other).
 /// 6. **migration failed**: more than half the migrations tried failed.
-/// 7. **promoted**.
-///
-/// Demotion is not in the events, so promoted-then-demoted (ping-pong)
-/// shows as promoted.
+/// 7. **promoted**; a caller that follows folios across tiers turns it
+///    into **ping-pong** when most promotions were demoted again
+///    ([`Verdict::with_pingpong`]).
 pub fn judge(s: &Stages, end_ns: u64) -> Verdict {
     if let Some(v) = not_scanned(s, end_ns) {
         return v;
@@ -365,6 +404,32 @@ mod tests {
         s.first_ns = Some(0);
         s.last_scan_ns = Some(80 * S);
         assert_eq!(judge(&s, 100 * S).kind(), "promoted");
+    }
+
+    #[test]
+    fn promoted_and_mostly_demoted_again_is_a_ping_pong() {
+        use crate::model::lifecycle::ProcessTrips;
+        let promoted = judge(&scanned_and_faulted(Outcome::PromoteHot, 8192), 5 * S);
+        let mut trips = ProcessTrips {
+            promotions: 100,
+            pingpong: 50,
+            ..ProcessTrips::default()
+        };
+        // Half is not most.
+        assert_eq!(promoted.clone().with_pingpong(Some(&trips)), promoted);
+        trips.pingpong = 51;
+        trips.residency_ns.add(12 * S);
+        let v = promoted.clone().with_pingpong(Some(&trips));
+        assert_eq!(v.kind(), "pingpong");
+        // 12 s falls in the bucket up to 2^34 ns.
+        assert_eq!(v.short(), "ping-pong 17s");
+        assert_eq!(
+            v.to_string(),
+            "promoted, then demoted after 17 s (ping-pong): 51 of 100 promotions"
+        );
+        // Only a promotion can be undone.
+        let cold = judge(&scanned_and_faulted(Outcome::PromoteHot, 100), 5 * S);
+        assert_eq!(cold.clone().with_pingpong(Some(&trips)), cold);
     }
 
     #[test]
