@@ -188,6 +188,38 @@ fn print_demotions(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         "  ping-pong            {:>12}   of {} promoted folios demoted again within {:.0} s ({} pages); {} later; {} demoted folios promoted again, {} of them promoted before",
         l.pingpong, l.promotions, l.window_s, l.pingpong_pages, l.demoted_after_window, l.returned, l.repromotions
     )?;
+    print_pingpong_shares(l, out)
+}
+
+/// Where the ping-pongs are: the promoting processes with the most, and
+/// the node pairs.
+fn print_pingpong_shares(
+    l: &numa_core::model::lifecycle::LifecycleReport,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    let procs: Vec<String> = l
+        .pingpong_by_process
+        .iter()
+        .take(3)
+        .map(|p| {
+            let median = p.residency_p50_ms.map_or(String::new(), |ms| {
+                format!(", median {:.1} s", ms as f64 / 1e3)
+            });
+            format!("pid {}: {} of {}{median}", p.pid, p.pingpong, p.promotions)
+        })
+        .collect();
+    if !procs.is_empty() {
+        writeln!(out, "    by process         {}", procs.join("; "))?;
+    }
+    let node = |n: Option<i32>| n.map_or("other".to_owned(), |n| format!("N{n}"));
+    let nodes: Vec<String> = l
+        .pingpong_by_nodes
+        .iter()
+        .map(|r| format!("{}->{} {}", node(r.src), node(r.dst), r.folios))
+        .collect();
+    if !nodes.is_empty() {
+        writeln!(out, "    by nodes           {}", nodes.join("; "))?;
+    }
     Ok(())
 }
 
@@ -337,4 +369,46 @@ pub fn print_funnel(
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use numa_core::model::{
+        demotions::NodePairRow,
+        lifecycle::{LifecycleReport, ProcessPingpong},
+    };
+
+    #[test]
+    fn ping_pong_shares_name_the_processes_and_node_pairs() {
+        let l = LifecycleReport {
+            pingpong_by_process: vec![ProcessPingpong {
+                pid: 914,
+                promotions: 100,
+                pingpong: 51,
+                residency_p50_ms: Some(17_179),
+            }],
+            pingpong_by_nodes: vec![
+                NodePairRow {
+                    src: Some(0),
+                    dst: Some(1),
+                    folios: 50,
+                },
+                NodePairRow {
+                    src: None,
+                    dst: None,
+                    folios: 1,
+                },
+            ],
+            ..LifecycleReport::default()
+        };
+        let mut out = Vec::new();
+        super::print_pingpong_shares(&l, &mut out).expect("write");
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            "    by process         pid 914: 51 of 100, median 17.2 s\n    by nodes           N0->N1 50; other->other 1\n"
+        );
+        let mut out = Vec::new();
+        super::print_pingpong_shares(&LifecycleReport::default(), &mut out).expect("write");
+        assert!(out.is_empty(), "no ping-pong, no lines");
+    }
 }

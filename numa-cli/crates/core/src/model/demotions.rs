@@ -102,22 +102,6 @@ impl Demotions {
     }
 
     pub fn report(&self) -> DemotionReport {
-        let mut by_nodes: Vec<NodePairRow> = self
-            .pairs
-            .iter()
-            .map(|(&(src, dst), &folios)| NodePairRow {
-                src: Some(src),
-                dst: Some(dst),
-                folios,
-            })
-            .collect();
-        if self.other_pairs != 0 {
-            by_nodes.push(NodePairRow {
-                src: None,
-                dst: None,
-                folios: self.other_pairs,
-            });
-        }
         let by = self.pages_by_reclaimer();
         DemotionReport {
             pages: by.iter().sum(),
@@ -132,9 +116,30 @@ impl Demotions {
             retries: self.retries,
             size_unknown: self.size_unknown,
             alloc_failed: self.alloc_failed,
-            by_nodes,
+            by_nodes: node_pair_rows(&self.pairs, self.other_pairs),
         }
     }
+}
+
+/// Rows of a count per (source, destination) node, and the pairs past
+/// the table's bound summed in a row without nodes.
+pub fn node_pair_rows(pairs: &BTreeMap<(i32, i32), u64>, other: u64) -> Vec<NodePairRow> {
+    let mut rows: Vec<NodePairRow> = pairs
+        .iter()
+        .map(|(&(src, dst), &folios)| NodePairRow {
+            src: Some(src),
+            dst: Some(dst),
+            folios,
+        })
+        .collect();
+    if other != 0 {
+        rows.push(NodePairRow {
+            src: None,
+            dst: None,
+            folios: other,
+        });
+    }
+    rows
 }
 
 /// Demotions in a report.

@@ -48,6 +48,12 @@ pub struct Lifecycle {
     residency_ns: Log2Hist,
     by_process: BTreeMap<u32, ProcessTrips>,
     other_processes: ProcessTrips,
+    /// Ping-pongs by the demotion's (DRAM, lower tier) nodes, and by the
+    /// promoting fault's cgroup; past their bounds, summed.
+    by_nodes: BTreeMap<(i32, i32), u64>,
+    other_nodes: u64,
+    by_cgroup: BTreeMap<u64, u64>,
+    other_cgroups: u64,
     forgotten: u64,
 }
 
@@ -140,6 +146,20 @@ impl Lifecycle {
                 self.pingpong_pages += u64::from(d.nr_pages);
                 self.residency_ns.add(resident);
                 self.process_mut(t.tgid).pingponged(resident, d.ts_ns);
+                super::add_bounded(
+                    &mut self.by_nodes,
+                    (d.src_nid, d.dst_nid),
+                    1,
+                    super::demotions::MAX_NODE_PAIRS,
+                    &mut self.other_nodes,
+                );
+                super::add_bounded(
+                    &mut self.by_cgroup,
+                    t.cgroup_id,
+                    1,
+                    super::cgroups::MAX_CGROUPS,
+                    &mut self.other_cgroups,
+                );
                 pingpong = Some(PingPong {
                     tgid: t.tgid,
                     cgroup_id: t.cgroup_id,
@@ -250,8 +270,40 @@ impl Lifecycle {
                     residency_p50_ms: t.residency_p50_ms(),
                 })
                 .collect(),
+            pingpong_by_nodes: super::demotions::node_pair_rows(&self.by_nodes, self.other_nodes),
+            pingpong_by_cgroup: self.cgroup_rows(),
             forgotten: self.forgotten,
         }
+    }
+
+    /// The cgroups with the most ping-pongs (up to 10), and the others
+    /// past the table's bound as cgroup id 0.
+    fn cgroup_rows(&self) -> Vec<CgroupPingpong> {
+        let mut rows: Vec<CgroupPingpong> = self
+            .by_cgroup
+            .iter()
+            .map(|(&cgroup_id, &pingpong)| CgroupPingpong {
+                cgroup_id,
+                pingpong,
+            })
+            .collect();
+        if self.other_cgroups != 0 {
+            let other = super::cgroups::OTHER_CGROUPS;
+            match rows.iter_mut().find(|r| r.cgroup_id == other) {
+                Some(r) => r.pingpong += self.other_cgroups,
+                None => rows.push(CgroupPingpong {
+                    cgroup_id: other,
+                    pingpong: self.other_cgroups,
+                }),
+            }
+        }
+        rows.sort_by(|a, b| {
+            b.pingpong
+                .cmp(&a.pingpong)
+                .then(a.cgroup_id.cmp(&b.cgroup_id))
+        });
+        rows.truncate(10);
+        rows
     }
 }
 
@@ -277,9 +329,23 @@ pub struct LifecycleReport {
     pub residency_ms: Vec<BucketCount>,
     /// The promoting processes with the most ping-pongs (up to 10).
     pub pingpong_by_process: Vec<ProcessPingpong>,
+    /// Ping-pongs by the demotion's (top-tier, lower-tier) nodes.
+    #[serde(default)]
+    pub pingpong_by_nodes: Vec<super::demotions::NodePairRow>,
+    /// The promoting faults' cgroups (v2 ids) with the most ping-pongs (up
+    /// to 10; id 0: the cgroups past the table's bound, and faults whose
+    /// cgroup was not read).
+    #[serde(default)]
+    pub pingpong_by_cgroup: Vec<CgroupPingpong>,
     /// Folios dropped from the table when it was full: their next move is
     /// not linked (see [`MAX_FOLLOWED`]).
     pub forgotten: u64,
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CgroupPingpong {
+    pub cgroup_id: u64,
+    pub pingpong: u64,
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -336,7 +402,11 @@ mod tests {
     #[test]
     fn a_promotion_demoted_within_the_window_is_a_ping_pong_with_its_residency() {
         let mut l = Lifecycle::default();
-        l.fault(&promotion(S, 0xa1, 7), TOPTIER);
+        let f = FaultEvent {
+            cgroup_id: 9,
+            ..promotion(S, 0xa1, 7)
+        };
+        assert!(l.fault(&f, TOPTIER));
         l.demote(&demotion(13 * S, 0xa1, 7, 5000));
         let r = l.report();
         assert_eq!((r.promotions, r.pingpong, r.pingpong_pages), (1, 1, 1));
@@ -351,6 +421,21 @@ mod tests {
                 promotions: 1,
                 pingpong: 1,
                 residency_p50_ms: Some(17_179),
+            }]
+        );
+        assert_eq!(
+            r.pingpong_by_nodes,
+            vec![super::super::demotions::NodePairRow {
+                src: Some(0),
+                dst: Some(1),
+                folios: 1
+            }]
+        );
+        assert_eq!(
+            r.pingpong_by_cgroup,
+            vec![CgroupPingpong {
+                cgroup_id: 9,
+                pingpong: 1
             }]
         );
     }
