@@ -4,7 +4,8 @@
 //! `pgdemote_*`; every demoted page has its folio record (from reclaim's
 //! allocation callback); folios go round (demoted and promoted again)
 //! and the residency histogram holds every ping-pong; the records
-//! survive a trace (`record`, then `stats` and `dump` of it). With
+//! survive a trace (`record`, then `stats`, `dump` and `top --replay` of
+//! it: `top`'s ping-pong share is `stats`'s). With
 //! demotion disabled, none is reported.
 use std::path::Path;
 
@@ -40,6 +41,7 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     check_folio_records(&on)?;
     check_dump(dir, &on)?;
     check_lifecycle(&on)?;
+    check_top(dir, &on)?;
     check_disabled(dir)
 }
 
@@ -153,6 +155,28 @@ fn check_dump(dir: &Path, on: &Report) -> Result<()> {
         d.retries,
         d.alloc_failed,
         d.batches
+    );
+    Ok(())
+}
+
+/// `top` on the same trace follows the same folios: its ping-pong share
+/// of promotions is `stats`'s, and it has the ping-pong rate.
+fn check_top(dir: &Path, on: &Report) -> Result<()> {
+    let frame: numa_core::frame::Frame =
+        serde_json::from_str(&text(dir, "top.json")?).context("top.json")?;
+    let l = &on.lifecycle;
+    let want = 100.0 * l.pingpong as f64 / l.promotions.max(1) as f64;
+    let got = frame.system.pingpong_pct.unwrap_or(f64::NAN);
+    eprintln!("    top: ping-pong {got:.3}% of promotions, stats {want:.3}%");
+    ensure!(
+        (got - want).abs() < 1e-6,
+        "top's ping-pong share is {got}%, stats' {} of {} promotions ({want}%)",
+        l.pingpong,
+        l.promotions
+    );
+    ensure!(
+        frame.rates.iter().any(|r| r.name == "ping-pong"),
+        "top has no ping-pong rate"
     );
     Ok(())
 }

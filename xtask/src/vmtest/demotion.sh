@@ -12,6 +12,7 @@ echo true > $dem
 # reader slowed by the emulator loses none (the check needs every record).
 numatrace record --ring-mb 64 -o on.trace -- numatrace workload hot-chunks --slow-node 0 --slow-mb 2400 --chunk-mb 64 --accesses 20000 --in-turn --duration 15 --summary on-workload.json || exit 1
 numatrace stats on.trace --json > on.json || exit 1
+numatrace top --replay on.trace --once --json > top.json || exit 1
 # The dump is counted, not kept: the results live in the guest's memory.
 numatrace dump on.trace | grep -c '"type":"demote"' > on.dumped
 rm on.trace
