@@ -59,6 +59,7 @@ pub(crate) fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
     let k = KernelDefaults::from_host(&probes_header.tunables, probes_header.params.as_ref());
     let mut engine = Shadow::new(args.models.sel.policies(&k)?, args.models.top);
     engine.set_map_plan(probes_header.map_plan.as_ref(), probes_header.map_bytes);
+    engine.set_toptier_mask(probes.params.toptier_mask);
     let mut funnel = Watch::new(probes.params.toptier_mask);
     let plan = probes.plan.clone();
     let reason = {
@@ -113,6 +114,7 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<ExitCode> {
     }
     let mut engine = Shadow::new(args.models.sel.policies(&k)?, args.models.top);
     engine.set_map_plan(header.map_plan.as_ref(), header.map_bytes);
+    engine.set_toptier_mask(header.params.as_ref().map_or(1, |p| p.toptier_mask));
     let mut funnel = Watch::new(header.params.as_ref().map_or(1, |p| p.toptier_mask));
     crate::read_trace(&args.trace, AtEnd, &mut [&mut engine, &mut funnel])?;
     emit(
@@ -149,6 +151,8 @@ fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitC
         .map(|s| policy::build(s, &d, k))
         .collect::<Result<Vec<_>>>()?;
     let mut engine = Shadow::new(models, args.models.top);
+    let header = trace::Reader::open(&args.trace)?.header;
+    engine.set_toptier_mask(header.params.as_ref().map_or(1, |p| p.toptier_mask));
     crate::read_trace(&args.trace, AtEnd, &mut [&mut engine])?;
     let r = engine.report();
     let mut buf = Vec::new();

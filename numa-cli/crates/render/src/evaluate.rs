@@ -93,13 +93,14 @@ impl<W: Write> Sink for Interval<'_, W> {
 /// (`refault_pages` too: refused folios followed); those from it on, pages.
 pub fn write_csv(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
     writeln!(out, "model,params,decisions,kernel_promote,promote,reject,both,kernel_only,model_only,neither,agreement_pct,refault_pages,refaulted,refaulted_pct,\
-         decision_pages,kernel_promote_pages,promote_pages,reject_pages,both_pages,kernel_only_pages,model_only_pages,neither_pages,agreement_pages_pct,refault_followed_pages,refaulted_pages,refaulted_pages_pct")?;
+         decision_pages,kernel_promote_pages,promote_pages,reject_pages,both_pages,kernel_only_pages,model_only_pages,neither_pages,agreement_pages_pct,refault_followed_pages,refaulted_pages,refaulted_pages_pct,\
+         pingpong_shared,pingpong_avoided")?;
     for m in &r.models {
         let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let (a, e) = (&m.agreement, &m.refault_after_model_only);
         writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{:.2},{},{},{:.2},{},{},{},{},{},{},{},{},{:.2},{},{},{:.2}",
+            "{},{},{},{},{},{},{},{},{},{},{:.2},{},{},{:.2},{},{},{},{},{},{},{},{},{:.2},{},{},{:.2},{},{}",
             m.name,
             params.join(";"),
             r.decisions,
@@ -125,7 +126,9 @@ pub fn write_csv(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> 
             m.agreement_pages_pct,
             e.followed_pages,
             e.refaulted_pages,
-            e.refaulted_pages_pct
+            e.refaulted_pages_pct,
+            m.pingpong.shared,
+            m.pingpong.avoided
         )?;
     }
     Ok(())
@@ -147,8 +150,35 @@ pub fn write_human(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()
     write_agreement(r, out)?;
     writeln!(out)?;
     write_evidence(r, out)?;
+    write_pingpong_cost(r, out)?;
     writeln!(out)?;
     write_processes(r, out)
+}
+
+/// The cost column: of the kernel's promotions reclaim demoted again,
+/// those each model would also have made.
+fn write_pingpong_cost(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> {
+    let l = &r.lifecycle;
+    if l.promotions == 0 {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  ping-pong cost: the kernel's promotions demoted again within {:.0} s: {} of {} ({} pages)",
+        l.window_s, l.pingpong, l.promotions, l.pingpong_pages
+    )?;
+    for m in &r.models {
+        let c = &m.pingpong;
+        writeln!(
+            out,
+            "  {:<40} {:>8} would have been made too, {:>8} avoided",
+            m.name, c.shared, c.avoided
+        )?;
+    }
+    writeln!(
+        out,
+        "  note: what a model promotes that the kernel refused stayed on the slow tier: whether it would have bounced is not observable"
+    )
 }
 
 /// What the tables count, said once above them.
@@ -501,6 +531,7 @@ pub fn write_sweep_json(r: &ShadowReport, param: &str, buf: &mut Vec<u8>) -> Res
                 "agreement_pages_pct": m.agreement_pages_pct,
                 "refault_after_model_only": m.refault_after_model_only,
                 "projected": m.projected,
+                "pingpong": m.pingpong,
             })
         })
         .collect();
@@ -581,6 +612,64 @@ mod tests {
             funnel.event(&Event::Fault(f)).expect("funnel");
         }
         (shadow.report(), funnel)
+    }
+
+    /// Two promotions of the kernel at 100 ms latency, one demoted again:
+    /// kernel-time (1 s threshold) would have made it too, two-touch
+    /// (a first touch is not enough) would have avoided it.
+    #[test]
+    fn the_cost_column_splits_the_kernels_ping_pongs_by_model() {
+        let k = KernelDefaults::default();
+        let d = policy::ModelDefaults::default();
+        let models = ["kernel-time", "two-touch"]
+            .iter()
+            .map(|s| policy::build(s, &d, &k).expect("model"))
+            .collect();
+        let mut shadow = Shadow::new(models, 10);
+        for (i, index) in [(100, 7), (101, 8)] {
+            let mut f = fault(i, i, 100, Outcome::PromoteHot);
+            f.flags |= ff::MIGRATE_TRIED;
+            f.migrate_ok = 1;
+            f.mapping = 0xa1;
+            f.index = index;
+            shadow.event(&Event::Fault(f));
+        }
+        shadow.event(&Event::Demote(numa_ebpf_common::DemoteEvent {
+            kind: numa_ebpf_common::EventKind::Demote as u32,
+            ts_ns: 1_000_000_000_000 + 20_000_000_000,
+            src_nid: 0,
+            dst_nid: 1,
+            mapping: 0xa1,
+            index: 7,
+            nr_pages: 1,
+            ..Default::default()
+        }));
+        let r = shadow.report();
+        assert_eq!((r.lifecycle.promotions, r.lifecycle.pingpong), (2, 1));
+        let cost: Vec<(u64, u64)> = r
+            .models
+            .iter()
+            .map(|m| (m.pingpong.shared, m.pingpong.avoided))
+            .collect();
+        assert_eq!(cost, vec![(1, 0), (0, 1)]);
+        let mut out = Vec::new();
+        write_human(&r, &mut out).expect("text");
+        let text = String::from_utf8(out).expect("UTF-8");
+        assert!(
+            text.contains("the kernel's promotions demoted again within 600 s: 1 of 2 (1 pages)"),
+            "{text}"
+        );
+        let mut csv = Vec::new();
+        write_csv(&r, &mut csv).expect("csv");
+        let csv = String::from_utf8(csv).expect("UTF-8");
+        assert!(csv
+            .lines()
+            .next()
+            .is_some_and(|h| h.ends_with(",pingpong_shared,pingpong_avoided")));
+        assert!(
+            csv.lines().nth(2).is_some_and(|l| l.ends_with(",0,1")),
+            "{csv}"
+        );
     }
 
     #[test]

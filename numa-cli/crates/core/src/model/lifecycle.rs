@@ -18,7 +18,7 @@ use super::log2::{BucketCount, Log2Hist};
 
 /// A promotion demoted again within this long is a ping-pong.
 pub const PINGPONG_WINDOW_NS: u64 = 600_000_000_000;
-/// Folios followed at once (about 56 bytes each); see [`Lifecycle::make_room`].
+/// Folios followed at once (about 64 bytes each); see [`Lifecycle::make_room`].
 pub const MAX_FOLLOWED: usize = 1 << 18;
 /// Promoting processes followed apart (about 560 bytes each); the others
 /// are summed.
@@ -34,6 +34,9 @@ struct Trip {
     /// The promoting process of its last promotion, and its cgroup.
     tgid: u32,
     cgroup_id: u64,
+    /// The caller's note on its last promotion (the shadow: which models
+    /// would have made it).
+    tag: u64,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -97,6 +100,8 @@ pub struct PingPong {
     /// The process whose hint fault promoted it, and its cgroup.
     pub tgid: u32,
     pub cgroup_id: u64,
+    /// The note the promotion was given ([`Lifecycle::fault_tagged`]).
+    pub tag: u64,
     pub resident_ns: u64,
     pub pages: u32,
 }
@@ -105,6 +110,12 @@ impl Lifecycle {
     /// A hint fault: a promotion starts a trip on the top tier. Whether
     /// it did (a promotion of a folio whose identity was read).
     pub fn fault(&mut self, f: &FaultEvent, toptier_mask: u64) -> bool {
+        self.fault_tagged(f, toptier_mask, 0)
+    }
+
+    /// [`fault`](Self::fault), with a note the ping-pong that may end the
+    /// trip hands back.
+    pub fn fault_tagged(&mut self, f: &FaultEvent, toptier_mask: u64, tag: u64) -> bool {
         if f.mapping == 0 || !promoted_folio(f, toptier_mask) {
             return false;
         }
@@ -125,6 +136,7 @@ impl Lifecycle {
                 was_promoted: was.is_some_and(|t| t.promoted || t.was_promoted),
                 tgid: f.tgid(),
                 cgroup_id: f.cgroup_id,
+                tag,
             },
         );
         true
@@ -163,6 +175,7 @@ impl Lifecycle {
                 pingpong = Some(PingPong {
                     tgid: t.tgid,
                     cgroup_id: t.cgroup_id,
+                    tag: t.tag,
                     resident_ns: resident,
                     pages: d.nr_pages,
                 });
@@ -179,6 +192,7 @@ impl Lifecycle {
                 was_promoted: was.is_some_and(|t| t.promoted || t.was_promoted),
                 tgid: was.map_or(0, |t| t.tgid),
                 cgroup_id: was.map_or(0, |t| t.cgroup_id),
+                tag: 0,
             },
         );
         pingpong

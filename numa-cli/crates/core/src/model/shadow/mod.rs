@@ -13,8 +13,8 @@ use rustc_hash::FxHashMap;
 use numa_ebpf_common::{Counter, FaultEvent, Outcome, OUTCOMES};
 
 pub use self::report::{
-    Agreement, KernelCounts, LatencySample, ModelReport, NodePairRow, ProcessRow, Projected,
-    RefaultReport, ShadowReport, EVIDENCE_NOTE,
+    Agreement, KernelCounts, LatencySample, ModelReport, NodePairRow, PingpongCost, ProcessRow,
+    Projected, RefaultReport, ShadowReport, EVIDENCE_NOTE,
 };
 pub use self::verdicts::FaultVerdicts;
 use self::{
@@ -22,6 +22,7 @@ use self::{
     refaults::{Page, Refaults, MAX_MODELS},
 };
 use super::{
+    lifecycle::Lifecycle,
     pagetable,
     policy::{Decision, FaultView, Policy, PolicyBank, Step},
     window::Window,
@@ -52,6 +53,7 @@ struct ModelState {
     /// process's scan (a shared folio): what the fault-count patch
     /// computes there differs most from what a per-process count means.
     stamped_elsewhere: Agreement,
+    pingpong: PingpongCost,
 }
 
 /// How often a model gave one decision.
@@ -194,7 +196,17 @@ struct Engine {
     next_sample: u64,
     processes: Processes,
     node_pairs: Rows<(i32, i32), NodePairRow>,
+    /// Promotions followed to the demotion that undoes them, each tagged
+    /// with the models that would have made it ([`JUDGED`] set when the
+    /// models were asked).
+    lifecycle: Lifecycle,
+    /// Nodes of the top tier (bit per node).
+    toptier_mask: u64,
 }
+
+/// The lifecycle tag bit of a promotion the models judged (bits below it:
+/// the models that would have promoted).
+const JUDGED: u64 = 1 << 63;
 
 /// The events arrived and not yet applied, oldest first.
 struct Lookahead {
@@ -312,6 +324,7 @@ impl Shadow {
                         .map(|_| ModelState {
                             tallies: Vec::new(),
                             stamped_elsewhere: Agreement::default(),
+                            pingpong: PingpongCost::default(),
                         })
                         .collect(),
                     bank: PolicyBank::new(policies),
@@ -331,6 +344,8 @@ impl Shadow {
                     next_sample: 1,
                     processes: Processes::new(top_n),
                     node_pairs: Rows::default(),
+                    lifecycle: Lifecycle::default(),
+                    toptier_mask: 1,
                 },
                 Lookahead::new(),
             )),
@@ -368,6 +383,12 @@ impl Shadow {
 
     pub fn snapshot(&mut self, s: &Snapshot) {
         self.window.push(s);
+    }
+
+    /// The top tier's nodes (bit per node; node 0 unless told): a
+    /// promotion moves a folio into them.
+    pub fn set_toptier_mask(&mut self, mask: u64) {
+        self.engine.get_mut().0.toptier_mask = mask;
     }
 
     #[inline]
@@ -448,6 +469,7 @@ impl Shadow {
                         refault_after_model_only: e.refaults.report(i),
                         threshold: policy.threshold(),
                         projected: c.projected,
+                        pingpong: m.pingpong,
                     }
                 })
                 .collect(),
@@ -457,6 +479,7 @@ impl Shadow {
             node_pairs,
             drops,
             evidence_note: EVIDENCE_NOTE.into(),
+            lifecycle: e.lifecycle.report(),
         };
         r.sampling = self.sampling(&r.models, r.judged_decisions);
         r
@@ -551,11 +574,35 @@ impl Engine {
                 }
             }
             Event::Scan(s) => self.bank.scan(s),
-            Event::Skip(_) | Event::Demote(_) => {}
+            Event::Demote(d) => self.demote(d),
+            Event::Skip(_) => {}
+        }
+    }
+
+    /// A demotion that undid a promotion the models judged: each model
+    /// would have made it too, or avoided it.
+    fn demote(&mut self, d: &numa_ebpf_common::DemoteEvent) {
+        let Some(pp) = self.lifecycle.demote(d) else {
+            return;
+        };
+        if pp.tag & JUDGED == 0 {
+            return;
+        }
+        for (i, m) in self.models.iter_mut().enumerate() {
+            let shared = pp.tag >> i & 1 == 1;
+            m.pingpong.shared += u64::from(shared);
+            m.pingpong.avoided += u64::from(!shared);
         }
     }
 
     fn fault(&mut self, f: &FaultEvent, key: u64) {
+        let tag = self.judge_fault(f, key);
+        self.lifecycle.fault_tagged(f, self.toptier_mask, tag);
+    }
+
+    /// Counts `f` and asks the models about it; the lifecycle tag of its
+    /// promotion (0 when the models were not asked).
+    fn judge_fault(&mut self, f: &FaultEvent, key: u64) -> u64 {
         let pages = f.pages();
         self.hint_faults += 1;
         self.hint_fault_pages += pages;
@@ -577,7 +624,7 @@ impl Engine {
         self.kernel.count_migration(f);
         if !PolicyBank::asks(f) {
             self.refaults.release(held);
-            return;
+            return 0;
         }
         let kernel_promote = f.kernel_promoted();
         self.count_decision(f, pi, kernel_promote);
@@ -585,7 +632,7 @@ impl Engine {
             self.unfollowed += 1;
             self.unfollowed_pages += pages;
             self.refaults.release(held);
-            return;
+            return 0;
         }
         let rejected = f.has_kernel_latency() && !kernel_promote;
         self.rejected_seen += u64::from(rejected);
@@ -601,6 +648,7 @@ impl Engine {
             let sets = if wanted == 0 { 1 << n_models } else { wanted };
             self.refaults.refused(held, &page, f.ts_ns, sets, pages);
         }
+        JUDGED | wanted
     }
 
     /// Counts the kernel's decision on `f` in the totals and in the

@@ -189,6 +189,21 @@ pub struct ModelReport {
     pub refault_after_model_only: RefaultReport,
     pub threshold: Option<f64>,
     pub projected: Projected,
+    /// The kernel's promotions that reclaim demoted again (its
+    /// ping-pongs): how many this model would also have made.
+    #[serde(default)]
+    pub pingpong: PingpongCost,
+}
+
+/// Of the kernel's ping-pongs among the decisions the models judged, those
+/// a model would also have promoted (its cost in bounced folios) and those
+/// it would have refused (avoided). What a model promotes that the kernel
+/// refused stays on the slow tier in the trace: whether it would have
+/// bounced is not observable.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PingpongCost {
+    pub shared: u64,
+    pub avoided: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -223,6 +238,9 @@ pub struct ShadowReport {
     /// Records (of any kind) lost to a full ring.
     pub drops: u64,
     pub evidence_note: Cow<'static, str>,
+    /// The folios' trips across tiers: the kernel's ping-pongs.
+    #[serde(default)]
+    pub lifecycle: crate::model::lifecycle::LifecycleReport,
 }
 
 pub const EVIDENCE_NOTE: &str = "A refusal followed by another hint fault on the same page means the page was \
