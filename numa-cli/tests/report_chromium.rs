@@ -85,8 +85,8 @@ fn report_renders_in_headless_chromium() {
     let dom = dump_dom(&html, &profile);
     assert_eq!(
         dom.matches("<svg").count(),
-        6,
-        "chromium's DOM should hold 6 charts:\n{}",
+        7,
+        "chromium's DOM should hold 7 charts:\n{}",
         &dom[..dom.len().min(500)]
     );
     assert_every_chart_has_marks(&dom);
@@ -110,7 +110,7 @@ fn report_renders_in_headless_chromium() {
         String::from_utf8_lossy(&shot.stderr)
     );
     let size = std::fs::metadata(&png).map(|m| m.len()).unwrap_or(0);
-    // A blank 1000x3000 PNG compresses to a few KB; six charts do not.
+    // A blank 1000x3000 PNG compresses to a few KB; seven charts do not.
     assert!(size > 40_000, "screenshot is {size} bytes: nothing drawn?");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -133,13 +133,13 @@ fn fleet_report_of_two_traces_renders_two_columns() {
         "progress drawn off a terminal: {stderr:?}"
     );
     let dom = dump_dom(&html, &dir.join("profile"));
-    assert_eq!(dom.matches("<svg").count(), 12, "6 chart rows x 2 columns");
-    assert_eq!(dom.matches("class=\"row\"").count(), 6, "6 chart rows");
+    assert_eq!(dom.matches("<svg").count(), 14, "7 chart rows x 2 columns");
+    assert_eq!(dom.matches("class=\"row\"").count(), 7, "7 chart rows");
     assert_every_chart_has_marks(&dom);
     for name in ["host-a.trace", "host-b.trace"] {
         let label = format!("{name} \u{b7} kernel 6.12");
-        // A label above each of the 6 charts and one over its summary column.
-        assert_eq!(dom.matches(&label).count(), 7, "labels of {name}");
+        // A label above each of the 7 charts and one over its summary column.
+        assert_eq!(dom.matches(&label).count(), 8, "labels of {name}");
     }
     assert!(dom.contains("two-touch agreement %"), "summary per model");
     let refused = Command::new(env!("CARGO_BIN_EXE_numatrace"))

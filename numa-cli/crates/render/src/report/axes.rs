@@ -28,6 +28,10 @@ impl HistAxes {
         for h in hists {
             all.merge(h);
         }
+        HistAxes::of_one(&all)
+    }
+
+    fn of_one(all: &Log2Hist) -> HistAxes {
         let first = all.buckets.iter().position(|c| *c > 0);
         let last = all.buckets.iter().rposition(|c| *c > 0);
         HistAxes {
@@ -68,6 +72,8 @@ pub(super) struct Axes {
     pub sweep_max: u64,
     /// The largest stage count of the funnel chart's processes.
     pub funnel_max: u64,
+    /// Ping-pongs by time on the top tier.
+    pub residency: HistAxes,
 }
 
 impl Axes {
@@ -80,6 +86,7 @@ impl Axes {
             agreement_max: agreement_max(&g.models),
             sweep_max: sweep_max(&g.sweep),
             funnel_max: funnel_max(&g.stats.funnel),
+            residency: HistAxes::of_one(g.totals.lifecycle.residency()),
         }
     }
 
@@ -95,6 +102,7 @@ impl Axes {
             agreement_max: self.agreement_max.max(o.agreement_max),
             sweep_max: self.sweep_max.max(o.sweep_max),
             funnel_max: self.funnel_max.max(o.funnel_max),
+            residency: self.residency.merge(o.residency),
         }
     }
 }

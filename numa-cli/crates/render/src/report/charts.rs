@@ -391,18 +391,19 @@ fn funnel_chart(rows: &[ProcessFunnel], max: u64, width: u32) -> Result<Svg> {
 }
 
 /// The titles of the page's charts, in page order.
-pub(super) const TITLES: [&str; 6] = [
+pub(super) const TITLES: [&str; 7] = [
     "Scan-to-fault latency by kernel outcome",
     "Fault-count delta by kernel outcome",
     "Kernel threshold over time",
     "Agreement matrices",
     "Threshold sweep",
     "Promotion funnel",
+    "Ping-pong: promotions demoted again",
 ];
 
 /// Every chart of one trace, in the order of [`TITLES`], `width` pixels
 /// wide, on the axes `ax` (shared by the traces of one page).
-pub(super) fn all(g: &Gathered, hot_ms: u64, ax: &Axes, width: u32) -> Result<[Svg; 6]> {
+pub(super) fn all(g: &Gathered, hot_ms: u64, ax: &Axes, width: u32) -> Result<[Svg; 7]> {
     Ok([
         stacked_hist(
             "scan-to-fault latency (first-scan stamp)",
@@ -424,5 +425,110 @@ pub(super) fn all(g: &Gathered, hot_ms: u64, ax: &Axes, width: u32) -> Result<[S
         agreement_chart(&g.models, ax.agreement_max, width)?,
         sweep_chart(&g.sweep, ax.sweep_max, width)?,
         funnel_chart(&g.stats.funnel, ax.funnel_max, width)?,
+        lifecycle_chart(g, ax.residency, width)?,
     ])
+}
+
+/// The kernel's promotions that reclaim demoted again, by their time on
+/// the top tier (log2 buckets), with the run's demotion figures above.
+fn lifecycle_chart(g: &Gathered, ax: HistAxes, width: u32) -> Result<Svg> {
+    let (l, d) = (&g.stats.lifecycle, &g.stats.demotions);
+    let title = if d.pages == 0 && l.pingpong == 0 {
+        "no demotion in this trace (or not seen per folio)".to_owned()
+    } else {
+        format!(
+            "{} of {} promotions demoted again within {:.0} s; {} pages demoted",
+            l.pingpong, l.promotions, l.window_s, d.pages
+        )
+    };
+    let h = g.totals.lifecycle.residency();
+    let (first, last, max) = (ax.first, ax.last, ax.max);
+    svg_chart((width, 380), |root| {
+        let mut chart = chart_builder(root, &title, 48, 70)
+            .build_cartesian_2d(first as u32..(last as u32 + 1), 0u64..max + max / 10 + 1)
+            .map_err(plot_err)?;
+        chart
+            .configure_mesh()
+            .x_desc("time on the top tier, upper bound (ms)")
+            .y_desc("ping-pongs (folios)")
+            .x_labels((last - first + 1).min(24))
+            .x_label_formatter(&|b| format_bound(upper_bound(*b as usize) as f64 / 1e6))
+            .draw()
+            .map_err(plot_err)?;
+        let color = RGBColor(214, 39, 40);
+        let bars = (first..=last).filter(|b| h.buckets[*b] > 0).map(|b| {
+            Rectangle::new(
+                [(b as u32, 0), (b as u32 + 1, h.buckets[b])],
+                color.filled(),
+            )
+        });
+        chart
+            .draw_series(bars)
+            .map_err(plot_err)?
+            .label("ping-pong")
+            .legend(box_legend(color));
+        draw_legend(&mut chart)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use numa_core::{
+        decode::{fixtures::fault, Event},
+        model::{
+            policy::{build, KernelDefaults, ModelDefaults},
+            shadow::Shadow,
+            totals::Totals,
+        },
+    };
+    use numa_ebpf_common::{fault_flags as ff, DemoteEvent, EventKind, Outcome};
+
+    use super::*;
+
+    /// Two promotions, one demoted again 12 s later: the chart's title
+    /// gives the share and the bucket of 12 s has its bar.
+    #[test]
+    fn the_lifecycle_chart_draws_each_ping_pong_by_its_residency() {
+        let model = || {
+            let (d, k) = (ModelDefaults::default(), KernelDefaults::default());
+            vec![build("kernel-time", &d, &k).expect("model")]
+        };
+        let mut totals = Totals::new(1);
+        for (seq, index) in [(100, 7), (101, 8)] {
+            let mut f = fault(seq, seq, 100, Outcome::PromoteHot);
+            f.flags |= ff::MIGRATE_TRIED;
+            f.migrate_ok = 1;
+            f.mapping = 0xa1;
+            f.index = index;
+            totals.event(&Event::Fault(f));
+        }
+        totals.event(&Event::Demote(DemoteEvent {
+            kind: EventKind::Demote as u32,
+            ts_ns: 1_000_000_000_000 + 12_100_000_000,
+            src_nid: 0,
+            dst_nid: 1,
+            mapping: 0xa1,
+            index: 7,
+            nr_pages: 1,
+            ..Default::default()
+        }));
+        let g = Gathered {
+            stats: totals.report(1 << 20, 0),
+            totals,
+            warning: None,
+            models: Shadow::new(model(), 10).report(),
+            sweep: Shadow::new(model(), 10).report(),
+            timeline: Default::default(),
+        };
+        let ax = Axes::of(&g, 1000);
+        let svg = lifecycle_chart(&g, ax.residency, 640).expect("chart");
+        assert!(
+            svg.contains("1 of 2 promotions demoted again within 600 s"),
+            "{svg}"
+        );
+        // One bar, in the bucket up to 2^34 ns (17,180 ms: "17k").
+        assert_eq!((ax.residency.first, ax.residency.last), (34, 34));
+        assert!(svg.contains("\n17k\n"), "{svg}");
+        assert!(svg.matches("<rect").count() >= 3, "{svg}");
+    }
 }

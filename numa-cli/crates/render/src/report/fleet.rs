@@ -10,7 +10,7 @@ use super::{
 };
 
 /// Writes the whole page but its closing note.
-pub(super) fn write(h: &mut String, traces: &[Trace], charts: &[[Svg; 6]]) {
+pub(super) fn write(h: &mut String, traces: &[Trace], charts: &[[Svg; 7]]) {
     // Columns share the row; their charts scale down to them (the SVGs
     // have a viewBox), and many columns scroll sideways rather than shrink
     // past reading.

@@ -15,7 +15,7 @@ use super::{
 
 /// Assembles the page around the already drawn charts, `charts[i]` of
 /// `traces[i]` in the order of `TITLES`.
-pub(super) fn page(traces: &[Trace], charts: &[[Svg; 6]]) -> String {
+pub(super) fn page(traces: &[Trace], charts: &[[Svg; 7]]) -> String {
     let mut h = String::new();
     match (traces, charts) {
         ([t], [svgs]) => {
