@@ -269,6 +269,12 @@ pub(crate) struct DumpArgs {
     /// trace recorded, else the trace's file name without its extension].
     #[arg(long, value_name = "NAME", value_parser = ranges::host_name)]
     pub host: Option<String>,
+    /// parquet: one row per demotion record instead (each folio reclaim
+    /// demoted, and each reclaim batch's end with its pages), with the
+    /// ping-pong it ends (the promotion's time on the top tier and
+    /// promoting pid).
+    #[arg(long)]
+    pub demotions: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -21,6 +21,10 @@ const JSON_MODE: u32 = 0o600;
 pub(crate) fn run(args: &DumpArgs) -> Result<ExitCode> {
     check_not_input(args.output.as_deref(), &[&args.trace])?;
     match args.format {
+        DumpFormat::Json if args.demotions => bail!(
+            "--demotions chooses the rows of --format parquet; the JSON dump already has every \
+             demotion record (\"type\":\"demote\"): drop --demotions, or add --format parquet"
+        ),
         DumpFormat::Json => json_dump(&args.trace, args.output.as_deref()),
         DumpFormat::Parquet => parquet_dump(args),
     }
@@ -70,14 +74,19 @@ fn parquet_dump(args: &DumpArgs) -> Result<ExitCode> {
         Some(h) => h.clone(),
         None => default_host(&header.hostname, &args.trace)?,
     };
-    let mut sink = parquet::ParquetSink::create(output, &header, host)?;
+    let (rows_of, what) = if args.demotions {
+        (parquet::Rows::Demotions, "demotion records")
+    } else {
+        (parquet::Rows::Faults, "hint faults")
+    };
+    let mut sink = parquet::ParquetSink::create(output, &header, host, rows_of)?;
     crate::read_trace(
         &args.trace,
         crate::progress::Output::AtEnd,
         &mut [&mut sink],
     )?;
     let rows = sink.finish()?;
-    log::info!("wrote {rows} hint faults to {}", output.display());
+    log::info!("wrote {rows} {what} to {}", output.display());
     Ok(ExitCode::SUCCESS)
 }
 

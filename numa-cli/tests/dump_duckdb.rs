@@ -314,3 +314,103 @@ fn parquet_needs_a_file() {
         assert!(err.contains("-o FILE"), "{args:?}: the remedy: {err}");
     }
 }
+
+/// A synthetic trace: 50 promotions of folios (0xa1, 0..50), 20 of them
+/// demoted again 12 s later, 10 demotions of folios never promoted, and
+/// two reclaim batches' ends of 15 pages each.
+fn demotion_trace(path: &Path) {
+    use numa_core::{
+        decode::{fixtures::fault, Event},
+        trace::{fixtures::header, Writer},
+    };
+    use numa_ebpf_common::{demote_flags, fault_flags, DemoteEvent, EventKind, Outcome};
+    let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+    let mut last_ts = 0;
+    for i in 0..50u64 {
+        let mut f = fault(i + 1, i, 5, Outcome::PromoteHot);
+        f.flags |= fault_flags::MIGRATE_TRIED;
+        f.migrate_ok = 1;
+        f.mapping = 0xa1;
+        f.index = i;
+        last_ts = f.ts_ns;
+        w.event(&Event::Fault(f)).expect("fault");
+    }
+    let demotion = |i: u64, mapping: u64, flags: u32, nr_pages: u32| DemoteEvent {
+        kind: EventKind::Demote as u32,
+        ts_ns: last_ts + 12_000_000_000 + i,
+        pid_tgid: 60 << 32 | 60,
+        src_pfn: 9000 + i,
+        dst_pfn: 100 + i,
+        src_nid: 0,
+        dst_nid: 1,
+        mapping,
+        index: i,
+        nr_pages,
+        flags,
+        ..Default::default()
+    };
+    for i in 0..30u64 {
+        let mapping = if i < 20 { 0xa1 } else { 0xb2 };
+        w.event(&Event::Demote(demotion(i, mapping, 0, 1)))
+            .expect("demotion");
+        if i % 15 == 14 {
+            let end = demotion(i, 0, demote_flags::BATCH_END, 15);
+            w.event(&Event::Demote(end)).expect("batch end");
+        }
+    }
+    std::fs::write(path, w.finish(9, "duration").expect("finish")).expect("trace");
+}
+
+/// `dump --format parquet --demotions` read by DuckDB: a row per demotion
+/// record, the batches' pages and the ping-pongs equal `stats`' on the
+/// same trace.
+#[test]
+fn demotion_rows_equal_stats() {
+    let dir = std::env::temp_dir().join(format!("numatrace-duckdb-demote-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let trace = dir.join("d.trace");
+    demotion_trace(&trace);
+    let t = trace.to_str().expect("utf-8 path");
+    let out = dir.join("d.parquet");
+    let out = out.to_str().expect("utf-8 path");
+    numatrace(&["dump", t, "--format", "parquet", "--demotions", "-o", out]);
+    let stats = json_of(&["stats", t, "--json"]);
+    let r = duckdb(
+        &dir,
+        &json!({
+            "rows": "SELECT count(*) FROM 'd.parquet'",
+            "batch_pages": "SELECT sum(nr_pages) FROM 'd.parquet' WHERE batch_end",
+            "pingpong": "SELECT count(pingpong_resident_ns) FROM 'd.parquet'",
+            "resident_s": "SELECT min(pingpong_resident_ns) // 1000000000 FROM 'd.parquet'",
+            "promoters": "SELECT count(DISTINCT promoted_by_pid) FROM 'd.parquet'",
+        }),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(scalar(&r, "rows"), 32);
+    assert_eq!(
+        scalar(&r, "batch_pages"),
+        u64_of(&stats["demotions"]["pages"])
+    );
+    assert_eq!(scalar(&r, "batch_pages"), 30);
+    assert_eq!(
+        scalar(&r, "pingpong"),
+        u64_of(&stats["lifecycle"]["pingpong"])
+    );
+    assert_eq!(scalar(&r, "pingpong"), 20);
+    assert_eq!(scalar(&r, "resident_s"), 12);
+    assert_eq!(scalar(&r, "promoters"), 1);
+}
+
+/// `--demotions` picks Parquet's rows: with the JSON dump it is refused,
+/// saying why, before anything is written.
+#[test]
+fn demotions_without_parquet_is_refused_with_the_remedy() {
+    let out = Command::new(env!("CARGO_BIN_EXE_numatrace"))
+        .args(["dump", trace().to_str().expect("utf-8"), "--demotions"])
+        .output()
+        .expect("run numatrace");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{err}");
+    assert!(err.contains("add --format parquet"), "{err}");
+}

@@ -48,6 +48,10 @@ fn writers(trace: &str) -> Vec<(&'static str, Vec<String>)> {
     vec![
         ("dump", v(&["dump", trace, "-o"])),
         ("parquet", v(&["dump", trace, "--format", "parquet", "-o"])),
+        (
+            "parquet demotions",
+            v(&["dump", trace, "--format", "parquet", "--demotions", "-o"]),
+        ),
         ("replay", v(&["replay", trace, "--json", "-o"])),
         ("report", v(&["report", trace, "-o"])),
     ]
@@ -212,7 +216,7 @@ fn dash_and_a_link_to_stdout_write_to_stdout() {
     let link = dir.0.join("stdout");
     std::os::unix::fs::symlink("/proc/self/fd/1", &link).expect("symlink");
     for (name, args) in writers(TRACE) {
-        if name == "parquet" {
+        if name.starts_with("parquet") {
             continue;
         }
         for out in [Path::new("-"), &link] {

@@ -1,9 +1,10 @@
 //! `numatrace dump --format parquet`: one row per hint fault, its columns
 //! typed, with the host, the kernel and the shadow models' verdicts as
 //! columns, so that a fleet's files are queried together (DuckDB, Spark,
-//! Trino: `read_parquet('fleet/*.parquet')`).
+//! Trino: `read_parquet('fleet/*.parquet')`); with `--demotions`, one row
+//! per demotion record instead, each with the ping-pong it ends.
 //!
-//! Rows are the faults `numatrace stats` counts: those from the first
+//! Rows are the records `numatrace stats` counts: those from the first
 //! counter snapshot on (before it, the attach itself). Scan and VMA-skip
 //! records are left out; the JSON dump has them.
 use std::{path::Path, sync::Arc};
@@ -19,13 +20,14 @@ use parquet::{
 use numa_core::{
     decode::{comm, Event, Snapshot},
     model::{
+        lifecycle::Lifecycle,
         policy::{build_all, KernelDefaults, ModelDefaults},
         shadow::FaultVerdicts,
     },
     sink::Sink,
     trace::Header,
 };
-use numa_ebpf_common::FaultEvent;
+use numa_ebpf_common::{demote_flags, reclaimer, tgid_of, DemoteEvent, FaultEvent};
 use numa_host::fs::Output;
 
 /// The file holds kernel addresses (`addr`, `folio`), as traces do.
@@ -67,6 +69,9 @@ impl<'a> Cell<'a> {
     }
     fn opt_bool(v: Option<bool>) -> Cell<'a> {
         v.map_or(Cell::Null, Cell::Bool)
+    }
+    fn opt_i32(v: Option<i32>) -> Cell<'a> {
+        v.map_or(Cell::Null, Cell::I32)
     }
 }
 
@@ -143,6 +148,63 @@ fn fault_cells<'a>(f: &FaultEvent, file: &'a FileFacts, comm: &'a str, out: &mut
         Cell::Bool(f.pmd_fault()),
         Cell::U32(u32::from(f.flags)),
         Cell::U64(f.ext_flags),
+    ]);
+}
+
+/// The columns of a demotion row, in order (see [`COLUMNS`]).
+const DEMOTE_COLUMNS: &[(&str, Kind, bool)] = &[
+    ("host", Kind::Str, false),
+    ("kernel", Kind::Str, false),
+    ("time", Kind::Time, false),
+    ("ts_ns", Kind::U64, false),
+    ("pid", Kind::U32, false),
+    ("tid", Kind::U32, false),
+    ("reclaimer", Kind::Str, false),
+    ("batch_end", Kind::Bool, false),
+    ("src_nid", Kind::I32, false),
+    ("dst_nid", Kind::I32, true),
+    ("src_pfn", Kind::U64, true),
+    ("dst_pfn", Kind::U64, true),
+    ("mapping", Kind::U64, true),
+    ("index", Kind::U64, true),
+    ("nr_pages", Kind::U32, false),
+    ("pingpong_resident_ns", Kind::U64, true),
+    ("promoted_by_pid", Kind::U32, true),
+];
+
+/// The cells of demotion record `d`, in [`DEMOTE_COLUMNS`]' order; `pp`
+/// is the promotion it undid, if any.
+fn demote_cells<'a>(
+    d: &DemoteEvent,
+    file: &'a FileFacts,
+    pp: Option<numa_core::model::lifecycle::PingPong>,
+    out: &mut Vec<Cell<'a>>,
+) {
+    let batch_end = d.flags & demote_flags::BATCH_END != 0;
+    let folio = !batch_end;
+    let placed = folio && d.dst_nid >= 0;
+    let name = reclaimer::NAMES
+        .get(d.reclaimer as usize)
+        .copied()
+        .unwrap_or("other");
+    out.extend([
+        Cell::Str(&file.host),
+        Cell::Str(&file.kernel),
+        Cell::U64(file.unix_ns(d.ts_ns)),
+        Cell::U64(d.ts_ns),
+        Cell::U32(tgid_of(d.pid_tgid)),
+        Cell::U32(d.pid_tgid as u32),
+        Cell::Str(name),
+        Cell::Bool(batch_end),
+        Cell::I32(d.src_nid),
+        Cell::opt_i32(placed.then_some(d.dst_nid)),
+        Cell::opt_u64(folio.then_some(d.src_pfn)),
+        Cell::opt_u64(placed.then_some(d.dst_pfn)),
+        Cell::opt_u64((folio && d.mapping != 0).then_some(d.mapping)),
+        Cell::opt_u64((folio && d.mapping != 0).then_some(d.index)),
+        Cell::U32(d.nr_pages),
+        Cell::opt_u64(pp.map(|p| p.resident_ns)),
+        Cell::opt_u32(pp.map(|p| p.tgid)),
     ]);
 }
 
@@ -266,12 +328,34 @@ impl Column {
     }
 }
 
+/// Buffers one row's cells, a column each.
+fn push_row(columns: &mut [Column], cells: Vec<Cell>) -> Result<()> {
+    for (c, cell) in columns.iter_mut().zip(cells) {
+        c.push(cell)?;
+    }
+    Ok(())
+}
+
+/// Which records are the file's rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    /// Hint faults, with the shadow models' verdicts.
+    Faults,
+    /// Demotion records (folios and reclaim batches' ends), with the
+    /// ping-pong each ends.
+    Demotions,
+}
+
 /// The sink that writes the file: rows buffered per column, a row group
 /// at a time.
 pub struct ParquetSink {
     facts: FileFacts,
+    rows_of: Rows,
     columns: Vec<Column>,
     models: FaultVerdicts,
+    /// Promotions followed to the demotions that undo them (demotion rows).
+    lifecycle: Lifecycle,
+    toptier_mask: u64,
     writer: SerializedFileWriter<Output>,
     first_snapshot_ns: Option<u64>,
     rows: u64,
@@ -281,22 +365,37 @@ pub struct ParquetSink {
 
 impl ParquetSink {
     /// Starts `path` (a temporary file beside it until [`finish`]) for the
-    /// faults of a trace with `header`, from `host`.
+    /// `rows_of` records of a trace with `header`, from `host`.
     ///
     /// [`finish`]: Self::finish
-    pub fn create(path: &Path, header: &Header, host: String) -> Result<ParquetSink> {
+    pub fn create(
+        path: &Path,
+        header: &Header,
+        host: String,
+        rows_of: Rows,
+    ) -> Result<ParquetSink> {
         let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
         let models = FaultVerdicts::new(build_all(&[], &ModelDefaults::default(), &k)?);
-        let mut columns: Vec<Column> = COLUMNS
+        let fixed = match rows_of {
+            Rows::Faults => COLUMNS,
+            Rows::Demotions => DEMOTE_COLUMNS,
+        };
+        let mut columns: Vec<Column> = fixed
             .iter()
             .map(|&(name, kind, optional)| Column::new(name, kind, optional))
             .collect();
-        for name in models.names() {
-            let name = format!("model_{}", name.replace('-', "_"));
-            columns.push(Column::new(&name, Kind::Bool, true));
+        if rows_of == Rows::Faults {
+            for name in models.names() {
+                let name = format!("model_{}", name.replace('-', "_"));
+                columns.push(Column::new(&name, Kind::Bool, true));
+            }
         }
         let lines: Vec<String> = columns.iter().map(Column::schema).collect();
-        let schema = parse_message_type(&format!("message fault {{ {} }}", lines.join(" ")))
+        let message = match rows_of {
+            Rows::Faults => "fault",
+            Rows::Demotions => "demotion",
+        };
+        let schema = parse_message_type(&format!("message {message} {{ {} }}", lines.join(" ")))
             .context("the Parquet schema")?;
         let props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
@@ -311,8 +410,11 @@ impl ParquetSink {
                 unix_offset_ns: i128::from(header.started_unix_ns)
                     - i128::from(header.started_mono_ns),
             },
+            rows_of,
             columns,
             models,
+            lifecycle: Lifecycle::default(),
+            toptier_mask: header.params.as_ref().map_or(1, |p| p.toptier_mask),
             writer,
             first_snapshot_ns: None,
             rows: 0,
@@ -320,15 +422,33 @@ impl ParquetSink {
         })
     }
 
-    fn row(&mut self, f: &FaultEvent) -> Result<()> {
+    fn fault(&mut self, f: &FaultEvent) -> Result<()> {
+        if self.rows_of == Rows::Demotions {
+            self.lifecycle.fault(f, self.toptier_mask);
+            return Ok(());
+        }
         self.models.fault(f, &mut self.verdicts);
         let name = comm(&f.comm);
         let mut cells = Vec::with_capacity(self.columns.len());
         fault_cells(f, &self.facts, &name, &mut cells);
         cells.extend(self.verdicts.iter().map(|&v| Cell::opt_bool(v)));
-        for (c, cell) in self.columns.iter_mut().zip(cells) {
-            c.push(cell)?;
+        push_row(&mut self.columns, cells)?;
+        self.row_added()
+    }
+
+    fn demotion(&mut self, d: &DemoteEvent) -> Result<()> {
+        if self.rows_of != Rows::Demotions {
+            return Ok(());
         }
+        let pp = self.lifecycle.demote(d);
+        let mut cells = Vec::with_capacity(self.columns.len());
+        demote_cells(d, &self.facts, pp, &mut cells);
+        push_row(&mut self.columns, cells)?;
+        self.row_added()
+    }
+
+    /// Counts the row just buffered; a full row group is written.
+    fn row_added(&mut self) -> Result<()> {
         self.rows += 1;
         if self.columns[0].len() >= ROW_GROUP {
             self.flush()?;
@@ -368,12 +488,13 @@ impl Sink for ParquetSink {
             return Ok(());
         }
         match ev {
-            Event::Fault(f) => self.row(f),
+            Event::Fault(f) => self.fault(f),
+            Event::Demote(d) => self.demotion(d),
             Event::Scan(s) => {
                 self.models.scan(s);
                 Ok(())
             }
-            Event::Skip(_) | Event::Demote(_) => Ok(()),
+            Event::Skip(_) => Ok(()),
         }
     }
 
@@ -389,6 +510,92 @@ mod tests {
 
     use super::*;
 
+    /// A promotion, the demotion that undoes it 12 s later, a demotion of
+    /// another folio and its batch's end: one row per demotion record,
+    /// the first with its ping-pong.
+    #[test]
+    fn demotion_rows_carry_the_ping_pong_they_end() {
+        use numa_core::{
+            decode::fixtures::fault,
+            trace::{fixtures::header, Writer},
+        };
+        use numa_ebpf_common::{fault_flags, EventKind, Outcome};
+        let dir = std::env::temp_dir().join(format!("numatrace-parquet-d-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let mut promotion = fault(1, 1, 5, Outcome::PromoteHot);
+        promotion.flags |= fault_flags::MIGRATE_TRIED;
+        promotion.migrate_ok = 1;
+        promotion.mapping = 0xa1;
+        promotion.index = 7;
+        let demotion = |index: u64, flags: u32, nr_pages: u32| DemoteEvent {
+            kind: EventKind::Demote as u32,
+            reclaimer: reclaimer::KSWAPD,
+            ts_ns: promotion.ts_ns + 12_000_000_000,
+            pid_tgid: 55 << 32 | 56,
+            src_pfn: 9000 + index,
+            dst_pfn: 100 + index,
+            src_nid: 0,
+            dst_nid: 1,
+            mapping: 0xa1,
+            index,
+            nr_pages,
+            flags,
+            ..Default::default()
+        };
+        let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+        for ev in [
+            Event::Fault(promotion),
+            Event::Demote(demotion(7, 0, 1)),
+            Event::Demote(demotion(8, 0, 1)),
+            Event::Demote(demotion(0, demote_flags::BATCH_END, 2)),
+        ] {
+            w.event(&ev).expect("event");
+        }
+        let trace = dir.join("d.trace");
+        std::fs::write(&trace, w.finish(9, "duration").expect("finish")).expect("trace");
+        let out = dir.join("d.parquet");
+        let header = numa_core::trace::Reader::open(&trace)
+            .expect("reader")
+            .header;
+        let mut sink =
+            ParquetSink::create(&out, &header, "h1".into(), Rows::Demotions).expect("create");
+        numa_source::Source::read_file(&trace, &mut [&mut sink], &mut |_| {}).expect("read");
+        assert_eq!(sink.finish().expect("finish"), 3);
+        let file = std::fs::File::open(&out).expect("parquet");
+        let rows: Vec<String> = SerializedFileReader::new(file)
+            .expect("a Parquet file")
+            .get_row_iter(None)
+            .expect("rows")
+            .map(|r| r.expect("row").to_string())
+            .collect();
+        let _ = std::fs::remove_dir_all(&dir);
+        for want in [
+            "pid: 55",
+            "tid: 56",
+            "reclaimer: \"kswapd\"",
+            "batch_end: false",
+            "src_pfn: 9007",
+            "dst_nid: 1",
+            "pingpong_resident_ns: 12000000000",
+            "promoted_by_pid: 42",
+        ] {
+            assert!(rows[0].contains(want), "{want} in {}", rows[0]);
+        }
+        assert!(
+            rows[1].contains("pingpong_resident_ns: null"),
+            "{}",
+            rows[1]
+        );
+        for want in [
+            "batch_end: true",
+            "nr_pages: 2",
+            "src_pfn: null",
+            "mapping: null",
+        ] {
+            assert!(rows[2].contains(want), "{want} in {}", rows[2]);
+        }
+    }
+
     #[test]
     fn damaged_records_are_skipped_and_columns_typed() {
         let dir = std::env::temp_dir().join(format!("numatrace-parquet-{}", std::process::id()));
@@ -399,7 +606,8 @@ mod tests {
         let header = numa_core::trace::Reader::open(&trace)
             .expect("reader")
             .header;
-        let mut sink = ParquetSink::create(&out, &header, "h1".into()).expect("create");
+        let mut sink =
+            ParquetSink::create(&out, &header, "h1".into(), Rows::Faults).expect("create");
         numa_source::Source::read_file(&trace, &mut [&mut sink], &mut |_| {})
             .expect("a damaged record is skipped");
         assert_eq!(sink.finish().expect("finish"), 2);
