@@ -540,7 +540,6 @@ mod tests {
             index,
             nr_pages,
             flags,
-            ..Default::default()
         };
         let mut w = Writer::new(Vec::new(), &header()).expect("writer");
         for ev in [
