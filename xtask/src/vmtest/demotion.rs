@@ -156,6 +156,17 @@ fn check_dump(dir: &Path, on: &Report) -> Result<()> {
         d.alloc_failed,
         d.batches
     );
+    // The Parquet dump of the demotions has a row per record.
+    let log = text(dir, "parquet.log")?;
+    let rows = log
+        .split_once("wrote ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .with_context(|| format!("parquet.log names no row count: {log}"))?;
+    ensure!(
+        rows == dumped,
+        "the Parquet dump has {rows} demotion rows, the JSON dump {dumped} records"
+    );
     Ok(())
 }
 

@@ -15,6 +15,8 @@ numatrace stats on.trace --json > on.json || exit 1
 numatrace top --replay on.trace --once --json > top.json || exit 1
 # The dump is counted, not kept: the results live in the guest's memory.
 numatrace dump on.trace | grep -c '"type":"demote"' > on.dumped
+numatrace dump on.trace --format parquet --demotions -o /tmp/on.parquet 2> parquet.log || exit 1
+rm -f /tmp/on.parquet
 rm on.trace
 # Without demotion nothing is demoted (less placed on DRAM: its pages
 # cannot leave, and a full node would end the workload by the OOM killer).
