@@ -7,8 +7,8 @@ use aya_ebpf::{macros::fexit, programs::FExitContext};
 use numa_ebpf_common::{demote_flags, reclaimer, DemoteEvent, EventKind};
 
 use crate::maps::{
-    as_number, current_comm, current_task_flags, emit, folio_identity, folio_nid, folio_nr_pages,
-    folio_pfn, now_ns, pid_tgid, thread_ctx,
+    as_number, current_comm, current_task_flags, emit, flags_nid, folio_flags, folio_identity,
+    folio_nid, folio_nr_pages, folio_pfn, now_ns, pid_tgid, thread_ctx,
 };
 
 /// PF_KSWAPD in task_struct.flags: unchanged since 2.6.
@@ -46,6 +46,7 @@ fn on_demote_alloc(src: u64, dst: u64) {
         (folio_pfn(dst).unwrap_or(0), folio_nid(dst))
     };
     let (mapping, index) = folio_identity(src);
+    let src_flags = folio_flags(src);
     let ev = DemoteEvent {
         kind: EventKind::Demote as u32,
         reclaimer: current_reclaimer(),
@@ -53,11 +54,11 @@ fn on_demote_alloc(src: u64, dst: u64) {
         pid_tgid: pid_tgid(),
         src_pfn: folio_pfn(src).unwrap_or(0),
         dst_pfn,
-        src_nid: folio_nid(src),
+        src_nid: flags_nid(src_flags),
         dst_nid,
         mapping,
         index,
-        nr_pages: folio_nr_pages(src),
+        nr_pages: folio_nr_pages(src, src_flags),
         flags: 0,
     };
     emit(&ev);

@@ -974,24 +974,38 @@ pub fn folio_pfn(folio: u64) -> Option<u64> {
     (folio >= base && size != 0).then(|| (folio - base) / size)
 }
 
+/// The flags word of the folio at `folio`, its node and size both read
+/// from it (one probe read for the two).
+#[inline(always)]
+pub fn folio_flags(folio: u64) -> Option<u64> {
+    read_kernel_u64(folio)
+}
+
 /// The node of the folio at `folio`, from the node field of its flags
 /// (-1 when unreadable or its place in the flags is unknown).
 #[inline(always)]
 pub fn folio_nid(folio: u64) -> i32 {
+    flags_nid(folio_flags(folio))
+}
+
+/// The node field of a folio's `flags` (-1 when unread or its place in
+/// the flags is unknown).
+#[inline(always)]
+pub fn flags_nid(flags: Option<u64>) -> i32 {
     let node_shift = setting!(NODES_PGSHIFT);
     if node_shift == 0 || node_shift >= 64 {
         return -1;
     }
-    read_kernel_u64(folio).map_or(-1, |flags| (flags >> node_shift) as i32)
+    flags.map_or(-1, |flags| (flags >> node_shift) as i32)
 }
 
-/// The size in base pages of the folio at `folio`: 1 without PG_head,
-/// else 1 << its order (a byte of its second page, from BTF); 0 when
-/// either is unknown or unreadable.
+/// The size in base pages of the folio at `folio` whose flags word is
+/// `flags`: 1 without PG_head, else 1 << its order (a byte of its second
+/// page, from BTF); 0 when either is unknown or unreadable.
 #[inline(always)]
-pub fn folio_nr_pages(folio: u64) -> u32 {
+pub fn folio_nr_pages(folio: u64, flags: Option<u64>) -> u32 {
     let head = setting!(PG_HEAD_BIT);
-    let Some(flags) = read_kernel_u64(folio) else {
+    let Some(flags) = flags else {
         return 0;
     };
     if head >= 64 {
