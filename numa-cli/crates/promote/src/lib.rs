@@ -41,6 +41,7 @@ use anyhow::Result;
 use numa_core::{
     decode::{comm, Event, Snapshot},
     model::{
+        lifecycle::Lifecycle,
         policy::{Kernel, Policy, PolicyBank},
         proctable::{ProcTable, Retired},
         shadow::Agreement,
@@ -49,7 +50,7 @@ use numa_core::{
     sink::Sink,
     topology::{MemoryTier, Node},
 };
-use numa_ebpf_common::{Counter, FaultEvent};
+use numa_ebpf_common::{Counter, DemoteEvent, FaultEvent};
 use serde::{Deserialize, Serialize};
 
 use mover::{MoverReport, Shared};
@@ -68,6 +69,8 @@ pub struct Targets {
     cpu_node: BTreeMap<u32, i32>,
     /// Tier id per node (lower is faster).
     pub tier_of: BTreeMap<i32, u32>,
+    /// Nodes of the top tier (bit per node).
+    pub toptier_mask: u64,
 }
 
 impl Targets {
@@ -98,6 +101,7 @@ impl Targets {
                 .iter()
                 .flat_map(|t| t.nodes.iter().map(move |n| (*n as i32, t.id)))
                 .collect(),
+            toptier_mask,
         }
     }
 
@@ -135,6 +139,10 @@ pub struct ProcRow {
     pub model_promote: u64,
     /// Requests sent to the mover.
     pub requested: u64,
+    /// Of its folios this run moved, those reclaim demoted again within
+    /// the lifecycle's window (ping-pong).
+    #[serde(default)]
+    pub pingpong: u64,
     #[serde(flatten)]
     pub moves: mover::ProcMoves,
 }
@@ -153,7 +161,13 @@ pub struct PromoteSink {
     /// in the report.
     procs: ProcTable<ProcRow>,
     retired: Retired<ProcRow>,
+    /// Promotions followed to the demotions that undo them: the kernel's
+    /// (tag 0) and this run's requests ([`MOVED`]).
+    lifecycle: Lifecycle,
 }
+
+/// The lifecycle tag of a folio this run asked the mover to move.
+const MOVED: u64 = 1;
 
 /// What the pipeline saw and asked for: folios, and pages where named.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -178,6 +192,15 @@ pub struct SinkCounts {
     pub out_of_scope: u64,
     /// Model said promote but no higher-tier target exists for the page.
     pub no_target: u64,
+    /// Folios this run sent to the mover that reclaim demoted again
+    /// within the lifecycle's window, and their pages; the same of the
+    /// kernel's own promotions.
+    #[serde(default)]
+    pub pingpong: u64,
+    #[serde(default)]
+    pub pingpong_pages: u64,
+    #[serde(default)]
+    pub kernel_pingpong: u64,
 }
 
 impl SinkCounts {
@@ -222,6 +245,25 @@ impl PromoteSink {
             counts: SinkCounts::default(),
             procs: ProcTable::new(MAX_PROCS, usize::MAX).keep_dropped(),
             retired: Retired::new(MAX_PROCS),
+            lifecycle: Lifecycle::default(),
+        }
+    }
+
+    /// A demotion: a folio this run moved, or the kernel promoted,
+    /// demoted again within the window is a ping-pong of one or the other.
+    fn demote(&mut self, d: &DemoteEvent) {
+        let Some(pp) = self.lifecycle.demote(d) else {
+            return;
+        };
+        if pp.tag != MOVED {
+            self.counts.kernel_pingpong += 1;
+            return;
+        }
+        self.counts.pingpong += 1;
+        self.counts.pingpong_pages += u64::from(pp.pages);
+        self.shared.pingpong.fetch_add(1, Ordering::Relaxed);
+        if let Some(row) = self.procs.get_mut(pp.tgid) {
+            row.pingpong += 1;
         }
     }
 
@@ -231,6 +273,7 @@ impl PromoteSink {
     }
 
     fn fault(&mut self, f: &FaultEvent) {
+        self.lifecycle.fault(f, self.targets.toptier_mask);
         self.decide(f);
         for (_, row) in self.procs.take_dropped() {
             self.retired.push(row, |a, b| rank(a).cmp(&rank(b)));
@@ -282,6 +325,9 @@ impl PromoteSink {
         };
         match tx.try_send(req) {
             Ok(()) => {
+                // A move that fails leaves the folio below, where reclaim
+                // cannot demote it: only a moved one can come back.
+                self.lifecycle.promoted(f, MOVED);
                 self.counts.requested += 1;
                 self.counts.requested_pages += pages;
                 self.shared.sent.fetch_add(1, Ordering::Relaxed);
@@ -314,7 +360,8 @@ impl Sink for PromoteSink {
                 sh.scan_index_processes
                     .store(procs as u64, Ordering::Relaxed);
             }
-            Event::Skip(_) | Event::Demote(_) => {}
+            Event::Demote(d) => self.demote(d),
+            Event::Skip(_) => {}
         }
         Ok(())
     }
@@ -556,6 +603,47 @@ mod tests {
         assert_eq!(c.agreement.neither, 1);
         assert_eq!(s.procs.get(8).expect("row").kernel_promoted, 0);
         assert!(!s.procs.get(8).expect("row").in_scope);
+    }
+
+    /// A folio this run queued and one the kernel promoted, both demoted
+    /// again 12 s later, and a queued folio never demoted: one ping-pong
+    /// of each, the run's in its counts, its process row and the state.
+    #[test]
+    fn moved_folios_demoted_again_are_the_runs_ping_pong() {
+        let (mut s, _rx) = sink(&[7], 16);
+        let with_identity = |ev: Event, index: u64| match ev {
+            Event::Fault(mut f) => {
+                f.mapping = 0xa1;
+                f.index = index;
+                Event::Fault(f)
+            }
+            other => other,
+        };
+        for ev in [
+            with_identity(fault(7, 1, Outcome::RejectLatency, 5, false), 1), // queued
+            with_identity(fault(7, 2, Outcome::RejectLatency, 5, false), 2), // queued
+            with_identity(fault(7, 3, Outcome::PromoteHot, 5, true), 3),     // kernel
+        ] {
+            s.event(&ev).expect("sink");
+        }
+        assert_eq!(s.counts.requested, 2);
+        for index in [1, 3] {
+            let d = DemoteEvent {
+                kind: numa_ebpf_common::EventKind::Demote as u32,
+                ts_ns: 12_000_000_010,
+                src_nid: 0,
+                dst_nid: 2,
+                mapping: 0xa1,
+                index,
+                nr_pages: 1,
+                ..DemoteEvent::default()
+            };
+            s.event(&Event::Demote(d)).expect("sink");
+        }
+        let c = &s.counts;
+        assert_eq!((c.pingpong, c.pingpong_pages, c.kernel_pingpong), (1, 1, 1));
+        assert_eq!(s.procs.get(7).expect("row").pingpong, 1);
+        assert_eq!(s.shared.pingpong.load(Ordering::Relaxed), 1);
     }
 
     /// Many processes come and go: the table holds the ones active within

@@ -58,6 +58,16 @@ fn write_kernel(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> 
         r.kernel_pgdemote,
         r.events.kernel_promote_pages,
         r.events.kernel_promote
+    )?;
+    let e = &r.events;
+    writeln!(
+        out,
+        "  ping-pong   {} of the folios numatrace sent to be moved ({} pages) demoted again within {:.0} s; \
+         {} of the kernel's own promotions",
+        e.pingpong,
+        e.pingpong_pages,
+        numa_core::model::lifecycle::PINGPONG_WINDOW_NS as f64 / 1e9,
+        e.kernel_pingpong
     )
 }
 

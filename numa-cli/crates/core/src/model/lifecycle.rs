@@ -116,7 +116,17 @@ impl Lifecycle {
     /// [`fault`](Self::fault), with a note the ping-pong that may end the
     /// trip hands back.
     pub fn fault_tagged(&mut self, f: &FaultEvent, toptier_mask: u64, tag: u64) -> bool {
-        if f.mapping == 0 || !promoted_folio(f, toptier_mask) {
+        if !promoted_folio(f, toptier_mask) {
+            return false;
+        }
+        self.promoted(f, tag)
+    }
+
+    /// A promotion of the folio `f` faulted on, made by the kernel or
+    /// (`promote`'s move_pages) on its behalf: a trip on the top tier
+    /// starts, noted `tag`. Whether it did (the folio's identity was read).
+    pub fn promoted(&mut self, f: &FaultEvent, tag: u64) -> bool {
+        if f.mapping == 0 {
             return false;
         }
         self.promotions += 1;

@@ -87,6 +87,10 @@ pub struct PromoterState {
     pub scan_index_entries: u64,
     #[serde(default)]
     pub scan_index_processes: u64,
+    /// Folios it moved that reclaim demoted again within 600 s
+    /// (ping-pong).
+    #[serde(default)]
+    pub pingpong: u64,
 }
 
 impl PromoterState {

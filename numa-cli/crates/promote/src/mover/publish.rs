@@ -43,6 +43,7 @@ impl<E: Env> Mover<E> {
         s.floor_waits = r.floor_waits;
         s.scan_index_entries = self.shared.scan_index_entries.load(Ordering::Relaxed);
         s.scan_index_processes = self.shared.scan_index_processes.load(Ordering::Relaxed);
+        s.pingpong = self.shared.pingpong.load(Ordering::Relaxed);
     }
 }
 

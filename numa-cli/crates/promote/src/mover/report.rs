@@ -112,6 +112,8 @@ pub struct Shared {
     /// The model's index of scan passes: chunks held, and processes.
     pub scan_index_entries: AtomicU64,
     pub scan_index_processes: AtomicU64,
+    /// Moved folios reclaim demoted again within the lifecycle's window.
+    pub pingpong: AtomicU64,
 }
 
 /// A snapshot of promoter activity in this process. Other processes
