@@ -320,41 +320,31 @@ fn parquet_needs_a_file() {
 /// two reclaim batches' ends of 15 pages each.
 fn demotion_trace(path: &Path) {
     use numa_core::{
-        decode::{fixtures::fault, Event},
+        decode::{
+            fixtures::{demotion, fault, migrated},
+            Event,
+        },
         trace::{fixtures::header, Writer},
     };
-    use numa_ebpf_common::{demote_flags, fault_flags, DemoteEvent, EventKind, Outcome};
+    use numa_ebpf_common::{demote_flags, DemoteEvent, Outcome};
     let mut w = Writer::new(Vec::new(), &header()).expect("writer");
     let mut last_ts = 0;
     for i in 0..50u64 {
-        let mut f = fault(i + 1, i, 5, Outcome::PromoteHot);
-        f.flags |= fault_flags::MIGRATE_TRIED;
-        f.migrate_ok = 1;
-        f.mapping = 0xa1;
-        f.index = i;
+        let f = migrated(fault(i + 1, i, 5, Outcome::PromoteHot), 0xa1, i);
         last_ts = f.ts_ns;
         w.event(&Event::Fault(f)).expect("fault");
     }
-    let demotion = |i: u64, mapping: u64, flags: u32, nr_pages: u32| DemoteEvent {
-        kind: EventKind::Demote as u32,
-        ts_ns: last_ts + 12_000_000_000 + i,
-        pid_tgid: 60 << 32 | 60,
-        src_pfn: 9000 + i,
-        dst_pfn: 100 + i,
-        src_nid: 0,
-        dst_nid: 1,
-        mapping,
-        index: i,
+    let demoted = |i: u64, mapping: u64, flags: u32, nr_pages: u32| DemoteEvent {
         nr_pages,
         flags,
-        ..Default::default()
+        ..demotion(last_ts + 12_000_000_000 + i, mapping, i)
     };
     for i in 0..30u64 {
         let mapping = if i < 20 { 0xa1 } else { 0xb2 };
-        w.event(&Event::Demote(demotion(i, mapping, 0, 1)))
+        w.event(&Event::Demote(demoted(i, mapping, 0, 1)))
             .expect("demotion");
         if i % 15 == 14 {
-            let end = demotion(i, 0, demote_flags::BATCH_END, 15);
+            let end = demoted(i, 0, demote_flags::BATCH_END, 15);
             w.event(&Event::Demote(end)).expect("batch end");
         }
     }

@@ -401,7 +401,37 @@ impl RecordHistograms {
 
 /// Event builders for tests (here and in the crates downstream).
 pub mod fixtures {
-    use numa_ebpf_common::{decision, ext_flags, fault_flags, EventKind, FaultEvent, Outcome};
+    use numa_ebpf_common::{
+        decision, ext_flags, fault_flags, DemoteEvent, EventKind, FaultEvent, Outcome,
+    };
+
+    /// [`fault`] `f` as a promotion that migrated folio (`mapping`,
+    /// `index`) to the top tier (node 0 from node 1 by default).
+    pub fn migrated(mut f: FaultEvent, mapping: u64, index: u64) -> FaultEvent {
+        f.flags |= fault_flags::MIGRATE_TRIED;
+        f.migrate_ok = 1;
+        f.mapping = mapping;
+        f.index = index;
+        f
+    }
+
+    /// Kswapd demoting the base-page folio (`mapping`, `index`) from node
+    /// 0 to node 1 at `ts_ns`: the one fixture builder for demotions.
+    pub fn demotion(ts_ns: u64, mapping: u64, index: u64) -> DemoteEvent {
+        DemoteEvent {
+            kind: EventKind::Demote as u32,
+            ts_ns,
+            pid_tgid: 60 << 32 | 60,
+            src_pfn: 9000 + index,
+            dst_pfn: 100 + index,
+            src_nid: 0,
+            dst_nid: 1,
+            mapping,
+            index,
+            nr_pages: 1,
+            ..DemoteEvent::default()
+        }
+    }
 
     /// A promoted or refused base-page hint fault of process 42 on folio
     /// `folio`, `latency_ms` after its scan and 3 faults after it (on

@@ -629,14 +629,8 @@ mod tests {
         assert_eq!(s.counts.requested, 2);
         for index in [1, 3] {
             let d = DemoteEvent {
-                kind: numa_ebpf_common::EventKind::Demote as u32,
-                ts_ns: 12_000_000_010,
-                src_nid: 0,
                 dst_nid: 2,
-                mapping: 0xa1,
-                index,
-                nr_pages: 1,
-                ..DemoteEvent::default()
+                ..numa_core::decode::fixtures::demotion(12_000_000_010, 0xa1, index)
             };
             s.event(&Event::Demote(d)).expect("sink");
         }

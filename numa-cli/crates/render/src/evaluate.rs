@@ -588,7 +588,7 @@ pub fn write_sweep_human(
 mod tests {
     use super::*;
     use numa_core::{
-        decode::fixtures::fault,
+        decode::fixtures::{self, fault},
         model::policy::{self, KernelDefaults},
     };
     use numa_ebpf_common::{fault_flags as ff, Outcome};
@@ -627,23 +627,11 @@ mod tests {
             .collect();
         let mut shadow = Shadow::new(models, 10);
         for (i, index) in [(100, 7), (101, 8)] {
-            let mut f = fault(i, i, 100, Outcome::PromoteHot);
-            f.flags |= ff::MIGRATE_TRIED;
-            f.migrate_ok = 1;
-            f.mapping = 0xa1;
-            f.index = index;
+            let f = fixtures::migrated(fault(i, i, 100, Outcome::PromoteHot), 0xa1, index);
             shadow.event(&Event::Fault(f));
         }
-        shadow.event(&Event::Demote(numa_ebpf_common::DemoteEvent {
-            kind: numa_ebpf_common::EventKind::Demote as u32,
-            ts_ns: 1_000_000_000_000 + 20_000_000_000,
-            src_nid: 0,
-            dst_nid: 1,
-            mapping: 0xa1,
-            index: 7,
-            nr_pages: 1,
-            ..Default::default()
-        }));
+        let d = fixtures::demotion(1_000_000_000_000 + 20_000_000_000, 0xa1, 7);
+        shadow.event(&Event::Demote(d));
         let r = shadow.report();
         assert_eq!((r.lifecycle.promotions, r.lifecycle.pingpong), (2, 1));
         let cost: Vec<(u64, u64)> = r

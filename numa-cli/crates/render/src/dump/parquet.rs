@@ -516,30 +516,18 @@ mod tests {
     #[test]
     fn demotion_rows_carry_the_ping_pong_they_end() {
         use numa_core::{
-            decode::fixtures::fault,
+            decode::fixtures::{demotion, fault, migrated},
             trace::{fixtures::header, Writer},
         };
-        use numa_ebpf_common::{fault_flags, EventKind, Outcome};
+        use numa_ebpf_common::Outcome;
         let dir = std::env::temp_dir().join(format!("numatrace-parquet-d-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
-        let mut promotion = fault(1, 1, 5, Outcome::PromoteHot);
-        promotion.flags |= fault_flags::MIGRATE_TRIED;
-        promotion.migrate_ok = 1;
-        promotion.mapping = 0xa1;
-        promotion.index = 7;
+        let promotion = migrated(fault(1, 1, 5, Outcome::PromoteHot), 0xa1, 7);
         let demotion = |index: u64, flags: u32, nr_pages: u32| DemoteEvent {
-            kind: EventKind::Demote as u32,
-            reclaimer: reclaimer::KSWAPD,
-            ts_ns: promotion.ts_ns + 12_000_000_000,
             pid_tgid: 55 << 32 | 56,
-            src_pfn: 9000 + index,
-            dst_pfn: 100 + index,
-            src_nid: 0,
-            dst_nid: 1,
-            mapping: 0xa1,
-            index,
             nr_pages,
             flags,
+            ..demotion(promotion.ts_ns + 12_000_000_000, 0xa1, index)
         };
         let mut w = Writer::new(Vec::new(), &header()).expect("writer");
         for ev in [

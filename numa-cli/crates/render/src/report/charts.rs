@@ -474,14 +474,17 @@ fn lifecycle_chart(g: &Gathered, ax: HistAxes, width: u32) -> Result<Svg> {
 #[cfg(test)]
 mod tests {
     use numa_core::{
-        decode::{fixtures::fault, Event},
+        decode::{
+            fixtures::{demotion, fault, migrated},
+            Event,
+        },
         model::{
             policy::{build, KernelDefaults, ModelDefaults},
             shadow::Shadow,
             totals::Totals,
         },
     };
-    use numa_ebpf_common::{fault_flags as ff, DemoteEvent, EventKind, Outcome};
+    use numa_ebpf_common::Outcome;
 
     use super::*;
 
@@ -495,23 +498,11 @@ mod tests {
         };
         let mut totals = Totals::new(1);
         for (seq, index) in [(100, 7), (101, 8)] {
-            let mut f = fault(seq, seq, 100, Outcome::PromoteHot);
-            f.flags |= ff::MIGRATE_TRIED;
-            f.migrate_ok = 1;
-            f.mapping = 0xa1;
-            f.index = index;
+            let f = migrated(fault(seq, seq, 100, Outcome::PromoteHot), 0xa1, index);
             totals.event(&Event::Fault(f));
         }
-        totals.event(&Event::Demote(DemoteEvent {
-            kind: EventKind::Demote as u32,
-            ts_ns: 1_000_000_000_000 + 12_100_000_000,
-            src_nid: 0,
-            dst_nid: 1,
-            mapping: 0xa1,
-            index: 7,
-            nr_pages: 1,
-            ..Default::default()
-        }));
+        let d = demotion(1_000_000_000_000 + 12_100_000_000, 0xa1, 7);
+        totals.event(&Event::Demote(d));
         let g = Gathered {
             stats: totals.report(1 << 20, 0),
             totals,

@@ -647,27 +647,18 @@ fn promotions_demoted_again_are_ping_pong_in_rows_rates_and_verdict() {
     let mut a = agg(&[]);
     a.snapshot(&snap(T0, 0, 0, 0));
     for i in 0..4u64 {
-        let mut e = fault_event(7, T0 + i * 1_000_000, i, 100, Outcome::PromoteHot);
-        e.flags |= ff::MIGRATE_TRIED;
-        e.migrate_ok = 1;
-        e.mapping = 0xa1;
-        e.index = i;
+        let e = fault_event(7, T0 + i * 1_000_000, i, 100, Outcome::PromoteHot);
+        let mut e = numa_core::decode::fixtures::migrated(e, 0xa1, i);
         e.cgroup_id = 77;
         a.event(&Event::Fault(e));
     }
     a.publish(Some(T0 + S), Focus::default());
     let demote = |index: u64, mapping: u64| {
-        Event::Demote(numa_ebpf_common::DemoteEvent {
-            kind: EventKind::Demote as u32,
-            ts_ns: T0 + 12 * S,
-            src_nid: 0,
-            dst_nid: 1,
-            dst_pfn: 5000 + index,
+        Event::Demote(numa_core::decode::fixtures::demotion(
+            T0 + 12 * S,
             mapping,
             index,
-            nr_pages: 1,
-            ..Default::default()
-        })
+        ))
     };
     for i in 0..3 {
         a.event(&demote(i, 0xa1));
