@@ -60,6 +60,7 @@ fn prometheus_sees_the_promoter_while_its_state_file_is_live() {
                     .collect(),
                 failures: 7,
                 queue_depth: 33,
+                pingpong: 12,
                 rate_limit_bytes_per_s: 256 << 20,
                 batch_ms: 20.0,
                 ..PromoterState::default()
@@ -138,6 +139,7 @@ fn prometheus_sees_the_promoter_while_its_state_file_is_live() {
         0.0
     );
     assert_eq!(scalar(prom_addr, "numatrace_promoter_queue_depth"), 33.0);
+    assert_eq!(scalar(prom_addr, "numatrace_promoter_pingpong_total"), 12.0);
     assert_eq!(
         scalar(prom_addr, "numatrace_promoter_rate_limit_bytes_per_second"),
         268_435_456.0

@@ -722,6 +722,12 @@ fn promoter_moves(enc: &mut DescriptorEncoder, s: &PromoterState) -> std::fmt::R
         "numatrace_promoter_would_move_pages",
         "Dry run: pages the promoter would have moved.",
         s.would_move_pages,
+    )?;
+    counter(
+        enc,
+        "numatrace_promoter_pingpong",
+        "Folios the promoter moved that reclaim demoted again within 600 s.",
+        s.pingpong,
     )
 }
 
