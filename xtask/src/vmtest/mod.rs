@@ -208,7 +208,7 @@ pub(crate) const TESTS: &[VmTest] = &[
         systemd: false,
         left_out: None,
     },
-    // 120 s of soak, plus four attaches and their reports.
+    // 90 s of soak, plus four attaches and their reports.
     VmTest {
         name: "soak",
         script: soak::SCRIPT,

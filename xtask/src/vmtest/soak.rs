@@ -1,5 +1,5 @@
 //! Soak: `export`, `shadow`, `promote --all` and `stats` attached together
-//! for `SOAK_S` seconds (120 in the test suite; `cargo xtask soak
+//! for `SOAK_S` seconds (90 in the test suite; `cargo xtask soak
 //! --minutes M` for longer) under a workload with process churn (a new
 //! hot-chunks process every few seconds) and `top --once` run back to
 //! back. Every 5 s the guest samples each long-running numatrace's RSS,

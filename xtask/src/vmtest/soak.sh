@@ -1,6 +1,6 @@
 echo 2 > /proc/sys/kernel/numa_balancing
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up || exit 1
-S=${SOAK_S:-120}
+S=${SOAK_S:-90}
 echo $S > soak_seconds
 scrape() { wget -q -O - http://127.0.0.1:9465/metrics 2>/dev/null; }
 # One attach at a time (each takes tens of seconds under TCG). stats
