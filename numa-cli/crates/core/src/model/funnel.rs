@@ -472,7 +472,7 @@ fn row(p: &Proc, end_ns: u64) -> ProcessFunnel {
 /// keep theirs (demotions are not traced per VMA).
 pub fn with_pingpong<'a>(
     rows: &mut [ProcessFunnel],
-    trips: impl Fn(u32) -> Option<&'a super::lifecycle::ProcessTrips>,
+    trips: impl Fn(u32) -> Option<&'a super::lifecycle::Trips>,
 ) {
     for p in rows {
         p.judged = p.judged.clone().with_pingpong(trips(p.pid));

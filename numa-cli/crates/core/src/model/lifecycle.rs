@@ -49,21 +49,21 @@ pub struct Lifecycle {
     returned: u64,
     repromotions: u64,
     residency_ns: Log2Hist,
-    by_process: BTreeMap<u32, ProcessTrips>,
-    other_processes: ProcessTrips,
+    by_process: BTreeMap<u32, Trips>,
+    other_processes: Trips,
     /// Ping-pongs by the demotion's (DRAM, lower tier) nodes, and by the
     /// promoting fault's cgroup; past their bounds, summed.
     by_nodes: BTreeMap<(i32, i32), u64>,
     other_nodes: u64,
-    by_cgroup: BTreeMap<u64, u64>,
-    other_cgroups: u64,
+    by_cgroup: BTreeMap<u64, Trips>,
+    other_cgroups: Trips,
     forgotten: u64,
 }
 
 /// One promoting process's trips: its promotions (of folios whose
 /// identity was read) and those demoted again within the window.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct ProcessTrips {
+pub struct Trips {
     pub promotions: u64,
     pub pingpong: u64,
     /// Time on the top tier of each of its ping-pongs, ns.
@@ -72,7 +72,7 @@ pub struct ProcessTrips {
     pub(crate) last_ns: u64,
 }
 
-impl ProcessTrips {
+impl Trips {
     /// A promotion at `now_ns`.
     pub fn promoted(&mut self, now_ns: u64) {
         self.promotions += 1;
@@ -91,6 +91,26 @@ impl ProcessTrips {
     pub fn residency_p50_ms(&self) -> Option<u64> {
         self.residency_ns.quantile(0.5).map(|ns| ns / 1_000_000)
     }
+}
+
+/// `key`'s trips in `map`, which holds at most `max` keys: past them the
+/// least recently active key's trips are added to `other`, so new keys
+/// (days of churn) are still followed apart.
+fn trips_mut<'a, K: Ord + Copy>(
+    map: &'a mut BTreeMap<K, Trips>,
+    other: &mut Trips,
+    key: K,
+    max: usize,
+) -> &'a mut Trips {
+    if map.len() >= max && !map.contains_key(&key) {
+        let idle = map.iter().min_by_key(|(_, t)| t.last_ns).map(|(&k, _)| k);
+        if let Some(t) = idle.and_then(|k| map.remove(&k)) {
+            other.promotions += t.promotions;
+            other.pingpong += t.pingpong;
+            other.residency_ns.merge(&t.residency_ns);
+        }
+    }
+    map.entry(key).or_default()
 }
 
 /// A promotion undone: the demotion that ended a trip on the top tier
@@ -131,6 +151,7 @@ impl Lifecycle {
         }
         self.promotions += 1;
         self.process_mut(f.tgid()).promoted(f.ts_ns);
+        self.cgroup_mut(f.cgroup_id).promoted(f.ts_ns);
         let key = (f.mapping, f.index);
         let was = self.folios.get(&key).copied();
         if let Some(t) = was.filter(|t| !t.promoted) {
@@ -175,13 +196,7 @@ impl Lifecycle {
                     super::demotions::MAX_NODE_PAIRS,
                     &mut self.other_nodes,
                 );
-                super::add_bounded(
-                    &mut self.by_cgroup,
-                    t.cgroup_id,
-                    1,
-                    super::cgroups::MAX_CGROUPS,
-                    &mut self.other_cgroups,
-                );
+                self.cgroup_mut(t.cgroup_id).pingponged(resident, d.ts_ns);
                 pingpong = Some(PingPong {
                     tgid: t.tgid,
                     cgroup_id: t.cgroup_id,
@@ -211,23 +226,33 @@ impl Lifecycle {
     /// Process `tgid`'s trips. Past [`MAX_PROCESSES`] the least recently
     /// active process's are added to the others', so new processes (days
     /// of process churn) are still followed apart.
-    fn process_mut(&mut self, tgid: u32) -> &mut ProcessTrips {
-        if self.by_process.len() >= MAX_PROCESSES && !self.by_process.contains_key(&tgid) {
-            let idle = self.by_process.iter().min_by_key(|(_, t)| t.last_ns);
-            if let Some(pid) = idle.map(|(&pid, _)| pid) {
-                if let Some(t) = self.by_process.remove(&pid) {
-                    let o = &mut self.other_processes;
-                    o.promotions += t.promotions;
-                    o.pingpong += t.pingpong;
-                    o.residency_ns.merge(&t.residency_ns);
-                }
-            }
-        }
-        self.by_process.entry(tgid).or_default()
+    fn process_mut(&mut self, tgid: u32) -> &mut Trips {
+        trips_mut(
+            &mut self.by_process,
+            &mut self.other_processes,
+            tgid,
+            MAX_PROCESSES,
+        )
+    }
+
+    /// Cgroup `id`'s trips, bounded as the processes' are.
+    fn cgroup_mut(&mut self, id: u64) -> &mut Trips {
+        trips_mut(
+            &mut self.by_cgroup,
+            &mut self.other_cgroups,
+            id,
+            super::cgroups::MAX_CGROUPS,
+        )
+    }
+
+    /// The trips of the promoting faults' cgroup `id`, when it promoted
+    /// anything.
+    pub fn cgroup(&self, id: u64) -> Option<&Trips> {
+        self.by_cgroup.get(&id)
     }
 
     /// Process `tgid`'s trips, when it promoted anything.
-    pub fn process(&self, tgid: u32) -> Option<&ProcessTrips> {
+    pub fn process(&self, tgid: u32) -> Option<&Trips> {
         self.by_process.get(&tgid)
     }
 
@@ -268,7 +293,7 @@ impl Lifecycle {
     }
 
     pub fn report(&self) -> LifecycleReport {
-        let mut by_process: Vec<(u32, &ProcessTrips)> = self
+        let mut by_process: Vec<(u32, &Trips)> = self
             .by_process
             .iter()
             .filter(|(_, t)| t.pingpong > 0)
@@ -306,18 +331,20 @@ impl Lifecycle {
         let mut rows: Vec<CgroupPingpong> = self
             .by_cgroup
             .iter()
-            .map(|(&cgroup_id, &pingpong)| CgroupPingpong {
+            .filter(|(_, t)| t.pingpong > 0)
+            .map(|(&cgroup_id, t)| CgroupPingpong {
                 cgroup_id,
-                pingpong,
+                pingpong: t.pingpong,
             })
             .collect();
-        if self.other_cgroups != 0 {
+        let others = self.other_cgroups.pingpong;
+        if others != 0 {
             let other = super::cgroups::OTHER_CGROUPS;
             match rows.iter_mut().find(|r| r.cgroup_id == other) {
-                Some(r) => r.pingpong += self.other_cgroups,
+                Some(r) => r.pingpong += others,
                 None => rows.push(CgroupPingpong {
                     cgroup_id: other,
-                    pingpong: self.other_cgroups,
+                    pingpong: others,
                 }),
             }
         }

@@ -21,7 +21,7 @@ impl Aggregator {
         } else {
             0
         };
-        let followed = self.lifecycle.fault(f, self.toptier_mask);
+        self.lifecycle.fault(f, self.toptier_mask);
         self.note_threshold(f);
         self.sys_decided += u64::from(decided);
         let bump = |c: &mut Counts| {
@@ -54,9 +54,6 @@ impl Aggregator {
         let g = cgroup_tally(&mut self.cgroups, f.cgroup_id, n_models);
         for t in [&mut p.tally, &mut *g] {
             bump(&mut t.counts);
-            if followed {
-                t.trips.promoted(f.ts_ns);
-            }
             if let Some(pt) = &point {
                 t.hists.add(pt);
             }

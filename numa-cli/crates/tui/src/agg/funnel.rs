@@ -1,6 +1,6 @@
 //! The promotion funnel per process (`numa_core::model::funnel`): the
 //! table's verdict column and the detail view's verdict lines.
-use numa_core::{decode::Event, model::lifecycle::ProcessTrips};
+use numa_core::{decode::Event, model::lifecycle::Trips};
 
 use crate::frame::VmaVerdict;
 
@@ -20,8 +20,8 @@ impl Aggregator {
     }
 
     /// Process `pid`'s promotions followed across tiers.
-    fn trips(&self, pid: u32) -> Option<&ProcessTrips> {
-        self.procs.get(pid).map(|p| &p.tally.trips)
+    fn trips(&self, pid: u32) -> Option<&Trips> {
+        self.lifecycle.process(pid)
     }
 
     /// The verdict of `pid` in a few words, judged at `now`.

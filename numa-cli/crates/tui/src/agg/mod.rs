@@ -40,7 +40,7 @@ use crate::frame::Frame;
 
 use header::{header_view, Static};
 use hists::Hists;
-use procs::{cgroup_tally, Proc, Rates, Tally};
+use procs::{Proc, Rates, Tally};
 use publish::BASE_SERIES;
 use roll::VmstatPages;
 
@@ -268,23 +268,10 @@ impl Aggregator {
             Event::Fault(f) => self.fault(f),
             Event::Scan(s) => self.scan(s),
             Event::Skip(s) => self.skip(s),
-            Event::Demote(d) => self.demote(d),
+            Event::Demote(d) => {
+                self.lifecycle.demote(d);
+            }
         }
-    }
-
-    /// A demotion that undid a promotion counts for the promoting
-    /// process and its cgroup.
-    fn demote(&mut self, d: &numa_ebpf_common::DemoteEvent) {
-        let Some(pp) = self.lifecycle.demote(d) else {
-            return;
-        };
-        if let Some(p) = self.procs.get_mut(pp.tgid) {
-            p.tally.trips.pingponged(pp.resident_ns, d.ts_ns);
-        }
-        let n_models = self.models.len();
-        cgroup_tally(&mut self.cgroups, pp.cgroup_id, n_models)
-            .trips
-            .pingponged(pp.resident_ns, d.ts_ns);
     }
 
     /// The process `tgid`, active at `ts_ns`.

@@ -2,7 +2,7 @@
 //! touched address chunks).
 use std::collections::{BTreeMap, VecDeque};
 
-use numa_core::model::{cgroups::Cgroups, lifecycle::ProcessTrips};
+use numa_core::model::cgroups::Cgroups;
 use rustc_hash::FxHashMap;
 
 use super::{hists::Hists, Counts, Vma, MAX_CHUNKS_PER_PROC};
@@ -59,8 +59,6 @@ pub(super) struct Tally {
     pub(super) model_agree: Vec<u64>,
     pub(super) rates: Rates,
     pub(super) hists: Hists,
-    /// Its promotions followed across tiers, and those undone.
-    pub(super) trips: ProcessTrips,
 }
 
 impl Tally {

@@ -2,7 +2,7 @@
 //! histograms and the focused process's detail.
 use std::collections::BTreeMap;
 
-use numa_core::model::cgroups::OTHER_CGROUPS;
+use numa_core::model::{cgroups::OTHER_CGROUPS, lifecycle::Trips};
 use numa_ebpf_common::Counter;
 
 use crate::frame::{Axis, Detail, Frame, HistView, ModelView, ProcRow, RateSeries, Warnings};
@@ -58,6 +58,11 @@ fn pct(part: u64, whole: u64) -> Option<f64> {
     (whole > 0).then(|| 100.0 * part as f64 / whole as f64)
 }
 
+/// Of a row's promotions followed across tiers, the share undone.
+fn pingpong_pct(trips: Option<&Trips>) -> Option<f64> {
+    trips.and_then(|t| pct(t.pingpong, t.promotions))
+}
+
 impl Aggregator {
     pub(super) fn frame(&mut self, now: u64, focus: Focus) -> Frame {
         self.seq += 1;
@@ -78,6 +83,7 @@ impl Aggregator {
                     verdict: self.verdict_short(p.pid, now),
                     cgroup: (p.cgroup_id != 0).then(|| self.cgroup_name(p.cgroup_id)),
                     resident: p.resident.clone(),
+                    pingpong_pct: pingpong_pct(self.lifecycle.process(p.pid)),
                     ..tally_row(p.pid, p.comm.clone(), &p.tally)
                 })
                 .collect()
@@ -199,8 +205,9 @@ impl Aggregator {
                 verdict: self
                     .funnel
                     .cgroup_verdict(id, now, self.hotness)
-                    .map(|v| v.with_pingpong(Some(&t.trips)).short()),
+                    .map(|v| v.with_pingpong(self.lifecycle.cgroup(id)).short()),
                 cgroup: Some(self.cgroup_name(id)),
+                pingpong_pct: pingpong_pct(self.lifecycle.cgroup(id)),
                 ..tally_row(0, String::new(), t)
             })
             .collect()
@@ -283,7 +290,6 @@ fn tally_row(pid: u32, comm: String, t: &Tally) -> ProcRow {
             .map(|a| pct(*a, t.counts.decisions))
             .collect(),
         faults_total: t.counts.faults,
-        pingpong_pct: pct(t.trips.pingpong, t.trips.promotions),
         ..rates_row(pid, comm, &t.rates, &t.hists)
     }
 }

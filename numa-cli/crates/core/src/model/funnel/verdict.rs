@@ -80,7 +80,7 @@ impl Verdict {
     /// The verdict once demotions are known: promoted, but most of those
     /// promotions (of `trips`, the process's) demoted again, is a
     /// ping-pong.
-    pub fn with_pingpong(self, trips: Option<&super::super::lifecycle::ProcessTrips>) -> Verdict {
+    pub fn with_pingpong(self, trips: Option<&super::super::lifecycle::Trips>) -> Verdict {
         match (&self, trips) {
             (Verdict::Promoted { .. }, Some(t)) if t.pingpong.saturating_mul(2) > t.promotions => {
                 Verdict::PingPong {
@@ -408,12 +408,12 @@ mod tests {
 
     #[test]
     fn promoted_and_mostly_demoted_again_is_a_ping_pong() {
-        use crate::model::lifecycle::ProcessTrips;
+        use crate::model::lifecycle::Trips;
         let promoted = judge(&scanned_and_faulted(Outcome::PromoteHot, 8192), 5 * S);
-        let mut trips = ProcessTrips {
+        let mut trips = Trips {
             promotions: 100,
             pingpong: 50,
-            ..ProcessTrips::default()
+            ..Trips::default()
         };
         // Half is not most.
         assert_eq!(promoted.clone().with_pingpong(Some(&trips)), promoted);
