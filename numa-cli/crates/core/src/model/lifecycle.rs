@@ -415,38 +415,26 @@ pub struct ProcessPingpong {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use numa_ebpf_common::{fault_flags, EventKind};
+    use crate::decode::fixtures;
+    use numa_ebpf_common::Outcome;
 
     const S: u64 = 1_000_000_000;
     /// Node 0 is the top tier.
     const TOPTIER: u64 = 1;
 
+    /// Process 42 promoting folio (`mapping`, `index`) from node 1 at `ts_ns`.
     fn promotion(ts_ns: u64, mapping: u64, index: u64) -> FaultEvent {
+        let f = fixtures::fault(1, index, 0, Outcome::PromoteHot);
         FaultEvent {
-            kind: EventKind::Fault as u32,
             ts_ns,
-            pid_tgid: 42 << 32 | 42,
-            src_nid: 1,
-            dst_nid: 0,
-            flags: fault_flags::MIGRATE_TRIED,
-            migrate_ok: 1,
-            mapping,
-            index,
-            ..FaultEvent::default()
+            ..fixtures::migrated(f, mapping, index)
         }
     }
 
     fn demotion(ts_ns: u64, mapping: u64, index: u64, dst_pfn: u64) -> DemoteEvent {
         DemoteEvent {
-            kind: EventKind::Demote as u32,
-            ts_ns,
-            src_nid: 0,
-            dst_nid: 1,
             dst_pfn,
-            mapping,
-            index,
-            nr_pages: 1,
-            ..DemoteEvent::default()
+            ..fixtures::demotion(ts_ns, mapping, index)
         }
     }
 

@@ -490,10 +490,12 @@ impl Sink for ParquetSink {
         match ev {
             Event::Fault(f) => self.fault(f),
             Event::Demote(d) => self.demotion(d),
-            Event::Scan(s) => {
+            // Only the fault rows' model verdicts read the scans.
+            Event::Scan(s) if self.rows_of == Rows::Faults => {
                 self.models.scan(s);
                 Ok(())
             }
+            Event::Scan(_) => Ok(()),
             Event::Skip(_) => Ok(()),
         }
     }
