@@ -542,6 +542,12 @@ pub mod ext_flags {
     /// busy on its CPU). The threshold path ran, with the values read
     /// before and after as its input and result.
     pub const XCHG_INFERRED: u64 = 131072;
+    /// With `STAMP_OTHER_MM`: passes of several other processes over the
+    /// faulting address wrote values containing the folio's (a shared
+    /// folio protected by concurrent passes): the stamp is the latest of
+    /// them, its time right to the clock's resolution, its sequence
+    /// numbers and stored count those of that process's pass.
+    pub const STAMP_AMBIGUOUS: u64 = 262144;
 }
 
 /// Flags in [`ScanEvent::ext_flags`].
@@ -861,6 +867,13 @@ impl FaultEvent {
     #[inline(always)]
     pub const fn stamp_unmatched(&self) -> bool {
         self.ext_flags & ext_flags::STAMP_UNMATCHED != 0
+    }
+
+    /// Stamped from one of several other processes' passes that could
+    /// each have written the folio's value.
+    #[inline(always)]
+    pub const fn stamp_ambiguous(&self) -> bool {
+        self.ext_flags & ext_flags::STAMP_AMBIGUOUS != 0
     }
 
     /// The decision's exchange was inferred from the folio's change.

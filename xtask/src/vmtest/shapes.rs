@@ -18,8 +18,10 @@
 //! - the kernel's own input to each decision (the access value its
 //!   exchange takes out) is read from the folio and, but for a race with
 //!   another process's fault on a shared folio (at most 1%), equals what
-//!   the folio held at the fault's entry; the faults on folios protected again find
-//!   their scanner pass by that value (at least 98%);
+//!   the folio held at the fault's entry; the faults on folios protected
+//!   again find their scanner pass by that value (at least 98%), a
+//!   shared folio's among the passes of processes that scanned it in the
+//!   same tick (the three are forked together and scan in step);
 //! - the kernel-time model agrees with the kernel on every decision, the
 //!   ones whose exchange's probe run the kernel skipped included.
 use numa_core::workload::Summary;
@@ -139,8 +141,8 @@ fn check_folio_access(s: &Report) -> Result<()> {
     let (found, unmatched) = (c.stamps_from_pass, c.stamps_unmatched);
     let pct = passes_found_pct(found, unmatched, s.runs_missed);
     println!(
-        "    faults' passes found by the folio's value: {found}, {unmatched} not, {} probe runs the kernel skipped: {pct:.2}% found of those not explained by a skipped run",
-        s.runs_missed
+        "    faults' passes found by the folio's value: {found} ({} of several processes' passes of one tick), {unmatched} not, {} probe runs the kernel skipped: {pct:.2}% found of those not explained by a skipped run",
+        c.stamps_ambiguous, s.runs_missed
     );
     ensure!(
         pct >= MIN_PASSES_FOUND_PCT,

@@ -240,8 +240,12 @@ impl Stamper {
     }
 
     /// Fills `f`'s stamp from the pass that wrote its folio's value: one
-    /// of the faulting process's, else of the one other process whose
-    /// pass at the same address did (a folio shared across a fork).
+    /// of the faulting process's, else of another process whose pass at
+    /// the same address did (a folio shared across a fork). Processes
+    /// forked together scan in step, so two of them can protect a shared
+    /// folio within the same tick: every one of their passes holds the
+    /// value, and the latest, the last writer when both wrote in that
+    /// tick, is the stamp, marked `STAMP_AMBIGUOUS`.
     fn stamp(&mut self, f: &mut FaultEvent) -> bool {
         let (tgid, v, mask) = (f.tgid(), f.access_at_fault & self.mask, self.mask);
         self.passes.advance(f.ts_ns);
@@ -259,15 +263,22 @@ impl Stamper {
             .filter(|&(t, _)| t != tgid)
             .take(MAX_SHARER_SEARCH)
             .filter_map(|(_, log)| log.find(v, f.addr, mask));
-        match (elsewhere.next(), elsewhere.next()) {
-            (Some(pass), None) => {
-                let pass = *pass;
-                fill(f, &pass, self.written_ns(&pass, v, f.ts_ns));
-                f.flags |= ff::STAMP_OTHER_MM;
-                true
+        let Some(mut pass) = elsewhere.next().copied() else {
+            return false;
+        };
+        let mut ambiguous = false;
+        for other in elsewhere {
+            ambiguous = true;
+            if other.ts_ns > pass.ts_ns {
+                pass = *other;
             }
-            _ => false,
         }
+        fill(f, &pass, self.written_ns(&pass, v, f.ts_ns));
+        f.flags |= ff::STAMP_OTHER_MM;
+        if ambiguous {
+            f.ext_flags |= xf::STAMP_AMBIGUOUS;
+        }
+        true
     }
 
     /// When `pass` wrote the value `v`: its start, plus the kernel's clock

@@ -238,8 +238,8 @@ fn print_scans_and_losses(r: &Report, out: &mut impl Write) -> std::io::Result<(
     if c.stamps_from_pass + c.stamps_unmatched > 0 {
         writeln!(
             out,
-            "  faults' passes       {:>12}   found by the folio's access value; {} not (another process's scan, before attach, or a lost pass record)",
-            c.stamps_from_pass, c.stamps_unmatched
+            "  faults' passes       {:>12}   found by the folio's access value ({} of them one of several processes' passes of the same tick); {} not (another process's scan, before attach, or a lost pass record)",
+            c.stamps_from_pass, c.stamps_ambiguous, c.stamps_unmatched
         )?;
     }
     writeln!(

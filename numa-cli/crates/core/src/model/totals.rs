@@ -65,6 +65,7 @@ pub struct Totals {
     /// stamped from the pass that wrote its value, or not found.
     pub stamps_from_pass: u64,
     pub stamps_unmatched: u64,
+    pub stamps_ambiguous: u64,
     /// Decisions whose exchange was inferred from the folio's change (its
     /// program's run skipped).
     pub exchanges_inferred: u64,
@@ -631,6 +632,10 @@ pub struct Checks {
     /// before attach, a lost pass record): no stamp.
     pub stamps_from_pass: u64,
     pub stamps_unmatched: u64,
+    /// Of those found, the ones several other processes' passes could
+    /// each have written (a shared folio protected by concurrent passes):
+    /// stamped from the latest.
+    pub stamps_ambiguous: u64,
     /// Decisions whose access-time exchange was inferred from the folio's
     /// value changing across the decision (the exchange's program run
     /// was skipped by the kernel).
@@ -744,6 +749,7 @@ impl Totals {
             }
             self.stamps_from_pass += u64::from(f.stamp_from_pass());
             self.stamps_unmatched += u64::from(f.stamp_unmatched());
+            self.stamps_ambiguous += u64::from(f.stamp_ambiguous());
             self.exchanges_inferred += u64::from(f.xchg_inferred());
         }
         self.funnel.fault(f, slow);
@@ -996,6 +1002,7 @@ impl Totals {
             kernel_access_differs_from_stamp: self.stamp_access_differs,
             stamps_from_pass: self.stamps_from_pass,
             stamps_unmatched: self.stamps_unmatched,
+            stamps_ambiguous: self.stamps_ambiguous,
             exchanges_inferred: self.exchanges_inferred,
             inconsistent_deltas: self.inconsistent_deltas,
             latency_rejects_below_threshold: self.latency_rejects_below_threshold,

@@ -238,6 +238,42 @@ fn a_folio_shared_across_a_fork_gets_the_other_process_s_pass() {
     assert_eq!(f.scan_ns, 100 * MS);
 }
 
+/// `pass` as process `tgid`'s, with its own mm fault count.
+fn pass_of(tgid: u64, ts_ns: u64, first: u32, last: u32) -> Event {
+    match pass(ts_ns, first, last) {
+        Event::Scan(s) => Event::Scan(ScanEvent {
+            pid_tgid: tgid << 32,
+            mm_fault_count: tgid as u32,
+            ..s
+        }),
+        e => e,
+    }
+}
+
+#[test]
+fn a_shared_folio_two_processes_protected_in_one_tick_gets_the_latest_pass() {
+    // Forked together, two other processes scan the shared folio within
+    // the same tick: both passes hold its value.
+    let out = run(vec![
+        pass_of(9, 100 * MS, 100, 104),
+        pass_of(10, 104 * MS, 102, 102),
+        fault(3_000 * MS, 102),
+    ]);
+    let f = faults(&out)[0];
+    assert!(f.has_stamp() && f.stamp_other_mm() && f.stamp_from_pass());
+    assert!(f.stamp_ambiguous() && !f.stamp_unmatched(), "{f:?}");
+    assert_eq!(f.stored_fault_count, 10, "the latest pass's count");
+    // One candidate only: not ambiguous.
+    let out = run(vec![
+        pass_of(9, 100 * MS, 100, 104),
+        pass_of(10, 104 * MS, 103, 103),
+        fault(3_000 * MS, 102),
+    ]);
+    let f = faults(&out)[0];
+    assert!(f.stamp_other_mm() && !f.stamp_ambiguous(), "{f:?}");
+    assert_eq!(f.stored_fault_count, 9);
+}
+
 fn pass_at(ts_ns: u64, start: u64, first: u32, last: u32) -> Event {
     match pass(ts_ns, first, last) {
         Event::Scan(s) => Event::Scan(ScanEvent {
