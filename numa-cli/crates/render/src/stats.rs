@@ -191,36 +191,65 @@ fn print_demotions(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     print_pingpong_shares(l, out)
 }
 
-/// Where the ping-pongs are: the promoting processes with the most, and
-/// the node pairs.
+/// Where the ping-pongs are: the promoting processes with the most, the
+/// node pairs the promotions went between, and the promoting cgroups.
 fn print_pingpong_shares(
     l: &numa_core::model::lifecycle::LifecycleReport,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
-    let procs: Vec<String> = l
+    let procs = l
         .pingpong_by_process
         .iter()
         .take(3)
-        .map(|p| {
-            let median = p.residency_p50_ms.map_or(String::new(), |ms| {
-                format!(", median {:.1} s", ms as f64 / 1e3)
-            });
-            format!("pid {}: {} of {}{median}", p.pid, p.pingpong, p.promotions)
-        })
-        .collect();
-    if !procs.is_empty() {
-        writeln!(out, "    by process         {}", procs.join("; "))?;
-    }
+        .map(|p| format!("pid {}: {}", p.pid, trips_text(&p.trips)));
     let node = |n: Option<i32>| n.map_or("other".to_owned(), |n| format!("N{n}"));
-    let nodes: Vec<String> = l
+    let nodes = l
         .pingpong_by_nodes
         .iter()
-        .map(|r| format!("{}->{} {}", node(r.src), node(r.dst), r.folios))
-        .collect();
-    if !nodes.is_empty() {
-        writeln!(out, "    by nodes           {}", nodes.join("; "))?;
+        .map(|r| format!("{}->{}: {}", node(r.src), node(r.dst), trips_text(&r.trips)));
+    let cgroups = l
+        .pingpong_by_cgroup
+        .iter()
+        .take(3)
+        .map(|c| format!("cgroup {}: {}", c.cgroup_id, trips_text(&c.trips)));
+    for (label, rows) in [
+        ("by process", procs.collect::<Vec<_>>()),
+        ("by nodes", nodes.collect()),
+        ("by cgroup", cgroups.collect()),
+    ] {
+        if !rows.is_empty() {
+            writeln!(out, "    {label:<18} {}", rows.join("; "))?;
+        }
     }
     Ok(())
+}
+
+/// One key's trips in a line: ping-pongs of promotions, the reclaimers
+/// that demoted them, the median residency, the bytes moved for nothing
+/// and the folios promoted again.
+fn trips_text(t: &numa_core::model::lifecycle::TripCounts) -> String {
+    let mut s = format!("{} of {}", t.pingpong, t.promotions);
+    let demoted: Vec<String> = t
+        .demoted_by
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    if !demoted.is_empty() {
+        s += &format!(" (demoted: {})", demoted.join(", "));
+    }
+    if let Some(ms) = t.residency_p50_ms {
+        s += &format!(", median {:.1} s", ms as f64 / 1e3);
+    }
+    if t.moved_for_nothing_bytes > 0 {
+        s += &format!(
+            ", {} for nothing",
+            numa_core::mapplan::human_bytes(t.moved_for_nothing_bytes)
+        );
+    }
+    if t.repromotions > 0 {
+        s += &format!(", {} promoted again", t.repromotions);
+    }
+    s
 }
 
 /// The scanner's work, and what the probes lost or sent late.
@@ -373,39 +402,54 @@ pub fn print_funnel(
 
 #[cfg(test)]
 mod tests {
-    use numa_core::model::{
-        demotions::NodePairRow,
-        lifecycle::{LifecycleReport, ProcessPingpong},
+    use numa_core::model::lifecycle::{
+        CgroupPingpong, LifecycleReport, NodesPingpong, ProcessPingpong, TripCounts,
     };
 
     #[test]
     fn ping_pong_shares_name_the_processes_and_node_pairs() {
+        let trips = |pingpong, promotions| TripCounts {
+            promotions,
+            pingpong,
+            ..TripCounts::default()
+        };
         let l = LifecycleReport {
             pingpong_by_process: vec![ProcessPingpong {
                 pid: 914,
-                promotions: 100,
-                pingpong: 51,
-                residency_p50_ms: Some(17_179),
+                trips: TripCounts {
+                    demoted_by: [("direct".to_owned(), 9), ("kswapd".to_owned(), 60)].into(),
+                    pingpong_pages: 51 * 512,
+                    moved_for_nothing_bytes: 51 * 512 * 2 * 4096,
+                    residency_p50_ms: Some(17_179),
+                    repromotions: 3,
+                    ..trips(51, 100)
+                },
             }],
             pingpong_by_nodes: vec![
-                NodePairRow {
-                    src: Some(0),
-                    dst: Some(1),
-                    folios: 50,
+                NodesPingpong {
+                    src: Some(1),
+                    dst: Some(0),
+                    trips: trips(50, 90),
                 },
-                NodePairRow {
+                NodesPingpong {
                     src: None,
                     dst: None,
-                    folios: 1,
+                    trips: trips(1, 10),
                 },
             ],
+            pingpong_by_cgroup: vec![CgroupPingpong {
+                cgroup_id: 0,
+                trips: trips(51, 100),
+            }],
             ..LifecycleReport::default()
         };
         let mut out = Vec::new();
         super::print_pingpong_shares(&l, &mut out).expect("write");
         assert_eq!(
             String::from_utf8_lossy(&out),
-            "    by process         pid 914: 51 of 100, median 17.2 s\n    by nodes           N0->N1 50; other->other 1\n"
+            "    by process         pid 914: 51 of 100 (demoted: direct 9, kswapd 60), median 17.2 s, 204.0 MiB for nothing, 3 promoted again\n    \
+             by nodes           N1->N0: 50 of 90; other->other: 1 of 10\n    \
+             by cgroup          cgroup 0: 51 of 100\n"
         );
         let mut out = Vec::new();
         super::print_pingpong_shares(&LifecycleReport::default(), &mut out).expect("write");

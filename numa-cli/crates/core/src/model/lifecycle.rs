@@ -10,7 +10,7 @@
 //! identity: that is the same page of the same process coming back.
 use std::collections::{BTreeMap, HashMap};
 
-use numa_ebpf_common::{DemoteEvent, FaultEvent};
+use numa_ebpf_common::{reclaimer, DemoteEvent, FaultEvent};
 use serde::{Deserialize, Serialize};
 
 use super::funnel::promoted_folio;
@@ -20,9 +20,12 @@ use super::log2::{BucketCount, Log2Hist};
 pub const PINGPONG_WINDOW_NS: u64 = 600_000_000_000;
 /// Folios followed at once (about 64 bytes each); see [`Lifecycle::make_room`].
 pub const MAX_FOLLOWED: usize = 1 << 18;
-/// Promoting processes followed apart (about 560 bytes each); the others
+/// Promoting processes followed apart (about 600 bytes each); the others
 /// are summed.
 pub const MAX_PROCESSES: usize = 4096;
+/// The base page: a ping-pong's pages moved twice for nothing are
+/// `pingpong_pages` of these, each way.
+pub const PAGE_BYTES: u64 = 4096;
 
 #[derive(Debug, Clone, Copy)]
 struct Trip {
@@ -31,9 +34,11 @@ struct Trip {
     promoted: bool,
     /// Promoted at least once before its last move.
     was_promoted: bool,
-    /// The promoting process of its last promotion, and its cgroup.
+    /// The promoting process of its last promotion, its cgroup, and the
+    /// (lower tier, top tier) nodes it was promoted between.
     tgid: u32,
     cgroup_id: u64,
+    nodes: (i32, i32),
     /// The caller's note on its last promotion (the shadow: which models
     /// would have made it).
     tag: u64,
@@ -49,41 +54,71 @@ pub struct Lifecycle {
     returned: u64,
     repromotions: u64,
     residency_ns: Log2Hist,
+    /// Trips by the promoting fault's process, its cgroup and the nodes
+    /// it promoted between; past their bounds, summed.
     by_process: BTreeMap<u32, Trips>,
     other_processes: Trips,
-    /// Ping-pongs by the demotion's (DRAM, lower tier) nodes, and by the
-    /// promoting fault's cgroup; past their bounds, summed.
-    by_nodes: BTreeMap<(i32, i32), u64>,
-    other_nodes: u64,
+    by_nodes: BTreeMap<(i32, i32), Trips>,
+    other_nodes: Trips,
     by_cgroup: BTreeMap<u64, Trips>,
     other_cgroups: Trips,
     forgotten: u64,
 }
 
-/// One promoting process's trips: its promotions (of folios whose
-/// identity was read) and those demoted again within the window.
+/// What one key's promotions (a process's, a cgroup's, a node pair's) of
+/// folios whose identity was read became.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Trips {
     pub promotions: u64,
+    /// Of those, folios it had promoted before that were demoted since.
+    pub repromotions: u64,
+    /// Demotions of the folios it promoted, any time after, by
+    /// [`reclaimer`].
+    pub demoted: [u64; reclaimer::NAMES.len()],
+    /// Of those, within the window, and their pages.
     pub pingpong: u64,
+    pub pingpong_pages: u64,
     /// Time on the top tier of each of its ping-pongs, ns.
     pub residency_ns: Log2Hist,
-    /// Its latest promotion or ping-pong (event time).
+    /// Its latest promotion or demotion (event time).
     pub(crate) last_ns: u64,
 }
 
 impl Trips {
-    /// A promotion at `now_ns`.
-    pub fn promoted(&mut self, now_ns: u64) {
+    /// A promotion at `now_ns`, `again` when of a folio it had promoted
+    /// before and that was demoted since.
+    pub fn promoted(&mut self, now_ns: u64, again: bool) {
         self.promotions += 1;
+        self.repromotions += u64::from(again);
         self.last_ns = self.last_ns.max(now_ns);
     }
 
-    /// A ping-pong ended at `now_ns` after `resident_ns` on the top tier.
-    pub fn pingponged(&mut self, resident_ns: u64, now_ns: u64) {
-        self.pingpong += 1;
-        self.residency_ns.add(resident_ns);
+    /// A demotion by `who` (a [`reclaimer`] value) of a folio it promoted
+    /// at `now_ns`; a ping-pong when `resident_ns` on the top tier is
+    /// within the window.
+    fn demoted(&mut self, who: u32, pages: u32, resident_ns: Option<u64>, now_ns: u64) {
+        if let Some(n) = self.demoted.get_mut(who as usize) {
+            *n += 1;
+        }
+        if let Some(resident) = resident_ns {
+            self.pingpong += 1;
+            self.pingpong_pages += u64::from(pages);
+            self.residency_ns.add(resident);
+        }
         self.last_ns = self.last_ns.max(now_ns);
+    }
+
+    /// Adds `other`'s counts (a key folded into the others).
+    fn merge(&mut self, other: &Trips) {
+        self.promotions += other.promotions;
+        self.repromotions += other.repromotions;
+        for (n, o) in self.demoted.iter_mut().zip(other.demoted) {
+            *n += o;
+        }
+        self.pingpong += other.pingpong;
+        self.pingpong_pages += other.pingpong_pages;
+        self.residency_ns.merge(&other.residency_ns);
+        self.last_ns = self.last_ns.max(other.last_ns);
     }
 
     /// The median time on the top tier of its ping-pongs, ms (a log2
@@ -105,9 +140,7 @@ fn trips_mut<'a, K: Ord + Copy>(
     if map.len() >= max && !map.contains_key(&key) {
         let idle = map.iter().min_by_key(|(_, t)| t.last_ns).map(|(&k, _)| k);
         if let Some(t) = idle.and_then(|k| map.remove(&k)) {
-            other.promotions += t.promotions;
-            other.pingpong += t.pingpong;
-            other.residency_ns.merge(&t.residency_ns);
+            other.merge(&t);
         }
     }
     map.entry(key).or_default()
@@ -150,27 +183,47 @@ impl Lifecycle {
             return false;
         }
         self.promotions += 1;
-        self.process_mut(f.tgid()).promoted(f.ts_ns);
-        self.cgroup_mut(f.cgroup_id).promoted(f.ts_ns);
         let key = (f.mapping, f.index);
         let was = self.folios.get(&key).copied();
-        if let Some(t) = was.filter(|t| !t.promoted) {
-            self.returned += 1;
-            self.repromotions += u64::from(t.was_promoted);
-        }
+        let returned = was.filter(|t| !t.promoted);
+        let again = returned.is_some_and(|t| t.was_promoted);
+        self.returned += u64::from(returned.is_some());
+        self.repromotions += u64::from(again);
+        let trip = Trip {
+            moved_ns: f.ts_ns,
+            promoted: true,
+            was_promoted: was.is_some_and(|t| t.promoted || t.was_promoted),
+            tgid: f.tgid(),
+            cgroup_id: f.cgroup_id,
+            nodes: (f.src_nid, f.dst_nid),
+            tag,
+        };
+        self.each_key(&trip, |t| t.promoted(f.ts_ns, again));
         self.make_room(f.ts_ns);
-        self.folios.insert(
-            key,
-            Trip {
-                moved_ns: f.ts_ns,
-                promoted: true,
-                was_promoted: was.is_some_and(|t| t.promoted || t.was_promoted),
-                tgid: f.tgid(),
-                cgroup_id: f.cgroup_id,
-                tag,
-            },
-        );
+        self.folios.insert(key, trip);
         true
+    }
+
+    /// Applies `f` to the trips of `trip`'s process, cgroup and nodes.
+    fn each_key(&mut self, trip: &Trip, f: impl Fn(&mut Trips)) {
+        f(trips_mut(
+            &mut self.by_process,
+            &mut self.other_processes,
+            trip.tgid,
+            MAX_PROCESSES,
+        ));
+        f(trips_mut(
+            &mut self.by_cgroup,
+            &mut self.other_cgroups,
+            trip.cgroup_id,
+            super::cgroups::MAX_CGROUPS,
+        ));
+        f(trips_mut(
+            &mut self.by_nodes,
+            &mut self.other_nodes,
+            trip.nodes,
+            super::demotions::MAX_NODE_PAIRS,
+        ));
     }
 
     /// A demotion: ends a trip on the top tier if it began with a
@@ -184,19 +237,14 @@ impl Lifecycle {
         let mut pingpong = None;
         if let Some(t) = was.filter(|t| t.promoted) {
             let resident = d.ts_ns.saturating_sub(t.moved_ns);
-            if resident <= PINGPONG_WINDOW_NS {
+            let within = (resident <= PINGPONG_WINDOW_NS).then_some(resident);
+            self.each_key(&t, |k| {
+                k.demoted(d.reclaimer, d.nr_pages, within, d.ts_ns);
+            });
+            if within.is_some() {
                 self.pingpong += 1;
                 self.pingpong_pages += u64::from(d.nr_pages);
                 self.residency_ns.add(resident);
-                self.process_mut(t.tgid).pingponged(resident, d.ts_ns);
-                super::add_bounded(
-                    &mut self.by_nodes,
-                    (d.src_nid, d.dst_nid),
-                    1,
-                    super::demotions::MAX_NODE_PAIRS,
-                    &mut self.other_nodes,
-                );
-                self.cgroup_mut(t.cgroup_id).pingponged(resident, d.ts_ns);
                 pingpong = Some(PingPong {
                     tgid: t.tgid,
                     cgroup_id: t.cgroup_id,
@@ -217,32 +265,11 @@ impl Lifecycle {
                 was_promoted: was.is_some_and(|t| t.promoted || t.was_promoted),
                 tgid: was.map_or(0, |t| t.tgid),
                 cgroup_id: was.map_or(0, |t| t.cgroup_id),
+                nodes: was.map_or((0, 0), |t| t.nodes),
                 tag: 0,
             },
         );
         pingpong
-    }
-
-    /// Process `tgid`'s trips. Past [`MAX_PROCESSES`] the least recently
-    /// active process's are added to the others', so new processes (days
-    /// of process churn) are still followed apart.
-    fn process_mut(&mut self, tgid: u32) -> &mut Trips {
-        trips_mut(
-            &mut self.by_process,
-            &mut self.other_processes,
-            tgid,
-            MAX_PROCESSES,
-        )
-    }
-
-    /// Cgroup `id`'s trips, bounded as the processes' are.
-    fn cgroup_mut(&mut self, id: u64) -> &mut Trips {
-        trips_mut(
-            &mut self.by_cgroup,
-            &mut self.other_cgroups,
-            id,
-            super::cgroups::MAX_CGROUPS,
-        )
     }
 
     /// The trips of the promoting faults' cgroup `id`, when it promoted
@@ -293,14 +320,6 @@ impl Lifecycle {
     }
 
     pub fn report(&self) -> LifecycleReport {
-        let mut by_process: Vec<(u32, &Trips)> = self
-            .by_process
-            .iter()
-            .filter(|(_, t)| t.pingpong > 0)
-            .map(|(&p, t)| (p, t))
-            .collect();
-        by_process.sort_by(|a, b| b.1.pingpong.cmp(&a.1.pingpong).then(a.0.cmp(&b.0)));
-        by_process.truncate(10);
         LifecycleReport {
             window_s: PINGPONG_WINDOW_NS as f64 / 1e9,
             promotions: self.promotions,
@@ -310,51 +329,116 @@ impl Lifecycle {
             returned: self.returned,
             repromotions: self.repromotions,
             residency_ms: self.residency_ns.rows(1e6),
-            pingpong_by_process: by_process
+            pingpong_by_process: top_rows(&self.by_process, None)
                 .into_iter()
-                .map(|(pid, t)| ProcessPingpong {
-                    pid,
-                    promotions: t.promotions,
-                    pingpong: t.pingpong,
-                    residency_p50_ms: t.residency_p50_ms(),
+                .filter_map(|(pid, trips)| Some(ProcessPingpong { pid: pid?, trips }))
+                .collect(),
+            pingpong_by_nodes: top_rows(&self.by_nodes, Some((&self.other_nodes, None)))
+                .into_iter()
+                .map(|(pair, trips)| NodesPingpong {
+                    src: pair.map(|p| p.0),
+                    dst: pair.map(|p| p.1),
+                    trips,
                 })
                 .collect(),
-            pingpong_by_nodes: super::demotions::node_pair_rows(&self.by_nodes, self.other_nodes),
-            pingpong_by_cgroup: self.cgroup_rows(),
+            pingpong_by_cgroup: top_rows(
+                &self.by_cgroup,
+                Some((&self.other_cgroups, Some(super::cgroups::OTHER_CGROUPS))),
+            )
+            .into_iter()
+            .map(|(id, trips)| CgroupPingpong {
+                cgroup_id: id.unwrap_or(super::cgroups::OTHER_CGROUPS),
+                trips,
+            })
+            .collect(),
             forgotten: self.forgotten,
         }
     }
+}
 
-    /// The cgroups with the most ping-pongs (up to 10), and the others
-    /// past the table's bound as cgroup id 0.
-    fn cgroup_rows(&self) -> Vec<CgroupPingpong> {
-        let mut rows: Vec<CgroupPingpong> = self
-            .by_cgroup
-            .iter()
-            .filter(|(_, t)| t.pingpong > 0)
-            .map(|(&cgroup_id, t)| CgroupPingpong {
-                cgroup_id,
-                pingpong: t.pingpong,
-            })
-            .collect();
-        let others = self.other_cgroups.pingpong;
-        if others != 0 {
-            let other = super::cgroups::OTHER_CGROUPS;
-            match rows.iter_mut().find(|r| r.cgroup_id == other) {
-                Some(r) => r.pingpong += others,
-                None => rows.push(CgroupPingpong {
-                    cgroup_id: other,
-                    pingpong: others,
-                }),
-            }
+/// Rows a report shows of a table of trips.
+pub const TOP_ROWS: usize = 10;
+
+/// The keys of `map` whose promotions were demoted at all, the most
+/// ping-pongs first (then the most demotions), up to [`TOP_ROWS`]; and
+/// `other`, the keys past the table's bound, under its own key (summed
+/// with that key's row if the table has it) or None.
+fn top_rows<K: Ord + Copy>(
+    map: &BTreeMap<K, Trips>,
+    other: Option<(&Trips, Option<K>)>,
+) -> Vec<(Option<K>, TripCounts)> {
+    let demoted = |t: &Trips| t.demoted.iter().sum::<u64>();
+    let other_key = other.and_then(|(_, k)| k);
+    let others = other.map(|(t, key)| {
+        let mut sum = t.clone();
+        if let Some(same) = key.and_then(|k| map.get(&k)) {
+            sum.merge(same);
         }
-        rows.sort_by(|a, b| {
-            b.pingpong
-                .cmp(&a.pingpong)
-                .then(a.cgroup_id.cmp(&b.cgroup_id))
-        });
-        rows.truncate(10);
-        rows
+        sum
+    });
+    let mut rows: Vec<(Option<K>, &Trips)> = map
+        .iter()
+        .filter(|(&k, _)| others.is_none() || Some(k) != other_key)
+        .map(|(&k, t)| (Some(k), t))
+        .chain(others.as_ref().map(|t| (other_key, t)))
+        .filter(|(_, t)| demoted(t) > 0)
+        .collect();
+    rows.sort_by(|a, b| {
+        (b.1.pingpong, demoted(b.1))
+            .cmp(&(a.1.pingpong, demoted(a.1)))
+            .then(a.0.cmp(&b.0))
+    });
+    rows.truncate(TOP_ROWS);
+    rows.into_iter()
+        .map(|(k, t)| (k, TripCounts::of(t)))
+        .collect()
+}
+
+/// One key's trips in a report (a process's, a cgroup's, a node pair's).
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TripCounts {
+    /// Its promotions (of folios whose identity was read); of those,
+    /// folios it had promoted before, demoted since.
+    #[serde(default)]
+    pub promotions: u64,
+    #[serde(default)]
+    pub repromotions: u64,
+    /// Demotions of the folios it promoted, by reclaimer (kswapd, direct,
+    /// khugepaged).
+    #[serde(default)]
+    pub demoted_by: BTreeMap<String, u64>,
+    /// Of those, within the window: folios, pages, and the bytes moved
+    /// for nothing (up and down again: pages of [`PAGE_BYTES`], twice).
+    pub pingpong: u64,
+    #[serde(default)]
+    pub pingpong_pages: u64,
+    #[serde(default)]
+    pub moved_for_nothing_bytes: u64,
+    /// Time on the top tier of each ping-pong, ms (log2 buckets), and its
+    /// median (a bucket's upper bound).
+    #[serde(default)]
+    pub residency_ms: Vec<BucketCount>,
+    #[serde(default)]
+    pub residency_p50_ms: Option<u64>,
+}
+
+impl TripCounts {
+    fn of(t: &Trips) -> Self {
+        TripCounts {
+            promotions: t.promotions,
+            repromotions: t.repromotions,
+            demoted_by: reclaimer::NAMES
+                .iter()
+                .zip(t.demoted)
+                .filter(|(_, n)| *n > 0)
+                .map(|(name, n)| ((*name).to_owned(), n))
+                .collect(),
+            pingpong: t.pingpong,
+            pingpong_pages: t.pingpong_pages,
+            moved_for_nothing_bytes: t.pingpong_pages.saturating_mul(2 * PAGE_BYTES),
+            residency_ms: t.residency_ns.rows(1e6),
+            residency_p50_ms: t.residency_p50_ms(),
+        }
     }
 }
 
@@ -378,14 +462,15 @@ pub struct LifecycleReport {
     pub repromotions: u64,
     /// Time on the top tier of each ping-pong, ms (log2 buckets).
     pub residency_ms: Vec<BucketCount>,
-    /// The promoting processes with the most ping-pongs (up to 10).
+    /// The trips of the promoting processes, of the node pairs the
+    /// promotions went between, and of the promoting faults' cgroups (v2
+    /// ids): those whose promotions were demoted, the most ping-pongs
+    /// first, up to [`TOP_ROWS`] each. The keys past a table's bound are
+    /// summed: node pair None, cgroup id 0 (with the faults whose cgroup
+    /// was not read).
     pub pingpong_by_process: Vec<ProcessPingpong>,
-    /// Ping-pongs by the demotion's (top-tier, lower-tier) nodes.
     #[serde(default)]
-    pub pingpong_by_nodes: Vec<super::demotions::NodePairRow>,
-    /// The promoting faults' cgroups (v2 ids) with the most ping-pongs (up
-    /// to 10; id 0: the cgroups past the table's bound, and faults whose
-    /// cgroup was not read).
+    pub pingpong_by_nodes: Vec<NodesPingpong>,
     #[serde(default)]
     pub pingpong_by_cgroup: Vec<CgroupPingpong>,
     /// Folios dropped from the table when it was full: their next move is
@@ -393,23 +478,27 @@ pub struct LifecycleReport {
     pub forgotten: u64,
 }
 
-#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CgroupPingpong {
-    pub cgroup_id: u64,
-    pub pingpong: u64,
-}
-
-#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProcessPingpong {
     pub pid: u32,
-    /// Its promotions, and of those, demoted again within the window.
-    #[serde(default)]
-    pub promotions: u64,
-    pub pingpong: u64,
-    /// The median time on the top tier of its ping-pongs (upper bound of
-    /// a log2 bucket).
-    #[serde(default)]
-    pub residency_p50_ms: Option<u64>,
+    #[serde(flatten)]
+    pub trips: TripCounts,
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CgroupPingpong {
+    pub cgroup_id: u64,
+    #[serde(flatten)]
+    pub trips: TripCounts,
+}
+
+/// A node pair's trips: promoted from `src` (a lower tier) to `dst`.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodesPingpong {
+    pub src: Option<i32>,
+    pub dst: Option<i32>,
+    #[serde(flatten)]
+    pub trips: TripCounts,
 }
 
 #[cfg(test)]
@@ -453,30 +542,87 @@ mod tests {
         assert_eq!(r.residency_ms.len(), 1);
         assert_eq!(r.residency_ms[0].count, 1);
         assert!((r.residency_ms[0].le - 17_179.869_184).abs() < 1e-6);
+        let trips = TripCounts {
+            promotions: 1,
+            repromotions: 0,
+            demoted_by: [("kswapd".to_owned(), 1)].into(),
+            pingpong: 1,
+            pingpong_pages: 1,
+            moved_for_nothing_bytes: 2 * PAGE_BYTES,
+            residency_ms: r.residency_ms.clone(),
+            residency_p50_ms: Some(17_179),
+        };
         assert_eq!(
             r.pingpong_by_process,
             vec![ProcessPingpong {
                 pid: 42,
-                promotions: 1,
-                pingpong: 1,
-                residency_p50_ms: Some(17_179),
+                trips: trips.clone()
             }]
         );
+        // The pair the promotion went between: node 1 up to node 0.
         assert_eq!(
             r.pingpong_by_nodes,
-            vec![super::super::demotions::NodePairRow {
-                src: Some(0),
-                dst: Some(1),
-                folios: 1
+            vec![NodesPingpong {
+                src: Some(1),
+                dst: Some(0),
+                trips: trips.clone()
             }]
         );
         assert_eq!(
             r.pingpong_by_cgroup,
             vec![CgroupPingpong {
                 cgroup_id: 9,
-                pingpong: 1
+                trips
             }]
         );
+    }
+
+    #[test]
+    fn each_process_s_demotions_are_counted_by_reclaimer_within_the_window_or_not() {
+        let mut l = Lifecycle::default();
+        for i in 0..3 {
+            l.fault(&promotion(S, 0xa2, i), TOPTIER);
+        }
+        l.demote(&DemoteEvent {
+            reclaimer: reclaimer::DIRECT,
+            nr_pages: 512,
+            ..demotion(2 * S, 0xa2, 0, 1)
+        });
+        l.demote(&demotion(3 * S, 0xa2, 1, 2));
+        l.demote(&demotion(S + PINGPONG_WINDOW_NS + 1, 0xa2, 2, 3));
+        let r = l.report();
+        let t = &r.pingpong_by_process[0].trips;
+        assert_eq!(
+            t.demoted_by,
+            [("direct".to_owned(), 1), ("kswapd".to_owned(), 2)].into()
+        );
+        assert_eq!((t.promotions, t.pingpong, t.pingpong_pages), (3, 2, 513));
+        assert_eq!(t.moved_for_nothing_bytes, 513 * 2 * 4096);
+        assert_eq!(t.residency_ms.iter().map(|b| b.count).sum::<u64>(), 2);
+    }
+
+    #[test]
+    fn cgroups_past_the_bound_share_the_row_of_cgroup_id_0() {
+        let mut l = Lifecycle::default();
+        // Id 0 (faults whose cgroup was not read) comes last: the table is
+        // full, and cgroup 1, the least recently active, is summed.
+        let max = super::super::cgroups::MAX_CGROUPS as u64;
+        for id in (1..=max).chain([0]) {
+            let f = FaultEvent {
+                cgroup_id: id,
+                ..promotion(S + id, 0xa3, id)
+            };
+            l.fault(&f, TOPTIER);
+            l.demote(&demotion(2 * S + id, 0xa3, id, id));
+        }
+        let rows = l.report().pingpong_by_cgroup;
+        let zero: Vec<_> = rows.iter().filter(|r| r.cgroup_id == 0).collect();
+        assert_eq!(zero.len(), 1, "one row for id 0 and the others");
+        assert_eq!(
+            zero[0].trips.pingpong, 2,
+            "id 0's own and the one pushed out"
+        );
+        assert!(rows.len() <= TOP_ROWS);
     }
 
     #[test]
@@ -503,6 +649,8 @@ mod tests {
         // Both promotions brought a demoted folio back; only the second had
         // been promoted before.
         assert_eq!((r.returned, r.repromotions), (2, 1));
+        let t = &r.pingpong_by_process[0].trips;
+        assert_eq!((t.promotions, t.repromotions), (2, 1));
     }
 
     #[test]
