@@ -11,7 +11,7 @@
 /// built into the same binary as the userspace that reads it, so only
 /// traces can disagree: every trace header carries it and the trace reader
 /// refuses a trace with another value.
-pub const ABI_VERSION: u32 = 5;
+pub const ABI_VERSION: u32 = 6;
 
 /// The layout before the folio's access values were appended to
 /// [`FaultEvent`] and [`ScanEvent`]: its records are prefixes of today's
@@ -31,6 +31,13 @@ pub const RECORD_SIZES_V3: [usize; 3] = [176, 88, 40];
 pub const ABI_VERSION_V4: u32 = 4;
 /// Record sizes (fault, scan, skip) of [`ABI_VERSION_V4`].
 pub const RECORD_SIZES_V4: [usize; 3] = [176, 96, 48];
+
+/// The layout before the demoted folio's memory cgroup was appended to
+/// [`DemoteEvent`]: fault, scan and skip records are today's, demotion
+/// records prefixes of today's.
+pub const ABI_VERSION_V5: u32 = 5;
+/// Size of a demotion record of [`ABI_VERSION_V5`].
+pub const DEMOTE_RECORD_SIZE_V5: usize = 72;
 
 /// Indices into the per-CPU `COUNTERS` array. Each BPF program bumps the
 /// counter of the event it saw; userspace sums across CPUs.
@@ -1033,6 +1040,9 @@ pub struct DemoteEvent {
     pub nr_pages: u32,
     /// [`demote_flags`].
     pub flags: u32,
+    /// The cgroup (v2) id of the memory cgroup the folio is charged to (0:
+    /// uncharged, a kernel object's, or not readable here).
+    pub memcg_id: u64,
 }
 
 /// Bits of [`DemoteEvent::flags`].
@@ -1321,7 +1331,11 @@ mod tests {
         assert_eq!(core::mem::size_of::<FaultEvent>(), 192);
         assert_eq!(core::mem::size_of::<ScanEvent>(), 96);
         assert_eq!(core::mem::size_of::<SkipEvent>(), 48);
-        assert_eq!(core::mem::size_of::<DemoteEvent>(), 72);
+        assert_eq!(core::mem::size_of::<DemoteEvent>(), 80);
+        assert_eq!(
+            core::mem::offset_of!(DemoteEvent, memcg_id),
+            DEMOTE_RECORD_SIZE_V5
+        );
         assert_eq!(core::mem::size_of::<Stamp>(), 32);
         assert_eq!(
             core::mem::offset_of!(FaultEvent, mapping),

@@ -8,7 +8,7 @@ use numa_ebpf_common::{demote_flags, reclaimer, DemoteEvent, EventKind};
 
 use crate::maps::{
     as_number, current_comm, current_task_flags, emit, flags_nid, folio_flags, folio_identity,
-    folio_nid, folio_nr_pages, folio_pfn, now_ns, pid_tgid, thread_ctx,
+    folio_memcg_id, folio_nid, folio_nr_pages, folio_pfn, now_ns, pid_tgid, thread_ctx,
 };
 
 /// PF_KSWAPD in task_struct.flags: unchanged since 2.6.
@@ -60,6 +60,7 @@ fn on_demote_alloc(src: u64, dst: u64) {
         index,
         nr_pages: folio_nr_pages(src, src_flags),
         flags: 0,
+        memcg_id: folio_memcg_id(src),
     };
     emit(&ev);
 }
@@ -88,6 +89,7 @@ pub fn fexit_demote_batch(ctx: FExitContext) -> u32 {
         index: 0,
         nr_pages: ctx.ret::<u32>().unwrap_or(0),
         flags: demote_flags::BATCH_END,
+        memcg_id: 0,
     };
     emit(&ev);
     0

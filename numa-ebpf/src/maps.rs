@@ -974,6 +974,48 @@ pub fn folio_pfn(folio: u64) -> Option<u64> {
     (folio >= base && size != 0).then(|| (folio - base) / size)
 }
 
+/// The memory cgroup's place from the folio (`folio.memcg_data`), the
+/// cgroup's from the memcg (`mem_cgroup.css.cgroup`: u32::MAX unknown),
+/// its kernfs node's and that node's id (`cgroup.kn`, `kernfs_node.id`),
+/// from BTF (0: unknown).
+#[no_mangle]
+static OFF_MEMCG_DATA: u32 = 0;
+#[no_mangle]
+static OFF_MEMCG_CGROUP: u32 = u32::MAX;
+#[no_mangle]
+static OFF_CGROUP_KN: u32 = 0;
+#[no_mangle]
+static OFF_KN_ID: u32 = 0;
+
+/// The low bits of `memcg_data` that mark an object cgroup vector or a
+/// kernel page: such a folio is no user page of a memory cgroup.
+const MEMCG_DATA_FLAGS: u64 = 0x7;
+
+/// The cgroup id (its kernfs node's id, what bpf_get_current_cgroup_id
+/// gives a task) of the memory cgroup the folio at `folio` is charged to;
+/// 0 when uncharged, flagged, unreadable or its layout unknown.
+#[inline(always)]
+pub fn folio_memcg_id(folio: u64) -> u64 {
+    let (off_data, off_cgroup) = (setting!(OFF_MEMCG_DATA), setting!(OFF_MEMCG_CGROUP));
+    let (off_kn, off_id) = (setting!(OFF_CGROUP_KN), setting!(OFF_KN_ID));
+    if off_data == 0 || off_cgroup == u32::MAX || off_kn == 0 || off_id == 0 {
+        return 0;
+    }
+    let Some(memcg) = read_kernel_u64(folio + u64::from(off_data)) else {
+        return 0;
+    };
+    if memcg == 0 || memcg & MEMCG_DATA_FLAGS != 0 {
+        return 0;
+    }
+    let Some(cgroup) = read_kernel_u64(memcg + u64::from(off_cgroup)) else {
+        return 0;
+    };
+    let Some(kn) = read_kernel_u64(cgroup + u64::from(off_kn)) else {
+        return 0;
+    };
+    read_kernel_u64(kn + u64::from(off_id)).unwrap_or(0)
+}
+
 /// The flags word of the folio at `folio`, its node and size both read
 /// from it (one probe read for the two).
 #[inline(always)]

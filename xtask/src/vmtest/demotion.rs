@@ -39,6 +39,7 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     log(&on);
     check_pages(&on)?;
     check_folio_records(&on)?;
+    check_memcg(dir, &on)?;
     check_dump(dir, &on)?;
     check_lifecycle(&on)?;
     check_top(dir, &on)?;
@@ -138,6 +139,49 @@ fn check_folio_records(on: &Report) -> Result<()> {
             .all(|p| p.src == Some(0) && p.dst == Some(1)),
         "demotions between other nodes than DRAM (0) to slow (1): {:?}",
         d.by_nodes
+    );
+    Ok(())
+}
+
+/// Every demoted folio names the memory cgroup it is charged to: the
+/// cgroups' demoted pages sum to the folio records', most are the
+/// workload's own cgroup's, and where the kernel counts demotions per
+/// memory cgroup (memory.stat's pgdemote_*) they are its count.
+fn check_memcg(dir: &Path, on: &Report) -> Result<()> {
+    const OWN: &str = "/demoted";
+    let total: u64 = on.by_cgroup.iter().map(|r| r.counts.demoted).sum();
+    let own = on
+        .by_cgroup
+        .iter()
+        .find(|r| r.path.as_deref() == Some(OWN))
+        .map_or(0, |r| r.counts.demoted);
+    let folio_pages = on.demotions.folio_pages;
+    let memstat = text(dir, "memcg.stat")?;
+    let kernel: Option<u64> = memstat
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(k, _)| k.starts_with("pgdemote_"))
+        .map(|(_, v)| v.trim().parse::<u64>().ok())
+        .sum();
+    eprintln!(
+        "    memcg: {own} of {folio_pages} demoted pages charged to {OWN} (its memory.stat pgdemote_*: {kernel:?}), {total} to any"
+    );
+    if let Some(k) = kernel.filter(|_| memstat.contains("pgdemote_")) {
+        // Folio records against the kernel's batch counts: a folio freed
+        // while it waited to move has no record (see check_folio_records).
+        ensure!(
+            own <= k + k / 500 + 16 && k <= own + own / 500 + 16,
+            "{OWN}: {own} demoted pages from the folio records, its memory.stat pgdemote_* {k}"
+        );
+    }
+    ensure!(
+        total == folio_pages,
+        "demoted pages by memory cgroup sum to {total}, the folio records to {folio_pages}: \
+         some folio's memcg was not read"
+    );
+    ensure!(
+        own * 2 > folio_pages,
+        "only {own} of {folio_pages} demoted pages were charged to the workload's cgroup {OWN}"
     );
     Ok(())
 }

@@ -8,10 +8,15 @@ was=$(cat $dem)
 # reclaim), among them pages promoted a few visits before (ping-pong), to
 # be promoted again when touched again.
 echo true > $dem
+# The workload's memory is charged to a cgroup of its own: each demoted
+# folio names it.
+echo +memory > /sys/fs/cgroup/cgroup.subtree_control || exit 1
+mkdir -p /sys/fs/cgroup/demoted || exit 1
 # Hundreds of thousands of hint faults on DRAM: a ring big enough that a
 # reader slowed by the emulator loses none (the check needs every record).
-numatrace record --ring-mb 64 -o on.trace -- numatrace workload hot-chunks --slow-node 0 --slow-mb 2400 --chunk-mb 64 --accesses 20000 --in-turn --duration 15 --summary on-workload.json || exit 1
-numatrace stats on.trace --json > on.json || exit 1
+numatrace record --ring-mb 64 -o on.trace -- sh -c 'echo $$ > /sys/fs/cgroup/demoted/cgroup.procs && exec numatrace workload hot-chunks --slow-node 0 --slow-mb 2400 --chunk-mb 64 --accesses 20000 --in-turn --duration 15 --summary on-workload.json' || exit 1
+cat /sys/fs/cgroup/demoted/memory.stat > memcg.stat
+numatrace stats on.trace --json --by cgroup > on.json || exit 1
 numatrace top --replay on.trace --once --json > top.json || exit 1
 # The dump is counted, not kept: the results live in the guest's memory.
 numatrace dump on.trace | grep -c '"type":"demote"' > on.dumped

@@ -140,6 +140,8 @@ pub enum OldLayout {
     V3,
     /// Before demotion records.
     V4,
+    /// Before the demoted folio's memory cgroup in demotion records.
+    V5,
 }
 
 impl OldLayout {
@@ -151,6 +153,7 @@ impl OldLayout {
             (c::ABI_VERSION_V2, s) if s == c::RECORD_SIZES_V2 => Some(OldLayout::V2),
             (c::ABI_VERSION_V3, s) if s == c::RECORD_SIZES_V3 => Some(OldLayout::V3),
             (c::ABI_VERSION_V4, s) if s == c::RECORD_SIZES_V4 => Some(OldLayout::V4),
+            (c::ABI_VERSION_V5, s) if s == crate::trace::record_sizes() => Some(OldLayout::V5),
             _ => None,
         }
     }
@@ -160,6 +163,7 @@ impl OldLayout {
             OldLayout::V2 => numa_ebpf_common::RECORD_SIZES_V2,
             OldLayout::V3 => numa_ebpf_common::RECORD_SIZES_V3,
             OldLayout::V4 => numa_ebpf_common::RECORD_SIZES_V4,
+            OldLayout::V5 => crate::trace::record_sizes(),
         }
     }
 }
@@ -182,6 +186,11 @@ pub fn decode_old(bytes: &[u8], layout: Option<OldLayout>) -> Result<Event, Deco
             let s = read_prefix(bytes, sizes[2])?;
             check_skip(&s)?;
             Ok(Event::Skip(s))
+        }
+        k if k == EventKind::Demote as u32 && layout == OldLayout::V5 => {
+            let d = read_prefix(bytes, numa_ebpf_common::DEMOTE_RECORD_SIZE_V5)?;
+            check_demote(&d)?;
+            Ok(Event::Demote(d))
         }
         _ => decode(bytes),
     }
@@ -610,6 +619,26 @@ mod tests {
             Err(DecodeError::SkipReasonOutOfRange(99))
         );
         assert_eq!(OldLayout::of(3, RECORD_SIZES_V3), v3);
+    }
+
+    #[test]
+    fn v5_demotions_read_without_their_memcg() {
+        use numa_ebpf_common::{ABI_VERSION_V5, DEMOTE_RECORD_SIZE_V5};
+        let v5 = Some(OldLayout::V5);
+        let d = DemoteEvent {
+            memcg_id: 77,
+            ..fixtures::demotion(5, 0xa1, 3)
+        };
+        let bytes = encode(&Event::Demote(d));
+        let Ok(Event::Demote(got)) = decode_old(&bytes[..DEMOTE_RECORD_SIZE_V5], v5) else {
+            panic!("v5 demotion did not decode");
+        };
+        assert_eq!((got.index, got.memcg_id), (3, 0));
+        assert!(decode_old(&bytes[..DEMOTE_RECORD_SIZE_V5 - 1], v5).is_err());
+        assert_eq!(
+            OldLayout::of(ABI_VERSION_V5, crate::trace::record_sizes()),
+            v5
+        );
     }
 
     #[test]

@@ -32,6 +32,17 @@ pub struct KernelParams {
     pub pg_head_bit: Option<u32>,
     #[serde(default)]
     pub off_folio_order: u32,
+    /// Where a folio's memory cgroup id is (demotion records' `memcg_id`):
+    /// folio.memcg_data, mem_cgroup.css.cgroup (None: unknown),
+    /// cgroup.kn and kernfs_node.id (0: unknown).
+    #[serde(default)]
+    pub off_memcg_data: u32,
+    #[serde(default)]
+    pub off_memcg_cgroup: Option<u32>,
+    #[serde(default)]
+    pub off_cgroup_kn: u32,
+    #[serde(default)]
+    pub off_kn_id: u32,
     #[serde(default)]
     pub off_vmf_address: u32,
     #[serde(default)]

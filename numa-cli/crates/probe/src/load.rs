@@ -407,6 +407,14 @@ fn load_object(
         .override_global("OFF_TASK_FLAGS", &k.off_task_flags, true)
         .override_global("PG_HEAD_BIT", &k.pg_head_bit.unwrap_or(64), true)
         .override_global("OFF_FOLIO_ORDER", &k.off_folio_order, true)
+        .override_global("OFF_MEMCG_DATA", &k.off_memcg_data, true)
+        .override_global(
+            "OFF_MEMCG_CGROUP",
+            &k.off_memcg_cgroup.unwrap_or(u32::MAX),
+            true,
+        )
+        .override_global("OFF_CGROUP_KN", &k.off_cgroup_kn, true)
+        .override_global("OFF_KN_ID", &k.off_kn_id, true)
         .override_global("OFF_MM_HINT_FAULTS", &k.off_mm_hint_faults, true)
         .override_global("SAMPLE_EVERY", &o.sample_every.max(1), true)
         .override_global("FILTER_TGID", &o.filter_tgid, true)

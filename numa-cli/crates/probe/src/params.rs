@@ -251,6 +251,12 @@ fn btf_layout(b: &Btf, params: &mut KernelParams) {
     params.off_task_flags = member("task_struct", "flags");
     params.pg_head_bit = enum_value(b, "pageflags", "PG_head");
     params.off_folio_order = folio_order_offset(b).unwrap_or(0);
+    params.off_memcg_data = member("folio", "memcg_data");
+    params.off_memcg_cgroup = member_offset(b, "mem_cgroup", "css")
+        .zip(member_offset(b, "cgroup_subsys_state", "cgroup"))
+        .and_then(|(css, cgroup)| css.checked_add(cgroup));
+    params.off_cgroup_kn = member("cgroup", "kn");
+    params.off_kn_id = member("kernfs_node", "id");
     params.off_vmf_address = member("vm_fault", "address");
     params.off_promote_candidate = promote_candidate_offset(b).unwrap_or(0);
     params.off_pcp_nodestats = member("pglist_data", "per_cpu_nodestats");

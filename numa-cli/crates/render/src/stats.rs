@@ -39,8 +39,8 @@ fn print_cgroups(rows: &[CgroupRow], out: &mut impl Write) -> std::io::Result<()
     writeln!(out, "\n  by cgroup, in pages (memory.stat's names)")?;
     writeln!(
         out,
-        "    {:>16} {:>10} {:>8} {:>18} {:>13}  cgroup",
-        "numa_hint_faults", "decisions", "promote", "pgpromote_success", "migrate_fail"
+        "    {:>16} {:>10} {:>8} {:>18} {:>13} {:>9}  cgroup",
+        "numa_hint_faults", "decisions", "promote", "pgpromote_success", "migrate_fail", "pgdemote"
     )?;
     for row in rows {
         let c = &row.counts;
@@ -51,8 +51,8 @@ fn print_cgroups(rows: &[CgroupRow], out: &mut impl Write) -> std::io::Result<()
         };
         writeln!(
             out,
-            "    {:>16} {:>10} {:>8} {:>18} {:>13}  {name}",
-            c.hint_faults, c.decisions, c.kernel_promote, c.promoted, c.migrate_fail
+            "    {:>16} {:>10} {:>8} {:>18} {:>13} {:>9}  {name}",
+            c.hint_faults, c.decisions, c.kernel_promote, c.promoted, c.migrate_fail, c.demoted
         )?;
         if let Some(f) = &row.funnel {
             writeln!(out, "      {}", f.verdict)?;

@@ -37,22 +37,24 @@ pub struct Demotions {
 }
 
 impl Demotions {
-    pub fn record(&mut self, d: &DemoteEvent) {
+    /// Counts record `d`; whether it was a folio demoted (not a batch's
+    /// end, a try without room below or a retry of one already counted).
+    pub fn record(&mut self, d: &DemoteEvent) -> bool {
         if d.flags & demote_flags::BATCH_END != 0 {
             self.batches += 1;
             self.open.remove(&d.pid_tgid);
             if let Some(n) = self.batch_pages.get_mut(d.reclaimer as usize) {
                 *n += u64::from(d.nr_pages);
             }
-            return;
+            return false;
         }
         if d.dst_nid < 0 {
             self.alloc_failed += 1;
-            return;
+            return false;
         }
         if self.retried(d) {
             self.retries += 1;
-            return;
+            return false;
         }
         self.folios += 1;
         self.folio_pages += u64::from(d.nr_pages);
@@ -69,6 +71,7 @@ impl Demotions {
             MAX_NODE_PAIRS,
             &mut self.other_pairs,
         );
+        true
     }
 
     /// Whether `d`'s source was already tried in its thread's open batch

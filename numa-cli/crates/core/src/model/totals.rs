@@ -304,6 +304,11 @@ pub struct PageCounts {
     /// Migrated from a lower-tier node to a top-tier one: what vmstat's
     /// pgpromote_success counts.
     pub promoted: u64,
+    /// Demoted by reclaim (folio records, each folio once): in a cgroup's
+    /// row, the folios charged to its memory cgroup (what its
+    /// memory.stat's pgdemote_* count).
+    #[serde(default)]
+    pub demoted: u64,
 }
 
 impl PageCounts {
@@ -696,7 +701,9 @@ impl Totals {
                 }
             }
             Event::Demote(d) => {
-                self.demotions.record(d);
+                if self.demotions.record(d) && d.memcg_id != 0 {
+                    self.cgroups.row_mut(d.memcg_id).demoted += u64::from(d.nr_pages);
+                }
                 self.lifecycle.demote(d);
                 self.seen(d.ts_ns);
             }
@@ -1037,6 +1044,29 @@ mod tests {
 
     use super::*;
     use crate::decode::fixtures::fault;
+
+    /// A demoted folio counts for the cgroup its memory is charged to,
+    /// once however often its batch retried it; batch ends count for none.
+    #[test]
+    fn demoted_pages_count_for_the_folios_memory_cgroup() {
+        use crate::decode::fixtures::demotion;
+        let mut t = Totals::new(1);
+        let d = numa_ebpf_common::DemoteEvent {
+            memcg_id: 77,
+            nr_pages: 512,
+            ..demotion(10, 0xa1, 1)
+        };
+        t.event(&Event::Demote(d));
+        t.event(&Event::Demote(d));
+        let end = numa_ebpf_common::DemoteEvent {
+            flags: numa_ebpf_common::demote_flags::BATCH_END,
+            ..d
+        };
+        t.event(&Event::Demote(end));
+        let rows = t.cgroup_rows(|_| None, KernelHotness::default());
+        let demoted: Vec<(u64, u64)> = rows.iter().map(|r| (r.id, r.counts.demoted)).collect();
+        assert_eq!(demoted, vec![(77, 512)]);
+    }
 
     #[test]
     fn patch_inputs_step_like_the_patchs_counter() {

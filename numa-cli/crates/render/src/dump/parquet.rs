@@ -168,6 +168,7 @@ const DEMOTE_COLUMNS: &[(&str, Kind, bool)] = &[
     ("mapping", Kind::U64, true),
     ("index", Kind::U64, true),
     ("nr_pages", Kind::U32, false),
+    ("memcg_id", Kind::U64, true),
     ("pingpong_resident_ns", Kind::U64, true),
     ("promoted_by_pid", Kind::U32, true),
 ];
@@ -203,6 +204,7 @@ fn demote_cells<'a>(
         Cell::opt_u64((folio && d.mapping != 0).then_some(d.mapping)),
         Cell::opt_u64((folio && d.mapping != 0).then_some(d.index)),
         Cell::U32(d.nr_pages),
+        Cell::opt_u64((d.memcg_id != 0).then_some(d.memcg_id)),
         Cell::opt_u64(pp.map(|p| p.resident_ns)),
         Cell::opt_u32(pp.map(|p| p.tgid)),
     ]);
