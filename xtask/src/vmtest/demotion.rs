@@ -157,16 +157,22 @@ fn check_memcg(dir: &Path, on: &Report) -> Result<()> {
         .map_or(0, |r| r.counts.demoted);
     let folio_pages = on.demotions.folio_pages;
     let memstat = text(dir, "memcg.stat")?;
+    // memory.stat counts demotions per memory cgroup on newer kernels only.
     let kernel: Option<u64> = memstat
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .filter(|(k, _)| k.starts_with("pgdemote_"))
-        .map(|(_, v)| v.trim().parse::<u64>().ok())
-        .sum();
+        .contains("pgdemote_")
+        .then(|| {
+            memstat
+                .lines()
+                .filter_map(|l| l.split_once(' '))
+                .filter(|(k, _)| k.starts_with("pgdemote_"))
+                .map(|(_, v)| v.trim().parse::<u64>().ok())
+                .sum::<Option<u64>>()
+        })
+        .flatten();
     eprintln!(
         "    memcg: {own} of {folio_pages} demoted pages charged to {OWN} (its memory.stat pgdemote_*: {kernel:?}), {total} to any"
     );
-    if let Some(k) = kernel.filter(|_| memstat.contains("pgdemote_")) {
+    if let Some(k) = kernel {
         // Folio records against the kernel's batch counts: a folio freed
         // while it waited to move has no record (see check_folio_records).
         ensure!(
