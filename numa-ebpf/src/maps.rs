@@ -982,6 +982,10 @@ pub fn folio_pfn(folio: u64) -> Option<u64> {
 static OFF_MEMCG_DATA: u32 = 0;
 #[no_mangle]
 static OFF_MEMCG_CGROUP: u32 = u32::MAX;
+/// `obj_cgroup.memcg` where `memcg_data` holds an object cgroup (u32::MAX:
+/// it holds the memcg itself).
+#[no_mangle]
+static OFF_OBJCG_MEMCG: u32 = u32::MAX;
 #[no_mangle]
 static OFF_CGROUP_KN: u32 = 0;
 #[no_mangle]
@@ -1001,12 +1005,21 @@ pub fn folio_memcg_id(folio: u64) -> u64 {
     if off_data == 0 || off_cgroup == u32::MAX || off_kn == 0 || off_id == 0 {
         return 0;
     }
-    let Some(memcg) = read_kernel_u64(folio + u64::from(off_data)) else {
+    let Some(data) = read_kernel_u64(folio + u64::from(off_data)) else {
         return 0;
     };
-    if memcg == 0 || memcg & MEMCG_DATA_FLAGS != 0 {
+    if data == 0 || data & MEMCG_DATA_FLAGS != 0 {
         return 0;
     }
+    let off_objcg = setting!(OFF_OBJCG_MEMCG);
+    let memcg = if off_objcg == u32::MAX {
+        data
+    } else {
+        match read_kernel_u64(data + u64::from(off_objcg)) {
+            Some(m) if m != 0 => m,
+            _ => return 0,
+        }
+    };
     let Some(cgroup) = read_kernel_u64(memcg + u64::from(off_cgroup)) else {
         return 0;
     };

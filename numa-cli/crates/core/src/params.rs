@@ -39,6 +39,11 @@ pub struct KernelParams {
     pub off_memcg_data: u32,
     #[serde(default)]
     pub off_memcg_cgroup: Option<u32>,
+    /// Where an object cgroup's memcg is (obj_cgroup.memcg) on kernels
+    /// whose user folios are charged to an object cgroup (7.1+:
+    /// folio.memcg_data holds an obj_cgroup, not the memcg); None before.
+    #[serde(default)]
+    pub off_objcg_memcg: Option<u32>,
     #[serde(default)]
     pub off_cgroup_kn: u32,
     #[serde(default)]

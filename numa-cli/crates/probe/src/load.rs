@@ -413,6 +413,11 @@ fn load_object(
             &k.off_memcg_cgroup.unwrap_or(u32::MAX),
             true,
         )
+        .override_global(
+            "OFF_OBJCG_MEMCG",
+            &k.off_objcg_memcg.unwrap_or(u32::MAX),
+            true,
+        )
         .override_global("OFF_CGROUP_KN", &k.off_cgroup_kn, true)
         .override_global("OFF_KN_ID", &k.off_kn_id, true)
         .override_global("OFF_MM_HINT_FAULTS", &k.off_mm_hint_faults, true)

@@ -255,6 +255,11 @@ fn btf_layout(b: &Btf, params: &mut KernelParams) {
     params.off_memcg_cgroup = member_offset(b, "mem_cgroup", "css")
         .zip(member_offset(b, "cgroup_subsys_state", "cgroup"))
         .and_then(|(css, cgroup)| css.checked_add(cgroup));
+    // The object cgroup's `is_root` came with user folios charged to
+    // object cgroups (7.1): from then memcg_data leads to the memcg
+    // through obj_cgroup.memcg.
+    params.off_objcg_memcg = member_offset(b, "obj_cgroup", "is_root")
+        .and_then(|_| member_offset(b, "obj_cgroup", "memcg"));
     params.off_cgroup_kn = member("cgroup", "kn");
     params.off_kn_id = member("kernfs_node", "id");
     params.off_vmf_address = member("vm_fault", "address");
