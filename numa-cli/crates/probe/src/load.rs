@@ -524,6 +524,11 @@ pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
             attach_hook(&mut ebpf, btf.as_ref(), h, options);
         }
     }
+    if let Some(h) = plan.hooks.iter_mut().find(|h| h.hook == Hook::Demote) {
+        if h.status == HookStatus::Attached && h.detail.is_empty() {
+            h.detail = memcg_path(&params).to_owned();
+        }
+    }
     plan.refresh_complete();
     Ok(Probes {
         ebpf,
@@ -535,6 +540,20 @@ pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
         map_plan,
         map_bytes,
     })
+}
+
+/// How a demoted folio's memory cgroup is read on this kernel, for
+/// `doctor`'s attach plan.
+fn memcg_path(k: &KernelParams) -> &'static str {
+    let known = k.off_memcg_data != 0
+        && k.off_memcg_cgroup.is_some()
+        && k.off_cgroup_kn != 0
+        && k.off_kn_id != 0;
+    match (known, k.off_objcg_memcg) {
+        (false, _) => "memory cgroup not read: BTF lacks folio.memcg_data, mem_cgroup.css.cgroup, cgroup.kn or kernfs_node.id",
+        (true, Some(_)) => "memory cgroup: folio.memcg_data -> obj_cgroup.memcg -> css.cgroup -> kn.id (user folios charged to object cgroups)",
+        (true, None) => "memory cgroup: folio.memcg_data -> mem_cgroup.css.cgroup -> kn.id",
+    }
 }
 
 impl Probes {
@@ -730,6 +749,23 @@ pub fn trial(mechanism: Mechanism, target: &str) -> Trial {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_memcg_path_follows_the_kernels_layout() {
+        use super::*;
+        let mut k = KernelParams {
+            off_memcg_data: 56,
+            off_memcg_cgroup: Some(0),
+            off_cgroup_kn: 296,
+            off_kn_id: 96,
+            ..KernelParams::default()
+        };
+        assert!(memcg_path(&k).contains("-> mem_cgroup.css.cgroup"));
+        k.off_objcg_memcg = Some(8);
+        assert!(memcg_path(&k).contains("-> obj_cgroup.memcg"));
+        k.off_kn_id = 0;
+        assert!(memcg_path(&k).starts_with("memory cgroup not read"));
+    }
+
     #[test]
     fn refusals_are_read_from_the_evidence() {
         use super::*;
