@@ -97,11 +97,31 @@ fn check_report(doc: &Report, series: Series) -> Result<()> {
     }
     check_design(hooks)?;
     check_none_refused(hooks)?;
+    check_memcg_path(hooks, series)?;
     check_folio_map(
         doc.folio_map
             .as_ref()
             .context("doctor.json has no folio_map")?,
     )
+}
+
+/// The demotion hook reads the folio's memory cgroup the way the kernel
+/// keeps it: through the object cgroup from 7.1, from the memcg before.
+fn check_memcg_path(hooks: &[PlannedHook], series: Series) -> Result<()> {
+    let demote = hooks
+        .iter()
+        .find(|h| h.hook == numa_core::plan::Hook::Demote)
+        .context("no demotion hook in the plan")?;
+    let want = match series {
+        Series::V7 => "-> obj_cgroup.memcg ->",
+        _ => "-> mem_cgroup.css.cgroup ->",
+    };
+    ensure!(
+        demote.detail.contains(want),
+        "the demotion hook on {series} does not read the memory cgroup {want}: {:?}",
+        demote.detail
+    );
+    Ok(())
 }
 
 /// Every program loads with the mechanism the plan chose. A hook that fell
@@ -228,8 +248,15 @@ pub(super) mod tests {
         let hooks: Vec<Value> = targets
             .iter()
             .map(|t| {
-                json!({"hook": "hint_fault", "target": t, "mechanism": "fentry",
-                "layout": null, "required": true, "status": "attached", "detail": "",
+                // Reclaim's demotion callback, with the memory cgroup's
+                // path of the kernel that has it under that name.
+                let (hook, detail) = match *t {
+                    "alloc_demote_folio" => ("demote", "memory cgroup: folio.memcg_data -> obj_cgroup.memcg -> css.cgroup -> kn.id"),
+                    "alloc_demote_page" | "alloc_migrate_folio" => ("demote", "memory cgroup: folio.memcg_data -> mem_cgroup.css.cgroup -> kn.id"),
+                    _ => ("hint_fault", ""),
+                };
+                json!({"hook": hook, "target": t, "mechanism": "fentry",
+                "layout": null, "required": true, "status": "attached", "detail": detail,
                 "design": design(t)})
             })
             .collect();
@@ -310,6 +337,11 @@ pub(super) mod tests {
         assert!(check_json(&doctor(true, two_tiers(), &folio), Series::V6_1).is_err());
         assert!(check_json(&doctor(true, two_tiers(), &per_pte), Series::V7).is_ok());
         assert!(check_json(&doctor(true, two_tiers(), &folio), Series::V7).is_err());
+        // 7.x read through the memcg itself: the object cgroup misread.
+        let mut misread = doctor(true, two_tiers(), &per_pte);
+        misread["attach_plan"]["hooks"][6]["detail"] =
+            json!("memory cgroup: folio.memcg_data -> mem_cgroup.css.cgroup -> kn.id");
+        assert!(check_json(&misread, Series::V7).is_err());
         // A design function left unused without a reason.
         let mut silent = doctor(true, two_tiers(), &per_pte);
         silent["attach_plan"]["hooks"][0]["design"]["why_not"] = json!("");
