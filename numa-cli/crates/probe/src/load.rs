@@ -525,8 +525,13 @@ pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
         }
     }
     if let Some(h) = plan.hooks.iter_mut().find(|h| h.hook == Hook::Demote) {
-        if h.status == HookStatus::Attached && h.detail.is_empty() {
-            h.detail = memcg_path(&params).to_owned();
+        if h.status == HookStatus::Attached {
+            let memcg = memcg_path(&params);
+            h.detail = if h.detail.is_empty() {
+                memcg.to_owned()
+            } else {
+                format!("{}; {memcg}", h.detail)
+            };
         }
     }
     plan.refresh_complete();
