@@ -113,7 +113,9 @@ pub struct PatchInputs {
     /// Epochs begun by a reset the probes saw (a clone in the mm).
     pub epochs_after_reset: u64,
     /// PTE faults of a process whose first fault in the trace was not its
-    /// mm's first (a trace begun mid-run): not checked.
+    /// mm's first (a trace begun mid-run), or before its first epoch, or
+    /// of an epoch one of whose records arrived too long before its
+    /// start to be kept: not checked.
     pub faults_unanchored: u64,
     /// PTE faults whose count arrived below one already seen in their
     /// epoch: records of concurrent threads crossing in the ring.
@@ -142,7 +144,9 @@ impl Default for Epochs {
 
 /// Records of a process that came before its epoch's first (threads'
 /// records cross in the ring) kept until that one arrives; past this many
-/// the process is taken as first seen mid-run.
+/// the lowest in sequence goes (most likely a fault from before the
+/// epoch: a process whose first hint fault was on a huge page takes PTE
+/// faults before its first clone's reset begins one).
 const MAX_EARLY: usize = 64;
 
 /// One process's mm as the counter check sees it: the epoch being filled,
@@ -153,6 +157,9 @@ struct MmCounts {
     cur: CountEpoch,
     prev: Option<CountEpoch>,
     early: Vec<(u64, u32)>,
+    /// The highest sequence number of a record let go from `early`: an
+    /// epoch that begins below it misses that record's count.
+    early_lost: u64,
 }
 
 /// The PTE faults' counts of one mm since its epoch began.
@@ -163,6 +170,8 @@ struct CountEpoch {
     faults: u64,
     max: u32,
     sum: u128,
+    /// A record of it was let go before it began: not judged.
+    partial: bool,
 }
 
 impl CountEpoch {
@@ -231,8 +240,10 @@ impl PatchInputs {
             }
             mm.cur = CountEpoch {
                 start_seq: seq.max(1),
+                partial: mm.early_lost > seq,
                 ..CountEpoch::default()
             };
+            mm.early_lost = 0;
             mm.cur.add(count);
             for (s, c) in std::mem::take(&mut mm.early) {
                 if s > seq {
@@ -243,10 +254,14 @@ impl PatchInputs {
             }
             self.epochs_after_reset += u64::from(reset);
         } else if !mm.cur.anchored() {
-            if mm.early.len() < MAX_EARLY {
-                mm.early.push((seq, count));
-            } else {
-                unanchored += 1;
+            mm.early.push((seq, count));
+            if mm.early.len() > MAX_EARLY {
+                let lowest = (0..mm.early.len()).min_by_key(|&i| mm.early[i].0);
+                if let Some(i) = lowest {
+                    let (lost, _) = mm.early.swap_remove(i);
+                    mm.early_lost = mm.early_lost.max(lost);
+                    unanchored += 1;
+                }
             }
         } else {
             let epoch = match &mut mm.prev {
@@ -263,6 +278,10 @@ impl PatchInputs {
     }
 
     fn judge(&mut self, e: &CountEpoch) {
+        if e.partial {
+            self.faults_unanchored += e.faults;
+            return;
+        }
         self.epochs_checked += 1;
         self.epochs_off += u64::from(!e.whole());
     }
@@ -1144,6 +1163,29 @@ mod tests {
             (r.epochs_checked, r.epochs_off, r.faults_unanchored),
             (2, 0, 0)
         );
+        // More records before the first epoch than are kept: the lowest
+        // in sequence go (faults before a reset, uncounted), and a record
+        // of the epoch let go leaves it unjudged rather than wrong.
+        let mut e = PatchInputs::default();
+        for seq in 2..2 + MAX_EARLY as u64 {
+            e.fault(&pte(seq, seq as u32, false));
+        }
+        e.fault(&pte(101, 2, false));
+        e.fault(&pte(100, 1, true));
+        e.fault(&pte(102, 3, false));
+        let r = e.report();
+        assert_eq!(
+            (r.epochs_checked, r.epochs_off, r.faults_unanchored),
+            (1, 0, MAX_EARLY as u64)
+        );
+        let mut e = PatchInputs::default();
+        for seq in 101..101 + MAX_EARLY as u64 + 1 {
+            e.fault(&pte(seq, (seq - 99) as u32, false));
+        }
+        e.fault(&pte(100, 1, true));
+        let r = e.report();
+        assert_eq!((r.epochs_checked, r.epochs_off), (0, 0));
+        assert_eq!(r.faults_unanchored, MAX_EARLY as u64 + 2);
         // A process first seen mid-run is not judged.
         let mut q = PatchInputs::default();
         q.fault(&pte(40, 40, false));
