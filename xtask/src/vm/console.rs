@@ -58,7 +58,9 @@ impl Console {
                     show.extend_from_slice(&line[self.shown.min(line.len())..]);
                 }
                 self.shown = 0;
-                self.on_line(text);
+                for piece in split_markers(text) {
+                    self.on_line(piece);
+                }
             } else if !self.in_results {
                 let pending = trim_cr(&self.line);
                 if !RESULTS_BEGIN.as_bytes().starts_with(pending) {
@@ -115,6 +117,23 @@ impl Console {
             self.problems.push(text.to_string());
         }
     }
+}
+
+/// Every marker begins with this.
+const MARKER: &str = "===NUMATRACE-";
+
+/// `text` cut before each marker that does not begin it: the serial line
+/// can lose the newline between two markers (a test's end and the results
+/// block), or a program's last line may have none.
+fn split_markers(text: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.get(1..).and_then(|r| r.find(MARKER)).map(|i| i + 1) {
+        pieces.push(&rest[..at]);
+        rest = &rest[at..];
+    }
+    pieces.push(rest);
+    pieces
 }
 
 /// Does this console line show the kernel in trouble?
@@ -199,6 +218,23 @@ mod tests {
         assert!(shown.contains("hello\r\n") && shown.contains("EXIT-STATUS=3"));
         assert!(c.log.contains("[16 bytes of base64 results elided]"));
         assert!(c.problems.is_empty());
+    }
+
+    #[test]
+    fn markers_run_together_on_one_line_are_read_apart() {
+        let (c, _) = feed_all(&[
+            b"===NUMATRACE-TEST-END shapes exit=0======NUMATRACE-RESULTS-BEGIN===\r\n",
+            b"aGVsbG8g\r\nd29ybGQ=\r\n===NUMATRACE-RESULTS-END===\r\n",
+            b"last words===NUMATRACE-EXIT-STATUS=0===\r\n",
+        ]);
+        assert!(c.results_complete);
+        assert_eq!(
+            base64_decode(&c.results_b64).expect("valid"),
+            b"hello world"
+        );
+        assert_eq!(c.exit_status, Some(0));
+        assert!(c.log.contains("===NUMATRACE-TEST-END shapes exit=0===\n"));
+        assert_eq!(split_markers("plain"), vec!["plain"]);
     }
 
     #[test]
