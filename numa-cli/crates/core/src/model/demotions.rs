@@ -109,11 +109,7 @@ impl Demotions {
         DemotionReport {
             pages: by.iter().sum(),
             batches: self.batches,
-            by_reclaimer: reclaimer::NAMES
-                .iter()
-                .zip(by)
-                .map(|(name, n)| ((*name).to_owned(), *n))
-                .collect(),
+            by_reclaimer: by_reclaimer_name(by),
             folios: self.folios,
             folio_pages: self.folio_pages,
             retries: self.retries,
@@ -143,6 +139,15 @@ pub fn node_pair_rows(pairs: &BTreeMap<(i32, i32), u64>, other: u64) -> Vec<Node
         });
     }
     rows
+}
+
+/// Counts indexed by [`reclaimer`] value, by the reclaimer's name.
+pub fn by_reclaimer_name(counts: &[u64; reclaimer::NAMES.len()]) -> BTreeMap<String, u64> {
+    reclaimer::NAMES
+        .iter()
+        .zip(counts)
+        .map(|(name, n)| ((*name).to_owned(), *n))
+        .collect()
 }
 
 /// Demotions in a report.

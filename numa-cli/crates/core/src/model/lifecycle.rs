@@ -427,11 +427,9 @@ impl TripCounts {
         TripCounts {
             promotions: t.promotions,
             repromotions: t.repromotions,
-            demoted_by: reclaimer::NAMES
-                .iter()
-                .zip(t.demoted)
+            demoted_by: super::demotions::by_reclaimer_name(&t.demoted)
+                .into_iter()
                 .filter(|(_, n)| *n > 0)
-                .map(|(name, n)| ((*name).to_owned(), n))
                 .collect(),
             pingpong: t.pingpong,
             pingpong_pages: t.pingpong_pages,
