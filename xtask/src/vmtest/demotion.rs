@@ -156,21 +156,10 @@ fn check_memcg(dir: &Path, on: &Report) -> Result<()> {
         .find(|r| r.path.as_deref() == Some(OWN))
         .map_or(0, |r| r.counts.demoted);
     let folio_pages = on.demotions.folio_pages;
-    let memstat = text(dir, "memcg.stat")?;
-    // memory.stat counts demotions per memory cgroup on newer kernels only.
-    let kernel: Option<u64> = memstat
-        .contains("pgdemote_")
-        .then(|| {
-            memstat
-                .lines()
-                .filter_map(|l| l.split_once(' '))
-                .filter(|(k, _)| k.starts_with("pgdemote_"))
-                .map(|(_, v)| v.trim().parse::<u64>().ok())
-                .sum::<Option<u64>>()
-        })
-        .flatten();
+    let kernel = memstat_demoted(&text(dir, "memcg.stat")?);
+    let early = memstat_demoted(&text(dir, "memcg.stat.early")?);
     eprintln!(
-        "    memcg: {own} of {folio_pages} demoted pages charged to {OWN} (its memory.stat pgdemote_*: {kernel:?}), {total} to any"
+        "    memcg: {own} of {folio_pages} demoted pages charged to {OWN} (its memory.stat pgdemote_*: {kernel:?}, read at once {early:?}), {total} to any"
     );
     if let Some(k) = kernel {
         // Folio records against the kernel's batch counts: a folio freed
@@ -190,6 +179,22 @@ fn check_memcg(dir: &Path, on: &Report) -> Result<()> {
         "only {own} of {folio_pages} demoted pages were charged to the workload's cgroup {OWN}"
     );
     Ok(())
+}
+
+/// The sum of memory.stat's pgdemote_* lines, where the kernel counts
+/// demotions per memory cgroup (newer kernels only).
+fn memstat_demoted(memstat: &str) -> Option<u64> {
+    memstat
+        .contains("pgdemote_")
+        .then(|| {
+            memstat
+                .lines()
+                .filter_map(|l| l.split_once(' '))
+                .filter(|(k, _)| k.starts_with("pgdemote_"))
+                .map(|(_, v)| v.trim().parse::<u64>().ok())
+                .sum::<Option<u64>>()
+        })
+        .flatten()
 }
 
 /// The trace's dump has exactly the records `stats` counted.
