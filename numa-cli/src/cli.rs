@@ -599,6 +599,14 @@ pub(crate) struct HotChunksArgs {
     /// which threads touched the mapping.
     #[arg(long)]
     pub in_turn: bool,
+    /// Split the chunks into two halves, A (the first) and B, and visit
+    /// only A for this many milliseconds, then only B, then A again, and
+    /// so on (0 to 3600000; 0: every chunk all the time): with DRAM full,
+    /// the hot set B pushes A down a tier and A's return brings it up
+    /// again. Needs at least two chunks.
+    #[arg(long, default_value_t = 0,
+          value_parser = ranges::int(0u64, 3_600_000, "milliseconds"))]
+    pub phase_ms: u64,
     /// MiB of a second mapping placed on the slow node like the first and
     /// never touched again, up to 1048576: a VMA the scanner finds cold
     /// (an inaccessible page between the two keeps them apart as VMAs).

@@ -501,17 +501,19 @@ fn visit_loop(
 ) -> Accessed {
     // The first chunk of a late-populated mapping stays untouched.
     let first_chunk = usize::from(a.late_populate_ms > 0);
-    let chunks = a.slow_mb / a.chunk_mb;
+    let chunks = a.slow_mb / a.chunk_mb - first_chunk as u64;
     let compute = (a.compute_ms > 0).then(|| Work::taking(Duration::from_millis(a.compute_ms)));
+    let began = Instant::now();
     let (mut visits, mut accesses, mut busy) = (0u64, 0u64, Duration::ZERO);
     while !pace.done(a, visits) {
-        let span = chunks - first_chunk as u64;
+        let (first, span) = hot_set(a.phase_ms, chunks, began.elapsed());
         let chunk = first_chunk
-            + if a.in_turn {
-                visits % span
-            } else {
-                rng.next_u64() % span
-            } as usize;
+            + (first
+                + if a.in_turn {
+                    visits % span
+                } else {
+                    rng.next_u64() % span
+                }) as usize;
         if a.in_turn && a.idle_ms > 0 {
             std::thread::sleep(Duration::from_millis(a.idle_ms));
         }
@@ -531,6 +533,20 @@ fn visit_loop(
         visits,
         accesses,
         busy,
+    }
+}
+
+/// The chunks visited `elapsed` into the access phase, as (first, count)
+/// of `chunks`: all of them, or with `--phase-ms` the phase's half (A,
+/// the first half, in even phases; B, the rest, in odd ones).
+fn hot_set(phase_ms: u64, chunks: u64, elapsed: Duration) -> (u64, u64) {
+    if phase_ms == 0 {
+        return (0, chunks);
+    }
+    let half = chunks / 2;
+    match (elapsed.as_millis() / u128::from(phase_ms)) % 2 {
+        0 => (0, half),
+        _ => (half, chunks - half),
     }
 }
 
@@ -1109,6 +1125,16 @@ fn check_flags(a: &HotChunksArgs) -> Result<()> {
     if a.slow_mb > 0 && (a.chunk_mb == 0 || a.slow_mb < a.chunk_mb) {
         bail!("--chunk-mb must be between 1 and --slow-mb ({})", a.slow_mb);
     }
+    let first_chunk = u64::from(a.late_populate_ms > 0);
+    if a.phase_ms > 0 && a.slow_mb / a.chunk_mb.max(1) < 2 + first_chunk {
+        bail!(
+            "--phase-ms alternates between two halves of the chunks, and --slow-mb {} in \
+             --chunk-mb {} chunks has fewer than two to visit: give --slow-mb at least twice \
+             --chunk-mb (plus one chunk with --late-populate-ms), or leave --phase-ms out",
+            a.slow_mb,
+            a.chunk_mb
+        );
+    }
     check_shapes(a)
 }
 
@@ -1268,6 +1294,17 @@ mod tests {
         seeds.sort_unstable();
         seeds.dedup();
         assert_eq!(seeds.len(), 64 * 64);
+    }
+
+    #[test]
+    fn phases_visit_the_first_half_then_the_rest_then_the_first_again() {
+        let at = Duration::from_millis;
+        assert_eq!(hot_set(0, 37, at(99_000)), (0, 37));
+        assert_eq!(hot_set(8000, 37, at(0)), (0, 18));
+        assert_eq!(hot_set(8000, 37, at(7999)), (0, 18));
+        assert_eq!(hot_set(8000, 37, at(8000)), (18, 19));
+        assert_eq!(hot_set(8000, 37, at(16_000)), (0, 18));
+        assert_eq!(hot_set(8000, 2, at(8000)), (1, 1));
     }
 
     #[test]

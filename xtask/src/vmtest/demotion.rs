@@ -111,34 +111,44 @@ fn check_pages(on: &Report) -> Result<()> {
 /// Every demoted page has its folio record, each from DRAM to the slow node.
 fn check_folio_records(on: &Report) -> Result<()> {
     let d = &on.demotions;
-    // Folio records: a folio whose move failed after its place was
-    // allocated (locked, under writeback) has one and is in vmstat's
-    // pgmigrate_fail; one freed while it waited to move has none and is
-    // counted demoted by the kernel (a handful: 1 in 243,353 pages in a 6.1
-    // run). Either way a few per thousand are allowed: a 6.1 run had 107
-    // more folio pages than the batches with 106 failed migrations.
     ensure!(
         d.size_unknown == 0,
         "{} demoted folios of unknown size",
         d.size_unknown
     );
-    let failed = on.vmstat_delta.get("pgmigrate_fail").copied().unwrap_or(0);
-    let freed = d.pages / 1000;
-    ensure!(
-        d.folio_pages + on.drops + on.runs_missed + freed >= d.pages
-            && d.folio_pages <= d.pages + failed + freed,
-        "folio records have {} pages, the batches {} (pgmigrate_fail {failed}, drops {}, missed {})",
+    records_match(
+        "folio records' pages vs the batches'",
         d.folio_pages,
         d.pages,
-        on.drops,
-        on.runs_missed
-    );
+        on,
+    )?;
     ensure!(
         d.by_nodes
             .iter()
             .all(|p| p.src == Some(0) && p.dst == Some(1)),
         "demotions between other nodes than DRAM (0) to slow (1): {:?}",
         d.by_nodes
+    );
+    Ok(())
+}
+
+/// Folio records' pages against the kernel's count of demoted pages: a
+/// folio whose move failed after its place was allocated (locked, under
+/// writeback) has a record and is in vmstat's pgmigrate_fail instead; one
+/// freed while it waited to move has none and is counted demoted (a
+/// handful: 1 in 243,353 pages in a 6.1 run; a few per thousand are
+/// allowed). A 6.1 run had 107 more folio pages than the batches with 106
+/// failed migrations; a 7.2 run 703 more in one cgroup than its
+/// memory.stat, as many as all its folio records had over the batches.
+fn records_match(what: &str, records: u64, counted: u64, on: &Report) -> Result<()> {
+    let failed = on.vmstat_delta.get("pgmigrate_fail").copied().unwrap_or(0);
+    let freed = counted / 1000;
+    ensure!(
+        records + on.drops + on.runs_missed + freed >= counted
+            && records <= counted + failed + freed,
+        "{what}: {records} vs {counted} (pgmigrate_fail {failed}, drops {}, missed {})",
+        on.drops,
+        on.runs_missed
     );
     Ok(())
 }
@@ -157,17 +167,16 @@ fn check_memcg(dir: &Path, on: &Report) -> Result<()> {
         .map_or(0, |r| r.counts.demoted);
     let folio_pages = on.demotions.folio_pages;
     let kernel = memstat_demoted(&text(dir, "memcg.stat")?);
-    let early = memstat_demoted(&text(dir, "memcg.stat.early")?);
     eprintln!(
-        "    memcg: {own} of {folio_pages} demoted pages charged to {OWN} (its memory.stat pgdemote_*: {kernel:?}, read at once {early:?}), {total} to any"
+        "    memcg: {own} of {folio_pages} demoted pages charged to {OWN} (its memory.stat pgdemote_*: {kernel:?}), {total} to any"
     );
     if let Some(k) = kernel {
-        // Folio records against the kernel's batch counts: a folio freed
-        // while it waited to move has no record (see check_folio_records).
-        ensure!(
-            own <= k + k / 500 + 16 && k <= own + own / 500 + 16,
-            "{OWN}: {own} demoted pages from the folio records, its memory.stat pgdemote_* {k}"
-        );
+        records_match(
+            &format!("{OWN}: demoted pages from the folio records vs its memory.stat pgdemote_*"),
+            own,
+            k,
+            on,
+        )?;
     }
     ensure!(
         total == folio_pages,
@@ -279,6 +288,14 @@ fn check_lifecycle(on: &Report) -> Result<()> {
         l.returned >= MIN_RETURNED,
         "too little went round: {} demoted folios promoted again ({} promotions, {} ping-pong); \
          this test needs {MIN_RETURNED}",
+        l.returned,
+        l.promotions,
+        l.pingpong
+    );
+    // Hot set A promoted, pushed down by B, promoted again.
+    ensure!(
+        l.repromotions > 0,
+        "no page went promoted, demoted, promoted again ({} returned, {} promotions, {} ping-pong)",
         l.returned,
         l.promotions,
         l.pingpong

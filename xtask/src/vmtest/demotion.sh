@@ -1,12 +1,13 @@
 echo 2 > /proc/sys/kernel/numa_balancing
 dem=/sys/kernel/mm/numa/demotion_enabled
 was=$(cat $dem)
-# One process whose hot set is larger than DRAM, placed on DRAM (the part
-# that does not fit is demoted as it is populated) and visited a chunk at
-# a time, each visit touching about 70% of the chunk's pages: what is
-# promoted pushes the pages least recently touched down (kswapd and direct
-# reclaim), among them pages promoted a few visits before (ping-pong), to
-# be promoted again when touched again.
+# One process whose memory is larger than DRAM, placed on DRAM (the part
+# that does not fit, the first populated, is demoted as it is populated)
+# and visited a chunk at a time, each visit touching about 70% of the
+# chunk's pages, in three phases: a hot set A (the first half, mostly on
+# the slow node) is promoted, pushing the pages least recently touched
+# down (kswapd and direct reclaim); then a hot set B (the rest) pushes A
+# down; then A again is promoted again.
 echo true > $dem
 # The workload's memory is charged to a cgroup of its own: each demoted
 # folio names it.
@@ -14,12 +15,10 @@ echo +memory > /sys/fs/cgroup/cgroup.subtree_control || exit 1
 mkdir -p /sys/fs/cgroup/demoted || exit 1
 # Hundreds of thousands of hint faults on DRAM: a ring big enough that a
 # reader slowed by the emulator loses none (the check needs every record).
-numatrace record --ring-mb 64 -o on.trace -- sh -c 'echo $$ > /sys/fs/cgroup/demoted/cgroup.procs && exec numatrace workload hot-chunks --slow-node 0 --slow-mb 2400 --chunk-mb 64 --accesses 20000 --in-turn --duration 15 --summary on-workload.json' || exit 1
+numatrace record --ring-mb 64 -o on.trace -- sh -c 'echo $$ > /sys/fs/cgroup/demoted/cgroup.procs && exec numatrace workload hot-chunks --slow-node 0 --slow-mb 2400 --chunk-mb 64 --accesses 20000 --in-turn --phase-ms 8000 --duration 24 --summary on-workload.json' || exit 1
 # memory.stat flushes its per-CPU counts on read only past a threshold
 # (newer kernels); the kernel's own flush runs every 2 s and takes them
-# all. The workload has exited, so nothing is demoted in between: the
-# first read shows what a read right away misses.
-cat /sys/fs/cgroup/demoted/memory.stat > memcg.stat.early
+# all. The workload has exited, so nothing is demoted in between.
 sleep 3
 cat /sys/fs/cgroup/demoted/memory.stat > memcg.stat
 numatrace stats on.trace --json --by cgroup > on.json || exit 1
