@@ -26,7 +26,7 @@ use numa_core::topology::Node;
 use numa_core::workload::Summary;
 
 use crate::cli::HotChunksArgs;
-use numa_core::rng::Rng;
+use numa_core::rng::{splitmix64, Rng};
 use numa_host::system;
 
 const PAGE: usize = 4096;
@@ -558,14 +558,6 @@ fn stream_seed(seed: u64, proc: u64, thread: u64) -> u64 {
         return seed;
     }
     splitmix64(seed ^ splitmix64((proc << 32) | thread))
-}
-
-/// The splitmix64 finalizer: distinct inputs give unrelated outputs.
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// Thread `thread`'s part of `accesses` split between `threads`: the

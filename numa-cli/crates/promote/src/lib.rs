@@ -255,15 +255,16 @@ impl PromoteSink {
         let Some(pp) = self.lifecycle.demote(d) else {
             return;
         };
+        let w = pp.weight;
         if pp.tag != MOVED {
-            self.counts.kernel_pingpong += 1;
+            self.counts.kernel_pingpong += w;
             return;
         }
-        self.counts.pingpong += 1;
-        self.counts.pingpong_pages += u64::from(pp.pages);
-        self.shared.pingpong.fetch_add(1, Ordering::Relaxed);
+        self.counts.pingpong += w;
+        self.counts.pingpong_pages += w * u64::from(pp.pages);
+        self.shared.pingpong.fetch_add(w, Ordering::Relaxed);
         if let Some(row) = self.procs.get_mut(pp.tgid) {
-            row.pingpong += 1;
+            row.pingpong += w;
         }
     }
 

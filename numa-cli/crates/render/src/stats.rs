@@ -188,6 +188,16 @@ fn print_demotions(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         "  ping-pong            {:>12}   of {} promoted folios demoted again within {:.0} s ({} pages); {} later; {} demoted folios promoted again, {} of them promoted before",
         l.pingpong, l.promotions, l.window_s, l.pingpong_pages, l.demoted_after_window, l.returned, l.repromotions
     )?;
+    if l.sampled_one_in > 1 {
+        writeln!(
+            out,
+            "    sampled            1 in {:>7}   folios followed (the table of {} was full, {} let go): counts are estimates, ping-pong +/- {:.0} (3 standard errors)",
+            l.sampled_one_in,
+            numa_core::model::lifecycle::MAX_FOLLOWED,
+            l.forgotten,
+            l.pingpong_error
+        )?;
+    }
     print_pingpong_shares(l, out)
 }
 

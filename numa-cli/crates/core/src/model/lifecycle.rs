@@ -8,6 +8,13 @@
 //! another identity, so it never links to the folio that held it before.
 //! A virtual page whose folio was freed and faulted in again keeps its
 //! identity: that is the same page of the same process coming back.
+//!
+//! The table is bounded ([`MAX_FOLLOWED`]); when it fills, folios are
+//! followed 1 in 2, then 1 in 4 and so on, chosen by a hash of their
+//! identity, so a followed folio stays followed, and each move of a
+//! followed folio counts for as many folios as the rate follows it out of:
+//! the counts stay unbiased estimates, and the report states the rate and
+//! the error (see [`crate::sampling`]).
 use std::collections::{BTreeMap, HashMap};
 
 use numa_ebpf_common::{reclaimer, DemoteEvent, FaultEvent};
@@ -20,6 +27,9 @@ use super::log2::{BucketCount, Log2Hist};
 pub const PINGPONG_WINDOW_NS: u64 = 600_000_000_000;
 /// Folios followed at once (about 64 bytes each); see [`Lifecycle::make_room`].
 pub const MAX_FOLLOWED: usize = 1 << 18;
+/// The sampling rate's bound, 1 in 2^40 folios (4 PiB of base pages): past
+/// it, the table is emptied instead.
+const MAX_SHIFT: u32 = 40;
 /// Promoting processes followed apart (about 600 bytes each); the others
 /// are summed.
 pub const MAX_PROCESSES: usize = 4096;
@@ -54,6 +64,8 @@ pub struct Lifecycle {
     returned: u64,
     repromotions: u64,
     residency_ns: Log2Hist,
+    /// Folios are followed 1 in 2^`shift`, by [`identity_hash`].
+    shift: u32,
     /// Trips by the promoting fault's process, its cgroup and the nodes
     /// it promoted between; past their bounds, summed.
     by_process: BTreeMap<u32, Trips>,
@@ -85,25 +97,25 @@ pub struct Trips {
 }
 
 impl Trips {
-    /// A promotion at `now_ns`, `again` when of a folio it had promoted
-    /// before and that was demoted since.
-    pub fn promoted(&mut self, now_ns: u64, again: bool) {
-        self.promotions += 1;
-        self.repromotions += u64::from(again);
+    /// A promotion at `now_ns` counting for `w` folios, `again` when of a
+    /// folio it had promoted before and that was demoted since.
+    pub fn promoted(&mut self, now_ns: u64, again: bool, w: u64) {
+        self.promotions += w;
+        self.repromotions += w * u64::from(again);
         self.last_ns = self.last_ns.max(now_ns);
     }
 
-    /// A demotion by `who` (a [`reclaimer`] value) of a folio it promoted
-    /// at `now_ns`; a ping-pong when `resident_ns` on the top tier is
-    /// within the window.
-    fn demoted(&mut self, who: u32, pages: u32, resident_ns: Option<u64>, now_ns: u64) {
+    /// A demotion by `who` (a [`reclaimer`] value), counting for `w`
+    /// folios, of a folio it promoted at `now_ns`; a ping-pong when
+    /// `resident_ns` on the top tier is within the window.
+    fn demoted(&mut self, who: u32, pages: u32, resident_ns: Option<u64>, now_ns: u64, w: u64) {
         if let Some(n) = self.demoted.get_mut(who as usize) {
-            *n += 1;
+            *n += w;
         }
         if let Some(resident) = resident_ns {
-            self.pingpong += 1;
-            self.pingpong_pages += u64::from(pages);
-            self.residency_ns.add(resident);
+            self.pingpong += w;
+            self.pingpong_pages += w * u64::from(pages);
+            self.residency_ns.add_n(resident, w);
         }
         self.last_ns = self.last_ns.max(now_ns);
     }
@@ -146,6 +158,19 @@ fn trips_mut<'a, K: Ord + Copy>(
     map.entry(key).or_default()
 }
 
+/// Whether a folio of identity `key` is followed at 1 in 2^`shift`: the
+/// hash's top `shift` bits are zero, so a folio followed at a rate is
+/// followed at every rate before it.
+fn followed_at(key: (u64, u64), shift: u32) -> bool {
+    shift == 0 || identity_hash(key) >> (64 - shift) == 0
+}
+
+/// A uniform 64-bit hash of a folio's identity (the splitmix64 finalizer
+/// over both halves).
+fn identity_hash((mapping, index): (u64, u64)) -> u64 {
+    crate::rng::splitmix64(mapping ^ crate::rng::splitmix64(index))
+}
+
 /// A promotion undone: the demotion that ended a trip on the top tier
 /// within the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,6 +182,9 @@ pub struct PingPong {
     pub tag: u64,
     pub resident_ns: u64,
     pub pages: u32,
+    /// Folios it counts for: the sampling rate when the table is full
+    /// ([`MAX_FOLLOWED`]), 1 otherwise.
+    pub weight: u64,
 }
 
 impl Lifecycle {
@@ -179,16 +207,17 @@ impl Lifecycle {
     /// (`promote`'s move_pages) on its behalf: a trip on the top tier
     /// starts, noted `tag`. Whether it did (the folio's identity was read).
     pub fn promoted(&mut self, f: &FaultEvent, tag: u64) -> bool {
-        if f.mapping == 0 {
+        let key = (f.mapping, f.index);
+        if f.mapping == 0 || !self.follows(key) {
             return false;
         }
-        self.promotions += 1;
-        let key = (f.mapping, f.index);
+        let w = self.weight();
+        self.promotions += w;
         let was = self.folios.get(&key).copied();
         let returned = was.filter(|t| !t.promoted);
         let again = returned.is_some_and(|t| t.was_promoted);
-        self.returned += u64::from(returned.is_some());
-        self.repromotions += u64::from(again);
+        self.returned += w * u64::from(returned.is_some());
+        self.repromotions += w * u64::from(again);
         let trip = Trip {
             moved_ns: f.ts_ns,
             promoted: true,
@@ -198,10 +227,22 @@ impl Lifecycle {
             nodes: (f.src_nid, f.dst_nid),
             tag,
         };
-        self.each_key(&trip, |t| t.promoted(f.ts_ns, again));
-        self.make_room(f.ts_ns);
-        self.folios.insert(key, trip);
+        self.each_key(&trip, |t| t.promoted(f.ts_ns, again, w));
+        self.make_room();
+        if self.follows(key) {
+            self.folios.insert(key, trip);
+        }
         true
+    }
+
+    /// Whether the folio of identity `key` is followed at today's rate.
+    fn follows(&self, key: (u64, u64)) -> bool {
+        followed_at(key, self.shift)
+    }
+
+    /// Folios a followed folio's move counts for.
+    fn weight(&self) -> u64 {
+        1 << self.shift
     }
 
     /// Applies `f` to the trips of `trip`'s process, cgroup and nodes.
@@ -229,34 +270,39 @@ impl Lifecycle {
     /// A demotion: ends a trip on the top tier if it began with a
     /// promotion; the ping-pong when that was within the window.
     pub fn demote(&mut self, d: &DemoteEvent) -> Option<PingPong> {
-        if d.mapping == 0 || d.dst_nid < 0 {
+        let key = (d.mapping, d.index);
+        if d.mapping == 0 || d.dst_nid < 0 || !self.follows(key) {
             return None;
         }
-        let key = (d.mapping, d.index);
+        let w = self.weight();
         let was = self.folios.get(&key).copied();
         let mut pingpong = None;
         if let Some(t) = was.filter(|t| t.promoted) {
             let resident = d.ts_ns.saturating_sub(t.moved_ns);
             let within = (resident <= PINGPONG_WINDOW_NS).then_some(resident);
             self.each_key(&t, |k| {
-                k.demoted(d.reclaimer, d.nr_pages, within, d.ts_ns);
+                k.demoted(d.reclaimer, d.nr_pages, within, d.ts_ns, w);
             });
             if within.is_some() {
-                self.pingpong += 1;
-                self.pingpong_pages += u64::from(d.nr_pages);
-                self.residency_ns.add(resident);
+                self.pingpong += w;
+                self.pingpong_pages += w * u64::from(d.nr_pages);
+                self.residency_ns.add_n(resident, w);
                 pingpong = Some(PingPong {
                     tgid: t.tgid,
                     cgroup_id: t.cgroup_id,
                     tag: t.tag,
                     resident_ns: resident,
                     pages: d.nr_pages,
+                    weight: w,
                 });
             } else {
-                self.demoted_late += 1;
+                self.demoted_late += w;
             }
         }
-        self.make_room(d.ts_ns);
+        self.make_room();
+        if !self.follows(key) {
+            return pingpong;
+        }
         self.folios.insert(
             key,
             Trip {
@@ -283,23 +329,25 @@ impl Lifecycle {
         self.by_process.get(&tgid)
     }
 
-    /// Keeps the table under [`MAX_FOLLOWED`]: when full, demoted folios
-    /// never promoted go (reclaim demotes far more than it promotes; their
-    /// next promotion then starts a trip without being counted as
-    /// returned), and folios that have not moved within the window (their
-    /// next move cannot be a ping-pong); when that frees less than a
-    /// quarter, every folio goes. Either way they are counted in
-    /// `forgotten`.
-    fn make_room(&mut self, now_ns: u64) {
+    /// Keeps the table under [`MAX_FOLLOWED`]: when full, halves the rate
+    /// folios are followed at until at most three quarters are left (about
+    /// half go each time: the hash is uniform), counting those let go in
+    /// `forgotten`. A folio let go is not linked again; the followed ones
+    /// now count for twice as many, so every count stays an estimate of
+    /// all folios' (see the module's note).
+    fn make_room(&mut self) {
         if self.folios.len() < MAX_FOLLOWED {
             return;
         }
         let before = self.folios.len();
-        let since = now_ns.saturating_sub(PINGPONG_WINDOW_NS);
-        self.folios
-            .retain(|_, t| (t.promoted || t.was_promoted) && t.moved_ns >= since);
-        if self.folios.len() > MAX_FOLLOWED / 4 * 3 {
-            self.folios.clear();
+        while self.folios.len() > MAX_FOLLOWED / 4 * 3 {
+            if self.shift == MAX_SHIFT {
+                self.folios.clear();
+                break;
+            }
+            self.shift += 1;
+            let shift = self.shift;
+            self.folios.retain(|&key, _| followed_at(key, shift));
         }
         self.forgotten += (before - self.folios.len()) as u64;
     }
@@ -352,7 +400,22 @@ impl Lifecycle {
             })
             .collect(),
             forgotten: self.forgotten,
+            sampled_one_in: self.weight(),
+            pingpong_error: self.pingpong_error(),
         }
+    }
+
+    /// The ping-pong count's error (three standard errors) at today's
+    /// rate: the count over the rate stands for the folios seen, fewer
+    /// than were (those seen at a higher rate count for fewer), so the
+    /// error stated is at least the true one.
+    fn pingpong_error(&self) -> f64 {
+        let rate = self.weight();
+        let sampling = crate::sampling::Sampling {
+            rate,
+            ..Default::default()
+        };
+        sampling.scale(self.pingpong / rate, 1.0).error
     }
 }
 
@@ -474,6 +537,17 @@ pub struct LifecycleReport {
     /// Folios dropped from the table when it was full: their next move is
     /// not linked (see [`MAX_FOLLOWED`]).
     pub forgotten: u64,
+    /// Folios are followed 1 in this many (1: every one) since the table
+    /// filled; every count above is then an estimate for all of them, and
+    /// `pingpong_error` is the ping-pong count's (three standard errors).
+    #[serde(default = "every_folio")]
+    pub sampled_one_in: u64,
+    #[serde(default)]
+    pub pingpong_error: f64,
+}
+
+fn every_folio() -> u64 {
+    1
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
@@ -680,16 +754,56 @@ mod tests {
     }
 
     #[test]
-    fn a_full_table_forgets_folios_never_promoted_first() {
+    fn a_full_table_follows_half_the_folios_and_counts_each_for_two() {
         let mut l = Lifecycle::default();
-        l.fault(&promotion(S, 0xf2, 0), TOPTIER);
-        for i in 1..MAX_FOLLOWED as u64 {
+        // The table full, and one more.
+        for i in 0..=MAX_FOLLOWED as u64 {
             l.demote(&demotion(S + i, 0xf3, i, i));
         }
-        // Full: the next move makes room, keeping the promoted folio.
-        l.demote(&demotion(2 * S, 0xf2, 0, 1));
         let r = l.report();
-        assert_eq!((r.pingpong, r.forgotten), (1, MAX_FOLLOWED as u64 - 1));
+        assert_eq!(r.sampled_one_in, 2);
+        assert!(l.folios.len() <= MAX_FOLLOWED / 4 * 3);
+        assert_eq!(r.forgotten, (MAX_FOLLOWED + 1 - l.folios.len()) as u64);
+        // A folio the hash follows counts for two, one it does not for none.
+        let key = |followed: bool| {
+            (0u64..)
+                .map(|i| (0xf2, i))
+                .find(|&k| followed_at(k, 1) == followed)
+                .expect("the hash splits keys both ways")
+        };
+        for (k, weight) in [(key(true), Some(2)), (key(false), None)] {
+            l.fault(&promotion(2 * S, k.0, k.1), TOPTIER);
+            let pp = l.demote(&demotion(3 * S, k.0, k.1, 1));
+            assert_eq!(pp.map(|p| p.weight), weight);
+        }
+        let r = l.report();
+        assert_eq!((r.promotions, r.pingpong), (2, 2));
+        assert_eq!(r.residency_ms.iter().map(|b| b.count).sum::<u64>(), 2);
+    }
+
+    #[test]
+    fn sampled_counts_estimate_every_folio_s_within_their_error() {
+        // Three times as many folios as the table holds, each promoted and
+        // demoted within the window: every one a ping-pong.
+        let n = 3 * MAX_FOLLOWED as u64;
+        let mut l = Lifecycle::default();
+        for i in 0..n {
+            l.fault(&promotion(S + i, 0xf5, i), TOPTIER);
+        }
+        for i in 0..n {
+            l.demote(&demotion(2 * S + i, 0xf5, i, i));
+        }
+        let r = l.report();
+        assert!(r.sampled_one_in >= 4, "{}", r.sampled_one_in);
+        assert!(l.folios.len() <= MAX_FOLLOWED);
+        let off = r.pingpong.abs_diff(n) as f64;
+        assert!(
+            off <= r.pingpong_error && r.pingpong_error < n as f64 / 10.0,
+            "ping-pong {} of {n}, error {}",
+            r.pingpong,
+            r.pingpong_error
+        );
+        assert!(r.pingpong <= r.promotions + r.pingpong_error as u64);
     }
 
     #[test]
@@ -719,7 +833,10 @@ mod tests {
         }
         assert!(l.folios.len() <= MAX_FOLLOWED);
         let r = l.report();
-        assert_eq!(r.forgotten, MAX_FOLLOWED as u64);
-        assert_eq!(r.promotions, MAX_FOLLOWED as u64 + 10);
+        assert_eq!(r.sampled_one_in, 2);
+        assert!(r.forgotten >= MAX_FOLLOWED as u64 / 4, "{}", r.forgotten);
+        // Every promotion before the table filled, then the followed ones
+        // twice.
+        assert!(r.promotions >= MAX_FOLLOWED as u64 && r.promotions <= MAX_FOLLOWED as u64 + 20);
     }
 }

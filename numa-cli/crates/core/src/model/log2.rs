@@ -46,9 +46,15 @@ pub struct BucketCount {
 impl Log2Hist {
     #[inline]
     pub fn add(&mut self, v: u64) {
-        self.buckets[bucket(v)] += 1;
-        self.sum = self.sum.saturating_add(v);
-        self.count += 1;
+        self.add_n(v, 1);
+    }
+
+    /// `n` values of `v` (a sampled value standing for `n`).
+    #[inline]
+    pub fn add_n(&mut self, v: u64, n: u64) {
+        self.buckets[bucket(v)] += n;
+        self.sum = self.sum.saturating_add(v.saturating_mul(n));
+        self.count += n;
     }
 
     pub fn merge(&mut self, other: &Log2Hist) {

@@ -174,7 +174,8 @@ const DEMOTE_COLUMNS: &[(&str, Kind, bool)] = &[
 ];
 
 /// The cells of demotion record `d`, in [`DEMOTE_COLUMNS`]' order; `pp`
-/// is the promotion it undid, if any.
+/// is the promotion it undid, if any (when the lifecycle samples, past its
+/// bound of followed folios, a folio not followed has none).
 fn demote_cells<'a>(
     d: &DemoteEvent,
     file: &'a FileFacts,

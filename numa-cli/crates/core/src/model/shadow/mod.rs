@@ -590,8 +590,8 @@ impl Engine {
         }
         for (i, m) in self.models.iter_mut().enumerate() {
             let shared = pp.tag >> i & 1 == 1;
-            m.pingpong.shared += u64::from(shared);
-            m.pingpong.avoided += u64::from(!shared);
+            m.pingpong.shared += pp.weight * u64::from(shared);
+            m.pingpong.avoided += pp.weight * u64::from(!shared);
         }
     }
 
