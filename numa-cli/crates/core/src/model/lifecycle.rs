@@ -362,6 +362,11 @@ impl Lifecycle {
         (self.pingpong, self.pingpong_pages, self.repromotions)
     }
 
+    /// Folios are followed 1 in this many (1: every one).
+    pub fn sampled_one_in(&self) -> u64 {
+        self.weight()
+    }
+
     /// Time on the top tier of each ping-pong, ns.
     pub fn residency(&self) -> &Log2Hist {
         &self.residency_ns

@@ -528,6 +528,13 @@ fn demotions(
         "Folios promoted, demoted and promoted again.",
         p.repromotions,
     )?;
+    gauge(
+        enc,
+        "numatrace_pingpong_sampled_one_in",
+        "Promoted and demoted folios are followed 1 in this many (1: every one; above 1, past the bound of folios followed, the ping-pong counts are estimates).",
+        None,
+        p.sampled_one_in as i64,
+    )?;
     enc.encode_descriptor(
         "numatrace_pingpong_residency",
         "Time a ping-pong folio spent on the top tier between its promotion and its demotion; log2 buckets.",

@@ -162,6 +162,8 @@ pub struct Pingpong {
     /// Time on the top tier, ns, log2 buckets.
     pub residency_ns: Vec<u64>,
     pub residency_sum_ns: u64,
+    /// Folios are followed 1 in this many (1: every one).
+    pub sampled_one_in: u64,
 }
 
 /// Everything one scrape shows. Built by the pipeline, read by the HTTP

@@ -126,6 +126,7 @@ pub(crate) fn full_state() -> MetricsState {
             repromotions: 1,
             residency_ns: (0..HIST_BUCKETS).map(|b| u64::from(b == 34) * 3).collect(),
             residency_sum_ns: 36_000_000_000,
+            sampled_one_in: 1,
         },
         funnel: FunnelMetrics {
             scan_passes: 32,
@@ -196,6 +197,7 @@ fn names_follow_the_issue_and_prometheus_conventions() {
         "numatrace_demotions_total",
         "numatrace_pingpong_total",
         "numatrace_repromotions_total",
+        "numatrace_pingpong_sampled_one_in",
         "numatrace_pingpong_residency_seconds_bucket",
     ] {
         assert!(
