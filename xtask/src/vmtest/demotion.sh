@@ -9,6 +9,13 @@ was=$(cat $dem)
 # down (kswapd and direct reclaim); then a hot set B (the rest) pushes A
 # down; then A again is promoted again.
 echo true > $dem
+# Every hint fault within 10 s of its scan promotes: the phases then move
+# pages as fast as the scanner finds them, not at the pace of the hot
+# threshold's latency test (1 s by default) on a full DRAM.
+D=/sys/kernel/debug/sched/numa_balancing
+old_th=$(cat $D/hot_threshold_ms)
+trap 'echo $old_th > $D/hot_threshold_ms; echo $was > $dem' EXIT
+echo 10000 > $D/hot_threshold_ms
 # The workload's memory is charged to a cgroup of its own: each demoted
 # folio names it.
 echo +memory > /sys/fs/cgroup/cgroup.subtree_control || exit 1
