@@ -19,7 +19,10 @@
 //! - from `stats`: each program's run time per hint fault and the BPF share
 //!   of the workload's CPU time;
 //! - hint faults/s, ring drops, the guest's busy CPU (numatrace's own
-//!   userspace included), and numatrace's own CPU per record it read.
+//!   userspace included), and numatrace's own CPU per record it read;
+//! - from one more run after the rounds, with `demotion_enabled` and a
+//!   memory larger than DRAM (demotion's own phase): the demotion hooks'
+//!   run time per demoted folio and the fault path's per hint fault.
 //!
 //! By default the guest runs in QEMU's instruction-count mode
 //! ([`Clock::Instructions`]): one guest nanosecond per executed guest
@@ -77,6 +80,14 @@ const WORKLOAD: &str = "numatrace workload hot-chunks --slow-mb 128 --chunk-mb 1
 /// scanner, no hint fault), once per boot: what an access costs alone.
 const CALIBRATION: &str = "numatrace workload hot-chunks --slow-mb 128 --chunk-mb 128 --accesses 100000 --duration 2 --seed 0 --summary calibration.json";
 
+/// Demotion's phase: more memory than DRAM, placed on DRAM (what does not
+/// fit is demoted as it is populated), visited a chunk at a time so that
+/// promotions push pages down (the `demotion` VM test's shape).
+const DEMOTION: &str = "numatrace workload hot-chunks --slow-node 0 --slow-mb 2400 --chunk-mb 64 --accesses 20000 --in-turn --duration 10";
+
+/// The programs at demotion's hooks (numa-ebpf's `demote`).
+const DEMOTE_PROGRAMS: [&str; 2] = ["fexit_demote", "fexit_demote_batch"];
+
 /// The four ways a round runs the workload: name and the numatrace command
 /// in front of it (none for the base run).
 const RUNS: [(&str, &str); 4] = [
@@ -104,6 +115,10 @@ pub(crate) fn script() -> String {
             ));
         }
     }
+    let dem = "/sys/kernel/mm/numa/demotion_enabled";
+    s.push_str(&format!(
+        "was=$(cat {dem})\necho true > {dem}\nnumatrace stats --live --bpf-stats --json -- {DEMOTION} --summary demotion.json > tool_demotion.json || exit 1\necho $was > {dem}\n"
+    ));
     s
 }
 
@@ -248,6 +263,44 @@ pub(crate) fn report(dir: &Path, clock: Clock) -> Result<()> {
         println!("{line}");
     }
     print_summary(&fig, clock);
+    print_demotion(&read_report(dir, "tool_demotion.json")?, clock)
+}
+
+/// Demotion's phase: the demotion hooks' run time per demoted folio and
+/// the other programs' per hint fault, in the same run.
+fn print_demotion(r: &Report, clock: Clock) -> Result<()> {
+    let (ns, _) = clock.units();
+    let folios = r.demotions.folios;
+    ensure!(
+        folios > 0,
+        "demotion's phase demoted nothing ({} hint faults): no cost to state",
+        r.hint_faults
+    );
+    let (demote, fault): (Vec<&ProgramStat>, Vec<&ProgramStat>) = r
+        .bpf_programs
+        .iter()
+        .partition(|p| DEMOTE_PROGRAMS.contains(&p.name.as_str()));
+    ensure!(
+        !demote.is_empty(),
+        "demotion's phase ran none of {DEMOTE_PROGRAMS:?}: the demote hook was not attached"
+    );
+    let time = |ps: &[&ProgramStat]| ps.iter().map(|p| p.run_time_ns as f64).sum::<f64>();
+    println!();
+    println!(
+        "demotion's phase (one run, `stats --live --bpf-stats`, {folios} demoted folios in {} reclaim batches, {} hint faults):",
+        r.demotions.batches, r.hint_faults
+    );
+    for p in &demote {
+        println!(
+            "  {:<26} {:>10} runs, {:>8.0} {ns}/run",
+            p.name, p.run_count, p.ns_per_run
+        );
+    }
+    println!(
+        "  demotion hooks per demoted folio: {:.0} {ns}; the other programs per hint fault: {:.0} {ns}",
+        time(&demote) / folios as f64,
+        time(&fault) / r.hint_faults.max(1) as f64
+    );
     Ok(())
 }
 
@@ -512,7 +565,15 @@ mod tests {
                     "numa_hint_faults": 30000.0, "accesses": 1e6});
                 std::fs::write(dir.join(next), summary.to_string()).unwrap();
             } else if *w == ">" && next.starts_with("tool_") {
-                let tool = serde_json::to_string(&tool_report(30000, Some(900.0))).unwrap();
+                let mut r = tool_report(30000, Some(900.0));
+                if *next == "tool_demotion.json" {
+                    r.demotions.folios = 2000;
+                    r.bpf_programs.push(ProgramStat {
+                        name: DEMOTE_PROGRAMS[0].into(),
+                        ..r.bpf_programs[0].clone()
+                    });
+                }
+                let tool = serde_json::to_string(&r).unwrap();
                 std::fs::write(dir.join(next), tool).unwrap();
             } else if *w == ">" && next.starts_with("cpu_") {
                 let ticks = if next.ends_with("_0.txt") { 100 } else { 400 };
@@ -520,8 +581,8 @@ mod tests {
                 std::fs::write(dir.join(next), line).unwrap();
             }
         }
-        // The calibration run and every round's runs.
-        assert_eq!(runs, 1 + ROUNDS * RUNS.len());
+        // The calibration run, every round's runs and demotion's.
+        assert_eq!(runs, 1 + ROUNDS * RUNS.len() + 1);
         report(&dir, Clock::Instructions).unwrap();
         report(&dir, Clock::Wall).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
