@@ -1,28 +1,42 @@
 echo 2 > /proc/sys/kernel/numa_balancing
 dem=/sys/kernel/mm/numa/demotion_enabled
 was=$(cat $dem)
-# One process whose memory is larger than DRAM, placed on DRAM (the part
-# that does not fit, the first populated, is demoted as it is populated)
-# and visited a chunk at a time, each visit touching about 70% of the
-# chunk's pages, in three phases: a hot set A (the first half, mostly on
-# the slow node) is promoted, pushing the pages least recently touched
-# down (kswapd and direct reclaim); then a hot set B (the rest) pushes A
-# down; then A again is promoted again.
+# Three phases of one process's accesses, a chunk at a time (each visit
+# touches about 70% of the chunk's pages), with DRAM too small for both
+# of its hot sets: hot set A (384 MiB on the slow node) is promoted; hot
+# set B (384 MiB on the slow node) is promoted and pushes A, now the
+# coldest, down (kswapd); A again is promoted again and pushes B down.
+# DRAM is made small by reserving the rest of node 0 as huge pages
+# (hugetlb is not on the LRU: reclaim neither demotes nor frees it), so
+# that nothing colder than A is left to demote.
 echo true > $dem
 # Every hint fault within 10 s of its scan promotes: the phases then move
 # pages as fast as the scanner finds them, not at the pace of the hot
 # threshold's latency test (1 s by default) on a full DRAM.
 D=/sys/kernel/debug/sched/numa_balancing
 old_th=$(cat $D/hot_threshold_ms)
-trap 'echo $old_th > $D/hot_threshold_ms; echo $was > $dem' EXIT
+H=/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages
+trap 'echo 0 > $H; echo $old_th > $D/hot_threshold_ms; echo $was > $dem' EXIT
 echo 10000 > $D/hot_threshold_ms
+free0() { awk '/MemFree/ {print int($4 / 1024)}' /sys/devices/system/node/node0/meminfo; }
+sync
+echo 3 > /proc/sys/vm/drop_caches
+free=$(free0)
+echo $(((free - 700) / 2)) > $H
+left=$(free0)
+echo "node 0: $free MiB free, $(cat $H) huge pages reserved, $left MiB left" > dram.txt
+if [ "$left" -gt 800 ] || [ "$left" -lt 600 ]; then
+	echo "could not leave 600-800 MiB of node 0 free (huge pages not found?): $(cat dram.txt)" >&2
+	exit 1
+fi
 # The workload's memory is charged to a cgroup of its own: each demoted
 # folio names it.
 echo +memory > /sys/fs/cgroup/cgroup.subtree_control || exit 1
 mkdir -p /sys/fs/cgroup/demoted || exit 1
-# Hundreds of thousands of hint faults on DRAM: a ring big enough that a
-# reader slowed by the emulator loses none (the check needs every record).
-numatrace record --ring-mb 64 -o on.trace -- sh -c 'echo $$ > /sys/fs/cgroup/demoted/cgroup.procs && exec numatrace workload hot-chunks --slow-node 0 --slow-mb 2400 --chunk-mb 64 --accesses 20000 --in-turn --phase-ms 8000 --duration 24 --summary on-workload.json' || exit 1
+# Every hint fault of a quarter million: a ring big enough that a reader
+# slowed by the emulator loses none (the check needs every record).
+numatrace record --ring-mb 64 -o on.trace -- sh -c 'echo $$ > /sys/fs/cgroup/demoted/cgroup.procs && exec numatrace workload hot-chunks --slow-mb 768 --chunk-mb 64 --accesses 20000 --in-turn --phase-ms 8000 --duration 24 --summary on-workload.json' || exit 1
+echo 0 > $H
 # memory.stat flushes its per-CPU counts on read only past a threshold
 # (newer kernels); the kernel's own flush runs every 2 s and takes them
 # all. The workload has exited, so nothing is demoted in between.

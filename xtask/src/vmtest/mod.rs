@@ -190,8 +190,8 @@ pub(crate) const TESTS: &[VmTest] = &[
         name: "demotion",
         script: demotion::SCRIPT,
         kernels: &Series::ALL,
-        // Two attaches around 21 s of workloads that fill DRAM, and two
-        // passes over a trace of about 300,000 hint faults.
+        // Two attaches around 30 s of workloads, and two passes over a
+        // trace of about 250,000 hint faults.
         timeout_s: 360,
         check: demotion::check,
         icount: false,
