@@ -6,7 +6,8 @@
 //! allocation callback); pages of A go round (promoted, demoted, promoted
 //! again) and the residency histogram holds every ping-pong; the records
 //! survive a trace (`record`, then `stats`, `dump` and `top --replay` of
-//! it: `top`'s ping-pong share is `stats`'s). With
+//! it: `top`'s ping-pong share is `stats`'s). Under numatrace's promoter,
+//! the pages it moved and reclaim demoted again are its ping-pong. With
 //! demotion disabled, none is reported.
 use std::path::Path;
 
@@ -15,6 +16,7 @@ use anyhow::{ensure, Context, Result};
 use crate::kernels::Series;
 use crate::results::{equal_but_missed, read_report, text};
 use numa_core::model::totals::Report;
+use numa_promote::PromoteReport;
 
 pub(super) const SCRIPT: &str = include_str!("demotion.sh");
 
@@ -37,6 +39,7 @@ fn vmstat_demoted(r: &Report) -> u64 {
 
 pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     let on: Report = read_report(dir, "on.json")?;
+    eprintln!("demotion: {}", text(dir, "dram.txt")?.trim());
     log(&on);
     check_pages(&on)?;
     check_folio_records(&on)?;
@@ -44,6 +47,7 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     check_dump(dir, &on)?;
     check_lifecycle(&on)?;
     check_top(dir, &on)?;
+    check_promoter(dir)?;
     check_disabled(dir)
 }
 
@@ -254,6 +258,45 @@ fn check_top(dir: &Path, on: &Report) -> Result<()> {
     ensure!(
         frame.rates.iter().any(|r| r.name == "ping-pong"),
         "top has no ping-pong rate"
+    );
+    Ok(())
+}
+
+/// numatrace's promoter in the same phases, the kernel refusing nearly
+/// every page: what it moved that reclaim demoted again within the window
+/// is its ping-pong, in its totals and in its process's row.
+fn check_promoter(dir: &Path) -> Result<()> {
+    let p: PromoteReport = read_report(dir, "promote.json")?;
+    let pid: u32 = text(dir, "promoted.pid")?
+        .trim()
+        .parse()
+        .context("promoted.pid")?;
+    let e = &p.events;
+    eprintln!(
+        "    promoter: moved {} folios ({} pages), {} failed; ping-pong {} folios ({} pages), the kernel's {}",
+        p.moved_folios, p.moved_pages, p.failures, e.pingpong, e.pingpong_pages, e.kernel_pingpong
+    );
+    ensure!(
+        p.moved_folios >= MIN_REPROMOTED,
+        "the promoter moved {} folios: the phases need it to move A and B (at least {MIN_REPROMOTED})",
+        p.moved_folios
+    );
+    ensure!(
+        e.pingpong > 0 && e.pingpong <= p.moved_folios,
+        "the promoter's ping-pong is {} of the {} folios it moved: B's moves push A down",
+        e.pingpong,
+        p.moved_folios
+    );
+    let row = p
+        .processes
+        .iter()
+        .find(|r| r.pid == pid)
+        .with_context(|| format!("the workload (pid {pid}) is not in the promoter's report"))?;
+    ensure!(
+        row.pingpong == e.pingpong,
+        "the workload's row has {} ping-pongs, the promoter's totals {}",
+        row.pingpong,
+        e.pingpong
     );
     Ok(())
 }

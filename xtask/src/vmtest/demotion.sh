@@ -22,11 +22,11 @@ free0() { awk '/MemFree/ {print int($4 / 1024)}' /sys/devices/system/node/node0/
 sync
 echo 3 > /proc/sys/vm/drop_caches
 free=$(free0)
-echo $(((free - 700) / 2)) > $H
+echo $(((free - 560) / 2)) > $H
 left=$(free0)
 echo "node 0: $free MiB free, $(cat $H) huge pages reserved, $left MiB left" > dram.txt
-if [ "$left" -gt 800 ] || [ "$left" -lt 600 ]; then
-	echo "could not leave 600-800 MiB of node 0 free (huge pages not found?): $(cat dram.txt)" >&2
+if [ "$left" -gt 620 ] || [ "$left" -lt 500 ]; then
+	echo "could not leave 500-620 MiB of node 0 free (huge pages not found?): $(cat dram.txt)" >&2
 	exit 1
 fi
 # The workload's memory is charged to a cgroup of its own: each demoted
@@ -35,13 +35,30 @@ echo +memory > /sys/fs/cgroup/cgroup.subtree_control || exit 1
 mkdir -p /sys/fs/cgroup/demoted || exit 1
 # Every hint fault of a quarter million: a ring big enough that a reader
 # slowed by the emulator loses none (the check needs every record).
-numatrace record --ring-mb 64 -o on.trace -- sh -c 'echo $$ > /sys/fs/cgroup/demoted/cgroup.procs && exec numatrace workload hot-chunks --slow-mb 768 --chunk-mb 64 --accesses 20000 --in-turn --phase-ms 8000 --duration 24 --summary on-workload.json' || exit 1
-echo 0 > $H
+W='numatrace workload hot-chunks --slow-mb 768 --chunk-mb 64 --accesses 20000 --in-turn --phase-ms 8000 --duration 24'
+numatrace record --ring-mb 64 -o on.trace -- sh -c "echo \$\$ > /sys/fs/cgroup/demoted/cgroup.procs && exec $W --summary on-workload.json" || exit 1
 # memory.stat flushes its per-CPU counts on read only past a threshold
 # (newer kernels); the kernel's own flush runs every 2 s and takes them
 # all. The workload has exited, so nothing is demoted in between.
 sleep 3
 cat /sys/fs/cgroup/demoted/memory.stat > memcg.stat
+# numatrace's own promoter in the same phases: the kernel refuses nearly
+# every page (a 1 ms threshold), the promoter moves them (no free floor:
+# its moves of B push A down), and what it moved that reclaim demoted
+# again is its ping-pong. The workload waits until the promoter is
+# attached (its state file names the pid).
+echo 1 > $D/hot_threshold_ms
+sh -c "while [ ! -e go ]; do sleep 0.2; done; exec $W --seed 2 --summary promoted-workload.json" &
+w=$!
+echo $w > promoted.pid
+numatrace promote --pid $w --min-free 0% --ring-mb 16 --json -o promote.json 2> promote.err &
+p=$!
+i=0; while [ $i -lt 240 ] && ! grep -q "\"pid\": *$w[^0-9]" /run/numatrace/promoter.json 2>/dev/null; do sleep 0.5; i=$((i + 1)); done
+touch go
+wait $w
+# The promoter stops by itself once its process has exited.
+wait $p || exit 1
+echo 0 > $H
 numatrace stats on.trace --json --by cgroup > on.json || exit 1
 numatrace top --replay on.trace --once --json > top.json || exit 1
 # The dump is counted, not kept: the results live in the guest's memory.
