@@ -159,9 +159,11 @@ fn records_match(what: &str, records: u64, counted: u64, on: &Report) -> Result<
 }
 
 /// Every demoted folio names the memory cgroup it is charged to: the
-/// cgroups' demoted pages sum to the folio records', most are the
-/// workload's own cgroup's, and where the kernel counts demotions per
-/// memory cgroup (memory.stat's pgdemote_*) they are its count.
+/// cgroups' demoted pages sum to the folio records', the workload's own
+/// cgroup has its share (A pushed down; the rest is other cgroups' memory
+/// on DRAM, a third to two thirds of it in runs on 6.1, 6.12 and 7.2),
+/// and where the kernel counts demotions per memory cgroup (memory.stat's
+/// pgdemote_*) they are its count.
 fn check_memcg(dir: &Path, on: &Report) -> Result<()> {
     const OWN: &str = "/demoted";
     let total: u64 = on.by_cgroup.iter().map(|r| r.counts.demoted).sum();
@@ -189,8 +191,9 @@ fn check_memcg(dir: &Path, on: &Report) -> Result<()> {
          some folio's memcg was not read"
     );
     ensure!(
-        own * 2 > folio_pages,
-        "only {own} of {folio_pages} demoted pages were charged to the workload's cgroup {OWN}"
+        own >= MIN_REPROMOTED,
+        "only {own} of {folio_pages} demoted pages were charged to the workload's cgroup {OWN} \
+         (at least {MIN_REPROMOTED} of A's are pushed down)"
     );
     Ok(())
 }
