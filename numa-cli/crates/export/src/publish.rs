@@ -323,11 +323,17 @@ impl Publisher {
                 promote_pages: p.promote.pages,
                 reject_pages: p.reject.pages,
                 verdict: "",
+                demoted_by: BTreeMap::new(),
+                pingpong: 0,
             })
             .collect();
         processes.sort_by(|a, b| b.hint_faults.cmp(&a.hint_faults).then(a.pid.cmp(&b.pid)));
         processes.truncate(self.opts.per_process);
         for p in &mut processes {
+            if let Some(t) = self.lifecycle.process(p.pid) {
+                p.demoted_by = numa_core::model::demotions::by_reclaimer_name(&t.demoted);
+                p.pingpong = t.pingpong;
+            }
             p.verdict = self
                 .funnel
                 .process(p.pid, self.now_ns)

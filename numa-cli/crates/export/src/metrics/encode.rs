@@ -418,6 +418,7 @@ fn processes(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result 
         "The same decisions in pages, as vmstat counts them (a THP's decision is 512).",
         rows(true),
     )?;
+    process_trips(enc, s, &pids)?;
     process_verdicts(enc, s, &pids)
 }
 
@@ -467,6 +468,35 @@ fn cgroups(enc: &mut DescriptorEncoder, s: &MetricsState) -> std::fmt::Result {
         m.encode_family(&labels)?.encode_gauge(&1i64)?;
     }
     Ok(())
+}
+
+/// Demotions of the folios each top process promoted, by reclaimer, and
+/// its ping-pongs.
+fn process_trips(
+    enc: &mut DescriptorEncoder,
+    s: &MetricsState,
+    pids: &[String],
+) -> std::fmt::Result {
+    counters(
+        enc,
+        "numatrace_process_demotions",
+        "Demotions of the folios the top processes (--per-process) promoted, by reclaimer (kswapd, direct, khugepaged), in folios.",
+        s.processes.iter().zip(pids).flat_map(|(p, pid)| {
+            p.demoted_by.iter().map(move |(kind, v)| {
+                let labels = [("pid", Esc(pid)), ("comm", Esc(&p.comm)), ("kind", Esc(kind))];
+                (labels, *v)
+            })
+        }),
+    )?;
+    counters(
+        enc,
+        "numatrace_process_pingpong",
+        "Folios the top processes (--per-process) promoted that were demoted again within 600 s (ping-pong).",
+        s.processes
+            .iter()
+            .zip(pids)
+            .map(|(p, pid)| ([("pid", Esc(pid)), ("comm", Esc(&p.comm))], p.pingpong)),
+    )
 }
 
 /// `numatrace_process_verdict`: 1 for each top process's verdict.

@@ -9,6 +9,8 @@
 mod encode;
 mod text;
 
+use std::collections::BTreeMap;
+
 pub use encode::{encode_openmetrics, encode_openmetrics_with};
 pub use text::{to_prometheus_text, Format, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE};
 
@@ -121,6 +123,10 @@ pub struct ProcessMetrics {
     /// The funnel's verdict (`not_scanned`, `cold`, `refused_latency`, ...;
     /// empty while it has none).
     pub verdict: &'static str,
+    /// Demotions of the folios it promoted, by reclaimer, and of those the
+    /// ping-pongs (demoted within the lifecycle's window).
+    pub demoted_by: BTreeMap<String, u64>,
+    pub pingpong: u64,
 }
 
 /// One cgroup of `--per-cgroup` (or the rest summed, `cgroup` "other"):

@@ -100,6 +100,8 @@ pub(crate) fn full_state() -> MetricsState {
             promote_pages: 512,
             reject_pages: 9,
             verdict: "not_scanned",
+            demoted_by: [("kswapd".to_owned(), 2), ("direct".to_owned(), 1)].into(),
+            pingpong: 2,
         }],
         cgroups: vec![
             CgroupMetrics {
@@ -198,6 +200,8 @@ fn names_follow_the_issue_and_prometheus_conventions() {
         "numatrace_pingpong_total",
         "numatrace_repromotions_total",
         "numatrace_pingpong_sampled_one_in",
+        "numatrace_process_demotions_total",
+        "numatrace_process_pingpong_total",
         "numatrace_pingpong_residency_seconds_bucket",
     ] {
         assert!(
@@ -207,6 +211,21 @@ fn names_follow_the_issue_and_prometheus_conventions() {
         );
         assert!(prom.lines().any(|l| l.starts_with(name)), "{name} missing");
     }
+    // A process's demotions by kind and its ping-pongs carry its counts.
+    let sample = |name: &str, kind: &str| {
+        om.lines()
+            .find(|l| l.starts_with(name) && l.contains(kind))
+            .and_then(|l| l.rsplit(' ').next())
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        sample("numatrace_process_demotions_total{", "kind=\"kswapd\"").as_deref(),
+        Some("2")
+    );
+    assert_eq!(
+        sample("numatrace_process_pingpong_total{", "").as_deref(),
+        Some("2")
+    );
     assert!(om.contains("# TYPE numatrace_scan_to_fault_latency_seconds histogram"));
     assert!(om.contains("# UNIT numatrace_scan_to_fault_latency_seconds seconds"));
     assert!(om.contains("# TYPE numatrace info"));
