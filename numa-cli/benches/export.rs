@@ -125,6 +125,8 @@ fn full_state(generation: u64) -> MetricsState {
                 promote_pages: 512_000,
                 reject_pages: 999_000 * 512,
                 verdict: "refused_latency",
+                demoted_by: [("kswapd".to_owned(), 300), ("direct".to_owned(), 20)].into(),
+                pingpong: 100,
             })
             .collect(),
         cgroups: (0..100u64)
