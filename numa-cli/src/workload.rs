@@ -1299,6 +1299,38 @@ mod tests {
         assert_eq!(hot_set(8000, 2, at(8000)), (1, 1));
     }
 
+    /// `numatrace workload hot-chunks ARGS`, parsed.
+    fn hot_chunks(args: &[&str]) -> HotChunksArgs {
+        let argv = ["numatrace", "workload", "hot-chunks"].iter().chain(args);
+        match crate::cli::ranges::try_parse_from(argv).map(|c| c.command) {
+            Ok(crate::cli::Command::Workload(crate::cli::Workload::HotChunks(a))) => a,
+            other => panic!("not hot-chunks: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn phases_need_two_chunks_to_visit() {
+        let one = hot_chunks(&["--slow-mb", "64", "--chunk-mb", "64", "--phase-ms", "100"]);
+        let e = check_flags(&one).expect_err("one chunk has no halves");
+        assert!(e.to_string().contains("--phase-ms alternates"), "{e}");
+        let late = hot_chunks(&[
+            "--slow-mb",
+            "128",
+            "--chunk-mb",
+            "64",
+            "--phase-ms",
+            "100",
+            "--late-populate-ms",
+            "10",
+        ]);
+        assert!(
+            check_flags(&late).is_err(),
+            "the first chunk is never visited"
+        );
+        let two = hot_chunks(&["--slow-mb", "128", "--chunk-mb", "64", "--phase-ms", "100"]);
+        check_flags(&two).expect("two chunks, one a phase");
+    }
+
     #[test]
     fn the_threads_parts_add_up_to_the_accesses() {
         for (accesses, threads) in [(20_000, 3), (7, 7), (64, 5), (1, 1)] {

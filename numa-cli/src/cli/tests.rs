@@ -180,6 +180,12 @@ fn workload_cases() -> Vec<Case> {
             "from 1 to 1000000000",
         ),
         case(HC, "--idle-ms", &["-1", "3600001"], "from 0 to 3600000"),
+        case(
+            HC,
+            "--phase-ms",
+            &["-1", "3600001", "x"],
+            "from 0 to 3600000",
+        ),
         case(HC, "--compute-ms", &["-1", "3600001"], "from 0 to 3600000"),
         case(
             HC,
