@@ -37,7 +37,7 @@ fn vmstat_demoted(r: &Report) -> u64 {
         .sum()
 }
 
-pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
+pub(super) fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
     let on: Report = read_report(dir, "on.json")?;
     eprintln!("demotion: {}", text(dir, "dram.txt")?.trim());
     log(&on);
@@ -47,7 +47,7 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     check_dump(dir, &on)?;
     check_lifecycle(&on)?;
     check_top(dir, &on)?;
-    check_promoter(dir)?;
+    check_promoter(dir, series)?;
     check_disabled(dir)
 }
 
@@ -267,8 +267,12 @@ fn check_top(dir: &Path, on: &Report) -> Result<()> {
 
 /// numatrace's promoter in the same phases, the kernel refusing nearly
 /// every page: what it moved that reclaim demoted again within the window
-/// is its ping-pong, in its totals and in its process's row.
-fn check_promoter(dir: &Path) -> Result<()> {
+/// is its ping-pong, in its totals and in its process's row. On 6.1 its
+/// moves into a full DRAM fail instead of making room there (a run:
+/// 53,304 folios moved, 125,758 failed, no page demoted by direct
+/// reclaim), so none of B's moves pushes A down and no ping-pong is
+/// required of it.
+fn check_promoter(dir: &Path, series: Series) -> Result<()> {
     let p: PromoteReport = read_report(dir, "promote.json")?;
     let pid: u32 = text(dir, "promoted.pid")?
         .trim()
@@ -285,7 +289,7 @@ fn check_promoter(dir: &Path) -> Result<()> {
         p.moved_folios
     );
     ensure!(
-        e.pingpong > 0 && e.pingpong <= p.moved_folios,
+        (e.pingpong > 0 || series == Series::V6_1) && e.pingpong <= p.moved_folios,
         "the promoter's ping-pong is {} of the {} folios it moved: B's moves push A down",
         e.pingpong,
         p.moved_folios
