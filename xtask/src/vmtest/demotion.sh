@@ -47,7 +47,7 @@ cat /sys/fs/cgroup/demoted/memory.stat > memcg.stat
 # nearly every page (a 1 ms threshold), the promoter moves them (no free
 # floor: its moves of B push A down), and what it moved that reclaim
 # demoted again is its ping-pong. The workload waits until the promoter
-# is attached (its state file names the pid).
+# is attached (its state file names the promoter's pid).
 echo 1 > $D/hot_threshold_ms
 echo $(($(cat $H) + ($(free0) - 300) / 2)) > $H
 echo "promoter's run: $(cat $H) huge pages reserved, $(free0) MiB left" >> dram.txt
@@ -57,7 +57,7 @@ w=$!
 echo $w > promoted.pid
 numatrace promote --pid $w --min-free 0% --ring-mb 16 --json -o promote.json 2> promote.err &
 p=$!
-i=0; while [ $i -lt 240 ] && ! grep -q "\"pid\": *$w[^0-9]" /run/numatrace/promoter.json 2>/dev/null; do sleep 0.5; i=$((i + 1)); done
+i=0; while [ $i -lt 240 ] && ! grep -q "\"pid\": *$p[^0-9]" /run/numatrace/promoter.json 2>/dev/null; do sleep 0.5; i=$((i + 1)); done
 touch go
 wait $w
 # The promoter stops by itself once its process has exited.
