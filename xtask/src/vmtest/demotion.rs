@@ -267,11 +267,11 @@ fn check_top(dir: &Path, on: &Report) -> Result<()> {
 
 /// numatrace's promoter in the same phases, the kernel refusing nearly
 /// every page: what it moved that reclaim demoted again within the window
-/// is its ping-pong, in its totals and in its process's row. On 6.1 its
-/// moves into a full DRAM fail instead of making room there (a run:
-/// 53,304 folios moved, 125,758 failed, no page demoted by direct
-/// reclaim), so none of B's moves pushes A down and no ping-pong is
-/// required of it.
+/// is its ping-pong, in its totals and in its process's row. On 6.1 most
+/// of its moves into the full node fail instead of making room there, so
+/// B's moves may push nothing down and no ping-pong is required of it
+/// (two runs: 53,304 folios moved, 125,758 failed, no ping-pong; 77,144
+/// moved, 84,891 failed, 15,867 ping-pongs).
 fn check_promoter(dir: &Path, series: Series) -> Result<()> {
     let p: PromoteReport = read_report(dir, "promote.json")?;
     let pid: u32 = text(dir, "promoted.pid")?
@@ -326,10 +326,11 @@ fn check_disabled(dir: &Path) -> Result<()> {
 }
 
 /// Below this the phases did not land: the workload is shaped to promote
-/// most of A (98,304 pages) twice and push a quarter of it down in
-/// between (6.12: 19,411 pages of A promoted, demoted and promoted again,
-/// 25,613 of A and 15,551 of B promoted then demoted).
-const MIN_REPROMOTED: u64 = 1_000;
+/// most of A (98,304 pages) twice and push part of it down in between
+/// (re-promotions in runs here: 6.1 2,011 to 6,116, 6.12 22,536 to
+/// 23,131, 7.2 15,213 to 21,933; ping-pong above them; the workload's
+/// cgroup's demoted pages 2,101 to 68,136).
+const MIN_REPROMOTED: u64 = 500;
 
 /// The phases make pages go round: A promoted, demoted (ping-pong) and
 /// promoted again (returned, and re-promoted).
