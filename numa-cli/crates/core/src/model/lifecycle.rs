@@ -57,13 +57,10 @@ struct Trip {
 #[derive(Debug, Default, Clone)]
 pub struct Lifecycle {
     folios: HashMap<(u64, u64), Trip>,
-    promotions: u64,
-    pingpong: u64,
-    pingpong_pages: u64,
-    demoted_late: u64,
+    /// Every trip, whatever its keys.
+    all: Trips,
+    /// Demoted folios promoted again.
     returned: u64,
-    repromotions: u64,
-    residency_ns: Log2Hist,
     /// Folios are followed 1 in 2^`shift`, by [`identity_hash`].
     shift: u32,
     /// Trips by the promoting fault's process, its cgroup and the nodes
@@ -211,13 +208,11 @@ impl Lifecycle {
         if f.mapping == 0 || !self.follows(key) {
             return false;
         }
-        let w = self.weight();
-        self.promotions += w;
+        let w = self.sampled_one_in();
         let was = self.folios.get(&key).copied();
         let returned = was.filter(|t| !t.promoted);
         let again = returned.is_some_and(|t| t.was_promoted);
         self.returned += w * u64::from(returned.is_some());
-        self.repromotions += w * u64::from(again);
         let trip = Trip {
             moved_ns: f.ts_ns,
             promoted: true,
@@ -240,13 +235,10 @@ impl Lifecycle {
         followed_at(key, self.shift)
     }
 
-    /// Folios a followed folio's move counts for.
-    fn weight(&self) -> u64 {
-        1 << self.shift
-    }
-
-    /// Applies `f` to the trips of `trip`'s process, cgroup and nodes.
+    /// Applies `f` to all trips and to those of `trip`'s process, cgroup
+    /// and nodes.
     fn each_key(&mut self, trip: &Trip, f: impl Fn(&mut Trips)) {
+        f(&mut self.all);
         f(trips_mut(
             &mut self.by_process,
             &mut self.other_processes,
@@ -274,7 +266,7 @@ impl Lifecycle {
         if d.mapping == 0 || d.dst_nid < 0 || !self.follows(key) {
             return None;
         }
-        let w = self.weight();
+        let w = self.sampled_one_in();
         let was = self.folios.get(&key).copied();
         let mut pingpong = None;
         if let Some(t) = was.filter(|t| t.promoted) {
@@ -284,9 +276,6 @@ impl Lifecycle {
                 k.demoted(d.reclaimer, d.nr_pages, within, d.ts_ns, w);
             });
             if within.is_some() {
-                self.pingpong += w;
-                self.pingpong_pages += w * u64::from(d.nr_pages);
-                self.residency_ns.add_n(resident, w);
                 pingpong = Some(PingPong {
                     tgid: t.tgid,
                     cgroup_id: t.cgroup_id,
@@ -295,8 +284,6 @@ impl Lifecycle {
                     pages: d.nr_pages,
                     weight: w,
                 });
-            } else {
-                self.demoted_late += w;
             }
         }
         self.make_room();
@@ -354,34 +341,44 @@ impl Lifecycle {
 
     /// Promotions followed (of folios whose identity was read).
     pub fn promotions(&self) -> u64 {
-        self.promotions
+        self.all.promotions
     }
 
     /// Ping-pongs: (folios, pages, re-promotions).
     pub fn counts(&self) -> (u64, u64, u64) {
-        (self.pingpong, self.pingpong_pages, self.repromotions)
+        (
+            self.all.pingpong,
+            self.all.pingpong_pages,
+            self.all.repromotions,
+        )
     }
 
-    /// Folios are followed 1 in this many (1: every one).
+    /// Folios are followed 1 in this many (1: every one): what a move of
+    /// a followed folio counts for.
     pub fn sampled_one_in(&self) -> u64 {
-        self.weight()
+        1 << self.shift
     }
 
     /// Time on the top tier of each ping-pong, ns.
     pub fn residency(&self) -> &Log2Hist {
-        &self.residency_ns
+        &self.all.residency_ns
     }
 
     pub fn report(&self) -> LifecycleReport {
         LifecycleReport {
             window_s: PINGPONG_WINDOW_NS as f64 / 1e9,
-            promotions: self.promotions,
-            pingpong: self.pingpong,
-            pingpong_pages: self.pingpong_pages,
-            demoted_after_window: self.demoted_late,
+            promotions: self.all.promotions,
+            pingpong: self.all.pingpong,
+            pingpong_pages: self.all.pingpong_pages,
+            demoted_after_window: self
+                .all
+                .demoted
+                .iter()
+                .sum::<u64>()
+                .saturating_sub(self.all.pingpong),
             returned: self.returned,
-            repromotions: self.repromotions,
-            residency_ms: self.residency_ns.rows(1e6),
+            repromotions: self.all.repromotions,
+            residency_ms: self.all.residency_ns.rows(1e6),
             pingpong_by_process: top_rows(&self.by_process, None)
                 .into_iter()
                 .filter_map(|(pid, trips)| Some(ProcessPingpong { pid: pid?, trips }))
@@ -405,7 +402,7 @@ impl Lifecycle {
             })
             .collect(),
             forgotten: self.forgotten,
-            sampled_one_in: self.weight(),
+            sampled_one_in: self.sampled_one_in(),
             pingpong_error: self.pingpong_error(),
         }
     }
@@ -415,12 +412,12 @@ impl Lifecycle {
     /// than were (those seen at a higher rate count for fewer), so the
     /// error stated is at least the true one.
     fn pingpong_error(&self) -> f64 {
-        let rate = self.weight();
+        let rate = self.sampled_one_in();
         let sampling = crate::sampling::Sampling {
             rate,
             ..Default::default()
         };
-        sampling.scale(self.pingpong / rate, 1.0).error
+        sampling.scale(self.all.pingpong / rate, 1.0).error
     }
 }
 
