@@ -543,9 +543,28 @@ fn judge(test: &VmTest, dir: &Path, console: &str, series: Series) -> Result<()>
     match status.trim() {
         "0" => {}
         "137" => bail!("killed after {} s (timeout)", test.timeout_s),
-        other => bail!("guest script exited with status {other}"),
+        other => bail!(
+            "guest script exited with status {other}{}",
+            last_words(console)
+        ),
     }
     (test.check)(dir, console, series)
+}
+
+/// The last lines a failed script printed (its stderr is the console),
+/// so that a CI log names the reason without the console log beside it.
+fn last_words(console: &str) -> String {
+    const LINES: usize = 4;
+    let lines: Vec<&str> = console
+        .lines()
+        // Kernel messages ("[   12.345678] ...") interleave with the script's.
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('['))
+        .collect();
+    let tail = &lines[lines.len().saturating_sub(LINES)..];
+    if tail.is_empty() {
+        return String::new();
+    }
+    format!("; it printed last: {}", tail.join(" | "))
 }
 
 /// The guest script running `tests` one after another.
@@ -651,6 +670,13 @@ mod tests {
                 "{name} runs after logging"
             );
         }
+    }
+
+    #[test]
+    fn a_failed_script_names_its_last_words_not_the_kernels() {
+        let console = "a\nwhy: no room\n[   12.5] oom-kill\n\n";
+        assert_eq!(last_words(console), "; it printed last: a | why: no room");
+        assert_eq!(last_words("[ 1.0] x\n"), "");
     }
 
     #[test]

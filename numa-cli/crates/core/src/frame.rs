@@ -199,6 +199,15 @@ pub struct Detail {
     /// The funnel's verdict for the process, and for each of its VMAs.
     pub verdict: Option<String>,
     pub vma_verdicts: Vec<VmaVerdict>,
+    /// Its promoted folios that reclaim demoted again, by reclaimer
+    /// (kswapd, direct, other), and how many of its promotions were
+    /// followed: the lifecycle's record of the process.
+    #[serde(default)]
+    pub demoted_by: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub pingpong: u64,
+    #[serde(default)]
+    pub promotions: u64,
 }
 
 /// One VMA's verdict: a range a skip named (`named`), else the span of

@@ -103,8 +103,7 @@ impl Aggregator {
             ranges,
             skips: p.skips.clone(),
             heat: heat(p),
-            verdict: None,
-            vma_verdicts: Vec::new(),
+            ..Detail::default()
         })
     }
 }

@@ -112,9 +112,15 @@ impl Aggregator {
             hist: self.hist_view(focus.hist_pid),
             detail: focus.detail_pid.and_then(|pid| {
                 let (verdict, vma_verdicts) = self.verdict_lines(pid, now);
+                let trips = self.lifecycle.process(pid);
                 self.detail(pid).map(|d| Detail {
                     verdict,
                     vma_verdicts,
+                    demoted_by: trips.map_or_else(BTreeMap::new, |t| {
+                        numa_core::model::demotions::by_reclaimer_name(&t.demoted)
+                    }),
+                    pingpong: trips.map_or(0, |t| t.pingpong),
+                    promotions: trips.map_or(0, |t| t.promotions),
                     ..d
                 })
             }),

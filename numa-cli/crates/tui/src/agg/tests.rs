@@ -664,7 +664,15 @@ fn promotions_demoted_again_are_ping_pong_in_rows_rates_and_verdict() {
         a.event(&demote(i, 0xa1));
     }
     a.event(&demote(3, 0xb2));
-    let fr = a.publish(Some(T0 + 13 * S), Focus::default());
+    let focus = Focus {
+        hist_pid: None,
+        detail_pid: Some(7),
+    };
+    let fr = a.publish(Some(T0 + 13 * S), focus);
+    let d = fr.detail.as_ref().expect("detail of 7");
+    assert_eq!((d.promotions, d.pingpong), (4, 3));
+    assert_eq!(d.demoted_by.get("kswapd"), Some(&3), "{:?}", d.demoted_by);
+    assert_eq!(d.demoted_by.values().sum::<u64>(), 3, "{:?}", d.demoted_by);
     let p = &fr.processes[0];
     assert_eq!(p.pid, 7);
     assert_eq!(p.pingpong_pct, Some(75.0));

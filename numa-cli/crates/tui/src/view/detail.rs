@@ -196,6 +196,30 @@ fn range_lines(d: &Detail) -> Vec<Line<'static>> {
     lines
 }
 
+/// What became of its promotions: demoted again, by reclaimer, and the
+/// ping-pong share (demoted within the lifecycle's window).
+fn trips_span(d: &Detail) -> Option<Span<'static>> {
+    if d.promotions == 0 && d.demoted_by.values().all(|n| *n == 0) {
+        return None;
+    }
+    let by: Vec<String> = d
+        .demoted_by
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| format!("{k} {}", fmt::count(*n)))
+        .collect();
+    Some(dim(format!(
+        "  │ promoted {}, demoted again: {} │ ping-pong {}",
+        fmt::count(d.promotions),
+        if by.is_empty() {
+            "none".to_owned()
+        } else {
+            by.join(", ")
+        },
+        fmt::count(d.pingpong)
+    )))
+}
+
 pub fn render(app: &App, pid: u32, area: Rect, buf: &mut Buffer) {
     if area.height == 0 {
         return;
@@ -237,13 +261,16 @@ pub fn render(app: &App, pid: u32, area: Rect, buf: &mut Buffer) {
     if area.height < 2 {
         return;
     }
-    let why = match &d.verdict {
+    let mut why = match &d.verdict {
         Some(v) => Line::from(vec![
             Span::styled("why: ", title_style()),
             Span::styled(v.clone(), Style::default().add_modifier(Modifier::BOLD)),
         ]),
         None => Line::from(dim("why: no slow-tier page protected or faulted yet")),
     };
+    if let Some(trips) = trips_span(d) {
+        why.push_span(trips);
+    }
     Paragraph::new(why).render(Rect::new(area.x, area.y + 1, area.width, 1), buf);
     let rest = area.height - 2;
     let heat_h = (d.heat.rows.len().max(1) as u16 + 1)

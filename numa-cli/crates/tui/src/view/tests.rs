@@ -130,6 +130,18 @@ fn detail_view() {
         assert!(s.contains("scanned ranges"), "{s}");
         insta::assert_snapshot!(format!("detail_replay_{w}x{h}"), t.backend());
     }
+    // What became of its promotions, when reclaim demoted some again.
+    let mut demoted = replayed(app.focus(), false);
+    let d = demoted.detail.as_mut().expect("the detail of pid 173");
+    d.promotions = 40;
+    d.pingpong = 3;
+    d.demoted_by = [("direct".to_owned(), 0), ("kswapd".to_owned(), 5)].into();
+    app.update(Action::Sample(Box::new(demoted)));
+    let s = text(&draw(&app, 200, 50));
+    assert!(
+        s.contains("promoted 40, demoted again: kswapd 5 │ ping-pong 3"),
+        "{s}"
+    );
     // Live: the VMAs from /proc/PID/maps with their scan coverage.
     app.update(Action::Sample(Box::new(replayed(app.focus(), true))));
     for (w, h) in SIZES {
