@@ -19,16 +19,37 @@ H=/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages
 trap 'echo 0 > $H; echo $old_th > $D/hot_threshold_ms; echo $was > $dem' EXIT
 echo 10000 > $D/hot_threshold_ms
 free0() { awk '/MemFree/ {print int($4 / 1024)}' /sys/devices/system/node/node0/meminfo; }
-sync
-echo 3 > /proc/sys/vm/drop_caches
+# Reserves huge pages on node 0 until $1 MiB (within 60) are left free.
+# The tests before this one may still be returning their memory (a big
+# process's exit takes seconds under the emulator), so the free memory is
+# read again after each step until it holds still.
+leave_free() {
+	sync
+	echo 3 > /proc/sys/vm/drop_caches
+	echo 1 > /proc/sys/vm/compact_memory
+	i=0
+	steady=0
+	while [ $i -lt 30 ]; do
+		off=$(($(free0) - $1))
+		if [ $off -le 60 ] && [ $off -ge -60 ]; then
+			# Within reach twice in a row, a second apart: it holds still.
+			steady=$((steady + 1))
+			[ $steady -ge 2 ] && return 0
+		else
+			steady=0
+			want=$(($(cat $H) + off / 2))
+			[ $want -lt 0 ] && want=0
+			echo $want > $H
+		fi
+		sleep 1
+		i=$((i + 1))
+	done
+	echo "could not leave $1 MiB (within 60) of node 0 free: $(free0) MiB left with $(cat $H) huge pages reserved" >&2
+	return 1
+}
 free=$(free0)
-echo $(((free - 560) / 2)) > $H
-left=$(free0)
-echo "node 0: $free MiB free, $(cat $H) huge pages reserved, $left MiB left" > dram.txt
-if [ "$left" -gt 620 ] || [ "$left" -lt 500 ]; then
-	echo "could not leave 500-620 MiB of node 0 free (huge pages not found?): $(cat dram.txt)" >&2
-	exit 1
-fi
+leave_free 560 || exit 1
+echo "node 0: $free MiB free, $(cat $H) huge pages reserved, $(free0) MiB left" > dram.txt
 # The workload's memory is charged to a cgroup of its own: each demoted
 # folio names it.
 echo +memory > /sys/fs/cgroup/cgroup.subtree_control || exit 1
@@ -49,7 +70,7 @@ cat /sys/fs/cgroup/demoted/memory.stat > memcg.stat
 # demoted again is its ping-pong. The workload waits until the promoter
 # is attached (its state file names the promoter's pid).
 echo 1 > $D/hot_threshold_ms
-echo $(($(cat $H) + ($(free0) - 300) / 2)) > $H
+leave_free 300 || exit 1
 echo "promoter's run: $(cat $H) huge pages reserved, $(free0) MiB left" >> dram.txt
 W='numatrace workload hot-chunks --slow-mb 384 --chunk-mb 32 --accesses 10000 --in-turn --phase-ms 6000 --duration 18'
 sh -c "while [ ! -e go ]; do sleep 0.2; done; exec $W --seed 2 --summary promoted-workload.json" &
