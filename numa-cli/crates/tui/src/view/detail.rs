@@ -202,12 +202,7 @@ fn trips_span(d: &Detail) -> Option<Span<'static>> {
     if d.promotions == 0 && d.demoted_by.values().all(|n| *n == 0) {
         return None;
     }
-    let by: Vec<String> = d
-        .demoted_by
-        .iter()
-        .filter(|(_, n)| **n > 0)
-        .map(|(k, n)| format!("{k} {}", fmt::count(*n)))
-        .collect();
+    let by = fmt::nonzero_counts(&d.demoted_by);
     Some(dim(format!(
         "  │ promoted {}, demoted again: {} │ ping-pong {}",
         fmt::count(d.promotions),

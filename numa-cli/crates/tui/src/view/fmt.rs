@@ -79,6 +79,14 @@ pub fn bytes(v: u64) -> String {
     kb(v / 1024)
 }
 
+/// "kswapd 5, direct 2": a map's nonzero counts, in its order.
+pub fn nonzero_counts<'a>(m: impl IntoIterator<Item = (&'a String, &'a u64)>) -> Vec<String> {
+    m.into_iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| format!("{k} {}", count(*n)))
+        .collect()
+}
+
 pub fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map_or_else(|| "-".to_owned(), f)
 }

@@ -82,12 +82,7 @@ fn promoter_progress(s: &PromoterState) -> Vec<Span<'static>> {
 
 /// Failures, the queue and its overflows, failures by status.
 fn promoter_trouble(s: &PromoterState) -> Vec<Span<'static>> {
-    let fails: Vec<String> = s
-        .failures_by_status
-        .iter()
-        .filter(|(_, n)| **n > 0)
-        .map(|(k, n)| format!("{k} {}", fmt::count(*n)))
-        .collect();
+    let fails = fmt::nonzero_counts(&s.failures_by_status);
     let mut l = vec![
         sep(),
         Span::styled(
