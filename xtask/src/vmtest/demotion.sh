@@ -47,8 +47,18 @@ leave_free() {
 	echo "could not leave $1 MiB (within 60) of node 0 free: $(free0) MiB left with $(cat $H) huge pages reserved" >&2
 	return 1
 }
+# Reclaim demotes the coldest memory on node 0 first, and the files of
+# the guest's root file system (tmpfs: earlier tests' results, the trace
+# being written) are colder than A. On 6.1 the kernel's own threshold
+# adjustment refuses about half of the hint faults here, so fewer of A's
+# and B's pages reach DRAM: it gets less room, so that B still pushes A
+# down after those files.
+case $(uname -r) in
+6.1.*) room=440 ;;
+*) room=560 ;;
+esac
 free=$(free0)
-leave_free 560 || exit 1
+leave_free $room || exit 1
 echo "node 0: $free MiB free, $(cat $H) huge pages reserved, $(free0) MiB left" > dram.txt
 # The workload's memory is charged to a cgroup of its own: each demoted
 # folio names it.
