@@ -70,11 +70,12 @@ numatrace record --ring-mb 64 -o on.trace -- sh -c "echo \$\$ > /sys/fs/cgroup/d
 sleep 3
 cat /sys/fs/cgroup/demoted/memory.stat > memcg.stat
 # numatrace's own promoter in the same phases, at half the size (hot sets
-# of 192 MiB, 200 MiB of DRAM free, less than they take with the cold files above) and 6 s each: the kernel refuses
-# nearly every page (a 1 ms threshold), the promoter moves them (no free
-# floor: its moves of B push A down), and what it moved that reclaim
-# demoted again is its ping-pong. The workload waits until the promoter
-# is attached (its state file names the promoter's pid).
+# of 192 MiB, 200 MiB of DRAM free: less than they and the cold files
+# above take) and 6 s each: the kernel refuses nearly every page (a 1 ms
+# threshold), the promoter moves them (no free floor: its moves of B push
+# A down), and what it moved that reclaim demoted again is its
+# ping-pong. The workload waits until the promoter is attached (its
+# state file names the promoter's pid).
 echo 1 > $D/hot_threshold_ms
 leave_free 200 || exit 1
 echo "promoter's run: $(cat $H) huge pages reserved, $(free0) MiB left" >> dram.txt
