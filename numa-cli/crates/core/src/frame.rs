@@ -199,15 +199,10 @@ pub struct Detail {
     /// The funnel's verdict for the process, and for each of its VMAs.
     pub verdict: Option<String>,
     pub vma_verdicts: Vec<VmaVerdict>,
-    /// Its promoted folios that reclaim demoted again, by reclaimer
-    /// (kswapd, direct, other), and how many of its promotions were
-    /// followed: the lifecycle's record of the process.
+    /// What became of its promotions (demoted again by reclaimer,
+    /// ping-pong): the lifecycle's record of the process.
     #[serde(default)]
-    pub demoted_by: BTreeMap<String, u64>,
-    #[serde(default)]
-    pub pingpong: u64,
-    #[serde(default)]
-    pub promotions: u64,
+    pub trips: Option<crate::model::lifecycle::TripCounts>,
 }
 
 /// One VMA's verdict: a range a skip named (`named`), else the span of

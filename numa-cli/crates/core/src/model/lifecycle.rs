@@ -488,7 +488,7 @@ pub struct TripCounts {
 }
 
 impl TripCounts {
-    fn of(t: &Trips) -> Self {
+    pub fn of(t: &Trips) -> Self {
         TripCounts {
             promotions: t.promotions,
             repromotions: t.repromotions,

@@ -2,7 +2,10 @@
 //! histograms and the focused process's detail.
 use std::collections::BTreeMap;
 
-use numa_core::model::{cgroups::OTHER_CGROUPS, lifecycle::Trips};
+use numa_core::model::{
+    cgroups::OTHER_CGROUPS,
+    lifecycle::{TripCounts, Trips},
+};
 use numa_ebpf_common::Counter;
 
 use crate::frame::{Axis, Detail, Frame, HistView, ModelView, ProcRow, RateSeries, Warnings};
@@ -112,15 +115,10 @@ impl Aggregator {
             hist: self.hist_view(focus.hist_pid),
             detail: focus.detail_pid.and_then(|pid| {
                 let (verdict, vma_verdicts) = self.verdict_lines(pid, now);
-                let trips = self.lifecycle.process(pid);
                 self.detail(pid).map(|d| Detail {
                     verdict,
                     vma_verdicts,
-                    demoted_by: trips.map_or_else(BTreeMap::new, |t| {
-                        numa_core::model::demotions::by_reclaimer_name(&t.demoted)
-                    }),
-                    pingpong: trips.map_or(0, |t| t.pingpong),
-                    promotions: trips.map_or(0, |t| t.promotions),
+                    trips: self.lifecycle.process(pid).map(TripCounts::of),
                     ..d
                 })
             }),

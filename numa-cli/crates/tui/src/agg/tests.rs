@@ -669,7 +669,8 @@ fn promotions_demoted_again_are_ping_pong_in_rows_rates_and_verdict() {
         detail_pid: Some(7),
     };
     let fr = a.publish(Some(T0 + 13 * S), focus);
-    let d = fr.detail.as_ref().expect("detail of 7");
+    let d = fr.detail.as_ref().and_then(|d| d.trips.as_ref());
+    let d = d.expect("detail of 7 with its trips");
     assert_eq!((d.promotions, d.pingpong), (4, 3));
     assert_eq!(d.demoted_by.get("kswapd"), Some(&3), "{:?}", d.demoted_by);
     assert_eq!(d.demoted_by.values().sum::<u64>(), 3, "{:?}", d.demoted_by);

@@ -199,19 +199,17 @@ fn range_lines(d: &Detail) -> Vec<Line<'static>> {
 /// What became of its promotions: demoted again, by reclaimer, and the
 /// ping-pong share (demoted within the lifecycle's window).
 fn trips_span(d: &Detail) -> Option<Span<'static>> {
-    if d.promotions == 0 && d.demoted_by.values().all(|n| *n == 0) {
-        return None;
-    }
-    let by = fmt::nonzero_counts(&d.demoted_by);
+    let t = d.trips.as_ref()?;
+    let by = fmt::nonzero_counts(&t.demoted_by);
     Some(dim(format!(
         "  │ promoted {}, demoted again: {} │ ping-pong {}",
-        fmt::count(d.promotions),
+        fmt::count(t.promotions),
         if by.is_empty() {
             "none".to_owned()
         } else {
             by.join(", ")
         },
-        fmt::count(d.pingpong)
+        fmt::count(t.pingpong)
     )))
 }
 

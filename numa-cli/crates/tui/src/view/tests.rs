@@ -133,9 +133,12 @@ fn detail_view() {
     // What became of its promotions, when reclaim demoted some again.
     let mut demoted = replayed(app.focus(), false);
     let d = demoted.detail.as_mut().expect("the detail of pid 173");
-    d.promotions = 40;
-    d.pingpong = 3;
-    d.demoted_by = [("direct".to_owned(), 0), ("kswapd".to_owned(), 5)].into();
+    d.trips = Some(numa_core::model::lifecycle::TripCounts {
+        promotions: 40,
+        pingpong: 3,
+        demoted_by: [("direct".to_owned(), 0), ("kswapd".to_owned(), 5)].into(),
+        ..Default::default()
+    });
     app.update(Action::Sample(Box::new(demoted)));
     let s = text(&draw(&app, 200, 50));
     assert!(
