@@ -185,19 +185,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         systemd: false,
         left_out: None,
     },
-    // Sets demotion_enabled and puts it back.
-    VmTest {
-        name: "demotion",
-        script: demotion::SCRIPT,
-        kernels: &Series::ALL,
-        // Two attaches around 30 s of workloads, and two passes over a
-        // trace of about 250,000 hint faults.
-        timeout_s: 360,
-        check: demotion::check,
-        icount: false,
-        systemd: false,
-        left_out: None,
-    },
     VmTest {
         name: "detach",
         script: detach::SCRIPT,
@@ -215,6 +202,21 @@ pub(crate) const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         timeout_s: 420,
         check: soak::check,
+        icount: false,
+        systemd: false,
+        left_out: None,
+    },
+    // Sets demotion_enabled and puts it back. After the tests that compare
+    // models with the kernel: it resets the kernel's adaptive promotion
+    // threshold by a switch of numa_balancing, as `logging` does.
+    VmTest {
+        name: "demotion",
+        script: demotion::SCRIPT,
+        kernels: &Series::ALL,
+        // Two attaches around 30 s of workloads, and two passes over a
+        // trace of about 250,000 hint faults.
+        timeout_s: 360,
+        check: demotion::check,
         icount: false,
         systemd: false,
         left_out: None,
@@ -649,26 +651,29 @@ mod tests {
             .all(|t| t.name != "hostile" || t.boot() == Boot::Shared));
     }
 
-    /// The mode switch resets the kernel's adaptive threshold: every test
-    /// that compares a model or a count with the kernel runs before it.
+    /// A mode switch resets the kernel's adaptive threshold: every test
+    /// that compares a model or a count with the kernel runs before the
+    /// tests that switch.
     #[test]
-    fn the_mode_switching_test_runs_after_the_kernel_comparisons() {
+    fn the_mode_switching_tests_run_after_the_kernel_comparisons() {
         let at = |name: &str| TESTS.iter().position(|t| t.name == name);
-        let logging = at("logging").expect("the logging test");
-        for name in [
-            "probe_count",
-            "recording",
-            "shadow",
-            "top",
-            "export",
-            "promote",
-            "detach",
-            "soak",
-        ] {
-            assert!(
-                at(name).is_some_and(|i| i < logging),
-                "{name} runs after logging"
-            );
+        for switching in ["demotion", "logging"] {
+            let switch = at(switching).expect("a mode-switching test");
+            for name in [
+                "probe_count",
+                "recording",
+                "shadow",
+                "top",
+                "export",
+                "promote",
+                "detach",
+                "soak",
+            ] {
+                assert!(
+                    at(name).is_some_and(|i| i < switch),
+                    "{name} runs after {switching}"
+                );
+            }
         }
     }
 
