@@ -38,6 +38,9 @@ pub struct Pending {
     pub tries: u32,
     /// Not before this time (retry backoff), ns.
     pub due_ns: u64,
+    /// The latest hint fault that asked for it (CLOCK_MONOTONIC, ns): one
+    /// after this run moved the page means it went down again since.
+    pub fault_ns: u64,
 }
 
 /// Requests, one per folio.
@@ -68,9 +71,9 @@ struct Proc {
     ready: BTreeMap<(u32, u64), Pending>,
     /// Ready pages per target node (a process's pages mostly go to one).
     per_target: BTreeMap<u32, usize>,
-    /// Pages backing off: address -> the sequence of its entry in
+    /// Pages backing off: address -> the key of its entry in
     /// [`Queue::backoff`].
-    backoff: HashMap<u64, u64>,
+    backoff: HashMap<u64, (u64, u64)>,
 }
 
 impl Proc {
@@ -142,6 +145,7 @@ impl Queue {
     /// itself is dropped.
     pub fn push(&mut self, r: &Request) -> Pushed {
         if self.procs.get(&r.pid).is_some_and(|p| p.contains(r.addr)) {
+            self.note_fault(r.pid, r.addr, r.ts_ns);
             self.counts.coalesced += 1;
             return Pushed::Coalesced;
         }
@@ -154,11 +158,32 @@ impl Queue {
             nr_pages: r.nr_pages.max(1),
             tries: 0,
             due_ns: 0,
+            fault_ns: r.ts_ns,
         };
         self.insert_ready(r.pid, r.addr, p);
         self.len += 1;
         self.counts.queued += 1;
         Pushed::New
+    }
+
+    /// A later fault on a waiting page: its request stands for that one.
+    fn note_fault(&mut self, pid: u32, addr: u64, ts_ns: u64) {
+        let Some(proc) = self.procs.get_mut(&pid) else {
+            return;
+        };
+        let waiting = match proc.backoff.get(&addr) {
+            Some(key) => self.backoff.get_mut(key).map(|(_, _, p)| p),
+            None => {
+                let target = proc
+                    .per_target
+                    .keys()
+                    .find(|t| proc.ready.contains_key(&(**t, addr)));
+                target.and_then(|t| proc.ready.get_mut(&(*t, addr)))
+            }
+        };
+        if let Some(p) = waiting {
+            p.fault_ns = p.fault_ns.max(ts_ns);
+        }
     }
 
     fn insert_ready(&mut self, pid: u32, addr: u64, p: Pending) {
@@ -228,7 +253,7 @@ impl Queue {
             return;
         }
         self.seq += 1;
-        proc.backoff.insert(addr, self.seq);
+        proc.backoff.insert(addr, (p.due_ns, self.seq));
         self.backoff.insert((p.due_ns, self.seq), (pid, addr, p));
         self.len += 1;
     }
@@ -243,7 +268,7 @@ impl Queue {
             let Some(proc) = self.procs.get_mut(&pid) else {
                 continue;
             };
-            if proc.backoff.get(&addr) != Some(&seq) {
+            if proc.backoff.get(&addr).map(|k| k.1) != Some(seq) {
                 continue;
             }
             proc.backoff.remove(&addr);

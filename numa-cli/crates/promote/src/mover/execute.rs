@@ -174,9 +174,14 @@ impl<E: Env> Mover<E> {
         let mut verify = self.moved.remove(&pid).unwrap_or_default();
         for ((addr, p), &s) in to_move.into_iter().zip(status) {
             if s == target as i32 {
-                if verify.get(&addr) == Some(&target) {
+                if verify
+                    .get(&addr)
+                    .is_some_and(|&(t, moved_ns)| t == target && p.fault_ns <= moved_ns)
+                {
                     // A request from a fault that came before this page's
-                    // move but reached the queue after it: moved once.
+                    // move but reached the queue after it: moved once. A
+                    // fault after the move found it below again (demoted):
+                    // this is a move of its own.
                     already += 1;
                     continue;
                 }
@@ -184,9 +189,11 @@ impl<E: Env> Mover<E> {
                 // when the query was skipped: it is on the target either way.
                 moved += 1;
                 moved_pages += p.nr_pages;
-                if self.moved_len < MAX_VERIFY {
+                if let Some(seen) = verify.get_mut(&addr) {
+                    *seen = (target, now);
+                } else if self.moved_len < MAX_VERIFY {
                     self.moved_len += 1;
-                    verify.insert(addr, target);
+                    verify.insert(addr, (target, now));
                 } else {
                     self.report.verify.unchecked += 1;
                 }

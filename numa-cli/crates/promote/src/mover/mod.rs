@@ -106,9 +106,10 @@ pub struct Mover<E: Env> {
     bucket: TokenBucket,
     sizer: BatchSizer,
     report: MoverReport,
-    /// Per process: each folio moved (by its address) -> its target, for
-    /// the final check and so a folio is counted as moved once.
-    moved: HashMap<u32, HashMap<u64, u32>>,
+    /// Per process: each folio moved (by its address) -> its target and
+    /// when, for the final check and so a folio is counted as moved once
+    /// per trip up.
+    moved: HashMap<u32, HashMap<u64, (u32, u64)>>,
     moved_len: usize,
     would_by_second: BTreeMap<u64, u64>,
     shared: Arc<Shared>,

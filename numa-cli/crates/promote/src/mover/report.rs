@@ -244,7 +244,7 @@ impl<E: Env> Mover<E> {
                 self.report.verify.gone += pages.len() as u64;
                 continue;
             }
-            let mut pages: Vec<(u64, u32)> = pages.into_iter().collect();
+            let mut pages: Vec<(u64, u32)> = pages.into_iter().map(|(a, (t, _))| (a, t)).collect();
             pages.sort_unstable();
             for chunk in pages.chunks(crate::batch::MAX_PAGES) {
                 let addrs: Vec<u64> = chunk.iter().map(|(a, _)| *a).collect();

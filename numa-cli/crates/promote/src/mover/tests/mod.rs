@@ -411,6 +411,35 @@ fn a_late_duplicate_of_a_moved_page_is_not_moved_twice() {
     assert_eq!(r.moved_bytes, 4 * PAGE);
 }
 
+/// A page this run moved that went down again (demoted) and faulted
+/// there: the next request is a move of its own, not a late duplicate.
+#[test]
+fn a_page_moved_again_after_a_demotion_counts_twice() {
+    let w = world(1 << 20);
+    slow_pages(&w, 7, 0..4);
+    let mut c = cfg();
+    c.tier_of = [(0, 4), (1, 22)].into_iter().collect();
+    let mut m = mover(&w, c, &[7]);
+    (0..4).for_each(|p| m.push(req(7, p)));
+    run(&mut m, &w.now, 100);
+    slow_pages(&w, 7, 0..2);
+    let after = w.now.get() + 1;
+    (0..2).for_each(|p| {
+        m.push(Request {
+            ts_ns: after,
+            ..req(7, p)
+        })
+    });
+    run(&mut m, &w.now, 100);
+    let r = m.finish();
+    fake::clear();
+    assert_eq!(r.statuses.moved, 6);
+    assert_eq!(r.statuses.already_on_target, 0);
+    assert_eq!(r.per_process[&7].moved, 6);
+    assert_eq!((r.verify.checked, r.verify.on_target), (4, 4));
+    assert_eq!(r.moved_bytes, 6 * PAGE);
+}
+
 #[test]
 fn exited_process_is_dropped_quietly() {
     let w = world(1 << 20);
