@@ -386,18 +386,25 @@ fn sole_top_tier_target_moves_without_a_query() {
     );
 }
 
+/// Process 7's pages 0..4 moved from the slow node to node 0, the only
+/// top-tier node (so no location query).
+fn four_pages_moved_unqueried(w: &World) -> Mover<FakeEnv> {
+    slow_pages(w, 7, 0..4);
+    let mut c = cfg();
+    c.tier_of = [(0, 4), (1, 22)].into_iter().collect();
+    let mut m = mover(w, c, &[7]);
+    (0..4).for_each(|p| m.push(req(7, p)));
+    run(&mut m, &w.now, 100);
+    m
+}
+
 /// A request whose fault came before its page was moved but that reached
 /// the queue after the move: without a query the move reports the page on
 /// node 0, and it must not be counted as moved twice.
 #[test]
 fn a_late_duplicate_of_a_moved_page_is_not_moved_twice() {
     let w = world(1 << 20);
-    slow_pages(&w, 7, 0..4);
-    let mut c = cfg();
-    c.tier_of = [(0, 4), (1, 22)].into_iter().collect();
-    let mut m = mover(&w, c, &[7]);
-    (0..4).for_each(|p| m.push(req(7, p)));
-    run(&mut m, &w.now, 100);
+    let mut m = four_pages_moved_unqueried(&w);
     (0..2).for_each(|p| m.push(req(7, p)));
     run(&mut m, &w.now, 100);
     let r = m.finish();
@@ -416,12 +423,7 @@ fn a_late_duplicate_of_a_moved_page_is_not_moved_twice() {
 #[test]
 fn a_page_moved_again_after_a_demotion_counts_twice() {
     let w = world(1 << 20);
-    slow_pages(&w, 7, 0..4);
-    let mut c = cfg();
-    c.tier_of = [(0, 4), (1, 22)].into_iter().collect();
-    let mut m = mover(&w, c, &[7]);
-    (0..4).for_each(|p| m.push(req(7, p)));
-    run(&mut m, &w.now, 100);
+    let mut m = four_pages_moved_unqueried(&w);
     slow_pages(&w, 7, 0..2);
     let after = w.now.get() + 1;
     (0..2).for_each(|p| {
