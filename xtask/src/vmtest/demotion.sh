@@ -80,7 +80,6 @@ numatrace record --ring-mb 64 -o on.trace -- sh -c "echo \$\$ > /sys/fs/cgroup/d
 # all. The workload has exited, so nothing is demoted in between.
 sleep 3
 cat /sys/fs/cgroup/demoted/memory.stat > memcg.stat
-rmdir /sys/fs/cgroup/demoted
 touch run.done
 wait $low
 echo "the run's least free: $(cat least) MiB of node 0" >> dram.txt
@@ -115,6 +114,8 @@ numatrace dump on.trace | grep -c '"type":"demote"' > on.dumped
 numatrace dump on.trace --format parquet --demotions -o /tmp/on.parquet 2> parquet.log || exit 1
 rm -f /tmp/on.parquet
 rm on.trace
+# The reports above named the cgroup by its path, looked up as they ran.
+rmdir /sys/fs/cgroup/demoted
 # Without demotion nothing is demoted (less placed on DRAM: its pages
 # cannot leave, and a full node would end the workload by the OOM killer).
 echo false > $dem
