@@ -82,11 +82,15 @@ impl Proc {
     }
 
     fn contains(&self, addr: u64) -> bool {
-        self.backoff.contains_key(&addr)
-            || self
-                .per_target
-                .keys()
-                .any(|t| self.ready.contains_key(&(*t, addr)))
+        self.backoff.contains_key(&addr) || self.ready_key(addr).is_some()
+    }
+
+    /// The key of `addr` among the ready pages, if it is one.
+    fn ready_key(&self, addr: u64) -> Option<(u32, u64)> {
+        self.per_target
+            .keys()
+            .map(|t| (*t, addr))
+            .find(|k| self.ready.contains_key(k))
     }
 
     /// The addresses of `target`'s ready pages, in order.
@@ -173,13 +177,7 @@ impl Queue {
         };
         let waiting = match proc.backoff.get(&addr) {
             Some(key) => self.backoff.get_mut(key).map(|(_, _, p)| p),
-            None => {
-                let target = proc
-                    .per_target
-                    .keys()
-                    .find(|t| proc.ready.contains_key(&(**t, addr)));
-                target.and_then(|t| proc.ready.get_mut(&(*t, addr)))
-            }
+            None => proc.ready_key(addr).and_then(|k| proc.ready.get_mut(&k)),
         };
         if let Some(p) = waiting {
             p.fault_ns = p.fault_ns.max(ts_ns);
