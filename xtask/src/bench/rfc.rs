@@ -6,11 +6,13 @@
 //! the stock kernel's hint faults).
 //!
 //! The seed's shape, scaled to the test bed: memory on DRAM and on the
-//! slow node in one process, DRAM full (1400 of its ~1.9 GiB free taken by
-//! the process's idle part), the slow part accessed in randomly chosen
-//! chunks of random 4K pages, repeated, with idle gaps; demotion on, as on
-//! the seed's machine (its table has pgdemote_kswapd), default thresholds
-//! (hot_threshold_ms 1000, fault_count_threshold 1e6).
+//! slow node in one process, DRAM full (the process's idle part takes all
+//! of node 0's free memory but [`DRAM_LEFT_MB`], less than the slow part,
+//! so promoting the slow part makes the kernel demote), the slow part
+//! accessed in randomly chosen chunks of random 4K pages, repeated, with
+//! idle gaps; demotion on, as on the seed's machine (its table has
+//! pgdemote_kswapd), default thresholds (hot_threshold_ms 1000,
+//! fault_count_threshold 1e6).
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -20,13 +22,25 @@ use numa_core::model::shadow::{ModelReport, ShadowReport};
 use crate::results::{read_report, text};
 use numa_core::workload::Summary;
 
+/// Node 0's free memory the idle part leaves (MiB), numatrace's own
+/// memory included: less than half the slow part, so that promoting it
+/// all needs demotions.
+const DRAM_LEFT_MB: u64 = 96;
+
+/// The slow part (MiB).
+const SLOW_MB: u64 = 256;
+
 /// The guest script, the same on both kernels.
 pub(crate) fn script() -> String {
-    let w = "numatrace workload hot-chunks --dram-mb 1400 --slow-mb 256 --chunk-mb 8 --accesses 20000 --idle-ms 100 --duration 60 --seed 1 --summary workload.json";
+    let w = format!("numatrace workload hot-chunks --dram-mb $dram_mb --slow-mb {SLOW_MB} --chunk-mb 8 --accesses 20000 --idle-ms 100 --duration 60 --seed 1 --summary workload.json");
     format!(
         r#"cd /results
 echo true > /sys/kernel/mm/numa/demotion_enabled || exit 1
 echo 2 > /proc/sys/kernel/numa_balancing
+free_mb=$(awk '/MemFree/ {{ print int($4 / 1024) }}' /sys/devices/system/node/node0/meminfo)
+dram_mb=$((free_mb - {DRAM_LEFT_MB}))
+[ "$dram_mb" -gt 0 ] || {{ echo "node 0 has only $free_mb MiB free" >&2; exit 1; }}
+echo "$dram_mb" > dram-mb.txt
 # Per-CPU parts of the node counters (pgpromote_*, pgdemote_*) folded
 # into /proc/vmstat first.
 cat /proc/sys/vm/stat_refresh > /dev/null; cat /proc/vmstat > vmstat0.txt
@@ -106,6 +120,13 @@ impl Run {
     }
 }
 
+/// A one-line file of a run's results, or `-` when the run or the file is
+/// missing (results of an older bench).
+fn text_or_dash(dir: Option<&Path>, name: &str) -> String {
+    dir.and_then(|d| text(d, name).ok())
+        .map_or_else(|| "-".to_owned(), |t| t.trim().to_owned())
+}
+
 /// The three columns of one row.
 type Row = (String, Option<u64>, Option<u64>, Option<String>);
 
@@ -143,6 +164,18 @@ fn rows(stock: Option<&Run>, patched: Option<&Run>) -> Vec<Row> {
         stock.map(|r| format!("{}*", r.decisions())),
     ));
     rows.push((
+        "promoted, demoted within T (ping-pong)".into(),
+        stock.map(|r| r.shadow.lifecycle.pingpong),
+        patched.map(|r| r.shadow.lifecycle.pingpong),
+        model.map(|m| format!("{}+", m.pingpong.shared)),
+    ));
+    rows.push((
+        "promoted, demoted, promoted again".into(),
+        stock.map(|r| r.shadow.lifecycle.repromotions),
+        patched.map(|r| r.shadow.lifecycle.repromotions),
+        None,
+    ));
+    rows.push((
         "rejected on the threshold".into(),
         stock.map(Run::threshold_rejects),
         patched.map(Run::threshold_rejects),
@@ -155,12 +188,20 @@ fn rows(stock: Option<&Run>, patched: Option<&Run>) -> Vec<Row> {
 
 /// Prints the table from the two boots' results (`None`: that half was
 /// not run, shown as `-`).
-pub(crate) fn report(stock: Option<&Path>, patched: Option<&Path>) -> Result<()> {
-    let stock = stock.map(Run::read).transpose()?;
-    let patched = patched.map(Run::read).transpose()?;
+pub(crate) fn report(stock_dir: Option<&Path>, patched_dir: Option<&Path>) -> Result<()> {
+    let stock = stock_dir.map(Run::read).transpose()?;
+    let patched = patched_dir.map(Run::read).transpose()?;
     let dash = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
-    println!("hot-chunks: 1400 MiB idle on DRAM + 256 MiB on the slow node in 8 MiB chunks,");
-    println!("20000 random 4K accesses per visit, 100 ms idle gaps, 60 s; demotion on; QEMU TCG");
+    let dram = |run: Option<&Path>| text_or_dash(run, "dram-mb.txt");
+    println!(
+        "hot-chunks: DRAM filled to {DRAM_LEFT_MB} MiB free by an idle part (Default {} MiB, Patched {} MiB)",
+        dram(stock_dir),
+        dram(patched_dir)
+    );
+    println!(
+        "+ {SLOW_MB} MiB on the slow node in 8 MiB chunks, 20000 random 4K accesses per visit,"
+    );
+    println!("100 ms idle gaps, 60 s; demotion on; QEMU TCG");
     println!();
     println!(
         "{:<40} {:>14} {:>14} {:>14}",
@@ -182,7 +223,14 @@ pub(crate) fn report(stock: Option<&Path>, patched: Option<&Path>) -> Result<()>
         "(fault-count threshold); Predicted: numatrace's fault-count:stamp=latest shadow of the"
     );
     println!("Default run (every promotion counted as a success). * the shadow does not change");
-    println!("scanning: the Default run's figure.");
+    println!(
+        "scanning: the Default run's figure. + a lower bound: the Default kernel's ping-pongs"
+    );
+    println!("the model would also have made; its own extra promotions never ran, so whether they");
+    println!("would have been demoted again is not observable. T: the lifecycle's window.");
+    if let Some(run) = stock.as_ref().or(patched.as_ref()) {
+        println!("T = {} s", run.shadow.lifecycle.window_s);
+    }
     for (name, run) in [("Default", &stock), ("Patched", &patched)] {
         if let Some(m) = run.as_ref().and_then(Run::model) {
             println!(
@@ -197,7 +245,8 @@ pub(crate) fn report(stock: Option<&Path>, patched: Option<&Path>) -> Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use numa_core::model::shadow::KernelCounts;
+    use numa_core::model::lifecycle::LifecycleReport;
+    use numa_core::model::shadow::{KernelCounts, PingpongCost};
 
     fn run(score: u64, faults: u64, promote: u64) -> Run {
         Run {
@@ -217,8 +266,17 @@ mod tests {
                     promote: 70,
                     reasons: [("fault_count".into(), 30)].into(),
                     agreement_pct: 50.0,
+                    pingpong: PingpongCost {
+                        shared: promote / 2,
+                        avoided: promote / 4,
+                    },
                     ..ModelReport::default()
                 }],
+                lifecycle: LifecycleReport {
+                    pingpong: promote / 2 + promote / 4,
+                    repromotions: promote / 10,
+                    ..LifecycleReport::default()
+                },
                 ..ShadowReport::default()
             },
         }
@@ -247,6 +305,13 @@ mod tests {
             (Some(90), Some(30), Some("30"))
         );
         assert_eq!(row("pgdemote_direct").3, None);
+        let pp = row("promoted, demoted within T (ping-pong)");
+        assert_eq!(
+            (pp.1, pp.2, pp.3.as_deref()),
+            (Some(7), Some(67), Some("5+"))
+        );
+        let again = row("promoted, demoted, promoted again");
+        assert_eq!((again.1, again.2, again.3), (Some(1), Some(9), None));
     }
 
     #[test]
