@@ -537,6 +537,23 @@ pub(crate) enum Workload {
     /// Move a slow-node buffer to DRAM with move_pages(2), either in one
     /// call (the baseline) or through `promote`'s mover: its throughput.
     MovePages(MovePagesArgs),
+    /// The test bed's clock for its QEMU plugin: reads CLOCK_MONOTONIC,
+    /// stores to a marker page the plugin watches, reads the clock again,
+    /// every --every-ms until SIGTERM or SIGINT (then one last tick), and
+    /// logs "tick before_ns after_ns" per tick.
+    Ticker(TickerArgs),
+}
+
+/// `numatrace workload ticker`.
+#[derive(Debug, Args, Clone)]
+pub(crate) struct TickerArgs {
+    /// Milliseconds between ticks (10 to 3600000).
+    #[arg(long, default_value_t = 1000,
+          value_parser = ranges::int(10u64, 3_600_000, "milliseconds"))]
+    pub every_ms: u64,
+    /// Where the log goes (written when the ticker stops).
+    #[arg(long)]
+    pub log: PathBuf,
 }
 
 #[derive(Debug, Args, Clone)]

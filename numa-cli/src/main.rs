@@ -15,6 +15,7 @@ mod progress;
 mod promote;
 mod report;
 mod stats;
+mod ticker;
 mod top;
 mod workload;
 
@@ -97,6 +98,7 @@ fn run(cli: cli::Cli) -> Result<ExitCode> {
         cli::Command::Workload(cli::Workload::HotChunks(args)) => workload::hot_chunks(&args),
         cli::Command::Promote(args) => promote::run(&args),
         cli::Command::Workload(cli::Workload::MovePages(args)) => move_pages::move_pages(&args),
+        cli::Command::Workload(cli::Workload::Ticker(args)) => ticker::run(&args),
         cli::Command::Completions { shell } => docs::completions(shell),
         cli::Command::Manpages { dir } => docs::manpages(&dir),
     }

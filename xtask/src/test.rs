@@ -41,7 +41,9 @@ pub(crate) struct TestArgs {
     pub fuzz_time: u64,
     /// Only these VM tests, after the release build and nothing else (no
     /// fmt, clippy, unit tests or fuzzing): for working on one test.
-    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(vmtest::TESTS.iter().map(|t| t.name)))]
+    /// `truth` is the truth plugin's own test.
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(
+        vmtest::TESTS.iter().map(|t| t.name).chain([TRUTH_ONLY])))]
     pub only: Vec<String>,
 }
 
@@ -179,6 +181,13 @@ pub(crate) fn run(args: TestArgs) -> Result<ExitCode> {
         report.step(&fuzz_step, || crate::fuzz::run(&fuzz, &mut setup));
     }
     package_step(&mut report, &mut setup, numatrace.as_deref(), &args.only);
+    truth_step(
+        &mut report,
+        &mut setup,
+        &kernels,
+        numatrace.as_deref(),
+        &args.only,
+    );
 
     if args.no_vm {
         report.push(
@@ -225,6 +234,39 @@ fn package_step(report: &mut Report, setup: &mut Setup, numatrace: Option<&Path>
             })
             .unwrap_or_default(),
     }
+}
+
+/// `--only` for [`truth_step`].
+const TRUTH_ONLY: &str = "truth";
+
+/// The test bed's truth plugin against a workload whose accesses are
+/// known (`vm::truth::self_test`), on 6.12: it tests QEMU and the plugin,
+/// not the kernel, so one kernel is enough.
+fn truth_step(
+    report: &mut Report,
+    setup: &mut Setup,
+    kernels: &[(Series, Result<Kernel, Status>)],
+    numatrace: Option<&Path>,
+    only: &[String],
+) {
+    let name = "truth plugin (6.12: its counts against a known workload)";
+    let kernel = kernels.iter().find(|(s, _)| *s == Series::V6_12);
+    let skip = |why: &str| Status::Skipped(why.into());
+    let status = match (kernel, numatrace) {
+        _ if !only.is_empty() && !only.iter().any(|o| o == TRUTH_ONLY) => skip("--only"),
+        (None, _) => skip("6.12 is not among the kernels tested"),
+        (Some((_, Err(status))), _) => status.clone(),
+        (_, None) => skip("the release build failed"),
+        (Some((_, Ok(k))), Some(bin)) => {
+            report.step(name, || {
+                let said = crate::vm::truth::self_test(k, bin, setup)?;
+                println!("truth plugin: {said}");
+                Ok(())
+            });
+            return;
+        }
+    };
+    report.push(name, status, Duration::ZERO);
 }
 
 /// Fetches (or builds) the guest kernel of `series` as a step; without

@@ -226,6 +226,12 @@ fn workload_cases() -> Vec<Case> {
         case(MP, "--dram-node", NODE, NODE_RANGE),
         case(MP, "--rate-limit", &["fast", "1 GB per s"], "256MiB/s"),
         case(MP, "--min-free", &["101%", "lots"], "from 0% to 100%"),
+        case(
+            &["workload", "ticker", "--log", "t"],
+            "--every-ms",
+            &["9", "3600001", "-1", "x"],
+            "from 10 to 3600000",
+        ),
     ]
 }
 

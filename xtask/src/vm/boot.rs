@@ -166,6 +166,9 @@ fn qemu_command(guest: &Guest, tiering: Tiering, initrd: &Path) -> Command {
         // clock jumps to its next timer instead of waiting in real time.
         qemu.args(["-icount", "shift=0,sleep=off"]);
     }
+    if let Some(plugin) = guest.plugin {
+        qemu.arg("-plugin").arg(plugin);
+    }
     qemu.args([
         "-nodefaults",
         "-no-user-config",

@@ -20,6 +20,7 @@ mod boot;
 mod console;
 mod serial;
 mod topology;
+pub(crate) mod truth;
 
 use std::fmt::Write as _;
 use std::fs;
@@ -86,6 +87,16 @@ pub(crate) struct VmArgs {
     /// guest CPU times are instruction counts, whatever the host's load.
     #[arg(long)]
     pub icount: bool,
+    /// Count every load and store of the guest's user-space instructions
+    /// per guest-physical 4 KiB page with the test bed's QEMU plugin, in
+    /// windows of --truth-window-ms of the guest's CLOCK_MONOTONIC (cut by
+    /// `numatrace workload ticker`, started before COMMAND), into FILE.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["shell", "systemd"])]
+    pub truth: Option<PathBuf>,
+    /// --truth: the window, in milliseconds (10 to 3600000).
+    #[arg(long, default_value_t = 1000, requires = "truth",
+          value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    pub truth_window_ms: u64,
     /// Boot the systemd guest: after setting up the test bed, init hands
     /// over to systemd on a Debian root disk (built by `cargo xtask setup`),
     /// which runs COMMAND as numatrace-vmtest.service.
@@ -112,7 +123,11 @@ pub(crate) fn run(args: VmArgs) -> Result<ExitCode> {
     let mode = if args.shell {
         Mode::Shell
     } else {
-        Mode::Command(command_script(&args.command)?)
+        let script = command_script(&args.command)?;
+        Mode::Command(match args.truth {
+            Some(_) => truth::wrap(&script, args.truth_window_ms),
+            None => script,
+        })
     };
     let kernel = ready_kernel(args.kernel, &mut setup)?;
     let numatrace = match args.numatrace {
@@ -130,6 +145,13 @@ pub(crate) fn run(args: VmArgs) -> Result<ExitCode> {
     let out = args
         .out
         .unwrap_or_else(|| state_dir(args.kernel).join("results"));
+    let plugin = match &args.truth {
+        Some(file) => Some(truth::plugin_arg(
+            &truth::build_plugin(&mut setup)?,
+            &truth::raw_path(file),
+        )?),
+        None => None,
+    };
     let guest = Guest {
         kernel: &kernel,
         topology,
@@ -140,6 +162,7 @@ pub(crate) fn run(args: VmArgs) -> Result<ExitCode> {
         out: &out,
         icount: args.icount,
         root_disk: root_disk.as_deref(),
+        plugin: plugin.as_deref(),
     };
     let outcome = boot(&guest)?;
     if args.shell {
@@ -155,6 +178,18 @@ pub(crate) fn run(args: VmArgs) -> Result<ExitCode> {
             eprintln!("{line}");
         }
         return Ok(ExitCode::from(TESTBED_FAILURE));
+    }
+    if let Some(file) = &args.truth {
+        let done = truth::assemble(file, &out)?;
+        println!(
+            "numatrace-vm: truth in {}: {} windows, {} page counts, {} accesses \
+             (window bounds within {} ns of the guest's clock)",
+            file.display(),
+            done.windows,
+            done.records,
+            done.accesses,
+            done.clock_err_ns
+        );
     }
     let status = outcome.exit_status.unwrap_or(i32::from(TESTBED_FAILURE));
     println!(
@@ -238,6 +273,8 @@ pub(crate) struct Guest<'a> {
     /// A root disk image (guest_image.rs): init sets up the test bed, then
     /// hands over to systemd on it, which runs the command as a unit.
     pub root_disk: Option<&'a Path>,
+    /// QEMU's `-plugin` argument (`--truth`).
+    pub plugin: Option<&'a str>,
 }
 
 /// What happened during one boot.

@@ -43,6 +43,12 @@ pub(super) fn watch(
         ready_after,
         timed_out,
     } = stream(&rx, start, guest.timeout);
+    // A guest that powered off has QEMU exiting by itself: let it finish
+    // (a plugin writes its files at exit) before killing what is left.
+    let grace = Instant::now() + Duration::from_secs(10);
+    while !timed_out && Instant::now() < grace && matches!(child.try_wait(), Ok(None)) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // Killing an already exited QEMU fails harmlessly.
     let _ = child.kill();
     let _ = child.wait();

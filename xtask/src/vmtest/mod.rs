@@ -460,6 +460,7 @@ fn run_boot(kernel: &Kernel, numatrace: &Path, tests: &[&VmTest], boot: Boot) ->
         out: &out,
         icount,
         root_disk: image.as_deref(),
+        plugin: None,
     };
     let outcome = match vm::boot(&guest) {
         Ok(outcome) => outcome,

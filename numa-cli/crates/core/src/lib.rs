@@ -26,4 +26,5 @@ pub mod sink;
 pub mod stamping;
 pub mod topology;
 pub mod trace;
+pub mod truth;
 pub mod workload;
