@@ -65,6 +65,10 @@ pub(crate) enum Command {
     Export(ExportArgs),
     /// Latency and fault-count histograms: bcc-style text, JSON lines, CSV.
     Hist(HistArgs),
+    /// One page's life in a trace, in time order: the scan passes over it,
+    /// its hint faults (latency since its scan, fault-count delta, the
+    /// kernel's decision and every model's), migrations and demotions.
+    Explain(ExplainArgs),
     /// Live TUI: rates, processes, latency histograms, shadow models.
     ///
     /// Keys: q quit, arrows/j/k select, Enter detail, Esc back, s/S sort,
@@ -275,6 +279,23 @@ pub(crate) struct DumpArgs {
     /// promoting pid).
     #[arg(long)]
     pub demotions: bool,
+}
+
+/// `numatrace explain`.
+#[derive(Debug, Args)]
+pub(crate) struct ExplainArgs {
+    /// Trace file from `numatrace record`.
+    pub trace: PathBuf,
+    /// The process whose page to follow.
+    #[arg(long, value_parser = ranges::pid)]
+    pub pid: u32,
+    /// A virtual address in the page (hex with 0x, or decimal); a large
+    /// folio's records count for every page it covers.
+    #[arg(long, value_parser = ranges::user_addr)]
+    pub addr: u64,
+    /// The timeline as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

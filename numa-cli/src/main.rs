@@ -55,6 +55,26 @@ fn read_trace(path: &Path, output: progress::Output, sinks: &mut [&mut dyn Sink]
     Ok(())
 }
 
+/// `explain`: two passes over the trace (see `numa_render::explain`).
+fn explain(args: &cli::ExplainArgs) -> Result<ExitCode> {
+    use numa_render::explain::{Identities, Target, Timeline};
+    let header = numa_core::trace::Reader::open(&args.trace)?.header;
+    let target = Target::new(args.pid, args.addr);
+    let mut ids = Identities::new(target);
+    read_trace(&args.trace, progress::Output::AtEnd, &mut [&mut ids])?;
+    let mut timeline = Timeline::new(target, ids, &header)?;
+    read_trace(&args.trace, progress::Output::AtEnd, &mut [&mut timeline])?;
+    let out = if args.json {
+        let mut v = serde_json::to_vec_pretty(&timeline)?;
+        v.push(b'\n');
+        v
+    } else {
+        timeline.text().into_bytes()
+    };
+    write_output(None, &out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `doctor --loaded`: the BPF objects in the kernel now.
 fn doctor_loaded(json: bool) -> Result<ExitCode> {
     let loaded = numa_probe::loaded::scan()?;
@@ -94,6 +114,7 @@ fn run(cli: cli::Cli) -> Result<ExitCode> {
         cli::Command::Report(args) => report::run(&args),
         cli::Command::Export(args) => export::run(&args),
         cli::Command::Hist(args) => hist::run(&args),
+        cli::Command::Explain(args) => explain(&args),
         cli::Command::Top(args) => top::run(&args),
         cli::Command::Workload(cli::Workload::HotChunks(args)) => workload::hot_chunks(&args),
         cli::Command::Promote(args) => promote::run(&args),

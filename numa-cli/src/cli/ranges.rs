@@ -275,6 +275,24 @@ pub(crate) fn pid(s: &str) -> Result<u32, String> {
     int(1, MAX_PID, "a process id")(s)
 }
 
+/// A user-space virtual address, hex with `0x` or decimal, below 2^57
+/// (the most any x86-64 or arm64 process has).
+pub(crate) fn user_addr(s: &str) -> Result<u64, String> {
+    const END: u64 = 1 << 57;
+    let s = s.trim();
+    let v = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(&hex.replace('_', ""), 16),
+        None => s.parse(),
+    }
+    .map_err(|_| format!("not an address: give a user-space address from 0 to {END:#x}, hex as 0x7f12a4c00000 or decimal"))?;
+    if v >= END {
+        return Err(format!(
+            "out of range: give a user-space address from 0 to {END:#x}"
+        ));
+    }
+    Ok(v)
+}
+
 /// A byte rate as `--rate-limit` takes it (`256MiB/s`, `1GB/s`, 0).
 pub(crate) fn rate(s: &str) -> Result<String, String> {
     numa_promote::bucket::parse_rate(s)

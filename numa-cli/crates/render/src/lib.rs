@@ -8,6 +8,7 @@
 #![cfg_attr(test, allow(unused_crate_dependencies))]
 pub mod dump;
 pub mod evaluate;
+pub mod explain;
 pub mod hist;
 pub mod histtext;
 pub mod report;
