@@ -222,7 +222,11 @@ pub(crate) fn report(stock_dir: Option<&Path>, patched_dir: Option<&Path>) -> Re
     println!(
         "(fault-count threshold); Predicted: numatrace's fault-count:stamp=latest shadow of the"
     );
-    println!("Default run (every promotion counted as a success). * the shadow does not change");
+    println!(
+        "Default run (every promotion counted as a success; a page the Default kernel refused"
+    );
+    println!("and faulted again is counted at each fault, so where Default refused the same pages");
+    println!("repeatedly Predicted's promotions are an upper bound). * the shadow does not change");
     println!(
         "scanning: the Default run's figure. + a lower bound: the Default kernel's ping-pongs"
     );
