@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{ensure, Result};
-use numa_core::truth::{MARKER_ADDR, MAX_WINDOWS};
+use numa_core::truth::{Tick, MARKER_ADDR, MAX_WINDOWS};
 use numa_host::clock::monotonic_ns;
 
 use crate::cli::TickerArgs;
@@ -28,14 +28,12 @@ async fn tick_until_stopped(marker: &Marker, every_ms: u64) -> Result<String> {
     let start = tokio::time::Instant::now();
     let mut log = String::new();
     for index in 0..MAX_WINDOWS {
-        let (before, after) = marker.tick(index);
         // Infallible: writing to a String.
-        let _ = writeln!(log, "{index} {before} {after}");
+        let _ = writeln!(log, "{}", marker.tick(index).line());
         let next = start + every * (index + 1);
         tokio::select! {
             _ = signals.recv() => {
-                let (before, after) = marker.tick(index + 1);
-                let _ = writeln!(log, "{} {before} {after}", index + 1);
+                let _ = writeln!(log, "{}", marker.tick(index + 1).line());
                 return Ok(log);
             }
             _ = tokio::time::sleep_until(next) => {}
@@ -79,28 +77,30 @@ impl Marker {
     }
 
     /// One tick: the store the plugin sees, between two clock reads.
-    fn tick(&self, index: u32) -> (u64, u64) {
-        let before = monotonic_ns();
+    fn tick(&self, index: u32) -> Tick {
+        let before_ns = monotonic_ns();
         // SAFETY: the page is mapped writable for the process's life.
         unsafe { self.0.write_volatile(index) };
-        (before, monotonic_ns())
+        Tick {
+            index,
+            before_ns,
+            after_ns: monotonic_ns(),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use numa_core::truth::Tick;
 
     #[test]
     fn a_tick_stores_its_index_between_two_clock_reads() {
         let m = Marker::map().expect("the marker page (no other test maps it)");
-        let (before, after) = m.tick(7);
-        assert!(before <= after);
+        let t = m.tick(7);
+        assert!(t.before_ns <= t.after_ns);
         // SAFETY: mapped by `map`.
         assert_eq!(unsafe { m.0.read_volatile() }, 7);
-        let line = format!("7 {before} {after}");
-        assert_eq!(Tick::parse(&line).expect("parse").index, 7);
+        assert_eq!(Tick::parse(&t.line()).expect("parse"), t);
         assert!(Marker::map().is_err(), "the address is taken now");
     }
 }

@@ -1045,6 +1045,17 @@ pub struct DemoteEvent {
     pub memcg_id: u64,
 }
 
+impl DemoteEvent {
+    /// The reclaimer's name ([`reclaimer::NAMES`]); "other" for a value
+    /// this numatrace does not know (decoding refuses those).
+    pub fn reclaimer_name(&self) -> &'static str {
+        reclaimer::NAMES
+            .get(self.reclaimer as usize)
+            .copied()
+            .unwrap_or("other")
+    }
+}
+
 /// Bits of [`DemoteEvent::flags`].
 pub mod demote_flags {
     /// Not a folio: the end of one reclaim batch's demotion

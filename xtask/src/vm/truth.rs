@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
-use numa_core::truth::{self, Assembled, Tick, TruthReader, MARKER_ADDR};
+use numa_core::truth::{self, Assembled, Tick, TruthReader, MARKER_ADDR, STATS_SUFFIX};
 use numa_core::workload::Summary;
 
 use crate::cmd;
@@ -34,9 +34,14 @@ pub(crate) fn build_plugin(setup: &mut Setup) -> Result<PathBuf> {
 
 /// The raw file the plugin writes next to the truth file.
 pub(crate) fn raw_path(file: &Path) -> PathBuf {
-    let mut raw = file.as_os_str().to_owned();
-    raw.push(".raw");
-    PathBuf::from(raw)
+    with_suffix(file, ".raw")
+}
+
+/// `path` with `suffix` appended to its file name.
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(suffix);
+    PathBuf::from(p)
 }
 
 /// QEMU's `-plugin` argument: absolute paths (QEMU runs elsewhere), commas
@@ -76,7 +81,8 @@ pub(crate) fn wrap(script: &str, window_ms: u64) -> String {
 /// `file`, and removes the raw file.
 pub(crate) fn assemble(file: &Path, results: &Path) -> Result<Assembled> {
     let raw_path = raw_path(file);
-    let stats = fs::read_to_string(format!("{}.stats", raw_path.display()))
+    let stats_path = with_suffix(&raw_path, STATS_SUFFIX);
+    let stats = fs::read_to_string(&stats_path)
         .context("the plugin left no statistics: did QEMU exit cleanly?")?;
     if let Some(err) = stats
         .lines()
@@ -97,7 +103,7 @@ pub(crate) fn assemble(file: &Path, results: &Path) -> Result<Assembled> {
     let out = fs::File::create(file).with_context(|| file.display().to_string())?;
     let done = truth::assemble(raw, &ticks, std::io::BufWriter::new(out))?;
     fs::remove_file(&raw_path)?;
-    fs::remove_file(format!("{}.stats", raw_path.display()))?;
+    fs::remove_file(&stats_path)?;
     Ok(done)
 }
 

@@ -6,6 +6,8 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::sync::Mutex;
 
+use numa_core::truth::STATS_SUFFIX;
+
 use crate::counter::Counter;
 
 type PluginId = u64;
@@ -84,7 +86,7 @@ pub(crate) fn install(id: u64, argc: c_int, argv: *const *const c_char) -> Resul
     *STATE.lock().map_err(|_| "state poisoned")? = Some(State {
         counter,
         marker,
-        stats_path: format!("{out}.stats"),
+        stats_path: format!("{out}{STATS_SUFFIX}"),
         error: None,
     });
     // SAFETY: the callbacks match the API's signatures.

@@ -29,6 +29,10 @@ pub const TRUTH_MAGIC: &[u8; 8] = b"NTTRUTH1";
 /// mappings by default on x86-64 with 47-bit addresses, below the stack.
 pub const MARKER_ADDR: u64 = 0x7e57_0000_0000;
 
+/// The plugin's statistics (accesses it could not place, its error) go
+/// to the raw file's path with this appended.
+pub const STATS_SUFFIX: &str = ".stats";
+
 /// The `pfn` of a raw record that opens a window.
 pub const TICK: u32 = u32::MAX;
 
@@ -93,7 +97,12 @@ pub struct Tick {
 }
 
 impl Tick {
-    /// "index before_ns after_ns", as the ticker writes it.
+    /// The ticker's log line: "index before_ns after_ns".
+    pub fn line(&self) -> String {
+        format!("{} {} {}", self.index, self.before_ns, self.after_ns)
+    }
+
+    /// A line as [`line`](Self::line) writes it.
     pub fn parse(line: &str) -> Result<Tick> {
         let mut it = line.split_ascii_whitespace().map(str::parse::<u64>);
         let mut next = |what: &str| -> Result<u64> {
@@ -370,6 +379,10 @@ mod tests {
         assert!(Tick::parse("1 5 4").is_err());
         assert!(Tick::parse("x 1 2").is_err());
         assert_eq!(Tick::parse("3 10 12").expect("ok"), tick(3, 10, 12));
+        assert_eq!(
+            Tick::parse(&tick(3, 10, 12).line()).expect("ok"),
+            tick(3, 10, 12)
+        );
         assert!(TruthReader::new(&b"NTTRUTH1"[..]).is_err());
         let mut huge = TRUTH_MAGIC.to_vec();
         huge.extend_from_slice(&u32::MAX.to_le_bytes());

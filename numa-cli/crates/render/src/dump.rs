@@ -47,7 +47,7 @@ pub fn event_json(ev: &Event) -> serde_json::Value {
         }),
         Event::Demote(d) => json!({
             "type": "demote", "ts_ns": d.ts_ns, "pid": numa_ebpf_common::tgid_of(d.pid_tgid),
-            "reclaimer": numa_ebpf_common::reclaimer::NAMES.get(d.reclaimer as usize).copied().unwrap_or("?"),
+            "reclaimer": d.reclaimer_name(),
             "src_pfn": d.src_pfn, "dst_pfn": d.dst_pfn, "src_nid": d.src_nid, "dst_nid": d.dst_nid,
             "mapping": format!("{:#x}", d.mapping), "index": d.index, "nr_pages": d.nr_pages,
         }),

@@ -12,13 +12,13 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use anyhow::Result;
-use numa_core::decode::Event;
+use numa_core::decode::{comm, Event};
 use numa_core::model::policy::{build_all, KernelDefaults, ModelDefaults};
 use numa_core::model::shadow::FaultVerdicts;
 use numa_core::printable::printable;
 use numa_core::sink::Sink;
 use numa_core::trace::Header;
-use numa_ebpf_common::{reclaimer, DemoteEvent, FaultEvent, ScanEvent};
+use numa_ebpf_common::{DemoteEvent, FaultEvent, HistEntry, ScanEvent};
 use serde::Serialize;
 
 /// Entries kept: the page's first this many events; the rest are counted.
@@ -184,21 +184,17 @@ impl Timeline {
         if !self.target.holds(f) {
             return;
         }
-        let stamped = f.has_stamp();
+        let stamp = HistEntry::of(f);
         let entry = Entry::HintFault {
             ts_ns: f.ts_ns,
-            comm: printable(&String::from_utf8_lossy(
-                f.comm.split(|&b| b == 0).next().unwrap_or(&[]),
-            ))
-            .into_owned(),
+            comm: printable(&comm(&f.comm)).into_owned(),
             pages: f.pages(),
             src_nid: f.src_nid,
             dst_nid: f.dst_nid,
-            latency_ms: stamped.then(|| f.ts_ns.saturating_sub(f.scan_ns) as f64 / 1e6),
+            latency_ms: stamp.map(|h| h.latency_ns as f64 / 1e6),
             kernel_latency_ms: f.has_kernel_latency().then_some(f.kernel_latency_ms),
             threshold_ms: f.has_kernel_latency().then_some(f.threshold_ms),
-            fault_count_delta: (stamped && !f.stamp_other_mm())
-                .then(|| f.seq_mm.saturating_sub(f.scan_seq_mm)),
+            fault_count_delta: stamp.filter(|h| h.own_mm).map(|h| h.delta),
             kernel: f.typed_outcome().name(),
             migrated: f.migrate_tried().then(|| f.migrated()),
             models: self.answers.clone(),
@@ -212,10 +208,7 @@ impl Timeline {
         }
         self.push(Entry::Demotion {
             ts_ns: d.ts_ns,
-            reclaimer: reclaimer::NAMES
-                .get(d.reclaimer as usize)
-                .copied()
-                .unwrap_or("other"),
+            reclaimer: d.reclaimer_name(),
             src_nid: d.src_nid,
             dst_nid: d.dst_nid,
             src_pfn: d.src_pfn,

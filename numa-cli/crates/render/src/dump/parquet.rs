@@ -27,7 +27,7 @@ use numa_core::{
     sink::Sink,
     trace::Header,
 };
-use numa_ebpf_common::{demote_flags, reclaimer, tgid_of, DemoteEvent, FaultEvent};
+use numa_ebpf_common::{demote_flags, tgid_of, DemoteEvent, FaultEvent};
 use numa_host::fs::Output;
 
 /// The file holds kernel addresses (`addr`, `folio`), as traces do.
@@ -185,10 +185,7 @@ fn demote_cells<'a>(
     let batch_end = d.flags & demote_flags::BATCH_END != 0;
     let folio = !batch_end;
     let placed = folio && d.dst_nid >= 0;
-    let name = reclaimer::NAMES
-        .get(d.reclaimer as usize)
-        .copied()
-        .unwrap_or("other");
+    let name = d.reclaimer_name();
     out.extend([
         Cell::Str(&file.host),
         Cell::Str(&file.kernel),
