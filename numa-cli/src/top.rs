@@ -51,6 +51,10 @@ fn top_policies(a: &ModelSel, k: &KernelDefaults) -> Result<Vec<Box<dyn Policy>>
 struct AggSink<'a>(&'a RefCell<Aggregator>);
 
 impl Sink for AggSink<'_> {
+    fn header(&mut self, h: &numa_core::trace::Header) -> Result<()> {
+        self.0.borrow_mut().header(h)
+    }
+
     fn event(&mut self, ev: &Event) -> Result<()> {
         self.0.borrow_mut().event(ev);
         Ok(())

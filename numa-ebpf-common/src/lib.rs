@@ -11,7 +11,7 @@
 /// built into the same binary as the userspace that reads it, so only
 /// traces can disagree: every trace header carries it and the trace reader
 /// refuses a trace with another value.
-pub const ABI_VERSION: u32 = 6;
+pub const ABI_VERSION: u32 = 7;
 
 /// The layout before the folio's access values were appended to
 /// [`FaultEvent`] and [`ScanEvent`]: its records are prefixes of today's
@@ -38,6 +38,13 @@ pub const RECORD_SIZES_V4: [usize; 3] = [176, 96, 48];
 pub const ABI_VERSION_V5: u32 = 5;
 /// Size of a demotion record of [`ABI_VERSION_V5`].
 pub const DEMOTE_RECORD_SIZE_V5: usize = 72;
+
+/// The layout before the promotion's destination PFN was appended to
+/// [`FaultEvent`]: fault records are prefixes of today's, the others
+/// today's. [`ABI_VERSION_V5`]'s fault, scan and skip records too.
+pub const ABI_VERSION_V6: u32 = 6;
+/// Record sizes (fault, scan, skip) of [`ABI_VERSION_V6`].
+pub const RECORD_SIZES_V6: [usize; 3] = [192, 96, 48];
 
 /// Indices into the per-CPU `COUNTERS` array. Each BPF program bumps the
 /// counter of the event it saw; userspace sums across CPUs.
@@ -192,6 +199,9 @@ pub mod programs {
     pub const TP_THREAD_EXIT: &str = "tp_thread_exit";
     /// The allocation callback reclaim's demotion calls once per folio.
     pub const FEXIT_DEMOTE: &str = "fexit_demote";
+    /// The allocation callback of a promotion's migration: its new folio.
+    pub const FEXIT_PROMOTE_DST: &str = "fexit_promote_dst";
+    pub const KRETPROBE_PROMOTE_DST: &str = "kretprobe_promote_dst";
     /// demote_folio_list: one reclaim batch's demotion and its result.
     pub const FEXIT_DEMOTE_BATCH: &str = "fexit_demote_batch";
     /// init_numa_balancing: where the fault-count patch resets its counter.
@@ -207,7 +217,7 @@ pub mod programs {
     /// Each fentry/fexit/tracepoint program and its twin that does nothing
     /// (`--empty-programs`: what attaching alone costs). Programs that
     /// never attach in the same run (a hook's variants) share a twin.
-    pub const EMPTY_TWINS: [(&str, &str); 19] = [
+    pub const EMPTY_TWINS: [(&str, &str); 20] = [
         (FENTRY_HINT_FAULT, "empty_fentry_hint_fault"),
         (FENTRY_SCAN_RANGE, "empty_fentry_scan_range"),
         (FENTRY_FAULT_ACCOUNT, "empty_fentry_fault_account"),
@@ -225,6 +235,7 @@ pub mod programs {
         (TP_THREAD_EXIT, "empty_tp_thread_exit"),
         (FEXIT_DEMOTE, "empty_fexit_demote"),
         (FEXIT_DEMOTE_BATCH, "empty_fexit_demote"),
+        (FEXIT_PROMOTE_DST, "empty_fexit_demote"),
         (FENTRY_FAULT_COUNT_RESET, "empty_fentry_fault_count_reset"),
         (FENTRY_FAULT_COUNT_DROP, "empty_fentry_fault_count_drop"),
     ];
@@ -680,6 +691,16 @@ pub struct FaultEvent {
     /// [`DemoteEvent::mapping`]); 0 for top-tier folios and in older traces.
     pub mapping: u64,
     pub index: u64,
+    // Appended in ABI 7.
+    /// The PFN of the faulting folio (0: vmemmap unknown, or an older
+    /// trace): a demotion's `dst_pfn` names it again.
+    pub src_pfn: u64,
+    /// The PFN of the folio the migration allocated on the top tier for
+    /// this folio (`alloc_misplaced_dst_folio`'s result), where a
+    /// promotion was tried; 0 when none was allocated, the hook is not
+    /// attached, or in older traces. With `migrate_ok` the folio's new
+    /// place, which a later demotion's `src_pfn` names again.
+    pub dst_pfn: u64,
 }
 
 /// Typed reads of the record's raw fields: what each flag and value means
@@ -1339,7 +1360,18 @@ mod tests {
 
     #[test]
     fn layouts_are_stable() {
-        assert_eq!(core::mem::size_of::<FaultEvent>(), 192);
+        assert_eq!(core::mem::size_of::<FaultEvent>(), 208);
+        assert_eq!(
+            core::mem::offset_of!(FaultEvent, src_pfn),
+            RECORD_SIZES_V6[0]
+        );
+        assert_eq!(
+            [
+                core::mem::size_of::<ScanEvent>(),
+                core::mem::size_of::<SkipEvent>()
+            ],
+            [RECORD_SIZES_V6[1], RECORD_SIZES_V6[2]]
+        );
         assert_eq!(core::mem::size_of::<ScanEvent>(), 96);
         assert_eq!(core::mem::size_of::<SkipEvent>(), 48);
         assert_eq!(core::mem::size_of::<DemoteEvent>(), 80);

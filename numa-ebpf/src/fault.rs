@@ -19,8 +19,9 @@ use crate::maps::{
     access_now, access_time_buckets, add, as_number, candidate_counts, cgroup_id, count,
     count_mm_fault, count_rare, cpu, cpu_node, cpupid_mask, current_comm, current_mm, emit,
     existing_stamp, existing_thread_ctx, fault_count_kernel, folio_access, folio_access_typed,
-    folio_identity, next_global_seq, now_ns, occupied, pid_tgid, stamp_slot, thread_ctx,
-    vmf_address, wanted, zero, NoSlot, ThreadCtx, COUNTERS, HIST_DELTA, HIST_LATENCY, HIST_SUM,
+    folio_identity, folio_pfn, next_global_seq, now_ns, occupied, pfn_stamp_slot, pid_tgid,
+    thread_ctx, vmf_address, wanted, zero, NoSlot, ThreadCtx, COUNTERS, HIST_DELTA, HIST_LATENCY,
+    HIST_SUM,
 };
 
 const PAGE_MASK: u64 = !0xfff;
@@ -173,7 +174,9 @@ fn on_hint_fault(folio: u64, addr: u64, access: u32) {
             ev.ext_flags |= xf::FAULT_COUNT_AFTER_RESET;
         }
     }
-    let slot = stamp_slot(folio);
+    let pfn = folio_pfn(folio);
+    ev.src_pfn = pfn.unwrap_or(0);
+    let slot = pfn_stamp_slot(pfn);
     let stamp = slot.ok().and_then(occupied);
     match slot {
         Err(NoSlot::NotSlow) => {}

@@ -1086,7 +1086,13 @@ pub fn folio_nr_pages(folio: u64, flags: Option<u64>) -> u32 {
 /// workload or the allocator may have. Mirrored by userspace's map plan.
 #[inline(always)]
 pub fn stamp_slot(folio: u64) -> Result<*mut Stamp, NoSlot> {
-    let pfn = folio_pfn(folio).ok_or(NoSlot::NotSlow)?;
+    pfn_stamp_slot(folio_pfn(folio))
+}
+
+/// [`stamp_slot`] of the folio at `pfn` (None: not in vmemmap).
+#[inline(always)]
+pub fn pfn_stamp_slot(pfn: Option<u64>) -> Result<*mut Stamp, NoSlot> {
+    let pfn = pfn.ok_or(NoSlot::NotSlow)?;
     let shift = setting!(FOLLOW_SHIFT) & 63;
     for i in 0..MAX_SPANS {
         // SAFETY: plain reads of constant-after-load globals.

@@ -10,8 +10,8 @@ use numa_ebpf_common::{
 };
 
 use crate::maps::{
-    add, cgroup_id, count, emit, existing_thread_ctx, now_ns, pid_tgid, setting,
-    MIGRATE_REASON_PAGES,
+    add, as_number, cgroup_id, count, emit, existing_thread_ctx, folio_pfn, now_ns, pid_tgid,
+    setting, MIGRATE_REASON_PAGES,
 };
 
 /// Set by userspace before load from the attach plan (see [`MigrateRet`]).
@@ -69,6 +69,36 @@ pub fn fexit_migrate(ctx: FExitContext) -> u32 {
 #[kretprobe]
 pub fn kretprobe_migrate(ctx: RetProbeContext) -> u32 {
     migrated(ctx.ret());
+    0
+}
+
+/// The misplaced migration allocated `dst` on the top tier for the
+/// current hint fault's folio (0: none could be). Only that migration
+/// calls the callback, once per promotion tried, in the faulting thread.
+#[inline(always)]
+fn promotion_allocated(dst: u64) {
+    if dst == 0 {
+        return;
+    }
+    if let Some(ctx) = existing_thread_ctx() {
+        // SAFETY: this thread's storage.
+        let ctx = unsafe { &mut *ctx };
+        let dst = as_number(&mut ctx.number, dst);
+        if ctx.ev.kind == EventKind::Fault as u32 {
+            ctx.ev.dst_pfn = folio_pfn(dst).unwrap_or(0);
+        }
+    }
+}
+
+#[fexit]
+pub fn fexit_promote_dst(ctx: FExitContext) -> u32 {
+    promotion_allocated(ctx.ret().unwrap_or(0));
+    0
+}
+
+#[kretprobe]
+pub fn kretprobe_promote_dst(ctx: RetProbeContext) -> u32 {
+    promotion_allocated(ctx.ret());
     0
 }
 

@@ -58,7 +58,7 @@ fn log(on: &Report) {
     let kernel = vmstat_demoted(on);
     eprintln!(
         "demotion: {} pages in {} batches ({:?}) vs vmstat {kernel}; {} folios, {} pages, {} retries, {} without room; \
-         promotions {}, ping-pong {}, re-promotions {}, returned {}, forgotten {}; drops {}, missed {}",
+         promotions {}, ping-pong {}, re-promotions {}, returned {}, forgotten {}; by PFN {:?}; drops {}, missed {}",
         d.pages,
         d.batches,
         d.by_reclaimer,
@@ -71,6 +71,7 @@ fn log(on: &Report) {
         l.repromotions,
         l.returned,
         l.forgotten,
+        l.pfn_links,
         on.drops,
         on.runs_missed
     );
@@ -352,6 +353,7 @@ fn check_lifecycle(on: &Report) -> Result<()> {
             && l.repromotions <= l.returned,
         "lifecycle counts out of order: {l:?}"
     );
+    check_links(l)?;
     let residencies: u64 = l.residency_ms.iter().map(|b| b.count).sum();
     ensure!(
         residencies == l.pingpong,
@@ -368,6 +370,39 @@ fn check_lifecycle(on: &Report) -> Result<()> {
         "a ping-pong resident longer than the {:.0} s trace: {:?}",
         on.duration_s,
         l.residency_ms
+    );
+    Ok(())
+}
+
+/// The kernel's promotions wait for their demotion at the PFN the
+/// migration allocated (the top tier's table: the test bed's DRAM fits
+/// whole), and a folio promoted again faults on the PFN its demotion
+/// filled: the links hold by PFN, not by identity alone.
+fn check_links(l: &numa_core::model::lifecycle::LifecycleReport) -> Result<()> {
+    let p = &l.pfn_links;
+    let dram = l
+        .dram
+        .as_ref()
+        .context("no top-tier table: the trace has no PFN spans")?;
+    ensure!(
+        dram.rate == 1 && dram.bytes <= dram.budget_bytes,
+        "the top tier's table follows one PFN in {} ({} of {} bytes)",
+        dram.rate,
+        dram.bytes,
+        dram.budget_bytes
+    );
+    let linked = p.down_by_pfn + p.down_by_identity;
+    ensure!(
+        linked > 0 && p.down_by_pfn * 100 >= linked * 99,
+        "{} of {linked} demotions of promoted folios linked by the PFN their promotion allocated: {p:?}",
+        p.down_by_pfn
+    );
+    ensure!(
+        p.up_checked >= l.returned * 99 / 100 && p.up_same * 100 >= p.up_checked * 99,
+        "{} of {} folios promoted again faulted on the PFN their demotion filled ({} returned)",
+        p.up_same,
+        p.up_checked,
+        l.returned
     );
     Ok(())
 }

@@ -61,7 +61,7 @@ fn check_report(doc: &Report, series: Series) -> Result<()> {
     // The design's change_pte_range where the kernel keeps it a function;
     // init_numa_balancing and __mmdrop: the fault-count patch's counter
     // resets and mm teardowns; reclaim's demotion callback under its name
-    // on each kernel.
+    // on each kernel, and the promotion's allocation callback.
     let expected: &[&str] = match series {
         Series::V6_1 => &[
             "numa_migrate_prep",
@@ -70,6 +70,7 @@ fn check_report(doc: &Report, series: Series) -> Result<()> {
             "init_numa_balancing",
             "__mmdrop",
             "alloc_demote_page",
+            "alloc_misplaced_dst_page",
         ],
         Series::V6_12 | Series::V6_12Rfc => &[
             "numa_migrate_check",
@@ -78,6 +79,7 @@ fn check_report(doc: &Report, series: Series) -> Result<()> {
             "init_numa_balancing",
             "__mmdrop",
             "alloc_migrate_folio",
+            "alloc_misplaced_dst_folio",
         ],
         Series::V7 => &[
             "numa_migrate_check",
@@ -86,6 +88,7 @@ fn check_report(doc: &Report, series: Series) -> Result<()> {
             "init_numa_balancing",
             "__mmdrop",
             "alloc_demote_folio",
+            "alloc_misplaced_dst_folio",
         ],
     };
     for want in expected {
@@ -242,7 +245,9 @@ pub(super) mod tests {
             | "__mmdrop"
             | "alloc_demote_page"
             | "alloc_migrate_folio"
-            | "alloc_demote_folio" => Value::Null,
+            | "alloc_demote_folio"
+            | "alloc_misplaced_dst_folio"
+            | "alloc_misplaced_dst_page" => Value::Null,
             used => json!({"function": used, "used": true, "why_not": ""}),
         };
         let hooks: Vec<Value> = targets
@@ -253,6 +258,7 @@ pub(super) mod tests {
                 let (hook, detail) = match *t {
                     "alloc_demote_folio" => ("demote", "memory cgroup: folio.memcg_data -> obj_cgroup.memcg -> css.cgroup -> kn.id"),
                     "alloc_demote_page" | "alloc_migrate_folio" => ("demote", "memory cgroup: folio.memcg_data -> mem_cgroup.css.cgroup -> kn.id"),
+                    "alloc_misplaced_dst_folio" | "alloc_misplaced_dst_page" => ("promote_dst", ""),
                     _ => ("hint_fault", ""),
                 };
                 json!({"hook": hook, "target": t, "mechanism": "fentry",
@@ -313,6 +319,7 @@ pub(super) mod tests {
             "init_numa_balancing",
             "__mmdrop",
             "alloc_migrate_folio",
+            "alloc_misplaced_dst_folio",
         ];
         let page = [
             "numa_migrate_prep",
@@ -322,6 +329,7 @@ pub(super) mod tests {
             "init_numa_balancing",
             "__mmdrop",
             "alloc_demote_page",
+            "alloc_misplaced_dst_page",
         ];
         let per_pte = [
             "numa_migrate_check",
@@ -331,6 +339,7 @@ pub(super) mod tests {
             "init_numa_balancing",
             "__mmdrop",
             "alloc_demote_folio",
+            "alloc_misplaced_dst_folio",
         ];
         assert!(check_json(&doctor(true, two_tiers(), &folio), Series::V6_12).is_ok());
         assert!(check_json(&doctor(true, two_tiers(), &page), Series::V6_1).is_ok());

@@ -142,6 +142,8 @@ pub enum OldLayout {
     V4,
     /// Before the demoted folio's memory cgroup in demotion records.
     V5,
+    /// Before the promotion's destination PFN in fault records.
+    V6,
 }
 
 impl OldLayout {
@@ -153,7 +155,8 @@ impl OldLayout {
             (c::ABI_VERSION_V2, s) if s == c::RECORD_SIZES_V2 => Some(OldLayout::V2),
             (c::ABI_VERSION_V3, s) if s == c::RECORD_SIZES_V3 => Some(OldLayout::V3),
             (c::ABI_VERSION_V4, s) if s == c::RECORD_SIZES_V4 => Some(OldLayout::V4),
-            (c::ABI_VERSION_V5, s) if s == crate::trace::record_sizes() => Some(OldLayout::V5),
+            (c::ABI_VERSION_V5, s) if s == c::RECORD_SIZES_V6 => Some(OldLayout::V5),
+            (c::ABI_VERSION_V6, s) if s == c::RECORD_SIZES_V6 => Some(OldLayout::V6),
             _ => None,
         }
     }
@@ -163,7 +166,7 @@ impl OldLayout {
             OldLayout::V2 => numa_ebpf_common::RECORD_SIZES_V2,
             OldLayout::V3 => numa_ebpf_common::RECORD_SIZES_V3,
             OldLayout::V4 => numa_ebpf_common::RECORD_SIZES_V4,
-            OldLayout::V5 => crate::trace::record_sizes(),
+            OldLayout::V5 | OldLayout::V6 => numa_ebpf_common::RECORD_SIZES_V6,
         }
     }
 }
@@ -421,6 +424,9 @@ pub mod fixtures {
         f.migrate_ok = 1;
         f.mapping = mapping;
         f.index = index;
+        // Where [`demotion`] puts it, and where it takes it from.
+        f.src_pfn = 100 + index;
+        f.dst_pfn = 9000 + index;
         f
     }
 
@@ -636,8 +642,30 @@ mod tests {
         assert_eq!((got.index, got.memcg_id), (3, 0));
         assert!(decode_old(&bytes[..DEMOTE_RECORD_SIZE_V5 - 1], v5).is_err());
         assert_eq!(
-            OldLayout::of(ABI_VERSION_V5, crate::trace::record_sizes()),
+            OldLayout::of(ABI_VERSION_V5, numa_ebpf_common::RECORD_SIZES_V6),
             v5
+        );
+    }
+
+    #[test]
+    fn v6_faults_read_without_their_destination_pfn() {
+        use numa_ebpf_common::{ABI_VERSION_V6, RECORD_SIZES_V6};
+        let v6 = Some(OldLayout::V6);
+        let f = FaultEvent {
+            dst_pfn: 0x1_2345,
+            mapping: 0xa1,
+            ..fault(70_000, 3, 1500, Outcome::PromoteHot)
+        };
+        let bytes = encode(&Event::Fault(f));
+        let Ok(Event::Fault(g)) = decode_old(&bytes[..RECORD_SIZES_V6[0]], v6) else {
+            panic!("v6 fault did not decode");
+        };
+        assert_eq!((g.mapping, g.dst_pfn), (0xa1, 0));
+        assert!(decode_old(&bytes[..RECORD_SIZES_V6[0] - 1], v6).is_err());
+        assert_eq!(OldLayout::of(ABI_VERSION_V6, RECORD_SIZES_V6), v6);
+        assert_eq!(
+            OldLayout::of(ABI_VERSION_V6, crate::trace::record_sizes()),
+            None
         );
     }
 

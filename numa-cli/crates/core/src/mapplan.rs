@@ -46,6 +46,11 @@ pub use numa_ebpf_common::MAX_SPANS;
 /// The sparsest sampling: one PFN in 16 Mi (64 GiB of 4 KiB pages).
 pub const MAX_SHIFT: u32 = 24;
 
+/// `--map-budget`'s default: kernel memory for every map (a TiB of slow
+/// memory is then followed at 1 folio in 64), and apart from it as much
+/// again for the lifecycle's table of the top tier's PFNs.
+pub const DEFAULT_MAP_BUDGET: u64 = 256 << 20;
+
 /// One zone block of `/proc/zoneinfo` while it is read.
 #[derive(Default)]
 struct Zone {
@@ -121,9 +126,18 @@ fn is_toptier(node: u32, toptier_mask: u64) -> bool {
 /// neighbours with the smallest gap between them merge, and the gap's PFNs
 /// get slots too.
 pub fn slow_spans(all: &[PfnSpan], toptier_mask: u64) -> Vec<PfnSpan> {
+    tier_spans(all, |node| !is_toptier(node, toptier_mask))
+}
+
+/// The top tier's spans, as [`slow_spans`] gives the others.
+pub fn top_spans(all: &[PfnSpan], toptier_mask: u64) -> Vec<PfnSpan> {
+    tier_spans(all, |node| is_toptier(node, toptier_mask))
+}
+
+fn tier_spans(all: &[PfnSpan], of_tier: impl Fn(u32) -> bool) -> Vec<PfnSpan> {
     let mut spans: Vec<PfnSpan> = all
         .iter()
-        .filter(|s| !s.is_empty() && !is_toptier(s.node, toptier_mask))
+        .filter(|s| !s.is_empty() && of_tier(s.node))
         .copied()
         .collect();
     spans.sort_by_key(|s| (s.start, s.node));

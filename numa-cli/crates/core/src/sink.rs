@@ -9,6 +9,13 @@ use crate::{
 
 /// A consumer of the event stream.
 pub trait Sink {
+    /// What the source describes itself with (a trace's header, the live
+    /// probes' own) before its first event: sinks whose models need the
+    /// machine (the top tier's PFN spans) take it from here. A source may
+    /// give it again; a sink keeps what it took the first time.
+    fn header(&mut self, _h: &trace::Header) -> Result<()> {
+        Ok(())
+    }
     fn event(&mut self, ev: &Event) -> Result<()>;
     fn snapshot(&mut self, _s: &Snapshot) -> Result<()> {
         Ok(())

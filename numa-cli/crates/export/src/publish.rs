@@ -411,6 +411,14 @@ impl Publisher {
 }
 
 impl Sink for Publisher {
+    fn header(&mut self, h: &numa_core::trace::Header) -> Result<()> {
+        self.lifecycle.set_top_tier(h);
+        if let Some((shadow, _)) = &mut self.opts.shadow {
+            shadow.header(h);
+        }
+        Ok(())
+    }
+
     fn event(&mut self, ev: &Event) -> Result<()> {
         self.events += 1;
         if let Some((shadow, _)) = &mut self.opts.shadow {

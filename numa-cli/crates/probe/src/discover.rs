@@ -31,6 +31,8 @@ pub const FUNCTIONS: &[&str] = &[
     "alloc_demote_folio",
     "alloc_migrate_folio",
     "alloc_demote_page",
+    "alloc_misplaced_dst_folio",
+    "alloc_misplaced_dst_page",
     "demote_folio_list",
 ];
 

@@ -92,6 +92,8 @@ fn programs(
         (H::Demote, false) => &[],
         (H::DemoteBatch, true) => &[(p::FEXIT_DEMOTE_BATCH, Exit)],
         (H::DemoteBatch, false) => &[],
+        (H::PromoteDst, true) => &[(p::FEXIT_PROMOTE_DST, Exit)],
+        (H::PromoteDst, false) => &[(p::KRETPROBE_PROMOTE_DST, Exit)],
     }
 }
 

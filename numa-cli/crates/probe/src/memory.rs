@@ -21,9 +21,7 @@ use numa_ebpf_common::{
     MM_FAULT_COUNT_ENTRIES, OUTCOMES,
 };
 
-/// Kernel memory for every map by default: a TiB of slow memory is then
-/// followed at 1 folio in 64.
-pub const DEFAULT_MAP_BUDGET: u64 = 256 << 20;
+pub use numa_core::mapplan::DEFAULT_MAP_BUDGET;
 
 /// Bytes of one `STAMPS` slot (an array element is its value, 8-aligned).
 pub const SLOT_BYTES: u64 = size_of::<Stamp>().next_multiple_of(8) as u64;

@@ -344,6 +344,11 @@ impl PromoteSink {
 }
 
 impl Sink for PromoteSink {
+    fn header(&mut self, h: &numa_core::trace::Header) -> Result<()> {
+        self.lifecycle.set_top_tier(h);
+        Ok(())
+    }
+
     fn event(&mut self, ev: &Event) -> Result<()> {
         let ts = ev.ts_ns();
         // The same window as the vmstat delta: nothing before the first snapshot.

@@ -24,6 +24,7 @@ pub fn event_json(ev: &Event) -> serde_json::Value {
             "scan_ns": f.scan_ns, "scan_seq_global": f.scan_seq_global, "scan_seq_mm": f.scan_seq_mm,
             "kernel_latency_ms": f.kernel_latency_ms, "threshold_ms": f.threshold_ms,
             "nr_pages": f.nr_pages, "src_nid": f.src_nid, "dst_nid": f.dst_nid, "tnf_flags": f.tnf_flags,
+            "src_pfn": f.src_pfn, "dst_pfn": f.dst_pfn,
             "scan_count": f.scan_count,
             "outcome": numa_ebpf_common::Outcome::from_u8(f.outcome).map_or("?", |o| o.name()),
             "decision": f.decision, "migrate_ok": f.migrate_ok, "flags": f.flags,

@@ -67,6 +67,10 @@ impl<'a, W: Write> Interval<'a, W> {
 }
 
 impl<W: Write> Sink for Interval<'_, W> {
+    fn header(&mut self, h: &numa_core::trace::Header) -> Result<()> {
+        self.shadow.header(h);
+        Ok(())
+    }
     fn event(&mut self, ev: &Event) -> Result<()> {
         self.shadow.event(ev);
         Ok(())

@@ -112,6 +112,9 @@ pub enum Entry {
         kernel: &'static str,
         /// Whether the migration was tried and whether it succeeded.
         migrated: Option<bool>,
+        /// The folio's PFN, and the one its migration allocated (0: not known).
+        src_pfn: u64,
+        dst_pfn: u64,
         /// Each model's answer, in `Timeline::models`' order (`None`: not
         /// a tiering decision).
         models: Vec<Option<bool>>,
@@ -197,6 +200,8 @@ impl Timeline {
             fault_count_delta: stamp.filter(|h| h.own_mm).map(|h| h.delta),
             kernel: f.typed_outcome().name(),
             migrated: f.migrate_tried().then(|| f.migrated()),
+            src_pfn: f.src_pfn,
+            dst_pfn: f.dst_pfn,
             models: self.answers.clone(),
         };
         self.push(entry);
@@ -273,6 +278,8 @@ impl Timeline {
                 fault_count_delta,
                 kernel,
                 migrated,
+                src_pfn,
+                dst_pfn,
                 models,
             } => {
                 let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
@@ -283,18 +290,19 @@ impl Timeline {
                     .filter_map(|(m, a)| a.map(|p| format!("{m} {}", if p { "yes" } else { "no" })))
                     .collect();
                 format!(
-                    "{:>12.3}  hint fault ({comm}, {pages} page(s), node {src_nid} -> {dst_nid}): \
+                    "{:>12.3}  hint fault ({comm}, {pages} page(s), node {src_nid}{} -> {dst_nid}): \
                      latency {} ms (kernel {} ms, threshold {} ms), fault-count delta {}; \
                      kernel: {kernel}{}{}",
                     self.secs(*ts_ns),
+                    pfn_text(*src_pfn),
                     opt(latency_ms.map(|v| format!("{v:.1}"))),
                     opt(kernel_latency_ms.map(|v| v.to_string())),
                     opt(threshold_ms.map(|v| v.to_string())),
                     opt(fault_count_delta.map(|v| v.to_string())),
                     match migrated {
-                        Some(true) => ", migrated",
-                        Some(false) => ", migration failed",
-                        None => "",
+                        Some(true) => format!(", migrated{}", pfn_text(*dst_pfn)),
+                        Some(false) => ", migration failed".to_owned(),
+                        None => String::new(),
                     },
                     if verdicts.is_empty() {
                         String::new()
@@ -339,5 +347,14 @@ impl Sink for Timeline {
             Event::Skip(_) => {}
         }
         Ok(())
+    }
+}
+
+/// ` pfn 0x...`, or nothing when the PFN is not known.
+fn pfn_text(pfn: u64) -> String {
+    if pfn == 0 {
+        String::new()
+    } else {
+        format!(" pfn {pfn:#x}")
     }
 }

@@ -198,6 +198,14 @@ fn print_demotions(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
             l.pingpong_error
         )?;
     }
+    let p = &l.pfn_links;
+    if p.down_checked + p.up_checked > 0 {
+        writeln!(
+            out,
+            "    by PFN             {:>12}   of {} demotions left the PFN their promotion allocated; {} of {} promotions again faulted on the PFN their demotion filled",
+            p.down_same, p.down_checked, p.up_same, p.up_checked
+        )?;
+    }
     print_pingpong_shares(l, out)
 }
 

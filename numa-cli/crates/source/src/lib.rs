@@ -97,6 +97,16 @@ impl Source {
         }
     }
 
+    /// The source's header: the live probes' (as a recording of them
+    /// starts with), or the trace's.
+    pub fn header(&self) -> Result<trace::Header> {
+        match self {
+            Source::Live(probes, _) => Ok(numa_probe::session::header(probes)),
+            Source::File(path) => Ok(trace::Reader::open(path)?.header),
+            Source::Replay(r) => Ok(trace::Reader::open(&r.path)?.header),
+        }
+    }
+
     /// Feeds the sinks until the source ends, `until` has passed (None: no
     /// limit; a file source ignores it) or a stop signal arrives.
     pub async fn run(
@@ -104,6 +114,8 @@ impl Source {
         until: Option<Duration>,
         sinks: &mut [&mut dyn Sink],
     ) -> Result<Finished> {
+        let header = self.header()?;
+        sinks.iter_mut().try_for_each(|s| s.header(&header))?;
         let (reason, warning) = match self {
             Source::Live(probes, opts) => (live::run(probes, opts, until, sinks).await?, None),
             Source::File(path) => (
@@ -155,6 +167,8 @@ impl Source {
         sinks: &mut [&mut dyn Sink],
         progress: &mut dyn FnMut(u64),
     ) -> Result<Finished> {
+        let header = trace::Reader::open(path)?.header;
+        sinks.iter_mut().try_for_each(|s| s.header(&header))?;
         let warning = replay::file(path, sinks, progress)?;
         Ok(Finished {
             reason: StopReason::EndOfTrace,

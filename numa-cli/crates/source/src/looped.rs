@@ -29,6 +29,9 @@ struct Shifted<'a, 'b> {
 }
 
 impl Sink for Shifted<'_, '_> {
+    fn header(&mut self, h: &numa_core::trace::Header) -> Result<()> {
+        self.sinks.iter_mut().try_for_each(|s| s.header(h))
+    }
     fn event(&mut self, ev: &Event) -> Result<()> {
         let mut ev = *ev;
         if self.offset > 0 {

@@ -9,6 +9,18 @@
 //! A virtual page whose folio was freed and faulted in again keeps its
 //! identity: that is the same page of the same process coming back.
 //!
+//! Each move also names the PFNs: a promotion the one the migration
+//! allocated on the top tier (`FaultEvent::dst_pfn`), a demotion the one it
+//! leaves (`src_pfn`) and the one it fills below (`dst_pfn`), a hint fault
+//! the one it faults on (`src_pfn`). With the top tier's spans known, a
+//! promotion whose new PFN is known waits for its demotion at that PFN
+//! ([`dram`]: an array `--map-budget` bounds), and the demotion leaving
+//! that PFN ends it if it is of the same identity; the other promotions
+//! (`promote`'s moves, kernels without the hook, older traces) wait in the
+//! table of identities. A demoted folio waits there for its next promotion,
+//! whose fault is checked against the PFN the demotion filled
+//! ([`PfnLinks`]).
+//!
 //! The table is bounded ([`MAX_FOLLOWED`]); when it fills, folios are
 //! followed 1 in 2, then 1 in 4 and so on, chosen by a hash of their
 //! identity, so a followed folio stays followed, and each move of a
@@ -22,6 +34,11 @@ use serde::{Deserialize, Serialize};
 
 use super::funnel::promoted_folio;
 use super::log2::{BucketCount, Log2Hist};
+use crate::{mapplan::DEFAULT_MAP_BUDGET, params::KernelParams};
+
+mod dram;
+pub use dram::DramReport;
+use dram::{DramTable, Found};
 
 /// A promotion demoted again within this long is a ping-pong.
 pub const PINGPONG_WINDOW_NS: u64 = 600_000_000_000;
@@ -37,7 +54,7 @@ pub const MAX_PROCESSES: usize = 4096;
 /// `pingpong_pages` of these, each way.
 pub const PAGE_BYTES: u64 = 4096;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct Trip {
     /// When it last moved, and which way.
     moved_ns: u64,
@@ -52,6 +69,39 @@ struct Trip {
     /// The caller's note on its last promotion (the shadow: which models
     /// would have made it).
     tag: u64,
+    /// Where its last move placed it (0: not known).
+    pfn: u64,
+}
+
+/// How the moves were linked.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PfnLinks {
+    /// Demotions of promoted folios linked to their promotion by the PFN it
+    /// allocated (the top tier's table), and by identity alone (the
+    /// promotions whose new PFN was not known, or in the table of
+    /// identities when the top tier's spans are not).
+    pub down_by_pfn: u64,
+    pub down_by_identity: u64,
+    /// Of those by identity, the ones where both PFNs were known; of
+    /// those, the demotion left the PFN the promotion allocated.
+    pub down_checked: u64,
+    pub down_same: u64,
+    /// Demotions from a PFN where a followed promotion of another folio
+    /// waited: the PFN was freed and reused, so no link.
+    pub down_reused: u64,
+    /// Hint faults of demoted folios promoted again, where both PFNs were
+    /// known; of those, the fault was on the PFN the demotion filled.
+    pub up_checked: u64,
+    pub up_same: u64,
+}
+
+impl PfnLinks {
+    fn check(checked: &mut u64, same: &mut u64, placed: u64, seen: u64, w: u64) {
+        if placed != 0 && seen != 0 {
+            *checked += w;
+            *same += w * u64::from(placed == seen);
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone)]
@@ -72,6 +122,9 @@ pub struct Lifecycle {
     by_cgroup: BTreeMap<u64, Trips>,
     other_cgroups: Trips,
     forgotten: u64,
+    pfn_links: PfnLinks,
+    /// The top tier's promotions by PFN, when its spans are known.
+    dram: Option<DramTable>,
 }
 
 /// What one key's promotions (a process's, a cgroup's, a node pair's) of
@@ -94,11 +147,12 @@ pub struct Trips {
 }
 
 impl Trips {
-    /// A promotion at `now_ns` counting for `w` folios, `again` when of a
-    /// folio it had promoted before and that was demoted since.
-    pub fn promoted(&mut self, now_ns: u64, again: bool, w: u64) {
+    /// A promotion at `now_ns` counting for `w` folios, and for `again`
+    /// re-promotions (of a folio it had promoted before and that was
+    /// demoted since).
+    pub fn promoted(&mut self, now_ns: u64, w: u64, again: u64) {
         self.promotions += w;
-        self.repromotions += w * u64::from(again);
+        self.repromotions += again;
         self.last_ns = self.last_ns.max(now_ns);
     }
 
@@ -185,6 +239,37 @@ pub struct PingPong {
 }
 
 impl Lifecycle {
+    /// A lifecycle that links promotions by PFN on the top tier of
+    /// `params` (see [`dram`]), its table bounded by `map_budget` bytes
+    /// (`--map-budget`); by identity alone without `params`.
+    pub fn new(params: Option<&KernelParams>, map_budget: u64) -> Lifecycle {
+        Lifecycle {
+            dram: params.and_then(|k| DramTable::new(&k.pfn_spans, k.toptier_mask, map_budget)),
+            ..Lifecycle::default()
+        }
+    }
+
+    /// [`new`](Self::new) with the budget of a trace's map plan (the
+    /// default for a trace without one).
+    pub fn for_trace(
+        params: Option<&KernelParams>,
+        map_plan: Option<&crate::mapplan::MapPlan>,
+    ) -> Lifecycle {
+        Lifecycle::new(
+            params,
+            map_plan.map_or(DEFAULT_MAP_BUDGET, |p| p.budget_bytes),
+        )
+    }
+
+    /// Links promotions by PFN on the top tier of a trace's (or the live
+    /// probes') header, once: a lifecycle that has a top tier, or has seen
+    /// a promotion, keeps what it has.
+    pub fn set_top_tier(&mut self, h: &crate::trace::Header) {
+        if self.dram.is_none() && self.all.promotions == 0 {
+            self.dram = Lifecycle::for_trace(h.params.as_ref(), h.map_plan.as_ref()).dram;
+        }
+    }
+
     /// A hint fault: a promotion starts a trip on the top tier. Whether
     /// it did (a promotion of a folio whose identity was read).
     pub fn fault(&mut self, f: &FaultEvent, toptier_mask: u64) -> bool {
@@ -205,14 +290,36 @@ impl Lifecycle {
     /// starts, noted `tag`. Whether it did (the folio's identity was read).
     pub fn promoted(&mut self, f: &FaultEvent, tag: u64) -> bool {
         let key = (f.mapping, f.index);
-        if f.mapping == 0 || !self.follows(key) {
+        if f.mapping == 0 {
             return false;
         }
-        let w = self.sampled_one_in();
-        let was = self.folios.get(&key).copied();
+        let by_pfn = f.dst_pfn != 0 && self.dram.is_some();
+        if !by_pfn && !self.follows(key) {
+            return false;
+        }
+        // The folio's record below (its demotion), which this promotion
+        // ends; a folio the table of identities does not follow has none.
+        let was = if !self.follows(key) {
+            None
+        } else if by_pfn {
+            self.folios.remove(&key)
+        } else {
+            self.folios.get(&key).copied()
+        };
+        let w_identity = self.sampled_one_in();
         let returned = was.filter(|t| !t.promoted);
-        let again = returned.is_some_and(|t| t.was_promoted);
-        self.returned += w * u64::from(returned.is_some());
+        if let Some(t) = returned {
+            self.returned += w_identity;
+            let l = &mut self.pfn_links;
+            PfnLinks::check(
+                &mut l.up_checked,
+                &mut l.up_same,
+                t.pfn,
+                f.src_pfn,
+                w_identity,
+            );
+        }
+        let again = w_identity * u64::from(returned.is_some_and(|t| t.was_promoted));
         let trip = Trip {
             moved_ns: f.ts_ns,
             promoted: true,
@@ -221,8 +328,15 @@ impl Lifecycle {
             cgroup_id: f.cgroup_id,
             nodes: (f.src_nid, f.dst_nid),
             tag,
+            pfn: f.dst_pfn,
         };
-        self.each_key(&trip, |t| t.promoted(f.ts_ns, again, w));
+        // By PFN every promotion is seen; by identity, one in the rate.
+        let w = if by_pfn { 1 } else { w_identity };
+        self.each_key(&trip, |t| t.promoted(f.ts_ns, w, again));
+        if let Some(dram) = self.dram.as_mut().filter(|_| by_pfn) {
+            dram.promoted(f.dst_pfn, key, trip);
+            return true;
+        }
         self.make_room();
         if self.follows(key) {
             self.folios.insert(key, trip);
@@ -263,11 +377,10 @@ impl Lifecycle {
     /// promotion; the ping-pong when that was within the window.
     pub fn demote(&mut self, d: &DemoteEvent) -> Option<PingPong> {
         let key = (d.mapping, d.index);
-        if d.mapping == 0 || d.dst_nid < 0 || !self.follows(key) {
+        if d.mapping == 0 || d.dst_nid < 0 {
             return None;
         }
-        let w = self.sampled_one_in();
-        let was = self.folios.get(&key).copied();
+        let (was, w) = self.promotion_ended(d, key);
         let mut pingpong = None;
         if let Some(t) = was.filter(|t| t.promoted) {
             let resident = d.ts_ns.saturating_sub(t.moved_ns);
@@ -300,9 +413,40 @@ impl Lifecycle {
                 cgroup_id: was.map_or(0, |t| t.cgroup_id),
                 nodes: was.map_or((0, 0), |t| t.nodes),
                 tag: 0,
+                pfn: d.dst_pfn,
             },
         );
         pingpong
+    }
+
+    /// The record of folio `key` that demotion `d` ends, and the folios it
+    /// counts for: the promotion waiting at the PFN `d` leaves, else the
+    /// folio's record in the table of identities.
+    fn promotion_ended(&mut self, d: &DemoteEvent, key: (u64, u64)) -> (Option<Trip>, u64) {
+        let found = self
+            .dram
+            .as_mut()
+            .map(|t| (t.demoted(d.src_pfn, key), t.rate()));
+        let l = &mut self.pfn_links;
+        match found {
+            Some((Found::Promoted(t), rate)) => {
+                l.down_by_pfn += rate;
+                return (Some(t), rate);
+            }
+            Some((Found::Other, rate)) => l.down_reused += rate,
+            _ => {}
+        }
+        if !self.follows(key) {
+            return (None, 0);
+        }
+        let w = self.sampled_one_in();
+        let was = self.folios.get(&key).copied();
+        if let Some(t) = was.filter(|t| t.promoted) {
+            let l = &mut self.pfn_links;
+            l.down_by_identity += w;
+            PfnLinks::check(&mut l.down_checked, &mut l.down_same, t.pfn, d.src_pfn, w);
+        }
+        (was, w)
     }
 
     /// The trips of the promoting faults' cgroup `id`, when it promoted
@@ -404,15 +548,18 @@ impl Lifecycle {
             forgotten: self.forgotten,
             sampled_one_in: self.sampled_one_in(),
             pingpong_error: self.pingpong_error(),
+            pfn_links: self.pfn_links,
+            dram: self.dram.as_ref().map(DramTable::report),
         }
     }
 
-    /// The ping-pong count's error (three standard errors) at today's
-    /// rate: the count over the rate stands for the folios seen, fewer
-    /// than were (those seen at a higher rate count for fewer), so the
-    /// error stated is at least the true one.
+    /// The ping-pong count's error (three standard errors) at the higher
+    /// of the two tables' rates: the count over the rate stands for the
+    /// folios seen, fewer than were (those seen at a lower rate count for
+    /// fewer), so the error stated is at least the true one.
     fn pingpong_error(&self) -> f64 {
-        let rate = self.sampled_one_in();
+        let dram = self.dram.as_ref().map_or(1, DramTable::rate);
+        let rate = self.sampled_one_in().max(dram);
         let sampling = crate::sampling::Sampling {
             rate,
             ..Default::default()
@@ -546,6 +693,13 @@ pub struct LifecycleReport {
     pub sampled_one_in: u64,
     #[serde(default)]
     pub pingpong_error: f64,
+    /// How the moves above were linked.
+    #[serde(default)]
+    pub pfn_links: PfnLinks,
+    /// The top tier's table of promotions by PFN (None: spans not known,
+    /// every link by identity).
+    #[serde(default)]
+    pub dram: Option<DramReport>,
 }
 
 fn every_folio() -> u64 {
@@ -709,6 +863,105 @@ mod tests {
         l.demote(&demotion(2 * S, 0xb1, 7, 5000));
         l.demote(&demotion(3 * S, 0xa1, 8, 5000));
         assert_eq!(l.report().pingpong, 0);
+    }
+
+    #[test]
+    fn each_link_is_checked_against_the_pfns_both_moves_name() {
+        let mut l = Lifecycle::default();
+        // Promoted to PFN 9007, demoted from it to 5000, faulted there and
+        // promoted again.
+        l.fault(&promotion(S, 0xa1, 7), TOPTIER);
+        l.demote(&demotion(2 * S, 0xa1, 7, 5000));
+        let back = FaultEvent {
+            src_pfn: 5000,
+            ..promotion(3 * S, 0xa1, 7)
+        };
+        l.fault(&back, TOPTIER);
+        // Moved on the top tier meanwhile: demoted from another PFN.
+        l.demote(&DemoteEvent {
+            src_pfn: 9999,
+            ..demotion(4 * S, 0xa1, 7, 6000)
+        });
+        // A promotion whose new PFN is not known is not checked.
+        l.fault(
+            &FaultEvent {
+                dst_pfn: 0,
+                ..promotion(5 * S, 0xa1, 7)
+            },
+            TOPTIER,
+        );
+        l.demote(&demotion(6 * S, 0xa1, 7, 7000));
+        let r = l.report();
+        assert_eq!(r.pingpong, 3);
+        assert_eq!(
+            r.pfn_links,
+            PfnLinks {
+                down_by_identity: 3,
+                down_checked: 2,
+                down_same: 1,
+                up_checked: 2,
+                up_same: 1,
+                ..PfnLinks::default()
+            }
+        );
+    }
+
+    /// A lifecycle whose top tier is node 0's 2^16 PFNs (node 1 above them).
+    fn with_top_tier() -> Lifecycle {
+        let span = |node, start, end| crate::mapplan::PfnSpan { node, start, end };
+        let params = KernelParams {
+            toptier_mask: TOPTIER,
+            pfn_spans: vec![span(0, 0, 1 << 16), span(1, 1 << 16, 1 << 17)],
+            ..KernelParams::default()
+        };
+        Lifecycle::new(Some(&params), 64 << 20)
+    }
+
+    #[test]
+    fn with_the_top_tier_known_a_promotion_waits_at_its_pfn() {
+        let mut l = with_top_tier();
+        // Promoted to PFN 9007, demoted from it: linked by PFN.
+        l.fault(&promotion(S, 0xa1, 7), TOPTIER);
+        assert!(l.demote(&demotion(2 * S, 0xa1, 7, 5000)).is_some());
+        // Promoted to 9008, which another folio holds when reclaim
+        // demotes it: the PFN was reused, no link.
+        l.fault(&promotion(3 * S, 0xa1, 8), TOPTIER);
+        assert!(l.demote(&demotion(4 * S, 0xb1, 8, 5001)).is_none());
+        // A promotion whose new PFN is not known (the promoter's move)
+        // waits by identity.
+        let moved = FaultEvent {
+            dst_pfn: 0,
+            ..promotion(5 * S, 0xa1, 9)
+        };
+        assert!(l.promoted(&moved, 0));
+        assert!(l.demote(&demotion(6 * S, 0xa1, 9, 5002)).is_some());
+        // Demoted to 5000 and faulted there: promoted again.
+        l.fault(
+            &FaultEvent {
+                src_pfn: 5000,
+                ..promotion(7 * S, 0xa1, 7)
+            },
+            TOPTIER,
+        );
+        let r = l.report();
+        assert_eq!(
+            (r.promotions, r.pingpong, r.returned, r.repromotions),
+            (4, 2, 1, 1)
+        );
+        assert_eq!(
+            r.pfn_links,
+            PfnLinks {
+                down_by_pfn: 1,
+                down_by_identity: 1,
+                down_reused: 1,
+                up_checked: 1,
+                up_same: 1,
+                ..PfnLinks::default()
+            }
+        );
+        let dram = r.dram.expect("a top-tier table");
+        assert_eq!((dram.rate, dram.top_pfns), (1, 1 << 16));
+        assert!(dram.bytes > 0 && dram.bytes <= dram.budget_bytes);
     }
 
     #[test]

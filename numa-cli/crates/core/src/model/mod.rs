@@ -36,6 +36,10 @@ pub(crate) fn add_bounded<K: Ord>(
 // Here rather than in `sink`, so the trait's module does not import the
 // models that implement it.
 impl crate::sink::Sink for shadow::Shadow {
+    fn header(&mut self, h: &crate::trace::Header) -> anyhow::Result<()> {
+        shadow::Shadow::header(self, h);
+        Ok(())
+    }
     fn event(&mut self, ev: &crate::decode::Event) -> anyhow::Result<()> {
         shadow::Shadow::event(self, ev);
         Ok(())

@@ -1045,6 +1045,10 @@ impl Totals {
 }
 
 impl crate::sink::Sink for Totals {
+    fn header(&mut self, h: &crate::trace::Header) -> anyhow::Result<()> {
+        self.lifecycle.set_top_tier(h);
+        Ok(())
+    }
     fn event(&mut self, ev: &Event) -> anyhow::Result<()> {
         Totals::event(self, ev);
         Ok(())

@@ -53,10 +53,13 @@ pub enum Hook {
     Demote,
     /// The end of one reclaim batch's demotion, with the pages it moved.
     DemoteBatch,
+    /// A promotion's new folio on the top tier: the allocation callback
+    /// the misplaced migration calls for the folio it moves up.
+    PromoteDst,
 }
 
 impl Hook {
-    pub const ALL: [Hook; 15] = [
+    pub const ALL: [Hook; 16] = [
         Hook::HintFault,
         Hook::Decision,
         Hook::DecisionExchange,
@@ -72,6 +75,7 @@ impl Hook {
         Hook::ThreadExit,
         Hook::Demote,
         Hook::DemoteBatch,
+        Hook::PromoteDst,
     ];
 
     pub fn name(self) -> &'static str {
@@ -91,6 +95,7 @@ impl Hook {
             Hook::ThreadExit => "thread_exit",
             Hook::Demote => "demote",
             Hook::DemoteBatch => "demote_batch",
+            Hook::PromoteDst => "promote_dst",
         }
     }
 
@@ -166,6 +171,11 @@ impl Hook {
                 c!("alloc_demote_page", "page", &[(0, PAGE)]),
             ],
             Hook::DemoteBatch => &[c!("demote_folio_list", "folios,pgdat", &[])],
+            // Only its result is read: the argument's type does not matter.
+            Hook::PromoteDst => &[
+                c!("alloc_misplaced_dst_folio", "folio", &[]),
+                c!("alloc_misplaced_dst_page", "page", &[]),
+            ],
             Hook::VmaSkip | Hook::MigrateTracepoint | Hook::ThreadExit => &[],
         }
     }
@@ -195,7 +205,12 @@ impl Hook {
     fn wants_return(self) -> bool {
         matches!(
             self,
-            Hook::Decision | Hook::ScanRange | Hook::Migrate | Hook::Demote | Hook::DemoteBatch
+            Hook::Decision
+                | Hook::ScanRange
+                | Hook::Migrate
+                | Hook::Demote
+                | Hook::DemoteBatch
+                | Hook::PromoteDst
         )
     }
 }
@@ -536,17 +551,25 @@ fn thp_scan_pass(plan: &mut AttachPlan, facts: &KernelFacts) {
     thp.detail = "a scan pass of its own: huge PMDs are scanned outside change_pte_range".into();
 }
 
-/// Without the demotion callback, says what is lost.
+/// Without a migration's allocation callback, says what is lost.
 fn unobservable_demotion(plan: &mut AttachPlan) {
-    if let Some(h) = plan
-        .hooks
-        .iter_mut()
-        .find(|h| h.hook == Hook::Demote && h.target.is_none())
-    {
-        h.detail = format!(
-            "{}; demotions are not seen per folio (only as vmstat's pgdemote_* counts)",
-            h.detail
-        );
+    for (hook, lost) in [
+        (
+            Hook::Demote,
+            "demotions are not seen per folio (only as vmstat's pgdemote_* counts)",
+        ),
+        (
+            Hook::PromoteDst,
+            "a promotion's new PFN is not seen: ping-pongs are linked by the folio's identity alone",
+        ),
+    ] {
+        if let Some(h) = plan
+            .hooks
+            .iter_mut()
+            .find(|h| h.hook == hook && h.target.is_none())
+        {
+            h.detail = format!("{}; {lost}", h.detail);
+        }
     }
 }
 

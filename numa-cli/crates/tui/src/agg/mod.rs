@@ -190,7 +190,7 @@ impl Aggregator {
                 .params
                 .as_ref()
                 .map_or(KernelHotness::default(), |p| p.hotness),
-            lifecycle: Lifecycle::default(),
+            lifecycle: Lifecycle::for_trace(header.params.as_ref(), header.map_plan.as_ref()),
             pingpong_at_roll: 0,
             pingpong_s: 0.0,
         }
@@ -297,6 +297,10 @@ impl Aggregator {
 }
 
 impl Sink for Aggregator {
+    fn header(&mut self, h: &numa_core::trace::Header) -> anyhow::Result<()> {
+        self.lifecycle.set_top_tier(h);
+        Ok(())
+    }
     fn event(&mut self, ev: &Event) -> anyhow::Result<()> {
         Aggregator::event(self, ev);
         Ok(())

@@ -387,6 +387,11 @@ impl Shadow {
 
     /// The top tier's nodes (bit per node; node 0 unless told): a
     /// promotion moves a folio into them.
+    /// The source's header: see [`Lifecycle::set_top_tier`].
+    pub fn header(&mut self, h: &crate::trace::Header) {
+        self.engine.get_mut().0.lifecycle.set_top_tier(h);
+    }
+
     pub fn set_toptier_mask(&mut self, mask: u64) {
         self.engine.get_mut().0.toptier_mask = mask;
     }
