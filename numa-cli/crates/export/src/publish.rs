@@ -243,7 +243,7 @@ impl Publisher {
             repromotions,
             residency_ns: h.buckets.to_vec(),
             residency_sum_ns: h.sum,
-            sampled_one_in: self.lifecycle.sampled_one_in(),
+            sampled_one_in: self.lifecycle.pingpong_sampled_one_in(),
         }
     }
 

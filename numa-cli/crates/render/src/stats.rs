@@ -199,11 +199,22 @@ fn print_demotions(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         )?;
     }
     let p = &l.pfn_links;
-    if p.down_checked + p.up_checked > 0 {
+    if p.down_by_pfn + p.down_by_identity + p.up_checked > 0 {
         writeln!(
             out,
-            "    by PFN             {:>12}   of {} demotions left the PFN their promotion allocated; {} of {} promotions again faulted on the PFN their demotion filled",
-            p.down_same, p.down_checked, p.up_same, p.up_checked
+            "    by PFN             {:>12}   demotions linked by the PFN their promotion allocated, {} by identity alone ({} reused PFNs not linked); {} of {} promotions again faulted on the PFN their demotion filled",
+            p.down_by_pfn, p.down_by_identity, p.down_reused, p.up_same, p.up_checked
+        )?;
+    }
+    if let Some(d) = l.dram.as_ref().filter(|d| d.rate > 1) {
+        writeln!(
+            out,
+            "    top tier           1 in {:>7}   PFNs followed ({} of {}, {} of --map-budget {}): ping-pongs linked by PFN are estimates",
+            d.rate,
+            d.followed_pfns,
+            d.top_pfns,
+            numa_core::mapplan::human_bytes(d.bytes),
+            numa_core::mapplan::human_bytes(d.budget_bytes)
         )?;
     }
     print_pingpong_shares(l, out)

@@ -503,6 +503,13 @@ impl Lifecycle {
         1 << self.shift
     }
 
+    /// The higher of the two tables' rates: a ping-pong counts for at
+    /// most this many.
+    pub fn pingpong_sampled_one_in(&self) -> u64 {
+        let dram = self.dram.as_ref().map_or(1, DramTable::rate);
+        self.sampled_one_in().max(dram)
+    }
+
     /// Time on the top tier of each ping-pong, ns.
     pub fn residency(&self) -> &Log2Hist {
         &self.all.residency_ns
@@ -558,8 +565,7 @@ impl Lifecycle {
     /// folios seen, fewer than were (those seen at a lower rate count for
     /// fewer), so the error stated is at least the true one.
     fn pingpong_error(&self) -> f64 {
-        let dram = self.dram.as_ref().map_or(1, DramTable::rate);
-        let rate = self.sampled_one_in().max(dram);
+        let rate = self.pingpong_sampled_one_in();
         let sampling = crate::sampling::Sampling {
             rate,
             ..Default::default()
