@@ -21,9 +21,9 @@
 //! whose fault is checked against the PFN the demotion filled
 //! ([`PfnLinks`]).
 //!
-//! The table is bounded ([`MAX_FOLLOWED`]); when it fills, folios are
-//! followed 1 in 2, then 1 in 4 and so on, chosen by a hash of their
-//! identity, so a followed folio stays followed, and each move of a
+//! The table of identities is bounded ([`MAX_FOLLOWED`]); when it fills,
+//! folios are followed 1 in 2, then 1 in 4 and so on, chosen by a hash of
+//! their identity, so a followed folio stays followed, and each move of a
 //! followed folio counts for as many folios as the rate follows it out of:
 //! the counts stay unbiased estimates, and the report states the rate and
 //! the error (see [`crate::sampling`]).
