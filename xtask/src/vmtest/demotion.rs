@@ -58,7 +58,7 @@ fn log(on: &Report) {
     let kernel = vmstat_demoted(on);
     eprintln!(
         "demotion: {} pages in {} batches ({:?}) vs vmstat {kernel}; {} folios, {} pages, {} retries, {} without room; \
-         promotions {}, ping-pong {}, re-promotions {}, returned {}, forgotten {}; by PFN {:?}; drops {}, missed {}",
+         promotions {}, ping-pong {}, re-promotions {}, refaulted {}, returned {}, forgotten {}; by PFN {:?}; drops {}, missed {}",
         d.pages,
         d.batches,
         d.by_reclaimer,
@@ -69,6 +69,7 @@ fn log(on: &Report) {
         l.promotions,
         l.pingpong,
         l.repromotions,
+        l.refaulted,
         l.returned,
         l.forgotten,
         l.pfn_links,
@@ -398,10 +399,14 @@ fn check_links(l: &numa_core::model::lifecycle::LifecycleReport) -> Result<()> {
         p.down_by_pfn
     );
     ensure!(
-        p.up_checked >= l.returned * 99 / 100 && p.up_same * 100 >= p.up_checked * 99,
-        "{} of {} folios promoted again faulted on the PFN their demotion filled ({} returned)",
+        l.refaulted >= l.returned
+            && p.up_checked * 100 >= l.refaulted * 99
+            && p.up_same * 100 >= p.up_checked * 99,
+        "{} of {} demoted folios' next hint faults were on the PFN their demotion filled \
+         ({} faulted again, {} promoted again)",
         p.up_same,
         p.up_checked,
+        l.refaulted,
         l.returned
     );
     Ok(())

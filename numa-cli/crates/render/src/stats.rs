@@ -202,8 +202,8 @@ fn print_demotions(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     if p.down_by_pfn + p.down_by_identity + p.up_checked > 0 {
         writeln!(
             out,
-            "    by PFN             {:>12}   demotions linked by the PFN their promotion allocated, {} by identity alone ({} reused PFNs not linked); {} of {} promotions again faulted on the PFN their demotion filled",
-            p.down_by_pfn, p.down_by_identity, p.down_reused, p.up_same, p.up_checked
+            "    by PFN             {:>12}   demotions linked by the PFN their promotion allocated, {} by identity alone ({} reused PFNs not linked); {} demoted folios faulted again, {} of {} on the PFN their demotion filled",
+            p.down_by_pfn, p.down_by_identity, p.down_reused, l.refaulted, p.up_same, p.up_checked
         )?;
     }
     if let Some(d) = l.dram.as_ref().filter(|d| d.rate > 1) {

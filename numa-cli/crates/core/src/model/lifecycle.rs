@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, HashMap};
 use numa_ebpf_common::{reclaimer, DemoteEvent, FaultEvent};
 use serde::{Deserialize, Serialize};
 
-use super::funnel::promoted_folio;
+use super::funnel::{promoted_folio, slow_tier};
 use super::log2::{BucketCount, Log2Hist};
 use crate::{mapplan::DEFAULT_MAP_BUDGET, params::KernelParams};
 
@@ -61,6 +61,8 @@ struct Trip {
     promoted: bool,
     /// Promoted at least once before its last move.
     was_promoted: bool,
+    /// Demoted, and it has taken a hint fault since.
+    faulted: bool,
     /// The promoting process of its last promotion, its cgroup, and the
     /// (lower tier, top tier) nodes it was promoted between.
     tgid: u32,
@@ -89,8 +91,9 @@ pub struct PfnLinks {
     /// Demotions from a PFN where a followed promotion of another folio
     /// waited: the PFN was freed and reused, so no link.
     pub down_reused: u64,
-    /// Hint faults of demoted folios promoted again, where both PFNs were
-    /// known; of those, the fault was on the PFN the demotion filled.
+    /// Demoted folios' first hint faults after their demotion, where both
+    /// PFNs were known; of those, the fault was on the PFN the demotion
+    /// filled.
     pub up_checked: u64,
     pub up_same: u64,
 }
@@ -122,6 +125,8 @@ pub struct Lifecycle {
     by_cgroup: BTreeMap<u64, Trips>,
     other_cgroups: Trips,
     forgotten: u64,
+    /// Demoted folios that took a hint fault again.
+    refaulted: u64,
     pfn_links: PfnLinks,
     /// The top tier's promotions by PFN, when its spans are known.
     dram: Option<DramTable>,
@@ -279,6 +284,7 @@ impl Lifecycle {
     /// [`fault`](Self::fault), with a note the ping-pong that may end the
     /// trip hands back.
     pub fn fault_tagged(&mut self, f: &FaultEvent, toptier_mask: u64, tag: u64) -> bool {
+        self.demoted_faulted(f, toptier_mask);
         if !promoted_folio(f, toptier_mask) {
             return false;
         }
@@ -308,22 +314,13 @@ impl Lifecycle {
         };
         let w_identity = self.sampled_one_in();
         let returned = was.filter(|t| !t.promoted);
-        if let Some(t) = returned {
-            self.returned += w_identity;
-            let l = &mut self.pfn_links;
-            PfnLinks::check(
-                &mut l.up_checked,
-                &mut l.up_same,
-                t.pfn,
-                f.src_pfn,
-                w_identity,
-            );
-        }
+        self.returned += w_identity * u64::from(returned.is_some());
         let again = w_identity * u64::from(returned.is_some_and(|t| t.was_promoted));
         let trip = Trip {
             moved_ns: f.ts_ns,
             promoted: true,
             was_promoted: was.is_some_and(|t| t.promoted || t.was_promoted),
+            faulted: false,
             tgid: f.tgid(),
             cgroup_id: f.cgroup_id,
             nodes: (f.src_nid, f.dst_nid),
@@ -342,6 +339,26 @@ impl Lifecycle {
             self.folios.insert(key, trip);
         }
         true
+    }
+
+    /// A slow-tier hint fault `f`: the first since its folio's demotion
+    /// links the two, checked against the PFN the demotion filled.
+    fn demoted_faulted(&mut self, f: &FaultEvent, toptier_mask: u64) {
+        let key = (f.mapping, f.index);
+        if f.mapping == 0 || !slow_tier(f.src_nid, toptier_mask) || !self.follows(key) {
+            return;
+        }
+        let w = self.sampled_one_in();
+        let Some(t) = self.folios.get_mut(&key) else {
+            return;
+        };
+        if t.promoted || t.faulted {
+            return;
+        }
+        t.faulted = true;
+        self.refaulted += w;
+        let l = &mut self.pfn_links;
+        PfnLinks::check(&mut l.up_checked, &mut l.up_same, t.pfn, f.src_pfn, w);
     }
 
     /// Whether the folio of identity `key` is followed at today's rate.
@@ -409,6 +426,7 @@ impl Lifecycle {
                 moved_ns: d.ts_ns,
                 promoted: false,
                 was_promoted: was.is_some_and(|t| t.promoted || t.was_promoted),
+                faulted: false,
                 tgid: was.map_or(0, |t| t.tgid),
                 cgroup_id: was.map_or(0, |t| t.cgroup_id),
                 nodes: was.map_or((0, 0), |t| t.nodes),
@@ -553,6 +571,7 @@ impl Lifecycle {
             })
             .collect(),
             forgotten: self.forgotten,
+            refaulted: self.refaulted,
             sampled_one_in: self.sampled_one_in(),
             pingpong_error: self.pingpong_error(),
             pfn_links: self.pfn_links,
@@ -672,8 +691,11 @@ pub struct LifecycleReport {
     pub pingpong_pages: u64,
     /// Promoted folios demoted after the window.
     pub demoted_after_window: u64,
-    /// Demoted folios promoted again; of those, folios that had been
+    /// Demoted folios that took a hint fault again (counted at the
+    /// first), and those promoted again; of those, folios that had been
     /// promoted before their demotion (promoted, demoted, promoted).
+    #[serde(default)]
+    pub refaulted: u64,
     pub returned: u64,
     pub repromotions: u64,
     /// Time on the top tier of each ping-pong, ms (log2 buckets).
@@ -941,11 +963,17 @@ mod tests {
         };
         assert!(l.promoted(&moved, 0));
         assert!(l.demote(&demotion(6 * S, 0xa1, 9, 5002)).is_some());
-        // Demoted to 5000 and faulted there: promoted again.
+        // Demoted to 5000 and faulted there, refused, then promoted.
+        let refused = FaultEvent {
+            src_pfn: 5000,
+            migrate_ok: 0,
+            ..promotion(7 * S, 0xa1, 7)
+        };
+        assert!(!l.fault(&refused, TOPTIER));
         l.fault(
             &FaultEvent {
                 src_pfn: 5000,
-                ..promotion(7 * S, 0xa1, 7)
+                ..promotion(8 * S, 0xa1, 7)
             },
             TOPTIER,
         );
@@ -954,6 +982,7 @@ mod tests {
             (r.promotions, r.pingpong, r.returned, r.repromotions),
             (4, 2, 1, 1)
         );
+        assert_eq!(r.refaulted, 1, "the first fault after the demotion");
         assert_eq!(
             r.pfn_links,
             PfnLinks {

@@ -145,6 +145,7 @@ mod tests {
             moved_ns: 1,
             promoted: true,
             was_promoted: false,
+            faulted: false,
             tgid,
             cgroup_id: 0,
             nodes: (1, 0),
