@@ -114,8 +114,7 @@ impl Source {
         until: Option<Duration>,
         sinks: &mut [&mut dyn Sink],
     ) -> Result<Finished> {
-        let header = self.header()?;
-        sinks.iter_mut().try_for_each(|s| s.header(&header))?;
+        dispatch_header(sinks, &self.header()?)?;
         let (reason, warning) = match self {
             Source::Live(probes, opts) => (live::run(probes, opts, until, sinks).await?, None),
             Source::File(path) => (
@@ -167,8 +166,7 @@ impl Source {
         sinks: &mut [&mut dyn Sink],
         progress: &mut dyn FnMut(u64),
     ) -> Result<Finished> {
-        let header = trace::Reader::open(path)?.header;
-        sinks.iter_mut().try_for_each(|s| s.header(&header))?;
+        dispatch_header(sinks, &trace::Reader::open(path)?.header)?;
         let warning = replay::file(path, sinks, progress)?;
         Ok(Finished {
             reason: StopReason::EndOfTrace,
@@ -203,6 +201,10 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
     }
+}
+
+fn dispatch_header(sinks: &mut [&mut dyn Sink], header: &trace::Header) -> Result<()> {
+    sinks.iter_mut().try_for_each(|s| s.header(header))
 }
 
 fn dispatch(sinks: &mut [&mut dyn Sink], ev: &Event) -> Result<()> {
