@@ -75,8 +75,13 @@ impl DramTable {
         self.plan.rate()
     }
 
-    fn slot(&mut self, pfn: u64, allocate: bool) -> Option<&mut Option<Slot>> {
-        let i = usize::try_from(self.plan.slot_of(pfn)?).ok()?;
+    /// The slot index of `pfn`, when it is a followed top-tier PFN.
+    fn index(&self, pfn: u64) -> Option<usize> {
+        usize::try_from(self.plan.slot_of(pfn)?).ok()
+    }
+
+    /// Slot `i`, its chunk allocated first when `allocate`.
+    fn slot(&mut self, i: usize, allocate: bool) -> Option<&mut Option<Slot>> {
         let chunk = self.chunks.get_mut(i / CHUNK)?;
         if chunk.is_none() && allocate {
             *chunk = Some(vec![None; CHUNK].into_boxed_slice());
@@ -88,7 +93,7 @@ impl DramTable {
     /// Keeps `trip` of folio `key` at `pfn`; false when `pfn` is not
     /// followed.
     pub(super) fn promoted(&mut self, pfn: u64, key: (u64, u64), trip: Trip) -> bool {
-        let Some(slot) = self.slot(pfn, true) else {
+        let Some(slot) = self.index(pfn).and_then(|i| self.slot(i, true)) else {
             return false;
         };
         let overwritten = slot.replace(Slot { key, trip }).is_some();
@@ -98,10 +103,10 @@ impl DramTable {
 
     /// A demotion of folio `key` from `pfn`: what was there, now cleared.
     pub(super) fn demoted(&mut self, pfn: u64, key: (u64, u64)) -> Found {
-        if self.plan.slot_of(pfn).is_none() {
+        let Some(i) = self.index(pfn) else {
             return Found::Unfollowed;
-        }
-        match self.slot(pfn, false).and_then(Option::take) {
+        };
+        match self.slot(i, false).and_then(Option::take) {
             None => Found::Empty,
             Some(s) if s.key == key => Found::Promoted(s.trip),
             Some(_) => Found::Other,
