@@ -296,6 +296,10 @@ pub(crate) struct ExplainArgs {
     /// The timeline as JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// A truth file of the same run (`cargo xtask vm --truth FILE`): adds
+    /// the page's true loads and stores per window.
+    #[arg(long, value_name = "FILE")]
+    pub truth: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -438,6 +442,17 @@ pub(crate) struct ReportArgs {
     /// current directory, never replaced).
     #[command(flatten)]
     pub models: ModelArgs,
+    /// With one trace and --addr: add this process's page's timeline, as
+    /// `numatrace explain` gives it.
+    #[arg(long, value_parser = ranges::pid, requires = "addr")]
+    pub pid: Option<u32>,
+    /// The page's virtual address (with --pid).
+    #[arg(long, value_parser = ranges::user_addr, requires = "pid")]
+    pub addr: Option<u64>,
+    /// A truth file of the same run for the page's timeline (with --pid
+    /// and --addr), as `explain --truth`.
+    #[arg(long, value_name = "FILE", requires = "pid")]
+    pub truth: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

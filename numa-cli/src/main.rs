@@ -21,7 +21,7 @@ mod workload;
 
 use std::{io::Write, path::Path, process::ExitCode};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use numa_core::sink::Sink;
 use numa_probe::doctor;
 use numa_source::Source;
@@ -55,15 +55,33 @@ fn read_trace(path: &Path, output: progress::Output, sinks: &mut [&mut dyn Sink]
     Ok(())
 }
 
-/// `explain`: two passes over the trace (see `numa_render::explain`).
-fn explain(args: &cli::ExplainArgs) -> Result<ExitCode> {
+/// One page's timeline (see `numa_render::explain`): two passes over the
+/// trace, then a truth file's accesses when one is given.
+pub(crate) fn page_timeline(
+    trace: &std::path::Path,
+    pid: u32,
+    addr: u64,
+    truth: Option<&std::path::Path>,
+) -> Result<numa_render::explain::Timeline> {
     use numa_render::explain::{Identities, Target, Timeline};
-    let header = numa_core::trace::Reader::open(&args.trace)?.header;
-    let target = Target::new(args.pid, args.addr);
+    let header = numa_core::trace::Reader::open(trace)?.header;
+    let target = Target::new(pid, addr);
     let mut ids = Identities::new(target);
-    read_trace(&args.trace, progress::Output::AtEnd, &mut [&mut ids])?;
+    read_trace(trace, progress::Output::AtEnd, &mut [&mut ids])?;
     let mut timeline = Timeline::new(target, ids, &header)?;
-    read_trace(&args.trace, progress::Output::AtEnd, &mut [&mut timeline])?;
+    read_trace(trace, progress::Output::AtEnd, &mut [&mut timeline])?;
+    if let Some(path) = truth {
+        let named = || format!("--truth {}", path.display());
+        let file = std::fs::File::open(path).with_context(named)?;
+        let truth = numa_core::truth::TruthReader::new(file).with_context(named)?;
+        timeline.add_truth(truth).with_context(named)?;
+    }
+    Ok(timeline)
+}
+
+/// `explain`: one page's timeline as text or JSON.
+fn explain(args: &cli::ExplainArgs) -> Result<ExitCode> {
+    let timeline = page_timeline(&args.trace, args.pid, args.addr, args.truth.as_deref())?;
     let out = if args.json {
         let mut v = serde_json::to_vec_pretty(&timeline)?;
         v.push(b'\n');

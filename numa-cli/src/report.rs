@@ -3,7 +3,8 @@
 //! fault-delta distributions by outcome, the kernel threshold over time,
 //! each model's agreement with the kernel and a fault-count threshold sweep.
 //! Several traces (hosts, runs) make a fleet page: every chart row holds
-//! one column per trace, on axes shared across the row. The page is drawn
+//! one column per trace, on axes shared across the row. With `--pid` and
+//! `--addr`, one page's timeline follows (`explain`'s). The page is drawn
 //! by `numa_render::report`; this module picks the output file.
 use std::{
     path::{Path, PathBuf},
@@ -46,13 +47,33 @@ pub(crate) fn run(args: &ReportArgs) -> Result<ExitCode> {
             out
         }
     };
-    let inputs: Vec<&Path> = args.traces.iter().map(PathBuf::as_path).collect();
+    let mut inputs: Vec<&Path> = args.traces.iter().map(PathBuf::as_path).collect();
+    inputs.extend(args.truth.as_deref());
     numa_host::fs::check_not_input(Some(&out), &inputs)?;
+    let page = match (args.pid, args.addr, &args.traces[..]) {
+        (Some(pid), Some(addr), [trace]) => Some(crate::page_timeline(
+            trace,
+            pid,
+            addr,
+            args.truth.as_deref(),
+        )?),
+        (Some(_), _, _) => bail!(
+            "--pid and --addr follow a page of one trace; {} were given: report on that \
+             trace alone",
+            args.traces.len()
+        ),
+        _ => None,
+    };
     let mut read = |path: &Path, sinks: &mut [&mut dyn Sink]| {
         let bar = progress::Bar::trace(path, progress::Output::AtEnd);
         Ok(Source::read_file(path, sinks, &mut |at| bar.at(at))?.warning)
     };
-    let html = numa_render::report::render(&args.traces, &args.models.sel.models, &mut read)?;
+    let html = numa_render::report::render(
+        &args.traces,
+        &args.models.sel.models,
+        page.as_ref(),
+        &mut read,
+    )?;
     crate::write_output(Some(&out), html.as_bytes())?;
     log::info!("wrote {}", out.display());
     Ok(ExitCode::SUCCESS)

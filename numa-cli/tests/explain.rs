@@ -106,3 +106,49 @@ fn a_page_never_touched_says_so_and_a_bad_address_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn the_report_holds_a_pages_timeline_as_explain_prints_it() {
+    let f = faults()
+        .into_iter()
+        .find(|f| f["outcome"] == "promote_hot")
+        .expect("a promotion in the test trace");
+    let pid = f["pid"].to_string();
+    let addr = f["addr"].as_str().expect("addr").to_owned();
+    let dir = std::env::temp_dir().join(format!("numatrace-explain-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let html = dir.join("page.html");
+    let html_arg = html.to_str().expect("utf-8 path");
+    let out = run(&[
+        "report", TRACE, "--pid", &pid, "--addr", &addr, "-o", html_arg,
+    ]);
+    assert!(out.status.success(), "report: {out:?}");
+    let page = std::fs::read_to_string(&html).expect("the page");
+    let text = run(&["explain", TRACE, "--pid", &pid, "--addr", &addr]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    let first_fault = text
+        .lines()
+        .find(|l| l.contains("hint fault ("))
+        .expect("a fault line");
+    assert!(
+        page.contains(&format!("One page: pid {pid} page {addr}")),
+        "{page}"
+    );
+    // The page escapes what it shows: `->` becomes `-&gt;`.
+    assert!(
+        page.contains(&first_fault.replace('>', "&gt;")),
+        "{first_fault} not in the page"
+    );
+    let other = dir.join("other.trace");
+    std::fs::copy(TRACE, &other).expect("a second trace");
+    let other = other.to_str().expect("utf-8 path");
+    let out = run(&[
+        "report", TRACE, other, "--pid", &pid, "--addr", &addr, "-o", html_arg,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("of one trace"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -108,11 +108,18 @@ pub(crate) fn assemble(file: &Path, results: &Path) -> Result<Assembled> {
 }
 
 /// The guest script of [`self_test`]: a workload on the slow node with
-/// NUMA balancing off (no page moves), and where node 1's memory is.
+/// NUMA balancing off (no page moves), and where node 1's memory is; then
+/// a recorded one with tiering on, whose promoted pages `explain --truth`
+/// follows.
 const SELF_TEST: &str = "echo 0 > /proc/sys/kernel/numa_balancing
 cat /sys/devices/system/memory/block_size_bytes > /results/block_size
 ls -d /sys/devices/system/node/node1/memory[0-9]* | sed 's/.*memory//' > /results/node1-blocks
-numatrace workload hot-chunks --slow-mb 64 --chunk-mb 64 --accesses 100000 --idle-ms 0 --duration 3 --summary /results/w.json";
+numatrace workload hot-chunks --slow-mb 64 --chunk-mb 64 --accesses 100000 --idle-ms 0 --duration 3 --summary /results/w.json || exit 1
+echo 2 > /proc/sys/kernel/numa_balancing
+numatrace record -o /results/t.trace -- numatrace workload hot-chunks --slow-mb 16 --chunk-mb 4 --accesses 4000 --idle-ms 100 --duration 6 --summary /dev/null";
+
+/// Promoted pages whose timelines [`explained`] checks.
+const EXPLAINED: usize = 16;
 
 /// Boots `kernel` with the plugin on a workload whose accesses are known
 /// and checks the truth file against them: the workload's every access is
@@ -130,7 +137,9 @@ pub(crate) fn self_test(kernel: &Kernel, numatrace: &Path, setup: &mut Setup) ->
         numatrace,
         files: &[],
         mode: Mode::Command(wrap(SELF_TEST, 500)),
-        timeout: Duration::from_secs(300),
+        // Two workloads, one attach: tens of seconds each under TCG and
+        // the plugin.
+        timeout: Duration::from_secs(420),
         out: &out,
         icount: false,
         root_disk: None,
@@ -181,13 +190,106 @@ pub(crate) fn self_test(kernel: &Kernel, numatrace: &Path, setup: &mut Setup) ->
         pages.len(),
         w.slow_pages
     );
+    let explained = explained(numatrace, &file, &out.join("t.trace"), &slow)?;
     Ok(format!(
-        "{} windows, node 1: {loads} loads and {stores} stores on {} pages; the workload: {} accesses on {} pages",
+        "{} windows, node 1: {loads} loads and {stores} stores on {} pages; the workload: {} accesses on {} pages; {explained}",
         done.windows,
         pages.len(),
         w.accesses,
         w.slow_pages
     ))
+}
+
+/// `numatrace explain --truth` on promoted pages of the recorded run:
+/// each page's true accesses are at the node-1 frame its hint fault named
+/// before the promotion, and at the frame the promotion allocated from
+/// the fault on (the faulting access itself is retried there).
+fn explained(
+    numatrace: &Path,
+    truth: &Path,
+    trace: &Path,
+    slow: &std::ops::Range<u32>,
+) -> Result<String> {
+    let run = |args: &[&std::ffi::OsStr]| -> Result<Vec<u8>> {
+        let out = std::process::Command::new(numatrace).args(args).output()?;
+        ensure!(out.status.success(), "numatrace {args:?}: {out:?}");
+        Ok(out.stdout)
+    };
+    let dump = run(&["dump".as_ref(), trace.as_os_str()])?;
+    let mut promoted = Vec::new();
+    for line in dump.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let r: serde_json::Value = serde_json::from_slice(line)?;
+        // Base pages: a large folio's frame is its head's, not the page's.
+        if r["type"] == "fault"
+            && r["nr_pages"].as_u64() == Some(1)
+            && r["dst_pfn"].as_u64().is_some_and(|p| p != 0)
+        {
+            promoted.push((
+                r["pid"].to_string(),
+                r["addr"].as_str().unwrap_or("").to_owned(),
+            ));
+        }
+    }
+    ensure!(
+        promoted.len() >= EXPLAINED,
+        "{} promotions recorded with their new frame; the check needs {EXPLAINED}",
+        promoted.len()
+    );
+    let stride = promoted.len() / EXPLAINED;
+    for (pid, addr) in promoted.iter().step_by(stride).take(EXPLAINED) {
+        let json = run(&[
+            "explain".as_ref(),
+            trace.as_os_str(),
+            "--pid".as_ref(),
+            pid.as_ref(),
+            "--addr".as_ref(),
+            addr.as_ref(),
+            "--truth".as_ref(),
+            truth.as_os_str(),
+            "--json".as_ref(),
+        ])?;
+        let t: serde_json::Value = serde_json::from_slice(&json)?;
+        check_timeline(&t, slow).with_context(|| format!("pid {pid} page {addr}: {t}"))?;
+    }
+    Ok(format!(
+        "{EXPLAINED} of {} promoted pages explained with their true accesses on both sides of the promotion",
+        promoted.len()
+    ))
+}
+
+/// A promoted page's timeline: accesses at its slow frame up to its
+/// promotion, at its new frame from then on.
+fn check_timeline(t: &serde_json::Value, slow: &std::ops::Range<u32>) -> Result<()> {
+    let entries = t["entries"].as_array().context("entries")?;
+    let u = |e: &serde_json::Value, k: &str| e[k].as_u64().unwrap_or(0);
+    let promotion = entries
+        .iter()
+        .find(|e| e["kind"] == "hint_fault" && e["migrated"] == true && u(e, "dst_pfn") != 0)
+        .context("no promotion in the timeline")?;
+    let (at, src, dst) = (
+        u(promotion, "ts_ns"),
+        u(promotion, "src_pfn"),
+        u(promotion, "dst_pfn"),
+    );
+    ensure!(
+        u32::try_from(src).is_ok_and(|p| slow.contains(&p))
+            && !u32::try_from(dst).is_ok_and(|p| slow.contains(&p)),
+        "promoted from pfn {src:#x} to {dst:#x}: not from node 1 to another"
+    );
+    let accesses = |pfn: u64| {
+        entries
+            .iter()
+            .filter(move |e| e["kind"] == "accesses" && u(e, "pfn") == pfn)
+    };
+    ensure!(
+        accesses(src).any(|e| u(e, "ts_ns") <= at),
+        "no true access at the slow frame {src:#x} before the promotion"
+    );
+    ensure!(
+        accesses(dst).any(|e| u(e, "end_ns") >= at),
+        "no true access at the new frame {dst:#x} from the promotion on"
+    );
+    Ok(())
 }
 
 /// Node 1's page frames, from the memory blocks the guest listed.

@@ -7,9 +7,12 @@
 //! `mapping` and `index` a slow-tier folio's fault records carry, which
 //! migration keeps) of the folios that held the page; the second gathers
 //! the timeline, demotions found by those identities, so a demotion
-//! before the page's first recorded fault is found too.
-use std::collections::BTreeSet;
+//! before the page's first recorded fault is found too. A truth file of
+//! the test bed then adds the page's true accesses per window, at the
+//! PFNs its events say it held.
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
+use std::io::Read;
 
 use anyhow::Result;
 use numa_core::decode::{comm, Event};
@@ -18,6 +21,7 @@ use numa_core::model::shadow::FaultVerdicts;
 use numa_core::printable::printable;
 use numa_core::sink::Sink;
 use numa_core::trace::Header;
+use numa_core::truth::TruthReader;
 use numa_ebpf_common::{DemoteEvent, FaultEvent, HistEntry, ScanEvent};
 use serde::Serialize;
 
@@ -128,6 +132,113 @@ pub enum Entry {
         dst_pfn: u64,
         pages: u32,
     },
+    /// The user-space loads and stores the truth file counts on the page
+    /// in one window `[ts_ns, end_ns)`, at the PFN it held then.
+    Accesses {
+        ts_ns: u64,
+        end_ns: u64,
+        pfn: u64,
+        loads: u32,
+        stores: u32,
+    },
+}
+
+impl Entry {
+    fn ts_ns(&self) -> u64 {
+        match self {
+            Entry::Scan { ts_ns, .. }
+            | Entry::HintFault { ts_ns, .. }
+            | Entry::Demotion { ts_ns, .. }
+            | Entry::Accesses { ts_ns, .. } => *ts_ns,
+        }
+    }
+
+    /// Where this event says the page was (`seen`), and where it put it
+    /// (`moved_to`), as 4 KiB page frames; a folio's PFN is its head's
+    /// or any of its pages', so the page's own is found by its offset.
+    fn whereabouts(&self, addr: u64) -> (Option<u64>, Option<u64>) {
+        let page = |pfn: u64, pages: u64| {
+            let n = pages.max(1).next_power_of_two();
+            (pfn != 0).then(|| (pfn & !(n - 1)) + ((addr / PAGE) & (n - 1)))
+        };
+        match *self {
+            Entry::HintFault {
+                pages,
+                migrated,
+                src_pfn,
+                dst_pfn,
+                ..
+            } => (
+                page(src_pfn, pages),
+                page(dst_pfn, pages).filter(|_| migrated == Some(true)),
+            ),
+            Entry::Demotion {
+                pages,
+                src_pfn,
+                dst_pfn,
+                ..
+            } => (
+                page(src_pfn, u64::from(pages)),
+                page(dst_pfn, u64::from(pages)),
+            ),
+            Entry::Scan { .. } | Entry::Accesses { .. } => (None, None),
+        }
+    }
+}
+
+/// The page's page frames over time, from its events in order: the span
+/// of a PFN runs from the event that put the page there (or, for the first
+/// PFN seen, from before the trace) to the event that moved it (or past
+/// the trace's end). A PFN seen with no recorded move before it (a move
+/// numatrace does not see: compaction, another program's move_pages)
+/// starts its span at that event.
+#[derive(Default)]
+struct Spans {
+    done: Vec<(u64, u64, u64)>,
+    /// The PFN the page is at and since when.
+    at: Option<(u64, u64)>,
+}
+
+impl Spans {
+    fn seen(&mut self, pfn: u64, ts: u64) {
+        match self.at {
+            None => self.at = Some((pfn, 0)),
+            Some((p, _)) if p == pfn => {}
+            Some(_) => self.moved(pfn, ts),
+        }
+    }
+
+    fn moved(&mut self, pfn: u64, ts: u64) {
+        if let Some((p, since)) = self.at.replace((pfn, ts)) {
+            self.done.push((p, since, ts));
+        }
+    }
+
+    /// Each PFN's spans `[from, until)`.
+    fn by_pfn(mut self) -> HashMap<u64, Vec<(u64, u64)>> {
+        if let Some((p, since)) = self.at.take() {
+            self.done.push((p, since, u64::MAX));
+        }
+        let mut m: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
+        for (p, from, until) in self.done {
+            m.entry(p).or_default().push((from, until));
+        }
+        m
+    }
+}
+
+/// What the truth file added to a timeline.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct TruthUsed {
+    /// Windows in the file, and the widest uncertainty of a window's
+    /// bounds.
+    pub windows: usize,
+    pub clock_err_ns: u64,
+    /// Page frames the page was followed to.
+    pub pfns: usize,
+    /// Its accesses in the file (in entries shown or not).
+    pub loads: u64,
+    pub stores: u64,
 }
 
 /// The second pass: the page's events.
@@ -142,6 +253,8 @@ pub struct Timeline {
     pub entries: Vec<Entry>,
     /// Events past [`MAX_ENTRIES`].
     pub omitted: u64,
+    /// Set when a truth file's accesses were added.
+    pub truth: Option<TruthUsed>,
     #[serde(skip)]
     target: Target,
     #[serde(skip)]
@@ -165,6 +278,7 @@ impl Timeline {
             models: verdicts.names(),
             entries: Vec::new(),
             omitted: 0,
+            truth: None,
             target,
             identities: identities.found,
             verdicts,
@@ -222,6 +336,59 @@ impl Timeline {
         });
     }
 
+    /// Adds the page's true accesses from a truth file (its windows on the
+    /// trace's clock), at the page frames its events put it in, and puts
+    /// the entries back in time order.
+    pub fn add_truth<R: Read>(&mut self, mut truth: TruthReader<R>) -> Result<()> {
+        let mut spans = Spans::default();
+        for e in &self.entries {
+            let (seen, moved_to) = e.whereabouts(self.addr);
+            if let Some(p) = seen {
+                spans.seen(p, e.ts_ns());
+            }
+            if let Some(p) = moved_to {
+                spans.moved(p, e.ts_ns());
+            }
+        }
+        let held = spans.by_pfn();
+        let mut used = TruthUsed {
+            windows: truth.windows.len(),
+            clock_err_ns: truth
+                .windows
+                .iter()
+                .map(|w| w.clock_err_ns)
+                .max()
+                .unwrap_or(0),
+            pfns: held.len(),
+            loads: 0,
+            stores: 0,
+        };
+        while let Some(c) = truth.next_count()? {
+            let Some(spans) = held.get(&u64::from(c.pfn)) else {
+                continue;
+            };
+            // next_count checked the window index against the file's.
+            let w = truth.windows[c.window as usize];
+            if spans
+                .iter()
+                .any(|&(from, until)| w.start_ns < until && from < w.end_ns)
+            {
+                used.loads += u64::from(c.loads);
+                used.stores += u64::from(c.stores);
+                self.push(Entry::Accesses {
+                    ts_ns: w.start_ns,
+                    end_ns: w.end_ns,
+                    pfn: u64::from(c.pfn),
+                    loads: c.loads,
+                    stores: c.stores,
+                });
+            }
+        }
+        self.entries.sort_by_key(Entry::ts_ns);
+        self.truth = Some(used);
+        Ok(())
+    }
+
     /// The timeline as text, one line per entry.
     pub fn text(&self) -> String {
         let mut out = String::new();
@@ -238,6 +405,19 @@ impl Timeline {
             }
         );
         let _ = writeln!(out, "models: {}", self.models.join(", "));
+        if let Some(t) = &self.truth {
+            let _ = writeln!(
+                out,
+                "truth: {} loads and {} stores on the {} page frame(s) the page held, \
+                 in {} windows (bounds within {:.3} ms); before its first event the page \
+                 is taken to be where that event found it",
+                t.loads,
+                t.stores,
+                t.pfns,
+                t.windows,
+                t.clock_err_ns as f64 / 1e6
+            );
+        }
         for e in &self.entries {
             let _ = writeln!(out, "{}", self.line(e));
         }
@@ -324,6 +504,18 @@ impl Timeline {
                  (pfn {src_pfn:#x} -> {dst_pfn:#x}, {pages} pages)",
                 self.secs(*ts_ns)
             ),
+            Entry::Accesses {
+                ts_ns,
+                end_ns,
+                pfn,
+                loads,
+                stores,
+            } => format!(
+                "{:>12.3}  true accesses at pfn {pfn:#x}: {loads} loads, {stores} stores \
+                 (window to {:.3})",
+                self.secs(*ts_ns),
+                self.secs(*end_ns)
+            ),
         }
     }
 }
@@ -356,5 +548,149 @@ fn pfn_text(pfn: u64) -> String {
         String::new()
     } else {
         format!(" pfn {pfn:#x}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use numa_core::truth::{PageCount, TRUTH_MAGIC};
+
+    fn fault(ts_ns: u64, pages: u64, src_pfn: u64, dst_pfn: u64) -> Entry {
+        Entry::HintFault {
+            ts_ns,
+            comm: "w".into(),
+            pages,
+            src_nid: 1,
+            dst_nid: 0,
+            latency_ms: None,
+            kernel_latency_ms: None,
+            threshold_ms: None,
+            fault_count_delta: None,
+            kernel: "promote_hot",
+            migrated: Some(true),
+            src_pfn,
+            dst_pfn,
+            models: Vec::new(),
+        }
+    }
+
+    fn timeline(addr: u64, entries: Vec<Entry>) -> Timeline {
+        Timeline {
+            pid: 1,
+            addr,
+            started_ns: 0,
+            models: Vec::new(),
+            entries,
+            omitted: 0,
+            truth: None,
+            target: Target::new(1, addr),
+            identities: BTreeSet::new(),
+            verdicts: FaultVerdicts::new(Vec::new()),
+            answers: Vec::new(),
+        }
+    }
+
+    /// A truth file: windows `[start, end)`, then (window, pfn, loads).
+    fn truth(windows: &[(u64, u64)], counts: &[(u32, u32, u32)]) -> Vec<u8> {
+        let mut v = TRUTH_MAGIC.to_vec();
+        let n = u32::try_from(windows.len()).expect("few windows");
+        v.extend_from_slice(&n.to_le_bytes());
+        v.extend_from_slice(&[0; 4]);
+        for &(start, end) in windows {
+            for x in [start, end, 3] {
+                v.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        for &(window, pfn, loads) in counts {
+            let c = PageCount {
+                window,
+                pfn,
+                loads,
+                stores: 1,
+            };
+            v.extend_from_slice(&c.to_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn true_accesses_follow_the_page_across_its_moves_and_no_further() {
+        // Promoted from 0x100 to 0x900 at 1000, demoted to 0x300 at 5000.
+        let demotion = Entry::Demotion {
+            ts_ns: 5000,
+            reclaimer: "kswapd",
+            src_nid: 0,
+            dst_nid: 1,
+            src_pfn: 0x900,
+            dst_pfn: 0x300,
+            pages: 1,
+        };
+        let mut t = timeline(0x7000, vec![fault(1000, 1, 0x100, 0x900), demotion]);
+        let file = truth(
+            &[(0, 500), (500, 1500), (1500, 6000), (6000, 9000)],
+            &[
+                (0, 0x100, 2), // before the first event: where it was found
+                (0, 0x900, 7), // not the page's yet
+                (1, 0x100, 1), // the window holds the promotion
+                (1, 0x900, 3),
+                (2, 0x555, 9), // another page
+                (2, 0x900, 4),
+                (3, 0x100, 6), // the old frame, reused by another page
+                (3, 0x300, 5),
+            ],
+        );
+        t.add_truth(TruthReader::new(&file[..]).expect("truth"))
+            .expect("added");
+        let seen: Vec<(u64, u64, u32)> = t
+            .entries
+            .iter()
+            .filter_map(|e| match *e {
+                Entry::Accesses {
+                    ts_ns, pfn, loads, ..
+                } => Some((ts_ns, pfn, loads)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (0, 0x100, 2),
+                (500, 0x100, 1),
+                (500, 0x900, 3),
+                (1500, 0x900, 4),
+                (6000, 0x300, 5)
+            ]
+        );
+        let times: Vec<u64> = t.entries.iter().map(Entry::ts_ns).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+        let used = t.truth.expect("truth used");
+        assert_eq!(
+            (used.loads, used.stores, used.pfns, used.windows),
+            (15, 5, 3, 4)
+        );
+        let text = t.text();
+        assert!(
+            text.contains("true accesses at pfn 0x300: 5 loads, 1 stores"),
+            "{text}"
+        );
+        assert!(
+            text.contains("truth: 15 loads and 5 stores on the 3 page frame(s)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_large_folios_pfn_names_the_page_by_its_offset() {
+        // The fourth page of a 2 MiB folio whose head is at 0x400.
+        let addr = 0x7f00_0020_0000 + 3 * PAGE;
+        let e = fault(1, 512, 0x400 + 17, 0x800);
+        assert_eq!(e.whereabouts(addr), (Some(0x403), Some(0x803)));
+        let mut refused = fault(1, 1, 0x10, 0x20);
+        if let Entry::HintFault { migrated, .. } = &mut refused {
+            *migrated = Some(false);
+        }
+        assert_eq!(refused.whereabouts(addr), (Some(0x10), None));
+        assert_eq!(fault(1, 1, 0, 0).whereabouts(addr), (None, None));
     }
 }

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use crate::explain::Timeline;
 use crate::ReadTrace;
 use axes::Axes;
 use charts::{ThresholdTimeline, SWEEP};
@@ -28,7 +29,12 @@ use numa_core::{
 };
 
 /// Renders the report page of one trace, or the fleet page of several.
-pub fn render(paths: &[PathBuf], model_specs: &[String], read: &mut ReadTrace) -> Result<String> {
+pub fn render(
+    paths: &[PathBuf],
+    model_specs: &[String],
+    timeline: Option<&Timeline>,
+    read: &mut ReadTrace,
+) -> Result<String> {
     let traces = paths
         .iter()
         .map(|p| Trace::read(p, model_specs, read))
@@ -44,7 +50,7 @@ pub fn render(paths: &[PathBuf], model_specs: &[String], read: &mut ReadTrace) -
         .iter()
         .map(|t| charts::all(&t.g, t.hot_ms, &ax, width))
         .collect::<Result<Vec<_>>>()?;
-    Ok(page::page(&traces, &charts))
+    Ok(page::page(&traces, &charts, timeline))
 }
 
 /// One trace of the page and what a pass over it gathered.
@@ -142,7 +148,7 @@ mod tests {
         let mut read = |p: &Path, sinks: &mut [&mut dyn numa_core::sink::Sink]| {
             Ok(numa_source::Source::read_file(p, sinks, &mut |_| {})?.warning)
         };
-        let html = render(&[trace], &[], &mut read).expect("report");
+        let html = render(&[trace], &[], None, &mut read).expect("report");
         assert_eq!(
             html.matches("<svg").count(),
             charts::TITLES.len(),

@@ -6,6 +6,8 @@ use std::{fmt::Write as _, path::Path};
 
 use numa_core::trace::Header;
 
+use crate::explain::Timeline;
+
 use super::{
     charts::{Svg, TITLES},
     fleet,
@@ -15,7 +17,7 @@ use super::{
 
 /// Assembles the page around the already drawn charts, `charts[i]` of
 /// `traces[i]` in the order of `TITLES`.
-pub(super) fn page(traces: &[Trace], charts: &[[Svg; 7]]) -> String {
+pub(super) fn page(traces: &[Trace], charts: &[[Svg; 7]], timeline: Option<&Timeline>) -> String {
     let mut h = String::new();
     match (traces, charts) {
         ([t], [svgs]) => {
@@ -26,6 +28,16 @@ pub(super) fn page(traces: &[Trace], charts: &[[Svg; 7]]) -> String {
             }
         }
         _ => fleet::write(&mut h, traces, charts),
+    }
+    if let Some(t) = timeline {
+        let _ = write!(
+            h,
+            "<h2>One page: pid {} page {:#x}</h2><p class=\"note\">Times in seconds since the \
+             trace began; as <code>numatrace explain</code> prints it.</p><pre>{}</pre>",
+            t.pid,
+            t.addr,
+            esc(&t.text())
+        );
     }
     h.push_str(NOTE);
     h
