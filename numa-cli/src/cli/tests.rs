@@ -239,6 +239,18 @@ fn workload_cases() -> Vec<Case> {
             "from 0 to 0x200000000000000",
         ),
         case(
+            &["report", "t.trace", "--addr", "0"],
+            "--pid",
+            &["0", "-1", "4194305"],
+            "from 1 to 4194304",
+        ),
+        case(
+            &["report", "t.trace", "--pid", "1"],
+            "--addr",
+            &["0x200000000000000", "-1", "x", "0xg"],
+            "from 0 to 0x200000000000000",
+        ),
+        case(
             &["workload", "ticker", "--log", "t"],
             "--every-ms",
             &["9", "3600001", "-1", "x"],
