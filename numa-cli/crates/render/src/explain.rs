@@ -134,12 +134,15 @@ pub enum Entry {
     },
     /// The user-space loads and stores the truth file counts on the page
     /// in one window `[ts_ns, end_ns)`, at the PFN it held then.
+    /// `partial`: the page held the frame for part of the window only (it
+    /// moved in it), so the counts may include the frame's other user's.
     Accesses {
         ts_ns: u64,
         end_ns: u64,
         pfn: u64,
         loads: u32,
         stores: u32,
+        partial: bool,
     },
 }
 
@@ -188,21 +191,30 @@ impl Entry {
 
 /// The page's page frames over time, from its events in order: the span
 /// of a PFN runs from the event that put the page there (or, for the first
-/// PFN seen, from before the trace) to the event that moved it (or past
-/// the trace's end). A PFN seen with no recorded move before it (a move
-/// numatrace does not see: compaction, another program's move_pages)
-/// starts its span at that event.
-#[derive(Default)]
+/// PFN seen, from the trace's start: what the frame held before is not
+/// known) to the event that moved it (or past the trace's end). A PFN
+/// seen with no recorded move before it (a move numatrace does not see:
+/// compaction, another program's move_pages) starts its span at that
+/// event.
 struct Spans {
     done: Vec<(u64, u64, u64)>,
     /// The PFN the page is at and since when.
     at: Option<(u64, u64)>,
+    started_ns: u64,
 }
 
 impl Spans {
+    fn new(started_ns: u64) -> Spans {
+        Spans {
+            done: Vec::new(),
+            at: None,
+            started_ns,
+        }
+    }
+
     fn seen(&mut self, pfn: u64, ts: u64) {
         match self.at {
-            None => self.at = Some((pfn, 0)),
+            None => self.at = Some((pfn, self.started_ns.min(ts))),
             Some((p, _)) if p == pfn => {}
             Some(_) => self.moved(pfn, ts),
         }
@@ -340,7 +352,7 @@ impl Timeline {
     /// trace's clock), at the page frames its events put it in, and puts
     /// the entries back in time order.
     pub fn add_truth<R: Read>(&mut self, mut truth: TruthReader<R>) -> Result<()> {
-        let mut spans = Spans::default();
+        let mut spans = Spans::new(self.started_ns);
         for e in &self.entries {
             let (seen, moved_to) = e.whereabouts(self.addr);
             if let Some(p) = seen {
@@ -369,20 +381,22 @@ impl Timeline {
             };
             // next_count checked the window index against the file's.
             let w = truth.windows[c.window as usize];
-            if spans
+            let Some(&(from, until)) = spans
                 .iter()
-                .any(|&(from, until)| w.start_ns < until && from < w.end_ns)
-            {
-                used.loads += u64::from(c.loads);
-                used.stores += u64::from(c.stores);
-                self.push(Entry::Accesses {
-                    ts_ns: w.start_ns,
-                    end_ns: w.end_ns,
-                    pfn: u64::from(c.pfn),
-                    loads: c.loads,
-                    stores: c.stores,
-                });
-            }
+                .find(|&&(from, until)| w.start_ns < until && from < w.end_ns)
+            else {
+                continue;
+            };
+            used.loads += u64::from(c.loads);
+            used.stores += u64::from(c.stores);
+            self.push(Entry::Accesses {
+                ts_ns: w.start_ns,
+                end_ns: w.end_ns,
+                pfn: u64::from(c.pfn),
+                loads: c.loads,
+                stores: c.stores,
+                partial: w.start_ns < from || until < w.end_ns,
+            });
         }
         self.entries.sort_by_key(Entry::ts_ns);
         self.truth = Some(used);
@@ -409,8 +423,8 @@ impl Timeline {
             let _ = writeln!(
                 out,
                 "truth: {} loads and {} stores on the {} page frame(s) the page held, \
-                 in {} windows (bounds within {:.3} ms); before its first event the page \
-                 is taken to be where that event found it",
+                 in {} windows (bounds within {:.3} ms); from the trace's start to its \
+                 first event the page is taken to be where that event found it",
                 t.loads,
                 t.stores,
                 t.pfns,
@@ -510,11 +524,17 @@ impl Timeline {
                 pfn,
                 loads,
                 stores,
+                partial,
             } => format!(
                 "{:>12.3}  true accesses at pfn {pfn:#x}: {loads} loads, {stores} stores \
-                 (window to {:.3})",
+                 (window to {:.3}{})",
                 self.secs(*ts_ns),
-                self.secs(*end_ns)
+                self.secs(*end_ns),
+                if *partial {
+                    "; the page moved in it: the frame's other user's count too"
+                } else {
+                    ""
+                }
             ),
         }
     }
@@ -579,7 +599,7 @@ mod tests {
         Timeline {
             pid: 1,
             addr,
-            started_ns: 0,
+            started_ns: 600,
             models: Vec::new(),
             entries,
             omitted: 0,
@@ -630,9 +650,9 @@ mod tests {
         let file = truth(
             &[(0, 500), (500, 1500), (1500, 6000), (6000, 9000)],
             &[
-                (0, 0x100, 2), // before the first event: where it was found
+                (0, 0x100, 2), // before the trace: not known to be the page's
                 (0, 0x900, 7), // not the page's yet
-                (1, 0x100, 1), // the window holds the promotion
+                (1, 0x100, 1), // the trace's start, and the promotion
                 (1, 0x900, 3),
                 (2, 0x555, 9), // another page
                 (2, 0x900, 4),
@@ -655,19 +675,28 @@ mod tests {
         assert_eq!(
             seen,
             [
-                (0, 0x100, 2),
                 (500, 0x100, 1),
                 (500, 0x900, 3),
                 (1500, 0x900, 4),
                 (6000, 0x300, 5)
             ]
         );
+        // Only the last window lies wholly inside the page's time on its frame.
+        let partial: Vec<bool> = t
+            .entries
+            .iter()
+            .filter_map(|e| match *e {
+                Entry::Accesses { partial, .. } => Some(partial),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(partial, [true, true, true, false]);
         let times: Vec<u64> = t.entries.iter().map(Entry::ts_ns).collect();
         assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
         let used = t.truth.expect("truth used");
         assert_eq!(
             (used.loads, used.stores, used.pfns, used.windows),
-            (15, 5, 3, 4)
+            (13, 4, 3, 4)
         );
         let text = t.text();
         assert!(
@@ -675,7 +704,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("truth: 15 loads and 5 stores on the 3 page frame(s)"),
+            text.contains("truth: 13 loads and 4 stores on the 3 page frame(s)"),
             "{text}"
         );
     }
