@@ -34,6 +34,12 @@ const MAX_IDENTITIES: usize = 1024;
 
 const PAGE: u64 = 4096;
 
+/// Base pages of the naturally aligned span a folio of `pages` pages
+/// covers, in virtual and in physical memory alike.
+fn folio_span(pages: u64) -> u64 {
+    pages.max(1).next_power_of_two()
+}
+
 /// The page asked about.
 #[derive(Debug, Clone, Copy)]
 pub struct Target {
@@ -53,7 +59,7 @@ impl Target {
     /// The fault was on this process's folio that holds the page: a large
     /// folio covers its naturally aligned span.
     fn holds(&self, f: &FaultEvent) -> bool {
-        let span = f.pages().max(1).next_power_of_two() * PAGE;
+        let span = folio_span(f.pages()) * PAGE;
         f.tgid() == self.pid && f.addr & !(span - 1) == self.addr & !(span - 1)
     }
 
@@ -161,7 +167,7 @@ impl Entry {
     /// or any of its pages', so the page's own is found by its offset.
     fn whereabouts(&self, addr: u64) -> (Option<u64>, Option<u64>) {
         let page = |pfn: u64, pages: u64| {
-            let n = pages.max(1).next_power_of_two();
+            let n = folio_span(pages);
             (pfn != 0).then(|| (pfn & !(n - 1)) + ((addr / PAGE) & (n - 1)))
         };
         match *self {
