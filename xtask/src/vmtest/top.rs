@@ -1,8 +1,8 @@
 //! VM test of `numatrace top`: the TUI runs live against the
 //! hot-chunks workload inside tmux in the guest; the guest script captures
-//! the screen, switches to the cgroup view (`c`) and into the busiest
-//! cgroup (the workload's own), quits with `q`, and records how the
-//! terminal was left. The host checks the captured screens.
+//! the screen, switches to the cgroup view (`c`), filters it to the
+//! workload's cgroup (`/topw`) and opens it, quits with `q`, and records
+//! how the terminal was left. The host checks the captured screens.
 //!
 //! tmux is not in the initramfs: [`guest_files`] copies the host's tmux
 //! and the shared libraries `ldd` lists (the test bed's guests are Debian
@@ -140,10 +140,11 @@ fn check_cgroup_view(dir: &Path) -> Result<()> {
         screen.contains("cgroups (") && row.is_some_and(|f| f != "0" && f != "0.0"),
         "the cgroup view has no /topw row with hint faults ({row:?}):\n{screen}"
     );
+    let filtered = read(dir, "screen_cgroups_filtered.txt")?;
     let inside = read(dir, "screen_in_cgroup.txt")?;
     ensure!(
         inside.contains("processes (1) of /topw") && process_row(&inside, "hot-chunks").is_some(),
-        "Enter on /topw does not list its process:\n{inside}"
+        "Enter on /topw does not list its process:\n{inside}\nthe filtered cgroup view before Enter:\n{filtered}"
     );
     Ok(())
 }

@@ -21,11 +21,17 @@ while [ $i -lt 60 ]; do
 done
 echo "top ran $i s before the capture"
 $T display-message -p -t top '#{alternate_on}' > "$RESULTS/alt_before.txt"
-# The cgroup view, then the busiest cgroup's processes.
+# The cgroup view, then the workload's cgroup's processes: filtered to
+# it by name (the busiest row changes from one frame to the next), the
+# filter accepted (which selects its first match) and opened.
 $T send-keys -t top c
 sleep 2
 $T capture-pane -p -t top > "$RESULTS/screen_cgroups.txt"
-$T send-keys -t top Down Enter
+$T send-keys -t top -l /topw
+$T send-keys -t top Enter
+sleep 1
+$T capture-pane -p -t top > "$RESULTS/screen_cgroups_filtered.txt"
+$T send-keys -t top Enter
 sleep 2
 $T capture-pane -p -t top > "$RESULTS/screen_in_cgroup.txt"
 $T send-keys -t top q
@@ -38,7 +44,7 @@ sleep 1
 $T display-message -p -t top '#{alternate_on}' > "$RESULTS/alt_after.txt"
 $T capture-pane -p -t top > "$RESULTS/screen_after.txt"
 $T kill-server
-cat "$RESULTS/screen.txt" "$RESULTS/screen_cgroups.txt" "$RESULTS/screen_in_cgroup.txt"
+cat "$RESULTS/screen.txt" "$RESULTS/screen_cgroups.txt" "$RESULTS/screen_cgroups_filtered.txt" "$RESULTS/screen_in_cgroup.txt"
 cat "$RESULTS/top.err"
 rmdir /sys/fs/cgroup/topw
 exit 0

@@ -1,0 +1,2 @@
+for c in TERM HUP; do case_ "$c" "$c"; done
+kill $load
