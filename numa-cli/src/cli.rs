@@ -394,6 +394,23 @@ pub(crate) struct ReplayArgs {
     /// `threshold=1e4,1e5,1e6`.
     #[arg(long, value_parser = ranges::sweep)]
     pub sweep: Option<String>,
+    /// Score the kernel and every model against this truth file (the test
+    /// bed's accesses, from `cargo xtask vm --truth FILE`): precision,
+    /// recall, burst promotions, time to promotion and the slow tier's
+    /// share of the accesses, per hot rule.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["sweep", "csv"])]
+    pub truth: Option<PathBuf>,
+    /// The scorecard's hot rules: accesses in one truth window that make a
+    /// page hot there, 1 to 4 comma-separated values (1 to 1000000000).
+    #[arg(long, default_value = "1,8", requires = "truth", value_parser = ranges::hot_rules)]
+    pub hot_accesses: ranges::HotRules,
+    /// The scorecard's horizon: a promotion is right when the page is hot
+    /// within this many seconds after it, and a hot page is found when
+    /// promoted within this many seconds of its first hot window (0.1 to
+    /// 86400).
+    #[arg(long, default_value_t = 10.0, requires = "truth",
+          value_parser = ranges::real(0.1, 86_400.0, "seconds"))]
+    pub horizon_s: f64,
 }
 
 #[derive(Debug, Args)]

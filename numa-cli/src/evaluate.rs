@@ -13,8 +13,10 @@ use numa_core::{
     model::{
         funnel::Watch,
         policy::{self, KernelDefaults},
+        scorecard::{Promotions, Rules, Scorecard},
         shadow::Shadow,
     },
+    sink::Sink,
     trace,
 };
 use numa_render::evaluate::{
@@ -31,6 +33,9 @@ fn emit(o: &Output, a: &ModelArgs) -> Result<()> {
     } else {
         write_human(o.shadow, &mut buf)?;
         numa_render::stats::print_funnel(&o.funnel, o.skips_observable, &mut buf)?;
+        if let Some(card) = o.scorecard {
+            numa_render::scorecard::write_human(card, &mut buf)?;
+        }
     }
     write_output(a, &buf)
 }
@@ -106,7 +111,10 @@ pub(crate) fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
 }
 
 pub(crate) fn replay(args: &ReplayArgs) -> Result<ExitCode> {
-    numa_host::fs::check_not_input(args.models.output.as_deref(), &[&args.trace])?;
+    let inputs: Vec<&std::path::Path> = std::iter::once(args.trace.as_path())
+        .chain(args.truth.as_deref())
+        .collect();
+    numa_host::fs::check_not_input(args.models.output.as_deref(), &inputs)?;
     let header = trace::Reader::open(&args.trace)?.header;
     let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
     if let Some(sweep) = &args.sweep {
@@ -116,17 +124,42 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<ExitCode> {
     engine.set_map_plan(header.map_plan.as_ref(), header.map_bytes);
     engine.set_toptier_mask(header.params.as_ref().map_or(1, |p| p.toptier_mask));
     let mut funnel = Watch::new(header.params.as_ref().map_or(1, |p| p.toptier_mask));
-    crate::read_trace(&args.trace, AtEnd, &mut [&mut engine, &mut funnel])?;
+    let mut promotions = match &args.truth {
+        Some(_) => Some(Promotions::new(&header, args.models.sel.policies(&k)?)?),
+        None => None,
+    };
+    {
+        let mut sinks: Vec<&mut dyn Sink> = vec![&mut engine, &mut funnel];
+        sinks.extend(promotions.as_mut().map(|p| p as &mut dyn Sink));
+        crate::read_trace(&args.trace, AtEnd, &mut sinks)?;
+    }
+    let card = match (promotions, &args.truth) {
+        (Some(p), Some(path)) => Some(scorecard(p, path, args)?),
+        _ => None,
+    };
     emit(
         &Output::new(
             &engine.report(),
             &funnel,
             header.attach_plan.as_ref(),
             header.params.as_ref(),
-        ),
+        )
+        .with_scorecard(card.as_ref()),
         &args.models,
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The promotions read from the trace, judged against the truth file.
+fn scorecard(p: Promotions, path: &std::path::Path, args: &ReplayArgs) -> Result<Scorecard> {
+    let named = || format!("--truth {}", path.display());
+    let file = std::fs::File::open(path).with_context(named)?;
+    let truth = numa_core::truth::TruthReader::new(file).with_context(named)?;
+    let rules = Rules {
+        hot_accesses: args.hot_accesses.0.clone(),
+        horizon_ns: (args.horizon_s * 1e9) as u64,
+    };
+    p.score(truth, &rules).with_context(named)
 }
 
 fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitCode> {

@@ -100,6 +100,27 @@ pub(crate) fn model_spec(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
+/// `--hot-accesses N,...`: the scorecard's hot rules, each a number of
+/// accesses in one truth window.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct HotRules(pub Vec<u32>);
+
+pub(crate) fn hot_rules(s: &str) -> Result<HotRules, String> {
+    let one = int(1u32, 1_000_000_000, "accesses per window");
+    let rules = s
+        .split(',')
+        .map(&one)
+        .collect::<Result<Vec<u32>, String>>()?;
+    let max = numa_core::model::scorecard::MAX_RULES;
+    if rules.len() > max {
+        return Err(format!(
+            "{} rules: give 1 to {max} values from 1 to 1000000000, comma-separated (1,8)",
+            rules.len()
+        ));
+    }
+    Ok(HotRules(rules))
+}
+
 /// `--sweep param=v1,v2,...`: finite numbers, 1 to [`MAX_MODELS`] of them
 /// (one model each).
 pub(crate) fn sweep(s: &str) -> Result<String, String> {
@@ -337,6 +358,7 @@ pub(crate) fn is_numeric(a: &clap::Arg) -> bool {
         TypeId::of::<i64>(),
         TypeId::of::<f32>(),
         TypeId::of::<f64>(),
+        TypeId::of::<HotRules>(),
     ]
     .into_iter()
     .any(|id| t == id)

@@ -118,7 +118,7 @@ numatrace workload hot-chunks --slow-mb 64 --chunk-mb 64 --accesses 100000 --idl
 sleep 1
 cut -d' ' -f1 /proc/uptime > /results/known-done
 echo 2 > /proc/sys/kernel/numa_balancing
-numatrace record -o /results/t.trace -- numatrace workload hot-chunks --slow-mb 16 --chunk-mb 4 --accesses 4000 --idle-ms 100 --duration 4 --min-faults 2000 --max-duration 90 --summary /dev/null";
+numatrace record -o /results/t.trace -- numatrace workload hot-chunks --slow-mb 16 --chunk-mb 4 --accesses 4000 --idle-ms 100 --duration 4 --min-faults 2000 --max-duration 90 --summary /results/t.json";
 
 /// Promoted pages whose timelines [`explained`] checks.
 const EXPLAINED: usize = 16;
@@ -201,9 +201,13 @@ pub(crate) fn self_test(kernel: &Kernel, numatrace: &Path, setup: &mut Setup) ->
         pages.len(),
         w.slow_pages
     );
-    let explained = explained(numatrace, &file, &out.join("t.trace"), &slow)?;
+    let trace = out.join("t.trace");
+    let promoted = Promoted::of(numatrace, &trace, &slow)?;
+    let explained = explained(numatrace, &file, &trace, &slow, &promoted)?;
+    let recorded: Summary = crate::results::read_report(&out, "t.json")?;
+    let scored = scored(numatrace, &file, &trace, &promoted, recorded.slow_pages)?;
     Ok(format!(
-        "{} windows, node 1: {loads} loads and {stores} stores on {} pages; the workload: {} accesses on {} pages; {explained}",
+        "{} windows, node 1: {loads} loads and {stores} stores on {} pages; the workload: {} accesses on {} pages; {explained}; {scored}",
         done.windows,
         pages.len(),
         w.accesses,
@@ -220,27 +224,10 @@ fn explained(
     truth: &Path,
     trace: &Path,
     slow: &std::ops::Range<u32>,
+    promoted: &Promoted,
 ) -> Result<String> {
-    let run = |args: &[&std::ffi::OsStr]| -> Result<Vec<u8>> {
-        let out = std::process::Command::new(numatrace).args(args).output()?;
-        ensure!(out.status.success(), "numatrace {args:?}: {out:?}");
-        Ok(out.stdout)
-    };
-    let dump = run(&["dump".as_ref(), trace.as_os_str()])?;
-    let mut promoted = Vec::new();
-    for line in dump.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-        let r: serde_json::Value = serde_json::from_slice(line)?;
-        // Base pages: a large folio's frame is its head's, not the page's.
-        if r["type"] == "fault"
-            && r["nr_pages"].as_u64() == Some(1)
-            && r["dst_pfn"].as_u64().is_some_and(|p| p != 0)
-        {
-            promoted.push((
-                r["pid"].to_string(),
-                r["addr"].as_str().unwrap_or("").to_owned(),
-            ));
-        }
-    }
+    let run = |args: &[&std::ffi::OsStr]| run(numatrace, args);
+    let promoted = &promoted.base_pages;
     ensure!(
         promoted.len() >= EXPLAINED,
         "{} promotions recorded with their new frame; the check needs {EXPLAINED}",
@@ -265,6 +252,116 @@ fn explained(
     Ok(format!(
         "{EXPLAINED} of {} promoted pages explained with their true accesses on both sides of the promotion",
         promoted.len()
+    ))
+}
+
+/// `numatrace` with `args`; its stdout.
+fn run(numatrace: &Path, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>> {
+    let out = std::process::Command::new(numatrace).args(args).output()?;
+    ensure!(out.status.success(), "numatrace {args:?}: {out:?}");
+    Ok(out.stdout)
+}
+
+/// The kernel's promotions in a trace, from its `dump`.
+struct Promoted {
+    /// Base pages promoted with their new frame recorded: (pid, address).
+    base_pages: Vec<(String, String)>,
+    /// Every node-1 frame a promotion moved a page from.
+    frames: std::collections::BTreeSet<u64>,
+}
+
+impl Promoted {
+    fn of(numatrace: &Path, trace: &Path, slow: &std::ops::Range<u32>) -> Result<Promoted> {
+        let dump = run(numatrace, &["dump".as_ref(), trace.as_os_str()])?;
+        let mut p = Promoted {
+            base_pages: Vec::new(),
+            frames: std::collections::BTreeSet::new(),
+        };
+        for line in dump.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let r: serde_json::Value = serde_json::from_slice(line)?;
+            let u = |k: &str| r[k].as_u64().unwrap_or(0);
+            if r["type"] != "fault" || u("dst_pfn") == 0 {
+                continue;
+            }
+            // Base pages: a large folio's frame is its head's, not the page's.
+            if u("nr_pages") == 1 {
+                p.base_pages.push((
+                    r["pid"].to_string(),
+                    r["addr"].as_str().unwrap_or("").to_owned(),
+                ));
+            }
+            let src = u("src_pfn");
+            if u("migrate_ok") != 0 && u32::try_from(src).is_ok_and(|f| slow.contains(&f)) {
+                p.frames.extend(src..src + u("nr_pages").max(1));
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// The horizon and hot rules [`scored`] asks for: the recorded workload
+/// runs for seconds, and the truth ends soon after it.
+const HORIZON_S: &str = "2";
+const HOT_RULES: &str = "1,8";
+
+/// `numatrace replay --truth` on the recorded run, and what the workload
+/// implies for its scorecard: it reads and writes all of its pages on
+/// node 1 chunk after chunk until it ends, so nearly every page is hot
+/// on the slow tier (90% at least), and a page the kernel promoted is hot
+/// again within the horizon (half of the judged promotions at least: the
+/// last ones before the workload's end are not); the kernel's promotions
+/// are those the trace records; a rule asking more accesses finds no
+/// more hot pages.
+fn scored(
+    numatrace: &Path,
+    truth: &Path,
+    trace: &Path,
+    promoted: &Promoted,
+    workload_pages: usize,
+) -> Result<String> {
+    let json = run(
+        numatrace,
+        &[
+            "replay".as_ref(),
+            trace.as_os_str(),
+            "--truth".as_ref(),
+            truth.as_os_str(),
+            "--horizon-s".as_ref(),
+            HORIZON_S.as_ref(),
+            "--hot-accesses".as_ref(),
+            HOT_RULES.as_ref(),
+            "--json".as_ref(),
+        ],
+    )?;
+    let v: serde_json::Value = serde_json::from_slice(&json)?;
+    let card = &v["scorecard"];
+    let u = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
+    let kernel = &card["shares"][0];
+    ensure!(
+        kernel["policy"] == "kernel" && u(kernel, "promoted_pages") == promoted.frames.len() as u64,
+        "the scorecard's kernel promoted {} pages, the trace {}: {card}",
+        kernel["promoted_pages"],
+        promoted.frames.len()
+    );
+    let (any, busy) = (&card["rules"][0], &card["rules"][1]);
+    let hot = u(any, "hot_pages");
+    ensure!(
+        hot * 10 >= workload_pages as u64 * 9 && u(busy, "hot_pages") <= hot,
+        "hot pages on the slow tier: {hot} (>= 1 access), {} (>= 8); the workload has {workload_pages}",
+        busy["hot_pages"]
+    );
+    let k = &any["policies"][0];
+    let (judged, precise) = (u(k, "judged"), u(k, "precise"));
+    ensure!(
+        judged >= 100 && precise * 2 >= judged,
+        "the kernel's promotions: {precise} of {judged} judged were hot again within {HORIZON_S} s \
+         (the check needs 100 judged and half of them hot): {card}"
+    );
+    Ok(format!(
+        "scorecard: kernel {} pages promoted, {precise} of {judged} hot again within {HORIZON_S} s, \
+         {hot} hot pages; slow-tier share {} measured",
+        promoted.frames.len(),
+        kernel["slow_access_share"]
     ))
 }
 

@@ -7,6 +7,7 @@ use anyhow::Result;
 
 use numa_core::model::{
     funnel::{ProcessFunnel, Watch},
+    scorecard::Scorecard,
     shadow::{Agreement, RefaultReport, Shadow, ShadowReport},
 };
 use numa_core::{
@@ -25,6 +26,9 @@ pub struct Output<'a> {
     pub funnel: Vec<ProcessFunnel>,
     /// As in `stats`: whether the kernel reports the VMAs its scanner skips.
     pub skips_observable: Option<bool>,
+    /// Every policy judged against a truth file, when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scorecard: Option<&'a Scorecard>,
 }
 
 impl<'a> Output<'a> {
@@ -38,7 +42,12 @@ impl<'a> Output<'a> {
             shadow,
             funnel: funnel.report(params.map_or_else(Default::default, |p| p.hotness)),
             skips_observable: numa_core::model::totals::skips_observable(plan),
+            scorecard: None,
         }
+    }
+
+    pub fn with_scorecard(self, scorecard: Option<&'a Scorecard>) -> Self {
+        Output { scorecard, ..self }
     }
 }
 

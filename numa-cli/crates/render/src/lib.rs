@@ -12,6 +12,7 @@ pub mod explain;
 pub mod hist;
 pub mod histtext;
 pub mod report;
+pub mod scorecard;
 pub mod stats;
 
 use std::path::Path;

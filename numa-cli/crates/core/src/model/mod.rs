@@ -9,6 +9,7 @@ pub mod pagetable;
 pub mod policy;
 pub mod proctable;
 pub mod scans;
+pub mod scorecard;
 pub mod shadow;
 pub mod totals;
 pub mod window;

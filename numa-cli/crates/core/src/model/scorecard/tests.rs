@@ -1,0 +1,217 @@
+use std::collections::BTreeMap;
+
+use numa_ebpf_common::{fault_flags, FaultEvent, Outcome};
+
+use super::*;
+use crate::{
+    decode::fixtures::fault,
+    mapplan::PfnSpan,
+    model::policy::{Decision, FaultView, Step},
+    truth::{PageCount, TruthReader, TRUTH_MAGIC},
+};
+
+const S: u64 = 1_000_000_000;
+/// The fixtures' clock: fault `seq` is at `T0 + seq` ms.
+const T0: u64 = 1_000 * S;
+
+/// A model that promotes the faults on the slow frames it names.
+struct Names(Vec<u64>);
+
+impl Policy for Names {
+    fn name(&self) -> String {
+        "names".into()
+    }
+    fn params(&self) -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
+    fn decide(&mut self, ev: &FaultEvent, _: &FaultView) -> Decision {
+        Decision {
+            promote: self.0.contains(&ev.src_pfn),
+            reason: "named",
+            step: Step::Other,
+        }
+    }
+}
+
+fn plan() -> MapPlan {
+    MapPlan {
+        budget_bytes: 0,
+        fixed_bytes: 0,
+        slot_bytes: 8,
+        spans: vec![PfnSpan {
+            node: 1,
+            start: 1000,
+            end: 2000,
+        }],
+        shift: 0,
+        slots: 1000,
+    }
+}
+
+/// A refused hint fault on slow frame `pfn` at `ms` after T0.
+fn refused(ms: u64, pfn: u64) -> FaultEvent {
+    let mut f = fault(ms, pfn, 5000, Outcome::RejectLatency);
+    f.src_pfn = pfn;
+    f
+}
+
+/// The kernel promoting slow frame `pfn` to `dst` at `ms` after T0.
+fn promoted(ms: u64, pfn: u64, dst: u64) -> FaultEvent {
+    let mut f = fault(ms, pfn, 50, Outcome::PromoteHot);
+    f.flags |= fault_flags::MIGRATE_TRIED;
+    f.migrate_ok = 1;
+    f.src_pfn = pfn;
+    f.dst_pfn = dst;
+    f
+}
+
+/// A truth file of `n` one-second windows from T0 and `counts` (window,
+/// pfn, accesses), sorted as the file keeps them.
+fn truth(n: u32, counts: &[(u32, u32, u32)]) -> Vec<u8> {
+    let mut v = TRUTH_MAGIC.to_vec();
+    v.extend_from_slice(&n.to_le_bytes());
+    v.extend_from_slice(&0u32.to_le_bytes());
+    for i in 0..u64::from(n) {
+        for x in [T0 + i * S, T0 + (i + 1) * S, 1000] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+    let mut counts = counts.to_vec();
+    counts.sort_unstable_by_key(|&(w, pfn, _)| (w, pfn));
+    for (window, pfn, loads) in counts {
+        let c = PageCount {
+            window,
+            pfn,
+            loads,
+            stores: 0,
+        };
+        v.extend_from_slice(&c.to_bytes());
+    }
+    v
+}
+
+fn run(p: &mut Promotions, faults: &[FaultEvent]) {
+    for f in faults {
+        p.event(&Event::Fault(*f)).expect("event");
+    }
+}
+
+fn rules() -> Rules {
+    Rules {
+        hot_accesses: vec![1, 30],
+        horizon_ns: 3 * S,
+    }
+}
+
+fn score(p: &PolicyScore) -> (u64, u64, u64, u64, Option<f64>) {
+    (
+        p.judged,
+        p.precise,
+        p.recalled,
+        p.bursts,
+        p.to_promotion_p50_ms,
+    )
+}
+
+/// A: hot on the slow tier from 3 s, promoted by the kernel at 5.5 s and
+/// hot at its DRAM frame after (precise). B: the same until the kernel
+/// promotes it, then never accessed (a burst); another page takes its
+/// frame at 7 s. C: hot on the slow tier throughout; the model promotes
+/// it at 1.5 s, the kernel never. D: promoted by the model at 2 s, never
+/// accessed. DRAM traffic of other pages, and A's DRAM frame before A
+/// came there, are nobody's.
+#[test]
+fn promotions_are_judged_by_the_accesses_at_the_frames_the_page_was_in() {
+    let (a, b, c, d) = (1001, 1002, 1003, 1500);
+    let mut p = Promotions::with_plan(plan(), vec![Box::new(Names(vec![c, d]))]);
+    run(
+        &mut p,
+        &[
+            refused(1500, c),
+            refused(2000, d),
+            promoted(5500, a, 5001),
+            promoted(5500, b, 5002),
+        ],
+    );
+    let mut counts = Vec::new();
+    for w in 3..=5 {
+        counts.extend([(w, a as u32, 20), (w, b as u32, 20)]);
+    }
+    counts.extend((6..=10).map(|w| (w, 5001, 20)));
+    counts.extend((0..20).map(|w| (w, c as u32, 20)));
+    counts.extend([(0, 7000, 40), (2, 5001, 20), (7, b as u32, 20)]);
+    let file = truth(20, &counts);
+    let card = p
+        .score(TruthReader::new(&file[..]).expect("truth"), &rules())
+        .expect("score");
+
+    assert_eq!((card.accesses, card.slow_accesses), (700, 540));
+    let shares: Vec<_> = card
+        .shares
+        .iter()
+        .map(|s| (s.policy.as_str(), s.promoted_pages, s.measured))
+        .collect();
+    assert_eq!(shares, [("kernel", 2, true), ("names", 2, false)]);
+    // The model leaves A and B on the slow tier (160 + 60 accesses), C
+    // only in the windows before its promotion (40), and the other page
+    // at B's frame (20).
+    let share = |i: usize| card.shares[i].slow_access_share.expect("accesses");
+    assert!((share(0) - 540.0 / 700.0).abs() < 1e-12);
+    assert!((share(1) - 280.0 / 700.0).abs() < 1e-12);
+
+    let any = &card.rules[0];
+    assert_eq!((any.hot_accesses, any.hot_pages, any.hot_judged), (1, 3, 3));
+    // Kernel: A precise, B a burst; A and B promoted 2.5 s after their
+    // first hot window (within the horizon), C never.
+    assert_eq!(score(&any.policies[0]), (2, 1, 2, 1, Some(2500.0)));
+    // Model: C precise, D never hot; C promoted 1.5 s after it was.
+    assert_eq!(score(&any.policies[1]), (2, 1, 1, 0, Some(1500.0)));
+    assert_eq!(any.policies[0].precision, Some(0.5));
+    assert!((any.policies[1].recall.expect("hot pages") - 1.0 / 3.0).abs() < 1e-12);
+
+    // No page reaches 30 accesses in a window: nothing is hot, every
+    // judged promotion is imprecise and recall has no denominator.
+    let busy = &card.rules[1];
+    assert_eq!((busy.hot_pages, busy.hot_judged), (0, 0));
+    assert_eq!(score(&busy.policies[0]), (2, 0, 0, 0, None));
+    assert_eq!(busy.policies[0].recall, None);
+}
+
+/// Promotions and hot pages whose horizon the truth does not cover are
+/// not judged, nor promotions before its first window.
+#[test]
+fn only_what_the_truth_covers_is_judged() {
+    let mut p = Promotions::with_plan(plan(), Vec::new());
+    let mut early = promoted(0, 1001, 5001);
+    early.ts_ns = T0 - S;
+    run(&mut p, &[early, promoted(18_500, 1002, 5002)]);
+    let file = truth(20, &[(1, 5001, 5), (18, 1002, 5), (19, 5002, 5)]);
+    let card = p
+        .score(TruthReader::new(&file[..]).expect("truth"), &rules())
+        .expect("score");
+    let k = &card.rules[0].policies[0];
+    assert_eq!(card.shares[0].promoted_pages, 2);
+    assert_eq!(
+        (k.judged, card.rules[0].hot_pages, card.rules[0].hot_judged),
+        (0, 1, 0)
+    );
+    assert_eq!((k.precision, k.recall), (None, None));
+}
+
+/// The pages followed are bounded whatever the trace and truth hold: past
+/// the bound, pages are counted and left out.
+#[test]
+fn pages_past_the_bound_are_counted_not_followed() {
+    let mut p = Promotions::with_plan(plan(), Vec::new());
+    p.max_pages = 2;
+    run(
+        &mut p,
+        &[refused(1, 1001), refused(2, 1002), refused(3, 1003)],
+    );
+    let file = truth(4, &[(0, 1004, 3), (1, 1005, 3)]);
+    let card = p
+        .score(TruthReader::new(&file[..]).expect("truth"), &rules())
+        .expect("score");
+    assert_eq!((card.pages, card.untracked_pages), (2, 3));
+    assert_eq!(card.slow_accesses, 6);
+}
