@@ -61,8 +61,16 @@ leave_free() {
 # colder than A: 440 MiB leaves B room to push A down after them, on 6.1
 # too, whose own threshold adjustment refuses about half of the hint
 # faults here.
+# 6.1's own threshold adjustment refuses more of the hint faults here:
+# it promotes 66,000 to 106,000 pages of A and B (7.2 and 6.12 150,000
+# and more), too few to fill 440 MiB when the emulator runs slowly, so
+# its DRAM is smaller.
+case $(uname -r) in
+6.1.*) room=240 ;;
+*) room=440 ;;
+esac
 free=$(free0)
-leave_free 440 || exit 1
+leave_free $room || exit 1
 echo "node 0: $free MiB free, $(cat $H) huge pages reserved, $(free0) MiB left" > dram.txt
 # The workload's memory is charged to a cgroup of its own: each demoted
 # folio names it.

@@ -13,15 +13,13 @@ pub fn write_human(c: &Scorecard, out: &mut impl Write) -> std::io::Result<()> {
     writeln!(out)?;
     writeln!(
         out,
-        "scorecard against the truth: {} windows of {:.0} ms (bounds within {:.3} ms of the \
-         trace's clock), horizon {:.1} s; {} user accesses, {} at slow-tier frames; \
-         {} slow-tier pages followed (at most {}, {} past that; one frame in {} of the trace's sample)",
+        "scorecard against the truth: {} windows of {:.0} ms over the trace's span (bounds within \
+         {:.3} ms of the trace's clock), horizon {:.1} s; {} slow-tier pages followed (at most {}, \
+         {} past that; one frame in {} of the trace's sample)",
         c.windows,
         c.window_ms,
         c.clock_err_ms,
         c.horizon_s,
-        c.accesses,
-        c.slow_accesses,
         c.pages,
         c.max_pages,
         c.untracked_pages,
@@ -29,17 +27,23 @@ pub fn write_human(c: &Scorecard, out: &mut impl Write) -> std::io::Result<()> {
     )?;
     writeln!(
         out,
-        "  {:<34} {:>10} {:>18}",
-        "policy", "promoted", "slow-tier share"
+        "  slow-tier share: of all {} user accesses, and of the {} to pages that were on the slow tier",
+        c.accesses, c.slow_page_accesses
+    )?;
+    writeln!(
+        out,
+        "  {:<34} {:>10} {:>10} {:>10}",
+        "policy", "promoted", "of all", "of slow"
     )?;
     for s in &c.shares {
         let how = if s.measured { "measured" } else { "projected" };
         writeln!(
             out,
-            "  {:<34} {:>10} {:>8} {how:>9}",
+            "  {:<34} {:>10} {:>10} {:>10}  {how}",
             s.policy,
             s.promoted_pages,
-            pct(s.slow_access_share)
+            pct(s.slow_access_share),
+            pct(s.slow_page_access_share)
         )?;
     }
     for r in &c.rules {

@@ -17,8 +17,10 @@ pub struct Scorecard {
     /// The largest uncertainty of a window's bounds on the trace's clock.
     pub clock_err_ms: f64,
     pub horizon_s: f64,
-    /// User accesses in the truth, and those at slow-tier frames.
+    /// User accesses in the truth over the trace's span, those to pages
+    /// that were on the slow tier, and those at slow-tier frames.
     pub accesses: u64,
+    pub slow_page_accesses: u64,
     pub slow_accesses: u64,
     /// Slow-tier pages followed, and the most [`super::PAGE_BUDGET_BYTES`]
     /// allows.
@@ -40,7 +42,11 @@ pub struct Scorecard {
 pub struct SlowShare {
     pub policy: String,
     pub promoted_pages: u64,
+    /// Of all user accesses.
     pub slow_access_share: Option<f64>,
+    /// Of the accesses to pages that were on the slow tier (where the
+    /// policies differ; the rest are DRAM's under every policy).
+    pub slow_page_access_share: Option<f64>,
     /// Measured (the kernel as it ran), or projected (a model).
     pub measured: bool,
 }
@@ -79,6 +85,9 @@ pub struct PolicyScore {
 /// Accesses counted in the second pass.
 struct Tally {
     accesses: u64,
+    /// To pages that were on the slow tier: at slow frames, and at the
+    /// DRAM frames of the pages the kernel promoted.
+    slow_pages: u64,
     slow: u64,
     /// Per policy, the accesses it leaves on the slow tier (projected; the
     /// kernel's entry is the measured `slow`).
@@ -125,16 +134,36 @@ impl Promotions {
     pub fn score<R: Read>(mut self, mut truth: TruthReader<R>, rules: &Rules) -> Result<Scorecard> {
         let mut t = Tally {
             accesses: 0,
+            slow_pages: 0,
             slow: 0,
             slow_by: vec![0; self.names.len()],
         };
+        let windows: Vec<Window> = truth.windows.iter().map(|w| self.within_trace(w)).collect();
         while let Some(c) = truth.next_count()? {
             // next_count checked the window index against the file's.
-            let w = truth.windows[c.window as usize];
-            self.count(&mut t, &w, u64::from(c.pfn), c.accesses(), rules);
+            let w = windows[c.window as usize];
+            if w.end_ns > w.start_ns {
+                self.count(&mut t, &w, u64::from(c.pfn), c.accesses(), rules);
+            }
         }
         t.slow_by[0] = t.slow;
-        Ok(self.judge(&truth.windows, rules, &t))
+        let used: Vec<Window> = windows
+            .into_iter()
+            .filter(|w| w.end_ns > w.start_ns)
+            .collect();
+        Ok(self.judge(&used, rules, &t))
+    }
+
+    /// `w` if it lies within the trace's span, else an empty window.
+    fn within_trace(&self, w: &Window) -> Window {
+        if w.start_ns >= self.started_ns && w.end_ns <= self.last_ns {
+            *w
+        } else {
+            Window {
+                end_ns: w.start_ns,
+                ..*w
+            }
+        }
     }
 
     fn count(&mut self, t: &mut Tally, w: &Window, pfn: u64, a: u64, rules: &Rules) {
@@ -142,6 +171,7 @@ impl Promotions {
         let on_slow = self.is_slow(pfn);
         if on_slow {
             t.slow += a;
+            t.slow_pages += a;
         }
         let Some(page) = self.owner(pfn, on_slow, w) else {
             // No policy moves this page: where it is serves it for all.
@@ -150,8 +180,14 @@ impl Promotions {
             }
             return;
         };
+        if !on_slow {
+            t.slow_pages += a;
+        }
+        // At the DRAM frame the accesses came after the kernel's move: a
+        // policy that promoted no later serves them from DRAM too.
+        let moved_at = page.moved.filter(|_| !on_slow).map_or(0, |(_, at)| at);
         for (s, &p) in t.slow_by.iter_mut().zip(page.promoted_ns.iter()) {
-            if w.start_ns < p {
+            if p > w.start_ns && p > moved_at {
                 *s += a;
             }
         }
@@ -189,6 +225,7 @@ impl Promotions {
                     .filter(|p| p.promoted_ns[i] != NEVER)
                     .count() as u64,
                 slow_access_share: ratio(t.slow_by[i], t.accesses),
+                slow_page_access_share: ratio(t.slow_by[i], t.slow_pages),
                 measured: i == 0,
             })
             .collect();
@@ -204,6 +241,7 @@ impl Promotions {
             clock_err_ms: windows.iter().map(|w| w.clock_err_ns).max().unwrap_or(0) as f64 / 1e6,
             horizon_s: rules.horizon_ns as f64 / 1e9,
             accesses: t.accesses,
+            slow_page_accesses: t.slow_pages,
             slow_accesses: t.slow,
             pages: self.pages.len(),
             max_pages: self.max_pages,

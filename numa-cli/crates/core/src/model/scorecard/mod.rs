@@ -21,10 +21,14 @@
 //!   user accesses. Measured for the kernel (by the frames the truth
 //!   names); projected for a model, which serves a page's accesses from
 //!   DRAM from the first window that starts after it would have promoted
-//!   it, and from the slow tier before, wherever the kernel put the page.
+//!   it (and those the page had at its DRAM frame, when it would have
+//!   promoted it no later than the kernel did), and from the slow tier
+//!   before, wherever the kernel put the page.
 //!
-//! Promotions and hot pages whose horizon reaches past the truth's last
-//! window are not judged (counted apart), nor promotions before its first.
+//! The truth is read over the trace's span (from its start to its last
+//! event): a frame holds other pages before and after. Promotions and hot
+//! pages whose horizon reaches past that are not judged (counted apart),
+//! nor promotions before its first window.
 mod judge;
 #[cfg(test)]
 mod tests;
@@ -116,6 +120,10 @@ pub struct Promotions {
     /// Faults on a frame after the kernel moved its page away (another
     /// page there): not followed.
     reused_frames: u64,
+    /// The trace's span (its start, its last event): the truth is read
+    /// over it only, as a frame may hold other pages before and after.
+    started_ns: u64,
+    last_ns: u64,
 }
 
 impl Promotions {
@@ -127,7 +135,9 @@ impl Promotions {
              the scorecard needs them to tell a slow-tier access from a DRAM one; \
              record the workload again with this numatrace",
         )?;
-        Ok(Promotions::with_plan(plan, models))
+        let mut p = Promotions::with_plan(plan, models);
+        p.started_ns = header.started_mono_ns;
+        Ok(p)
     }
 
     fn with_plan(plan: MapPlan, models: Vec<Box<dyn Policy>>) -> Promotions {
@@ -146,6 +156,8 @@ impl Promotions {
             max_pages,
             untracked: 0,
             reused_frames: 0,
+            started_ns: 0,
+            last_ns: 0,
         }
     }
 
@@ -208,6 +220,8 @@ impl Promotions {
 
 impl Sink for Promotions {
     fn event(&mut self, ev: &Event) -> Result<()> {
+        self.started_ns = self.started_ns.min(ev.ts_ns());
+        self.last_ns = self.last_ns.max(ev.ts_ns());
         match ev {
             Event::Scan(s) => self.verdicts.scan(s),
             Event::Fault(f) => self.fault(f),

@@ -90,10 +90,12 @@ fn truth(n: u32, counts: &[(u32, u32, u32)]) -> Vec<u8> {
     v
 }
 
+/// The faults, then the trace's end at 20 s (the tests' truth is 20 s).
 fn run(p: &mut Promotions, faults: &[FaultEvent]) {
     for f in faults {
         p.event(&Event::Fault(*f)).expect("event");
     }
+    p.last_ns = T0 + 20 * S;
 }
 
 fn rules() -> Rules {
@@ -145,7 +147,11 @@ fn promotions_are_judged_by_the_accesses_at_the_frames_the_page_was_in() {
         .score(TruthReader::new(&file[..]).expect("truth"), &rules())
         .expect("score");
 
-    assert_eq!((card.accesses, card.slow_accesses), (700, 540));
+    // DRAM traffic of pages never on the slow tier: 40 + 20.
+    assert_eq!(
+        (card.accesses, card.slow_page_accesses, card.slow_accesses),
+        (700, 640, 540)
+    );
     let shares: Vec<_> = card
         .shares
         .iter()
@@ -158,6 +164,8 @@ fn promotions_are_judged_by_the_accesses_at_the_frames_the_page_was_in() {
     let share = |i: usize| card.shares[i].slow_access_share.expect("accesses");
     assert!((share(0) - 540.0 / 700.0).abs() < 1e-12);
     assert!((share(1) - 280.0 / 700.0).abs() < 1e-12);
+    let of_pages = card.shares[1].slow_page_access_share.expect("accesses");
+    assert!((of_pages - 280.0 / 640.0).abs() < 1e-12);
 
     let any = &card.rules[0];
     assert_eq!((any.hot_accesses, any.hot_pages, any.hot_judged), (1, 3, 3));
@@ -214,4 +222,47 @@ fn pages_past_the_bound_are_counted_not_followed() {
         .expect("score");
     assert_eq!((card.pages, card.untracked_pages), (2, 3));
     assert_eq!(card.slow_accesses, 6);
+}
+
+/// What a frame held before the trace began is another page's story: the
+/// truth's windows before the trace's start are not read.
+#[test]
+fn the_truth_is_read_over_the_traces_span_only() {
+    let mut p = Promotions::with_plan(plan(), Vec::new());
+    p.started_ns = T0 + 5 * S;
+    run(&mut p, &[promoted(6500, 1001, 5001)]);
+    let file = truth(20, &[(1, 1001, 5), (5, 1001, 5), (7, 5001, 5)]);
+    let card = p
+        .score(TruthReader::new(&file[..]).expect("truth"), &rules())
+        .expect("score");
+    assert_eq!((card.windows, card.accesses), (15, 10));
+    assert_eq!(
+        score(&card.rules[0].policies[0]),
+        (1, 1, 1, 0, Some(1500.0))
+    );
+}
+
+/// A model that promotes what the kernel did, when it did, projects the
+/// slow-tier share the kernel measured, move window included.
+#[test]
+fn a_model_promoting_as_the_kernel_did_projects_its_measured_share() {
+    let mut p = Promotions::with_plan(plan(), vec![Box::new(Names(vec![1001]))]);
+    let mut both = promoted(5500, 1001, 5001);
+    both.outcome = Outcome::PromoteHot as u8;
+    run(&mut p, &[both, refused(6000, 1002)]);
+    let file = truth(
+        20,
+        &[
+            (4, 1001, 7),
+            (5, 1001, 3),
+            (5, 5001, 4),
+            (6, 5001, 9),
+            (6, 1002, 2),
+        ],
+    );
+    let card = p
+        .score(TruthReader::new(&file[..]).expect("truth"), &rules())
+        .expect("score");
+    let shares: Vec<_> = card.shares.iter().map(|s| s.slow_access_share).collect();
+    assert_eq!(shares, [Some(12.0 / 25.0), Some(12.0 / 25.0)]);
 }
