@@ -398,7 +398,7 @@ pub(crate) struct ReplayArgs {
     /// bed's accesses, from `cargo xtask vm --truth FILE`): precision,
     /// recall, burst promotions, time to promotion and the slow tier's
     /// share of the accesses, per hot rule.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["sweep", "csv"])]
+    #[arg(long, value_name = "FILE", conflicts_with = "csv")]
     pub truth: Option<PathBuf>,
     /// The scorecard's hot rules: accesses in one truth window that make a
     /// page hot there, 1 to 4 comma-separated values (1 to 1000000000).
@@ -657,6 +657,11 @@ pub(crate) struct HotChunksArgs {
     /// Upper bound in seconds when --min-faults extends the run.
     #[arg(long, default_value_t = 300.0, value_parser = ranges::run_seconds)]
     pub max_duration: f64,
+    /// Keep running this many seconds after --duration and --min-faults
+    /// are both met, at most to --max-duration (0 to 365 days): time for
+    /// what follows the promotions the faults started.
+    #[arg(long, default_value_t = 0.0, value_parser = ranges::linger_seconds)]
+    pub linger: f64,
     /// Stop after this many chunk visits instead of at --duration (at most
     /// --max-duration; 0 to 1e9, 0: run by time): the same work in every
     /// run, so that runs compare by their elapsed and CPU time.

@@ -124,19 +124,13 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<ExitCode> {
     engine.set_map_plan(header.map_plan.as_ref(), header.map_bytes);
     engine.set_toptier_mask(header.params.as_ref().map_or(1, |p| p.toptier_mask));
     let mut funnel = Watch::new(header.params.as_ref().map_or(1, |p| p.toptier_mask));
-    let mut promotions = match &args.truth {
-        Some(_) => Some(Promotions::new(&header, args.models.sel.policies(&k)?)?),
-        None => None,
-    };
+    let mut promotions = promotions(args, &header, || args.models.sel.policies(&k))?;
     {
         let mut sinks: Vec<&mut dyn Sink> = vec![&mut engine, &mut funnel];
         sinks.extend(promotions.as_mut().map(|p| p as &mut dyn Sink));
         crate::read_trace(&args.trace, AtEnd, &mut sinks)?;
     }
-    let card = match (promotions, &args.truth) {
-        (Some(p), Some(path)) => Some(scorecard(p, path, args)?),
-        _ => None,
-    };
+    let card = scorecard(promotions, args)?;
     emit(
         &Output::new(
             &engine.report(),
@@ -150,8 +144,24 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The promotions read from the trace, judged against the truth file.
-fn scorecard(p: Promotions, path: &std::path::Path, args: &ReplayArgs) -> Result<Scorecard> {
+/// With `--truth`, the scorecard's first pass, over its own instances of
+/// the models `models` builds.
+fn promotions(
+    args: &ReplayArgs,
+    header: &trace::Header,
+    models: impl FnOnce() -> Result<Vec<Box<dyn policy::Policy>>>,
+) -> Result<Option<Promotions>> {
+    match &args.truth {
+        Some(_) => Ok(Some(Promotions::new(header, models()?)?)),
+        None => Ok(None),
+    }
+}
+
+/// With `--truth`, the promotions read from the trace judged against it.
+fn scorecard(p: Option<Promotions>, args: &ReplayArgs) -> Result<Option<Scorecard>> {
+    let (Some(p), Some(path)) = (p, &args.truth) else {
+        return Ok(None);
+    };
     let named = || format!("--truth {}", path.display());
     let file = std::fs::File::open(path).with_context(named)?;
     let truth = numa_core::truth::TruthReader::new(file).with_context(named)?;
@@ -159,7 +169,7 @@ fn scorecard(p: Promotions, path: &std::path::Path, args: &ReplayArgs) -> Result
         hot_accesses: args.hot_accesses.0.clone(),
         horizon_ns: (args.horizon_s * 1e9) as u64,
     };
-    p.score(truth, &rules).with_context(named)
+    p.score(truth, &rules).with_context(named).map(Some)
 }
 
 fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitCode> {
@@ -179,22 +189,33 @@ fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitC
         bail!("--sweep {sweep}: no values");
     }
     let d = args.models.sel.defaults();
-    let models = specs
-        .iter()
-        .map(|s| policy::build(s, &d, k))
-        .collect::<Result<Vec<_>>>()?;
-    let mut engine = Shadow::new(models, args.models.top);
+    let models = || {
+        specs
+            .iter()
+            .map(|s| policy::build(s, &d, k))
+            .collect::<Result<Vec<_>>>()
+    };
+    let mut engine = Shadow::new(models()?, args.models.top);
     let header = trace::Reader::open(&args.trace)?.header;
     engine.set_toptier_mask(header.params.as_ref().map_or(1, |p| p.toptier_mask));
-    crate::read_trace(&args.trace, AtEnd, &mut [&mut engine])?;
+    let mut promotions = promotions(args, &header, models)?;
+    {
+        let mut sinks: Vec<&mut dyn Sink> = vec![&mut engine];
+        sinks.extend(promotions.as_mut().map(|p| p as &mut dyn Sink));
+        crate::read_trace(&args.trace, AtEnd, &mut sinks)?;
+    }
+    let card = scorecard(promotions, args)?;
     let r = engine.report();
     let mut buf = Vec::new();
     if args.models.json {
-        write_sweep_json(&r, param, &mut buf)?;
+        write_sweep_json(&r, param, card.as_ref(), &mut buf)?;
     } else if args.models.csv {
         write_csv(&r, &mut buf)?;
     } else {
         write_sweep_human(&r, name, param, &mut buf)?;
+        if let Some(card) = &card {
+            numa_render::scorecard::write_human(card, &mut buf)?;
+        }
     }
     write_output(&args.models, &buf)?;
     Ok(ExitCode::SUCCESS)

@@ -442,11 +442,15 @@ impl Layout<'_> {
 }
 
 /// When the access phase ends: after `--visits` visits, or at
-/// `--duration`, kept going by `--min-faults` up to `--max-duration`.
+/// `--duration`, kept going by `--min-faults` and then `--linger` up to
+/// `--max-duration`.
 struct Pace {
     deadline: Instant,
     hard_deadline: Instant,
     faults0: u64,
+    /// When `--duration` and `--min-faults` were first both met (the
+    /// crew's threads share it).
+    met: std::sync::OnceLock<Instant>,
 }
 
 impl Pace {
@@ -455,6 +459,7 @@ impl Pace {
             deadline: start + Duration::from_secs_f64(a.duration),
             hard_deadline: start + Duration::from_secs_f64(a.max_duration.max(a.duration)),
             faults0,
+            met: std::sync::OnceLock::new(),
         }
     }
 
@@ -464,8 +469,13 @@ impl Pace {
             return visits >= a.visits || now >= self.hard_deadline;
         }
         let faults_so_far = || hint_faults().saturating_sub(self.faults0);
-        now >= self.deadline
-            && !(a.min_faults > 0 && now < self.hard_deadline && faults_so_far() < a.min_faults)
+        let met = now >= self.deadline
+            && !(a.min_faults > 0 && now < self.hard_deadline && faults_so_far() < a.min_faults);
+        if !met {
+            return false;
+        }
+        let since = *self.met.get_or_init(|| now);
+        now >= self.hard_deadline || now >= since + Duration::from_secs_f64(a.linger)
     }
 }
 

@@ -222,6 +222,11 @@ pub(crate) fn run_seconds(s: &str) -> Result<f64, String> {
     real(MIN_RUN_S, MAX_RUN_S, "seconds (up to 365 days)")(s)
 }
 
+/// Seconds a workload keeps running past its other limits (0: none).
+pub(crate) fn linger_seconds(s: &str) -> Result<f64, String> {
+    real(0.0, MAX_RUN_S, "seconds (up to 365 days)")(s)
+}
+
 /// How often something repeats while running, in seconds.
 pub(crate) fn interval_seconds(s: &str) -> Result<f64, String> {
     real(0.01, MAX_RUN_S, "seconds")(s)

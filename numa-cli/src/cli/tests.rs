@@ -208,6 +208,12 @@ fn workload_cases() -> Vec<Case> {
         case(HC, "--max-duration", RUN_S, RUN_RANGE),
         case(
             HC,
+            "--linger",
+            &["-1", "nan", "inf", "1e19", "ten"],
+            "from 0 to 31536000",
+        ),
+        case(
+            HC,
             "--min-faults",
             &["-1", "1e6"],
             "from 0 to 18446744073709551615",

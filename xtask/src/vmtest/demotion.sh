@@ -58,13 +58,11 @@ leave_free() {
 # Reclaim demotes the coldest memory on node 0 first, and the files of
 # the guest's root file system (tmpfs: the earlier tests' results, about
 # 50 MiB in the suite, and the trace being written, as much again) are
-# colder than A: 440 MiB leaves B room to push A down after them, on 6.1
-# too, whose own threshold adjustment refuses about half of the hint
-# faults here.
-# 6.1's own threshold adjustment refuses more of the hint faults here:
-# it promotes 66,000 to 106,000 pages of A and B (7.2 and 6.12 150,000
-# and more), too few to fill 440 MiB when the emulator runs slowly, so
-# its DRAM is smaller.
+# colder than A: 440 MiB leaves B room to push A down after them. 6.1's
+# own threshold adjustment refuses more of the hint faults here: it
+# promotes 66,000 to 106,000 pages of A and B (6.12 and 7.2 150,000 and
+# more), too few to fill 440 MiB when the emulator runs slowly, so its
+# DRAM is smaller.
 case $(uname -r) in
 6.1.*) room=240 ;;
 *) room=440 ;;

@@ -532,7 +532,14 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
-pub fn write_sweep_json(r: &ShadowReport, param: &str, buf: &mut Vec<u8>) -> Result<()> {
+/// The sweep's rows as a JSON array; with a scorecard, an object of the
+/// rows (`sweep`) and the scorecard (`scorecard`).
+pub fn write_sweep_json(
+    r: &ShadowReport,
+    param: &str,
+    scorecard: Option<&Scorecard>,
+    buf: &mut Vec<u8>,
+) -> Result<()> {
     let rows: Vec<serde_json::Value> = r
         .models
         .iter()
@@ -548,7 +555,13 @@ pub fn write_sweep_json(r: &ShadowReport, param: &str, buf: &mut Vec<u8>) -> Res
             })
         })
         .collect();
-    serde_json::to_writer_pretty(&mut *buf, &rows)?;
+    match scorecard {
+        Some(card) => serde_json::to_writer_pretty(
+            &mut *buf,
+            &serde_json::json!({"sweep": rows, "scorecard": card}),
+        )?,
+        None => serde_json::to_writer_pretty(&mut *buf, &rows)?,
+    }
     writeln!(buf)?;
     Ok(())
 }

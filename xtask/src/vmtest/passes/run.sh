@@ -1,7 +1,7 @@
 numatrace record -o s.trace --map-budget $budget --duration 600 2> sampled.err &
 sampled=$!
 i=0; while [ $i -lt 240 ] && [ ! -s s.trace ]; do sleep 0.5; i=$((i + 1)); done
-numatrace shadow --json -o shadow.json --record t.trace -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 64 --accesses 160 --compute-ms 100 --duration 100 --summary workload.json
+numatrace shadow --json -o shadow.json --record t.trace -- numatrace workload hot-chunks --slow-mb 64 --chunk-mb 64 --accesses 160 --compute-ms 100 --duration 70 --summary workload.json
 rc=$?
 kill -INT $sampled
 wait $sampled

@@ -26,7 +26,7 @@
 //!   before, wherever the kernel put the page.
 //!
 //! The truth is read over the trace's span (from its start to its last
-//! event): a frame holds other pages before and after. Promotions and hot
+//! event or counter snapshot): a frame holds other pages before and after. Promotions and hot
 //! pages whose horizon reaches past that are not judged (counted apart),
 //! nor promotions before its first window.
 mod judge;
@@ -39,7 +39,7 @@ use anyhow::{Context, Result};
 use numa_ebpf_common::FaultEvent;
 
 use crate::{
-    decode::Event,
+    decode::{Event, Snapshot},
     mapplan::MapPlan,
     model::{
         policy::{Policy, PolicyBank},
@@ -105,6 +105,23 @@ impl Page {
     }
 }
 
+/// The models' names, with their parameters where two share a name (a
+/// sweep's).
+fn labels(models: &[Box<dyn Policy>]) -> Vec<String> {
+    let names: Vec<String> = models.iter().map(|m| m.name()).collect();
+    models
+        .iter()
+        .zip(&names)
+        .map(|(m, name)| {
+            if names.iter().filter(|n| *n == name).count() == 1 {
+                return name.clone();
+            }
+            let params: Vec<String> = m.params().iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("{name} {}", params.join(","))
+        })
+        .collect()
+}
+
 /// The first pass: every policy's promotions, by slow-tier frame.
 pub struct Promotions {
     verdicts: FaultVerdicts,
@@ -120,8 +137,9 @@ pub struct Promotions {
     /// Faults on a frame after the kernel moved its page away (another
     /// page there): not followed.
     reused_frames: u64,
-    /// The trace's span (its start, its last event): the truth is read
-    /// over it only, as a frame may hold other pages before and after.
+    /// The trace's span (its start, its last event or counter snapshot):
+    /// the truth is read over it only, as a frame may hold other pages
+    /// before and after.
     started_ns: u64,
     last_ns: u64,
 }
@@ -141,10 +159,10 @@ impl Promotions {
     }
 
     fn with_plan(plan: MapPlan, models: Vec<Box<dyn Policy>>) -> Promotions {
-        let verdicts = FaultVerdicts::new(models);
         let names: Vec<String> = std::iter::once("kernel".to_owned())
-            .chain(verdicts.names())
+            .chain(labels(&models))
             .collect();
+        let verdicts = FaultVerdicts::new(models);
         let max_pages = PAGE_BUDGET_BYTES / Page::bytes(names.len());
         Promotions {
             verdicts,
@@ -227,6 +245,13 @@ impl Sink for Promotions {
             Event::Fault(f) => self.fault(f),
             Event::Demote(_) | Event::Skip(_) => {}
         }
+        Ok(())
+    }
+
+    /// Counter snapshots mark the trace's time where no event falls (the
+    /// last one is taken as the recording stops).
+    fn snapshot(&mut self, s: &Snapshot) -> Result<()> {
+        self.last_ns = self.last_ns.max(s.ts_ns);
         Ok(())
     }
 }
