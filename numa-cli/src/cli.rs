@@ -400,6 +400,13 @@ pub(crate) struct ReplayArgs {
     /// share of the accesses, per hot rule.
     #[arg(long, value_name = "FILE", conflicts_with = "csv")]
     pub truth: Option<PathBuf>,
+    #[command(flatten)]
+    pub score: ScoreArgs,
+}
+
+/// The scorecard's rules, for the commands that take `--truth`.
+#[derive(Debug, Args, Clone)]
+pub(crate) struct ScoreArgs {
     /// The scorecard's hot rules: accesses in one truth window that make a
     /// page hot there, 1 to 4 comma-separated values (1 to 1000000000).
     #[arg(long, default_value = "1,8", requires = "truth", value_parser = ranges::hot_rules)]
@@ -411,6 +418,15 @@ pub(crate) struct ReplayArgs {
     #[arg(long, default_value_t = 10.0, requires = "truth",
           value_parser = ranges::real(0.1, 86_400.0, "seconds"))]
     pub horizon_s: f64,
+}
+
+impl ScoreArgs {
+    pub(crate) fn rules(&self) -> numa_core::model::scorecard::Rules {
+        numa_core::model::scorecard::Rules {
+            hot_accesses: self.hot_accesses.0.clone(),
+            horizon_ns: (self.horizon_s * 1e9) as u64,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -466,10 +482,13 @@ pub(crate) struct ReportArgs {
     /// The page's virtual address (with --pid).
     #[arg(long, value_parser = ranges::user_addr, requires = "pid")]
     pub addr: Option<u64>,
-    /// A truth file of the same run for the page's timeline (with --pid
-    /// and --addr), as `explain --truth`.
-    #[arg(long, value_name = "FILE", requires = "pid")]
+    /// A truth file of the same run (one trace): adds the scorecard, as
+    /// `replay --truth` gives it, and with --pid and --addr the page's
+    /// true accesses, as `explain --truth`.
+    #[arg(long, value_name = "FILE")]
     pub truth: Option<PathBuf>,
+    #[command(flatten)]
+    pub score: ScoreArgs,
 }
 
 #[derive(Debug, Args)]

@@ -6,14 +6,14 @@ use std::{io::Write, process::ExitCode, time::Duration};
 use anyhow::{bail, Context, Result};
 
 use crate::{
-    cli::{ModelArgs, ReplayArgs, ShadowArgs},
+    cli::{ModelArgs, ReplayArgs, ScoreArgs, ShadowArgs},
     progress::Output::AtEnd,
 };
 use numa_core::{
     model::{
         funnel::Watch,
         policy::{self, KernelDefaults},
-        scorecard::{Promotions, Rules, Scorecard},
+        scorecard::{Promotions, Scorecard},
         shadow::Shadow,
     },
     sink::Sink,
@@ -162,14 +162,16 @@ fn scorecard(p: Option<Promotions>, args: &ReplayArgs) -> Result<Option<Scorecar
     let (Some(p), Some(path)) = (p, &args.truth) else {
         return Ok(None);
     };
+    judge(p, path, &args.score).map(Some)
+}
+
+/// The promotions `p` read from a trace judged against the truth file at
+/// `path`.
+pub(crate) fn judge(p: Promotions, path: &std::path::Path, score: &ScoreArgs) -> Result<Scorecard> {
     let named = || format!("--truth {}", path.display());
     let file = std::fs::File::open(path).with_context(named)?;
     let truth = numa_core::truth::TruthReader::new(file).with_context(named)?;
-    let rules = Rules {
-        hot_accesses: args.hot_accesses.0.clone(),
-        horizon_ns: (args.horizon_s * 1e9) as u64,
-    };
-    p.score(truth, &rules).with_context(named).map(Some)
+    p.score(truth, &score.rules()).with_context(named)
 }
 
 fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitCode> {

@@ -3,8 +3,9 @@
 //! fault-delta distributions by outcome, the kernel threshold over time,
 //! each model's agreement with the kernel and a fault-count threshold sweep.
 //! Several traces (hosts, runs) make a fleet page: every chart row holds
-//! one column per trace, on axes shared across the row. With `--pid` and
-//! `--addr`, one page's timeline follows (`explain`'s). The page is drawn
+//! one column per trace, on axes shared across the row. With `--truth`,
+//! the scorecard (`replay --truth`'s) follows, and with `--pid` and
+//! `--addr` one page's timeline (`explain`'s). The page is drawn
 //! by `numa_render::report`; this module picks the output file.
 use std::{
     path::{Path, PathBuf},
@@ -12,7 +13,14 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use numa_core::sink::Sink;
+use numa_core::{
+    model::{
+        policy::KernelDefaults,
+        scorecard::{Promotions, Scorecard},
+    },
+    sink::Sink,
+};
+use numa_render::report::Extras;
 use numa_source::Source;
 
 use crate::{cli::ReportArgs, progress};
@@ -50,6 +58,15 @@ pub(crate) fn run(args: &ReportArgs) -> Result<ExitCode> {
     let mut inputs: Vec<&Path> = args.traces.iter().map(PathBuf::as_path).collect();
     inputs.extend(args.truth.as_deref());
     numa_host::fs::check_not_input(Some(&out), &inputs)?;
+    let scorecard = match (&args.truth, &args.traces[..]) {
+        (Some(truth), [trace]) => Some(scorecard(trace, truth, args)?),
+        (Some(_), _) => bail!(
+            "--truth scores one trace against the run it records; {} were given: report on \
+             that trace alone",
+            args.traces.len()
+        ),
+        (None, _) => None,
+    };
     let page = match (args.pid, args.addr, &args.traces[..]) {
         (Some(pid), Some(addr), [trace]) => Some(crate::page_timeline(
             trace,
@@ -71,12 +88,25 @@ pub(crate) fn run(args: &ReportArgs) -> Result<ExitCode> {
     let html = numa_render::report::render(
         &args.traces,
         &args.models.sel.models,
-        page.as_ref(),
+        Extras {
+            scorecard: scorecard.as_ref(),
+            timeline: page.as_ref(),
+        },
         &mut read,
     )?;
     crate::write_output(Some(&out), html.as_bytes())?;
     log::info!("wrote {}", out.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The trace's promotions, the models' of `--model`, judged against the
+/// truth file.
+fn scorecard(trace: &Path, truth: &Path, args: &ReportArgs) -> Result<Scorecard> {
+    let header = numa_core::trace::Reader::open(trace)?.header;
+    let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
+    let mut p = Promotions::new(&header, args.models.sel.policies(&k)?)?;
+    crate::read_trace(trace, progress::Output::AtEnd, &mut [&mut p])?;
+    crate::evaluate::judge(p, truth, &args.score)
 }
 
 /// Refuses a trace named twice (the same file by any path): its column

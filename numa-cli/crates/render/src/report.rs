@@ -19,6 +19,7 @@ use crate::explain::Timeline;
 use crate::ReadTrace;
 use axes::Axes;
 use charts::{ThresholdTimeline, SWEEP};
+use numa_core::model::scorecard::Scorecard;
 use numa_core::{
     model::{
         policy::{self, KernelDefaults, ModelDefaults},
@@ -28,11 +29,19 @@ use numa_core::{
     trace::{self, Header},
 };
 
+/// What a page shows after the charts of one trace: the scorecard, and
+/// one page's timeline.
+#[derive(Default, Clone, Copy)]
+pub struct Extras<'a> {
+    pub scorecard: Option<&'a Scorecard>,
+    pub timeline: Option<&'a Timeline>,
+}
+
 /// Renders the report page of one trace, or the fleet page of several.
 pub fn render(
     paths: &[PathBuf],
     model_specs: &[String],
-    timeline: Option<&Timeline>,
+    extras: Extras,
     read: &mut ReadTrace,
 ) -> Result<String> {
     let traces = paths
@@ -50,7 +59,7 @@ pub fn render(
         .iter()
         .map(|t| charts::all(&t.g, t.hot_ms, &ax, width))
         .collect::<Result<Vec<_>>>()?;
-    Ok(page::page(&traces, &charts, timeline))
+    Ok(page::page(&traces, &charts, extras))
 }
 
 /// One trace of the page and what a pass over it gathered.

@@ -6,18 +6,16 @@ use std::{fmt::Write as _, path::Path};
 
 use numa_core::trace::Header;
 
-use crate::explain::Timeline;
-
 use super::{
     charts::{Svg, TITLES},
     fleet,
     html::{esc, style},
-    Gathered, Trace,
+    Extras, Gathered, Trace,
 };
 
 /// Assembles the page around the already drawn charts, `charts[i]` of
 /// `traces[i]` in the order of `TITLES`.
-pub(super) fn page(traces: &[Trace], charts: &[[Svg; 7]], timeline: Option<&Timeline>) -> String {
+pub(super) fn page(traces: &[Trace], charts: &[[Svg; 7]], extras: Extras) -> String {
     let mut h = String::new();
     match (traces, charts) {
         ([t], [svgs]) => {
@@ -29,7 +27,18 @@ pub(super) fn page(traces: &[Trace], charts: &[[Svg; 7]], timeline: Option<&Time
         }
         _ => fleet::write(&mut h, traces, charts),
     }
-    if let Some(t) = timeline {
+    if let Some(c) = extras.scorecard {
+        let mut text = Vec::new();
+        // Writing to a Vec cannot fail.
+        let _ = crate::scorecard::write_human(c, &mut text);
+        let _ = write!(
+            h,
+            "<h2>Scorecard against the truth</h2><p class=\"note\">As <code>numatrace replay \
+             --truth</code> prints it.</p><pre>{}</pre>",
+            esc(String::from_utf8_lossy(&text).trim())
+        );
+    }
+    if let Some(t) = extras.timeline {
         let _ = write!(
             h,
             "<h2>One page: pid {} page {:#x}</h2><p class=\"note\">Times in seconds since the \
