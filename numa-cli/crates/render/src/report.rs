@@ -157,7 +157,7 @@ mod tests {
         let mut read = |p: &Path, sinks: &mut [&mut dyn numa_core::sink::Sink]| {
             Ok(numa_source::Source::read_file(p, sinks, &mut |_| {})?.warning)
         };
-        let html = render(&[trace], &[], None, &mut read).expect("report");
+        let html = render(&[trace], &[], Extras::default(), &mut read).expect("report");
         assert_eq!(
             html.matches("<svg").count(),
             charts::TITLES.len(),
