@@ -80,7 +80,9 @@ fn write_truth(path: &std::path::Path) {
             v.extend_from_slice(&x.to_le_bytes());
         }
     }
-    let counts = (3..=5).map(|w| (w, 1001)).chain((6..=10).map(|w| (w, 5001)));
+    let counts = (3..=5)
+        .map(|w| (w, 1001))
+        .chain((6..=10).map(|w| (w, 5001)));
     for (window, pfn) in counts {
         let c = PageCount {
             window,
@@ -100,7 +102,14 @@ fn the_kernels_promotion_is_scored_in_the_json_and_on_the_page() {
     write_trace(&t);
     write_truth(&truth);
     let (t, truth) = (t.to_str().expect("utf-8"), truth.to_str().expect("utf-8"));
-    let args = ["--truth", truth, "--hot-accesses", "1,5", "--horizon-s", "3"];
+    let args = [
+        "--truth",
+        truth,
+        "--hot-accesses",
+        "1,5",
+        "--horizon-s",
+        "3",
+    ];
     let out = run(&[&["replay", t, "--json"][..], &args].concat());
     assert!(out.status.success(), "replay: {out:?}");
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
@@ -118,7 +127,11 @@ fn the_kernels_promotion_is_scored_in_the_json_and_on_the_page() {
     // Four accesses a window are not five: nothing is hot.
     assert_eq!(card["rules"][1]["hot_pages"], 0, "{card}");
 
-    let out = run(&[&["report", t, "-o", html.to_str().expect("utf-8")][..], &args].concat());
+    let out = run(&[
+        &["report", t, "-o", html.to_str().expect("utf-8")][..],
+        &args,
+    ]
+    .concat());
     assert!(out.status.success(), "report: {out:?}");
     let page = std::fs::read_to_string(&html).expect("the page");
     let text = run(&[&["replay", t][..], &args].concat());
