@@ -9,7 +9,7 @@ use numa_core::{
     decode::{fixtures::fault, Event, Snapshot},
     mapplan::{MapPlan, PfnSpan},
     trace,
-    truth::{PageCount, TRUTH_MAGIC},
+    truth::{PageCount, Window},
 };
 use numa_ebpf_common::{fault_flags, Outcome};
 use serde_json::Value;
@@ -41,18 +41,12 @@ fn dir() -> PathBuf {
 fn write_trace(path: &std::path::Path) {
     let mut header = trace::fixtures::header();
     header.started_mono_ns = T0;
-    header.map_plan = Some(MapPlan {
-        budget_bytes: 1 << 20,
-        fixed_bytes: 0,
-        slot_bytes: 8,
-        spans: vec![PfnSpan {
-            node: 1,
-            start: 1000,
-            end: 2000,
-        }],
-        shift: 0,
-        slots: 1000,
-    });
+    let span = PfnSpan {
+        node: 1,
+        start: 1000,
+        end: 2000,
+    };
+    header.map_plan = Some(MapPlan::choose(1 << 20, 0, 8, vec![span]).expect("a plan"));
     let mut f = fault(5500, 1001, 50, Outcome::PromoteHot);
     f.flags |= fault_flags::MIGRATE_TRIED;
     f.migrate_ok = 1;
@@ -72,27 +66,25 @@ fn write_trace(path: &std::path::Path) {
 /// Twenty one-second windows from T0: the page at its slow frame in
 /// windows 3 to 5, at its DRAM frame in 6 to 10, 4 accesses each.
 fn write_truth(path: &std::path::Path) {
-    let mut v = TRUTH_MAGIC.to_vec();
-    v.extend_from_slice(&20u32.to_le_bytes());
-    v.extend_from_slice(&0u32.to_le_bytes());
-    for i in 0..20 {
-        for x in [T0 + i * S, T0 + (i + 1) * S, 1000] {
-            v.extend_from_slice(&x.to_le_bytes());
-        }
-    }
-    let counts = (3..=5)
+    let windows: Vec<Window> = (0..20)
+        .map(|i| Window {
+            start_ns: T0 + i * S,
+            end_ns: T0 + (i + 1) * S,
+            clock_err_ns: 1000,
+        })
+        .collect();
+    let counts: Vec<PageCount> = (3..=5)
         .map(|w| (w, 1001))
-        .chain((6..=10).map(|w| (w, 5001)));
-    for (window, pfn) in counts {
-        let c = PageCount {
+        .chain((6..=10).map(|w| (w, 5001)))
+        .map(|(window, pfn)| PageCount {
             window,
             pfn,
             loads: 2,
             stores: 2,
-        };
-        v.extend_from_slice(&c.to_bytes());
-    }
-    std::fs::write(path, v).expect("write the truth");
+        })
+        .collect();
+    let file = numa_core::truth::encode(&windows, &counts).expect("a truth file");
+    std::fs::write(path, file).expect("write the truth");
 }
 
 #[test]

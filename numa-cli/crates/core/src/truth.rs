@@ -170,20 +170,12 @@ pub fn assemble(raw: impl Read, ticks: &[Tick], mut out: impl Write) -> Result<A
     raw.read_exact(&mut magic)
         .context("raw truth file: no header")?;
     ensure!(&magic == RAW_MAGIC, "not a raw truth file (bad magic)");
-    let n = u32::try_from(windows.len()).context("too many windows")?;
-    out.write_all(TRUTH_MAGIC)?;
-    out.write_all(&n.to_le_bytes())?;
-    out.write_all(&0u32.to_le_bytes())?;
+    let n = write_header(&mut out, &windows)?;
     let mut done = Assembled {
         windows: n,
         clock_err_ns: windows.iter().map(|w| w.clock_err_ns).max().unwrap_or(0),
         ..Assembled::default()
     };
-    for w in &windows {
-        for v in [w.start_ns, w.end_ns, w.clock_err_ns] {
-            out.write_all(&v.to_le_bytes())?;
-        }
-    }
     let mut seen_ticks = 0u64;
     while let Some(r) = next_record(&mut raw)? {
         if r.pfn == TICK {
@@ -209,6 +201,31 @@ pub fn assemble(raw: impl Read, ticks: &[Tick], mut out: impl Write) -> Result<A
     );
     out.flush()?;
     Ok(done)
+}
+
+/// A truth file's head: its magic, the window count and the windows.
+fn write_header(out: &mut impl Write, windows: &[Window]) -> Result<u32> {
+    let n = u32::try_from(windows.len()).context("too many windows")?;
+    out.write_all(TRUTH_MAGIC)?;
+    out.write_all(&n.to_le_bytes())?;
+    out.write_all(&0u32.to_le_bytes())?;
+    for w in windows {
+        for v in [w.start_ns, w.end_ns, w.clock_err_ns] {
+            out.write_all(&v.to_le_bytes())?;
+        }
+    }
+    Ok(n)
+}
+
+/// A whole truth file in memory: `windows`, then `counts` (in the file's
+/// order: by window, then page).
+pub fn encode(windows: &[Window], counts: &[PageCount]) -> Result<Vec<u8>> {
+    let mut v = Vec::new();
+    write_header(&mut v, windows)?;
+    for c in counts {
+        v.extend_from_slice(&c.to_bytes());
+    }
+    Ok(v)
 }
 
 /// The next record, `None` at the end; a torn record is an error.

@@ -580,7 +580,7 @@ fn pfn_text(pfn: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use numa_core::truth::{PageCount, TRUTH_MAGIC};
+    use numa_core::truth::{PageCount, Window};
 
     fn fault(ts_ns: u64, pages: u64, src_pfn: u64, dst_pfn: u64) -> Entry {
         Entry::HintFault {
@@ -619,25 +619,24 @@ mod tests {
 
     /// A truth file: windows `[start, end)`, then (window, pfn, loads).
     fn truth(windows: &[(u64, u64)], counts: &[(u32, u32, u32)]) -> Vec<u8> {
-        let mut v = TRUTH_MAGIC.to_vec();
-        let n = u32::try_from(windows.len()).expect("few windows");
-        v.extend_from_slice(&n.to_le_bytes());
-        v.extend_from_slice(&[0; 4]);
-        for &(start, end) in windows {
-            for x in [start, end, 3] {
-                v.extend_from_slice(&x.to_le_bytes());
-            }
-        }
-        for &(window, pfn, loads) in counts {
-            let c = PageCount {
+        let windows: Vec<Window> = windows
+            .iter()
+            .map(|&(start_ns, end_ns)| Window {
+                start_ns,
+                end_ns,
+                clock_err_ns: 3,
+            })
+            .collect();
+        let counts: Vec<PageCount> = counts
+            .iter()
+            .map(|&(window, pfn, loads)| PageCount {
                 window,
                 pfn,
                 loads,
                 stores: 1,
-            };
-            v.extend_from_slice(&c.to_bytes());
-        }
-        v
+            })
+            .collect();
+        numa_core::truth::encode(&windows, &counts).expect("a truth file")
     }
 
     #[test]

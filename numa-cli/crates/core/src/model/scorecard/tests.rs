@@ -7,7 +7,7 @@ use crate::{
     decode::fixtures::fault,
     mapplan::PfnSpan,
     model::policy::{Decision, FaultView, Step},
-    truth::{PageCount, TruthReader, TRUTH_MAGIC},
+    truth::{PageCount, TruthReader, Window},
 };
 
 const S: u64 = 1_000_000_000;
@@ -33,19 +33,14 @@ impl Policy for Names {
     }
 }
 
+/// The slow tier at frames 1000..2000, every frame followed.
 fn plan() -> MapPlan {
-    MapPlan {
-        budget_bytes: 0,
-        fixed_bytes: 0,
-        slot_bytes: 8,
-        spans: vec![PfnSpan {
-            node: 1,
-            start: 1000,
-            end: 2000,
-        }],
-        shift: 0,
-        slots: 1000,
-    }
+    let span = PfnSpan {
+        node: 1,
+        start: 1000,
+        end: 2000,
+    };
+    MapPlan::choose(1 << 20, 0, 8, vec![span]).expect("a plan")
 }
 
 /// A refused hint fault on slow frame `pfn` at `ms` after T0.
@@ -68,26 +63,24 @@ fn promoted(ms: u64, pfn: u64, dst: u64) -> FaultEvent {
 /// A truth file of `n` one-second windows from T0 and `counts` (window,
 /// pfn, accesses), sorted as the file keeps them.
 fn truth(n: u32, counts: &[(u32, u32, u32)]) -> Vec<u8> {
-    let mut v = TRUTH_MAGIC.to_vec();
-    v.extend_from_slice(&n.to_le_bytes());
-    v.extend_from_slice(&0u32.to_le_bytes());
-    for i in 0..u64::from(n) {
-        for x in [T0 + i * S, T0 + (i + 1) * S, 1000] {
-            v.extend_from_slice(&x.to_le_bytes());
-        }
-    }
-    let mut counts = counts.to_vec();
-    counts.sort_unstable_by_key(|&(w, pfn, _)| (w, pfn));
-    for (window, pfn, loads) in counts {
-        let c = PageCount {
+    let windows: Vec<Window> = (0..u64::from(n))
+        .map(|i| Window {
+            start_ns: T0 + i * S,
+            end_ns: T0 + (i + 1) * S,
+            clock_err_ns: 1000,
+        })
+        .collect();
+    let mut counts: Vec<PageCount> = counts
+        .iter()
+        .map(|&(window, pfn, loads)| PageCount {
             window,
             pfn,
             loads,
             stores: 0,
-        };
-        v.extend_from_slice(&c.to_bytes());
-    }
-    v
+        })
+        .collect();
+    counts.sort_unstable_by_key(|c| (c.window, c.pfn));
+    crate::truth::encode(&windows, &counts).expect("a truth file")
 }
 
 /// The faults, then the trace's end at 20 s (the tests' truth is 20 s).
