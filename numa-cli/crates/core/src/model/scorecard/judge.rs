@@ -195,7 +195,8 @@ impl Promotions {
     }
 
     /// The followed page an access at `pfn` in `w` is of: the one at its
-    /// slow frame until the kernel moved it, then at its top-tier frame.
+    /// slow frame until the kernel moved it, then at its top-tier frame
+    /// until reclaim demoted it from there.
     fn owner(&mut self, pfn: u64, on_slow: bool, w: &Window) -> Option<&mut Page> {
         if on_slow {
             let page = self.page(pfn)?;
@@ -207,7 +208,7 @@ impl Promotions {
         let slow = *self.at_top.get(&pfn)?;
         let page = self.pages.get_mut(&slow)?;
         let (_, at) = page.moved?;
-        (at < w.end_ns).then_some(page)
+        (at < w.end_ns && w.start_ns < page.left_ns).then_some(page)
     }
 
     fn judge(&self, windows: &[Window], rules: &Rules, t: &Tally) -> Scorecard {

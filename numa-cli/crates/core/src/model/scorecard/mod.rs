@@ -36,7 +36,7 @@ mod tests;
 use std::collections::HashMap;
 
 use anyhow::{Context, Result};
-use numa_ebpf_common::FaultEvent;
+use numa_ebpf_common::{DemoteEvent, FaultEvent};
 
 use crate::{
     decode::{Event, Snapshot},
@@ -77,6 +77,8 @@ struct Page {
     promoted_ns: Box<[u64]>,
     /// The kernel's move: the top-tier frame, and when.
     moved: Option<(u64, u64)>,
+    /// When reclaim demoted it from that frame ([`NEVER`]: it stayed).
+    left_ns: u64,
     /// Per rule: the start of the first window it was hot in on the slow
     /// tier.
     first_hot_ns: [u64; MAX_RULES],
@@ -94,6 +96,7 @@ impl Page {
         Page {
             promoted_ns: vec![NEVER; policies].into_boxed_slice(),
             moved: None,
+            left_ns: NEVER,
             first_hot_ns: [NEVER; MAX_RULES],
             hot_near: vec![0; policies * MAX_RULES].into_boxed_slice(),
         }
@@ -236,6 +239,23 @@ impl Promotions {
     }
 }
 
+impl Promotions {
+    /// A promoted page demoted from its top-tier frame: the frame's later
+    /// accesses are another page's (where it went is another slow frame).
+    fn demotion(&mut self, d: &DemoteEvent) {
+        for i in 0..u64::from(d.nr_pages.max(1)) {
+            let Some(&slow) = self.at_top.get(&(d.src_pfn + i)) else {
+                continue;
+            };
+            if let Some(page) = self.pages.get_mut(&slow) {
+                if page.left_ns == NEVER && page.moved.is_some_and(|(_, at)| at <= d.ts_ns) {
+                    page.left_ns = d.ts_ns;
+                }
+            }
+        }
+    }
+}
+
 impl Sink for Promotions {
     fn event(&mut self, ev: &Event) -> Result<()> {
         self.started_ns = self.started_ns.min(ev.ts_ns());
@@ -243,7 +263,8 @@ impl Sink for Promotions {
         match ev {
             Event::Scan(s) => self.verdicts.scan(s),
             Event::Fault(f) => self.fault(f),
-            Event::Demote(_) | Event::Skip(_) => {}
+            Event::Demote(d) => self.demotion(d),
+            Event::Skip(_) => {}
         }
         Ok(())
     }

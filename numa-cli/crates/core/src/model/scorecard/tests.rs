@@ -259,3 +259,25 @@ fn a_model_promoting_as_the_kernel_did_projects_its_measured_share() {
     let shares: Vec<_> = card.shares.iter().map(|s| s.slow_access_share).collect();
     assert_eq!(shares, [Some(12.0 / 25.0), Some(12.0 / 25.0)]);
 }
+
+/// A promoted page reclaim demoted again leaves its DRAM frame: that
+/// frame's later accesses are not the page's.
+#[test]
+fn a_demoted_page_leaves_its_dram_frame() {
+    let mut p = Promotions::with_plan(plan(), Vec::new());
+    run(&mut p, &[promoted(2500, 1001, 5001)]);
+    let mut d = crate::decode::fixtures::demotion(T0 + 4 * S, 0, 0);
+    d.src_pfn = 5001;
+    d.dst_pfn = 1900;
+    p.event(&Event::Demote(d)).expect("demotion");
+    // Hot at 5001 in window 3 (the page's), and in 8 (another page's).
+    let file = truth(20, &[(1, 1001, 5), (3, 5001, 5), (8, 5001, 5)]);
+    let card = p
+        .score(TruthReader::new(&file[..]).expect("truth"), &rules())
+        .expect("score");
+    assert_eq!(card.slow_page_accesses, 10);
+    assert_eq!(
+        score(&card.rules[0].policies[0]),
+        (1, 1, 1, 0, Some(1500.0))
+    );
+}
