@@ -125,11 +125,7 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<ExitCode> {
     engine.set_toptier_mask(header.params.as_ref().map_or(1, |p| p.toptier_mask));
     let mut funnel = Watch::new(header.params.as_ref().map_or(1, |p| p.toptier_mask));
     let mut promotions = promotions(args, &header, || args.models.sel.policies(&k))?;
-    {
-        let mut sinks: Vec<&mut dyn Sink> = vec![&mut engine, &mut funnel];
-        sinks.extend(promotions.as_mut().map(|p| p as &mut dyn Sink));
-        crate::read_trace(&args.trace, AtEnd, &mut sinks)?;
-    }
+    read_with(args, vec![&mut engine, &mut funnel], promotions.as_mut())?;
     let card = scorecard(promotions, args)?;
     emit(
         &Output::new(
@@ -168,10 +164,19 @@ fn scorecard(p: Option<Promotions>, args: &ReplayArgs) -> Result<Option<Scorecar
 /// The promotions `p` read from a trace judged against the truth file at
 /// `path`.
 pub(crate) fn judge(p: Promotions, path: &std::path::Path, score: &ScoreArgs) -> Result<Scorecard> {
-    let named = || format!("--truth {}", path.display());
-    let file = std::fs::File::open(path).with_context(named)?;
-    let truth = numa_core::truth::TruthReader::new(file).with_context(named)?;
-    p.score(truth, &score.rules()).with_context(named)
+    p.score(crate::open_truth(path)?, &score.rules())
+        .with_context(|| format!("--truth {}", path.display()))
+}
+
+/// Reads the trace into `sinks` and, with `--truth`, into the
+/// scorecard's first pass in the same pass.
+fn read_with<'a>(
+    args: &ReplayArgs,
+    mut sinks: Vec<&'a mut dyn Sink>,
+    promotions: Option<&'a mut Promotions>,
+) -> Result<()> {
+    sinks.extend(promotions.map(|p| p as &mut dyn Sink));
+    crate::read_trace(&args.trace, AtEnd, &mut sinks)
 }
 
 fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitCode> {
@@ -201,11 +206,7 @@ fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitC
     let header = trace::Reader::open(&args.trace)?.header;
     engine.set_toptier_mask(header.params.as_ref().map_or(1, |p| p.toptier_mask));
     let mut promotions = promotions(args, &header, models)?;
-    {
-        let mut sinks: Vec<&mut dyn Sink> = vec![&mut engine];
-        sinks.extend(promotions.as_mut().map(|p| p as &mut dyn Sink));
-        crate::read_trace(&args.trace, AtEnd, &mut sinks)?;
-    }
+    read_with(args, vec![&mut engine], promotions.as_mut())?;
     let card = scorecard(promotions, args)?;
     let r = engine.report();
     let mut buf = Vec::new();

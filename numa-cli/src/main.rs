@@ -71,12 +71,20 @@ pub(crate) fn page_timeline(
     let mut timeline = Timeline::new(target, ids, &header)?;
     read_trace(trace, progress::Output::AtEnd, &mut [&mut timeline])?;
     if let Some(path) = truth {
-        let named = || format!("--truth {}", path.display());
-        let file = std::fs::File::open(path).with_context(named)?;
-        let truth = numa_core::truth::TruthReader::new(file).with_context(named)?;
-        timeline.add_truth(truth).with_context(named)?;
+        timeline
+            .add_truth(open_truth(path)?)
+            .with_context(|| format!("--truth {}", path.display()))?;
     }
     Ok(timeline)
+}
+
+/// The truth file `--truth` names, its header read.
+pub(crate) fn open_truth(
+    path: &std::path::Path,
+) -> Result<numa_core::truth::TruthReader<std::fs::File>> {
+    let named = || format!("--truth {}", path.display());
+    let file = std::fs::File::open(path).with_context(named)?;
+    numa_core::truth::TruthReader::new(file).with_context(named)
 }
 
 /// `explain`: one page's timeline as text or JSON.

@@ -5,7 +5,7 @@
 //! vmstat's pgpromote_success counts).
 use std::io::Write;
 
-use numa_core::printable::printable;
+use numa_core::{model::policy::params_text, printable::printable};
 
 use super::PromoteReport;
 
@@ -73,12 +73,7 @@ fn write_kernel(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> 
 
 /// The run, and what the pipeline saw and asked for.
 fn write_header(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> {
-    let params: Vec<String> = r
-        .facts
-        .model_params
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
+    let params = params_text(&r.facts.model_params, ",");
     let m = &r.mover;
     let e = &r.events;
     writeln!(
@@ -89,7 +84,7 @@ fn write_header(r: &PromoteReport, out: &mut impl Write) -> std::io::Result<()> 
         r.facts.stopped,
         r.facts.scope,
         r.facts.model,
-        params.join(",")
+        params
     )?;
     writeln!(
         out,

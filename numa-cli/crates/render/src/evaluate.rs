@@ -7,6 +7,7 @@ use anyhow::Result;
 
 use numa_core::model::{
     funnel::{ProcessFunnel, Watch},
+    policy::params_text,
     scorecard::Scorecard,
     shadow::{Agreement, RefaultReport, Shadow, ShadowReport},
 };
@@ -109,13 +110,12 @@ pub fn write_csv(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()> 
          decision_pages,kernel_promote_pages,promote_pages,reject_pages,both_pages,kernel_only_pages,model_only_pages,neither_pages,agreement_pages_pct,refault_followed_pages,refaulted_pages,refaulted_pages_pct,\
          pingpong_shared,pingpong_avoided")?;
     for m in &r.models {
-        let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let (a, e) = (&m.agreement, &m.refault_after_model_only);
         writeln!(
             out,
             "{},{},{},{},{},{},{},{},{},{},{:.2},{},{},{:.2},{},{},{},{},{},{},{},{},{:.2},{},{},{:.2},{},{}",
             m.name,
-            params.join(";"),
+            params_text(&m.params, ";"),
             r.decisions,
             r.kernel.promote,
             m.promote,
@@ -265,8 +265,7 @@ fn write_policies(r: &ShadowReport, out: &mut impl Write) -> std::io::Result<()>
         )
     })?;
     for m in &r.models {
-        let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let label = truncate(&format!("{} {}", m.name, params.join(",")), 34);
+        let label = truncate(&format!("{} {}", m.name, params_text(&m.params, ",")), 34);
         two_rows(out, [&label, ""], |out, pages| {
             let (reasons, promote, agree) = if pages {
                 (

@@ -4,7 +4,7 @@
 //! and every chart row split into those columns (fleet.rs).
 use std::{fmt::Write as _, path::Path};
 
-use numa_core::trace::Header;
+use numa_core::{model::policy::params_text, trace::Header};
 
 use super::{
     charts::{Svg, TITLES},
@@ -121,7 +121,6 @@ fn write_tables(h: &mut String, g: &Gathered) {
     }
     let _ = write!(h, "</table><h2>Models</h2><table><tr><th>model</th><th>params</th><th>unit</th><th>promote</th><th>both</th><th>kernel only</th><th>model only</th><th>neither</th><th>agree %</th><th>refaulted after model-only</th></tr>");
     for m in &sr.models {
-        let params: Vec<String> = m.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let (a, e) = (&m.agreement, &m.refault_after_model_only);
         for (unit, row, agree, refaulted) in [
             (
@@ -147,7 +146,7 @@ fn write_tables(h: &mut String, g: &Gathered) {
                 h,
                 "<tr><td>{}</td><td>{}</td><td>{unit}</td>{}<td>{agree:.1}</td><td>{} / {}</td></tr>",
                 esc(&m.name),
-                esc(&params.join(", ")),
+                esc(&params_text(&m.params, ", ")),
                 cells(&row),
                 refaulted[0],
                 refaulted[1]

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use numa_core::model::{
     cgroups::OTHER_CGROUPS,
     lifecycle::{TripCounts, Trips},
+    policy::params_text,
 };
 use numa_ebpf_common::Counter;
 
@@ -181,16 +182,11 @@ impl Aggregator {
                 } else {
                     format!("{}{}", &base[..base.len().min(5)], k)
                 };
-                let params: Vec<String> = policy
-                    .params()
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect();
                 ModelView {
                     axis: axis_of(&name),
                     name,
                     short,
-                    params: params.join(","),
+                    params: params_text(&policy.params(), ","),
                     threshold: policy.threshold(),
                     promote_s: self.sys_rates.models.get(i).copied().unwrap_or(0.0),
                     agree_pct: pct(m.agree, self.sys_decided),

@@ -32,6 +32,12 @@ pub struct FaultView {
     pub latest_scan: Option<RangeScan>,
 }
 
+/// A model's parameters as `k=v` joined by `sep`, in their key order.
+pub fn params_text(params: &BTreeMap<String, String>, sep: &str) -> String {
+    let kv: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    kv.join(sep)
+}
+
 /// Where a decision ended in the kernel's sequence of checks (the
 /// benchmark-style counters a model projects, see `shadow::Projected`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

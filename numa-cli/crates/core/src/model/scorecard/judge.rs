@@ -138,32 +138,22 @@ impl Promotions {
             slow: 0,
             slow_by: vec![0; self.names.len()],
         };
-        let windows: Vec<Window> = truth.windows.iter().map(|w| self.within_trace(w)).collect();
+        let windows: Vec<Option<Window>> =
+            truth.windows.iter().map(|w| self.within_trace(w)).collect();
         while let Some(c) = truth.next_count()? {
             // next_count checked the window index against the file's.
-            let w = windows[c.window as usize];
-            if w.end_ns > w.start_ns {
+            if let Some(w) = windows[c.window as usize] {
                 self.count(&mut t, &w, u64::from(c.pfn), c.accesses(), rules);
             }
         }
         t.slow_by[0] = t.slow;
-        let used: Vec<Window> = windows
-            .into_iter()
-            .filter(|w| w.end_ns > w.start_ns)
-            .collect();
+        let used: Vec<Window> = windows.into_iter().flatten().collect();
         Ok(self.judge(&used, rules, &t))
     }
 
-    /// `w` if it lies within the trace's span, else an empty window.
-    fn within_trace(&self, w: &Window) -> Window {
-        if w.start_ns >= self.started_ns && w.end_ns <= self.last_ns {
-            *w
-        } else {
-            Window {
-                end_ns: w.start_ns,
-                ..*w
-            }
-        }
+    /// `w` if it lies within the trace's span.
+    fn within_trace(&self, w: &Window) -> Option<Window> {
+        (w.start_ns >= self.started_ns && w.end_ns <= self.last_ns).then_some(*w)
     }
 
     fn count(&mut self, t: &mut Tally, w: &Window, pfn: u64, a: u64, rules: &Rules) {

@@ -42,7 +42,7 @@ use crate::{
     decode::{Event, Snapshot},
     mapplan::MapPlan,
     model::{
-        policy::{Policy, PolicyBank},
+        policy::{params_text, Policy, PolicyBank},
         shadow::FaultVerdicts,
     },
     sink::Sink,
@@ -119,8 +119,7 @@ fn labels(models: &[Box<dyn Policy>]) -> Vec<String> {
             if names.iter().filter(|n| *n == name).count() == 1 {
                 return name.clone();
             }
-            let params: Vec<String> = m.params().iter().map(|(k, v)| format!("{k}={v}")).collect();
-            format!("{name} {}", params.join(","))
+            format!("{name} {}", params_text(&m.params(), ","))
         })
         .collect()
 }
