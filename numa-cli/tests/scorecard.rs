@@ -3,7 +3,7 @@
 //! page held, in the JSON and on the page; a trace without the slow tier's
 //! frames and a fleet of traces are refused with the reason.
 #![allow(unused_crate_dependencies)] // a test crate sees every dependency of its package
-use std::{path::PathBuf, process::Command};
+use std::process::Command;
 
 use numa_core::{
     decode::{fixtures::fault, Event, Snapshot},
@@ -14,26 +14,23 @@ use numa_core::{
 use numa_ebpf_common::{fault_flags, Outcome};
 use serde_json::Value;
 
+#[allow(dead_code)] // shared by the output tests: `names` is theirs
+mod output_common;
+use output_common::TempDir;
+
 const NUMATRACE: &str = env!("CARGO_BIN_EXE_numatrace");
 const S: u64 = 1_000_000_000;
 /// The fixtures' clock: fault `seq` is at `T0 + seq` ms.
 const T0: u64 = 1_000 * S;
-const OLD_TRACE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/testdata/hot-chunks-6.12.trace"
-);
+/// The recorded test trace, from before traces named the slow tier's
+/// frames.
+const OLD_TRACE: &str = output_common::TRACE;
 
 fn run(args: &[&str]) -> std::process::Output {
     Command::new(NUMATRACE)
         .args(args)
         .output()
         .expect("run numatrace")
-}
-
-fn dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("numatrace-scorecard-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
 }
 
 /// A 20-s trace of a slow tier at frames 1000..2000 in which the kernel
@@ -89,7 +86,8 @@ fn write_truth(path: &std::path::Path) {
 
 #[test]
 fn the_kernels_promotion_is_scored_in_the_json_and_on_the_page() {
-    let d = dir();
+    let d = TempDir::new("scorecard");
+    let d = &d.0;
     let (t, truth, html) = (d.join("t.trace"), d.join("t.truth"), d.join("page.html"));
     write_trace(&t);
     write_truth(&truth);
@@ -139,14 +137,12 @@ fn the_kernels_promotion_is_scored_in_the_json_and_on_the_page() {
     let out = run(&["report", t, OLD_TRACE, "--truth", truth, "-o", "-"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("one trace"), "{err}");
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
 fn a_trace_without_the_slow_tiers_frames_is_refused_with_the_reason() {
-    let d = dir().join("old");
-    std::fs::create_dir_all(&d).expect("dir");
-    let truth = d.join("t.truth");
+    let d = TempDir::new("scorecard-old");
+    let truth = d.0.join("t.truth");
     write_truth(&truth);
     let out = run(&[
         "replay",
@@ -159,5 +155,4 @@ fn a_trace_without_the_slow_tiers_frames_is_refused_with_the_reason() {
         !out.status.success() && err.contains("names no slow-tier frames"),
         "{err}"
     );
-    let _ = std::fs::remove_dir_all(&d);
 }
