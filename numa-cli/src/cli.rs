@@ -701,6 +701,19 @@ pub(crate) struct HotChunksArgs {
     #[arg(long, default_value_t = 0,
           value_parser = ranges::int(0u64, 3_600_000, "milliseconds"))]
     pub phase_ms: u64,
+    /// With --phase-ms, a phase lasts past it until the half not being
+    /// visited has lost this percentage of the pages it held on the DRAM
+    /// node when the phase began (1 to 100; one page in 16 queried, twice a
+    /// second): on a slow machine a fixed phase may end before the hot set
+    /// has pushed the other down. 0: phases of --phase-ms.
+    #[arg(long, default_value_t = 0,
+          value_parser = ranges::int(0u64, 100, "percent"))]
+    pub phase_push: u64,
+    /// With --phase-ms, stop at the end of this many phases (1 to 1000)
+    /// instead of at --duration, at most at --max-duration.
+    #[arg(long, default_value_t = 0,
+          value_parser = ranges::int(0u64, 1000, "phases"))]
+    pub phases: u64,
     /// MiB of a second mapping placed on the slow node like the first and
     /// never touched again, up to 1048576: a VMA the scanner finds cold
     /// (an inaccessible page between the two keeps them apart as VMAs).

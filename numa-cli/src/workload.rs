@@ -241,33 +241,38 @@ impl Region {
             .count()
     }
 
-    /// Node of each page (move_pages with null nodes = query).
+    /// Node of each page.
     pub(crate) fn page_nodes(&self) -> Vec<i32> {
-        let pages: Vec<*mut libc::c_void> = (0..self.len)
-            .step_by(PAGE)
-            .map(|o| {
-                // SAFETY: inside our mapping.
-                unsafe { self.ptr.add(o).cast() }
-            })
-            .collect();
-        let mut status = vec![-1i32; pages.len()];
-        // SAFETY: pages and status have the same length; pid 0 = self.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_move_pages,
-                0,
-                pages.len(),
-                pages.as_ptr(),
-                std::ptr::null::<i32>(),
-                status.as_mut_ptr(),
-                0,
-            )
-        };
-        if rc != 0 {
-            status.iter_mut().for_each(|s| *s = -1);
-        }
-        status
+        nodes_of(self.ptr, (0..self.len / PAGE).step_by(1))
     }
+}
+
+/// Node of each of the `pages` (page numbers) of the mapping at `base`,
+/// -1 for all when the query fails (move_pages with null nodes queries).
+fn nodes_of(base: *mut u8, pages: std::iter::StepBy<std::ops::Range<usize>>) -> Vec<i32> {
+    let pages: Vec<*mut libc::c_void> = pages
+        .map(|p| {
+            // SAFETY: the caller's pages lie inside the mapping.
+            unsafe { base.add(p * PAGE).cast() }
+        })
+        .collect();
+    let mut status = vec![-1i32; pages.len()];
+    // SAFETY: pages and status have the same length; pid 0 = self.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_pages,
+            0,
+            pages.len(),
+            pages.as_ptr(),
+            std::ptr::null::<i32>(),
+            status.as_mut_ptr(),
+            0,
+        )
+    };
+    if rc != 0 {
+        status.iter_mut().for_each(|s| *s = -1);
+    }
+    status
 }
 
 impl Drop for Region {
@@ -337,6 +342,8 @@ struct Accessed {
     visits: u64,
     accesses: u64,
     busy: Duration,
+    /// Each phase's length with `--phase-ms`.
+    phase_s: Vec<f64>,
 }
 
 /// The pages of one mapping as the access phase touches them, for as
@@ -393,6 +400,15 @@ impl<'a> Pages<'a> {
         }
     }
 
+    /// Of every `step`th page in `range`, those on `node`.
+    fn sampled_on(&self, range: std::ops::Range<usize>, step: usize, node: u32) -> usize {
+        let range = range.start.min(self.pages)..range.end.min(self.pages);
+        nodes_of(self.ptr, range.step_by(step))
+            .iter()
+            .filter(|&&n| n == node as i32)
+            .count()
+    }
+
     /// (first page, pages) of chunk `chunk` when the mapping holds it
     /// whole, else of the whole mapping.
     fn chunk_or_all(&self, chunk: usize, chunk_pages: usize) -> (usize, usize) {
@@ -410,6 +426,8 @@ struct Layout<'a> {
     slow: Pages<'a>,
     shared: Option<Pages<'a>>,
     chunk_pages: usize,
+    /// Where a page promoted lies (`--phase-push` asks).
+    dram_node: u32,
 }
 
 impl Layout<'_> {
@@ -463,10 +481,15 @@ impl Pace {
         }
     }
 
-    fn done(&self, a: &HotChunksArgs, visits: u64) -> bool {
+    /// Whether the access phase is over after `visits` visits and
+    /// `phases` whole phases (`--phase-ms`).
+    fn done(&self, a: &HotChunksArgs, visits: u64, phases: u64) -> bool {
         let now = Instant::now();
         if a.visits > 0 {
             return visits >= a.visits || now >= self.hard_deadline;
+        }
+        if a.phases > 0 {
+            return phases >= a.phases || now >= self.hard_deadline;
         }
         let faults_so_far = || hint_faults().saturating_sub(self.faults0);
         let met = now >= self.deadline
@@ -492,13 +515,14 @@ fn access_chunks(
 ) -> Result<Accessed> {
     let mut rng = Rng::new(stream_seed(a.seed, index, 0));
     let pace = Pace::new(a, start, faults0);
+    let phases = Phases::new(a, layout);
     if a.threads == 1 {
         let mut shared_next = false;
-        return Ok(visit_loop(a, &pace, &mut rng, |chunk, rng| {
+        return Ok(visit_loop(a, &pace, phases, &mut rng, |chunk, rng| {
             layout.visit(chunk, a.accesses, rng, &mut shared_next)
         }));
     }
-    crew_access(a, layout, index, &pace, &mut rng)
+    crew_access(a, layout, index, (&pace, phases), &mut rng)
 }
 
 /// Chunk visits until `pace` says done; `visit` makes one visit's
@@ -506,18 +530,18 @@ fn access_chunks(
 fn visit_loop(
     a: &HotChunksArgs,
     pace: &Pace,
+    mut phases: Phases,
     rng: &mut Rng,
     mut visit: impl FnMut(usize, &mut Rng),
 ) -> Accessed {
-    // The first chunk of a late-populated mapping stays untouched.
-    let first_chunk = usize::from(a.late_populate_ms > 0);
-    let chunks = a.slow_mb / a.chunk_mb - first_chunk as u64;
     let compute = (a.compute_ms > 0).then(|| Work::taking(Duration::from_millis(a.compute_ms)));
-    let began = Instant::now();
     let (mut visits, mut accesses, mut busy) = (0u64, 0u64, Duration::ZERO);
-    while !pace.done(a, visits) {
-        let (first, span) = hot_set(a.phase_ms, chunks, began.elapsed());
-        let chunk = first_chunk
+    loop {
+        let (first, span) = phases.hot_set();
+        if pace.done(a, visits, phases.ended()) {
+            break;
+        }
+        let chunk = phases.first_chunk
             + (first
                 + if a.in_turn {
                     visits % span
@@ -543,20 +567,147 @@ fn visit_loop(
         visits,
         accesses,
         busy,
+        phase_s: phases.lengths(a.phases),
     }
 }
 
-/// The chunks visited `elapsed` into the access phase, as (first, count)
-/// of `chunks`: all of them, or with `--phase-ms` the phase's half (A,
-/// the first half, in even phases; B, the rest, in odd ones).
-fn hot_set(phase_ms: u64, chunks: u64, elapsed: Duration) -> (u64, u64) {
-    if phase_ms == 0 {
-        return (0, chunks);
+/// One page in this many of the resting half is queried for its node
+/// (`--phase-push`).
+const PUSH_SAMPLE: usize = 16;
+/// How often a phase past `--phase-ms` asks whether it has pushed enough.
+const PUSH_CHECK: Duration = Duration::from_millis(500);
+
+/// The hot set with `--phase-ms`: the half of the chunks visited (A, the
+/// first half, in even phases; B, the rest, in odd ones), and when each
+/// phase ends.
+struct Phases<'a> {
+    /// The first chunk of a late-populated mapping stays untouched.
+    first_chunk: usize,
+    chunks: u64,
+    phase: Duration,
+    push_pct: u64,
+    slow: Pages<'a>,
+    chunk_pages: usize,
+    dram_node: u32,
+    /// When each phase began, the current one last.
+    began: Vec<Instant>,
+    /// Sampled pages of the resting half on the DRAM node when the
+    /// current phase began (`--phase-push`).
+    resting_at_start: usize,
+    next_check: Instant,
+}
+
+impl<'a> Phases<'a> {
+    fn new(a: &HotChunksArgs, layout: Layout<'a>) -> Self {
+        let first_chunk = usize::from(a.late_populate_ms > 0);
+        let now = Instant::now();
+        let mut p = Phases {
+            first_chunk,
+            chunks: a.slow_mb / a.chunk_mb - first_chunk as u64,
+            phase: Duration::from_millis(a.phase_ms),
+            push_pct: a.phase_push,
+            slow: layout.slow,
+            chunk_pages: layout.chunk_pages,
+            dram_node: layout.dram_node,
+            began: vec![now],
+            resting_at_start: 0,
+            next_check: now,
+        };
+        p.resting_at_start = p.resting_on_dram();
+        p
     }
-    let half = chunks / 2;
-    match (elapsed.as_millis() / u128::from(phase_ms)) % 2 {
-        0 => (0, half),
-        _ => (half, chunks - half),
+
+    /// Whole phases so far.
+    fn ended(&self) -> u64 {
+        self.began.len() as u64 - 1
+    }
+
+    /// (first, count) of the chunks to visit now: all of them, or the
+    /// current phase's half, starting the next phase when this one is over.
+    fn hot_set(&mut self) -> (u64, u64) {
+        if self.phase.is_zero() {
+            return (0, self.chunks);
+        }
+        while self.over() {
+            self.next();
+        }
+        self.half(self.ended() % 2)
+    }
+
+    /// (first, count) of half `h` (0: A, 1: B).
+    fn half(&self, h: u64) -> (u64, u64) {
+        let half = self.chunks / 2;
+        match h {
+            0 => (0, half),
+            _ => (half, self.chunks - half),
+        }
+    }
+
+    /// Whether the current phase is over: past `--phase-ms` and, with
+    /// `--phase-push`, once the resting half has lost that share of its
+    /// DRAM pages.
+    fn over(&mut self) -> bool {
+        let now = Instant::now();
+        let began = self.began.last().copied().unwrap_or(now);
+        if now < began + self.phase {
+            return false;
+        }
+        if self.push_pct == 0 {
+            return true;
+        }
+        if now < self.next_check {
+            return false;
+        }
+        self.next_check = now + PUSH_CHECK;
+        let kept = self.resting_at_start * (100 - self.push_pct as usize) / 100;
+        self.resting_on_dram() <= kept
+    }
+
+    /// Starts the next phase: at the end of the last one's `--phase-ms`
+    /// when phases are fixed (the same phases however slow the visits),
+    /// now when they wait for a push.
+    fn next(&mut self) {
+        let now = Instant::now();
+        let at = match self.began.last() {
+            Some(&b) if self.push_pct == 0 => b + self.phase,
+            _ => now,
+        };
+        self.began.push(at);
+        if self.push_pct > 0 {
+            self.resting_at_start = self.resting_on_dram();
+        }
+    }
+
+    /// Sampled pages of the half not visited in this phase on the DRAM node.
+    fn resting_on_dram(&self) -> usize {
+        if self.push_pct == 0 || self.phase.is_zero() {
+            return 0;
+        }
+        let (first, count) = self.half((self.ended() + 1) % 2);
+        let start = (self.first_chunk + first as usize) * self.chunk_pages;
+        let pages = start..start + count as usize * self.chunk_pages;
+        self.slow.sampled_on(pages, PUSH_SAMPLE, self.dram_node)
+    }
+
+    /// Each phase's length in seconds, the current one until now, at
+    /// most the first `limit` (0: all).
+    fn lengths(&self, limit: u64) -> Vec<f64> {
+        if self.phase.is_zero() {
+            return Vec::new();
+        }
+        let ends = self.began.iter().skip(1).copied().chain([Instant::now()]);
+        let all = self.began.len();
+        let limit = if limit == 0 {
+            all
+        } else {
+            all.min(limit as usize)
+        };
+        self.began
+            .iter()
+            .zip(ends)
+            .take(limit)
+            .map(|(b, e)| e.saturating_duration_since(*b).as_secs_f64())
+            .collect()
     }
 }
 
@@ -583,7 +734,7 @@ fn crew_access(
     a: &HotChunksArgs,
     layout: Layout,
     index: u64,
-    pace: &Pace,
+    (pace, phases): (&Pace, Phases),
     rng: &mut Rng,
 ) -> Result<Accessed> {
     let gate = Gate::default();
@@ -602,7 +753,7 @@ fn crew_access(
         }
         let own = share(a.accesses, a.threads, 0);
         let mut shared_next = false;
-        Ok(visit_loop(a, pace, rng, |chunk, rng| {
+        Ok(visit_loop(a, pace, phases, rng, |chunk, rng| {
             gate.open(chunk, helpers as usize);
             layout.visit(chunk, own, rng, &mut shared_next);
             gate.wait_done();
@@ -720,8 +871,9 @@ struct Setup {
 }
 
 impl Setup {
-    fn layout(&self, a: &HotChunksArgs) -> Layout<'_> {
+    fn layout(&self, a: &HotChunksArgs, dram_node: u32) -> Layout<'_> {
         Layout {
+            dram_node,
             slow: Pages::of(&self.slow, a.threads > 1),
             // Other processes may touch it whenever they like.
             shared: self.shared.as_ref().map(|r| Pages::of(r, true)),
@@ -1090,11 +1242,17 @@ fn die_with_parent(parent: u32) {
 /// The life of child `index`: its private memory placed, its idle threads
 /// started, its access phase run; then `_exit`, never a return into the
 /// parent's code, which would write a second summary.
-fn run_child(a: &HotChunksArgs, setup: &Setup, slow_node: u32, index: u64) -> ! {
+fn run_child(
+    a: &HotChunksArgs,
+    setup: &Setup,
+    (slow_node, dram_node): (u32, u32),
+    index: u64,
+) -> ! {
     let body = || -> Result<()> {
         setup.repopulate(slow_node)?;
         let _sleepers = idle_threads(a.idle_threads)?;
-        access_chunks(a, setup.layout(a), index, Instant::now(), hint_faults())?;
+        let layout = setup.layout(a, dram_node);
+        access_chunks(a, layout, index, Instant::now(), hint_faults())?;
         Ok(())
     };
     let code = match std::panic::catch_unwind(AssertUnwindSafe(body)) {
@@ -1136,6 +1294,9 @@ fn check_flags(a: &HotChunksArgs) -> Result<()> {
             a.slow_mb,
             a.chunk_mb
         );
+    }
+    if a.phase_ms == 0 && (a.phase_push > 0 || a.phases > 0) {
+        bail!("--phase-push and --phases shape the phases of --phase-ms: give --phase-ms too");
     }
     check_shapes(a)
 }
@@ -1228,7 +1389,7 @@ pub(crate) fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
     setup.shared = shared_region(a, slow_node, dram_node)?;
     let children = match fork_children(a, &setup)? {
         Forked::Parent(children) => children,
-        Forked::Child(index) => run_child(a, &setup, slow_node, index),
+        Forked::Child(index) => run_child(a, &setup, (slow_node, dram_node), index),
     };
     let _sleepers = start_sleepers(a, &mut setup)?;
     let summary = measure(a, &setup, children, slow_node, dram_node)?;
@@ -1251,7 +1412,7 @@ fn measure(
     let (user0, sys0) = cpu_times_ms();
     let faults0 = hint_faults();
     let start = Instant::now();
-    let done = access_chunks(a, setup.layout(a), 0, start, faults0)?;
+    let done = access_chunks(a, setup.layout(a, dram_node), 0, start, faults0)?;
     let (user1, sys1) = cpu_times_ms();
     children.wait()?;
     let faults1 = hint_faults();
@@ -1280,6 +1441,7 @@ fn measure(
         shared_pages: shared.map_or(0, |s| s.len / PAGE),
         shared_vma: shared.map(Region::span),
         child_pids,
+        phase_s: done.phase_s,
     })
 }
 
@@ -1298,15 +1460,103 @@ mod tests {
         assert_eq!(seeds.len(), 64 * 64);
     }
 
+    /// The phases of `args` over `region` (one-page chunks), begun `ago`.
+    fn phases_of<'r>(
+        args: &[&str],
+        region: &'r Region,
+        dram_node: u32,
+        ago: Duration,
+    ) -> Phases<'r> {
+        let a = hot_chunks(args);
+        let layout = Layout {
+            slow: Pages::of(region, false),
+            shared: None,
+            chunk_pages: 1,
+            dram_node,
+        };
+        let mut p = Phases::new(&a, layout);
+        p.began = vec![Instant::now() - ago];
+        p.next_check = Instant::now();
+        p
+    }
+
     #[test]
     fn phases_visit_the_first_half_then_the_rest_then_the_first_again() {
+        let r = Region::new(37 * PAGE, false).expect("mapping");
+        r.touch_all();
         let at = Duration::from_millis;
-        assert_eq!(hot_set(0, 37, at(99_000)), (0, 37));
-        assert_eq!(hot_set(8000, 37, at(0)), (0, 18));
-        assert_eq!(hot_set(8000, 37, at(7999)), (0, 18));
-        assert_eq!(hot_set(8000, 37, at(8000)), (18, 19));
-        assert_eq!(hot_set(8000, 37, at(16_000)), (0, 18));
-        assert_eq!(hot_set(8000, 2, at(8000)), (1, 1));
+        let fixed = |ms| {
+            phases_of(
+                &["--slow-mb", "37", "--chunk-mb", "1", "--phase-ms", "8000"],
+                &r,
+                0,
+                at(ms),
+            )
+        };
+        let every = phases_of(&["--slow-mb", "37", "--chunk-mb", "1"], &r, 0, at(99_000)).hot_set();
+        assert_eq!(every, (0, 37));
+        assert_eq!(fixed(0).hot_set(), (0, 18));
+        assert_eq!(fixed(7990).hot_set(), (0, 18));
+        let mut b = fixed(8000);
+        assert_eq!((b.hot_set(), b.ended()), ((18, 19), 1));
+        let mut a_again = fixed(16_500);
+        assert_eq!((a_again.hot_set(), a_again.ended()), ((0, 18), 2));
+        let lengths = a_again.lengths(0);
+        assert_eq!(a_again.lengths(2).len(), 2);
+        assert_eq!(lengths.len(), 3);
+        assert!(
+            lengths[..2].iter().all(|&l| (l - 8.0).abs() < 1e-6),
+            "{lengths:?}"
+        );
+        let two = phases_of(
+            &["--slow-mb", "2", "--chunk-mb", "1", "--phase-ms", "8000"],
+            &r,
+            0,
+            at(8000),
+        )
+        .hot_set();
+        assert_eq!(two, (1, 1));
+    }
+
+    /// The node the host puts a fresh mapping on: one of its pages, asked.
+    fn node_of(r: &Region) -> u32 {
+        let n = r.page_nodes()[0];
+        u32::try_from(n).unwrap_or_else(|_| panic!("move_pages could not tell the node: {n}"))
+    }
+
+    #[test]
+    fn a_pushing_phase_lasts_until_the_resting_half_has_left_dram() {
+        let r = Region::new(64 * PAGE, false).expect("mapping");
+        r.touch_all();
+        let here = node_of(&r);
+        let args = [
+            "--slow-mb",
+            "64",
+            "--chunk-mb",
+            "1",
+            "--phase-ms",
+            "1000",
+            "--phase-push",
+            "25",
+        ];
+        // B rests where it was placed: counted as DRAM, it never leaves,
+        // so A's phase goes on past --phase-ms.
+        let mut held = phases_of(&args, &r, here, Duration::from_secs(5));
+        assert!(held.resting_at_start > 0);
+        assert_eq!((held.hot_set(), held.ended()), ((0, 32), 0));
+        // Nothing of B on the DRAM node: nothing to push, the phase ends
+        // at --phase-ms.
+        let mut free = phases_of(&args, &r, here + 1, Duration::from_secs(5));
+        assert_eq!((free.hot_set(), free.ended()), ((32, 32), 1));
+    }
+
+    #[test]
+    fn phase_shaping_needs_phases() {
+        for flag in [["--phase-push", "20"], ["--phases", "3"]] {
+            let a = hot_chunks(&["--slow-mb", "64", flag[0], flag[1]]);
+            let err = check_flags(&a).expect_err(flag[0]).to_string();
+            assert!(err.contains("give --phase-ms too"), "{err}");
+        }
     }
 
     /// `numatrace workload hot-chunks ARGS`, parsed.

@@ -16,6 +16,7 @@ use anyhow::{ensure, Context, Result};
 use crate::kernels::Series;
 use crate::results::{equal_but_missed, read_report, text};
 use numa_core::model::totals::Report;
+use numa_core::workload::Summary;
 use numa_promote::PromoteReport;
 
 pub(super) const SCRIPT: &str = include_str!("demotion.sh");
@@ -39,7 +40,12 @@ fn vmstat_demoted(r: &Report) -> u64 {
 
 pub(super) fn check(dir: &Path, _console: &str, series: Series) -> Result<()> {
     let on: Report = read_report(dir, "on.json")?;
+    let workload: Summary = read_report(dir, "on-workload.json")?;
     eprintln!("demotion: {}", text(dir, "dram.txt")?.trim());
+    eprintln!(
+        "demotion: phases of {:.1?} s, {} chunk visits",
+        workload.phase_s, workload.chunk_visits
+    );
     log(&on);
     check_pages(&on)?;
     check_folio_records(&on)?;

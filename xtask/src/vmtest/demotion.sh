@@ -76,7 +76,10 @@ echo +memory > /sys/fs/cgroup/cgroup.subtree_control || exit 1
 mkdir -p /sys/fs/cgroup/demoted || exit 1
 # Every hint fault of a quarter million: a ring big enough that a reader
 # slowed by the emulator loses none (the check needs every record).
-W='numatrace workload hot-chunks --slow-mb 768 --chunk-mb 64 --accesses 20000 --in-turn --phase-ms 8000 --duration 24'
+# Each phase lasts at least 8 s and until the hot set has pushed a fifth
+# of the other's DRAM pages down: on a slow host a fixed 8 s can end
+# B's phase before A has left DRAM, and then nothing of A goes round.
+W='numatrace workload hot-chunks --slow-mb 768 --chunk-mb 64 --accesses 20000 --in-turn --phase-ms 8000 --phase-push 20 --phases 3 --max-duration 72'
 # How full node 0 got, so that a run that demoted little says why.
 (m=100000; while [ ! -e run.done ]; do f=$(free0); [ $f -lt $m ] && m=$f && echo $m > least; sleep 1; done) &
 low=$!

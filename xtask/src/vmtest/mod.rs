@@ -85,7 +85,7 @@ pub(crate) const TESTS: &[VmTest] = &[
         kernels: &Series::ALL,
         // Two attaches around 30 s of workloads, and two passes over a
         // trace of about 250,000 hint faults (300 s on 6.1 on a busy host).
-        timeout_s: 420,
+        timeout_s: 480,
         check: demotion::check,
         icount: false,
         systemd: false,

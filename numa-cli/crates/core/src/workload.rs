@@ -47,6 +47,10 @@ pub struct Summary {
     /// out (`--late-populate-ms`).
     pub shared_pages_on_dram_node_at_end: Option<usize>,
     pub child_pids: Vec<u32>,
+    /// Each phase's length in seconds with `--phase-ms` (the last one's
+    /// until the run ended), this process's.
+    #[serde(default)]
+    pub phase_s: Vec<f64>,
 }
 
 /// What `numatrace workload move-pages` prints: one way of promoting a
