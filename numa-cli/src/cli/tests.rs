@@ -187,6 +187,8 @@ fn workload_cases() -> Vec<Case> {
             "from 0 to 3600000",
         ),
         case(HC, "--compute-ms", &["-1", "3600001"], "from 0 to 3600000"),
+        case(HC, "--phase-push", &["-1", "101", "x"], "from 0 to 100"),
+        case(HC, "--phases", &["-1", "1001"], "from 0 to 1000"),
         case(
             HC,
             "--visits",
