@@ -243,13 +243,13 @@ impl Region {
 
     /// Node of each page.
     pub(crate) fn page_nodes(&self) -> Vec<i32> {
-        nodes_of(self.ptr, (0..self.len / PAGE).step_by(1))
+        nodes_of(self.ptr, 0..self.len / PAGE)
     }
 }
 
 /// Node of each of the `pages` (page numbers) of the mapping at `base`,
 /// -1 for all when the query fails (move_pages with null nodes queries).
-fn nodes_of(base: *mut u8, pages: std::iter::StepBy<std::ops::Range<usize>>) -> Vec<i32> {
+fn nodes_of(base: *mut u8, pages: impl Iterator<Item = usize>) -> Vec<i32> {
     let pages: Vec<*mut libc::c_void> = pages
         .map(|p| {
             // SAFETY: the caller's pages lie inside the mapping.
