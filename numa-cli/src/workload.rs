@@ -577,6 +577,10 @@ const PUSH_SAMPLE: usize = 16;
 /// How often a phase past `--phase-ms` asks whether it has pushed enough.
 const PUSH_CHECK: Duration = Duration::from_millis(500);
 
+/// Phase lengths a summary keeps, the most `--phases` asks for: phases
+/// of a millisecond over days would otherwise grow the record without end.
+const PHASES_KEPT: usize = 1000;
+
 /// The hot set with `--phase-ms`: the half of the chunks visited (A, the
 /// first half, in even phases; B, the rest, in odd ones), and when each
 /// phase ends.
@@ -586,11 +590,12 @@ struct Phases<'a> {
     chunks: u64,
     phase: Duration,
     push_pct: u64,
-    slow: Pages<'a>,
-    chunk_pages: usize,
-    dram_node: u32,
-    /// When each phase began, the current one last.
-    began: Vec<Instant>,
+    layout: Layout<'a>,
+    /// Whole phases so far, and when the current one began.
+    ended: u64,
+    began: Instant,
+    /// The first [`PHASES_KEPT`] whole phases' lengths, in seconds.
+    kept: Vec<f64>,
     /// Sampled pages of the resting half on the DRAM node when the
     /// current phase began (`--phase-push`).
     resting_at_start: usize,
@@ -599,17 +604,17 @@ struct Phases<'a> {
 
 impl<'a> Phases<'a> {
     fn new(a: &HotChunksArgs, layout: Layout<'a>) -> Self {
-        let first_chunk = usize::from(a.late_populate_ms > 0);
+        let first_chunk = first_chunk(a);
         let now = Instant::now();
         let mut p = Phases {
             first_chunk,
             chunks: a.slow_mb / a.chunk_mb - first_chunk as u64,
             phase: Duration::from_millis(a.phase_ms),
             push_pct: a.phase_push,
-            slow: layout.slow,
-            chunk_pages: layout.chunk_pages,
-            dram_node: layout.dram_node,
-            began: vec![now],
+            layout,
+            ended: 0,
+            began: now,
+            kept: Vec::new(),
             resting_at_start: 0,
             next_check: now,
         };
@@ -619,7 +624,7 @@ impl<'a> Phases<'a> {
 
     /// Whole phases so far.
     fn ended(&self) -> u64 {
-        self.began.len() as u64 - 1
+        self.ended
     }
 
     /// (first, count) of the chunks to visit now: all of them, or the
@@ -631,7 +636,7 @@ impl<'a> Phases<'a> {
         while self.over() {
             self.next();
         }
-        self.half(self.ended() % 2)
+        self.half(self.ended % 2)
     }
 
     /// (first, count) of half `h` (0: A, 1: B).
@@ -648,8 +653,7 @@ impl<'a> Phases<'a> {
     /// DRAM pages.
     fn over(&mut self) -> bool {
         let now = Instant::now();
-        let began = self.began.last().copied().unwrap_or(now);
-        if now < began + self.phase {
+        if now < self.began + self.phase {
             return false;
         }
         if self.push_pct == 0 {
@@ -667,12 +671,17 @@ impl<'a> Phases<'a> {
     /// when phases are fixed (the same phases however slow the visits),
     /// now when they wait for a push.
     fn next(&mut self) {
-        let now = Instant::now();
-        let at = match self.began.last() {
-            Some(&b) if self.push_pct == 0 => b + self.phase,
-            _ => now,
+        let at = if self.push_pct == 0 {
+            self.began + self.phase
+        } else {
+            Instant::now()
         };
-        self.began.push(at);
+        if self.kept.len() < PHASES_KEPT {
+            self.kept
+                .push(at.saturating_duration_since(self.began).as_secs_f64());
+        }
+        self.ended += 1;
+        self.began = at;
         if self.push_pct > 0 {
             self.resting_at_start = self.resting_on_dram();
         }
@@ -683,32 +692,39 @@ impl<'a> Phases<'a> {
         if self.push_pct == 0 || self.phase.is_zero() {
             return 0;
         }
-        let (first, count) = self.half((self.ended() + 1) % 2);
-        let start = (self.first_chunk + first as usize) * self.chunk_pages;
-        let pages = start..start + count as usize * self.chunk_pages;
-        self.slow.sampled_on(pages, PUSH_SAMPLE, self.dram_node)
+        let (first, count) = self.half((self.ended + 1) % 2);
+        let cp = self.layout.chunk_pages;
+        let start = (self.first_chunk + first as usize) * cp;
+        let pages = start..start + count as usize * cp;
+        self.layout
+            .slow
+            .sampled_on(pages, PUSH_SAMPLE, self.layout.dram_node)
     }
 
     /// Each phase's length in seconds, the current one until now, at
-    /// most the first `limit` (0: all).
+    /// most the first `limit` (0: as many as are kept).
     fn lengths(&self, limit: u64) -> Vec<f64> {
         if self.phase.is_zero() {
             return Vec::new();
         }
-        let ends = self.began.iter().skip(1).copied().chain([Instant::now()]);
-        let all = self.began.len();
-        let limit = if limit == 0 {
-            all
-        } else {
-            all.min(limit as usize)
+        let limit = match limit {
+            0 => PHASES_KEPT,
+            n => PHASES_KEPT.min(n as usize),
         };
-        self.began
+        let current = self.began.elapsed().as_secs_f64();
+        self.kept
             .iter()
-            .zip(ends)
+            .copied()
+            .chain([current])
             .take(limit)
-            .map(|(b, e)| e.saturating_duration_since(*b).as_secs_f64())
             .collect()
     }
+}
+
+/// The first chunk visited: a late-populated mapping's first stays
+/// untouched.
+fn first_chunk(a: &HotChunksArgs) -> usize {
+    usize::from(a.late_populate_ms > 0)
 }
 
 /// The seed of thread `thread` of process `proc`: `--seed` itself for the
@@ -1285,8 +1301,7 @@ fn check_flags(a: &HotChunksArgs) -> Result<()> {
     if a.slow_mb > 0 && (a.chunk_mb == 0 || a.slow_mb < a.chunk_mb) {
         bail!("--chunk-mb must be between 1 and --slow-mb ({})", a.slow_mb);
     }
-    let first_chunk = u64::from(a.late_populate_ms > 0);
-    if a.phase_ms > 0 && a.slow_mb / a.chunk_mb.max(1) < 2 + first_chunk {
+    if a.phase_ms > 0 && a.slow_mb / a.chunk_mb.max(1) < 2 + first_chunk(a) as u64 {
         bail!(
             "--phase-ms alternates between two halves of the chunks, and --slow-mb {} in \
              --chunk-mb {} chunks has fewer than two to visit: give --slow-mb at least twice \
@@ -1475,7 +1490,7 @@ mod tests {
             dram_node,
         };
         let mut p = Phases::new(&a, layout);
-        p.began = vec![Instant::now() - ago];
+        p.began = Instant::now() - ago;
         p.next_check = Instant::now();
         p
     }
@@ -1516,6 +1531,17 @@ mod tests {
         )
         .hot_set();
         assert_eq!(two, (1, 1));
+    }
+
+    #[test]
+    fn the_phases_kept_are_bounded_however_many_pass() {
+        let r = Region::new(2 * PAGE, false).expect("mapping");
+        let args = ["--slow-mb", "2", "--chunk-mb", "1", "--phase-ms", "1"];
+        let mut p = phases_of(&args, &r, 0, Duration::from_secs(5));
+        p.hot_set();
+        assert!(p.ended() >= 5000, "{} phases in 5 s of 1 ms", p.ended());
+        assert_eq!(p.lengths(0).len(), PHASES_KEPT);
+        assert_eq!(p.kept.len(), PHASES_KEPT);
     }
 
     /// The node the host puts a fresh mapping on: one of its pages, asked.

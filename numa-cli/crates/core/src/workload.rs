@@ -48,7 +48,7 @@ pub struct Summary {
     pub shared_pages_on_dram_node_at_end: Option<usize>,
     pub child_pids: Vec<u32>,
     /// Each phase's length in seconds with `--phase-ms` (the last one's
-    /// until the run ended), this process's.
+    /// until the run ended), this process's; the first 1,000 at most.
     #[serde(default)]
     pub phase_s: Vec<f64>,
 }
