@@ -614,6 +614,77 @@ pub(crate) enum Workload {
     /// every --every-ms until SIGTERM or SIGINT (then one last tick), and
     /// logs "tick before_ns after_ns" per tick.
     Ticker(TickerArgs),
+    /// A workload whose hot pages are known by construction, to judge
+    /// policies against the test bed's truth: chunks on the slow node
+    /// revisited steadily, chunks hot in one burst and never again, a
+    /// page touched rarely, and a mapping never touched after placement.
+    /// Logs each visit and the physical frame of every page as placed
+    /// (reading frames from /proc/self/pagemap needs CAP_SYS_ADMIN).
+    Known(KnownArgs),
+}
+
+/// `numatrace workload known`.
+#[derive(Debug, Args, Clone)]
+pub(crate) struct KnownArgs {
+    /// Chunk size in MiB, 1 to 1024.
+    #[arg(long, default_value_t = 4, value_parser = ranges::int(1u64, 1024, "MiB"))]
+    pub chunk_mb: u64,
+    /// Chunks visited again and again, each every --revisit-ms (0 to 4096).
+    #[arg(long, default_value_t = 4, value_parser = ranges::int(0u64, 4096, "chunks"))]
+    pub steady_chunks: u64,
+    /// Milliseconds between two visits of a steady chunk (10 to 3600000).
+    #[arg(long, default_value_t = 2000,
+          value_parser = ranges::int(10u64, 3_600_000, "milliseconds"))]
+    pub revisit_ms: u64,
+    /// Chunks each visited back to back for --burst-ms once, then never
+    /// again; one burst starts every --burst-every-ms (0 to 4096).
+    #[arg(long, default_value_t = 4, value_parser = ranges::int(0u64, 4096, "chunks"))]
+    pub burst_chunks: u64,
+    /// Length of a burst in milliseconds (10 to 3600000).
+    #[arg(long, default_value_t = 3000,
+          value_parser = ranges::int(10u64, 3_600_000, "milliseconds"))]
+    pub burst_ms: u64,
+    /// Milliseconds from one burst's start to the next's (10 to 3600000,
+    /// at least --burst-ms: one burst at a time).
+    #[arg(long, default_value_t = 6000,
+          value_parser = ranges::int(10u64, 3_600_000, "milliseconds"))]
+    pub burst_every_ms: u64,
+    /// Seconds between two touches of the rare page, a page of its own
+    /// after the chunks (0 to 86400; 0: no rare page).
+    #[arg(long, default_value_t = 60, value_parser = ranges::int(0u64, 86_400, "seconds"))]
+    pub rare_s: u64,
+    /// MiB of a mapping placed on the slow node beside the chunks' and
+    /// never touched again (0 to 1048576).
+    #[arg(long, default_value_t = 16,
+          value_parser = ranges::int(0, ranges::MAX_WORKLOAD_MB, "MiB"))]
+    pub cold_mb: u64,
+    /// MiB filled on the DRAM node and left idle (0 to 1048576), so that
+    /// the kernel promotes on its hot threshold, not on free space.
+    #[arg(long, default_value_t = 0,
+          value_parser = ranges::int(0, ranges::MAX_WORKLOAD_MB, "MiB"))]
+    pub dram_mb: u64,
+    /// Random page accesses (a load and a store each) per chunk visit, 1
+    /// to 1e9.
+    #[arg(long, default_value_t = 2000,
+          value_parser = ranges::int(1u64, 1_000_000_000, "accesses"))]
+    pub accesses: u64,
+    /// Length of the access phase in seconds.
+    #[arg(long, default_value_t = 30.0, value_parser = ranges::run_seconds)]
+    pub duration: f64,
+    /// Slow node (default: the first CPU-less node).
+    #[arg(long, value_parser = ranges::node)]
+    pub slow_node: Option<u32>,
+    /// DRAM node (default: the node of CPU 0).
+    #[arg(long, value_parser = ranges::node)]
+    pub dram_node: Option<u32>,
+    /// Random seed.
+    #[arg(long, default_value_t = 1, value_parser = ranges::int(0, u64::MAX, "a seed"))]
+    pub seed: u64,
+    /// Where the log goes (JSON, written when the run ends): the
+    /// mappings, every page's frame as placed, and every visit with its
+    /// start and end on CLOCK_MONOTONIC (the trace's clock).
+    #[arg(long)]
+    pub log: PathBuf,
 }
 
 /// `numatrace workload ticker`.

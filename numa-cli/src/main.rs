@@ -146,6 +146,7 @@ fn run(cli: cli::Cli) -> Result<ExitCode> {
         cli::Command::Promote(args) => promote::run(&args),
         cli::Command::Workload(cli::Workload::MovePages(args)) => move_pages::move_pages(&args),
         cli::Command::Workload(cli::Workload::Ticker(args)) => ticker::run(&args),
+        cli::Command::Workload(cli::Workload::Known(args)) => workload::known::run(&args),
         cli::Command::Completions { shell } => docs::completions(shell),
         cli::Command::Manpages { dir } => docs::manpages(&dir),
     }

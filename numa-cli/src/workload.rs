@@ -31,6 +31,8 @@ use numa_host::system;
 
 const PAGE: usize = 4096;
 const MIB: usize = 1 << 20;
+
+pub(crate) mod known;
 pub(crate) const MPOL_DEFAULT: libc::c_long = 0;
 pub(crate) const MPOL_BIND: libc::c_long = 2;
 /// Gives a policy MPOL_F_MOF, which the NUMA scanner asks of a VMA.
@@ -326,12 +328,13 @@ fn hint_faults() -> u64 {
         .unwrap_or(0)
 }
 
-/// The DRAM filler, touched on `dram_node`, when `--dram-mb` asks for one.
-fn dram_filler(a: &HotChunksArgs, dram_node: u32) -> Result<Option<Region>> {
-    if a.dram_mb == 0 {
+/// The DRAM filler of `mb` MiB, touched on `dram_node`, when `--dram-mb`
+/// asks for one.
+fn dram_filler(mb: u64, thp: bool, dram_node: u32) -> Result<Option<Region>> {
+    if mb == 0 {
         return Ok(None);
     }
-    let r = Region::new(a.dram_mb as usize * MIB, a.thp)?;
+    let r = Region::new(mb as usize * MIB, thp)?;
     r.mbind(MPOL_BIND, Some(dram_node))?;
     r.touch_all();
     Ok(Some(r))
@@ -1389,7 +1392,7 @@ pub(crate) fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
         " (see `numatrace doctor`)",
     )?;
     check_flags(a)?;
-    let _dram = dram_filler(a, dram_node)?;
+    let _dram = dram_filler(a.dram_mb, a.thp, dram_node)?;
     if a.slow_mb == 0 {
         // DRAM filler only: hold the memory idle for the duration.
         std::thread::sleep(Duration::from_secs_f64(a.duration));

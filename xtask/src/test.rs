@@ -41,9 +41,9 @@ pub(crate) struct TestArgs {
     pub fuzz_time: u64,
     /// Only these VM tests, after the release build and nothing else (no
     /// fmt, clippy, unit tests or fuzzing): for working on one test.
-    /// `truth` is the truth plugin's own test.
+    /// `truth` is the truth plugin's own test, `known` the truth scenario.
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(
-        vmtest::TESTS.iter().map(|t| t.name).chain([TRUTH_ONLY])))]
+        vmtest::TESTS.iter().map(|t| t.name).chain([TRUTH_ONLY, KNOWN_ONLY])))]
     pub only: Vec<String>,
 }
 
@@ -188,6 +188,13 @@ pub(crate) fn run(args: TestArgs) -> Result<ExitCode> {
         numatrace.as_deref(),
         &args.only,
     );
+    known_steps(
+        &mut report,
+        &mut setup,
+        &kernels,
+        numatrace.as_deref(),
+        &args.only,
+    );
 
     if args.no_vm {
         report.push(
@@ -267,6 +274,41 @@ fn truth_step(
         }
     };
     report.push(name, status, Duration::ZERO);
+}
+
+/// `--only` for [`known_steps`].
+const KNOWN_ONLY: &str = "known";
+
+/// The truth scenario (`vm::known`) on 6.12 and 7.x: a workload whose hot
+/// pages are known by construction, under the plugin, every policy scored.
+fn known_steps(
+    report: &mut Report,
+    setup: &mut Setup,
+    kernels: &[(Series, Result<Kernel, Status>)],
+    numatrace: Option<&Path>,
+    only: &[String],
+) {
+    let skip = |why: &str| Status::Skipped(why.into());
+    for (series, kernel) in kernels
+        .iter()
+        .filter(|(s, _)| matches!(s, Series::V6_12 | Series::V7))
+    {
+        let name = format!("truth scenario {series} (known hot pages; every policy scored)");
+        let status = match (kernel, numatrace) {
+            _ if !only.is_empty() && !only.iter().any(|o| o == KNOWN_ONLY) => skip("--only"),
+            (Err(status), _) => status.clone(),
+            (_, None) => skip("the release build failed"),
+            (Ok(k), Some(bin)) => {
+                report.step(&name, || {
+                    let said = crate::vm::known::scenario(k, bin, setup)?;
+                    println!("truth scenario {series}: {said}");
+                    Ok(())
+                });
+                continue;
+            }
+        };
+        report.push(&name, status, Duration::ZERO);
+    }
 }
 
 /// Fetches (or builds) the guest kernel of `series` as a step; without

@@ -169,7 +169,32 @@ fn promote_cases() -> Vec<Case> {
 fn workload_cases() -> Vec<Case> {
     const HC: &[&str] = &["workload", "hot-chunks"];
     const MP: &[&str] = &["workload", "move-pages", "--via", "mover"];
+    const K: &[&str] = &["workload", "known", "--log", "l"];
     vec![
+        case(K, "--chunk-mb", &["0", "1025", "x"], "from 1 to 1024"),
+        case(K, "--steady-chunks", &["-1", "4097"], "from 0 to 4096"),
+        case(K, "--burst-chunks", &["-1", "4097"], "from 0 to 4096"),
+        case(K, "--revisit-ms", &["9", "3600001"], "from 10 to 3600000"),
+        case(K, "--burst-ms", &["9", "3600001"], "from 10 to 3600000"),
+        case(
+            K,
+            "--burst-every-ms",
+            &["9", "3600001"],
+            "from 10 to 3600000",
+        ),
+        case(K, "--rare-s", &["-1", "86401"], "from 0 to 86400"),
+        case(K, "--cold-mb", WORKLOAD_MB, "from 0 to 1048576"),
+        case(K, "--dram-mb", WORKLOAD_MB, "from 0 to 1048576"),
+        case(
+            K,
+            "--accesses",
+            &["0", "1000000001"],
+            "from 1 to 1000000000",
+        ),
+        case(K, "--duration", RUN_S, RUN_RANGE),
+        case(K, "--slow-node", NODE, NODE_RANGE),
+        case(K, "--dram-node", NODE, NODE_RANGE),
+        case(K, "--seed", &["-1", "x"], "from 0 to 18446744073709551615"),
         case(HC, "--slow-mb", WORKLOAD_MB, "from 0 to 1048576"),
         case(HC, "--dram-mb", WORKLOAD_MB, "from 0 to 1048576"),
         case(HC, "--chunk-mb", &["0", "1048577"], "from 1 to 1048576"),

@@ -18,6 +18,7 @@
 
 mod boot;
 mod console;
+pub(crate) mod known;
 mod serial;
 mod topology;
 pub(crate) mod truth;

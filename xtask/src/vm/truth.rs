@@ -256,7 +256,7 @@ fn explained(
 }
 
 /// `numatrace` with `args`; its stdout.
-fn run(numatrace: &Path, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>> {
+pub(crate) fn run(numatrace: &Path, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>> {
     let out = std::process::Command::new(numatrace).args(args).output()?;
     ensure!(out.status.success(), "numatrace {args:?}: {out:?}");
     Ok(out.stdout)
@@ -406,7 +406,7 @@ fn check_timeline(t: &serde_json::Value, slow: &std::ops::Range<u32>) -> Result<
 }
 
 /// Node 1's page frames, from the memory blocks the guest listed.
-fn node_pfns(results: &Path) -> Result<std::ops::Range<u32>> {
+pub(crate) fn node_pfns(results: &Path) -> Result<std::ops::Range<u32>> {
     let block = crate::results::text(results, "block_size")?;
     let block = u64::from_str_radix(block.trim(), 16).context("block_size_bytes")?;
     let ids = crate::results::text(results, "node1-blocks")?

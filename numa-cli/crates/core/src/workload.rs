@@ -86,3 +86,149 @@ pub struct MoverTimes {
     /// The end-of-run check of where the moved pages are (not timed).
     pub verify_s: f64,
 }
+
+/// What `numatrace workload known --log FILE` writes: a workload whose hot
+/// pages are known by construction, with what a truth file needs to tell
+/// each true access's page and whether a visit made it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KnownLog {
+    pub pid: u32,
+    pub slow_node: u32,
+    pub chunk_pages: u64,
+    /// The visited mapping holds the steady chunks, then the burst chunks,
+    /// then the rare page (when there is one).
+    pub steady_chunks: u64,
+    pub burst_chunks: u64,
+    pub rare_page: Option<u64>,
+    pub slow_vma: [u64; 2],
+    pub cold_vma: Option<[u64; 2]>,
+    /// CLOCK_MONOTONIC when every page was placed (and its frame read),
+    /// and when the access phase began and ended.
+    pub placed_ns: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// The frames of both mappings' pages as placed.
+    pub slow_frames: Vec<FrameRun>,
+    pub cold_frames: Vec<FrameRun>,
+    /// Every visit in the order they began, up to [`KnownLog::MAX_VISITS`];
+    /// those past it are counted only.
+    pub visits: Vec<Visit>,
+    pub visits_not_logged: u64,
+    pub accesses: u64,
+}
+
+impl KnownLog {
+    /// The most visits a log keeps: its memory is bounded whatever the
+    /// run's length and pace.
+    pub const MAX_VISITS: usize = 1_000_000;
+
+    /// The chunk (or `Rare`) that page `page` of the visited mapping lies
+    /// in, or None past it.
+    pub fn part_of(&self, page: u64) -> Option<Part> {
+        let chunk = page / self.chunk_pages.max(1);
+        if chunk < self.steady_chunks {
+            Some(Part::Steady(chunk))
+        } else if chunk < self.steady_chunks + self.burst_chunks {
+            Some(Part::Burst(chunk))
+        } else if self.rare_page == Some(page) {
+            Some(Part::Rare)
+        } else {
+            None
+        }
+    }
+}
+
+/// Consecutive pages of a mapping on consecutive frames: pages `first_page`
+/// to `first_page + pages` lie at frames `pfn` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameRun {
+    pub first_page: u64,
+    pub pfn: u64,
+    pub pages: u64,
+}
+
+impl FrameRun {
+    /// Frames in page order as runs; a page with no frame (0) ends a run
+    /// and starts none.
+    pub fn runs(frames: impl IntoIterator<Item = u64>) -> Vec<FrameRun> {
+        let mut runs: Vec<FrameRun> = Vec::new();
+        for (page, pfn) in frames.into_iter().enumerate() {
+            let page = page as u64;
+            if pfn == 0 {
+                continue;
+            }
+            match runs.last_mut() {
+                Some(r) if r.first_page + r.pages == page && r.pfn + r.pages == pfn => r.pages += 1,
+                _ => runs.push(FrameRun {
+                    first_page: page,
+                    pfn,
+                    pages: 1,
+                }),
+            }
+        }
+        runs
+    }
+}
+
+/// Where a page of the visited mapping lies in the workload's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Part {
+    /// A chunk visited every `--revisit-ms` (its number).
+    Steady(u64),
+    /// A chunk hot in one burst (its number in the mapping).
+    Burst(u64),
+    Rare,
+}
+
+/// A chunk's visit (a burst's visits back to back are one), or a touch of
+/// the rare page, on CLOCK_MONOTONIC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Visit {
+    pub part: Part,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_in_page_order_make_runs_broken_by_gaps_and_holes() {
+        let runs = FrameRun::runs([10, 11, 12, 20, 0, 22, 23]);
+        let r = |first_page, pfn, pages| FrameRun {
+            first_page,
+            pfn,
+            pages,
+        };
+        assert_eq!(runs, vec![r(0, 10, 3), r(3, 20, 1), r(5, 22, 2)]);
+    }
+
+    #[test]
+    fn a_page_is_told_by_its_chunk() {
+        let log = KnownLog {
+            pid: 1,
+            slow_node: 1,
+            chunk_pages: 4,
+            steady_chunks: 2,
+            burst_chunks: 1,
+            rare_page: Some(12),
+            slow_vma: [0, 13 * 4096],
+            cold_vma: None,
+            placed_ns: 0,
+            start_ns: 0,
+            end_ns: 0,
+            slow_frames: Vec::new(),
+            cold_frames: Vec::new(),
+            visits: Vec::new(),
+            visits_not_logged: 0,
+            accesses: 0,
+        };
+        assert_eq!(log.part_of(0), Some(Part::Steady(0)));
+        assert_eq!(log.part_of(7), Some(Part::Steady(1)));
+        assert_eq!(log.part_of(8), Some(Part::Burst(2)));
+        assert_eq!(log.part_of(12), Some(Part::Rare));
+        assert_eq!(log.part_of(13), None);
+    }
+}

@@ -181,7 +181,12 @@ impl Promotions {
                 *s += a;
             }
         }
-        page.hot(w, a, on_slow, rules);
+        // The page began the window on the slow tier: its accesses at the
+        // new frame in the window of its promotion count there (the access
+        // that faulted was the slow tier's, and a page promoted on its
+        // first access has no other).
+        let began_slow = on_slow || moved_at > w.start_ns;
+        page.hot(w, a, began_slow, rules);
     }
 
     /// The followed page an access at `pfn` in `w` is of: the one at its

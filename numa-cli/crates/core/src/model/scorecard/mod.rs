@@ -9,7 +9,10 @@
 //! its top-tier frame after.
 //!
 //! A page is *hot* in a window when it has at least a rule's number of
-//! accesses there. Per policy and rule, over the horizon `T`:
+//! accesses there, and hot *on the slow tier* when it began that window
+//! there (at its new frame, the accesses in the window of its promotion
+//! count: a page promoted on its first access has no other). Per policy
+//! and rule, over the horizon `T`:
 //! - precision: of the pages it promoted, the share hot in a window
 //!   starting within `T` after the promotion;
 //! - recall: of the pages hot on the slow tier, the share it promoted no

@@ -260,6 +260,26 @@ fn a_model_promoting_as_the_kernel_did_projects_its_measured_share() {
     assert_eq!(shares, [Some(12.0 / 25.0), Some(12.0 / 25.0)]);
 }
 
+/// A page the kernel promoted on its first access has accesses only at its
+/// new frame: in the window of the promotion it was still on the slow
+/// tier, so it is hot there then (and recalled); from the next window on
+/// it is not.
+#[test]
+fn a_page_promoted_on_its_first_access_was_hot_on_the_slow_tier() {
+    let e = 1004;
+    let mut p = Promotions::with_plan(plan(), Vec::new());
+    run(&mut p, &[promoted(8500, e, 5003)]);
+    let file = truth(20, &[(8, 5003, 20), (9, 5003, 20), (10, 5003, 20)]);
+    let card = p
+        .score(TruthReader::new(&file[..]).expect("truth"), &rules())
+        .expect("score");
+    let any = &card.rules[0];
+    assert_eq!((any.hot_pages, any.hot_judged), (1, 1));
+    // Precise (hot after), recalled, 500 ms from its first hot window.
+    assert_eq!(score(&any.policies[0]), (1, 1, 1, 0, Some(500.0)));
+    assert_eq!(card.slow_accesses, 0);
+}
+
 /// A promoted page reclaim demoted again leaves its DRAM frame: that
 /// frame's later accesses are not the page's.
 #[test]
