@@ -192,9 +192,11 @@ fn bench_vm(
     cpus: u32,
     kernel: Series,
     icount: bool,
+    truth: Option<&std::path::Path>,
 ) -> Result<ExitCode> {
     let cpus = cpus.to_string();
     let out = out.to_string_lossy();
+    let truth = truth.map(|t| t.to_string_lossy().into_owned());
     let mut argv = vec![
         "cargo xtask",
         "vm",
@@ -206,6 +208,9 @@ fn bench_vm(
     argv.extend(["--timeout", "1800", "--out", &out]);
     if icount {
         argv.push("--icount");
+    }
+    if let Some(t) = &truth {
+        argv.extend(["--truth", t, "--truth-window-ms", bench::rfc::WINDOW_MS]);
     }
     argv.extend(["--", script]);
     run(Cli::parse_from(argv).command)
@@ -354,7 +359,7 @@ fn one_boot(
 ) -> Result<ExitCode> {
     let out = cmd::target_dir().join("bench").join(name);
     if !report_only {
-        let code = bench_vm(&out, script, cpus, Series::V6_12, icount)?;
+        let code = bench_vm(&out, script, cpus, Series::V6_12, icount, None)?;
         if code != ExitCode::SUCCESS {
             return Ok(code);
         }
@@ -375,6 +380,7 @@ fn bench_observer(kernels: &[Series]) -> Result<ExitCode> {
             vm::icount_cpus(*series),
             *series,
             true,
+            None,
         )?;
         if code != ExitCode::SUCCESS {
             return Ok(code);
@@ -401,10 +407,12 @@ fn bench_rfc(kernels: &[Series]) -> Result<ExitCode> {
             continue;
         }
         let out = root.join(series.name());
-        let code = bench_vm(&out, &bench::rfc::script(), 2, series, false)?;
+        let truth = out.join(bench::rfc::TRUTH);
+        let code = bench_vm(&out, &bench::rfc::script(), 2, series, false, Some(&truth))?;
         if code != ExitCode::SUCCESS {
             return Ok(code);
         }
+        bench::rfc::replay(&out)?;
         dirs[slot] = Some(out);
     }
     bench::rfc::report(dirs[0].as_deref(), dirs[1].as_deref())?;

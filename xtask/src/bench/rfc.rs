@@ -13,10 +13,16 @@
 //! idle gaps; demotion on, as on the seed's machine (its table has
 //! pgdemote_kswapd), default thresholds (hot_threshold_ms 1000,
 //! fault_count_threshold 1e6).
+//!
+//! Each boot runs under the test bed's truth plugin and records a trace
+//! (on the guest's tmpfs, so in its DRAM: its size is printed); the host
+//! replays it with the truth, which gives the shadow's figures and the
+//! scorecard: the slow-tier access share, precision and recall of the
+//! kernel as it ran and of the fault-count model.
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use numa_core::model::shadow::{ModelReport, ShadowReport};
 
 use crate::results::{read_report, text};
@@ -29,6 +35,30 @@ const DRAM_LEFT_MB: u64 = 96;
 
 /// The slow part (MiB).
 const SLOW_MB: u64 = 256;
+
+/// The trace each boot records, and the truth file beside it.
+const TRACE: &str = "run.trace";
+pub(crate) const TRUTH: &str = "run.truth";
+/// The truth's windows (ms), and the scorecard's hot rules (accesses a
+/// window; a visit makes about 20 to each page of its chunk) and horizon.
+pub(crate) const WINDOW_MS: &str = "500";
+const HOT_RULES: &str = "1,32";
+const HORIZON_S: &str = "10";
+
+/// The host's replay of a boot's trace with its truth: the shadow of the
+/// `fault-count` model and the scorecard, into `shadow.json`.
+pub(crate) fn replay(dir: &Path) -> Result<()> {
+    let numatrace = crate::binary::path(true);
+    let out = dir.join("shadow.json");
+    let mut cmd = std::process::Command::new(&numatrace);
+    cmd.arg("replay")
+        .arg(dir.join(TRACE))
+        .args(["--json", "--model", "fault-count:stamp=latest", "--truth"])
+        .arg(dir.join(TRUTH))
+        .args(["--hot-accesses", HOT_RULES, "--horizon-s", HORIZON_S, "-o"])
+        .arg(&out);
+    crate::cmd::run(&mut cmd).with_context(|| format!("replaying {}", dir.display()))
+}
 
 /// The guest script, the same on both kernels.
 pub(crate) fn script() -> String {
@@ -44,8 +74,9 @@ echo "$dram_mb" > dram-mb.txt
 # Per-CPU parts of the node counters (pgpromote_*, pgdemote_*) folded
 # into /proc/vmstat first.
 cat /proc/sys/vm/stat_refresh > /dev/null; cat /proc/vmstat > vmstat0.txt
-numatrace shadow --json -o shadow.json --model fault-count:stamp=latest -- {w} || exit 1
+numatrace record -o {TRACE} -- {w} || exit 1
 cat /proc/sys/vm/stat_refresh > /dev/null; cat /proc/vmstat > vmstat1.txt
+wc -c < {TRACE} > trace-bytes.txt
 "#
     )
 }
@@ -75,6 +106,8 @@ struct Run {
     score_us: u64,
     vmstat: BTreeMap<String, u64>,
     shadow: ShadowReport,
+    /// The replay's scorecard against the truth.
+    card: serde_json::Value,
 }
 
 impl Run {
@@ -94,10 +127,13 @@ impl Run {
             .iter()
             .map(|(k, v)| (k.clone(), v.saturating_sub(a.get(k).copied().unwrap_or(0))))
             .collect();
+        let replayed: serde_json::Value = read_report(dir, "shadow.json")?;
         Ok(Run {
             score_us,
             vmstat,
-            shadow: read_report(dir, "shadow.json")?,
+            shadow: serde_json::from_value(replayed.clone())
+                .context("shadow.json: not a replay's report")?,
+            card: replayed["scorecard"].clone(),
         })
     }
 
@@ -186,6 +222,56 @@ fn rows(stock: Option<&Run>, patched: Option<&Run>) -> Vec<Row> {
     rows
 }
 
+/// A policy's entry in a scorecard's list `list` (`shares`, or a rule's
+/// `policies`): the kernel's, or the model's whose name starts with
+/// `policy`.
+fn entry<'a>(list: &'a serde_json::Value, policy: &str) -> Option<&'a serde_json::Value> {
+    list.as_array()?
+        .iter()
+        .find(|p| p["policy"].as_str().is_some_and(|n| n.starts_with(policy)))
+}
+
+/// The rows scored against the truth: Default and Patched are each
+/// kernel as it ran, Predicted the fault-count model on Default's run.
+fn truth_rows(stock: Option<&Run>, patched: Option<&Run>) -> Vec<(String, [Option<String>; 3])> {
+    let pct = |v: Option<&serde_json::Value>| {
+        v.and_then(serde_json::Value::as_f64)
+            .map(|x| format!("{:.1}%", 100.0 * x))
+    };
+    // Default's kernel, Patched's kernel, and the model on Default's run.
+    let three = |value: &dyn Fn(&Run, &str) -> Option<String>| {
+        [
+            stock.and_then(|r| value(r, "kernel")),
+            patched.and_then(|r| value(r, "kernel")),
+            stock.and_then(|r| value(r, "fault-count")),
+        ]
+    };
+    let mut rows: Vec<_> = [
+        ("slow-tier access share", "slow_access_share"),
+        ("... of the slow pages' accesses", "slow_page_access_share"),
+    ]
+    .into_iter()
+    .map(|(name, key)| {
+        let cols = three(&|r, policy| pct(entry(&r.card["shares"], policy).map(|s| &s[key])));
+        (name.to_owned(), cols)
+    })
+    .collect();
+    let rules = stock
+        .or(patched)
+        .and_then(|r| r.card["rules"].as_array().cloned())
+        .unwrap_or_default();
+    for (i, rule) in rules.iter().enumerate() {
+        for key in ["precision", "recall"] {
+            let cols = three(&|r, policy| {
+                pct(entry(&r.card["rules"][i]["policies"], policy).map(|p| &p[key]))
+            });
+            let name = format!("{key} (hot: >= {} accesses/window)", rule["hot_accesses"]);
+            rows.push((name, cols));
+        }
+    }
+    rows
+}
+
 /// Prints the table from the two boots' results (`None`: that half was
 /// not run, shown as `-`).
 pub(crate) fn report(stock_dir: Option<&Path>, patched_dir: Option<&Path>) -> Result<()> {
@@ -217,6 +303,10 @@ pub(crate) fn report(stock_dir: Option<&Path>, patched_dir: Option<&Path>) -> Re
             pred.unwrap_or_else(|| "-".into())
         );
     }
+    for (name, cols) in truth_rows(stock.as_ref(), patched.as_ref()) {
+        let [d, p, pred] = cols.map(|c| c.unwrap_or_else(|| "-".into()));
+        println!("{name:<40} {d:>14} {p:>14} {pred:>14}");
+    }
     println!("{}", "-".repeat(85));
     println!("Default: stock 6.12 (latency threshold); Patched: 6.12 + the RFC's two patches");
     println!(
@@ -235,6 +325,18 @@ pub(crate) fn report(stock_dir: Option<&Path>, patched_dir: Option<&Path>) -> Re
     if let Some(run) = stock.as_ref().or(patched.as_ref()) {
         println!("T = {} s", run.shadow.lifecycle.window_s);
     }
+    println!(
+        "Against the truth plugin's accesses ({WINDOW_MS} ms windows, horizon {HORIZON_S} s): the share of"
+    );
+    println!("all user accesses served by the slow tier (numatrace's own included), and of the");
+    println!("accesses to pages that were on it (measured for each kernel, projected for");
+    println!("Predicted: a page's accesses from DRAM once the model would have promoted it);");
+    println!("precision: promoted pages hot again within the horizon; recall: hot slow-tier pages");
+    println!(
+        "promoted within it. Traces on the guest's tmpfs (DRAM): Default {} bytes, Patched {} bytes.",
+        text_or_dash(stock_dir, "trace-bytes.txt"),
+        text_or_dash(patched_dir, "trace-bytes.txt")
+    );
     for (name, run) in [("Default", &stock), ("Patched", &patched)] {
         if let Some(m) = run.as_ref().and_then(Run::model) {
             println!(
@@ -283,6 +385,17 @@ mod tests {
                 },
                 ..ShadowReport::default()
             },
+            card: serde_json::json!({
+                "shares": [
+                    {"policy": "kernel", "slow_access_share": score as f64 / 1e4,
+                     "slow_page_access_share": 0.5},
+                    {"policy": "fault-count counter=mm", "slow_access_share": 0.25},
+                ],
+                "rules": [{"hot_accesses": 1, "policies": [
+                    {"policy": "kernel", "precision": 0.5, "recall": 0.125},
+                    {"policy": "fault-count counter=mm", "precision": 0.75, "recall": 1.0},
+                ]}],
+            }),
         }
     }
 
@@ -316,6 +429,28 @@ mod tests {
         );
         let again = row("promoted, demoted, promoted again");
         assert_eq!((again.1, again.2, again.3), (Some(1), Some(9), None));
+    }
+
+    #[test]
+    fn truth_rows_take_each_kernel_and_the_model_of_the_default_run() {
+        let (s, p) = (run(1000, 100, 10), run(900, 120, 90));
+        let rows = truth_rows(Some(&s), Some(&p));
+        let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "slow-tier access share",
+                "... of the slow pages' accesses",
+                "precision (hot: >= 1 accesses/window)",
+                "recall (hot: >= 1 accesses/window)"
+            ]
+        );
+        let cols = |i: usize| rows[i].1.clone().map(|c| c.unwrap_or_default());
+        assert_eq!(cols(0), ["10.0%", "9.0%", "25.0%"]);
+        assert_eq!(cols(1), ["50.0%", "50.0%", ""]);
+        assert_eq!(cols(3), ["12.5%", "12.5%", "100.0%"]);
+        let half = truth_rows(None, Some(&p));
+        assert_eq!(half[0].1, [None, Some("9.0%".into()), None]);
     }
 
     #[test]

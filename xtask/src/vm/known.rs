@@ -18,10 +18,13 @@
 //!   steady page takes one bump a visit on average and 16 in one window
 //!   about once in 10^13;
 //! - the kernel's promotions: a steady page is visited again within
-//!   [`REVISIT_MS`], so at least 98% of the steady pages it promotes are
-//!   accessed at their new frame within the horizon; so are 98% of the
-//!   burst pages it promotes a second or more before their burst's end
-//!   (those promoted later are the burst promotions the shape sets up);
+//!   [`REVISIT_MS`], at least four times within the horizon after a
+//!   promotion, each visit missing a page with probability e^-1, so at
+//!   least 95% of the steady pages it promotes are accessed at their new
+//!   frame within the horizon (e^-4 = 1.8% missed); 98% of the burst pages
+//!   it promotes a second or more before their burst's end are (the
+//!   visits go on back to back); those promoted later are the burst
+//!   promotions the shape sets up;
 //! - fault-count, whose default threshold is far above the hint faults
 //!   this workload takes, promotes at every hint fault: it recalls no
 //!   fewer hot pages than the kernel, no later; two-touch, which waits for
@@ -464,11 +467,11 @@ fn expect(
     );
     ensure!(
         after.steady >= 500
-            && after.steady_hit * 100 >= after.steady * 98
+            && after.steady_hit * 100 >= after.steady * 95
             && after.burst_early_hit * 100 >= after.burst_early * 98,
         "the kernel's promotions hit again at their new frame within {HORIZON_S} s: {} of {} steady \
          pages, {} of {} burst pages promoted before their burst's last second; 500 steady \
-         promotions and 98% of each needed",
+         promotions, 95% of them and 98% of the burst pages needed",
         after.steady_hit,
         after.steady,
         after.burst_early_hit,
