@@ -1381,16 +1381,21 @@ fn check_slow_total(a: &HotChunksArgs) -> Result<()> {
     Ok(())
 }
 
+/// Names the process `name` (so it shows up as that in top and ps, not as
+/// another numatrace) and picks its slow and DRAM nodes.
+fn named_on_nodes(
+    name: &std::ffi::CStr,
+    slow: Option<u32>,
+    dram: Option<u32>,
+) -> Result<(u32, u32)> {
+    // SAFETY: PR_SET_NAME with a NUL-terminated buffer; the kernel keeps
+    // its first 15 bytes.
+    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+    slow_and_dram_nodes(slow, dram, &system::nodes(), " (see `numatrace doctor`)")
+}
+
 pub(crate) fn hot_chunks(a: &HotChunksArgs) -> Result<ExitCode> {
-    // Show up as "hot-chunks" in top/ps, not as another numatrace.
-    // SAFETY: PR_SET_NAME with a NUL-terminated buffer of <= 16 bytes.
-    unsafe { libc::prctl(libc::PR_SET_NAME, c"hot-chunks".as_ptr()) };
-    let (slow_node, dram_node) = slow_and_dram_nodes(
-        a.slow_node,
-        a.dram_node,
-        &system::nodes(),
-        " (see `numatrace doctor`)",
-    )?;
+    let (slow_node, dram_node) = named_on_nodes(c"hot-chunks", a.slow_node, a.dram_node)?;
     check_flags(a)?;
     let _dram = dram_filler(a.dram_mb, a.thp, dram_node)?;
     if a.slow_mb == 0 {

@@ -14,22 +14,13 @@ use anyhow::{ensure, Context, Result};
 use numa_core::rng::Rng;
 use numa_core::workload::{FrameRun, KnownLog, Part, Visit};
 use numa_host::clock::monotonic_ns;
-use numa_host::system;
 
-use super::{dram_filler, slow_and_dram_nodes, Pages, Region, MIB, PAGE};
+use super::{dram_filler, named_on_nodes, Pages, Region, MIB, PAGE};
 use crate::cli::KnownArgs;
 
 pub(crate) fn run(a: &KnownArgs) -> Result<ExitCode> {
-    // Show up as "known" in top/ps, not as another numatrace.
-    // SAFETY: PR_SET_NAME with a NUL-terminated buffer of <= 16 bytes.
-    unsafe { libc::prctl(libc::PR_SET_NAME, c"known".as_ptr()) };
     check(a)?;
-    let (slow_node, dram_node) = slow_and_dram_nodes(
-        a.slow_node,
-        a.dram_node,
-        &system::nodes(),
-        " (see `numatrace doctor`)",
-    )?;
+    let (slow_node, dram_node) = named_on_nodes(c"known", a.slow_node, a.dram_node)?;
     let _dram = dram_filler(a.dram_mb, false, dram_node)?;
     let chunk_pages = a.chunk_mb * (MIB / PAGE) as u64;
     let rare = u64::from(a.rare_s > 0);
@@ -321,22 +312,12 @@ mod tests {
         let pages = (a.steady_chunks + a.burst_chunks) * 256 + 1;
         let r = Region::new(pages as usize * PAGE, false).expect("a mapping");
         let mut log = KnownLog {
-            pid: 0,
-            slow_node: 0,
             chunk_pages: 256,
             steady_chunks: a.steady_chunks,
             burst_chunks: a.burst_chunks,
             rare_page: Some(pages - 1),
             slow_vma: r.span(),
-            cold_vma: None,
-            placed_ns: 0,
-            start_ns: 0,
-            end_ns: 0,
-            slow_frames: Vec::new(),
-            cold_frames: Vec::new(),
-            visits: Vec::new(),
-            visits_not_logged: 0,
-            accesses: 0,
+            ..KnownLog::default()
         };
         Shape::new(a, Pages::of(&r, false), 256).run(&mut log);
         (log, r)

@@ -48,16 +48,16 @@ const HORIZON_S: &str = "10";
 /// The host's replay of a boot's trace with its truth: the shadow of the
 /// `fault-count` model and the scorecard, into `shadow.json`.
 pub(crate) fn replay(dir: &Path) -> Result<()> {
-    let numatrace = crate::binary::path(true);
-    let out = dir.join("shadow.json");
-    let mut cmd = std::process::Command::new(&numatrace);
-    cmd.arg("replay")
-        .arg(dir.join(TRACE))
-        .args(["--json", "--model", "fault-count:stamp=latest", "--truth"])
-        .arg(dir.join(TRUTH))
-        .args(["--hot-accesses", HOT_RULES, "--horizon-s", HORIZON_S, "-o"])
-        .arg(&out);
-    crate::cmd::run(&mut cmd).with_context(|| format!("replaying {}", dir.display()))
+    let report = crate::vm::truth::replay(
+        &crate::binary::path(true),
+        &dir.join(TRACE),
+        &dir.join(TRUTH),
+        (HORIZON_S, HOT_RULES),
+        &["fault-count:stamp=latest"],
+    )
+    .with_context(|| format!("replaying {}", dir.display()))?;
+    std::fs::write(dir.join("shadow.json"), serde_json::to_vec(&report)?)?;
+    Ok(())
 }
 
 /// The guest script, the same on both kernels.

@@ -31,7 +31,6 @@
 //!   a page's second hint fault, promotes no more pages than fault-count.
 
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::OsStr;
 use std::fs;
 use std::ops::Range;
 use std::path::Path;
@@ -43,8 +42,7 @@ use numa_core::workload::{FrameRun, KnownLog, Part};
 
 use crate::host::Setup;
 use crate::kernels::Kernel;
-use crate::vm::truth::{assemble, build_plugin, node_pfns, plugin_arg, raw_path, run, wrap};
-use crate::vm::{boot, Guest, Mode, Topology};
+use crate::vm::truth::{node_pfns, replay, run, PluginRun};
 
 /// Accesses per chunk visit: as many as a chunk's pages.
 const ACCESSES: u64 = 1024;
@@ -82,33 +80,14 @@ numatrace record -o /results/k.trace -- numatrace workload known --dram-mb 1200 
 /// Boots `kernel` with the plugin on the scenario and checks it; returns
 /// what it found, the scorecard's table among it.
 pub(crate) fn scenario(kernel: &Kernel, numatrace: &Path, setup: &mut Setup) -> Result<String> {
-    let dir = crate::vm::state_dir(kernel.series).join("known");
-    let out = dir.join("results");
-    let file = dir.join("known.truth");
-    let plugin = plugin_arg(&build_plugin(setup)?, &raw_path(&file))?;
-    let guest = Guest {
-        kernel,
-        topology: Topology::default(),
-        numatrace,
-        files: &[],
-        mode: Mode::Command(wrap(&script(), WINDOW_MS)),
+    let script = script();
+    let run = PluginRun {
+        name: "known",
+        script: &script,
+        window_ms: WINDOW_MS,
         timeout: Duration::from_secs(360),
-        out: &out,
-        icount: false,
-        root_disk: None,
-        plugin: Some(&plugin),
     };
-    let outcome = boot(&guest)?;
-    if let Some(why) = outcome.failure() {
-        bail!("{why}\n{}", outcome.tail(30).join("\n"));
-    }
-    ensure!(
-        outcome.exit_status == Some(0),
-        "the guest script exited with {:?}:\n{}",
-        outcome.exit_status,
-        outcome.tail(30).join("\n")
-    );
-    assemble(&file, &out)?;
+    let (out, file, _) = run.boot(kernel, numatrace, setup)?;
     let slow = node_pfns(&out)?;
     let log: KnownLog = crate::results::read_report(&out, "known.json")?;
     let truth = Sorted::of(&log, &file, &slow)?;
@@ -365,21 +344,7 @@ const MODELS: [&str; 4] = [
 /// `numatrace replay --truth --json` on the scenario's trace: its
 /// scorecard.
 fn scorecard(numatrace: &Path, truth: &Path, trace: &Path) -> Result<serde_json::Value> {
-    let mut args: Vec<&OsStr> = vec![
-        "replay".as_ref(),
-        trace.as_os_str(),
-        "--truth".as_ref(),
-        truth.as_os_str(),
-        "--horizon-s".as_ref(),
-        HORIZON_S.as_ref(),
-        "--hot-accesses".as_ref(),
-        HOT_RULES.as_ref(),
-        "--json".as_ref(),
-    ];
-    for m in MODELS {
-        args.extend([OsStr::new("--model"), OsStr::new(m)]);
-    }
-    let v: serde_json::Value = serde_json::from_slice(&run(numatrace, &args)?)?;
+    let v = replay(numatrace, trace, truth, (HORIZON_S, HOT_RULES), &MODELS)?;
     Ok(v["scorecard"].clone())
 }
 
@@ -533,17 +498,10 @@ mod tests {
             pages,
         };
         let log = KnownLog {
-            pid: 1,
-            slow_node: 1,
             chunk_pages: 2,
             steady_chunks: 1,
             burst_chunks: 1,
             rare_page: Some(4),
-            slow_vma: [0, 5 * 4096],
-            cold_vma: Some([8192 * 4096, 8194 * 4096]),
-            placed_ns: 0,
-            start_ns: 0,
-            end_ns: 0,
             slow_frames: vec![run(0, 500, 3), run(3, 100, 2)],
             cold_frames: vec![run(0, 300, 2)],
             visits: vec![Visit {
@@ -551,8 +509,7 @@ mod tests {
                 start_ns: 0,
                 end_ns: 5,
             }],
-            visits_not_logged: 0,
-            accesses: 0,
+            ..KnownLog::default()
         };
         let o = Owners::of(&log);
         assert_eq!(o.of_pfn(501), Some(Owner::Visited(1)));

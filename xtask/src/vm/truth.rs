@@ -120,6 +120,56 @@ cut -d' ' -f1 /proc/uptime > /results/known-done
 echo 2 > /proc/sys/kernel/numa_balancing
 numatrace record -o /results/t.trace -- numatrace workload hot-chunks --slow-mb 16 --chunk-mb 4 --accesses 4000 --idle-ms 100 --duration 4 --min-faults 2000 --linger 5 --max-duration 90 --summary /results/t.json";
 
+/// A guest script run under the plugin in a VM test: its scratch
+/// directory's name under the kernel's, its truth windows and its time.
+pub(crate) struct PluginRun<'a> {
+    pub name: &'a str,
+    pub script: &'a str,
+    pub window_ms: u64,
+    pub timeout: Duration,
+}
+
+impl PluginRun<'_> {
+    /// Boots `kernel` on the script under the plugin, fails unless the
+    /// script exited 0, and assembles its truth file: (the guest's
+    /// results, the truth file, what the assembly found).
+    pub(crate) fn boot(
+        &self,
+        kernel: &Kernel,
+        numatrace: &Path,
+        setup: &mut Setup,
+    ) -> Result<(PathBuf, PathBuf, Assembled)> {
+        let dir = crate::vm::state_dir(kernel.series).join(self.name);
+        let out = dir.join("results");
+        let file = dir.join(format!("{}.truth", self.name));
+        let plugin = plugin_arg(&build_plugin(setup)?, &raw_path(&file))?;
+        let guest = Guest {
+            kernel,
+            topology: Topology::default(),
+            numatrace,
+            files: &[],
+            mode: Mode::Command(wrap(self.script, self.window_ms)),
+            timeout: self.timeout,
+            out: &out,
+            icount: false,
+            root_disk: None,
+            plugin: Some(&plugin),
+        };
+        let outcome = boot(&guest)?;
+        if let Some(why) = outcome.failure() {
+            bail!("{why}\n{}", outcome.tail(30).join("\n"));
+        }
+        ensure!(
+            outcome.exit_status == Some(0),
+            "the guest script exited with {:?}:\n{}",
+            outcome.exit_status,
+            outcome.tail(30).join("\n")
+        );
+        let done = assemble(&file, &out)?;
+        Ok((out, file, done))
+    }
+}
+
 /// Promoted pages whose timelines [`explained`] checks.
 const EXPLAINED: usize = 16;
 
@@ -129,35 +179,15 @@ const EXPLAINED: usize = 16;
 /// its stores each come to the workload's count, on its pages, give or
 /// take the few other pages on node 1.
 pub(crate) fn self_test(kernel: &Kernel, numatrace: &Path, setup: &mut Setup) -> Result<String> {
-    let dir = crate::vm::state_dir(kernel.series).join("truth");
-    let out = dir.join("results");
-    let file = dir.join("self-test.truth");
-    let plugin = plugin_arg(&build_plugin(setup)?, &raw_path(&file))?;
-    let guest = Guest {
-        kernel,
-        topology: Topology::default(),
-        numatrace,
-        files: &[],
-        mode: Mode::Command(wrap(SELF_TEST, 500)),
+    let run = PluginRun {
+        name: "truth",
+        script: SELF_TEST,
+        window_ms: 500,
         // Two workloads, one attach: tens of seconds each under TCG and
         // the plugin.
         timeout: Duration::from_secs(420),
-        out: &out,
-        icount: false,
-        root_disk: None,
-        plugin: Some(&plugin),
     };
-    let outcome = boot(&guest)?;
-    if let Some(why) = outcome.failure() {
-        bail!("{why}\n{}", outcome.tail(30).join("\n"));
-    }
-    ensure!(
-        outcome.exit_status == Some(0),
-        "the guest script exited with {:?}:\n{}",
-        outcome.exit_status,
-        outcome.tail(30).join("\n")
-    );
-    let done = assemble(&file, &out)?;
+    let (out, file, done) = run.boot(kernel, numatrace, setup)?;
     let slow = node_pfns(&out)?;
     let w: Summary = crate::results::read_report(&out, "w.json")?;
     // The known workload's windows: those over a second after it ended,
@@ -255,6 +285,33 @@ fn explained(
     ))
 }
 
+/// `numatrace replay --json` of `trace` with `truth`, the scorecard's
+/// (horizon in seconds, hot rules) and `models` (none: replay's default
+/// ones): its report, the scorecard in it.
+pub(crate) fn replay(
+    numatrace: &Path,
+    trace: &Path,
+    truth: &Path,
+    (horizon_s, hot_rules): (&str, &str),
+    models: &[&str],
+) -> Result<serde_json::Value> {
+    let mut args: Vec<&std::ffi::OsStr> = vec![
+        "replay".as_ref(),
+        trace.as_os_str(),
+        "--truth".as_ref(),
+        truth.as_os_str(),
+        "--horizon-s".as_ref(),
+        horizon_s.as_ref(),
+        "--hot-accesses".as_ref(),
+        hot_rules.as_ref(),
+        "--json".as_ref(),
+    ];
+    for m in models {
+        args.extend([std::ffi::OsStr::new("--model"), std::ffi::OsStr::new(m)]);
+    }
+    Ok(serde_json::from_slice(&run(numatrace, &args)?)?)
+}
+
 /// `numatrace` with `args`; its stdout.
 pub(crate) fn run(numatrace: &Path, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>> {
     let out = std::process::Command::new(numatrace).args(args).output()?;
@@ -320,21 +377,7 @@ fn scored(
     promoted: &Promoted,
     workload_pages: usize,
 ) -> Result<String> {
-    let json = run(
-        numatrace,
-        &[
-            "replay".as_ref(),
-            trace.as_os_str(),
-            "--truth".as_ref(),
-            truth.as_os_str(),
-            "--horizon-s".as_ref(),
-            HORIZON_S.as_ref(),
-            "--hot-accesses".as_ref(),
-            HOT_RULES.as_ref(),
-            "--json".as_ref(),
-        ],
-    )?;
-    let v: serde_json::Value = serde_json::from_slice(&json)?;
+    let v = replay(numatrace, trace, truth, (HORIZON_S, HOT_RULES), &[])?;
     let card = &v["scorecard"];
     let u = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
     let kernel = &card["shares"][0];

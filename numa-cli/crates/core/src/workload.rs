@@ -90,7 +90,7 @@ pub struct MoverTimes {
 /// What `numatrace workload known --log FILE` writes: a workload whose hot
 /// pages are known by construction, with what a truth file needs to tell
 /// each true access's page and whether a visit made it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct KnownLog {
     pub pid: u32,
     pub slow_node: u32,
@@ -208,22 +208,11 @@ mod tests {
     #[test]
     fn a_page_is_told_by_its_chunk() {
         let log = KnownLog {
-            pid: 1,
-            slow_node: 1,
             chunk_pages: 4,
             steady_chunks: 2,
             burst_chunks: 1,
             rare_page: Some(12),
-            slow_vma: [0, 13 * 4096],
-            cold_vma: None,
-            placed_ns: 0,
-            start_ns: 0,
-            end_ns: 0,
-            slow_frames: Vec::new(),
-            cold_frames: Vec::new(),
-            visits: Vec::new(),
-            visits_not_logged: 0,
-            accesses: 0,
+            ..KnownLog::default()
         };
         assert_eq!(log.part_of(0), Some(Part::Steady(0)));
         assert_eq!(log.part_of(7), Some(Part::Steady(1)));
