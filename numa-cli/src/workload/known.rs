@@ -94,7 +94,6 @@ fn frames(r: &Region) -> Result<Vec<FrameRun>> {
     let f = std::fs::File::open("/proc/self/pagemap").context("/proc/self/pagemap")?;
     let pages = r.len / PAGE;
     let first = r.ptr as u64 / PAGE as u64;
-    let mut pfns = Vec::with_capacity(pages.min(PAGEMAP_BATCH));
     let mut runs = Vec::new();
     let mut buf = vec![0u8; PAGEMAP_BATCH.min(pages) * 8];
     for start in (0..pages).step_by(PAGEMAP_BATCH) {
@@ -102,20 +101,12 @@ fn frames(r: &Region) -> Result<Vec<FrameRun>> {
         let bytes = &mut buf[..n * 8];
         f.read_exact_at(bytes, (first + start as u64) * 8)
             .context("reading /proc/self/pagemap")?;
-        pfns.clear();
-        for e in bytes.chunks_exact(8) {
-            pfns.push(pfn_of(e.try_into().unwrap_or_default())?);
+        for (i, e) in bytes.chunks_exact(8).enumerate() {
+            let pfn = pfn_of(e.try_into().unwrap_or_default())?;
+            FrameRun::push(&mut runs, (start + i) as u64, pfn);
         }
-        runs.extend(
-            FrameRun::runs(pfns.iter().copied())
-                .into_iter()
-                .map(|run| FrameRun {
-                    first_page: run.first_page + start as u64,
-                    ..run
-                }),
-        );
     }
-    Ok(merged(runs))
+    Ok(runs)
 }
 
 /// A pagemap entry's frame: every page was populated, so one not present
@@ -134,20 +125,6 @@ fn pfn_of(entry: [u8; 8]) -> Result<u64> {
     Ok(pfn)
 }
 
-/// Runs that continue one another across a batch's edge, joined.
-fn merged(runs: Vec<FrameRun>) -> Vec<FrameRun> {
-    let mut out: Vec<FrameRun> = Vec::with_capacity(runs.len());
-    for r in runs {
-        match out.last_mut() {
-            Some(l) if l.first_page + l.pages == r.first_page && l.pfn + l.pages == r.pfn => {
-                l.pages += r.pages
-            }
-            _ => out.push(r),
-        }
-    }
-    out
-}
-
 /// The access phase's timetable, in CLOCK_MONOTONIC ns.
 struct Shape<'a> {
     pages: Pages<'a>,
@@ -157,7 +134,7 @@ struct Shape<'a> {
     revisit: u64,
     burst: u64,
     burst_every: u64,
-    /// ns between touches of the rare page, 0 for none.
+    /// ns between touches of the rare page (when the log has one).
     rare_every: u64,
     accesses: u64,
     duration: u64,
@@ -194,7 +171,7 @@ impl<'a> Shape<'a> {
         let mut steady_due: Vec<u64> = (0..self.steady)
             .map(|c| t0 + c * self.revisit / self.steady)
             .collect();
-        let mut rare_due = t0;
+        let mut rare_due = log.rare_page.map(|_| t0);
         let mut burst: Option<Visit> = None;
         loop {
             let now = monotonic_ns();
@@ -214,40 +191,51 @@ impl<'a> Shape<'a> {
                 self.visit(chunk);
                 b.end_ns = monotonic_ns();
             }
-            for (c, due) in steady_due.iter_mut().enumerate() {
-                if *due <= now {
-                    let start_ns = monotonic_ns();
-                    self.visit(c as u64);
-                    let v = Visit {
-                        part: Part::Steady(c as u64),
-                        start_ns,
-                        end_ns: monotonic_ns(),
-                    };
-                    record(log, Some(v));
-                    *due = (*due + self.revisit).max(now);
-                }
-            }
-            if let (Some(page), true) = (log.rare_page, self.rare_every > 0 && rare_due <= now) {
-                let start_ns = monotonic_ns();
-                // SAFETY: the rare page is the visited mapping's last.
-                unsafe { self.pages.bump(page as usize) };
-                let v = Visit {
-                    part: Part::Rare,
-                    start_ns,
-                    end_ns: monotonic_ns(),
-                };
-                record(log, Some(v));
-                log.accesses += 1;
-                rare_due += self.rare_every;
+            self.steady_visits(log, &mut steady_due, now);
+            if let Some(due) = rare_due.as_mut().filter(|due| **due <= now) {
+                self.rare_touch(log);
+                *due += self.rare_every;
             }
             if active.is_none() {
-                let next = self.next_due(t0, now, &steady_due, rare_due, log.rare_page.is_some());
+                let next = self.next_due(t0, now, &steady_due, rare_due);
                 std::thread::sleep(Duration::from_nanos(next.min(end).saturating_sub(now)));
             }
         }
         record(log, burst);
         log.accesses += self.made;
         log.end_ns = monotonic_ns();
+    }
+
+    /// Visits every steady chunk due by `now`, each then due a revisit on.
+    fn steady_visits(&mut self, log: &mut KnownLog, steady_due: &mut [u64], now: u64) {
+        for (c, due) in steady_due.iter_mut().enumerate() {
+            if *due <= now {
+                let start_ns = monotonic_ns();
+                self.visit(c as u64);
+                let v = Visit {
+                    part: Part::Steady(c as u64),
+                    start_ns,
+                    end_ns: monotonic_ns(),
+                };
+                record(log, Some(v));
+                *due = (*due + self.revisit).max(now);
+            }
+        }
+    }
+
+    /// One access to the rare page.
+    fn rare_touch(&mut self, log: &mut KnownLog) {
+        let Some(page) = log.rare_page else { return };
+        let start_ns = monotonic_ns();
+        // SAFETY: the rare page is the visited mapping's last.
+        unsafe { self.pages.bump(page as usize) };
+        let v = Visit {
+            part: Part::Rare,
+            start_ns,
+            end_ns: monotonic_ns(),
+        };
+        record(log, Some(v));
+        log.accesses += 1;
     }
 
     /// The burst chunk hot at `t` ns into the phase, if any.
@@ -259,12 +247,11 @@ impl<'a> Shape<'a> {
 
     /// When something next falls due after `now`: a steady chunk, the
     /// next burst, or the rare page.
-    fn next_due(&self, t0: u64, now: u64, steady_due: &[u64], rare_due: u64, rare: bool) -> u64 {
+    fn next_due(&self, t0: u64, now: u64, steady_due: &[u64], rare_due: Option<u64>) -> u64 {
         let next_burst = {
             let b = (now - t0) / self.burst_every + 1;
             (b < self.bursts).then_some(t0 + b * self.burst_every)
         };
-        let rare_due = (rare && self.rare_every > 0).then_some(rare_due);
         steady_due
             .iter()
             .copied()
@@ -397,23 +384,7 @@ mod tests {
         assert!(runs
             .windows(2)
             .all(|w| w[0].first_page + w[0].pages == w[1].first_page));
-        let split = vec![
-            FrameRun {
-                first_page: 0,
-                pfn: 100,
-                pages: 2,
-            },
-            FrameRun {
-                first_page: 2,
-                pfn: 102,
-                pages: 3,
-            },
-            FrameRun {
-                first_page: 5,
-                pfn: 200,
-                pages: 1,
-            },
-        ];
-        assert_eq!(merged(split).len(), 2);
+        let split = FrameRun::runs([100, 101, 102, 103, 104, 200]);
+        assert_eq!(split.len(), 2);
     }
 }

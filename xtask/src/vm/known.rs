@@ -42,7 +42,7 @@ use numa_core::workload::{FrameRun, KnownLog, Part};
 
 use crate::host::Setup;
 use crate::kernels::Kernel;
-use crate::vm::truth::{node_pfns, replay, run, PluginRun};
+use crate::vm::truth::{faults, node_pfns, replay, PluginRun};
 
 /// Accesses per chunk visit: as many as a chunk's pages.
 const ACCESSES: u64 = 1024;
@@ -52,8 +52,8 @@ const REVISIT_MS: u64 = 2000;
 const DURATION_S: u64 = 36;
 /// Truth windows, and the scorecard's horizon.
 const WINDOW_MS: u64 = 500;
-const HORIZON_S: &str = "10";
-const HORIZON_NS: u64 = 10_000_000_000;
+const HORIZON_S: u64 = 10;
+const HORIZON_NS: u64 = HORIZON_S * 1_000_000_000;
 /// The scorecard's hot rules: one access a window, and [`BUSY`].
 const HOT_RULES: &str = "1,32";
 const BUSY: u64 = 32;
@@ -244,11 +244,9 @@ impl Faults {
         let Some(cold) = log.cold_vma else {
             bail!("the scenario asks for an untouched mapping; the log has none");
         };
-        let dump = run(numatrace, &["dump".as_ref(), trace.as_os_str()])?;
         let mut f = Faults::default();
-        for line in dump.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            let r: serde_json::Value = serde_json::from_slice(line)?;
-            if r["type"] != "fault" || r["pid"].as_u64() != Some(u64::from(log.pid)) {
+        for r in faults(numatrace, trace)? {
+            if r["pid"].as_u64() != Some(u64::from(log.pid)) {
                 continue;
             }
             let Some(addr) = r["addr"]
@@ -344,7 +342,8 @@ const MODELS: [&str; 4] = [
 /// `numatrace replay --truth --json` on the scenario's trace: its
 /// scorecard.
 fn scorecard(numatrace: &Path, truth: &Path, trace: &Path) -> Result<serde_json::Value> {
-    let v = replay(numatrace, trace, truth, (HORIZON_S, HOT_RULES), &MODELS)?;
+    let horizon = HORIZON_S.to_string();
+    let v = replay(numatrace, trace, truth, (&horizon, HOT_RULES), &MODELS)?;
     Ok(v["scorecard"].clone())
 }
 

@@ -312,6 +312,19 @@ pub(crate) fn replay(
     Ok(serde_json::from_slice(&run(numatrace, &args)?)?)
 }
 
+/// The fault records of `trace`, from its `dump`.
+pub(crate) fn faults(numatrace: &Path, trace: &Path) -> Result<Vec<serde_json::Value>> {
+    let dump = run(numatrace, &["dump".as_ref(), trace.as_os_str()])?;
+    let mut faults = Vec::new();
+    for line in dump.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let r: serde_json::Value = serde_json::from_slice(line)?;
+        if r["type"] == "fault" {
+            faults.push(r);
+        }
+    }
+    Ok(faults)
+}
+
 /// `numatrace` with `args`; its stdout.
 pub(crate) fn run(numatrace: &Path, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>> {
     let out = std::process::Command::new(numatrace).args(args).output()?;
@@ -329,15 +342,13 @@ struct Promoted {
 
 impl Promoted {
     fn of(numatrace: &Path, trace: &Path, slow: &std::ops::Range<u32>) -> Result<Promoted> {
-        let dump = run(numatrace, &["dump".as_ref(), trace.as_os_str()])?;
         let mut p = Promoted {
             base_pages: Vec::new(),
             frames: std::collections::BTreeSet::new(),
         };
-        for line in dump.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            let r: serde_json::Value = serde_json::from_slice(line)?;
+        for r in faults(numatrace, trace)? {
             let u = |k: &str| r[k].as_u64().unwrap_or(0);
-            if r["type"] != "fault" || u("dst_pfn") == 0 {
+            if u("dst_pfn") == 0 {
                 continue;
             }
             // Base pages: a large folio's frame is its head's, not the page's.

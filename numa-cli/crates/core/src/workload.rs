@@ -151,22 +151,28 @@ impl FrameRun {
     /// Frames in page order as runs; a page with no frame (0) ends a run
     /// and starts none.
     pub fn runs(frames: impl IntoIterator<Item = u64>) -> Vec<FrameRun> {
-        let mut runs: Vec<FrameRun> = Vec::new();
+        let mut runs = Vec::new();
         for (page, pfn) in frames.into_iter().enumerate() {
-            let page = page as u64;
-            if pfn == 0 {
-                continue;
-            }
-            match runs.last_mut() {
-                Some(r) if r.first_page + r.pages == page && r.pfn + r.pages == pfn => r.pages += 1,
-                _ => runs.push(FrameRun {
-                    first_page: page,
-                    pfn,
-                    pages: 1,
-                }),
-            }
+            FrameRun::push(&mut runs, page as u64, pfn);
         }
         runs
+    }
+
+    /// Adds page `page` at frame `pfn` (pages in increasing order) to
+    /// `runs`: the last run grows when it continues on both, a new one
+    /// starts otherwise; a page with no frame (0) adds nothing.
+    pub fn push(runs: &mut Vec<FrameRun>, page: u64, pfn: u64) {
+        if pfn == 0 {
+            return;
+        }
+        match runs.last_mut() {
+            Some(r) if r.first_page + r.pages == page && r.pfn + r.pages == pfn => r.pages += 1,
+            _ => runs.push(FrameRun {
+                first_page: page,
+                pfn,
+                pages: 1,
+            }),
+        }
     }
 }
 
