@@ -186,6 +186,7 @@ fn snapshot(i: u64) -> Snapshot {
             .iter()
             .map(|k| ((*k).to_owned(), i))
             .collect(),
+        damon_cpu_ns: None,
     }
 }
 

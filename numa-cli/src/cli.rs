@@ -104,6 +104,7 @@ impl ProbeArgs {
             bpf_stats: self.bpf_stats,
             empty_programs: self.empty_programs,
             empty_only: self.empty_program.clone(),
+            damon: false,
         }
     }
 
@@ -207,6 +208,8 @@ pub(crate) struct StatsArgs {
     /// each cgroup's memory.stat.
     #[arg(long, value_enum)]
     pub by: Option<StatsBy>,
+    #[command(flatten)]
+    pub live_truth: LiveTruthArgs,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }
@@ -381,6 +384,10 @@ pub(crate) struct ShadowArgs {
     #[arg(long, requires = "record")]
     pub overwrite: bool,
     #[command(flatten)]
+    pub live_truth: LiveTruthArgs,
+    #[command(flatten)]
+    pub score: ScoreArgs,
+    #[command(flatten)]
     pub probe: ProbeArgs,
 }
 
@@ -394,14 +401,65 @@ pub(crate) struct ReplayArgs {
     /// `threshold=1e4,1e5,1e6`.
     #[arg(long, value_parser = ranges::sweep)]
     pub sweep: Option<String>,
-    /// Score the kernel and every model against this truth file (the test
-    /// bed's accesses, from `cargo xtask vm --truth FILE`): precision,
-    /// recall, burst promotions, time to promotion and the slow tier's
-    /// share of the accesses, per hot rule.
-    #[arg(long, value_name = "FILE", conflicts_with = "csv")]
-    pub truth: Option<PathBuf>,
+    /// Score the kernel and every model against the truth: a truth file
+    /// (the test bed's accesses, from `cargo xtask vm --truth FILE`), or
+    /// `from-trace`, the DAMON records of a run with `--truth damon`:
+    /// precision, recall, burst promotions, time to promotion and the slow
+    /// tier's share of the accesses, per hot rule.
+    #[arg(long, value_name = "FILE|from-trace", conflicts_with = "csv",
+          value_parser = ranges::truth_source)]
+    pub truth: Option<TruthSource>,
     #[command(flatten)]
     pub score: ScoreArgs,
+}
+
+/// Where a scorecard's truth comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TruthSource {
+    /// A truth file (the test bed's QEMU plugin).
+    File(PathBuf),
+    /// The trace's own DAMON records.
+    FromTrace,
+}
+
+impl TruthSource {
+    /// The truth file, when one is named.
+    pub(crate) fn file(&self) -> Option<&std::path::Path> {
+        match self {
+            TruthSource::File(p) => Some(p),
+            TruthSource::FromTrace => None,
+        }
+    }
+}
+
+/// A truth sampled on the running host while the probes are attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LiveTruth {
+    /// A kdamond of numatrace's own with physical-address operations over
+    /// every memory node (the slow tier's, and DRAM's, where promoted pages
+    /// go); its regions go into the trace. Needs DAMON (not in Debian's
+    /// 6.1) and no other kdamond set up through DAMON's sysfs.
+    Damon,
+}
+
+/// `--truth damon` on the commands that attach the probes.
+#[derive(Debug, Args, Clone)]
+pub(crate) struct LiveTruthArgs {
+    /// Sample which memory is accessed while attached (`damon`): the
+    /// scorecard's truth on a real host; its cost (the kdamond's CPU) and
+    /// resolution are in the report.
+    #[arg(long, value_enum)]
+    pub truth: Option<LiveTruth>,
+}
+
+impl LiveTruthArgs {
+    /// The probe session's options: `probe`'s, with the kdamond asked for.
+    pub(crate) fn options(&self, probe: &ProbeArgs) -> numa_probe::session::ProbeOptions {
+        numa_probe::session::ProbeOptions {
+            damon: self.truth == Some(LiveTruth::Damon),
+            ..probe.options()
+        }
+    }
 }
 
 /// The scorecard's rules, for the commands that take `--truth`.
@@ -482,11 +540,11 @@ pub(crate) struct ReportArgs {
     /// The page's virtual address (with --pid).
     #[arg(long, value_parser = ranges::user_addr, requires = "pid")]
     pub addr: Option<u64>,
-    /// A truth file of the same run (one trace): adds the scorecard, as
-    /// `replay --truth` gives it, and with --pid and --addr the page's
-    /// true accesses, as `explain --truth`.
-    #[arg(long, value_name = "FILE")]
-    pub truth: Option<PathBuf>,
+    /// The truth of the same run (one trace), a file or `from-trace` as
+    /// `replay --truth` takes it: adds the scorecard, and with --pid and
+    /// --addr (a file only) the page's true accesses, as `explain --truth`.
+    #[arg(long, value_name = "FILE|from-trace", value_parser = ranges::truth_source)]
+    pub truth: Option<TruthSource>,
     #[command(flatten)]
     pub score: ScoreArgs,
 }
@@ -499,6 +557,8 @@ pub(crate) struct RecordArgs {
     /// Replace the trace file if it exists (never overwritten otherwise).
     #[arg(long)]
     pub overwrite: bool,
+    #[command(flatten)]
+    pub live_truth: LiveTruthArgs,
     #[command(flatten)]
     pub probe: ProbeArgs,
 }

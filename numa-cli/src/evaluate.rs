@@ -1,15 +1,16 @@
 //! `numatrace shadow` (live) and `numatrace replay` (from a trace): the same
 //! shadow engine, fed by either source, printed by the same code
 //! (`numa_render::evaluate`).
-use std::{io::Write, process::ExitCode, time::Duration};
+use std::{io::Write, path::Path, process::ExitCode, time::Duration};
 
 use anyhow::{bail, Context, Result};
 
 use crate::{
-    cli::{ModelArgs, ReplayArgs, ScoreArgs, ShadowArgs},
+    cli::{ModelArgs, ReplayArgs, ScoreArgs, ShadowArgs, TruthSource},
     progress::Output::AtEnd,
 };
 use numa_core::{
+    damon,
     model::{
         funnel::Watch,
         policy::{self, KernelDefaults},
@@ -59,9 +60,18 @@ pub(crate) fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
             numa_host::fs::check_not_input(Some(out), &[path])?;
         }
     }
-    let probes = numa_probe::session::attach(&args.probe.options())?;
+    let probes = numa_probe::session::attach(&args.live_truth.options(&args.probe))?;
     let probes_header = numa_probe::session::header(&probes);
     let k = KernelDefaults::from_host(&probes_header.tunables, probes_header.params.as_ref());
+    let mut judging = match args.live_truth.truth {
+        Some(_) => Some(Judging::new(
+            &TruthSource::FromTrace,
+            Path::new("the live run"),
+            &probes_header,
+            args.models.sel.policies(&k)?,
+        )?),
+        None => None,
+    };
     let mut engine = Shadow::new(args.models.sel.policies(&k)?, args.models.top);
     engine.set_map_plan(probes_header.map_plan.as_ref(), probes_header.map_bytes);
     engine.set_toptier_mask(probes.params.toptier_mask);
@@ -79,15 +89,19 @@ pub(crate) fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
             header: &probes_header,
             overwrite: args.overwrite,
         });
+        let mut sinks: Vec<&mut dyn Sink> = vec![&mut interval, &mut funnel];
+        if let Some(j) = judging.as_mut() {
+            sinks.extend(j.sinks());
+        }
         args.probe
             .live(probes, Duration::from_secs(1))
-            .run_recorded(
-                args.probe.report_until(),
-                output,
-                &mut [&mut interval, &mut funnel],
-            )?
+            .run_recorded(args.probe.report_until(), output, &mut sinks)?
             .reason
     };
+    // The kdamond stopped with the probes: what it cost is measured.
+    let card = judging
+        .map(|j| j.judge(&TruthSource::FromTrace, &args.score))
+        .transpose()?;
     log::info!("shadow stopped: {}", reason.describe());
     if let (Some(out), Some(rec)) = (&args.models.output, &args.record) {
         // The same file by another name than the one checked at the start.
@@ -104,15 +118,16 @@ pub(crate) fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
             &funnel,
             Some(&plan),
             probes_header.params.as_ref(),
-        ),
+        )
+        .with_scorecard(card.as_ref()),
         &args.models,
     )?;
     Ok(ExitCode::SUCCESS)
 }
 
 pub(crate) fn replay(args: &ReplayArgs) -> Result<ExitCode> {
-    let inputs: Vec<&std::path::Path> = std::iter::once(args.trace.as_path())
-        .chain(args.truth.as_deref())
+    let inputs: Vec<&Path> = std::iter::once(args.trace.as_path())
+        .chain(args.truth.as_ref().and_then(TruthSource::file))
         .collect();
     numa_host::fs::check_not_input(args.models.output.as_deref(), &inputs)?;
     let header = trace::Reader::open(&args.trace)?.header;
@@ -124,9 +139,9 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<ExitCode> {
     engine.set_map_plan(header.map_plan.as_ref(), header.map_bytes);
     engine.set_toptier_mask(header.params.as_ref().map_or(1, |p| p.toptier_mask));
     let mut funnel = Watch::new(header.params.as_ref().map_or(1, |p| p.toptier_mask));
-    let mut promotions = promotions(args, &header, || args.models.sel.policies(&k))?;
-    read_with(args, vec![&mut engine, &mut funnel], promotions.as_mut())?;
-    let card = scorecard(promotions, args)?;
+    let mut judging = judging(args, &header, || args.models.sel.policies(&k))?;
+    read_with(args, vec![&mut engine, &mut funnel], judging.as_mut())?;
+    let card = scorecard(judging, args)?;
     emit(
         &Output::new(
             &engine.report(),
@@ -141,31 +156,85 @@ pub(crate) fn replay(args: &ReplayArgs) -> Result<ExitCode> {
 }
 
 /// With `--truth`, the scorecard's first pass, over its own instances of
-/// the models `models` builds.
-fn promotions(
+/// the models `models` builds, and with `from-trace` the trace's DAMON
+/// records, read in the same pass.
+pub(crate) struct Judging {
+    promotions: Promotions,
+    damon: Option<damon::Collector>,
+}
+
+impl Judging {
+    pub(crate) fn new(
+        truth: &TruthSource,
+        trace_path: &Path,
+        header: &trace::Header,
+        models: Vec<Box<dyn policy::Policy>>,
+    ) -> Result<Judging> {
+        let damon = match truth {
+            TruthSource::File(_) => None,
+            TruthSource::FromTrace => Some(damon_collector(trace_path, header)?),
+        };
+        Ok(Judging {
+            promotions: Promotions::new(header, models)?,
+            damon,
+        })
+    }
+
+    /// The first pass's sinks.
+    pub(crate) fn sinks(&mut self) -> Vec<&mut dyn Sink> {
+        let mut v: Vec<&mut dyn Sink> = vec![&mut self.promotions];
+        if let Some(d) = &mut self.damon {
+            v.push(d);
+        }
+        v
+    }
+
+    /// The promotions read judged against the truth.
+    pub(crate) fn judge(self, truth: &TruthSource, score: &ScoreArgs) -> Result<Scorecard> {
+        match (truth, &self.damon) {
+            (TruthSource::File(path), _) => self
+                .promotions
+                .score(crate::open_truth(path)?, &score.rules())
+                .with_context(|| format!("--truth {}", path.display())),
+            (TruthSource::FromTrace, Some(d)) => self.promotions.score_damon(d, &score.rules()),
+            (TruthSource::FromTrace, None) => {
+                bail!("--truth from-trace without the trace's DAMON records")
+            }
+        }
+    }
+}
+
+/// The trace's DAMON records as a truth, when it has them.
+fn damon_collector(trace_path: &Path, header: &trace::Header) -> Result<damon::Collector> {
+    let info = header.damon.as_ref().with_context(|| {
+        format!(
+            "--truth from-trace: {} has no DAMON records (it was recorded without --truth \
+             damon): record the workload with --truth damon, or give a truth file",
+            trace_path.display()
+        )
+    })?;
+    Ok(damon::Collector::new(info.spec.clone()))
+}
+
+/// With `--truth`, the scorecard's first pass over the models `models`
+/// builds.
+fn judging(
     args: &ReplayArgs,
     header: &trace::Header,
     models: impl FnOnce() -> Result<Vec<Box<dyn policy::Policy>>>,
-) -> Result<Option<Promotions>> {
+) -> Result<Option<Judging>> {
     match &args.truth {
-        Some(_) => Ok(Some(Promotions::new(header, models()?)?)),
+        Some(t) => Ok(Some(Judging::new(t, &args.trace, header, models()?)?)),
         None => Ok(None),
     }
 }
 
 /// With `--truth`, the promotions read from the trace judged against it.
-fn scorecard(p: Option<Promotions>, args: &ReplayArgs) -> Result<Option<Scorecard>> {
-    let (Some(p), Some(path)) = (p, &args.truth) else {
+fn scorecard(j: Option<Judging>, args: &ReplayArgs) -> Result<Option<Scorecard>> {
+    let (Some(j), Some(truth)) = (j, &args.truth) else {
         return Ok(None);
     };
-    judge(p, path, &args.score).map(Some)
-}
-
-/// The promotions `p` read from a trace judged against the truth file at
-/// `path`.
-pub(crate) fn judge(p: Promotions, path: &std::path::Path, score: &ScoreArgs) -> Result<Scorecard> {
-    p.score(crate::open_truth(path)?, &score.rules())
-        .with_context(|| format!("--truth {}", path.display()))
+    j.judge(truth, &args.score).map(Some)
 }
 
 /// Reads the trace into `sinks` and, with `--truth`, into the
@@ -173,9 +242,11 @@ pub(crate) fn judge(p: Promotions, path: &std::path::Path, score: &ScoreArgs) ->
 fn read_with<'a>(
     args: &ReplayArgs,
     mut sinks: Vec<&'a mut dyn Sink>,
-    promotions: Option<&'a mut Promotions>,
+    judging: Option<&'a mut Judging>,
 ) -> Result<()> {
-    sinks.extend(promotions.map(|p| p as &mut dyn Sink));
+    if let Some(j) = judging {
+        sinks.extend(j.sinks());
+    }
     crate::read_trace(&args.trace, AtEnd, &mut sinks)
 }
 
@@ -205,9 +276,9 @@ fn run_sweep(args: &ReplayArgs, sweep: &str, k: &KernelDefaults) -> Result<ExitC
     let mut engine = Shadow::new(models()?, args.models.top);
     let header = trace::Reader::open(&args.trace)?.header;
     engine.set_toptier_mask(header.params.as_ref().map_or(1, |p| p.toptier_mask));
-    let mut promotions = promotions(args, &header, models)?;
-    read_with(args, vec![&mut engine], promotions.as_mut())?;
-    let card = scorecard(promotions, args)?;
+    let mut judging = judging(args, &header, models)?;
+    read_with(args, vec![&mut engine], judging.as_mut())?;
+    let card = scorecard(judging, args)?;
     let r = engine.report();
     let mut buf = Vec::new();
     if args.models.json {

@@ -14,16 +14,17 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use numa_core::{
-    model::{
-        policy::KernelDefaults,
-        scorecard::{Promotions, Scorecard},
-    },
+    model::{policy::KernelDefaults, scorecard::Scorecard},
     sink::Sink,
 };
 use numa_render::report::Extras;
 use numa_source::Source;
 
-use crate::{cli::ReportArgs, progress};
+use crate::{
+    cli::{ReportArgs, TruthSource},
+    evaluate::Judging,
+    progress,
+};
 
 /// The page's name without `-o`, in the current directory.
 const DEFAULT_OUTPUT: &str = "report.html";
@@ -56,7 +57,7 @@ pub(crate) fn run(args: &ReportArgs) -> Result<ExitCode> {
         }
     };
     let mut inputs: Vec<&Path> = args.traces.iter().map(PathBuf::as_path).collect();
-    inputs.extend(args.truth.as_deref());
+    inputs.extend(args.truth.as_ref().and_then(TruthSource::file));
     numa_host::fs::check_not_input(Some(&out), &inputs)?;
     let scorecard = match (&args.truth, &args.traces[..]) {
         (Some(truth), [trace]) => Some(scorecard(trace, truth, args)?),
@@ -72,7 +73,13 @@ pub(crate) fn run(args: &ReportArgs) -> Result<ExitCode> {
             trace,
             pid,
             addr,
-            args.truth.as_deref(),
+            match &args.truth {
+                Some(TruthSource::FromTrace) => bail!(
+                    "--truth from-trace with --pid and --addr: DAMON's sample is of regions, \
+                     not of one page; give the test bed's truth file for a page's accesses"
+                ),
+                t => t.as_ref().and_then(TruthSource::file),
+            },
         )?),
         (Some(_), _, _) => bail!(
             "--pid and --addr follow a page of one trace; {} were given: report on that \
@@ -101,12 +108,12 @@ pub(crate) fn run(args: &ReportArgs) -> Result<ExitCode> {
 
 /// The trace's promotions, the models' of `--model`, judged against the
 /// truth file.
-fn scorecard(trace: &Path, truth: &Path, args: &ReportArgs) -> Result<Scorecard> {
+fn scorecard(trace: &Path, truth: &TruthSource, args: &ReportArgs) -> Result<Scorecard> {
     let header = numa_core::trace::Reader::open(trace)?.header;
     let k = KernelDefaults::from_host(&header.tunables, header.params.as_ref());
-    let mut p = Promotions::new(&header, args.models.sel.policies(&k)?)?;
-    crate::read_trace(trace, progress::Output::AtEnd, &mut [&mut p])?;
-    crate::evaluate::judge(p, truth, &args.score)
+    let mut j = Judging::new(truth, trace, &header, args.models.sel.policies(&k)?)?;
+    crate::read_trace(trace, progress::Output::AtEnd, &mut j.sinks())?;
+    j.judge(truth, &args.score)
 }
 
 /// Refuses a trace named twice (the same file by any path): its column

@@ -2,15 +2,16 @@
 //! a trace) into the totals model and, when asked, a trace recorder.
 use std::{io::Write, path::Path, process::ExitCode, time::Duration};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use numa_core::sink::Sink;
 use numa_host::clock::process_cpu_ns;
 use numa_probe::session;
 use numa_source::{Recording, Source, StopReason};
 
-use crate::cli::{ProbeArgs, RecordArgs, StatsArgs, StatsBy};
+use crate::cli::{LiveTruthArgs, ProbeArgs, RecordArgs, StatsArgs, StatsBy};
 use numa_core::{
+    damon,
     model::totals::{Report, SelfCpu, Totals},
     sampling::Sampling,
     trace,
@@ -28,6 +29,7 @@ struct LiveRun {
 /// (its path, and whether to replace an existing file).
 fn run_live(
     a: &ProbeArgs,
+    truth: &LiveTruthArgs,
     output: Option<(&Path, bool)>,
     sinks: &mut [&mut dyn Sink],
 ) -> Result<LiveRun> {
@@ -35,7 +37,7 @@ fn run_live(
         numa_source::check_new_trace(path, overwrite)?;
     }
     let start = process_cpu_ns();
-    let probes = session::attach(&a.options())?;
+    let probes = session::attach(&truth.options(a))?;
     let header = output.map(|_| session::header(&probes));
     let recording = output
         .zip(header.as_ref())
@@ -82,10 +84,23 @@ fn print(report: &Report, json: bool) -> Result<()> {
 }
 
 pub(crate) fn stats(args: &StatsArgs) -> Result<ExitCode> {
+    if args.live_truth.truth.is_some() && !args.live {
+        bail!(
+            "--truth damon samples a live run: add --live (a trace's DAMON records are in its \
+             stats already, and `replay --truth from-trace` scores against them)"
+        );
+    }
+    // A live run's kdamond, or a trace's: its summary joins the report.
+    let mut damon = damon::Collector::counting();
     let (report, totals, boot) = if args.live {
         let mut totals = Totals::new(numa_probe::params::resolve_toptier());
         let output = args.record.as_deref().map(|p| (p, args.overwrite));
-        let run = run_live(&args.probe, output, &mut [&mut totals])?;
+        let run = run_live(
+            &args.probe,
+            &args.live_truth,
+            output,
+            &mut [&mut totals, &mut damon],
+        )?;
         (
             live_report(&totals, &run)?,
             totals,
@@ -98,7 +113,11 @@ pub(crate) fn stats(args: &StatsArgs) -> Result<ExitCode> {
             .context("give a trace file or --live")?;
         let header = trace::Reader::open(path)?.header;
         let mut totals = Totals::new(header.params.as_ref().map_or(1, |p| p.toptier_mask));
-        crate::read_trace(path, crate::progress::Output::AtEnd, &mut [&mut totals])?;
+        crate::read_trace(
+            path,
+            crate::progress::Output::AtEnd,
+            &mut [&mut totals, &mut damon],
+        )?;
         let report = totals
             .report(
                 u64::from(header.stamp_entries),
@@ -119,7 +138,9 @@ pub(crate) fn stats(args: &StatsArgs) -> Result<ExitCode> {
             );
         (report, totals, header.boot_id)
     };
-    print(&with_breakdown(report, &totals, args.by, boot), args.json)?;
+    let mut report = with_breakdown(report, &totals, args.by, boot);
+    report.damon = damon.summary();
+    print(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -142,7 +163,7 @@ fn with_breakdown(
 pub(crate) fn record(args: &RecordArgs) -> Result<ExitCode> {
     let mut totals = Totals::new(numa_probe::params::resolve_toptier());
     let output = Some((args.output.as_path(), args.overwrite));
-    let run = run_live(&args.probe, output, &mut [&mut totals])?;
+    let run = run_live(&args.probe, &args.live_truth, output, &mut [&mut totals])?;
     let r = live_report(&totals, &run)?;
     log::info!(
         "recorded {} hint faults, {} scans to {} ({}); drops {}",

@@ -210,6 +210,9 @@ pub mod programs {
     /// __mmdrop: an mm's counter is dropped with it.
     pub const FENTRY_FAULT_COUNT_DROP: &str = "fentry_fault_count_drop";
     pub const KPROBE_FAULT_COUNT_DROP: &str = "kprobe_fault_count_drop";
+    /// damon:damon_aggregated: numatrace's own kdamond's regions at the end
+    /// of each aggregation interval.
+    pub const TP_DAMON_AGGREGATED: &str = "tp_damon_aggregated";
     pub const TRIAL_FENTRY: &str = "trial_fentry";
     pub const TRIAL_KPROBE: &str = "trial_kprobe";
     pub const TRIAL_TRACEPOINT: &str = "trial_tracepoint";
@@ -217,7 +220,7 @@ pub mod programs {
     /// Each fentry/fexit/tracepoint program and its twin that does nothing
     /// (`--empty-programs`: what attaching alone costs). Programs that
     /// never attach in the same run (a hook's variants) share a twin.
-    pub const EMPTY_TWINS: [(&str, &str); 20] = [
+    pub const EMPTY_TWINS: [(&str, &str); 21] = [
         (FENTRY_HINT_FAULT, "empty_fentry_hint_fault"),
         (FENTRY_SCAN_RANGE, "empty_fentry_scan_range"),
         (FENTRY_FAULT_ACCOUNT, "empty_fentry_fault_account"),
@@ -233,6 +236,7 @@ pub mod programs {
         (TP_SKIP_VMA, "empty_tp_skip_vma"),
         (TP_MIGRATE_PAGES, "empty_tp_migrate_pages"),
         (TP_THREAD_EXIT, "empty_tp_thread_exit"),
+        (TP_DAMON_AGGREGATED, "empty_tp_damon_aggregated"),
         (FEXIT_DEMOTE, "empty_fexit_demote"),
         (FEXIT_DEMOTE_BATCH, "empty_fexit_demote"),
         (FEXIT_PROMOTE_DST, "empty_fexit_demote"),
@@ -269,6 +273,7 @@ pub enum EventKind {
     Scan = 2,
     VmaSkip = 3,
     Demote = 4,
+    Damon = 5,
 }
 
 /// The kernel's promotion decision for one hint fault, as numatrace infers
@@ -1077,6 +1082,31 @@ impl DemoteEvent {
     }
 }
 
+/// One region of a DAMON target at the end of an aggregation interval
+/// (damon:damon_aggregated), from the kdamond numatrace started: what DAMON
+/// saw accessed, beside what NUMA balancing decided.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DamonEvent {
+    pub kind: u32,
+    /// Regions of the target in this aggregation.
+    pub nr_regions: u32,
+    /// CLOCK_MONOTONIC, like the other records.
+    pub ts_ns: u64,
+    pub target_id: u64,
+    /// The region `[start, end)`: physical byte addresses (DAMON's paddr
+    /// operations).
+    pub start: u64,
+    pub end: u64,
+    /// Samples of this aggregation that found the access bit set.
+    pub nr_accesses: u32,
+    /// Aggregations the region's access rate has kept.
+    pub age: u32,
+    /// The kdamond thread that reported it.
+    pub kdamond_tid: u32,
+    pub _pad: u32,
+}
+
 /// Bits of [`DemoteEvent::flags`].
 pub mod demote_flags {
     /// Not a folio: the end of one reclaim batch's demotion
@@ -1379,6 +1409,11 @@ mod tests {
             core::mem::offset_of!(DemoteEvent, memcg_id),
             DEMOTE_RECORD_SIZE_V5
         );
+        assert_eq!(core::mem::size_of::<DamonEvent>(), 56);
+        assert_eq!(core::mem::offset_of!(DamonEvent, ts_ns), 8);
+        assert_eq!(core::mem::offset_of!(DamonEvent, start), 24);
+        assert_eq!(core::mem::offset_of!(DamonEvent, nr_accesses), 40);
+        assert_eq!(core::mem::offset_of!(DamonEvent, kdamond_tid), 48);
         assert_eq!(core::mem::size_of::<Stamp>(), 32);
         assert_eq!(
             core::mem::offset_of!(FaultEvent, mapping),

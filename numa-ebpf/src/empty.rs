@@ -45,5 +45,6 @@ empty!(
     TracePointContext,
     empty_tp_skip_vma,
     empty_tp_migrate_pages,
-    empty_tp_thread_exit
+    empty_tp_thread_exit,
+    empty_tp_damon_aggregated
 );

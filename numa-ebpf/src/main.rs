@@ -12,6 +12,7 @@
     reason = "atomic_xadd with SeqCst: see maps::next_seq"
 )]
 
+mod damon;
 mod decision;
 mod demote;
 mod empty;

@@ -105,6 +105,16 @@ pub(crate) fn model_spec(s: &str) -> Result<String, String> {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct HotRules(pub Vec<u32>);
 
+/// `--truth`: a truth file, or `from-trace` (a file of that name: give
+/// it as `./from-trace`).
+pub(crate) fn truth_source(s: &str) -> Result<super::TruthSource, String> {
+    match s {
+        "" => Err("give a truth file or from-trace".into()),
+        "from-trace" => Ok(super::TruthSource::FromTrace),
+        path => Ok(super::TruthSource::File(std::path::PathBuf::from(path))),
+    }
+}
+
 pub(crate) fn hot_rules(s: &str) -> Result<HotRules, String> {
     let one = int(1u32, 1_000_000_000, "accesses per window");
     let rules = s

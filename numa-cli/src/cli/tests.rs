@@ -296,6 +296,18 @@ fn workload_cases() -> Vec<Case> {
             "from 0.1 to 86400",
         ),
         case(
+            &["shadow", "--truth", "damon"],
+            "--hot-accesses",
+            &["0", "-1", "1,2,3,4,5", "x"],
+            "from 1 to 1000000000",
+        ),
+        case(
+            &["shadow", "--truth", "damon"],
+            "--horizon-s",
+            &["0.05", "86401", "nan"],
+            "from 0.1 to 86400",
+        ),
+        case(
             &["report", "t.trace", "--truth", "t.truth"],
             "--hot-accesses",
             &["0", "-1", "1,2,3,4,5", "x"],

@@ -10,6 +10,7 @@
 //! reader and writer take files or any `Read`/`Write`.
 // Dev-dependencies are for the integration tests and benches.
 #![cfg_attr(test, allow(unused_crate_dependencies))]
+pub mod damon;
 pub mod decode;
 pub mod doctor;
 pub mod frame;

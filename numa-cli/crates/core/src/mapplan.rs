@@ -173,9 +173,13 @@ pub fn followed(offset: u64, shift: u32) -> bool {
     if shift == 0 {
         return true;
     }
-    let block = offset >> shift;
-    let chosen = block.wrapping_mul(numa_ebpf_common::FOLLOW_HASH) >> (64 - shift);
-    chosen == offset & ((1u64 << shift) - 1)
+    chosen_in_block(offset >> shift, shift) == offset & ((1u64 << shift) - 1)
+}
+
+/// The offset within aligned block `block` of `1 << shift` PFNs (`shift` in
+/// 1..=[`MAX_SHIFT`]) of the one PFN followed there.
+fn chosen_in_block(block: u64, shift: u32) -> u64 {
+    block.wrapping_mul(numa_ebpf_common::FOLLOW_HASH) >> (64 - shift)
 }
 
 /// Why no sampling rate fits the budget.
@@ -329,6 +333,34 @@ impl MapPlan {
             *o = s.end;
         }
         out
+    }
+
+    /// The slow PFNs in `[start, end)` and, of them, those followed (one per
+    /// aligned block of each span): a range's sample without a test of
+    /// each PFN.
+    pub fn followed_in(&self, start: u64, end: u64) -> (u64, Vec<u64>) {
+        let shift = self.shift.min(MAX_SHIFT);
+        let mut slow = 0;
+        let mut followed_pfns = Vec::new();
+        for s in &self.spans {
+            let (a, b) = (start.max(s.start), end.min(s.end));
+            if a >= b {
+                continue;
+            }
+            slow += b - a;
+            for block in ((a - s.start) >> shift)..=((b - 1 - s.start) >> shift) {
+                let within = if shift == 0 {
+                    0
+                } else {
+                    chosen_in_block(block, shift)
+                };
+                let pfn = s.start + (block << shift) + within;
+                if (a..b).contains(&pfn) {
+                    followed_pfns.push(pfn);
+                }
+            }
+        }
+        (slow, followed_pfns)
     }
 
     /// The folio map index of `pfn`, when it lies in a span and is the one

@@ -444,6 +444,8 @@ impl Sink for Publisher {
                 self.demotions.record(d);
                 self.lifecycle.demote(d);
             }
+            // The metrics describe NUMA balancing; DAMON's regions are not its.
+            Event::Damon(_) => {}
         }
         Ok(())
     }

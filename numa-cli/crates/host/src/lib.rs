@@ -6,6 +6,7 @@
 #![cfg_attr(test, allow(unused_crate_dependencies))]
 pub mod cgroup;
 pub mod clock;
+pub mod damon;
 pub mod fs;
 pub mod promoter_state;
 pub mod system;

@@ -288,6 +288,9 @@ pub struct Probes {
     pub map_plan: MapPlan,
     /// Each map's kernel memory after load (fdinfo `memlock`).
     pub map_bytes: Vec<(String, u64)>,
+    /// numatrace's kdamond (`--truth damon`), stopped when the probes are
+    /// dropped, after the programs are detached.
+    pub kdamond: Option<numa_host::damon::Kdamond>,
 }
 
 /// User-chosen sizes, filters and sampling.
@@ -306,6 +309,9 @@ pub struct LoadOptions {
     /// Attach these programs' empty twins instead, the others as they are
     /// (ablation: which program's work changes what the kernel does).
     pub empty_only: Vec<&'static str>,
+    /// The thread id of the kdamond whose damon:damon_aggregated regions
+    /// are recorded (None: the tracepoint is not attached).
+    pub damon_pid: Option<u32>,
 }
 
 impl LoadOptions {
@@ -326,6 +332,7 @@ impl Default for LoadOptions {
             filter_cgroup_level: 0,
             empty_programs: false,
             empty_only: Vec::new(),
+            damon_pid: None,
         }
     }
 }
@@ -427,6 +434,7 @@ fn load_object(
         .override_global("FILTER_TGID", &o.filter_tgid, true)
         .override_global("FILTER_CGROUP", &o.filter_cgroup, true)
         .override_global("FILTER_CGROUP_LEVEL", &o.filter_cgroup_level, true)
+        .override_global("DAMON_PID", &o.damon_pid.unwrap_or(0), true)
         .override_global("RING_WAKE_BYTES", &ring_wake_bytes, true)
         .override_global("TP_MIGRATE_SUCCEEDED_OFF", &tp_ok, true)
         .override_global("TP_MIGRATE_FAILED_OFF", &tp_failed, true)
@@ -537,6 +545,10 @@ pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
         }
     }
     plan.refresh_complete();
+    if let Some(pid) = options.damon_pid {
+        attach_damon(&mut ebpf, options)
+            .with_context(|| format!("recording DAMON's regions (kdamond {pid})"))?;
+    }
     Ok(Probes {
         ebpf,
         run_stats: None,
@@ -546,7 +558,100 @@ pub fn attach(mut plan: AttachPlan, options: &LoadOptions) -> Result<Probes> {
         options: options.clone(),
         map_plan,
         map_bytes,
+        kdamond: None,
     })
+}
+
+/// Where damon:damon_aggregated's fields are in the record that
+/// numa-ebpf damon.rs reads at fixed offsets: (name, offset, size).
+const DAMON_FIELDS: [(&str, u32, u32); 6] = [
+    ("target_id", 8, 8),
+    ("nr_regions", 16, 4),
+    ("start", 24, 8),
+    ("end", 32, 8),
+    ("nr_accesses", 40, 4),
+    ("age", 44, 4),
+];
+
+/// Attaches damon:damon_aggregated after checking that its record has the
+/// layout the program reads. The caller asked for DAMON, so every failure
+/// is an error rather than a hook left out.
+fn attach_damon(ebpf: &mut Ebpf, options: &LoadOptions) -> Result<()> {
+    let root = super::discover::tracefs().ok_or_else(|| {
+        anyhow!("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)")
+    })?;
+    let path = std::path::Path::new(root).join("events/damon/damon_aggregated/format");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+            "this kernel has no damon:damon_aggregated tracepoint (CONFIG_DAMON off: \
+             Debian's 6.1 has none); --truth damon needs DAMON"
+        ),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    check_damon_format(&text).with_context(|| format!("checking {}", path.display()))?;
+    let name = if options.empty_twin_of(p::TP_DAMON_AGGREGATED) {
+        p::empty_twin(p::TP_DAMON_AGGREGATED)
+            .ok_or_else(|| anyhow!("no empty twin of {}", p::TP_DAMON_AGGREGATED))?
+    } else {
+        p::TP_DAMON_AGGREGATED
+    };
+    attach_one(
+        ebpf,
+        None,
+        name,
+        Mechanism::Tracepoint,
+        "damon:damon_aggregated",
+    )
+    .map_err(|e| anyhow!("{}", explain(Mechanism::Tracepoint, &e)))
+    .with_context(|| format!("tracepoint {name}"))
+}
+
+/// Whether a damon:damon_aggregated `format` file has the fields the
+/// program reads at the offsets and sizes it reads them.
+pub fn check_damon_format(text: &str) -> Result<()> {
+    let fields = tp_fields(text);
+    for (name, offset, size) in DAMON_FIELDS {
+        match fields.iter().find(|(n, ..)| *n == name) {
+            None => {
+                bail!("damon:damon_aggregated has no field {name} (expected at offset {offset})")
+            }
+            Some(&(_, o, _)) if o != offset => bail!(
+                "damon:damon_aggregated field {name} is at offset {o}, expected {offset}: \
+                 this kernel's record layout is not one numatrace reads"
+            ),
+            Some(&(_, _, z)) if z != size => bail!(
+                "damon:damon_aggregated field {name} has size {z}, expected {size} (at offset \
+                 {offset}): this kernel's record layout is not one numatrace reads"
+            ),
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// A tracefs format file's `field:<decl> <name>;\toffset:<n>;\tsize:<n>;`
+/// lines: (name, offset, size); a line without both numbers is skipped.
+fn tp_fields(text: &str) -> Vec<(&str, u32, u32)> {
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix("field:")?;
+            let mut parts = rest.split(';').map(str::trim);
+            let decl = parts.next()?;
+            // `char comm[16]` names the field `comm`.
+            let name = decl.split_whitespace().last()?.trim_start_matches('*');
+            let name = name.split('[').next().unwrap_or(name);
+            let (mut offset, mut size) = (None, None);
+            for part in parts {
+                if let Some(v) = part.strip_prefix("offset:") {
+                    offset = v.parse().ok();
+                } else if let Some(v) = part.strip_prefix("size:") {
+                    size = v.parse().ok();
+                }
+            }
+            Some((name, offset?, size?))
+        })
+        .collect()
 }
 
 /// How a demoted folio's memory cgroup is read on this kernel, for
@@ -813,6 +918,89 @@ mod tests {
             }
         }
         assert!(p::empty_twin(p::KPROBE_HINT_FAULT).is_none());
+    }
+
+    #[test]
+    fn the_damon_program_its_twin_and_its_setting_are_in_the_object() {
+        assert!(in_object(p::TP_DAMON_AGGREGATED));
+        let twin = p::empty_twin(p::TP_DAMON_AGGREGATED).expect("a twin");
+        assert!(in_object(twin), "{twin} is not in the BPF object");
+        assert!(in_object("DAMON_PID"));
+        assert_eq!(LoadOptions::default().damon_pid, None);
+    }
+
+    /// damon:damon_aggregated's format file as Linux 6.12 prints it.
+    const DAMON_FORMAT_6_12: &str = "name: damon_aggregated\n\
+ID: 1580\n\
+format:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\
+\n\
+\tfield:unsigned long target_id;\toffset:8;\tsize:8;\tsigned:0;\n\
+\tfield:unsigned int nr_regions;\toffset:16;\tsize:4;\tsigned:0;\n\
+\tfield:unsigned long start;\toffset:24;\tsize:8;\tsigned:0;\n\
+\tfield:unsigned long end;\toffset:32;\tsize:8;\tsigned:0;\n\
+\tfield:unsigned int nr_accesses;\toffset:40;\tsize:4;\tsigned:0;\n\
+\tfield:unsigned int age;\toffset:44;\tsize:4;\tsigned:0;\n\
+\n\
+print fmt: \"target_id=%lu nr_regions=%u %lu-%lu: %u %u\", REC->target_id, \
+REC->nr_regions, REC->start, REC->end, REC->nr_accesses, REC->age\n";
+
+    #[test]
+    fn the_damon_format_of_6_12_is_accepted() {
+        check_damon_format(DAMON_FORMAT_6_12).expect("6.12's layout");
+        // Fields appended after age (newer kernels) change nothing read.
+        let longer = DAMON_FORMAT_6_12.replace(
+            "\n\nprint fmt",
+            "\n\tfield:unsigned long nr_accesses_bp;\toffset:48;\tsize:8;\tsigned:0;\n\nprint fmt",
+        );
+        assert_ne!(longer, DAMON_FORMAT_6_12);
+        check_damon_format(&longer).expect("a field appended");
+    }
+
+    #[test]
+    fn a_shifted_damon_format_is_refused_naming_the_field() {
+        // A context id ahead of target_id moves every field 8 bytes on.
+        let shifted: String = DAMON_FORMAT_6_12
+            .lines()
+            .map(|line| {
+                let moved = DAMON_FIELDS.iter().find_map(|&(name, offset, _)| {
+                    line.contains(&format!(" {name};")).then(|| {
+                        line.replace(&format!("offset:{offset};"), &format!("offset:{};", offset + 8))
+                    })
+                });
+                let line = moved.unwrap_or_else(|| line.to_owned());
+                if line.contains(" target_id;") {
+                    format!("\tfield:unsigned long context_id;\toffset:8;\tsize:8;\tsigned:0;\n{line}\n")
+                } else {
+                    format!("{line}\n")
+                }
+            })
+            .collect();
+        assert!(shifted.contains("nr_accesses;\toffset:48;"), "{shifted}");
+        let err = check_damon_format(&shifted)
+            .expect_err("shifted")
+            .to_string();
+        assert!(
+            err.contains("field target_id is at offset 16, expected 8"),
+            "{err}"
+        );
+        let resized = DAMON_FORMAT_6_12.replace(
+            "unsigned int age;\toffset:44;\tsize:4",
+            "unsigned long age;\toffset:44;\tsize:8",
+        );
+        let err = check_damon_format(&resized)
+            .expect_err("resized")
+            .to_string();
+        assert!(err.contains("field age has size 8, expected 4"), "{err}");
+        let missing = DAMON_FORMAT_6_12.replace("unsigned int age;", "unsigned int aged;");
+        let err = check_damon_format(&missing)
+            .expect_err("missing")
+            .to_string();
+        assert!(err.contains("no field age"), "{err}");
+        assert!(check_damon_format("").is_err());
     }
 
     #[test]

@@ -9,7 +9,11 @@ use std::{
 use anyhow::{bail, Context, Result};
 use numa_core::{decode::Snapshot, plan::HookStatus, topology::NUMA_VMSTAT, trace};
 use numa_ebpf_common::{maps, HIST_SLOTS, OUTCOMES};
-use numa_host::{clock::monotonic_ns, system};
+use numa_host::{
+    clock::monotonic_ns,
+    damon::{Kdamond, Spec},
+    system,
+};
 
 use crate::{
     discover,
@@ -47,6 +51,9 @@ pub struct ProbeOptions {
     pub empty_programs: bool,
     /// Attach only these programs' empty twins.
     pub empty_only: Vec<&'static str>,
+    /// Start a kdamond of numatrace's own over every memory node and
+    /// record its regions (`--truth damon`).
+    pub damon: bool,
 }
 
 /// Refuses to go on when a prerequisite fails (what is wrong and the
@@ -99,6 +106,7 @@ fn load_options(a: &ProbeOptions) -> Result<LoadOptions> {
         filter_cgroup_level,
         empty_programs: a.empty_programs,
         empty_only: a.empty_only.clone(),
+        damon_pid: None,
     })
 }
 
@@ -126,11 +134,16 @@ fn cgroup_filter(dir: &Path) -> Result<(u64, u32)> {
 /// Preflight, plan, attach; refuses an incomplete plan with the reasons.
 pub fn attach(a: &ProbeOptions) -> Result<Probes> {
     require_preflight()?;
-    let options = load_options(a)?;
+    let mut options = load_options(a)?;
     if options.empty_programs {
         log::info!("--empty-programs: the attached programs do nothing, so every count is 0");
     }
+    // Started first so that its thread id is in the programs at load; a
+    // failure below drops it, which stops it.
+    let kdamond = a.damon.then(start_kdamond).transpose()?;
+    options.damon_pid = kdamond.as_ref().map(Kdamond::pid);
     let mut probes = load::attach(numa_core::plan::build(&discover::discover()), &options)?;
+    probes.kdamond = kdamond;
     if !probes.plan.complete {
         let bad: Vec<String> = probes
             .plan
@@ -148,6 +161,22 @@ pub fn attach(a: &ProbeOptions) -> Result<Probes> {
         probes.enable_run_stats()?;
     }
     Ok(probes)
+}
+
+/// numatrace's kdamond, over every memory node's span: the slow tier's
+/// pages before promotion, DRAM's after.
+fn start_kdamond() -> Result<Kdamond> {
+    let zoneinfo = std::fs::read_to_string("/proc/zoneinfo")
+        .context("reading /proc/zoneinfo for the memory nodes' spans")?;
+    let spans = numa_core::mapplan::parse_zoneinfo(&zoneinfo);
+    let regions = Spec::of_pfn_spans(spans.iter().map(|s| (s.start, s.end)));
+    let k = Kdamond::start(&Spec::over(regions)).context("--truth damon")?;
+    log::info!(
+        "--truth damon: kdamond {} monitors {} node span(s)",
+        k.pid(),
+        k.spec().regions.len()
+    );
+    Ok(k)
 }
 
 /// The trace header of a session on this host, as of now.
@@ -177,6 +206,11 @@ pub fn header(probes: &Probes) -> trace::Header {
         map_bytes: probes.map_bytes_total(),
         record_sizes: trace::record_sizes(),
         demote_record_size: trace::demote_record_size(),
+        damon_record_size: trace::damon_record_size(),
+        damon: probes.kdamond.as_ref().map(|k| numa_core::damon::Info {
+            spec: k.spec().clone(),
+            pid: k.pid(),
+        }),
     }
 }
 
@@ -205,6 +239,7 @@ pub fn snapshot(probes: &Probes) -> Result<Snapshot> {
             .into_iter()
             .filter(|(k, _)| NUMA_VMSTAT.contains(&k.as_str()))
             .collect(),
+        damon_cpu_ns: probes.kdamond.as_ref().and_then(|k| k.cpu_ns().ok()),
     })
 }
 
@@ -222,6 +257,7 @@ mod tests {
             bpf_stats: false,
             empty_programs: false,
             empty_only: Vec::new(),
+            damon: false,
         }
     }
 

@@ -367,7 +367,8 @@ impl Sink for PromoteSink {
                     .store(procs as u64, Ordering::Relaxed);
             }
             Event::Demote(d) => self.demote(d),
-            Event::Skip(_) => {}
+            // The promoter acts on NUMA balancing's faults, not DAMON's regions.
+            Event::Skip(_) | Event::Damon(_) => {}
         }
         Ok(())
     }

@@ -52,6 +52,12 @@ pub fn event_json(ev: &Event) -> serde_json::Value {
             "src_pfn": d.src_pfn, "dst_pfn": d.dst_pfn, "src_nid": d.src_nid, "dst_nid": d.dst_nid,
             "mapping": format!("{:#x}", d.mapping), "index": d.index, "nr_pages": d.nr_pages,
         }),
+        Event::Damon(d) => json!({
+            "type": "damon", "ts_ns": d.ts_ns, "kdamond_tid": d.kdamond_tid,
+            "target_id": d.target_id, "nr_regions": d.nr_regions,
+            "start": format!("{:#x}", d.start), "end": format!("{:#x}", d.end),
+            "nr_accesses": d.nr_accesses, "age": d.age,
+        }),
     }
 }
 

@@ -562,7 +562,8 @@ impl Sink for Timeline {
             }
             Event::Fault(f) => self.fault(f),
             Event::Demote(d) => self.demotion(d),
-            Event::Skip(_) => {}
+            // The timeline is one page's NUMA balancing; DAMON's regions are not.
+            Event::Skip(_) | Event::Damon(_) => {}
         }
         Ok(())
     }

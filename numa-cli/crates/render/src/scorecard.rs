@@ -25,6 +25,9 @@ pub fn write_human(c: &Scorecard, out: &mut impl Write) -> std::io::Result<()> {
         c.untracked_pages,
         c.sample_one_in
     )?;
+    if let Some(d) = &c.damon {
+        writeln!(out, "  {}", d.describe())?;
+    }
     writeln!(
         out,
         "  slow-tier share: of all {} user accesses, and of the {} to pages that were on the slow tier",

@@ -343,6 +343,9 @@ fn print_costs(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
             c.attach_s, c.run_s, c.run_ns_per_record
         )?;
     }
+    if let Some(d) = &r.damon {
+        writeln!(out, "  {}", d.describe())?;
+    }
     Ok(())
 }
 

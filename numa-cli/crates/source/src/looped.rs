@@ -45,6 +45,7 @@ impl Sink for Shifted<'_, '_> {
                 Event::Scan(s) => s.ts_ns += self.offset,
                 Event::Skip(s) => s.ts_ns += self.offset,
                 Event::Demote(d) => d.ts_ns += self.offset,
+                Event::Damon(d) => d.ts_ns += self.offset,
             }
         }
         self.last_ts = self.last_ts.max(ev.ts_ns());

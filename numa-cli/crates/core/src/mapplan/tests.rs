@@ -279,3 +279,19 @@ fn slot_of_maps_followed_pages_onto_distinct_slots() {
     }
     assert!(seen.iter().all(|&s| s), "every slot has its page");
 }
+
+#[test]
+fn followed_in_a_range_are_the_pfns_slot_of_follows() {
+    for budget in [400 * 8, 100 * 8, 4000 * 8] {
+        let spans = vec![span(1, 1000, 1516), span(3, 4096, 4200)];
+        let p = MapPlan::choose(budget, 0, 8, spans).unwrap();
+        for (a, b) in [(0, 5000), (1003, 1100), (1500, 4100), (4199, 4200), (9, 10)] {
+            let (slow, followed) = p.followed_in(a, b);
+            let want: Vec<u64> = (a..b).filter(|&pfn| p.slot_of(pfn).is_some()).collect();
+            assert_eq!(followed, want, "shift {} range {a}..{b}", p.shift);
+            let slow_want =
+                (a..b).filter(|pfn| p.spans.iter().any(|s| (s.start..s.end).contains(pfn)));
+            assert_eq!(slow, slow_want.count() as u64);
+        }
+    }
+}

@@ -361,7 +361,8 @@ impl crate::sink::Sink for Watch {
             }
             Event::Scan(s) => self.funnel.scan(s),
             Event::Skip(s) => self.funnel.skip(s),
-            Event::Demote(_) => {}
+            // The funnel follows NUMA balancing's stages; DAMON is not one.
+            Event::Demote(_) | Event::Damon(_) => {}
         }
         Ok(())
     }

@@ -504,6 +504,10 @@ pub struct Report {
     /// numatrace's own CPU time in a live run (None from a trace).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub numatrace_cpu: Option<SelfCpu>,
+    /// numatrace's kdamond (`--truth damon`): its sample's resolution and
+    /// its CPU cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damon: Option<crate::damon::Summary>,
     /// The processes with the most slow-tier activity, stage by stage,
     /// with their verdicts (see [`super::funnel`]).
     pub funnel: Vec<ProcessFunnel>,
@@ -734,6 +738,8 @@ impl Totals {
                 self.funnel.skip(s);
                 self.seen(s.ts_ns);
             }
+            // Totals count NUMA balancing; DAMON's regions are not its events.
+            Event::Damon(_) => {}
         }
     }
 
@@ -876,6 +882,7 @@ impl Totals {
             bpf_programs: Vec::new(),
             scanner_cost: None,
             numatrace_cpu: None,
+            damon: None,
             checks: self.checks(attach_started_ns),
             funnel: {
                 let mut rows = self.funnel.report(self.end_ns());

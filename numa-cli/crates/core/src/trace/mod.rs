@@ -6,6 +6,7 @@
 //!   1 fault, 2 scan, 3 skip: the #[repr(C)] event bytes (native endian)
 //!   4 snapshot: JSON `decode::Snapshot`
 //!   5 footer: JSON `Footer`, last record of a complete file
+//!   6 demotion, 7 DAMON region: the #[repr(C)] event bytes (native endian)
 //! ```
 //! A truncated file reads up to its last complete record, with a warning.
 //! This module reads and writes the format on any `Read`/`Write`; the file
@@ -36,6 +37,7 @@ const TAG_SKIP: u8 = 3;
 const TAG_SNAPSHOT: u8 = 4;
 const TAG_FOOTER: u8 = 5;
 const TAG_DEMOTE: u8 = 6;
+const TAG_DAMON: u8 = 7;
 
 /// Why the reader could not return a record. A plain value: the reader
 /// meets one per damaged record, and the caller counts them and attaches
@@ -106,6 +108,14 @@ pub struct Header {
     /// Size of a demotion record (absent before they were recorded).
     #[serde(default)]
     pub demote_record_size: usize,
+    /// Size of a DAMON region record (0 in traces of a numatrace that
+    /// recorded none).
+    #[serde(default)]
+    pub damon_record_size: usize,
+    /// numatrace's kdamond (`--truth damon`): what it monitored, how
+    /// often, and its thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damon: Option<crate::damon::Info>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -117,6 +127,10 @@ pub struct Footer {
 
 pub fn demote_record_size() -> usize {
     std::mem::size_of::<numa_ebpf_common::DemoteEvent>()
+}
+
+pub fn damon_record_size() -> usize {
+    std::mem::size_of::<numa_ebpf_common::DamonEvent>()
 }
 
 pub fn record_sizes() -> [usize; 3] {
@@ -155,6 +169,7 @@ impl<W: Write> Writer<W> {
             Event::Scan(_) => TAG_SCAN,
             Event::Skip(_) => TAG_SKIP,
             Event::Demote(_) => TAG_DEMOTE,
+            Event::Damon(_) => TAG_DAMON,
         };
         self.events += 1;
         self.record(tag, decode::raw_bytes(ev))
@@ -287,12 +302,19 @@ impl<R: Read> Reader<R> {
         }
         if old.is_none()
             && (header.record_sizes != record_sizes()
-                || header.demote_record_size != demote_record_size())
+                || header.demote_record_size != demote_record_size()
+                // 0: written before DAMON records existed, so holds none.
+                || ![0, damon_record_size()].contains(&header.damon_record_size))
         {
             bail!(
-                "trace records have sizes {:?}, this numatrace expects {:?}: recorded by an incompatible build",
+                "trace records have sizes {:?} (demotion {}, DAMON {}), this numatrace expects \
+                 {:?} (demotion {}, DAMON {}): recorded by an incompatible build",
                 header.record_sizes,
-                record_sizes()
+                header.demote_record_size,
+                header.damon_record_size,
+                record_sizes(),
+                demote_record_size(),
+                damon_record_size()
             );
         }
         Ok(Reader {
@@ -419,7 +441,7 @@ impl<R: Read> Reader<R> {
                     .map(Item::Event)
                     .map_err(Into::into)
             }
-            TAG_FAULT | TAG_SCAN | TAG_SKIP | TAG_DEMOTE => {
+            TAG_FAULT | TAG_SCAN | TAG_SKIP | TAG_DEMOTE | TAG_DAMON => {
                 decode::decode(payload).map(Item::Event).map_err(Into::into)
             }
             TAG_SNAPSHOT => serde_json::from_slice(payload)
@@ -466,6 +488,8 @@ pub mod fixtures {
             map_bytes: 0,
             record_sizes: record_sizes(),
             demote_record_size: demote_record_size(),
+            damon_record_size: damon_record_size(),
+            damon: None,
         }
     }
 }

@@ -374,3 +374,70 @@ fn the_fixture_carries_numatraces_counter_for_the_patch_inputs() {
         "{faults} {scans} {all_three}"
     );
 }
+
+#[test]
+fn damon_records_round_trip_and_count_as_records() {
+    use crate::decode::fixtures::{damon_region, demotion};
+    let region = damon_region(7, 0x1_0000_0000, 5);
+    let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+    w.event(&Event::Fault(fault(1, 1, 1, Outcome::PromoteHot)))
+        .expect("fault");
+    w.event(&Event::Damon(region)).expect("damon");
+    w.event(&Event::Demote(demotion(8, 0xa1, 3)))
+        .expect("demotion");
+    let bytes = w.finish(9, "duration").expect("finish");
+    let mut r = Reader::new(&bytes[..]).expect("reader");
+    assert_eq!(r.header.damon_record_size, damon_record_size());
+    let items: Vec<Item> = r.by_ref().collect::<Result<_, _>>().expect("items");
+    assert!(r.warning.is_none(), "{:?}", r.warning);
+    assert!(matches!(&items[1], Item::Event(Event::Damon(d)) if *d == region));
+    assert!(matches!(&items[2], Item::Event(Event::Demote(d)) if d.index == 3));
+    assert!(matches!(&items[3], Item::Footer(f) if f.events == 3));
+}
+
+/// `trace` with its header rewritten by `edit` (as JSON).
+fn with_header(trace: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+    let at = MAGIC.len() + 4;
+    let len = u32::from_le_bytes([trace[at], trace[at + 1], trace[at + 2], trace[at + 3]]);
+    let body = at + 4 + len as usize;
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&trace[at + 4..body]).expect("header JSON");
+    edit(&mut json);
+    let json = serde_json::to_vec(&json).expect("header JSON");
+    let mut out = trace[..at].to_vec();
+    out.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    out.extend_from_slice(&json);
+    out.extend_from_slice(&trace[body..]);
+    out
+}
+
+#[test]
+fn a_trace_written_before_damon_records_still_reads() {
+    let older = with_header(&sample_trace(), |h| {
+        h.as_object_mut()
+            .expect("header object")
+            .remove("damon_record_size")
+            .expect("today's header names the size");
+    });
+    let mut r = Reader::new(&older[..]).expect("reader");
+    assert_eq!(r.header.damon_record_size, 0);
+    let items: Vec<Item> = r.by_ref().collect::<Result<_, _>>().expect("items");
+    assert_eq!(items.len(), 5);
+    assert!(r.warning.is_none(), "{:?}", r.warning);
+}
+
+#[test]
+fn another_damon_record_size_is_refused() {
+    let other = with_header(&sample_trace(), |h| {
+        h["damon_record_size"] = serde_json::json!(damon_record_size() + 8);
+    });
+    let err = Reader::new(&other[..])
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("incompatible build"), "{err}");
+    assert!(
+        err.contains(&format!("DAMON {}", damon_record_size() + 8)),
+        "{err}"
+    );
+}

@@ -502,6 +502,8 @@ impl Sink for ParquetSink {
             }
             Event::Scan(_) => Ok(()),
             Event::Skip(_) => Ok(()),
+            // The rows are hint faults or demotions; a DAMON region is neither.
+            Event::Damon(_) => Ok(()),
         }
     }
 

@@ -15,7 +15,8 @@ impl Aggregator {
             }
             Event::Scan(s) => self.funnel.scan(s),
             Event::Skip(s) => self.funnel.skip(s),
-            Event::Demote(_) => {}
+            // The funnel follows NUMA balancing's stages; DAMON is not one.
+            Event::Demote(_) | Event::Damon(_) => {}
         }
     }
 

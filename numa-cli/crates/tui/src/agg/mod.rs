@@ -271,6 +271,8 @@ impl Aggregator {
             Event::Demote(d) => {
                 self.lifecycle.demote(d);
             }
+            // top shows NUMA balancing; DAMON's regions are not its events.
+            Event::Damon(_) => {}
         }
     }
 

@@ -6,7 +6,10 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::{Page, Promotions, Rules, AFTER, BEFORE, MAX_RULES, NEVER};
-use crate::truth::{TruthReader, Window};
+use crate::{
+    damon::{self, Region},
+    truth::{TruthReader, Window},
+};
 
 /// Every policy judged against the truth, under every hot rule.
 #[derive(Debug, Clone, Serialize)]
@@ -35,6 +38,10 @@ pub struct Scorecard {
     pub sample_one_in: u64,
     pub shares: Vec<SlowShare>,
     pub rules: Vec<RuleScores>,
+    /// The truth is DAMON's sample, not every access: its resolution and
+    /// cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damon: Option<damon::Summary>,
 }
 
 /// A policy's promotions and the slow tier's share of the accesses.
@@ -131,24 +138,83 @@ impl Page {
 
 impl Promotions {
     /// Reads the truth and scores every policy under `rules`.
-    pub fn score<R: Read>(mut self, mut truth: TruthReader<R>, rules: &Rules) -> Result<Scorecard> {
+    pub fn score<R: Read>(self, mut truth: TruthReader<R>, rules: &Rules) -> Result<Scorecard> {
+        let windows = truth.windows.clone();
+        self.score_with(windows, rules, None, |p, t, within| {
+            while let Some(c) = truth.next_count()? {
+                // next_count checked the window index against the file's.
+                if let Some(w) = within[c.window as usize] {
+                    p.count(t, &w, u64::from(c.pfn), c.accesses(), rules);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Scores every policy under `rules` against DAMON's sampled truth:
+    /// each page of a region takes the region's count of accessed samples
+    /// in the aggregation as its accesses there.
+    pub fn score_damon(self, truth: &damon::Collector, rules: &Rules) -> Result<Scorecard> {
+        let mut tops: Vec<u64> = self.at_top.keys().copied().collect();
+        tops.sort_unstable();
+        let windows = truth.windows().to_vec();
+        self.score_with(windows, rules, truth.summary(), |p, t, within| {
+            for r in truth.regions().iter().filter(|r| r.nr_accesses > 0) {
+                if let Some(w) = within[r.window as usize] {
+                    p.count_range(t, &w, r, rules, &tops);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// The windows within the trace's span, the truth's counts read into
+    /// them by `read`, and the scores they leave.
+    fn score_with(
+        mut self,
+        windows: Vec<Window>,
+        rules: &Rules,
+        damon: Option<damon::Summary>,
+        read: impl FnOnce(&mut Self, &mut Tally, &[Option<Window>]) -> Result<()>,
+    ) -> Result<Scorecard> {
         let mut t = Tally {
             accesses: 0,
             slow_pages: 0,
             slow: 0,
             slow_by: vec![0; self.names.len()],
         };
-        let windows: Vec<Option<Window>> =
-            truth.windows.iter().map(|w| self.within_trace(w)).collect();
-        while let Some(c) = truth.next_count()? {
-            // next_count checked the window index against the file's.
-            if let Some(w) = windows[c.window as usize] {
-                self.count(&mut t, &w, u64::from(c.pfn), c.accesses(), rules);
-            }
-        }
+        let within: Vec<Option<Window>> = windows.iter().map(|w| self.within_trace(w)).collect();
+        read(&mut self, &mut t, &within)?;
         t.slow_by[0] = t.slow;
-        let used: Vec<Window> = windows.into_iter().flatten().collect();
-        Ok(self.judge(&used, rules, &t))
+        let used: Vec<Window> = within.into_iter().flatten().collect();
+        let mut card = self.judge(&used, rules, &t);
+        card.damon = damon;
+        Ok(card)
+    }
+
+    /// A region's count for each of its pages: those the scorecard follows
+    /// (its sample of the slow frames, the top-tier frames the kernel
+    /// promoted to, `tops` sorted) one by one, the others in bulk as
+    /// [`count`](Self::count) would take them.
+    fn count_range(&mut self, t: &mut Tally, w: &Window, r: &Region, rules: &Rules, tops: &[u64]) {
+        let a = u64::from(r.nr_accesses);
+        let (slow, followed) = self.plan.followed_in(r.start_pfn, r.end_pfn);
+        let (lo, hi) = (
+            tops.partition_point(|&p| p < r.start_pfn),
+            tops.partition_point(|&p| p < r.end_pfn),
+        );
+        let top = &tops[lo..hi];
+        for &pfn in followed.iter().chain(top) {
+            self.count(t, w, pfn, a, rules);
+        }
+        let rest_slow = slow - followed.len() as u64;
+        let rest_top = (r.end_pfn - r.start_pfn)
+            .saturating_sub(slow)
+            .saturating_sub(top.len() as u64);
+        t.accesses += a * (rest_slow + rest_top);
+        t.slow += a * rest_slow;
+        t.slow_pages += a * rest_slow;
+        t.slow_by.iter_mut().for_each(|s| *s += a * rest_slow);
     }
 
     /// `w` if it lies within the trace's span.
@@ -246,6 +312,7 @@ impl Promotions {
             sample_one_in: self.plan.rate(),
             shares,
             rules: rules_out,
+            damon: None,
         }
     }
 

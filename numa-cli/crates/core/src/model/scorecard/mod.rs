@@ -267,6 +267,7 @@ impl Sink for Promotions {
             Event::Fault(f) => self.fault(f),
             Event::Demote(d) => self.demotion(d),
             Event::Skip(_) => {}
+            Event::Damon(_) => {}
         }
         Ok(())
     }

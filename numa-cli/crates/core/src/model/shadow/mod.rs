@@ -403,7 +403,8 @@ impl Shadow {
         if self.window.first().is_some_and(|s| ts < s.ts_ns) {
             return;
         }
-        if matches!(ev, Event::Skip(_)) {
+        // Neither is an input of the models: no place in the lookahead.
+        if matches!(ev, Event::Skip(_) | Event::Damon(_)) {
             return;
         }
         let (engine, ahead) = self.engine.get_mut();
@@ -580,7 +581,8 @@ impl Engine {
             }
             Event::Scan(s) => self.bank.scan(s),
             Event::Demote(d) => self.demote(d),
-            Event::Skip(_) => {}
+            // The models replay NUMA balancing's inputs; DAMON is none.
+            Event::Skip(_) | Event::Damon(_) => {}
         }
     }
 
