@@ -104,7 +104,7 @@ impl ProbeArgs {
             bpf_stats: self.bpf_stats,
             empty_programs: self.empty_programs,
             empty_only: self.empty_program.clone(),
-            damon: false,
+            damon: None,
         }
     }
 
@@ -450,15 +450,69 @@ pub(crate) struct LiveTruthArgs {
     /// resolution are in the report.
     #[arg(long, value_enum)]
     pub truth: Option<LiveTruth>,
+    /// DAMON's sample interval in microseconds, 100 to 1000000: how often
+    /// each region's sampled page is checked.
+    #[arg(long, default_value_t = 5_000, requires = "truth",
+          value_parser = ranges::int(100u64, 1_000_000, "microseconds"))]
+    pub damon_sample_us: u64,
+    /// DAMON's aggregation interval in milliseconds, 1 to 60000: a window
+    /// of the truth (at least one sample interval).
+    #[arg(long, default_value_t = 100, requires = "truth",
+          value_parser = ranges::int(1u64, 60_000, "milliseconds"))]
+    pub damon_aggr_ms: u64,
+    /// Fewest regions DAMON keeps, 3 to 100000: more regions, finer
+    /// resolution, more kdamond CPU (each region is sampled).
+    #[arg(long, default_value_t = 10, requires = "truth",
+          value_parser = ranges::int(3u32, 100_000, "regions"))]
+    pub damon_min_regions: u32,
+    /// Most regions DAMON keeps, 3 to 100000 (at least --damon-min-regions).
+    #[arg(long, default_value_t = 1000, requires = "truth",
+          value_parser = ranges::int(3u32, 100_000, "regions"))]
+    pub damon_max_regions: u32,
 }
 
 impl LiveTruthArgs {
-    /// The probe session's options: `probe`'s, with the kdamond asked for.
-    pub(crate) fn options(&self, probe: &ProbeArgs) -> numa_probe::session::ProbeOptions {
-        numa_probe::session::ProbeOptions {
-            damon: self.truth == Some(LiveTruth::Damon),
+    /// The probe session's options: `probe`'s, with the kdamond asked for
+    /// (its regions are the nodes' spans, found when it starts).
+    pub(crate) fn options(
+        &self,
+        probe: &ProbeArgs,
+    ) -> anyhow::Result<numa_probe::session::ProbeOptions> {
+        let damon = match self.truth {
+            Some(LiveTruth::Damon) => Some(self.damon_spec()?),
+            None => None,
+        };
+        Ok(numa_probe::session::ProbeOptions {
+            damon,
             ..probe.options()
+        })
+    }
+
+    fn damon_spec(&self) -> anyhow::Result<numa_core::damon::Spec> {
+        let aggr_us = self.damon_aggr_ms * 1000;
+        if aggr_us < self.damon_sample_us {
+            anyhow::bail!(
+                "--damon-aggr-ms {} is shorter than --damon-sample-us {}: an aggregation \
+                 holds one sample or more; lengthen the aggregation or shorten the sample",
+                self.damon_aggr_ms,
+                self.damon_sample_us
+            );
         }
+        if self.damon_max_regions < self.damon_min_regions {
+            anyhow::bail!(
+                "--damon-max-regions {} is below --damon-min-regions {}: give a maximum at \
+                 least the minimum",
+                self.damon_max_regions,
+                self.damon_min_regions
+            );
+        }
+        Ok(numa_core::damon::Spec {
+            sample_us: self.damon_sample_us,
+            aggr_us,
+            min_regions: self.damon_min_regions,
+            max_regions: self.damon_max_regions,
+            ..numa_core::damon::Spec::over(Vec::new())
+        })
     }
 }
 

@@ -60,7 +60,7 @@ pub(crate) fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
             numa_host::fs::check_not_input(Some(out), &[path])?;
         }
     }
-    let probes = numa_probe::session::attach(&args.live_truth.options(&args.probe))?;
+    let probes = numa_probe::session::attach(&args.live_truth.options(&args.probe)?)?;
     let probes_header = numa_probe::session::header(&probes);
     let k = KernelDefaults::from_host(&probes_header.tunables, probes_header.params.as_ref());
     let mut judging = match args.live_truth.truth {

@@ -37,7 +37,7 @@ fn run_live(
         numa_source::check_new_trace(path, overwrite)?;
     }
     let start = process_cpu_ns();
-    let probes = session::attach(&truth.options(a))?;
+    let probes = session::attach(&truth.options(a)?)?;
     let header = output.map(|_| session::header(&probes));
     let recording = output
         .zip(header.as_ref())

@@ -297,6 +297,78 @@ fn workload_cases() -> Vec<Case> {
         ),
         case(
             &["shadow", "--truth", "damon"],
+            "--damon-sample-us",
+            &["99", "1000001", "x", "-1"],
+            "from 100 to 1000000",
+        ),
+        case(
+            &["shadow", "--truth", "damon"],
+            "--damon-aggr-ms",
+            &["0", "60001", "1.5"],
+            "from 1 to 60000",
+        ),
+        case(
+            &["shadow", "--truth", "damon"],
+            "--damon-min-regions",
+            &["2", "100001", "x"],
+            "from 3 to 100000",
+        ),
+        case(
+            &["shadow", "--truth", "damon"],
+            "--damon-max-regions",
+            &["2", "100001", "-3"],
+            "from 3 to 100000",
+        ),
+        case(
+            &["record", "-o", "t.trace", "--truth", "damon"],
+            "--damon-sample-us",
+            &["99", "1000001", "x", "-1"],
+            "from 100 to 1000000",
+        ),
+        case(
+            &["record", "-o", "t.trace", "--truth", "damon"],
+            "--damon-aggr-ms",
+            &["0", "60001", "1.5"],
+            "from 1 to 60000",
+        ),
+        case(
+            &["record", "-o", "t.trace", "--truth", "damon"],
+            "--damon-min-regions",
+            &["2", "100001", "x"],
+            "from 3 to 100000",
+        ),
+        case(
+            &["record", "-o", "t.trace", "--truth", "damon"],
+            "--damon-max-regions",
+            &["2", "100001", "-3"],
+            "from 3 to 100000",
+        ),
+        case(
+            &["stats", "--live", "--truth", "damon"],
+            "--damon-sample-us",
+            &["99", "1000001", "x", "-1"],
+            "from 100 to 1000000",
+        ),
+        case(
+            &["stats", "--live", "--truth", "damon"],
+            "--damon-aggr-ms",
+            &["0", "60001", "1.5"],
+            "from 1 to 60000",
+        ),
+        case(
+            &["stats", "--live", "--truth", "damon"],
+            "--damon-min-regions",
+            &["2", "100001", "x"],
+            "from 3 to 100000",
+        ),
+        case(
+            &["stats", "--live", "--truth", "damon"],
+            "--damon-max-regions",
+            &["2", "100001", "-3"],
+            "from 3 to 100000",
+        ),
+        case(
+            &["shadow", "--truth", "damon"],
             "--hot-accesses",
             &["0", "-1", "1,2,3,4,5", "x"],
             "from 1 to 1000000000",
@@ -722,4 +794,22 @@ fn live_only_flags_are_refused_with_a_trace() {
     ] {
         assert!(try_parse_from(argv(words)).is_ok(), "{words:?}");
     }
+}
+
+#[test]
+fn truth_is_a_file_or_the_trace_s_own_records() {
+    use super::{Command, TruthSource};
+    let truth = |args: &[&str]| match try_parse_from(args).map(|c| c.command) {
+        Ok(Command::Replay(r)) => r.truth,
+        other => panic!("{args:?}: {other:?}"),
+    };
+    assert_eq!(
+        truth(&["numatrace", "replay", "t", "--truth", "from-trace"]),
+        Some(TruthSource::FromTrace)
+    );
+    assert_eq!(
+        truth(&["numatrace", "replay", "t", "--truth", "./from-trace"]),
+        Some(TruthSource::File("./from-trace".into()))
+    );
+    assert!(try_parse_from(["numatrace", "replay", "t", "--truth", ""]).is_err());
 }

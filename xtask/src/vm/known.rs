@@ -44,6 +44,8 @@ use crate::host::Setup;
 use crate::kernels::Kernel;
 use crate::vm::truth::{faults, node_pfns, replay, PluginRun};
 
+mod damon;
+
 /// Accesses per chunk visit: as many as a chunk's pages.
 const ACCESSES: u64 = 1024;
 const REVISIT_MS: u64 = 2000;
@@ -61,6 +63,13 @@ const BUSY: u64 = 32;
 /// file system's pages there).
 const OTHER_PAGES: u64 = 64;
 
+/// DAMON's fewest regions over the guest's 3 GiB: about 10 MiB each, a
+/// few of the scenario's 4 MiB chunks.
+const DAMON_MIN_REGIONS: u32 = 300;
+/// The DAMON scorecard's hot rules: samples that found a page's region
+/// accessed in one 100 ms aggregation (of 20).
+const DAMON_HOT_RULES: &str = "1,4";
+
 /// DRAM filled to below the kernel's free-space shortcut (1 GiB free on
 /// the 2 GiB node), so that it promotes on its hot threshold.
 fn script() -> String {
@@ -70,7 +79,8 @@ echo 0 > /sys/kernel/mm/numa/demotion_enabled
 echo 1000 > /sys/kernel/debug/sched/numa_balancing/hot_threshold_ms
 cat /sys/devices/system/memory/block_size_bytes > /results/block_size
 ls -d /sys/devices/system/node/node1/memory[0-9]* | sed 's/.*memory//' > /results/node1-blocks
-numatrace record -o /results/k.trace -- numatrace workload known --dram-mb 1200 \
+numatrace record --truth damon --damon-min-regions {DAMON_MIN_REGIONS} -o /results/k.trace -- \
+numatrace workload known --dram-mb 1200 \
 --chunk-mb 4 --steady-chunks 4 --revisit-ms {REVISIT_MS} --burst-chunks 4 --burst-ms 3000 \
 --burst-every-ms 6000 --rare-s 20 --cold-mb 16 --accesses {ACCESSES} --duration {DURATION_S} \
 --log /results/known.json"
@@ -80,7 +90,14 @@ numatrace record -o /results/k.trace -- numatrace workload known --dram-mb 1200 
 /// Boots `kernel` with the plugin on the scenario and checks it; returns
 /// what it found, the scorecard's table among it.
 pub(crate) fn scenario(kernel: &Kernel, numatrace: &Path, setup: &mut Setup) -> Result<String> {
-    let script = script();
+    let exits = kernel.series == crate::kernels::Series::V7;
+    let script = format!(
+        "{}\n{}\n{}\n{}",
+        damon::STOP_DAMON_STAT,
+        script(),
+        damon::RECORD_END,
+        if exits { damon::EXITS } else { "" }
+    );
     let run = PluginRun {
         name: "known",
         script: &script,
@@ -94,9 +111,19 @@ pub(crate) fn scenario(kernel: &Kernel, numatrace: &Path, setup: &mut Setup) -> 
     let trace = out.join("k.trace");
     let faults = Faults::of(numatrace, &trace, &log)?;
     let after = AfterPromotion::of(&log, &file, &faults)?;
-    let card = scorecard(numatrace, &file, &trace)?;
-    let said = format!("{}; {after:?}\n{}", truth.said(&log), table(&card));
+    let card = scorecard(numatrace, &file, &trace, HOT_RULES)?;
+    let agreement = damon::Agreement::of(&trace, &file, &slow, log.placed_ns)?;
+    let damon_card = scorecard(numatrace, Path::new("from-trace"), &trace, DAMON_HOT_RULES)?;
+    let said = format!(
+        "{}; {after:?}\n{}\n{}\nthe scorecard on DAMON's sample:\n{}",
+        truth.said(&log),
+        table(&card),
+        agreement.said(),
+        table(&damon_card)
+    );
     expect(&log, &truth, &faults, &after, &card).with_context(|| said.clone())?;
+    damon::expect(&agreement, &card, &damon_card).with_context(|| said.clone())?;
+    damon::expect_exits(&out, exits).with_context(|| said.clone())?;
     Ok(said)
 }
 
@@ -341,9 +368,14 @@ const MODELS: [&str; 4] = [
 
 /// `numatrace replay --truth --json` on the scenario's trace: its
 /// scorecard.
-fn scorecard(numatrace: &Path, truth: &Path, trace: &Path) -> Result<serde_json::Value> {
+fn scorecard(
+    numatrace: &Path,
+    truth: &Path,
+    trace: &Path,
+    hot_rules: &str,
+) -> Result<serde_json::Value> {
     let horizon = HORIZON_S.to_string();
-    let v = replay(numatrace, trace, truth, (&horizon, HOT_RULES), &MODELS)?;
+    let v = replay(numatrace, trace, truth, (&horizon, hot_rules), &MODELS)?;
     Ok(v["scorecard"].clone())
 }
 

@@ -35,7 +35,13 @@ fn check_cases(dir: &Path, cases: &[(&str, &str)]) -> Result<()> {
 }
 
 pub(super) fn check_signals(dir: &Path, _console: &str, _series: Series) -> Result<()> {
-    check_cases(dir, SIGNAL_CASES)
+    check_cases(dir, SIGNAL_CASES)?;
+    let damon = text(dir, "damon.out")?;
+    ensure!(
+        text(dir, "damon.rc")?.trim() == "1" && damon.contains("no DAMON sysfs interface"),
+        "--truth damon on 6.1, which has no DAMON, should be refused with the reason: {damon}"
+    );
+    Ok(())
 }
 
 pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {

@@ -55,6 +55,9 @@ pub struct Kdamond {
     spec: Spec,
     cpu_at_start_ns: u64,
     stopped: bool,
+    /// A stop signal before numatrace handles them itself (while the
+    /// probes attach) stops the kdamond in the signal handler.
+    _on_signal: Option<crate::fs::KdamondSlot>,
 }
 
 impl Kdamond {
@@ -89,9 +92,12 @@ impl Kdamond {
         if spec.regions.is_empty() {
             bail!("no memory node spans to monitor (/proc/zoneinfo names none)");
         }
+        let dir = admin.join("kdamonds/0");
+        let on_signal = crate::fs::KdamondSlot::enter(&dir.join("state"), &count);
         write_attr(&count, "1")?;
         let mut k = Kdamond {
-            dir: admin.join("kdamonds/0"),
+            _on_signal: on_signal,
+            dir,
             admin,
             proc_root: root.join("proc"),
             pid: 0,
@@ -101,7 +107,7 @@ impl Kdamond {
         };
         // From here on, dropping `k` on an error empties the list again.
         k.configure()?;
-        write_attr(&k.dir.join("state"), "on")?;
+        write_attr(&k.dir.join("state"), "on").map_err(|e| explain_busy(root, e))?;
         let pid = read_attr(&k.dir.join("pid"))?;
         k.pid = pid
             .parse()
@@ -202,6 +208,31 @@ impl Drop for Kdamond {
             log::warn!("stopping numatrace's kdamond: {e:#}");
         }
     }
+}
+
+/// DAMON lets no kdamond start beside an exclusive user (EBUSY): on 7.x
+/// the DAMON_STAT module, which runs by default. numatrace does not stop
+/// it (it did not start it); the error says how to.
+fn explain_busy(root: &Path, e: anyhow::Error) -> anyhow::Error {
+    let busy = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error)
+            == Some(libc::EBUSY)
+    });
+    if !busy {
+        return e;
+    }
+    let stat = root.join("sys/module/damon_stat/parameters/enabled");
+    let by = match read_attr(&stat).as_deref() {
+        Ok("Y") => format!("DAMON_STAT runs ({} is Y)", stat.display()),
+        _ => "another DAMON user runs exclusively".to_owned(),
+    };
+    e.context(format!(
+        "DAMON is busy: {by}, and DAMON starts no other kdamond beside an exclusive one. \
+         numatrace does not stop it: stop it for the run (echo N > {}; echo Y after) or run \
+         without --truth damon",
+        stat.display()
+    ))
 }
 
 fn clock_ticks_per_s() -> u64 {
@@ -365,6 +396,24 @@ mod tests {
         let none = Scratch::new();
         let e = Kdamond::start_at(none.path(), &spec).expect_err("no DAMON");
         assert!(format!("{e:#}").contains("no DAMON sysfs"), "{e:#}");
+    }
+
+    #[test]
+    fn busy_names_damon_stat_and_how_to_stop_it() {
+        let root = Scratch::new();
+        let stat = root.path().join("sys/module/damon_stat/parameters");
+        fs::create_dir_all(&stat).expect("mkdir");
+        fs::write(stat.join("enabled"), "Y\n").expect("enabled");
+        let ebusy = anyhow::Error::new(std::io::Error::from_raw_os_error(libc::EBUSY))
+            .context("writing \"on\"");
+        let e = format!("{:#}", explain_busy(root.path(), ebusy));
+        assert!(
+            e.contains("DAMON_STAT runs") && e.contains("echo N >"),
+            "{e}"
+        );
+        let other = anyhow::Error::new(std::io::Error::from_raw_os_error(libc::EINVAL));
+        let e = format!("{:#}", explain_busy(root.path(), other));
+        assert!(!e.contains("busy"), "{e}");
     }
 
     #[test]

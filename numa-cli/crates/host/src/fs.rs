@@ -44,6 +44,7 @@ mod cleanup;
 mod target;
 
 pub use cleanup::stop_signals_handled;
+pub(crate) use cleanup::KdamondSlot;
 pub use target::{check_not_input, Output};
 
 /// How many random names to try before giving up: a collision of 64

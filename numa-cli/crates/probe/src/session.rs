@@ -51,9 +51,10 @@ pub struct ProbeOptions {
     pub empty_programs: bool,
     /// Attach only these programs' empty twins.
     pub empty_only: Vec<&'static str>,
-    /// Start a kdamond of numatrace's own over every memory node and
+    /// Start a kdamond of numatrace's own with these intervals and region
+    /// counts over every memory node (its regions are found here) and
     /// record its regions (`--truth damon`).
-    pub damon: bool,
+    pub damon: Option<numa_core::damon::Spec>,
 }
 
 /// Refuses to go on when a prerequisite fails (what is wrong and the
@@ -140,7 +141,7 @@ pub fn attach(a: &ProbeOptions) -> Result<Probes> {
     }
     // Started first so that its thread id is in the programs at load; a
     // failure below drops it, which stops it.
-    let kdamond = a.damon.then(start_kdamond).transpose()?;
+    let kdamond = a.damon.as_ref().map(start_kdamond).transpose()?;
     options.damon_pid = kdamond.as_ref().map(Kdamond::pid);
     let mut probes = load::attach(numa_core::plan::build(&discover::discover()), &options)?;
     probes.kdamond = kdamond;
@@ -165,12 +166,15 @@ pub fn attach(a: &ProbeOptions) -> Result<Probes> {
 
 /// numatrace's kdamond, over every memory node's span: the slow tier's
 /// pages before promotion, DRAM's after.
-fn start_kdamond() -> Result<Kdamond> {
+fn start_kdamond(attrs: &Spec) -> Result<Kdamond> {
     let zoneinfo = std::fs::read_to_string("/proc/zoneinfo")
         .context("reading /proc/zoneinfo for the memory nodes' spans")?;
     let spans = numa_core::mapplan::parse_zoneinfo(&zoneinfo);
-    let regions = Spec::of_pfn_spans(spans.iter().map(|s| (s.start, s.end)));
-    let k = Kdamond::start(&Spec::over(regions)).context("--truth damon")?;
+    let spec = Spec {
+        regions: Spec::of_pfn_spans(spans.iter().map(|s| (s.start, s.end))),
+        ..attrs.clone()
+    };
+    let k = Kdamond::start(&spec).context("--truth damon")?;
     log::info!(
         "--truth damon: kdamond {} monitors {} node span(s)",
         k.pid(),
@@ -257,7 +261,7 @@ mod tests {
             bpf_stats: false,
             empty_programs: false,
             empty_only: Vec::new(),
-            damon: false,
+            damon: None,
         }
     }
 
