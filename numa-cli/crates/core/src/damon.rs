@@ -23,6 +23,9 @@ use crate::{
 /// aggregations of 50 regions. The rest are counted, not judged.
 pub const MAX_RECORDS: usize = 1 << 22;
 
+/// Hint faults kept to measure DAMON's misses on the run itself.
+pub const MAX_FAULTS: usize = 1 << 20;
+
 /// What numatrace's kdamond monitors and how often.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spec {
@@ -105,6 +108,12 @@ pub struct Summary {
     pub accessed_mib_mean: f64,
     /// Records past [`MAX_RECORDS`], not judged.
     pub dropped: u64,
+    /// DAMON's misses measured on the run itself: of the pages that took a
+    /// hint fault during an aggregation (accessed for certain), those in a
+    /// region DAMON found accessed in it (with the regions kept; at most
+    /// [`MAX_FAULTS`] faults).
+    pub faulted_pages: u64,
+    pub faulted_found: u64,
     /// The kdamond's CPU time over the recording's wall time, when the
     /// recording measured it.
     pub cpu_share: Option<f64>,
@@ -124,6 +133,8 @@ pub struct Collector {
     bytes: u64,
     accessed_bytes: u64,
     dropped: u64,
+    /// Hint faults' (timestamp, PFN), one per page, for [`Summary::faulted_found`].
+    faults: Vec<(u64, u64)>,
     /// The kdamond's CPU time at the first and the latest counter
     /// snapshot that measured it: (timestamp, CPU ns).
     cpu: Option<((u64, u64), (u64, u64))>,
@@ -195,6 +206,7 @@ impl Collector {
     /// The figures of the kdamond's records; None without a kdamond.
     pub fn summary(&self) -> Option<Summary> {
         let spec = self.spec.as_ref()?;
+        let (faulted_pages, faulted_found) = self.faults_found();
         let n = self.windows.len().max(1) as f64;
         let regions = self.records.max(1) as f64;
         Some(Summary {
@@ -206,6 +218,8 @@ impl Collector {
             region_mib_mean: self.bytes as f64 / regions / f64::from(1u32 << 20),
             accessed_mib_mean: self.accessed_bytes as f64 / n / f64::from(1u32 << 20),
             dropped: self.dropped,
+            faulted_pages,
+            faulted_found,
             cpu_share: self.cpu.and_then(|((t0, c0), (t1, c1))| {
                 (t1 > t0).then(|| c1.saturating_sub(c0) as f64 / (t1 - t0) as f64)
             }),
@@ -213,19 +227,74 @@ impl Collector {
     }
 }
 
+impl Collector {
+    /// A hint fault's pages: accessed at its time, whatever DAMON found.
+    fn fault(&mut self, ts_ns: u64, pfn: u64, pages: u64) {
+        if !self.keep || pfn == 0 {
+            return;
+        }
+        for p in pfn..pfn.saturating_add(pages) {
+            if self.faults.len() >= MAX_FAULTS {
+                return;
+            }
+            self.faults.push((ts_ns, p));
+        }
+    }
+
+    /// Of the faulted pages, those in a region found accessed in the
+    /// aggregation whose window holds the fault. The kdamond reports a
+    /// target's regions in address order, one window after another.
+    /// Returns (faulted pages in a window, those found).
+    fn faults_found(&self) -> (u64, u64) {
+        let (mut seen, mut found) = (0, 0);
+        for &(ts, pfn) in &self.faults {
+            let i = self.windows.partition_point(|w| w.end_ns <= ts);
+            if self.windows.get(i).is_none_or(|w| w.start_ns > ts) {
+                continue;
+            }
+            seen += 1;
+            let lo = self.regions.partition_point(|r| (r.window as usize) < i);
+            let hi = self.regions.partition_point(|r| (r.window as usize) <= i);
+            let regions = &self.regions[lo..hi];
+            let at = regions.partition_point(|r| r.end_pfn <= pfn);
+            found += u64::from(
+                regions
+                    .get(at)
+                    .is_some_and(|r| r.start_pfn <= pfn && r.nr_accesses > 0),
+            );
+        }
+        (seen, found)
+    }
+}
+
 impl Summary {
+    /// Of the pages that took a hint fault in an aggregation, the share
+    /// DAMON found accessed there.
+    pub fn fault_recall(&self) -> Option<f64> {
+        (self.faulted_pages > 0).then(|| self.faulted_found as f64 / self.faulted_pages as f64)
+    }
+
     /// What the sample is worth, and what it cost, in one line.
     pub fn describe(&self) -> String {
         let cpu = self.cpu_share.map_or_else(
             || "not measured".into(),
             |s| format!("{:.2}% of one CPU", s * 100.0),
         );
+        let misses = match self.fault_recall() {
+            Some(r) => format!(
+                "of {} pages that took a hint fault (accessed for certain) during an \
+                 aggregation, {:.1}% were in a region it found accessed",
+                self.faulted_pages,
+                r * 100.0
+            ),
+            None => "not measured (no hint fault in its windows, or regions not kept)".into(),
+        };
         format!(
             "DAMON (numatrace's kdamond): {} aggregations of {} ms, {} samples each ({} ms apart): \
              an access is a sample that found its region accessed, so a page counts 0 to {} per \
              window, and every page of a region takes the region's count (mean {:.1} regions of \
              {:.1} MiB: the resolution; {:.1} MiB found accessed per aggregation); {} records past \
-             the bound not kept; kdamond CPU {cpu}",
+             the bound not kept; its misses on this run: {misses}; kdamond CPU {cpu}",
             self.aggregations,
             self.aggr_us / 1000,
             self.samples_per_window,
@@ -248,8 +317,10 @@ impl Sink for Collector {
     }
 
     fn event(&mut self, ev: &Event) -> anyhow::Result<()> {
-        if let Event::Damon(d) = ev {
-            self.push(d.ts_ns, d.start, d.end, d.nr_accesses);
+        match ev {
+            Event::Damon(d) => self.push(d.ts_ns, d.start, d.end, d.nr_accesses),
+            Event::Fault(f) => self.fault(f.ts_ns, f.src_pfn, f.pages()),
+            _ => {}
         }
         Ok(())
     }
@@ -306,6 +377,26 @@ mod tests {
         c.push(5, 0, 4096, 1);
         assert_eq!(c.regions().len(), MAX_RECORDS);
         assert_eq!(c.summary().map(|s| s.dropped), Some(1));
+    }
+
+    #[test]
+    fn a_faulted_page_is_found_in_a_region_accessed_in_its_window() {
+        let mut c = Collector::new(Spec::over(vec![(0, 1 << 30)]));
+        let ms = 1_000_000;
+        // Window [900, 1000) ms: pages 0..256 accessed, 256..512 not.
+        c.push(1000 * ms, 0, 1 << 20, 3);
+        c.push(1000 * ms, 1 << 20, 2 << 20, 0);
+        // Window [1000, 1100) ms: everything cold.
+        c.push(1100 * ms, 0, 2 << 20, 0);
+        c.fault(950 * ms, 10, 2); // found, found
+        c.fault(960 * ms, 300, 1); // in the cold region
+        c.fault(1050 * ms, 10, 1); // cold in its window
+        c.fault(2000 * ms, 10, 1); // in no window
+        c.fault(950 * ms, 0, 1); // no PFN: not counted
+        let s = c.summary().expect("a kdamond's");
+        assert_eq!((s.faulted_pages, s.faulted_found), (4, 2));
+        assert!(s.describe().contains("of 4 pages that took a hint fault"));
+        assert!(Collector::counting().summary().is_none());
     }
 
     #[test]

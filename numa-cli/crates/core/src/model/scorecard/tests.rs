@@ -301,3 +301,76 @@ fn a_demoted_page_leaves_its_dram_frame() {
         (1, 1, 1, 0, Some(1500.0))
     );
 }
+
+/// DAMON's regions score as a truth file holding each of their pages
+/// with the region's count: the same promotions, the same card.
+#[test]
+fn damon_regions_score_as_their_pages_would() {
+    let (a, c) = (1001, 1003);
+    let faults = [refused(1500, c), promoted(5500, a, 5001)];
+    let new = || {
+        let mut p = Promotions::with_plan(plan(), vec![Box::new(Names(vec![c]))]);
+        run(&mut p, &faults);
+        p
+    };
+    // (window, first frame, frames, count): slow frames with A and C, A's
+    // DRAM frame after its move, and DRAM frames nobody promoted to.
+    let regions: Vec<(u32, u64, u64, u32)> = (0..20)
+        .flat_map(|w| {
+            [
+                (w, 1000, 8, if (3..=5).contains(&w) { 3 } else { 0 }),
+                (w, 1500, 100, u32::from(w % 2 == 0)),
+                (w, 5000, 4, if w >= 6 { 2 } else { 0 }),
+                (w, 6000, 50, 1),
+            ]
+        })
+        .collect();
+    let spec = crate::damon::Spec {
+        aggr_us: 1_000_000,
+        ..crate::damon::Spec::over(vec![(0, 1 << 30)])
+    };
+    let mut damon = crate::damon::Collector::new(spec);
+    for &(w, first, n, count) in &regions {
+        let ts = T0 + (u64::from(w) + 1) * S;
+        let ev = crate::decode::Event::Damon(numa_ebpf_common::DamonEvent {
+            kind: numa_ebpf_common::EventKind::Damon as u32,
+            ts_ns: ts,
+            start: first * 4096,
+            end: (first + n) * 4096,
+            nr_accesses: count,
+            ..Default::default()
+        });
+        damon.event(&ev).expect("event");
+    }
+    let pages: Vec<(u32, u32, u32)> = regions
+        .iter()
+        .filter(|r| r.3 > 0)
+        .flat_map(|&(w, first, n, count)| (first..first + n).map(move |p| (w, p as u32, count)))
+        .collect();
+    let file = truth(20, &pages);
+    let by_pages = new()
+        .score(TruthReader::new(&file[..]).expect("truth"), &rules())
+        .expect("score");
+    let by_regions = new().score_damon(&damon, &rules()).expect("score");
+    let key = |c: &Scorecard| {
+        (
+            (c.accesses, c.slow_page_accesses, c.slow_accesses, c.windows),
+            c.shares
+                .iter()
+                .map(|s| (s.promoted_pages, s.slow_access_share))
+                .collect::<Vec<_>>(),
+            c.rules
+                .iter()
+                .map(|r| {
+                    (
+                        r.hot_pages,
+                        r.policies.iter().map(score).collect::<Vec<_>>(),
+                    )
+                })
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(key(&by_regions), key(&by_pages));
+    assert!(by_regions.damon.is_some() && by_pages.damon.is_none());
+    assert!(by_regions.accesses > 0 && by_regions.rules[0].hot_pages >= 2);
+}
