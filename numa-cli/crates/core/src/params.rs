@@ -264,11 +264,17 @@ pub fn toptier_mask(tiers: &[MemoryTier], nodes: &[Node]) -> u64 {
 /// Parses a tracefs `format` file: field name -> offset, and the
 /// `__print_symbolic(REC->reason, {0,"compaction"}, ...)` table.
 pub fn parse_tp_format(text: &str) -> (BTreeMap<String, u32>, BTreeMap<u32, String>) {
-    (parse_tp_fields(text), parse_reason_symbols(text))
+    let offsets = parse_tp_fields(text)
+        .into_iter()
+        .map(|(name, (offset, _))| (name, offset))
+        .collect();
+    (offsets, parse_reason_symbols(text))
 }
 
-/// `field:<decl> <name>;\toffset:<n>;...` lines: name -> offset.
-fn parse_tp_fields(text: &str) -> BTreeMap<String, u32> {
+/// `field:<decl> <name>;\toffset:<n>;\tsize:<n>;...` lines: name ->
+/// (offset, size); a line without an offset is skipped, one without a
+/// size has size 0. `char comm[16]` names the field `comm`.
+pub fn parse_tp_fields(text: &str) -> BTreeMap<String, (u32, u32)> {
     let mut fields = BTreeMap::new();
     for line in text.lines() {
         let Some(rest) = line.trim().strip_prefix("field:") else {
@@ -280,12 +286,14 @@ fn parse_tp_fields(text: &str) -> BTreeMap<String, u32> {
             .last()
             .unwrap_or("")
             .trim_start_matches('*');
-        let off = rest
-            .split(';')
-            .find_map(|p| p.trim().strip_prefix("offset:"))
-            .and_then(|v| v.parse().ok());
-        if let Some(off) = off {
-            fields.insert(name.to_owned(), off);
+        let name = name.split('[').next().unwrap_or(name);
+        let number = |key: &str| {
+            rest.split(';')
+                .find_map(|p| p.trim().strip_prefix(key))
+                .and_then(|v| v.parse().ok())
+        };
+        if let Some(off) = number("offset:") {
+            fields.insert(name.to_owned(), (off, number("size:").unwrap_or(0)));
         }
     }
     fields

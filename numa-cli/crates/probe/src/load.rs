@@ -610,17 +610,17 @@ fn attach_damon(ebpf: &mut Ebpf, options: &LoadOptions) -> Result<()> {
 /// Whether a damon:damon_aggregated `format` file has the fields the
 /// program reads at the offsets and sizes it reads them.
 pub fn check_damon_format(text: &str) -> Result<()> {
-    let fields = tp_fields(text);
+    let fields = numa_core::params::parse_tp_fields(text);
     for (name, offset, size) in DAMON_FIELDS {
-        match fields.iter().find(|(n, ..)| *n == name) {
+        match fields.get(name) {
             None => {
                 bail!("damon:damon_aggregated has no field {name} (expected at offset {offset})")
             }
-            Some(&(_, o, _)) if o != offset => bail!(
+            Some(&(o, _)) if o != offset => bail!(
                 "damon:damon_aggregated field {name} is at offset {o}, expected {offset}: \
                  this kernel's record layout is not one numatrace reads"
             ),
-            Some(&(_, _, z)) if z != size => bail!(
+            Some(&(_, z)) if z != size => bail!(
                 "damon:damon_aggregated field {name} has size {z}, expected {size} (at offset \
                  {offset}): this kernel's record layout is not one numatrace reads"
             ),
@@ -628,30 +628,6 @@ pub fn check_damon_format(text: &str) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// A tracefs format file's `field:<decl> <name>;\toffset:<n>;\tsize:<n>;`
-/// lines: (name, offset, size); a line without both numbers is skipped.
-fn tp_fields(text: &str) -> Vec<(&str, u32, u32)> {
-    text.lines()
-        .filter_map(|line| {
-            let rest = line.trim().strip_prefix("field:")?;
-            let mut parts = rest.split(';').map(str::trim);
-            let decl = parts.next()?;
-            // `char comm[16]` names the field `comm`.
-            let name = decl.split_whitespace().last()?.trim_start_matches('*');
-            let name = name.split('[').next().unwrap_or(name);
-            let (mut offset, mut size) = (None, None);
-            for part in parts {
-                if let Some(v) = part.strip_prefix("offset:") {
-                    offset = v.parse().ok();
-                } else if let Some(v) = part.strip_prefix("size:") {
-                    size = v.parse().ok();
-                }
-            }
-            Some((name, offset?, size?))
-        })
-        .collect()
 }
 
 /// How a demoted folio's memory cgroup is read on this kernel, for
