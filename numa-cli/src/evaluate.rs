@@ -64,9 +64,7 @@ pub(crate) fn shadow(args: &ShadowArgs) -> Result<ExitCode> {
     let probes_header = numa_probe::session::header(&probes);
     let k = KernelDefaults::from_host(&probes_header.tunables, probes_header.params.as_ref());
     let mut judging = match args.live_truth.truth {
-        Some(_) => Some(Judging::new(
-            &TruthSource::FromTrace,
-            Path::new("the live run"),
+        Some(_) => Some(Judging::live(
             &probes_header,
             args.models.sel.policies(&k)?,
         )?),
@@ -177,6 +175,22 @@ impl Judging {
         Ok(Judging {
             promotions: Promotions::new(header, models)?,
             damon,
+        })
+    }
+
+    /// A live run's, against the DAMON records of the kdamond its session
+    /// started.
+    pub(crate) fn live(
+        header: &trace::Header,
+        models: Vec<Box<dyn policy::Policy>>,
+    ) -> Result<Judging> {
+        let info = header
+            .damon
+            .as_ref()
+            .context("--truth damon: the probe session started no kdamond")?;
+        Ok(Judging {
+            promotions: Promotions::new(header, models)?,
+            damon: Some(damon::Collector::new(info.spec.clone())),
         })
     }
 
