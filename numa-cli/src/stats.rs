@@ -67,6 +67,7 @@ fn live_report(totals: &Totals, run: &LiveRun) -> Result<Report> {
         .with_sampling(Some(probes.sampling()));
     r.bpf_programs = probes.program_stats();
     r.scanner_cost = numa_core::plan::ScannerCost::of(&r.bpf_programs, r.scan_ptes_updated);
+    r.fault_cost = numa_core::plan::FaultPathCost::of(&r.bpf_programs, r.hint_faults);
     let [start, attached, end] = run.cpu_ns;
     r.numatrace_cpu = Some(SelfCpu::new(start, attached, end, r.records()));
     Ok(r)

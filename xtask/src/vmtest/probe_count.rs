@@ -3,7 +3,8 @@
 //! --empty-programs attaches programs that run once per hint fault and
 //! record nothing; --cgroup takes in the cgroups below the one named;
 //! the report states numatrace's own CPU over every record it counts, and
-//! with --bpf-stats what its programs add inside the scanner.
+//! with --bpf-stats what its programs add inside the scanner and to each
+//! hint fault.
 use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
@@ -22,6 +23,7 @@ pub(super) fn check(dir: &Path, _console: &str, _series: Series) -> Result<()> {
     faults_match_vmstat(&stats)?;
     check_own_cpu(&stats)?;
     check_scanner_cost(&stats)?;
+    check_fault_cost(&stats)?;
     check_empty_programs(&read_report(dir, "empty.json")?)?;
     check_cgroup_filter(
         &read_report(dir, "cgroup-parent.json")?,
@@ -55,6 +57,26 @@ fn check_scanner_cost(s: &Report) -> Result<()> {
         !on_time || c.exchange_ns_per_pte == 0.0,
         "a program ran on the access-value exchange ({} ns per protected PTE) on a kernel that promotes on time: {c:?}",
         c.exchange_ns_per_pte
+    );
+    Ok(())
+}
+
+/// With --bpf-stats, the programs' time on the fault path per hint fault,
+/// over the report's own hint-fault count: at least the fault's and the
+/// decision's programs ran for each.
+fn check_fault_cost(s: &Report) -> Result<()> {
+    let c = s
+        .fault_cost
+        .as_ref()
+        .with_context(|| format!("no fault_cost (hint_faults {})", s.hint_faults))?;
+    ensure!(
+        c.hint_faults == s.hint_faults && c.runs_per_hint_fault >= 2.0,
+        "fault_cost {c:?} against {} hint faults: fewer than two program runs per hint fault",
+        s.hint_faults
+    );
+    ensure!(
+        c.ns_per_hint_fault_at_most > 0.0,
+        "fault_cost.ns_per_hint_fault_at_most is 0 in {c:?}"
     );
     Ok(())
 }

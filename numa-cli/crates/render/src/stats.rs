@@ -322,7 +322,8 @@ fn print_scans_and_losses(r: &Report, out: &mut impl Write) -> std::io::Result<(
     Ok(())
 }
 
-/// Sampling, the probes' time in the scanner and numatrace's own CPU.
+/// Sampling, the probes' time in the scanner and on the fault path, and
+/// numatrace's own CPU.
 fn print_costs(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     if let Some(s) = &r.sampling {
         writeln!(out, "  {}", s.describe())?;
@@ -334,6 +335,15 @@ fn print_costs(r: &Report, out: &mut impl Write) -> std::io::Result<()> {
              (passes {:.1}, the decision's exchange {:.1}); \
              the kernel charges its scanner 32 times its runtime",
             c.ns_per_pte_at_most, c.pass_ns_per_pte, c.exchange_ns_per_pte
+        )?;
+    }
+    if let Some(c) = &r.fault_cost {
+        writeln!(
+            out,
+            "  on the fault path    at most {:.0} ns of program time per hint fault \
+             ({:.2} program runs each, each behind a trampoline or kprobe not counted here); \
+             a slower fault comes later after its scan, past hot_threshold_ms sooner",
+            c.ns_per_hint_fault_at_most, c.runs_per_hint_fault
         )?;
     }
     if let Some(c) = &r.numatrace_cpu {

@@ -501,6 +501,9 @@ pub struct Report {
     /// What the programs add inside the scanner (live with --bpf-stats).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scanner_cost: Option<crate::plan::ScannerCost>,
+    /// What the programs add to each hint fault (live with --bpf-stats).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_cost: Option<crate::plan::FaultPathCost>,
     /// numatrace's own CPU time in a live run (None from a trace).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub numatrace_cpu: Option<SelfCpu>,
@@ -881,6 +884,7 @@ impl Totals {
             kernel_histograms_match: hists.kernel_match,
             bpf_programs: Vec::new(),
             scanner_cost: None,
+            fault_cost: None,
             numatrace_cpu: None,
             damon: None,
             checks: self.checks(attach_started_ns),

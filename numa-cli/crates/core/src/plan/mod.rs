@@ -664,6 +664,58 @@ impl ScannerCost {
     }
 }
 
+/// What numatrace's programs add to a hint fault, the path whose timing
+/// decides promotion under a hot threshold: a fault made slower comes
+/// later after its scan, and one past `hot_threshold_ms` is refused. From
+/// the programs' run statistics (`--bpf-stats`), like [`ScannerCost`]:
+/// ns of program time (instructions in the test bed's instruction-count
+/// mode). Each run also passes a trampoline (or a kprobe), whose own cost
+/// is not in the statistics: the runs per hint fault say how many.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct FaultPathCost {
+    /// Hint faults the kernel took while attached (numatrace's count).
+    pub hint_faults: u64,
+    /// The fault, decision, fault-end and migration programs' runs per
+    /// hint fault (the migration programs also run for demotions, which
+    /// makes this an upper bound).
+    pub runs_per_hint_fault: f64,
+    /// Their time per hint fault, an upper bound like the runs.
+    pub ns_per_hint_fault_at_most: f64,
+}
+
+impl FaultPathCost {
+    /// None without run statistics or without a hint fault.
+    pub fn of(programs: &[ProgramStat], hint_faults: u64) -> Option<Self> {
+        use numa_ebpf_common::programs as p;
+        const FAULT_PATH: [&str; 15] = [
+            p::FENTRY_HINT_FAULT,
+            p::KPROBE_HINT_FAULT,
+            p::FENTRY_THP_FAULT,
+            p::KPROBE_THP_FAULT,
+            p::FENTRY_DECISION,
+            p::FEXIT_DECISION,
+            p::KPROBE_DECISION,
+            p::KRETPROBE_DECISION,
+            p::FENTRY_FAULT_ACCOUNT,
+            p::KPROBE_FAULT_ACCOUNT,
+            p::FEXIT_MIGRATE,
+            p::KRETPROBE_MIGRATE,
+            p::FEXIT_PROMOTE_DST,
+            p::KRETPROBE_PROMOTE_DST,
+            p::TP_MIGRATE_PAGES,
+        ];
+        if programs.is_empty() || hint_faults == 0 {
+            return None;
+        }
+        let (runs, ns) = run_totals(programs, &FAULT_PATH);
+        Some(FaultPathCost {
+            hint_faults,
+            runs_per_hint_fault: runs as f64 / hint_faults as f64,
+            ns_per_hint_fault_at_most: ns as f64 / hint_faults as f64,
+        })
+    }
+}
+
 /// Runs and run time of the programs named.
 fn run_totals(programs: &[ProgramStat], names: &[&str]) -> (u64, u64) {
     programs

@@ -303,6 +303,25 @@ fn scanner_cost_is_the_pass_programs_and_the_exchange_program_per_pte() {
 }
 
 #[test]
+fn fault_path_cost_is_the_fault_programs_per_hint_fault() {
+    use numa_ebpf_common::programs as p;
+    let programs = [
+        stat(p::FENTRY_HINT_FAULT, 400, 400_000),
+        stat(p::FEXIT_DECISION, 400, 200_000),
+        stat(p::FENTRY_FAULT_ACCOUNT, 400, 100_000),
+        stat(p::TP_MIGRATE_PAGES, 100, 50_000),
+        // The scanner's programs are not the fault path's.
+        stat(p::FENTRY_SCAN_RANGE, 10, 1_000_000),
+    ];
+    let c = FaultPathCost::of(&programs, 400).expect("a cost");
+    assert_eq!(c.hint_faults, 400);
+    assert_eq!(c.runs_per_hint_fault, 3.25);
+    assert_eq!(c.ns_per_hint_fault_at_most, 1875.0);
+    assert_eq!(FaultPathCost::of(&programs, 0), None);
+    assert_eq!(FaultPathCost::of(&[], 400), None);
+}
+
+#[test]
 fn no_scanner_cost_without_run_statistics_or_protected_ptes() {
     use numa_ebpf_common::programs as p;
     assert_eq!(ScannerCost::of(&[], 500), None);
