@@ -6,12 +6,15 @@
 //!
 //! The workload ([`workload!`]): DRAM filled, a 256 MiB slow-node region
 //! visited in 64 MiB chunks in turn after 4 s of sleep each. The kernel
-//! scans a task on its CPU time and charges the scanner 32 times its own
-//! runtime (`p->node_stamp += 32 * diff`), and after an idle gap it scans
-//! a VMA only if the scanning thread faulted there lately: time numatrace
-//! adds inside the scanner delays every scan, and a late scan finds the
-//! VMA inactive and skips it. So this workload sits on a cliff between all
-//! 65,536 of its pages faulted and a few thousand.
+//! scans a task in 16 MiB steps on its CPU time, charging the scanner 32
+//! times its own runtime (`p->node_stamp += 32 * diff`), and adapts the
+//! scan period to the faults it records, which in tiering mode are the
+//! promoted ones: a window without one doubles the period. A chunk the
+//! scanner has not protected before its visit takes no hint fault, so this
+//! workload sits on a cliff between all 65,536 of its pages faulted and a
+//! few thousand, and time numatrace adds to the scanner or to each hint
+//! fault (fewer faults within `hot_threshold_ms`, fewer promotions) moves
+//! it toward the edge.
 
 /// Guest shell, a literal for the scripts that are constants: the
 /// workload's settings (`hot_threshold_ms` 100; `$nb` the scheduler's
