@@ -6,15 +6,25 @@
 //!
 //! The workload ([`workload!`]): DRAM filled, a 256 MiB slow-node region
 //! visited in 64 MiB chunks in turn after 4 s of sleep each. The kernel
-//! scans a task in 16 MiB steps on its CPU time, charging the scanner 32
-//! times its own runtime (`p->node_stamp += 32 * diff`), and adapts the
-//! scan period to the faults it records, which in tiering mode are the
-//! promoted ones: a window without one doubles the period. A chunk the
-//! scanner has not protected before its visit takes no hint fault, so this
-//! workload sits on a cliff between all 65,536 of its pages faulted and a
-//! few thousand, and time numatrace adds to the scanner or to each hint
-//! fault (fewer faults within `hot_threshold_ms`, fewer promotions) moves
-//! it toward the edge.
+//! scans a task in 16 MiB steps on its CPU time and charges the scanner 32
+//! times the runtime that accrues while it scans (`p->node_stamp += 32 *
+//! diff` in `task_numa_work`). Runtime accrues lazily, at ticks and
+//! context switches: a task alone on its CPU gets a whole tick (4 ms at
+//! HZ 250) at once, so a scan a tick lands in is charged 128 ms more, two
+//! and a half scan periods. A chunk visit takes about six scans; one that
+//! loses them early leaves the next chunk unprotected before its visit,
+//! which then takes no hint fault, so this workload sits on a cliff
+//! between all 65,536 of its pages faulted and a few thousand.
+//!
+//! A bare run's scans start just after the tick that queued them and end
+//! before the next. In the test bed's instruction-count mode the vCPUs
+//! take turns on one guest clock: instructions numatrace's reader runs on
+//! the other vCPU are time that passes on the workload's, which makes
+//! ticks land in its scans, each charged as a whole tick of the
+//! workload's runtime. On real CPUs the reader's time is its own. With
+//! the reader on the workload's vCPU the kernel accounts it at the
+//! context switches: scans are charged what they ran (docs/measurements.md,
+//! "The cliff's mechanism"), so the `observer` test pins every run there.
 
 /// Guest shell, a literal for the scripts that are constants: the
 /// workload's settings (`hot_threshold_ms` 100; `$nb` the scheduler's

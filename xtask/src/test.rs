@@ -379,7 +379,7 @@ fn vm_steps(
 ) {
     let names: Vec<String> = vmtest::TESTS
         .iter()
-        .filter(|t| t.kernels.contains(&series) && vmtest::selected(t, only))
+        .filter(|t| t.kernels.contains(&series) && vmtest::selected(t, series, only))
         .map(|t| format!("vm {series}: {}", t.name))
         .collect();
     let kernel = match kernel {
@@ -407,7 +407,7 @@ fn vm_steps(
     };
     println!("\n==> vm tests on {series} ({})", kernel.package);
     for t in vmtest::TESTS.iter().filter(|t| t.kernels.contains(&series)) {
-        if let (Some(why), true) = (t.left_out, only.is_empty()) {
+        if let (Some(why), true) = (t.left_out_on(series), only.is_empty()) {
             report.push(
                 &format!("vm {series}: {}", t.name),
                 Status::Skipped(why.into()),

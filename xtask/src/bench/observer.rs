@@ -22,10 +22,14 @@ pub(crate) const ROUNDS: usize = 3;
 /// workload has ended), `hog` is the bare workload beside a busy loop.
 /// In instruction-count mode the vCPUs take turns on one guest clock, so
 /// instructions run on the other vCPU are time the workload's vCPU does
-/// not get: `hog` measures how much that alone moves the kernel.
-pub(crate) const RUNS: [(&str, &str); 5] = [
+/// not get: `hog` measures how much that alone moves the kernel, and
+/// `pinned` is `traced` with numatrace and the workload on one vCPU,
+/// where the kernel accounts the reader's time as its own (the
+/// [`crate::observer`] docs).
+pub(crate) const RUNS: [(&str, &str); 6] = [
     ("bare", ""),
     ("traced", "numatrace -q stats --live --"),
+    ("pinned", "taskset -c 0 numatrace -q stats --live --"),
     ("empty", "numatrace -q stats --live --empty-programs --"),
     (
         "stopped",

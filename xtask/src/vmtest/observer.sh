@@ -1,4 +1,7 @@
-traced='numatrace -q stats --live --'
+# Every run on vCPU 0, numatrace's reader with the workload (see
+# observer.rs: the vCPUs share one instruction clock).
+pin='taskset -c 0'
+traced="$pin numatrace -q stats --live --"
 fresh() {
 	echo 1 > /proc/sys/kernel/numa_balancing
 	echo 2 > /proc/sys/kernel/numa_balancing
@@ -6,15 +9,15 @@ fresh() {
 }
 part() {
 	echo $2 > $nb/hot_threshold_ms
-	fresh $1_bare_0 $W
+	fresh $1_bare_0 $pin $W
 	i=0
 	while [ $i -lt $3 ]; do
 		fresh $1_traced_$i $traced $W
 		i=$((i + 1))
-		fresh $1_bare_$i $W
+		fresh $1_bare_$i $pin $W
 	done
 }
-fresh warmup $W
+fresh warmup $pin $W
 part cliff 100 3
 part promote 10000 1
 echo 100 > $nb/hot_threshold_ms
