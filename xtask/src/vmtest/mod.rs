@@ -664,6 +664,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_test_left_out_on_some_kernels_runs_on_the_others() {
+        let observer = TESTS
+            .iter()
+            .find(|t| t.name == "observer")
+            .expect("the observer test");
+        assert!(selected(observer, Series::V6_12, &[]));
+        assert!(observer.left_out_on(Series::V6_12).is_none());
+        for k in [Series::V6_1, Series::V7] {
+            assert!(!selected(observer, k, &[]), "{k:?}");
+            assert!(observer.left_out_on(k).is_some(), "{k:?}");
+            assert!(selected(observer, k, &["observer".into()]), "{k:?}");
+        }
+    }
+
+    #[test]
     fn check_results_names_the_tests_and_judges_the_dir() {
         let err = check_results("nope", Path::new("/"), Series::V6_12)
             .expect_err("unknown test")
