@@ -28,7 +28,8 @@
 
 /// Guest shell, a literal for the scripts that are constants: the
 /// workload's settings (`hot_threshold_ms` 100; `$nb` the scheduler's
-/// NUMA-balancing debugfs directory) and `run NAME CMD...`, which runs CMD
+/// NUMA-balancing debugfs directory; `$pin` the prefix that runs a command
+/// on vCPU 0) and `run NAME CMD...`, which runs CMD
 /// and writes the vmstat deltas of [`COUNTERS`] around it to NAME.json
 /// (CMD's output to NAME.out; a failed CMD fails the script), and the
 /// shell's children's CPU time before and after it to NAME.times (the
@@ -41,6 +42,8 @@ nb=/sys/kernel/debug/sched/numa_balancing
 echo 16 > $nb/scan_size_mb
 echo 100 > $nb/hot_threshold_ms
 export TERM=dumb
+# A run on vCPU 0, numatrace's reader with the workload (see the module docs).
+pin='taskset -c 0'
 # The node counters' per-CPU parts folded in first (stat_refresh).
 counters() { cat /proc/sys/vm/stat_refresh > /dev/null; grep -E '^(numa_hint_faults|numa_pte_updates|pgpromote_success) ' /proc/vmstat; }
 run() {

@@ -29,7 +29,7 @@ pub(crate) const ROUNDS: usize = 3;
 pub(crate) const RUNS: [(&str, &str); 6] = [
     ("bare", ""),
     ("traced", "numatrace -q stats --live --"),
-    ("pinned", "taskset -c 0 numatrace -q stats --live --"),
+    ("pinned", "$pin numatrace -q stats --live --"),
     ("empty", "numatrace -q stats --live --empty-programs --"),
     (
         "stopped",

@@ -1,6 +1,4 @@
-# Every run on vCPU 0, numatrace's reader with the workload (see
-# observer.rs: the vCPUs share one instruction clock).
-pin='taskset -c 0'
+# Every run on vCPU 0 ($pin), numatrace's reader with the workload.
 traced="$pin numatrace -q stats --live --"
 fresh() {
 	echo 1 > /proc/sys/kernel/numa_balancing
