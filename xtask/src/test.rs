@@ -203,14 +203,18 @@ pub(crate) fn run(args: TestArgs) -> Result<ExitCode> {
             Duration::ZERO,
         );
     }
+    let mut booted = Vec::new();
     for (series, kernel) in kernels {
-        vm_steps(
+        booted.extend(vm_steps(
             &mut report,
             series,
             kernel,
             numatrace.as_deref(),
             &args.only,
-        );
+        ));
+    }
+    if let Some(numatrace) = numatrace.as_deref() {
+        icount_steps(&mut report, &booted, numatrace, &args.only);
     }
 
     Ok(if report.print() {
@@ -368,18 +372,20 @@ fn release_build(report: &mut Report, setup: &mut Setup) -> Option<PathBuf> {
     })
 }
 
-/// The VM tests on `series`, one step each; all skipped or failed together
-/// when there is no kernel or no numatrace to boot with.
+/// The VM tests on `series` but those of its instruction-count boot
+/// ([`icount_steps`]), one step each; all of them skipped or failed
+/// together when there is no kernel or no numatrace to boot with. Returns
+/// the kernel when it could boot.
 fn vm_steps(
     report: &mut Report,
     series: Series,
     kernel: Result<Kernel, Status>,
     numatrace: Option<&Path>,
     only: &[String],
-) {
+) -> Option<Kernel> {
     let names: Vec<String> = vmtest::TESTS
         .iter()
-        .filter(|t| t.kernels.contains(&series) && vmtest::selected(t, series, only))
+        .filter(|t| t.kernels.contains(&series) && vmtest::selected(t, only))
         .map(|t| format!("vm {series}: {}", t.name))
         .collect();
     let kernel = match kernel {
@@ -392,7 +398,7 @@ fn vm_steps(
             for n in &names {
                 report.push(n, status.clone(), Duration::ZERO);
             }
-            return;
+            return None;
         }
     };
     let Some(numatrace) = numatrace else {
@@ -403,19 +409,39 @@ fn vm_steps(
                 Duration::ZERO,
             );
         }
-        return;
+        return None;
     };
     println!("\n==> vm tests on {series} ({})", kernel.package);
-    for t in vmtest::TESTS.iter().filter(|t| t.kernels.contains(&series)) {
-        if let (Some(why), true) = (t.left_out_on(series), only.is_empty()) {
-            report.push(
-                &format!("vm {series}: {}", t.name),
-                Status::Skipped(why.into()),
-                Duration::ZERO,
-            );
-        }
-    }
     let results = vmtest::run_kernel(&kernel, numatrace, only);
+    push_results(report, series, results);
+    Some(kernel)
+}
+
+/// The tests of every kernel's instruction-count boot, the boots side by
+/// side ([`vmtest::run_icount`]).
+fn icount_steps(report: &mut Report, kernels: &[Kernel], numatrace: &Path, only: &[String]) {
+    let kernels: Vec<Kernel> = kernels
+        .iter()
+        .filter(|k| vmtest::boots_icount(k.series, only))
+        .cloned()
+        .collect();
+    if kernels.is_empty() {
+        return;
+    }
+    let names: Vec<&str> = kernels.iter().map(|k| k.series.name()).collect();
+    println!(
+        "\n==> vm tests in instruction-count boots, side by side: {}",
+        names.join(", ")
+    );
+    for (kernel, results) in kernels
+        .iter()
+        .zip(vmtest::run_icount(&kernels, numatrace, only))
+    {
+        push_results(report, kernel.series, results);
+    }
+}
+
+fn push_results(report: &mut Report, series: Series, results: Vec<vmtest::TestResult>) {
     for r in results {
         let status = match r.outcome {
             Ok(()) => Status::Pass,

@@ -164,6 +164,7 @@ pub(crate) fn run(args: VmArgs) -> Result<ExitCode> {
         icount: args.icount,
         root_disk: root_disk.as_deref(),
         plugin: plugin.as_deref(),
+        show_console: true,
     };
     let outcome = boot(&guest)?;
     if args.shell {
@@ -276,6 +277,9 @@ pub(crate) struct Guest<'a> {
     pub root_disk: Option<&'a Path>,
     /// QEMU's `-plugin` argument (`--truth`).
     pub plugin: Option<&'a str>,
+    /// Streams the console to stdout as it comes; else it is only saved
+    /// (boots side by side would interleave their consoles mid-line).
+    pub show_console: bool,
 }
 
 /// What happened during one boot.

@@ -42,7 +42,7 @@ pub(super) fn watch(
         qemu_errors,
         ready_after,
         timed_out,
-    } = stream(&rx, start, guest.timeout);
+    } = stream(&rx, start, guest.timeout, guest.show_console);
     // A guest that powered off has QEMU exiting by itself: let it finish
     // (a plugin writes its files at exit) before killing what is left.
     let grace = Instant::now() + Duration::from_secs(10);
@@ -111,9 +111,10 @@ fn spawn_readers(child: &mut Child) -> Result<mpsc::Receiver<Event>> {
     Ok(rx)
 }
 
-/// Shows and parses the console until it closes or `timeout` (from
-/// `start`) passes; after the exit marker, waits at most 10 s more.
-fn stream(rx: &mpsc::Receiver<Event>, start: Instant, timeout: Duration) -> Streamed {
+/// Parses the console (and shows it, if `show`) until it closes or
+/// `timeout` (from `start`) passes; after the exit marker, waits at most
+/// 10 s more.
+fn stream(rx: &mpsc::Receiver<Event>, start: Instant, timeout: Duration, show: bool) -> Streamed {
     let mut console = Console::default();
     let mut qemu_errors = Vec::new();
     let mut ready_after = None;
@@ -130,8 +131,10 @@ fn stream(rx: &mpsc::Receiver<Event>, start: Instant, timeout: Duration) -> Stre
         match rx.recv_timeout(deadline - now) {
             Ok(Event::Console(bytes)) => {
                 let shown = console.feed(&bytes);
-                // The user's terminal going away must not stop the run.
-                let _ = out.write_all(&shown).and_then(|()| out.flush());
+                if show {
+                    // The user's terminal going away must not stop the run.
+                    let _ = out.write_all(&shown).and_then(|()| out.flush());
+                }
                 if console.ready && ready_after.is_none() {
                     ready_after = Some(start.elapsed());
                 }

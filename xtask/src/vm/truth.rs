@@ -154,6 +154,7 @@ impl PluginRun<'_> {
             icount: false,
             root_disk: None,
             plugin: Some(&plugin),
+            show_console: true,
         };
         let outcome = boot(&guest)?;
         if let Some(why) = outcome.failure() {

@@ -58,14 +58,6 @@ pub(crate) struct VmTest {
     /// Runs in the kernel's systemd boot (guest_image.rs: a Debian userland
     /// with systemd as PID 1, the test run as a unit) instead.
     pub systemd: bool,
-    /// The kernels the suite leaves it out on, and why: it runs there when
-    /// named by `--only`, else the suite reports it SKIPPED with the reason.
-    pub left_out: Option<LeftOut>,
-}
-
-pub(crate) struct LeftOut {
-    pub kernels: &'static [Series],
-    pub why: &'static str,
 }
 
 pub(crate) const TESTS: &[VmTest] = &[
@@ -77,7 +69,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: doctor::check,
         icount: false,
         systemd: false,
-        left_out: None,
     },
     // Sets demotion_enabled and puts it back. First after doctor: its
     // phases land where they must in a boot of little else (the earlier
@@ -93,7 +84,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: demotion::check,
         icount: false,
         systemd: false,
-        left_out: None,
     },
     VmTest {
         name: "probe_count",
@@ -103,7 +93,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: probe_count::check,
         icount: false,
         systemd: false,
-        left_out: None,
     },
     // Records the trace that `shadow` reads.
     VmTest {
@@ -114,7 +103,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: recording::check,
         icount: false,
         systemd: false,
-        left_out: None,
     },
     VmTest {
         name: "shadow",
@@ -124,7 +112,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: shadow::check,
         icount: false,
         systemd: false,
-        left_out: None,
     },
     VmTest {
         name: "shapes",
@@ -135,7 +122,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: shapes::check,
         icount: false,
         systemd: false,
-        left_out: None,
     },
     // What it tests (the TUI in a real terminal) is numatrace's own: the
     // data it shows takes the same path on every kernel, which the other
@@ -148,7 +134,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: top::check,
         icount: false,
         systemd: false,
-        left_out: None,
     },
     VmTest {
         name: "export",
@@ -160,7 +145,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: export::check,
         icount: false,
         systemd: false,
-        left_out: None,
     },
     VmTest {
         name: "funnel",
@@ -171,7 +155,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: funnel::check,
         icount: false,
         systemd: false,
-        left_out: None,
     },
     VmTest {
         name: "cgroups",
@@ -183,7 +166,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: cgroups::check,
         icount: false,
         systemd: false,
-        left_out: None,
     },
     // Sets scan_period_max_ms and puts it back.
     VmTest {
@@ -196,7 +178,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: passes::check,
         icount: false,
         systemd: false,
-        left_out: None,
     },
     VmTest {
         name: "promote",
@@ -206,7 +187,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: promote::check,
         icount: false,
         systemd: false,
-        left_out: None,
     },
     VmTest {
         name: "detach",
@@ -216,7 +196,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: detach::check,
         icount: false,
         systemd: false,
-        left_out: None,
     },
     // SIGTERM and SIGHUP: numatrace's one path for the three signals, on
     // the kernel where an attach is quickest.
@@ -228,7 +207,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: detach::check_signals,
         icount: false,
         systemd: false,
-        left_out: None,
     },
     // 90 s of soak, plus four attaches and their reports. What it watches
     // (numatrace's memory, descriptors and series over time) is
@@ -242,7 +220,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: soak::check,
         icount: false,
         systemd: false,
-        left_out: None,
     },
     // The patched kernel's own test: doctor, counters and the fault-count
     // model's agreement with its decisions.
@@ -254,7 +231,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: rfc::check,
         icount: false,
         systemd: false,
-        left_out: None,
     },
     // Late: it switches numa_balancing from 2 to 1 and back, which resets
     // the kernel's adaptive promotion threshold (reset_memory_tiering) in
@@ -268,25 +244,19 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: logging::check,
         icount: false,
         systemd: false,
-        left_out: None,
     },
     // Its own instruction-count boot, where it is the only test: runs
     // compared across a boot must see the same instructions whatever the
-    // host's load.
+    // host's load. The kernels' instruction-count boots run side by side.
     VmTest {
         name: "observer",
         script: observer::SCRIPT,
         kernels: &Series::ALL,
-        // A warm-up and two parts of three runs, 15-35 s each in TCG.
+        // A warm-up and parts of five and three runs, 15-35 s each in TCG.
         timeout_s: 600,
         check: observer::check,
         icount: true,
         systemd: false,
-        left_out: Some(LeftOut {
-            kernels: &[Series::V6_1, Series::V7],
-            why: "its own boot takes about 4 minutes a kernel, and the suite has CI's 75; in the \
-                  suite on 6.12: run it with --only observer",
-        }),
     },
     // Its own boot: the Debian guest with systemd as PID 1 (guest_image.rs),
     // numatrace installed from its .deb and run by its units. On the
@@ -302,7 +272,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: systemd::check,
         icount: false,
         systemd: true,
-        left_out: None,
     },
     // Last in every boot: it puts the kernel in lockdown, which holds
     // until the guest powers off.
@@ -314,7 +283,6 @@ pub(crate) const TESTS: &[VmTest] = &[
         check: hostile::check,
         icount: false,
         systemd: false,
-        left_out: None,
     },
 ];
 
@@ -343,14 +311,9 @@ pub(crate) struct TestResult {
 const TEST_BEGIN: &str = "===NUMATRACE-TEST-BEGIN ";
 const TEST_END: &str = "===NUMATRACE-TEST-END ";
 
-/// Whether `test` is among `only` (all tests the suite runs on `series`
-/// when `only` is empty).
-pub(crate) fn selected(test: &VmTest, series: Series, only: &[String]) -> bool {
-    if only.is_empty() {
-        test.left_out_on(series).is_none()
-    } else {
-        only.iter().any(|n| n == test.name)
-    }
+/// Whether `test` is among `only` (every test when `only` is empty).
+pub(crate) fn selected(test: &VmTest, only: &[String]) -> bool {
+    only.is_empty() || only.iter().any(|n| n == test.name)
 }
 
 /// The boots of one kernel's tests.
@@ -365,14 +328,6 @@ enum Boot {
 }
 
 impl VmTest {
-    /// Why the suite leaves this test out on `series`, if it does.
-    pub(crate) fn left_out_on(&self, series: Series) -> Option<&'static str> {
-        self.left_out
-            .as_ref()
-            .filter(|l| l.kernels.contains(&series))
-            .map(|l| l.why)
-    }
-
     fn boot(&self) -> Boot {
         match (self.icount, self.systemd) {
             (_, true) => Boot::Systemd,
@@ -389,32 +344,79 @@ pub(crate) fn needs_systemd_image(kernels: &[Series], only: &[String]) -> bool {
         t.boot() == Boot::Systemd
             && kernels
                 .iter()
-                .any(|&k| t.kernels.contains(&k) && selected(t, k, only))
+                .any(|&k| t.kernels.contains(&k) && selected(t, only))
     })
 }
 
-/// Runs every test of [`TESTS`] that applies to `kernel` (those in `only`,
-/// if any): one boot for the tests that share it, one instruction-count
-/// boot and one systemd boot for the others (each only if it has tests).
+/// Runs the tests of [`TESTS`] that apply to `kernel` (those in `only`, if
+/// any) and do not count instructions: one boot for the tests that share
+/// it, one systemd boot for the others (each only if it has tests).
+/// [`run_icount`] runs the rest.
 pub(crate) fn run_kernel(kernel: &Kernel, numatrace: &Path, only: &[String]) -> Vec<TestResult> {
-    [Boot::Shared, Boot::Icount, Boot::Systemd]
+    [Boot::Shared, Boot::Systemd]
         .into_iter()
-        .flat_map(|boot| {
-            let tests: Vec<&VmTest> = TESTS
-                .iter()
-                .filter(|t| {
-                    t.boot() == boot
-                        && t.kernels.contains(&kernel.series)
-                        && selected(t, kernel.series, only)
-                })
-                .collect();
-            if tests.is_empty() {
-                Vec::new()
-            } else {
-                run_boot(kernel, numatrace, &tests, boot)
-            }
-        })
+        .flat_map(|boot| run_tests_of(kernel, numatrace, only, boot, true))
         .collect()
+}
+
+/// The instruction-count boots of `kernels`, side by side, each kernel's
+/// results in `kernels`' order. A boot is one host thread (TCG with one
+/// thread for all vCPUs), and its guest's clock counts its instructions:
+/// the other boots change how long it takes, not what it measures. Their
+/// consoles go to their console.log files, not to stdout.
+pub(crate) fn run_icount(
+    kernels: &[Kernel],
+    numatrace: &Path,
+    only: &[String],
+) -> Vec<Vec<TestResult>> {
+    let show_console = kernels.len() == 1;
+    std::thread::scope(|scope| {
+        let boots: Vec<_> = kernels
+            .iter()
+            .map(|k| {
+                scope.spawn(move || run_tests_of(k, numatrace, only, Boot::Icount, show_console))
+            })
+            .collect();
+        boots
+            .into_iter()
+            .zip(kernels)
+            .map(|(boot, k)| {
+                boot.join().unwrap_or_else(|_| {
+                    let tests = tests_of(k.series, only, Boot::Icount);
+                    all_failed(&tests, "the thread running this boot panicked")
+                })
+            })
+            .collect()
+    })
+}
+
+/// Whether the suite (or `only`) boots `series` in instruction-count mode.
+pub(crate) fn boots_icount(series: Series, only: &[String]) -> bool {
+    !tests_of(series, only, Boot::Icount).is_empty()
+}
+
+/// The tests of `boot` the suite (or `only`) runs on `series`.
+fn tests_of(series: Series, only: &[String], boot: Boot) -> Vec<&'static VmTest> {
+    TESTS
+        .iter()
+        .filter(|t| t.boot() == boot && t.kernels.contains(&series) && selected(t, only))
+        .collect()
+}
+
+/// Boots `kernel` as `boot` says and runs its tests, if it has any.
+fn run_tests_of(
+    kernel: &Kernel,
+    numatrace: &Path,
+    only: &[String],
+    boot: Boot,
+    show_console: bool,
+) -> Vec<TestResult> {
+    let tests = tests_of(kernel.series, only, boot);
+    if tests.is_empty() {
+        Vec::new()
+    } else {
+        run_boot(kernel, numatrace, &tests, boot, show_console)
+    }
 }
 
 /// The results of `tests` that could not run for `why`.
@@ -434,7 +436,13 @@ fn all_failed(tests: &[&VmTest], why: &str) -> Vec<TestResult> {
 pub(crate) const GUEST_DEB_DIR: &str = "/numatrace-vmtest/deb";
 
 /// Boots `kernel` once (as `boot` says) and runs `tests` in it, in order.
-fn run_boot(kernel: &Kernel, numatrace: &Path, tests: &[&VmTest], boot: Boot) -> Vec<TestResult> {
+fn run_boot(
+    kernel: &Kernel,
+    numatrace: &Path,
+    tests: &[&VmTest],
+    boot: Boot,
+    show_console: bool,
+) -> Vec<TestResult> {
     let icount = boot == Boot::Icount;
     // Each boot its own directory: the console log goes beside the results.
     let out = vm::state_dir(kernel.series)
@@ -496,6 +504,7 @@ fn run_boot(kernel: &Kernel, numatrace: &Path, tests: &[&VmTest], boot: Boot) ->
         icount,
         root_disk: image.as_deref(),
         plugin: None,
+        show_console,
     };
     let outcome = match vm::boot(&guest) {
         Ok(outcome) => outcome,
@@ -662,21 +671,6 @@ fn test_seconds(dir: &Path) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_test_left_out_on_some_kernels_runs_on_the_others() {
-        let observer = TESTS
-            .iter()
-            .find(|t| t.name == "observer")
-            .expect("the observer test");
-        assert!(selected(observer, Series::V6_12, &[]));
-        assert!(observer.left_out_on(Series::V6_12).is_none());
-        for k in [Series::V6_1, Series::V7] {
-            assert!(!selected(observer, k, &[]), "{k:?}");
-            assert!(observer.left_out_on(k).is_some(), "{k:?}");
-            assert!(selected(observer, k, &["observer".into()]), "{k:?}");
-        }
-    }
 
     #[test]
     fn check_results_names_the_tests_and_judges_the_dir() {

@@ -16,6 +16,6 @@ part() {
 	done
 }
 fresh warmup $pin $W
-part cliff 100 3
+part cliff 100 2
 part promote 10000 1
 echo 100 > $nb/hot_threshold_ms
