@@ -673,6 +673,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_kernel_boots_in_instruction_count_mode_for_the_observer() {
+        for k in [Series::V6_1, Series::V6_12, Series::V7] {
+            assert!(boots_icount(k, &[]), "{k:?}");
+            assert!(boots_icount(k, &["observer".into()]), "{k:?}");
+            assert!(!boots_icount(k, &["doctor".into()]), "{k:?}");
+            let shared = tests_of(k, &[], Boot::Shared);
+            assert!(shared.iter().all(|t| !t.icount), "{k:?}");
+        }
+    }
+
+    #[test]
     fn check_results_names_the_tests_and_judges_the_dir() {
         let err = check_results("nope", Path::new("/"), Series::V6_12)
             .expect_err("unknown test")
