@@ -340,12 +340,9 @@ impl VmTest {
 /// Whether a test the suite runs on `kernels` (those in `only`, if any)
 /// boots the systemd guest.
 pub(crate) fn needs_systemd_image(kernels: &[Series], only: &[String]) -> bool {
-    TESTS.iter().any(|t| {
-        t.boot() == Boot::Systemd
-            && kernels
-                .iter()
-                .any(|&k| t.kernels.contains(&k) && selected(t, only))
-    })
+    kernels
+        .iter()
+        .any(|&k| !tests_of(k, only, Boot::Systemd).is_empty())
 }
 
 /// Runs the tests of [`TESTS`] that apply to `kernel` (those in `only`, if
