@@ -681,6 +681,14 @@ mod tests {
     }
 
     #[test]
+    fn the_systemd_image_is_needed_by_the_kernels_of_its_tests() {
+        assert!(needs_systemd_image(&[Series::V6_12], &[]));
+        assert!(needs_systemd_image(&Series::ALL, &["systemd".into()]));
+        assert!(!needs_systemd_image(&[Series::V6_1, Series::V7], &[]));
+        assert!(!needs_systemd_image(&Series::ALL, &["doctor".into()]));
+    }
+
+    #[test]
     fn check_results_names_the_tests_and_judges_the_dir() {
         let err = check_results("nope", Path::new("/"), Series::V6_12)
             .expect_err("unknown test")
