@@ -107,6 +107,14 @@ impl Tmux {
         self.wait(text, |s| s.contains(text))
     }
 
+    /// Waits until one screen holds every text: tmux can capture a frame
+    /// half drawn, so texts asserted together are waited for together.
+    fn wait_all(&self, texts: &[&str]) -> String {
+        self.wait(&texts.join(" and "), |s| {
+            texts.iter().all(|t| s.contains(t))
+        })
+    }
+
     /// The pid of the command the shell in the pane runs.
     fn child_pid(&self) -> u32 {
         let shell = self.display("#{pane_pid}");
@@ -204,17 +212,19 @@ fn table_lines(s: &str) -> Vec<&str> {
 fn top_in_tmux_sort_filter_detail_help_resize_quit() {
     let t = Tmux::start(100, 30);
     t.run_top("--speed 2");
-    let s = t.screen();
-    assert!(s.contains("numatrace top"), "{s}");
-    assert!(s.contains("numa_balancing=2 (tiering)"), "{s}");
-    assert!(s.contains("10/10 hooks"), "{s}");
-    assert!(s.contains("hint faults"), "{s}");
-    let rows = table_lines(&s);
-    assert!(
-        rows.iter()
-            .any(|l| l.contains("173") && l.contains("hot-chunks")),
-        "{s}"
-    );
+    t.wait("the header and the process row", |s| {
+        [
+            "numatrace top",
+            "numa_balancing=2 (tiering)",
+            "10/10 hooks",
+            "hint faults",
+        ]
+        .iter()
+        .all(|t| s.contains(t))
+            && table_lines(s)
+                .iter()
+                .any(|l| l.contains("173") && l.contains("hot-chunks"))
+    });
     // Wait for non-zero hint faults/s in the process row.
     t.wait("non-zero faults/s for hot-chunks", |s| {
         s.lines().any(|l| {
@@ -248,25 +258,21 @@ fn top_in_tmux_sort_filter_detail_help_resize_quit() {
     t.keys(&["-l", "chunks"]);
     t.wait_for("filter: chunks_");
     t.keys(&["Enter"]);
-    let s = t.wait_for("filter: chunks");
-    assert!(s.contains("processes (1)"), "{s}");
+    t.wait_all(&["filter: chunks", "processes (1)"]);
     t.keys(&["/"]);
     t.keys(&["BSpace", "BSpace", "BSpace", "BSpace", "BSpace", "BSpace"]);
     t.keys(&["-l", "nomatch"]);
     t.keys(&["Enter"]);
-    let s = t.wait_for("no row matches the filter");
-    assert!(s.contains("processes (0)"), "{s}");
+    t.wait_all(&["no row matches the filter", "processes (0)"]);
     t.keys(&["Escape"]);
     t.wait_for("processes (1)");
 
     // The cgroup view (the recording is of another boot: the cgroup is
     // named by its id), its process, and back to all processes.
     t.keys(&["c"]);
-    let s = t.wait_for("cgroups (1)");
-    assert!(s.contains("CGROUP") && s.contains("id 1 "), "{s}");
+    t.wait_all(&["cgroups (1)", "CGROUP", "id 1 "]);
     t.keys(&["j", "Enter"]);
-    let s = t.wait_for("processes (1) of id 1");
-    assert!(s.contains("hot-chunks"), "{s}");
+    t.wait_all(&["processes (1) of id 1", "hot-chunks"]);
     t.keys(&["Escape"]);
     t.wait_for("cgroups (1)");
     t.keys(&["c"]);
@@ -275,10 +281,8 @@ fn top_in_tmux_sort_filter_detail_help_resize_quit() {
     // Detail of the process, and back.
     t.keys(&["j"]);
     t.keys(&["Enter"]);
-    let s = t.wait_for("address-space heat");
-    assert!(s.contains("173 hot-chunks"), "{s}");
-    let s = t.wait_for("scanned ranges");
-    assert!(s.contains("START"), "{s}");
+    t.wait_all(&["address-space heat", "173 hot-chunks"]);
+    t.wait_all(&["scanned ranges", "START"]);
     t.keys(&["Escape"]);
     t.wait_for("processes (1)");
 
@@ -287,8 +291,10 @@ fn top_in_tmux_sort_filter_detail_help_resize_quit() {
 
     // Help overlay: opens, any key closes.
     t.keys(&["?"]);
-    let s = t.wait_for("numatrace top: keys");
-    assert!(s.contains("filter by command, cgroup path or pid"), "{s}");
+    t.wait_all(&[
+        "numatrace top: keys",
+        "filter by command, cgroup path or pid",
+    ]);
     t.keys(&["x"]);
     t.wait("help closed", |s| !s.contains("numatrace top: keys"));
 
@@ -304,14 +310,15 @@ fn top_in_tmux_sort_filter_detail_help_resize_quit() {
 
     // Resize down to 80x24 and up to 200x50.
     t.cmd(&["resize-window", "-t", "t", "-x", "80", "-y", "24"]);
-    let s = t.wait("an 80x24 layout", |s| {
-        s.lines().count() <= 24 && s.contains("q quit") && s.contains("hot-chunks")
+    t.wait("an 80x24 layout", |s| {
+        s.lines().count() <= 24
+            && s.lines().all(|l| l.chars().count() <= 80)
+            && ["q quit", "hot-chunks", "FLT/s"]
+                .iter()
+                .all(|t| s.contains(t))
     });
-    assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
-    assert!(s.contains("FLT/s"), "{s}");
     t.cmd(&["resize-window", "-t", "t", "-x", "200", "-y", "50"]);
-    let s = t.wait("a 200x50 layout", |s| s.contains("RESIDENT PAGES"));
-    assert!(s.contains("fault-count delta"), "{s}");
+    t.wait_all(&["RESIDENT PAGES", "fault-count delta"]);
 
     // Refresh interval.
     t.keys(&["+"]);
