@@ -110,9 +110,7 @@ impl Tmux {
     /// Waits until one screen holds every text: tmux can capture a frame
     /// half drawn, so texts asserted together are waited for together.
     fn wait_all(&self, texts: &[&str]) -> String {
-        self.wait(&texts.join(" and "), |s| {
-            texts.iter().all(|t| s.contains(t))
-        })
+        self.wait(&texts.join(" and "), |s| holds_all(s, texts))
     }
 
     /// The pid of the command the shell in the pane runs.
@@ -200,6 +198,10 @@ impl Drop for Tmux {
     }
 }
 
+fn holds_all(screen: &str, texts: &[&str]) -> bool {
+    texts.iter().all(|t| screen.contains(t))
+}
+
 /// The table's header and first rows of the current screen.
 fn table_lines(s: &str) -> Vec<&str> {
     s.lines()
@@ -213,17 +215,17 @@ fn top_in_tmux_sort_filter_detail_help_resize_quit() {
     let t = Tmux::start(100, 30);
     t.run_top("--speed 2");
     t.wait("the header and the process row", |s| {
-        [
-            "numatrace top",
-            "numa_balancing=2 (tiering)",
-            "10/10 hooks",
-            "hint faults",
-        ]
-        .iter()
-        .all(|t| s.contains(t))
-            && table_lines(s)
-                .iter()
-                .any(|l| l.contains("173") && l.contains("hot-chunks"))
+        holds_all(
+            s,
+            &[
+                "numatrace top",
+                "numa_balancing=2 (tiering)",
+                "10/10 hooks",
+                "hint faults",
+            ],
+        ) && table_lines(s)
+            .iter()
+            .any(|l| l.contains("173") && l.contains("hot-chunks"))
     });
     // Wait for non-zero hint faults/s in the process row.
     t.wait("non-zero faults/s for hot-chunks", |s| {
@@ -313,9 +315,7 @@ fn top_in_tmux_sort_filter_detail_help_resize_quit() {
     t.wait("an 80x24 layout", |s| {
         s.lines().count() <= 24
             && s.lines().all(|l| l.chars().count() <= 80)
-            && ["q quit", "hot-chunks", "FLT/s"]
-                .iter()
-                .all(|t| s.contains(t))
+            && holds_all(s, &["q quit", "hot-chunks", "FLT/s"])
     });
     t.cmd(&["resize-window", "-t", "t", "-x", "200", "-y", "50"]);
     t.wait_all(&["RESIDENT PAGES", "fault-count delta"]);
